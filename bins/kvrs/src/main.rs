@@ -1,0 +1,39 @@
+//! The `kvrs` command line: what KubeVirt v1.9.0 would do with a VMI or VM, computed locally.
+//!
+//! Every subcommand reads its input through [`input`], which turns any bad input into a one-line
+//! error naming the field and the reason (exit code 2), never a panic.
+
+mod cmd;
+mod input;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// kvrs: KubeVirt's control path in Rust.
+#[derive(Parser)]
+#[command(name = "kvrs", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print a VMI (or a VM's template) after KubeVirt's defaulting, as JSON.
+    Defaults(cmd::defaults::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Defaults(args) => cmd::defaults::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("kvrs: {err}");
+            ExitCode::from(err.exit_code())
+        }
+    }
+}

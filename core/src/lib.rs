@@ -1,0 +1,14 @@
+//! # kvrs-core
+//!
+//! The kubevirt.io/v1 API as plain Rust data ([`api`]), exact Kubernetes quantities ([`Quantity`]),
+//! and — in later modules — KubeVirt v1.9.0's defaulting, validation and controller decisions as
+//! pure functions: data in, data out, no clock, socket or randomness inside.
+
+pub mod api;
+pub mod config;
+pub mod quantity;
+mod serde_util;
+
+pub use config::ClusterConfig;
+pub use api::{VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceSpec};
+pub use quantity::{Quantity, QuantityError};

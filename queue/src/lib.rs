@@ -1,0 +1,1 @@
+//! kvrs-queue: Keyed work queue, retry backoff and expectations for kvrs controllers.

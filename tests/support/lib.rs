@@ -1,0 +1,38 @@
+//! Shared helpers for kvrs's cross-crate tests: where the oracle corpus lives and how to read it.
+
+use std::path::{Path, PathBuf};
+
+/// The directory holding KubeVirt's reference outputs (`../shared/oracle` beside the checkout).
+///
+/// Panics under CI (`CI=true`) when the directory is missing, so a misplaced corpus fails loudly
+/// instead of silently comparing nothing. Locally it returns `None` and tests say so.
+pub fn shared_dir(sub: &str) -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared").join(sub);
+    if root.is_dir() {
+        return Some(root);
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("the oracle corpus {} is missing under CI", root.display());
+    }
+    eprintln!("note: {} not found; oracle comparisons skipped", root.display());
+    None
+}
+
+/// Every case name in the oracle directory with a file `NAME.<suffix>`, sorted.
+pub fn cases_with(dir: &Path, suffix: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("read oracle dir")
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            name.strip_suffix(&format!(".{suffix}")).map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// Reads a JSON file of the corpus.
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
