@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod config;
+pub mod decide;
 pub mod quantity;
 mod serde_util;
 

@@ -1,0 +1,1 @@
+//! Oracle scenario files parsed into decision inputs.

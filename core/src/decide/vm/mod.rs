@@ -1,0 +1,1 @@
+//! The VM controller decision (KubeVirt's `pkg/virt-controller/watch/vm`), written in the modules below.
