@@ -1,0 +1,310 @@
+//! `<disk>` and its parts.
+
+use super::{Address, Alias, BootOrder, Empty};
+use serde::{Deserialize, Serialize};
+
+/// `<disk device type model>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Disk {
+    /// `disk`, `cdrom`, `lun`.
+    #[serde(rename = "@device")]
+    pub device: String,
+    /// Snapshot mode.
+    #[serde(rename = "@snapshot", skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    /// `file`, `block`, `network`.
+    #[serde(rename = "@type")]
+    pub kind: String,
+    /// Backing file or device (always written).
+    pub source: DiskSource,
+    /// Guest bus and device name (always written).
+    pub target: DiskTarget,
+    /// Serial number.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serial: Option<String>,
+    /// QEMU driver options.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<DiskDriver>,
+    /// `<readonly/>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub readonly: Option<Empty>,
+    /// Network disk authentication.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<DiskAuth>,
+    /// Alias (`ua-<disk name>`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alias: Option<Alias>,
+    /// Backing image (container disks).
+    #[serde(rename = "backingStore", skip_serializing_if = "Option::is_none")]
+    pub backing_store: Option<BackingStore>,
+    /// Boot order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boot: Option<BootOrder>,
+    /// Guest address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<Address>,
+    /// `virtio`, `virtio-transitional`, `virtio-non-transitional`.
+    #[serde(rename = "@model", skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Block sizes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blockio: Option<BlockIo>,
+    /// KubeVirt-only: filesystem overhead of the PVC (never sent to libvirt).
+    #[serde(rename = "filesystemOverhead", skip_serializing_if = "Option::is_none")]
+    pub filesystem_overhead: Option<String>,
+    /// KubeVirt-only: PVC capacity.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<i64>,
+    /// `<shareable/>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shareable: Option<Empty>,
+}
+
+/// `<source dev file ...>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DiskSource {
+    /// Block device.
+    #[serde(rename = "@dev", skip_serializing_if = "Option::is_none")]
+    pub dev: Option<String>,
+    /// File.
+    #[serde(rename = "@file", skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// `optional` etc.
+    #[serde(rename = "@startupPolicy", skip_serializing_if = "Option::is_none")]
+    pub startup_policy: Option<String>,
+    /// Network protocol.
+    #[serde(rename = "@protocol", skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    /// Network export name.
+    #[serde(rename = "@name", skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Network host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<DiskSourceHost>,
+    /// Persistent reservations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reservations: Option<Reservations>,
+    /// Slices.
+    #[serde(rename = "slices")]
+    pub slices: Vec<Slices>,
+    /// External data file.
+    #[serde(rename = "dataStore", skip_serializing_if = "Option::is_none")]
+    pub data_store: Option<Box<DataStore>>,
+}
+
+/// `<host name port>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DiskSourceHost {
+    /// Host.
+    #[serde(rename = "@name")]
+    pub name: String,
+    /// Port.
+    #[serde(rename = "@port", skip_serializing_if = "Option::is_none")]
+    pub port: Option<String>,
+}
+
+/// `<reservations managed migration>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Reservations {
+    /// yes/no.
+    #[serde(rename = "@managed", skip_serializing_if = "Option::is_none")]
+    pub managed: Option<String>,
+    /// yes/no.
+    #[serde(rename = "@migration", skip_serializing_if = "Option::is_none")]
+    pub migration: Option<String>,
+    /// pr-helper socket.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceReservations>,
+}
+
+/// `<source type path mode>` of reservations.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SourceReservations {
+    /// `unix`.
+    #[serde(rename = "@type")]
+    pub kind: String,
+    /// Socket.
+    #[serde(rename = "@path", skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// `client`.
+    #[serde(rename = "@mode", skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+/// `<slices><slice/></slices>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Slices {
+    /// The slice.
+    pub slice: SliceType,
+}
+
+/// `<slice type offset size>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SliceType {
+    /// `storage`.
+    #[serde(rename = "@type")]
+    pub kind: String,
+    /// Offset.
+    #[serde(rename = "@offset")]
+    pub offset: i64,
+    /// Size.
+    #[serde(rename = "@size")]
+    pub size: i64,
+}
+
+/// `<dataStore type>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DataStore {
+    /// `file`, `block`.
+    #[serde(rename = "@type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Format.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub format: Option<FormatType>,
+    /// Source.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<DiskSource>,
+}
+
+/// `<format type>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FormatType {
+    /// `raw`, `qcow2`.
+    #[serde(rename = "@type")]
+    pub kind: String,
+}
+
+/// `<target bus dev tray>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DiskTarget {
+    /// `virtio`, `sata`, `scsi`, `usb`.
+    #[serde(rename = "@bus", skip_serializing_if = "Option::is_none")]
+    pub bus: Option<String>,
+    /// `vda`, `sda`, ...
+    #[serde(rename = "@dev", skip_serializing_if = "Option::is_none")]
+    pub dev: Option<String>,
+    /// `open` / `closed`.
+    #[serde(rename = "@tray", skip_serializing_if = "Option::is_none")]
+    pub tray: Option<String>,
+}
+
+/// `<driver cache error_policy io name type iothread queues discard iommu>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DiskDriver {
+    /// `none`, `writethrough`, `writeback`.
+    #[serde(rename = "@cache", skip_serializing_if = "Option::is_none")]
+    pub cache: Option<String>,
+    /// `stop`, `report`, `ignore`, `enospace`.
+    #[serde(rename = "@error_policy", skip_serializing_if = "Option::is_none")]
+    pub error_policy: Option<String>,
+    /// `native`, `threads`.
+    #[serde(rename = "@io", skip_serializing_if = "Option::is_none")]
+    pub io: Option<String>,
+    /// `qemu`.
+    #[serde(rename = "@name")]
+    pub name: String,
+    /// `raw`, `qcow2`.
+    #[serde(rename = "@type")]
+    pub kind: String,
+    /// IO thread.
+    #[serde(rename = "@iothread", skip_serializing_if = "Option::is_none")]
+    pub iothread: Option<u32>,
+    /// IO thread pool (supplemental pool policy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iothreads: Option<DiskIoThreads>,
+    /// Queues.
+    #[serde(rename = "@queues", skip_serializing_if = "Option::is_none")]
+    pub queues: Option<u32>,
+    /// `unmap`.
+    #[serde(rename = "@discard", skip_serializing_if = "Option::is_none")]
+    pub discard: Option<String>,
+    /// `on` for launch security.
+    #[serde(rename = "@iommu", skip_serializing_if = "Option::is_none")]
+    pub iommu: Option<String>,
+}
+
+/// `<iothreads>` of a disk driver.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DiskIoThreads {
+    /// Threads.
+    #[serde(rename = "iothread")]
+    pub iothread: Vec<DiskIoThread>,
+}
+
+/// `<iothread id>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DiskIoThread {
+    /// Thread id.
+    #[serde(rename = "@id")]
+    pub id: u32,
+}
+
+/// `<auth username><secret/></auth>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DiskAuth {
+    /// User.
+    #[serde(rename = "@username")]
+    pub username: String,
+    /// Secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<DiskSecret>,
+}
+
+/// `<secret type usage uuid>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DiskSecret {
+    /// Type.
+    #[serde(rename = "@type")]
+    pub kind: String,
+    /// Usage.
+    #[serde(rename = "@usage", skip_serializing_if = "Option::is_none")]
+    pub usage: Option<String>,
+    /// UUID.
+    #[serde(rename = "@uuid", skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+}
+
+/// `<backingStore type>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BackingStore {
+    /// `file`, `block`.
+    #[serde(rename = "@type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Format.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub format: Option<FormatType>,
+    /// Source.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<DiskSource>,
+}
+
+/// `<blockio logical_block_size physical_block_size discard_granularity>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BlockIo {
+    /// Logical.
+    #[serde(rename = "@logical_block_size", skip_serializing_if = "Option::is_none")]
+    pub logical_block_size: Option<u64>,
+    /// Physical.
+    #[serde(rename = "@physical_block_size", skip_serializing_if = "Option::is_none")]
+    pub physical_block_size: Option<u64>,
+    /// Discard granularity.
+    #[serde(rename = "@discard_granularity", skip_serializing_if = "Option::is_none")]
+    pub discard_granularity: Option<u64>,
+}
