@@ -65,6 +65,14 @@ impl Sub<Instant> for Instant {
     }
 }
 
+impl Sub<Duration> for Instant {
+    type Output = Instant;
+    /// Saturating at the origin.
+    fn sub(self, rhs: Duration) -> Instant {
+        Instant(self.0.saturating_sub(rhs))
+    }
+}
+
 impl fmt::Debug for Instant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "T+{:?}", self.0)
@@ -81,6 +89,7 @@ mod tests {
         assert_eq!(t.offset(), Duration::from_millis(5));
         assert_eq!(Instant::ZERO - t, Duration::ZERO);
         assert_eq!(t - Instant::ZERO, Duration::from_millis(5));
+        assert_eq!(t - Duration::from_secs(1), Instant::ZERO);
         let end = Instant::from_offset(Duration::MAX);
         assert_eq!(end + Duration::from_secs(1), end);
         assert_eq!(format!("{t:?}"), "T+5ms");
