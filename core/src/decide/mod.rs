@@ -9,6 +9,9 @@
 //!
 //! The types in this module are shared by all decisions; they say nothing about VMs in particular.
 
+pub mod handler;
+pub mod meta;
+pub mod patch;
 pub mod scenario;
 pub mod vm;
 pub mod vmi;

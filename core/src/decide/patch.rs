@@ -1,0 +1,283 @@
+//! Building and applying the patches decisions write.
+//!
+//! Decisions write status and metadata as patches, never as full objects, so a concurrent writer's
+//! fields are not overwritten. JSON patches carry `test` operations on the old values of what they
+//! replace: if the stored object moved on since the snapshot, the server rejects the patch and the
+//! key is retried with a fresh snapshot. The appliers here are what the simulator's and the tests'
+//! fake API servers use to see the result of a plan.
+
+use serde_json::{Map, Value, json};
+
+/// One JSON-patch operation `{"op": .., "path": .., "value": ..}`.
+pub fn op(op: &str, path: &str, value: Option<Value>) -> Value {
+    let mut m = Map::new();
+    m.insert("op".into(), json!(op));
+    m.insert("path".into(), json!(path));
+    if let Some(v) = value {
+        m.insert("value".into(), v);
+    }
+    Value::Object(m)
+}
+
+/// Escapes a key for use as a JSON-pointer segment (`~` -> `~0`, `/` -> `~1`).
+pub fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// The JSON-patch operations turning the object `old` into `new` one field deep under `base`
+/// (e.g. `/status`): changed fields are tested and replaced, new ones added, dropped ones tested
+/// and removed. When `old` is absent or empty the whole object is added in one operation.
+pub fn field_ops(base: &str, old: Option<&Value>, new: &Value) -> Vec<Value> {
+    let empty = Map::new();
+    let old_map = old.and_then(Value::as_object).unwrap_or(&empty);
+    let new_map = new.as_object().unwrap_or(&empty);
+    if old_map.is_empty() {
+        if new_map.is_empty() {
+            return vec![];
+        }
+        return vec![op("add", base, Some(new.clone()))];
+    }
+    let mut ops = Vec::new();
+    for (k, nv) in new_map {
+        let path = format!("{base}/{}", escape(k));
+        match old_map.get(k) {
+            Some(ov) if ov == nv => {}
+            Some(ov) => {
+                ops.push(op("test", &path, Some(ov.clone())));
+                ops.push(op("replace", &path, Some(nv.clone())));
+            }
+            None => ops.push(op("add", &path, Some(nv.clone()))),
+        }
+    }
+    for (k, ov) in old_map {
+        if !new_map.contains_key(k) {
+            let path = format!("{base}/{}", escape(k));
+            ops.push(op("test", &path, Some(ov.clone())));
+            ops.push(op("remove", &path, None));
+        }
+    }
+    ops
+}
+
+/// Why a patch could not be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatchError {
+    /// A `test` operation found a different value: the object changed since the snapshot.
+    #[error("test operation at {0} failed")]
+    TestFailed(String),
+    /// A path does not exist or is malformed.
+    #[error("invalid path {0}")]
+    BadPath(String),
+    /// The patch document is not of the expected shape.
+    #[error("malformed patch: {0}")]
+    Malformed(String),
+}
+
+fn segments(path: &str) -> Result<Vec<String>, PatchError> {
+    if path.is_empty() {
+        return Ok(vec![]);
+    }
+    let rest = path.strip_prefix('/').ok_or_else(|| PatchError::BadPath(path.into()))?;
+    Ok(rest.split('/').map(|s| s.replace("~1", "/").replace("~0", "~")).collect())
+}
+
+fn parent_mut<'a>(doc: &'a mut Value, segs: &[String], path: &str) -> Result<&'a mut Value, PatchError> {
+    let mut cur = doc;
+    for s in segs {
+        cur = match cur {
+            Value::Object(m) => m.get_mut(s),
+            Value::Array(a) => s.parse::<usize>().ok().and_then(|i| a.get_mut(i)),
+            _ => None,
+        }
+        .ok_or_else(|| PatchError::BadPath(path.into()))?;
+    }
+    Ok(cur)
+}
+
+fn get<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
+    if path.is_empty() {
+        return Some(doc);
+    }
+    doc.pointer(path)
+}
+
+/// Applies an RFC 6902 JSON patch (add, remove, replace, test) to `doc`.
+///
+/// A `test` against `null` succeeds when the path is absent, as the Kubernetes API server treats
+/// a missing field and a null one alike.
+pub fn apply_json_patch(doc: &mut Value, patch: &Value) -> Result<(), PatchError> {
+    let ops = patch.as_array().ok_or_else(|| PatchError::Malformed("not an array".into()))?;
+    for o in ops {
+        let kind = o["op"].as_str().unwrap_or_default();
+        let path = o["path"].as_str().ok_or_else(|| PatchError::Malformed("no path".into()))?;
+        let value = o.get("value").cloned().unwrap_or(Value::Null);
+        match kind {
+            "test" => {
+                let cur = get(doc, path).cloned().unwrap_or(Value::Null);
+                if cur != value {
+                    return Err(PatchError::TestFailed(path.into()));
+                }
+            }
+            "add" | "replace" => {
+                let segs = segments(path)?;
+                let Some((last, parents)) = segs.split_last() else {
+                    *doc = value;
+                    continue;
+                };
+                let parent = parent_mut(doc, parents, path)?;
+                match parent {
+                    Value::Object(m) => {
+                        if kind == "replace" && !m.contains_key(last) {
+                            return Err(PatchError::BadPath(path.into()));
+                        }
+                        m.insert(last.clone(), value);
+                    }
+                    Value::Array(a) => {
+                        if last == "-" {
+                            a.push(value);
+                        } else {
+                            let i: usize =
+                                last.parse().map_err(|_| PatchError::BadPath(path.into()))?;
+                            if kind == "replace" && i < a.len() {
+                                a[i] = value;
+                            } else if kind == "add" && i <= a.len() {
+                                a.insert(i, value);
+                            } else {
+                                return Err(PatchError::BadPath(path.into()));
+                            }
+                        }
+                    }
+                    _ => return Err(PatchError::BadPath(path.into())),
+                }
+            }
+            "remove" => {
+                let segs = segments(path)?;
+                let (last, parents) =
+                    segs.split_last().ok_or_else(|| PatchError::BadPath(path.into()))?;
+                let parent = parent_mut(doc, parents, path)?;
+                let removed = match parent {
+                    Value::Object(m) => m.remove(last).is_some(),
+                    Value::Array(a) => match last.parse::<usize>() {
+                        Ok(i) if i < a.len() => {
+                            a.remove(i);
+                            true
+                        }
+                        _ => false,
+                    },
+                    _ => false,
+                };
+                if !removed {
+                    return Err(PatchError::BadPath(path.into()));
+                }
+            }
+            other => return Err(PatchError::Malformed(format!("unsupported op {other}"))),
+        }
+    }
+    Ok(())
+}
+
+/// Applies an RFC 7386 JSON merge patch to `doc`.
+pub fn apply_merge_patch(doc: &mut Value, patch: &Value) {
+    let Value::Object(pm) = patch else {
+        *doc = patch.clone();
+        return;
+    };
+    if !doc.is_object() {
+        *doc = Value::Object(Map::new());
+    }
+    if let Value::Object(dm) = doc {
+        for (k, v) in pm {
+            if v.is_null() {
+                dm.remove(k);
+            } else {
+                apply_merge_patch(dm.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+    }
+}
+
+/// Applies a strategic merge patch for the shapes decisions write: maps merge like a merge
+/// patch, and lists named `conditions` merge by their `type` key (the Kubernetes patch strategy
+/// of pod and VMI conditions); `$setElementOrder/..` directives are honoured for those lists.
+pub fn apply_strategic_merge_patch(doc: &mut Value, patch: &Value) {
+    let Value::Object(pm) = patch else {
+        *doc = patch.clone();
+        return;
+    };
+    if !doc.is_object() {
+        *doc = Value::Object(Map::new());
+    }
+    let Value::Object(dm) = doc else { return };
+    for (k, v) in pm {
+        if k.starts_with("$setElementOrder/") {
+            continue;
+        }
+        if v.is_null() {
+            dm.remove(k);
+        } else if k == "conditions" {
+            let cur = dm.entry(k.clone()).or_insert_with(|| json!([]));
+            merge_keyed_list(cur, v, "type");
+            if let Some(order) = pm.get(&format!("$setElementOrder/{k}")).and_then(Value::as_array)
+            {
+                reorder(cur, order, "type");
+            }
+        } else {
+            apply_strategic_merge_patch(dm.entry(k.clone()).or_insert(Value::Null), v);
+        }
+    }
+}
+
+fn merge_keyed_list(cur: &mut Value, patch: &Value, key: &str) {
+    let (Some(items), Some(new_items)) = (cur.as_array_mut(), patch.as_array()) else {
+        *cur = patch.clone();
+        return;
+    };
+    for n in new_items {
+        match items.iter_mut().find(|i| i.get(key) == n.get(key)) {
+            Some(existing) => apply_merge_patch(existing, n),
+            None => items.push(n.clone()),
+        }
+    }
+}
+
+fn reorder(cur: &mut Value, order: &[Value], key: &str) {
+    let Some(items) = cur.as_array_mut() else { return };
+    let pos = |v: &Value| order.iter().position(|o| o.get(key) == v.get(key)).unwrap_or(usize::MAX);
+    items.sort_by_key(pos);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_ops_round_trip_through_apply() {
+        let old = json!({"a": 1, "b": [1], "c": "x"});
+        let new = json!({"a": 2, "b": [1], "d": true});
+        let mut doc = json!({"status": old.clone()});
+        let ops = Value::Array(field_ops("/status", Some(&old), &new));
+        apply_json_patch(&mut doc, &ops).unwrap();
+        assert_eq!(doc["status"], new);
+    }
+
+    #[test]
+    fn failed_test_rejects_patch() {
+        let mut doc = json!({"status": {"a": 1}});
+        let p = json!([{"op": "test", "path": "/status/a", "value": 2}]);
+        assert_eq!(
+            apply_json_patch(&mut doc, &p),
+            Err(PatchError::TestFailed("/status/a".into()))
+        );
+    }
+
+    #[test]
+    fn strategic_conditions_merge_by_type() {
+        let mut doc = json!({"status": {"conditions": [{"type": "A", "status": "False"}]}});
+        let p = json!({"status": {"conditions": [{"type": "B", "status": "True"}, {"type": "A", "status": "True"}]}});
+        apply_strategic_merge_patch(&mut doc, &p);
+        assert_eq!(
+            doc["status"]["conditions"],
+            json!([{"type": "A", "status": "True"}, {"type": "B", "status": "True"}])
+        );
+    }
+}

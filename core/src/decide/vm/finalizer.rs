@@ -1,0 +1,67 @@
+//! The VM controller finalizer on VMs and on the VMIs it started.
+//!
+//! On the VM it guarantees the controller sees the deletion and stops the VMI first; on a VMI it
+//! guarantees the controller records the final VMI state (start failures) before the VMI goes.
+
+use serde_json::Value;
+
+use super::{Reconcile, VM_CONTROLLER_FINALIZER};
+use crate::api::VirtualMachineInstance;
+use crate::decide::patch::op;
+use crate::decide::{ApiWrite, PatchType, WriteOp, meta};
+
+fn finalizers_patch(old: &[String], new: &[String]) -> Value {
+    let path = "/metadata/finalizers";
+    Value::Array(vec![
+        op("test", path, Some(serde_json::to_value(old).unwrap_or(Value::Null))),
+        op("replace", path, Some(serde_json::to_value(new).unwrap_or(Value::Null))),
+    ])
+}
+
+/// Adds the controller finalizer to the VM if missing.
+pub(super) fn add_vm_finalizer(r: &mut Reconcile<'_, '_>) {
+    if meta::has_finalizer(&r.vm.metadata, VM_CONTROLLER_FINALIZER) {
+        return;
+    }
+    let old = r.vm.metadata.finalizers.clone().unwrap_or_default();
+    let mut new = old.clone();
+    new.push(VM_CONTROLLER_FINALIZER.into());
+    r.plan.writes.push(ApiWrite::new(
+        "virtualmachines",
+        &r.ns(),
+        &r.name(),
+        WriteOp::Patch { patch_type: PatchType::Json, patch: finalizers_patch(&old, &new) },
+    ));
+    r.vm.metadata.finalizers = Some(new);
+}
+
+/// Removes the controller finalizer from the VM (letting its deletion complete).
+pub(super) fn remove_vm_finalizer(r: &mut Reconcile<'_, '_>) {
+    if !meta::has_finalizer(&r.vm.metadata, VM_CONTROLLER_FINALIZER) {
+        return;
+    }
+    let old = r.vm.metadata.finalizers.clone().unwrap_or_default();
+    let new: Vec<String> = old.iter().filter(|f| *f != VM_CONTROLLER_FINALIZER).cloned().collect();
+    r.plan.writes.push(ApiWrite::new(
+        "virtualmachines",
+        &r.ns(),
+        &r.name(),
+        WriteOp::Patch { patch_type: PatchType::Json, patch: finalizers_patch(&old, &new) },
+    ));
+    r.vm.metadata.finalizers = Some(new);
+}
+
+/// Removes the controller finalizer from a VMI whose final state has been recorded.
+pub(super) fn remove_vmi_finalizer(r: &mut Reconcile<'_, '_>, vmi: &VirtualMachineInstance) {
+    if !meta::has_finalizer(&vmi.metadata, VM_CONTROLLER_FINALIZER) {
+        return;
+    }
+    let old = vmi.metadata.finalizers.clone().unwrap_or_default();
+    let new: Vec<String> = old.iter().filter(|f| *f != VM_CONTROLLER_FINALIZER).cloned().collect();
+    r.plan.writes.push(ApiWrite::new(
+        "virtualmachineinstances",
+        meta::namespace(&vmi.metadata),
+        meta::name(&vmi.metadata),
+        WriteOp::Patch { patch_type: PatchType::Json, patch: finalizers_patch(&old, &new) },
+    ));
+}
