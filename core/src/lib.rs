@@ -4,8 +4,12 @@
 //! and — in later modules — KubeVirt v1.9.0's defaulting, validation and controller decisions as
 //! pure functions: data in, data out, no clock, socket or randomness inside.
 
+pub mod admission;
 pub mod api;
 pub mod config;
+pub mod defaults;
+pub mod template;
+pub mod validate;
 pub mod decide;
 pub mod quantity;
 mod serde_util;

@@ -1,0 +1,612 @@
+//! Disks (names, targets, buses, caches, boot order), inputs, sound, video, watchdog, panic
+//! devices, firmware, Hyper-V and the spec-wide enumerations (start/eviction strategy, DNS
+//! policy, architecture, hostname).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::CauseKind;
+use super::causes::Causes;
+use crate::api::{Disk, VirtualMachineInstanceSpec};
+
+const DISKS: &str = "spec.domain.devices.disks";
+const SUPPORTED_BUSES: &str = "[virtio scsi sata usb]";
+
+/// `dddd:bb:ss.f` in hex, function 0-7.
+pub(crate) fn valid_pci_address(addr: &str) -> bool {
+    let hex = |s: &str, n: usize| s.len() == n && s.chars().all(|c| c.is_ascii_hexdigit());
+    let Some((dom, rest)) = addr.split_once(':') else {
+        return false;
+    };
+    let Some((bus, rest)) = rest.split_once(':') else {
+        return false;
+    };
+    let Some((slot, func)) = rest.split_once('.') else {
+        return false;
+    };
+    hex(dom, 4) && hex(bus, 2) && hex(slot, 2) && matches!(func, "0" | "1" | "2" | "3" | "4" | "5" | "6" | "7")
+}
+
+/// Kubernetes' DNS-1123 label: lower-case alphanumerics and '-', alphanumeric at both ends,
+/// at most 63 characters. Returns the complaint, if any.
+pub(crate) fn dns1123_label_error(s: &str) -> Option<String> {
+    let ok_chars = s
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    let ok_ends = s
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && s
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if s.len() > 63 {
+        return Some("must be no more than 63 characters".to_string());
+    }
+    if !ok_chars || !ok_ends {
+        return Some(
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or \
+             '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or \
+             '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+                .to_string(),
+        );
+    }
+    None
+}
+
+fn target(disk: &Disk) -> (&'static str, &str) {
+    let bus = |b: &Option<String>| b.as_deref().unwrap_or("").to_string();
+    if let Some(t) = &disk.disk {
+        ("disk", t.bus.as_deref().unwrap_or(""))
+    } else if let Some(t) = &disk.lun {
+        ("lun", t.bus.as_deref().unwrap_or(""))
+    } else if let Some(t) = &disk.cdrom {
+        let _ = bus;
+        ("cdrom", t.bus.as_deref().unwrap_or(""))
+    } else {
+        ("", "")
+    }
+}
+
+pub(super) fn check(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
+    let disks: &[Disk] = spec.domain.devices.disks.as_deref().unwrap_or(&[]);
+    let mut boot_orders = BTreeSet::new();
+    let volumes: BTreeMap<&str, &crate::api::Volume> = spec
+        .volumes
+        .iter()
+        .flatten()
+        .map(|v| (v.name.as_str(), v))
+        .collect();
+    for (idx, disk) in disks.iter().enumerate() {
+        let path = format!("{DISKS}[{idx}]");
+        check_disk(idx, disk, disks, causes);
+        match volumes.get(disk.name.as_str()) {
+            None if disk.cdrom.is_none() => causes.invalid(
+                format!("{path}.name"),
+                format!("{path}.Name '{}' not found.", disk.name),
+            ),
+            None => {}
+            Some(vol) => {
+                if disk.lun.is_some()
+                    && vol.persistent_volume_claim.is_none()
+                    && vol.data_volume.is_none()
+                {
+                    causes.invalid(
+                        format!("{path}.lun"),
+                        format!(
+                            "{path}.lun can only be mapped to a DataVolume or PersistentVolumeClaim volume."
+                        ),
+                    );
+                }
+                if vol.downward_metrics.is_some() {
+                    match &disk.disk {
+                        None => causes.required(
+                            format!("{path}.disk"),
+                            format!(
+                                "DownwardMetrics volume must be mapped to a disk, but disk is not set on {path}.disk."
+                            ),
+                        ),
+                        Some(t) if !matches!(t.bus.as_deref(), None | Some("" | "virtio")) => causes
+                            .invalid(
+                                format!("{path}.disk.bus"),
+                                format!(
+                                    "DownwardMetrics volume must be mapped to virtio bus, but {path}.disk.bus is set to {}",
+                                    t.bus.as_deref().unwrap_or("")
+                                ),
+                            ),
+                        Some(_) => {}
+                    }
+                }
+            }
+        }
+        if let Some(order) = disk.boot_order
+            && order >= 1
+            && !boot_orders.insert(order)
+        {
+            causes.invalid(
+                format!("{path}.bootOrder"),
+                format!("Boot order for {path}.bootOrder already set for a different device."),
+            );
+        }
+    }
+    for (idx, iface) in spec.domain.devices.interfaces.iter().flatten().enumerate() {
+        let path = format!("spec.domain.devices.interfaces[{idx}].bootOrder");
+        match iface.boot_order {
+            Some(o) if o < 1 => causes.invalid(
+                path.clone(),
+                format!("spec.domain.devices.interfaces[{idx}] must have a boot order > 0, if supplied"),
+            ),
+            Some(o) if !boot_orders.insert(o) => causes.invalid(
+                path.clone(),
+                format!("Boot order for {path} already set for a different device."),
+            ),
+            _ => {}
+        }
+    }
+    check_other_devices(spec, causes);
+    check_firmware(spec, causes);
+    check_hyperv(spec, causes);
+    check_enumerations(spec, causes);
+}
+
+fn check_disk(idx: usize, disk: &Disk, disks: &[Disk], causes: &mut Causes) {
+    let path = format!("{DISKS}[{idx}]");
+    if let Some(other) = disks[..idx].iter().position(|d| d.name == disk.name) {
+        causes.invalid(
+            format!("{path}.name"),
+            format!("{path} and {DISKS}[{other}] must not have the same Name."),
+        );
+    }
+    let targets = [disk.disk.is_some(), disk.lun.is_some(), disk.cdrom.is_some()]
+        .iter()
+        .filter(|b| **b)
+        .count();
+    if targets > 1 {
+        causes.invalid(path.clone(), format!("{path} can only have a single target type defined"));
+    }
+    if let Some(t) = &disk.disk
+        && let Some(pci) = t.pci_address.as_deref().filter(|p| !p.is_empty())
+    {
+        if t.bus.as_deref() != Some("virtio") {
+            causes.invalid(
+                format!("{path}.disk.pciAddress"),
+                format!("disk {path}.name - setting a PCI address is only possible with bus type virtio."),
+            );
+        }
+        if !valid_pci_address(pci) {
+            causes.invalid(
+                format!("{path}.disk.pciAddress"),
+                format!("disk {path}.name has malformed PCI address ({pci})."),
+            );
+        }
+    }
+    if disk.boot_order.is_some_and(|o| o < 1) {
+        causes.invalid(
+            format!("{path}.bootOrder"),
+            format!("{path} must have a boot order > 0, if supplied"),
+        );
+    }
+    let (kind, bus) = target(disk);
+    if !bus.is_empty() {
+        match bus {
+            "ide" => causes.invalid(format!("{path}.{kind}.bus"), "IDE bus is not supported"),
+            "virtio" if kind == "cdrom" => causes.invalid(
+                format!("{path}.cdrom.bus"),
+                format!("Bus type {bus} is invalid for CD-ROM device"),
+            ),
+            "sata" if disk.disk.as_ref().is_some_and(|d| d.readonly == Some(true)) => causes
+                .invalid(
+                    format!("{path}.disk.bus"),
+                    format!("{bus} hard-disks do not support read-only."),
+                ),
+            "virtio" | "sata" | "scsi" | "usb" => {}
+            other => causes.invalid(
+                format!("{path}.{kind}.bus"),
+                format!("{path} is set with an unrecognized bus {other}, must be one of: {SUPPORTED_BUSES}"),
+            ),
+        }
+        if disk.dedicated_io_thread == Some(true) && bus != "virtio" {
+            causes.push(
+                CauseKind::NotSupported,
+                path.clone(),
+                format!("IOThreads are not supported for disks on a {bus} bus"),
+            );
+        }
+    }
+    if let Some(serial) = disk.serial.as_deref().filter(|s| !s.is_empty()) {
+        if !serial
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '+' | '-'))
+        {
+            causes.invalid(
+                format!("{path}.serial"),
+                format!("{path} must be made up of the following characters [A-Za-z0-9_.+-], if specified"),
+            );
+        }
+        if serial.chars().count() > 256 {
+            causes.invalid(
+                format!("{path}.serial"),
+                format!("{path} must be less than or equal to 256 in length, if specified"),
+            );
+        }
+    }
+    if let Some(cache) = disk.cache.as_deref().filter(|c| !c.is_empty())
+        && !matches!(cache, "none" | "writethrough" | "writeback")
+    {
+        causes.invalid(format!("{path}.cache"), format!("{path}.cache has invalid value {cache}"));
+    }
+    if let Some(io) = disk.io.as_deref().filter(|c| !c.is_empty())
+        && !matches!(io, "native" | "threads")
+    {
+        causes.push(
+            CauseKind::NotSupported,
+            format!("{path}.io"),
+            format!("Disk IO mode for {DISKS} is not supported. Supported modes are: native, threads."),
+        );
+    }
+    if let Some(policy) = disk.error_policy.as_deref()
+        && !matches!(policy, "stop" | "ignore" | "report" | "enospace")
+    {
+        causes.invalid(
+            format!("{path}.errorPolicy"),
+            format!("{path}.errorPolicy has invalid value \"{policy}\""),
+        );
+    }
+    if let Some(err) = dns1123_label_error(&disk.name) {
+        causes.invalid(format!("{path}.name"), err);
+    }
+    check_block_size(&path, disk, bus, causes);
+}
+
+fn check_block_size(path: &str, disk: &Disk, bus: &str, causes: &mut Causes) {
+    let Some(bs) = &disk.block_size else { return };
+    let Some(custom) = &bs.custom else { return };
+    if bs
+        .match_volume
+        .as_ref()
+        .is_some_and(|m| m.enabled != Some(false))
+    {
+        causes.invalid(
+            format!("{path}.blockSize"),
+            "Block size matching can't be enabled together with a custom value",
+        );
+        return;
+    }
+    let logical = i64::from(custom.logical.unwrap_or(0));
+    let physical = i64::from(custom.physical.unwrap_or(0));
+    let cpath = format!("{path}.blockSize.custom");
+    if logical > physical {
+        causes.invalid(
+            format!("{cpath}.logical"),
+            format!("Logical size {logical} must be the same or less than the physical size of {physical}"),
+        );
+    } else if bus == "sata" && logical != 512 {
+        causes.invalid(
+            format!("{cpath}.logical"),
+            format!("Logical size {logical} must be 512 for SATA devices"),
+        );
+    } else if let Some(g) = custom.discard_granularity.map(i64::from)
+        && logical != 0
+        && g % logical != 0
+    {
+        causes.invalid(
+            format!("{cpath}.discardGranularity"),
+            format!("Discard granularity {g} must be multiples of logical size {logical}"),
+        );
+    } else {
+        for (name, size) in [("logical", logical), ("physical", physical)] {
+            let msg = if size < 512 {
+                format!("Provided size of {size} is less than the supported minimum size of 512")
+            } else if size > 2_097_152 {
+                format!("Provided size of {size} is greater than the supported maximum size of 2097152")
+            } else if size & (size - 1) != 0 {
+                format!("Provided size of {size} is not a power of 2")
+            } else {
+                continue;
+            };
+            causes.invalid(format!("{cpath}.{name}"), msg);
+        }
+    }
+}
+
+fn check_other_devices(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
+    let devices = &spec.domain.devices;
+    for (idx, input) in devices.inputs.iter().flatten().enumerate() {
+        let path = format!("spec.domain.devices.inputs[{idx}]");
+        if !matches!(input.bus.as_deref(), None | Some("" | "virtio" | "usb")) {
+            causes.invalid(format!("{path}.bus"), "Input device can have only virtio or usb bus.");
+        }
+        if input.r#type != "tablet" {
+            causes.invalid(format!("{path}.type"), "Input device can have only tablet type.");
+        }
+    }
+    if let Some(sound) = &devices.sound {
+        if !matches!(sound.model.as_deref(), None | Some("" | "ich9" | "ac97")) {
+            causes.invalid(
+                "spec.domain.devices.sound.model",
+                "Sound device type is not supported. Options: 'ich9' or 'ac97'",
+            );
+        }
+        if sound.name.is_empty() {
+            causes.invalid("spec.domain.devices.sound.name", "Sound device requires a name field.");
+        }
+    }
+    let arch = spec.architecture.as_deref().unwrap_or("amd64");
+    if let Some(video) = &devices.video {
+        if devices.autoattach_graphics_device == Some(false) {
+            causes.invalid(
+                "spec.video",
+                "Video configuration is not allowed when autoattachGraphicsDevice is set to false",
+            );
+        }
+        let t = video.r#type.as_deref().unwrap_or("");
+        if arch == "amd64" && !matches!(t, "vga" | "cirrus" | "virtio" | "ramfb" | "bochs") {
+            causes.push(
+                CauseKind::NotSupported,
+                "spec.domain.devices.video.type",
+                format!("video model '{t}' is not supported on amd64 architecture"),
+            );
+        }
+    }
+    if let Some(wd) = &devices.watchdog
+        && arch == "amd64"
+        && (wd.i6300esb.is_none() || wd.diag288.is_some())
+    {
+        causes.push(
+            CauseKind::NotSupported,
+            "spec.domain.devices.watchdog",
+            "amd64 only supports I6300ESB watchdog device",
+        );
+    }
+    if let Some(panics) = devices.panic_devices.as_ref().filter(|p| !p.is_empty()) {
+        if arch == "s390x" {
+            causes.invalid(
+                "spec.domain.devices.panicDevices",
+                "custom panic devices are not supported on s390x architecture",
+            );
+        }
+        for (idx, p) in panics.iter().enumerate() {
+            if let Some(model) = p.model.as_deref()
+                && !matches!(model, "hyperv" | "isa" | "pvpanic")
+            {
+                causes.invalid(
+                    format!("spec.domain.devices.panicDevices[{idx}].model"),
+                    format!("invalid PanicDeviceModel({model})"),
+                );
+            }
+        }
+    }
+    if let Some(policy) = spec.domain.io_threads_policy.as_deref() {
+        if !matches!(policy, "shared" | "auto" | "supplementalPool") {
+            causes.invalid(
+                "spec.domain.ioThreadsPolicy",
+                format!("Invalid IOThreadsPolicy ({policy})"),
+            );
+        }
+        let count = spec
+            .domain
+            .io_threads
+            .as_ref()
+            .and_then(|t| t.supplemental_pool_thread_count)
+            .unwrap_or(0);
+        if policy == "supplementalPool" && count < 1 {
+            causes.invalid(
+                "spec.domain.ioThreads.count",
+                "the number of iothreads needs to be set and positive for the dedicated policy",
+            );
+        }
+    }
+}
+
+fn check_firmware(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
+    let firmware = spec.domain.firmware.as_ref();
+    let bootloader = firmware.and_then(|f| f.bootloader.as_ref());
+    if bootloader.is_some_and(|b| b.efi.is_some() && b.bios.is_some()) {
+        causes.invalid(
+            "spec.domain.firmware.bootloader",
+            "spec.domain.firmware.bootloader has both EFI and BIOS configured, but they are mutually exclusive.",
+        );
+    }
+    let secure_boot = bootloader
+        .and_then(|b| b.efi.as_ref())
+        .is_some_and(|e| e.secure_boot != Some(false));
+    let smm = spec
+        .domain
+        .features
+        .as_ref()
+        .and_then(|f| f.smm.as_ref())
+        .is_some_and(|s| s.enabled != Some(false));
+    let tdx = spec
+        .domain
+        .launch_security
+        .as_ref()
+        .is_some_and(|l| l.tdx.is_some());
+    if secure_boot && !smm && !tdx {
+        causes.invalid(
+            "spec.domain",
+            "spec.domain has EFI SecureBoot enabled. SecureBoot requires SMM, which is currently disabled.",
+        );
+    }
+    if let Some(kb) = firmware.and_then(|f| f.kernel_boot.as_ref()) {
+        const KB: &str = "spec.domain.firmware.kernelBoot";
+        match &kb.container {
+            None => {
+                if kb.kernel_args.as_deref().is_some_and(|a| !a.is_empty()) {
+                    causes.invalid(
+                        format!("{KB}.kernelArgs"),
+                        "kernel arguments cannot be provided without an external kernel",
+                    );
+                }
+            }
+            Some(c) => {
+                if c.image.is_empty() {
+                    causes.required(
+                        format!("{KB}.container.image"),
+                        format!("{KB}.container must be defined with an image"),
+                    );
+                }
+                let kernel = c.kernel_path.as_deref().unwrap_or("");
+                let initrd = c.initrd_path.as_deref().unwrap_or("");
+                if kernel.is_empty() && initrd.is_empty() {
+                    causes.required(
+                        format!("{KB}.container"),
+                        format!(
+                            "{KB}.container must be defined with at least one of the following: kernelPath, initrdPath"
+                        ),
+                    );
+                }
+                for (name, p) in [("kernelPath", kernel), ("initrdPath", initrd)] {
+                    if !p.is_empty() {
+                        super::volumes::check_path(&format!("{KB}.container.{name}"), p, causes);
+                    }
+                }
+            }
+        }
+    }
+    if let Some(acpi) = firmware.and_then(|f| f.acpi.as_ref()) {
+        const ACPI: &str = "spec.domain.firmware.acpi";
+        let slic = acpi.slic_name_ref.as_deref().unwrap_or("");
+        let msdm = acpi.msdm_name_ref.as_deref().unwrap_or("");
+        if slic.is_empty() && msdm.is_empty() {
+            causes.invalid(ACPI, "ACPI was set but no SLIC nor MSDM volume reference was set");
+        }
+        for (field, name) in [("slicNameRef", slic), ("msdmNameRef", msdm)] {
+            if name.is_empty() {
+                continue;
+            }
+            match spec.volumes.iter().flatten().find(|v| v.name == name) {
+                Some(v) if v.secret.is_some() => {}
+                Some(_) => causes.invalid(
+                    format!("{ACPI}.{field}"),
+                    format!("{ACPI} refers to Volume of unsupported type."),
+                ),
+                None => causes.invalid(
+                    format!("{ACPI}.{field}"),
+                    format!("{ACPI} does not have a matching Volume."),
+                ),
+            }
+        }
+    }
+}
+
+/// Hyper-V enlightenments whose prerequisite the user switched off, and the Hyper-V
+/// passthrough mode that excludes naming enlightenments one by one.
+fn check_hyperv(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
+    let Some(features) = &spec.domain.features else { return };
+    const HV: &str = "spec.domain.features.hyperv";
+    if features.hyperv.is_some() && features.hyperv_passthrough.is_some() {
+        causes.invalid(
+            HV,
+            "Cannot explicitly set hyperV features if HypervPassthrough is being used. Please use either HyperV or HypervPassthrough.",
+        );
+    }
+    let Some(h) = &features.hyperv else { return };
+    let on = |v: Option<bool>| v == Some(true);
+    let state = |s: &Option<crate::api::FeatureState>| s.as_ref().and_then(|s| s.enabled);
+    let pairs = [
+        ("evmcs", on(state(&h.evmcs)), "vapic", on(state(&h.vapic))),
+        ("ipi", on(state(&h.ipi)), "vpindex", on(state(&h.vpindex))),
+        (
+            "tlbflush",
+            on(h.tlbflush.as_ref().and_then(|t| t.enabled)),
+            "vpindex",
+            on(state(&h.vpindex)),
+        ),
+        (
+            "synictimer",
+            on(h.synictimer.as_ref().and_then(|t| t.enabled)),
+            "synic",
+            on(state(&h.synic)),
+        ),
+        ("synic", on(state(&h.synic)), "vpindex", on(state(&h.vpindex))),
+    ];
+    for (feature, enabled, needs, needed_on) in pairs {
+        if enabled && !needed_on {
+            causes.invalid(
+                format!("{HV}.{feature}"),
+                format!("'{HV}.{feature}' requires '{HV}.{needs}', which was disabled."),
+            );
+        }
+    }
+    let evmcs = h.evmcs.as_ref().is_some_and(|e| e.enabled != Some(false));
+    if evmcs {
+        let features = spec.domain.cpu.as_ref().and_then(|c| c.features.as_ref());
+        match features.filter(|f| !f.is_empty()) {
+            None => causes.required(
+                "spec.domain.cpu.features",
+                "vmx cpu feature is required when evmcs is set",
+            ),
+            Some(list) => {
+                for (i, f) in list.iter().enumerate() {
+                    if f.name == "vmx" && f.policy.as_deref() != Some("require") {
+                        causes.invalid(
+                            format!("spec.domain.cpu.features[{i}].policy"),
+                            "vmx cpu feature has to be set to require policy",
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn check_enumerations(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
+    match spec.architecture.as_deref().unwrap_or("") {
+        "amd64" | "arm64" | "s390x" => {}
+        other => causes.invalid(
+            "spec.architecture",
+            format!("unsupported architecture: {other}"),
+        ),
+    }
+    if let Some(strategy) = spec.start_strategy.as_deref() {
+        if strategy != "Paused" {
+            causes.invalid(
+                "spec.startStrategy",
+                format!("spec.startStrategy is set with an unrecognized option: {strategy}"),
+            );
+        } else if spec.liveness_probe.is_some() {
+            causes.invalid(
+                "spec.startStrategy",
+                "either spec.startStrategy or spec.livenessProbe should be provided.Pausing VMI with LivenessProbe is not supported",
+            );
+        }
+    }
+    if let Some(e) = spec.eviction_strategy.as_deref()
+        && !matches!(e, "LiveMigrate" | "LiveMigrateIfPossible" | "None" | "External")
+    {
+        causes.invalid(
+            "spec.evictionStrategy",
+            format!("spec.evictionStrategy is set with an unrecognized option: {e}"),
+        );
+    }
+    if let Some(p) = spec.dns_policy.as_deref()
+        && !matches!(p, "ClusterFirstWithHostNet" | "ClusterFirst" | "Default" | "None" | "")
+    {
+        causes.push(
+            CauseKind::NotSupported,
+            "spec.dnsPolicy",
+            format!(
+                "DNSPolicy: {p} is not supported, valid values: [ClusterFirstWithHostNet ClusterFirst Default None ]"
+            ),
+        );
+    }
+    if spec.dns_policy.as_deref() == Some("None")
+        && spec
+            .dns_config
+            .as_ref()
+            .is_none_or(|c| c.nameservers.as_ref().is_none_or(|n| n.is_empty()))
+    {
+        causes.required(
+            "spec.dnsConfig",
+            "must provide at least one DNS nameserver when `dnsPolicy` is None",
+        );
+    }
+    if let Some(h) = spec.hostname.as_deref().filter(|h| !h.is_empty())
+        && let Some(err) = dns1123_label_error(h)
+    {
+        causes.invalid(
+            "spec.hostname",
+            format!("spec.hostname does not conform to the kubernetes DNS_LABEL rules : {err}"),
+        );
+    }
+}
