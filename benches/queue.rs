@@ -19,7 +19,9 @@ use kvrs_queue::{AsyncQueue, Instant, ShutdownMode, WorkQueue};
 const HOT_KEYS: usize = 10_000;
 
 fn keys() -> Vec<String> {
-    (0..HOT_KEYS).map(|i| format!("kubevirt-test/vmi-{i:05}")).collect()
+    (0..HOT_KEYS)
+        .map(|i| format!("kubevirt-test/vmi-{i:05}"))
+        .collect()
 }
 
 fn core(c: &mut Criterion) {

@@ -67,7 +67,7 @@ pub use expectations::{EXPECTATIONS_TIMEOUT, Expectations, Pending};
 pub use metrics::{CountingMetrics, MetricsSnapshot, NoMetrics, QueueMetrics};
 pub use queue::{AddOutcome, DoneOutcome, ShutdownMode, WorkQueue};
 pub use rate_limit::{
-    ControllerRateLimiter, ItemExponentialFailure, MaxOf, RateLimitError, RateLimiter,
-    TokenBucket, controller_rate_limiter,
+    ControllerRateLimiter, ItemExponentialFailure, MaxOf, RateLimitError, RateLimiter, TokenBucket,
+    controller_rate_limiter,
 };
 pub use time::Instant;

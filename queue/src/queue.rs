@@ -133,14 +133,17 @@ impl<K: Eq + Hash + Clone, R: RateLimiter<K>> WorkQueue<K, R> {
         }
         let outcome = match self.states.get_mut(&key) {
             Some(KeyState::Queued { .. }) => return AddOutcome::AlreadyQueued,
-            Some(KeyState::Processing { readded: Some(_), .. }) => return AddOutcome::AfterDone,
+            Some(KeyState::Processing {
+                readded: Some(_), ..
+            }) => return AddOutcome::AfterDone,
             Some(KeyState::Processing { readded, .. }) => {
                 *readded = Some(now);
                 self.readded_while_processing += 1;
                 AddOutcome::AfterDone
             }
             None => {
-                self.states.insert(key.clone(), KeyState::Queued { since: now });
+                self.states
+                    .insert(key.clone(), KeyState::Queued { since: now });
                 self.ready.push_back(key);
                 AddOutcome::Queued
             }
@@ -363,4 +366,3 @@ impl<K, R> std::fmt::Debug for WorkQueue<K, R> {
             .finish()
     }
 }
-

@@ -146,8 +146,8 @@ impl TokenBucket {
         let Some(last) = self.last else {
             return self.units;
         };
-        let elapsed = i128::try_from(now.saturating_duration_since(last).as_nanos())
-            .unwrap_or(i128::MAX / 2);
+        let elapsed =
+            i128::try_from(now.saturating_duration_since(last).as_nanos()).unwrap_or(i128::MAX / 2);
         // elapsed_ns * qps tokens/s == elapsed_ns * qps * 1e9 units / 1e9 ns.
         let gained = elapsed.saturating_mul(i128::from(self.qps));
         self.units.saturating_add(gained).min(cap)
@@ -261,7 +261,8 @@ mod tests {
 
     #[test]
     fn backoff_never_overflows() {
-        let mut l = ItemExponentialFailure::<u8>::new(Duration::from_secs(u64::MAX / 4), Duration::MAX);
+        let mut l =
+            ItemExponentialFailure::<u8>::new(Duration::from_secs(u64::MAX / 4), Duration::MAX);
         for _ in 0..100 {
             assert!(l.when(&1, Instant::ZERO) <= Duration::MAX);
         }
@@ -298,8 +299,14 @@ mod tests {
         assert_eq!(b.reserve(Instant::ZERO), Duration::ZERO);
         // One third of a second is 333_333_333.33 ns: rounded up.
         assert_eq!(b.reserve(Instant::ZERO), Duration::from_nanos(333_333_334));
-        assert_eq!(TokenBucket::new(0, 1).unwrap_err(), RateLimitError::ZeroRate(0));
-        assert_eq!(TokenBucket::new(1, 0).unwrap_err(), RateLimitError::ZeroBurst(0));
+        assert_eq!(
+            TokenBucket::new(0, 1).unwrap_err(),
+            RateLimitError::ZeroRate(0)
+        );
+        assert_eq!(
+            TokenBucket::new(1, 0).unwrap_err(),
+            RateLimitError::ZeroBurst(0)
+        );
     }
 
     #[test]

@@ -64,7 +64,10 @@ fn new_expectations_replace_old_ones_and_restart_the_clock() {
     assert_eq!((p.creations, p.deletions, p.set_at), (0, 1, T0 + S * 10));
     e.add_expected_deletion(k("a"), k("u2"), T0 + S * 20);
     let p = e.pending(&k("a")).unwrap();
-    assert_eq!((p.deletions, p.deleting.len(), p.set_at), (2, 2, T0 + S * 20));
+    assert_eq!(
+        (p.deletions, p.deleting.len(), p.set_at),
+        (2, 2, T0 + S * 20)
+    );
     e.expect_creations(k("a"), 3, T0 + S * 30);
     let p = e.pending(&k("a")).unwrap();
     assert_eq!((p.creations, p.deletions), (3, 0));

@@ -89,7 +89,12 @@ impl Model {
 
     fn fire_timers(&mut self) {
         let now = self.now;
-        let fired: Vec<u8> = self.timers.iter().filter(|(_, d)| **d <= now).map(|(k, _)| *k).collect();
+        let fired: Vec<u8> = self
+            .timers
+            .iter()
+            .filter(|(_, d)| **d <= now)
+            .map(|(k, _)| *k)
+            .collect();
         for k in fired {
             self.timers.remove(&k);
             self.owed.insert(k);
@@ -148,7 +153,11 @@ fn step(q: &mut WorkQueue<u8>, m: &mut Model, op: &Op) -> Result<(), TestCaseErr
             match q.get(m.now) {
                 Some(k) => {
                     prop_assert!(!m.is_held(k), "key {} handed to two workers", k);
-                    prop_assert!(m.owed.remove(&k), "key {} handed out without being added", k);
+                    prop_assert!(
+                        m.owed.remove(&k),
+                        "key {} handed out without being added",
+                        k
+                    );
                     m.held[w] = Some(k);
                 }
                 None => {
@@ -175,7 +184,11 @@ fn step(q: &mut WorkQueue<u8>, m: &mut Model, op: &Op) -> Result<(), TestCaseErr
                 }
                 Finish::Plain => {}
             }
-            let want = if m.owed.contains(&k) { DoneOutcome::Requeued } else { DoneOutcome::Finished };
+            let want = if m.owed.contains(&k) {
+                DoneOutcome::Requeued
+            } else {
+                DoneOutcome::Finished
+            };
             prop_assert_eq!(q.done(&k, m.now), want);
             m.held[w] = None;
         }
@@ -210,7 +223,10 @@ fn drain(q: &mut WorkQueue<u8>, m: &mut Model) -> Result<(), TestCaseError> {
             break;
         }
     }
-    prop_assert!(m.owed.is_empty() && m.timers.is_empty(), "work left after draining");
+    prop_assert!(
+        m.owed.is_empty() && m.timers.is_empty(),
+        "work left after draining"
+    );
     prop_assert!(q.is_idle());
     Ok(())
 }

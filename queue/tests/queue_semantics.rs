@@ -108,7 +108,10 @@ fn add_after_fires_in_due_order_and_keeps_the_earlier_time() {
     assert_eq!(q.get(T0 + MS * 9), None);
     assert_eq!(drain(&mut q, T0 + MS * 10), vec![key("a")]);
     assert_eq!(q.next_wakeup(), Some(T0 + MS * 15));
-    assert_eq!(drain(&mut q, T0 + MS * 25), vec![key("c"), key("b"), key("b2")]);
+    assert_eq!(
+        drain(&mut q, T0 + MS * 25),
+        vec![key("c"), key("b"), key("b2")]
+    );
     assert_eq!(q.next_wakeup(), None);
     assert_eq!(q.delayed_len(), 0);
 }
@@ -116,7 +119,10 @@ fn add_after_fires_in_due_order_and_keeps_the_earlier_time() {
 #[test]
 fn add_after_zero_adds_at_once_and_a_due_key_already_queued_is_not_duplicated() {
     let mut q = WorkQueue::new();
-    assert_eq!(q.add_after(key("a"), Duration::ZERO, T0), AddOutcome::Queued);
+    assert_eq!(
+        q.add_after(key("a"), Duration::ZERO, T0),
+        AddOutcome::Queued
+    );
     q.add_after(key("a"), MS, T0);
     assert_eq!(q.handle_timeout(T0 + MS), 1);
     assert_eq!(q.len(), 1);
@@ -136,7 +142,11 @@ fn failures_back_off_5ms_doubling_and_forget_resets() {
         q.done(&got, now);
         let due = q.next_wakeup().unwrap();
         waits.push(due - now);
-        assert_eq!(q.get(due - Duration::from_nanos(1)), None, "not before its backoff");
+        assert_eq!(
+            q.get(due - Duration::from_nanos(1)),
+            None,
+            "not before its backoff"
+        );
         now = due;
     }
     assert_eq!(waits, [5, 10, 20, 40, 80, 160].map(|m| MS * m));
@@ -162,7 +172,9 @@ fn the_overall_bucket_spaces_retries_once_the_burst_is_spent() {
     for i in 100..103 {
         q.add_rate_limited(format!("ns/k{i}"), T0);
     }
-    let dues: Vec<_> = (100..103).map(|i| q.due_of(&format!("ns/k{i}")).unwrap()).collect();
+    let dues: Vec<_> = (100..103)
+        .map(|i| q.due_of(&format!("ns/k{i}")).unwrap())
+        .collect();
     assert_eq!(dues, vec![T0 + MS * 100, T0 + MS * 200, T0 + MS * 300]);
     assert_eq!(drain(&mut q, T0 + MS * 5).len(), 100);
     assert_eq!(drain(&mut q, T0 + MS * 150), vec![key("ns/k100")]);
@@ -170,11 +182,14 @@ fn the_overall_bucket_spaces_retries_once_the_burst_is_spent() {
 
 #[test]
 fn custom_limiters_plug_in() {
-    let mut q: WorkQueue<String, TokenBucket> = WorkQueue::with_rate_limiter(TokenBucket::new(1, 1).unwrap());
+    let mut q: WorkQueue<String, TokenBucket> =
+        WorkQueue::with_rate_limiter(TokenBucket::new(1, 1).unwrap());
     assert_eq!(q.add_rate_limited(key("a"), T0), AddOutcome::Queued);
     assert_eq!(
         q.add_rate_limited(key("b"), T0),
-        AddOutcome::Scheduled { due: T0 + Duration::from_secs(1) }
+        AddOutcome::Scheduled {
+            due: T0 + Duration::from_secs(1)
+        }
     );
     let mut q = WorkQueue::with_rate_limiter(ItemExponentialFailure::new(MS, MS * 3));
     for want in [1, 2, 3, 3] {
