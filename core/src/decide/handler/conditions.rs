@@ -10,7 +10,9 @@ use super::plan::LauncherCall;
 use super::status::now_value;
 use super::view;
 use super::{HandlerWorld, migratable};
-use crate::api::{VirtualMachineInstance, VirtualMachineInstanceCondition, VirtualMachineInstanceStatus};
+use crate::api::{
+    VirtualMachineInstance, VirtualMachineInstanceCondition, VirtualMachineInstanceStatus,
+};
 
 pub(super) const LIVE_MIGRATABLE: &str = "LiveMigratable";
 pub(super) const STORAGE_LIVE_MIGRATABLE: &str = "StorageLiveMigratable";
@@ -24,8 +26,15 @@ fn conds(status: &mut VirtualMachineInstanceStatus) -> &mut Vec<VirtualMachineIn
     status.conditions.get_or_insert_with(Vec::new)
 }
 
-pub(super) fn get<'a>(status: &'a VirtualMachineInstanceStatus, kind: &str) -> Option<&'a VirtualMachineInstanceCondition> {
-    status.conditions.as_ref()?.iter().find(|c| c.r#type == kind)
+pub(super) fn get<'a>(
+    status: &'a VirtualMachineInstanceStatus,
+    kind: &str,
+) -> Option<&'a VirtualMachineInstanceCondition> {
+    status
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.r#type == kind)
 }
 
 fn has(status: &VirtualMachineInstanceStatus, kind: &str) -> bool {
@@ -39,7 +48,12 @@ fn remove(status: &mut VirtualMachineInstanceStatus, kind: &str) {
 }
 
 /// A condition with only type, status, reason and message set (no timestamps).
-pub(super) fn bare(kind: &str, status: &str, reason: &str, message: &str) -> VirtualMachineInstanceCondition {
+pub(super) fn bare(
+    kind: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+) -> VirtualMachineInstanceCondition {
     let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
     VirtualMachineInstanceCondition {
         r#type: kind.into(),
@@ -51,7 +65,10 @@ pub(super) fn bare(kind: &str, status: &str, reason: &str, message: &str) -> Vir
 }
 
 /// Replaces a condition of the same type unless status and reason already match; appends otherwise.
-fn update_condition(status: &mut VirtualMachineInstanceStatus, cond: VirtualMachineInstanceCondition) {
+fn update_condition(
+    status: &mut VirtualMachineInstanceStatus,
+    cond: VirtualMachineInstanceCondition,
+) {
     let list = conds(status);
     match list.iter_mut().find(|c| c.r#type == cond.r#type) {
         Some(c) if c.status != cond.status || c.reason != cond.reason => *c = cond,
@@ -74,8 +91,15 @@ pub(super) fn update(
     Ok(())
 }
 
-fn access_credentials(w: &HandlerWorld<'_>, cx: &mut Ctx, vmi: &mut VirtualMachineInstance, d: Option<&Domain>) {
-    let Some(ac) = d.and_then(|d| d.spec.metadata.kubevirt.access_credential.as_ref()) else { return };
+fn access_credentials(
+    w: &HandlerWorld<'_>,
+    cx: &mut Ctx,
+    vmi: &mut VirtualMachineInstance,
+    d: Option<&Domain>,
+) {
+    let Some(ac) = d.and_then(|d| d.spec.metadata.kubevirt.access_credential.as_ref()) else {
+        return;
+    };
     let want = if ac.succeeded { "True" } else { "False" };
     let status = vmi.status.get_or_insert_with(Default::default);
     let current = get(status, ACCESS_CREDENTIALS);
@@ -95,7 +119,11 @@ fn access_credentials(w: &HandlerWorld<'_>, cx: &mut Ctx, vmi: &mut VirtualMachi
         };
         cx.event("Normal", "AccessCredentialsSyncSuccess", msg);
     } else {
-        cx.event("Warning", "AccessCredentialsSyncFailed", format!("Access credentials sync failed: {}", ac.message));
+        cx.event(
+            "Warning",
+            "AccessCredentialsSyncFailed",
+            format!("Access credentials sync failed: {}", ac.message),
+        );
     }
 }
 
@@ -111,15 +139,32 @@ fn live_migration(w: &HandlerWorld<'_>, cx: &mut Ctx, vmi: &mut VirtualMachineIn
         }
         Some(_) => {}
     }
-    status.migration_method = Some(if verdict.block_migration { "BlockMigration" } else { "LiveMigration" }.into());
+    status.migration_method = Some(
+        if verdict.block_migration {
+            "BlockMigration"
+        } else {
+            "LiveMigration"
+        }
+        .into(),
+    );
     update_condition(status, verdict.storage_condition);
-    if verdict.live_condition.status == "False" && migratable::migratable_on_eviction(w.config, vmi) {
+    if verdict.live_condition.status == "False" && migratable::migratable_on_eviction(w.config, vmi)
+    {
         let msg = verdict.live_condition.message.unwrap_or_default();
-        cx.event("Warning", "Migrated", format!("EvictionStrategy is set but vmi is not migratable; {msg}"));
+        cx.event(
+            "Warning",
+            "Migrated",
+            format!("EvictionStrategy is set but vmi is not migratable; {msg}"),
+        );
     }
 }
 
-fn guest_agent(w: &HandlerWorld<'_>, cx: &mut Ctx, vmi: &mut VirtualMachineInstance, d: Option<&Domain>) -> SyncResult {
+fn guest_agent(
+    w: &HandlerWorld<'_>,
+    cx: &mut Ctx,
+    vmi: &mut VirtualMachineInstance,
+    d: Option<&Domain>,
+) -> SyncResult {
     let connected = d.is_some_and(Domain::guest_agent_connected);
     let status = vmi.status.get_or_insert_with(Default::default);
     if connected && !has(status, AGENT_CONNECTED) {
@@ -138,8 +183,18 @@ fn guest_agent(w: &HandlerWorld<'_>, cx: &mut Ctx, vmi: &mut VirtualMachineInsta
     }
     let info = w.facts.guest_info.clone().unwrap_or_default();
     let (supported, reason) = if info.supported_commands.is_empty() {
-        let ok = w.config.supported_agent_versions.iter().any(|re| unanchored_match(re, &info.guest_agent_version));
-        (ok, format!("Guest agent version '{}' is not supported", info.guest_agent_version))
+        let ok = w
+            .config
+            .supported_agent_versions
+            .iter()
+            .any(|re| unanchored_match(re, &info.guest_agent_version));
+        (
+            ok,
+            format!(
+                "Guest agent version '{}' is not supported",
+                info.guest_agent_version
+            ),
+        )
     } else {
         migratable::agent_supported(vmi, &info.supported_commands)
     };
@@ -165,16 +220,24 @@ fn paused(w: &HandlerWorld<'_>, vmi: &mut VirtualMachineInstance, d: Option<&Dom
         m.mode.as_deref() == Some("Paused")
             && m.completed != Some(true)
             && m.source_node.as_deref() == Some(w.node)
-            && m.target_node_address.as_deref().is_some_and(|a| !a.is_empty())
+            && m.target_node_address
+                .as_deref()
+                .is_some_and(|a| !a.is_empty())
     });
     let status = vmi.status.get_or_insert_with(Default::default);
     if has(status, PAUSED) {
         return;
     }
     let (reason, message) = match d.status.reason.as_str() {
-        "Migration" if migration_paused => ("PausedByMigrationMonitor", "VMI was paused by the migration monitor"),
+        "Migration" if migration_paused => (
+            "PausedByMigrationMonitor",
+            "VMI was paused by the migration monitor",
+        ),
         "User" => ("PausedByUser", "VMI was paused by user"),
-        "IOError" => ("PausedIOError", "VMI was paused, low-level IO error detected"),
+        "IOError" => (
+            "PausedIOError",
+            "VMI was paused, low-level IO error detected",
+        ),
         _ => return,
     };
     let mut c = bare(PAUSED, "True", reason, message);
@@ -184,10 +247,17 @@ fn paused(w: &HandlerWorld<'_>, vmi: &mut VirtualMachineInstance, d: Option<&Dom
 }
 
 /// The `Synchronized` condition: False with the error while syncs fail, removed once one succeeds.
-pub(super) fn check_failure(status: &mut VirtualMachineInstanceStatus, err: Option<&str>, reason: &str, now: Timestamp) {
+pub(super) fn check_failure(
+    status: &mut VirtualMachineInstanceStatus,
+    err: Option<&str>,
+    reason: &str,
+    now: Timestamp,
+) {
     match err {
         Some(e) => {
-            if get(status, SYNCHRONIZED).is_some_and(|c| c.status == "False" && c.reason.as_deref() == Some(reason)) {
+            if get(status, SYNCHRONIZED)
+                .is_some_and(|c| c.status == "False" && c.reason.as_deref() == Some(reason))
+            {
                 return;
             }
             remove(status, SYNCHRONIZED);

@@ -40,11 +40,17 @@ impl Ctx {
     }
 
     pub fn event(&mut self, kind: &str, reason: &str, message: impl Into<String>) {
-        self.events.push(HandlerEvent { kind: kind.into(), reason: reason.into(), message: message.into() });
+        self.events.push(HandlerEvent {
+            kind: kind.into(),
+            reason: reason.into(),
+            message: message.into(),
+        });
     }
 
     pub fn add_after(&mut self, secs: u64) {
-        self.queue.push(QueueOp::AddAfter { delay_seconds: secs });
+        self.queue.push(QueueOp::AddAfter {
+            delay_seconds: secs,
+        });
     }
 
     pub fn add_rate_limited(&mut self) {
@@ -54,7 +60,11 @@ impl Ctx {
     /// Closes the plan: a failed sync is retried with backoff, a good one resets the backoff.
     pub fn finish(mut self, result: SyncResult) -> HandlerPlan {
         let error = result.err();
-        self.queue.push(if error.is_some() { QueueOp::AddRateLimited } else { QueueOp::Forget });
+        self.queue.push(if error.is_some() {
+            QueueOp::AddRateLimited
+        } else {
+            QueueOp::Forget
+        });
         HandlerPlan {
             decision: self.decision,
             launcher_calls: self.launcher_calls,

@@ -31,7 +31,11 @@ pub struct DomainMeta {
     #[serde(default)]
     pub namespace: String,
     /// Set when the launcher reported the domain gone; such a domain counts as absent.
-    #[serde(rename = "deletionTimestamp", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "deletionTimestamp",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub deletion_timestamp: Option<String>,
 }
 
@@ -90,10 +94,18 @@ pub struct GracePeriod {
     #[serde(rename = "DeletionGracePeriodSeconds", default)]
     pub deletion_grace_period_seconds: i64,
     /// When the launcher recorded the first shutdown signal (start of the grace period).
-    #[serde(rename = "DeletionTimestamp", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "DeletionTimestamp",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub deletion_timestamp: Option<String>,
     /// virt-launcher received SIGTERM and asks the handler to shut the guest down.
-    #[serde(rename = "MarkedForGracefulShutdown", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "MarkedForGracefulShutdown",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub marked_for_graceful_shutdown: Option<bool>,
 }
 
@@ -101,10 +113,18 @@ pub struct GracePeriod {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MigrationMetadata {
     /// When the migration started.
-    #[serde(rename = "StartTimestamp", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "StartTimestamp",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub start_timestamp: Option<String>,
     /// When it ended.
-    #[serde(rename = "EndTimestamp", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "EndTimestamp",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub end_timestamp: Option<String>,
 }
 
@@ -374,7 +394,12 @@ impl Domain {
 
     /// The grace period in seconds the domain carries (0 when none).
     pub fn grace_period_seconds(&self) -> i64 {
-        self.spec.metadata.kubevirt.grace_period.as_ref().map_or(0, |g| g.deletion_grace_period_seconds)
+        self.spec
+            .metadata
+            .kubevirt
+            .grace_period
+            .as_ref()
+            .map_or(0, |g| g.deletion_grace_period_seconds)
     }
 
     /// Whether virt-launcher asked for a graceful shutdown (it got SIGTERM).
@@ -401,7 +426,9 @@ impl Domain {
     /// The guest agent's virtio-serial channel is open.
     pub fn guest_agent_connected(&self) -> bool {
         self.spec.devices.channels.iter().any(|c| {
-            c.target.as_ref().is_some_and(|t| t.name == "org.qemu.guest_agent.0" && t.state == "connected")
+            c.target
+                .as_ref()
+                .is_some_and(|t| t.name == "org.qemu.guest_agent.0" && t.state == "connected")
         })
     }
 }

@@ -6,6 +6,7 @@ use super::plan::{Decision, NodeStep};
 use super::view::{self, phases};
 use super::{HandlerWorld, flows, phase, status};
 use crate::api::VirtualMachineInstance;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// The VMI as the sync sees it: the stored one, or a stub named after the key when it is gone.
 pub(super) struct Subject {
@@ -15,10 +16,15 @@ pub(super) struct Subject {
 
 fn stub_vmi(key: &str) -> VirtualMachineInstance {
     let (namespace, name) = key.split_once('/').unwrap_or(("", key));
-    let mut vmi = VirtualMachineInstance::default();
-    vmi.metadata.name = Some(name.to_string());
-    vmi.metadata.namespace = Some(namespace.to_string());
-    vmi
+    let metadata = ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: Some(namespace.to_string()),
+        ..Default::default()
+    };
+    VirtualMachineInstance {
+        metadata,
+        ..Default::default()
+    }
 }
 
 pub(super) fn execute(w: &HandlerWorld<'_>, cx: &mut Ctx) -> SyncResult {
@@ -40,7 +46,12 @@ pub(super) fn execute(w: &HandlerWorld<'_>, cx: &mut Ctx) -> SyncResult {
         vmi.metadata.uid = Some(cached_uid.to_string());
     }
     if view::uid(&vmi).is_empty() {
-        if let Some(ghost) = w.facts.ghost_record_uid.as_deref().filter(|u| !u.is_empty()) {
+        if let Some(ghost) = w
+            .facts
+            .ghost_record_uid
+            .as_deref()
+            .filter(|u| !u.is_empty())
+        {
             vmi.metadata.uid = Some(ghost.to_string());
         }
     }
@@ -57,7 +68,9 @@ pub(super) fn execute(w: &HandlerWorld<'_>, cx: &mut Ctx) -> SyncResult {
     }
 
     if view::is_migrating(&vmi, w.now) && view::phase(&vmi) == phases::FAILED {
-        cx.step(NodeStep::Cleanup { uid: view::uid(&vmi).to_string() });
+        cx.step(NodeStep::Cleanup {
+            uid: view::uid(&vmi).to_string(),
+        });
     }
 
     if !view::is_deleting(&vmi) && view::migration_in_progress(&vmi, domain) {
@@ -88,7 +101,9 @@ fn stale_domain(w: &HandlerWorld<'_>, cx: &mut Ctx, d: &Domain) -> SyncResult {
         cx.add_after(1);
     } else if old.unresponsive || old.gone {
         cx.decision = Decision::StaleDomainCleanup;
-        cx.step(NodeStep::Cleanup { uid: d.uid().to_string() });
+        cx.step(NodeStep::Cleanup {
+            uid: d.uid().to_string(),
+        });
         cx.add_after(5);
     } else {
         cx.decision = Decision::StaleDomainWait;
@@ -96,7 +111,12 @@ fn stale_domain(w: &HandlerWorld<'_>, cx: &mut Ctx, d: &Domain) -> SyncResult {
     Ok(())
 }
 
-fn sync(w: &HandlerWorld<'_>, cx: &mut Ctx, subject: Subject, domain: Option<&Domain>) -> SyncResult {
+fn sync(
+    w: &HandlerWorld<'_>,
+    cx: &mut Ctx,
+    subject: Subject,
+    domain: Option<&Domain>,
+) -> SyncResult {
     let Subject { mut vmi, exists } = subject;
     if domain.is_some_and(|d| d.status.status == "Unknown") {
         cx.decision = Decision::DomainUnknown;
@@ -115,10 +135,18 @@ fn sync(w: &HandlerWorld<'_>, cx: &mut Ctx, subject: Subject, domain: Option<&Do
 
     let graceful = domain.is_some_and(Domain::marked_for_graceful_shutdown);
     if graceful && view::is_running(&vmi) {
-        if alive { should_shutdown = true } else { should_delete = true }
+        if alive {
+            should_shutdown = true
+        } else {
+            should_delete = true
+        }
     }
     if !exists || view::is_deleting(&vmi) {
-        if alive { should_shutdown = true } else { should_delete = true }
+        if alive {
+            should_shutdown = true
+        } else {
+            should_delete = true
+        }
     }
     if exists && is_final {
         should_delete = true;
@@ -158,7 +186,14 @@ fn sync(w: &HandlerWorld<'_>, cx: &mut Ctx, subject: Subject, domain: Option<&Do
     }
 
     if exists {
-        status::update(w, cx, old_status, &mut vmi, domain, sync_err.as_ref().err().map(String::as_str))?;
+        status::update(
+            w,
+            cx,
+            old_status,
+            &mut vmi,
+            domain,
+            sync_err.as_ref().err().map(String::as_str),
+        )?;
     }
     sync_err
 }

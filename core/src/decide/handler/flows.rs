@@ -9,9 +9,11 @@ use super::{HandlerWorld, netstat};
 use crate::api::VirtualMachineInstance;
 
 /// Error text of a destroyed irrecoverable domain (fails the VMI).
-pub(super) const IRRECOVERABLE_POST_COPY: &str = "VMI is irrecoverable due to failed post-copy migration";
+pub(super) const IRRECOVERABLE_POST_COPY: &str =
+    "VMI is irrecoverable due to failed post-copy migration";
 /// Error text when the launcher's command server does not answer.
-pub(super) const UNRESPONSIVE: &str = "Can not update a VirtualMachineInstance with unresponsive command server.";
+pub(super) const UNRESPONSIVE: &str =
+    "Can not update a VirtualMachineInstance with unresponsive command server.";
 /// Marker of a Secure Boot / firmware mismatch reported by the launcher (fails the VMI).
 pub(super) const SECURE_BOOT_PREFIX: &str = "mismatch of Secure Boot setting and bootloaders: ";
 
@@ -19,16 +21,27 @@ pub(super) const SECURE_BOOT_PREFIX: &str = "mismatch of Secure Boot setting and
 fn verified_client(w: &HandlerWorld<'_>, vmi: &VirtualMachineInstance) -> Result<(), String> {
     let l = &w.facts.launcher;
     if l.gone {
-        return Err(format!("no launcher client: virt-launcher socket for vmi {} not found", view::uid(vmi)));
+        return Err(format!(
+            "no launcher client: virt-launcher socket for vmi {} not found",
+            view::uid(vmi)
+        ));
     }
     if l.unresponsive {
-        return Err(format!("launcher client for vmi {} is unresponsive", view::uid(vmi)));
+        return Err(format!(
+            "launcher client for vmi {} is unresponsive",
+            view::uid(vmi)
+        ));
     }
     Ok(())
 }
 
 /// Runs a launcher command; a disconnect counts as success when `tolerate_disconnect`.
-fn run(w: &HandlerWorld<'_>, cx: &mut Ctx, call: LauncherCall, tolerate_disconnect: bool) -> SyncResult {
+fn run(
+    w: &HandlerWorld<'_>,
+    cx: &mut Ctx,
+    call: LauncherCall,
+    tolerate_disconnect: bool,
+) -> SyncResult {
     cx.call(call);
     match w.facts.launcher_error(call.name()) {
         Some(e) if !(tolerate_disconnect && is_disconnected(e)) => Err(e.to_string()),
@@ -40,7 +53,11 @@ fn run(w: &HandlerWorld<'_>, cx: &mut Ctx, call: LauncherCall, tolerate_disconne
 const FIRST_ATTEMPT: i64 = -1;
 
 /// Whether the grace period is over, and otherwise the seconds left (`FIRST_ATTEMPT` before it starts).
-fn grace_expired(w: &HandlerWorld<'_>, vmi: &VirtualMachineInstance, d: Option<&Domain>) -> (bool, i64) {
+fn grace_expired(
+    w: &HandlerWorld<'_>,
+    vmi: &VirtualMachineInstance,
+    d: Option<&Domain>,
+) -> (bool, i64) {
     let grace = vmi
         .spec
         .termination_grace_period_seconds
@@ -86,13 +103,23 @@ pub(super) fn shutdown(
     Ok(())
 }
 
-fn signal_shutdown(w: &HandlerWorld<'_>, cx: &mut Ctx, vmi: &VirtualMachineInstance, left: i64) -> SyncResult {
+fn signal_shutdown(
+    w: &HandlerWorld<'_>,
+    cx: &mut Ctx,
+    vmi: &VirtualMachineInstance,
+    left: i64,
+) -> SyncResult {
     run(w, cx, LauncherCall::ShutdownVirtualMachine, true)?;
     let mut left = left;
     if left == FIRST_ATTEMPT {
         // One event per shutdown, not per retry: long grace periods would hit the event spam filter.
         cx.event("Normal", "ShuttingDown", "Signaled Graceful Shutdown");
-        left = 5.min(vmi.spec.termination_grace_period_seconds.filter(|g| *g < 5).unwrap_or(5));
+        left = 5.min(
+            vmi.spec
+                .termination_grace_period_seconds
+                .filter(|g| *g < 5)
+                .unwrap_or(5),
+        );
     }
     // A booting guest can miss ACPI: resend at least every 5 s.
     cx.add_after(left.clamp(0, 5) as u64);
@@ -100,7 +127,11 @@ fn signal_shutdown(w: &HandlerWorld<'_>, cx: &mut Ctx, vmi: &VirtualMachineInsta
 }
 
 /// Delete the domain (if the launcher still answers) and clean up locally.
-pub(super) fn delete_vm(w: &HandlerWorld<'_>, cx: &mut Ctx, vmi: &VirtualMachineInstance) -> SyncResult {
+pub(super) fn delete_vm(
+    w: &HandlerWorld<'_>,
+    cx: &mut Ctx,
+    vmi: &VirtualMachineInstance,
+) -> SyncResult {
     let deleted = match verified_client(w, vmi) {
         Ok(()) => {
             cx.event("Normal", "Deleted", "Signaled Deletion");
@@ -111,7 +142,9 @@ pub(super) fn delete_vm(w: &HandlerWorld<'_>, cx: &mut Ctx, vmi: &VirtualMachine
     };
     cx.step(NodeStep::CloseLauncherClient);
     deleted?;
-    cx.step(NodeStep::Cleanup { uid: view::uid(vmi).to_string() });
+    cx.step(NodeStep::Cleanup {
+        uid: view::uid(vmi).to_string(),
+    });
     Ok(())
 }
 
@@ -151,7 +184,10 @@ pub(super) fn update(
     }
 
     cx.call(LauncherCall::SyncVirtualMachine);
-    if let Some(e) = w.facts.launcher_error(LauncherCall::SyncVirtualMachine.name()) {
+    if let Some(e) = w
+        .facts
+        .launcher_error(LauncherCall::SyncVirtualMachine.name())
+    {
         if e.contains("EFI OVMF rom missing") {
             return Err(format!("{SECURE_BOOT_PREFIX}{e}"));
         }
@@ -187,7 +223,11 @@ fn mount_hotplug(w: &HandlerWorld<'_>, cx: &mut Ctx) -> SyncResult {
 }
 
 /// Prepares the launcher pod before the first `SyncVirtualMachine`; `false` = not ready yet.
-fn prepare_start(w: &HandlerWorld<'_>, cx: &mut Ctx, vmi: &VirtualMachineInstance) -> Result<bool, String> {
+fn prepare_start(
+    w: &HandlerWorld<'_>,
+    cx: &mut Ctx,
+    vmi: &VirtualMachineInstance,
+) -> Result<bool, String> {
     let f = w.facts;
     if f.launcher.no_client_info {
         cx.add_rate_limited();
@@ -217,25 +257,38 @@ fn prepare_start(w: &HandlerWorld<'_>, cx: &mut Ctx, vmi: &VirtualMachineInstanc
             return Err(format!("failed to configure vmi network: {e}"));
         }
     }
-    cx.step(NodeStep::ClaimDevices { paths: device_paths(vmi) });
+    cx.step(NodeStep::ClaimDevices {
+        paths: device_paths(vmi),
+    });
     Ok(true)
 }
 
 /// Hotplugged volumes must be mounted before the domain starts.
 fn hotplug_volumes_ready(vmi: &VirtualMachineInstance) -> bool {
-    let hotplug = vmi.spec.utility_volumes.as_ref().is_some_and(|u| !u.is_empty())
+    let hotplug = vmi
+        .spec
+        .utility_volumes
+        .as_ref()
+        .is_some_and(|u| !u.is_empty())
         || vmi.spec.volumes.iter().flatten().any(|v| {
-            v.persistent_volume_claim.as_ref().is_some_and(|p| p.hotpluggable == Some(true))
-                || v.data_volume.as_ref().is_some_and(|p| p.hotpluggable == Some(true))
+            v.persistent_volume_claim
+                .as_ref()
+                .is_some_and(|p| p.hotpluggable == Some(true))
+                || v.data_volume
+                    .as_ref()
+                    .is_some_and(|p| p.hotpluggable == Some(true))
                 || v.memory_dump.is_some()
         });
     if !hotplug {
         return true;
     }
     let statuses = vmi.status.as_ref().and_then(|s| s.volume_status.as_ref());
-    let Some(statuses) = statuses.filter(|s| !s.is_empty()) else { return false };
+    let Some(statuses) = statuses.filter(|s| !s.is_empty()) else {
+        return false;
+    };
     statuses.iter().all(|vs| {
-        vs.hotplug_volume.is_none() || matches!(vs.phase.as_deref(), Some("Ready") | Some("MountedToPod"))
+        vs.hotplug_volume.is_none()
+            || matches!(vs.phase.as_deref(), Some("Ready") | Some("MountedToPod"))
     })
 }
 
@@ -245,7 +298,13 @@ fn device_paths(vmi: &VirtualMachineInstance) -> Vec<String> {
     if vmi.spec.domain.devices.autoattach_vsock == Some(true) {
         paths.push("/dev/vhost-vsock".into());
     }
-    if vmi.spec.domain.launch_security.as_ref().is_some_and(|l| l.sev.is_some()) {
+    if vmi
+        .spec
+        .domain
+        .launch_security
+        .as_ref()
+        .is_some_and(|l| l.sev.is_some())
+    {
         paths.push("/dev/sev".into());
     }
     paths.push("/dev/vhost-net".into());

@@ -24,7 +24,8 @@ mod migratable;
 mod netstat;
 mod phase;
 pub mod plan;
-mod status;
+pub mod scenario;
+pub mod status;
 mod time;
 mod view;
 

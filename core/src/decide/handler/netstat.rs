@@ -6,7 +6,9 @@ use std::net::IpAddr;
 
 use super::HandlerWorld;
 use super::domain::{Domain, GuestInterface};
-use crate::api::{Interface, VirtualMachineInstance, VirtualMachineInstanceNetworkInterface as IfaceStatus};
+use crate::api::{
+    Interface, VirtualMachineInstance, VirtualMachineInstanceNetworkInterface as IfaceStatus,
+};
 
 const DOMAIN: &str = "domain";
 const GUEST_AGENT: &str = "guest-agent";
@@ -32,10 +34,24 @@ fn non_empty(s: &str) -> Option<String> {
 }
 
 /// Recomputes `status.interfaces` from the domain (nothing happens without a domain).
-pub(super) fn update(w: &HandlerWorld<'_>, vmi: &mut VirtualMachineInstance, domain: Option<&Domain>) {
+pub(super) fn update(
+    w: &HandlerWorld<'_>,
+    vmi: &mut VirtualMachineInstance,
+    domain: Option<&Domain>,
+) {
     let Some(d) = domain else { return };
-    let spec_ifaces: &[Interface] = vmi.spec.domain.devices.interfaces.as_deref().unwrap_or_default();
-    let prev: Vec<IfaceStatus> = vmi.status.as_ref().and_then(|s| s.interfaces.clone()).unwrap_or_default();
+    let spec_ifaces: &[Interface] = vmi
+        .spec
+        .domain
+        .devices
+        .interfaces
+        .as_deref()
+        .unwrap_or_default();
+    let prev: Vec<IfaceStatus> = vmi
+        .status
+        .as_ref()
+        .and_then(|s| s.interfaces.clone())
+        .unwrap_or_default();
     let multus: BTreeMap<String, &IfaceStatus> = prev
         .iter()
         .filter(|i| contains_source(i.info_source.as_deref(), MULTUS))
@@ -51,20 +67,48 @@ pub(super) fn update(w: &HandlerWorld<'_>, vmi: &mut VirtualMachineInstance, dom
             name: i.alias.as_ref().map(|a| a.name.clone()),
             mac: i.mac.as_ref().and_then(|m| non_empty(&m.mac)),
             info_source: Some(DOMAIN.into()),
-            queue_count: Some(i.driver.as_ref().and_then(|d| d.queues).map_or(1, |q| q as i32)),
-            link_state: Some(i.link_state.as_ref().map_or_else(|| "up".to_string(), |l| l.state.clone())),
+            queue_count: Some(
+                i.driver
+                    .as_ref()
+                    .and_then(|d| d.queues)
+                    .map_or(1, |q| q as i32),
+            ),
+            link_state: Some(
+                i.link_state
+                    .as_ref()
+                    .map_or_else(|| "up".to_string(), |l| l.state.clone()),
+            ),
             ..Default::default()
         })
         .collect();
     for hd in &d.spec.devices.host_devices {
-        let Some(name) = hd.alias.as_ref().and_then(|a| a.name.strip_prefix(SRIOV_ALIAS_PREFIX)) else { continue };
-        let mac = spec_ifaces.iter().find(|i| i.name == name).and_then(|i| i.mac_address.clone());
-        list.push(IfaceStatus { name: Some(name.into()), mac, info_source: Some(DOMAIN.into()), ..Default::default() });
+        let Some(name) = hd
+            .alias
+            .as_ref()
+            .and_then(|a| a.name.strip_prefix(SRIOV_ALIAS_PREFIX))
+        else {
+            continue;
+        };
+        let mac = spec_ifaces
+            .iter()
+            .find(|i| i.name == name)
+            .and_then(|i| i.mac_address.clone());
+        list.push(IfaceStatus {
+            name: Some(name.into()),
+            mac,
+            info_source: Some(DOMAIN.into()),
+            ..Default::default()
+        });
     }
 
     // IPs the pod had when the network was set up.
     for iface in spec_ifaces {
-        let Some(status) = list.iter_mut().find(|s| s.name.as_deref() == Some(iface.name.as_str())) else { continue };
+        let Some(status) = list
+            .iter_mut()
+            .find(|s| s.name.as_deref() == Some(iface.name.as_str()))
+        else {
+            continue;
+        };
         let cache = w.facts.pod_interface_cache.get(&iface.name);
         status.ip_address = cache.and_then(|c| non_empty(&c.pod_ip));
         status.ip_addresses = cache.map(|c| c.pod_ips.clone()).filter(|v| !v.is_empty());
@@ -72,19 +116,44 @@ pub(super) fn update(w: &HandlerWorld<'_>, vmi: &mut VirtualMachineInstance, dom
 
     merge_guest_agent(&mut list, &d.status.interfaces, spec_ifaces);
 
-    if let Some(primary) = vmi.spec.networks.iter().flatten().find(|n| n.pod.is_some()).map(|n| n.name.clone()) {
-        let present = list.iter().any(|s| s.name.as_deref() == Some(primary.as_str()));
-        if !present && prev.iter().any(|s| s.name.as_deref() == Some(primary.as_str())) {
-            list.insert(0, IfaceStatus { name: Some(primary.clone()), ..Default::default() });
+    if let Some(primary) = vmi
+        .spec
+        .networks
+        .iter()
+        .flatten()
+        .find(|n| n.pod.is_some())
+        .map(|n| n.name.clone())
+    {
+        let present = list
+            .iter()
+            .any(|s| s.name.as_deref() == Some(primary.as_str()));
+        if !present
+            && prev
+                .iter()
+                .any(|s| s.name.as_deref() == Some(primary.as_str()))
+        {
+            list.insert(
+                0,
+                IfaceStatus {
+                    name: Some(primary.clone()),
+                    ..Default::default()
+                },
+            );
         }
-        if let Some(pos) = list.iter().position(|s| s.name.as_deref() == Some(primary.as_str())) {
+        if let Some(pos) = list
+            .iter()
+            .position(|s| s.name.as_deref() == Some(primary.as_str()))
+        {
             let p = list.remove(pos);
             list.insert(0, p);
         }
     }
 
     for name in multus.keys() {
-        match list.iter_mut().find(|s| s.name.as_deref() == Some(name.as_str())) {
+        match list
+            .iter_mut()
+            .find(|s| s.name.as_deref() == Some(name.as_str()))
+        {
             Some(s) => s.info_source = Some(add_source(s.info_source.as_deref(), MULTUS)),
             None if spec_ifaces.iter().any(|i| &i.name == name) => list.push(IfaceStatus {
                 name: Some(name.clone()),
@@ -131,12 +200,22 @@ fn link_local(ip: &str) -> bool {
 fn merge_guest_agent(list: &mut Vec<IfaceStatus>, guest: &[GuestInterface], spec: &[Interface]) {
     let mut guest_only = 0;
     for ga in guest {
-        if let Some(status) = list.iter_mut().find(|s| s.mac.as_deref().unwrap_or("") == ga.mac) {
-            let masquerade = spec.iter().any(|i| Some(i.name.as_str()) == status.name.as_deref() && i.masquerade.is_some());
-            let ga_ips: Vec<String> =
-                ga.ips.iter().filter(|ip| !(masquerade && link_local(ip))).cloned().collect();
+        if let Some(status) = list
+            .iter_mut()
+            .find(|s| s.mac.as_deref().unwrap_or("") == ga.mac)
+        {
+            let masquerade = spec
+                .iter()
+                .any(|i| Some(i.name.as_str()) == status.name.as_deref() && i.masquerade.is_some());
+            let ga_ips: Vec<String> = ga
+                .ips
+                .iter()
+                .filter(|ip| !(masquerade && link_local(ip)))
+                .cloned()
+                .collect();
             status.interface_name = non_empty(&ga.interface_name);
-            let (mut v4, mut v6) = split_families(status.ip_addresses.as_deref().unwrap_or_default());
+            let (mut v4, mut v6) =
+                split_families(status.ip_addresses.as_deref().unwrap_or_default());
             let (ga4, ga6) = split_families(&ga_ips);
             // Guest data adds addresses, or clears them when the guest reports none of a family.
             if v4.is_empty() || ga4.is_empty() {
@@ -167,25 +246,49 @@ fn merge_guest_agent(list: &mut Vec<IfaceStatus>, guest: &[GuestInterface], spec
 
 /// Networks plugged before the domain first starts: those whose interface is not marked absent.
 pub(super) fn nets_for_startup(vmi: &VirtualMachineInstance) -> Vec<String> {
-    let ifaces = vmi.spec.domain.devices.interfaces.as_deref().unwrap_or_default();
+    let ifaces = vmi
+        .spec
+        .domain
+        .devices
+        .interfaces
+        .as_deref()
+        .unwrap_or_default();
     vmi.spec
         .networks
         .iter()
         .flatten()
-        .filter(|n| ifaces.iter().any(|i| i.name == n.name && i.state.as_deref() != Some("absent")))
+        .filter(|n| {
+            ifaces
+                .iter()
+                .any(|i| i.name == n.name && i.state.as_deref() != Some("absent"))
+        })
         .map(|n| n.name.clone())
         .collect()
 }
 
 /// Networks hot-plugged into a running VMI: in the pod (Multus reports them) but not yet in the domain.
 pub(super) fn nets_for_live_update(vmi: &VirtualMachineInstance) -> Vec<String> {
-    let ifaces = vmi.spec.domain.devices.interfaces.as_deref().unwrap_or_default();
-    let statuses = vmi.status.as_ref().and_then(|s| s.interfaces.as_deref()).unwrap_or_default();
+    let ifaces = vmi
+        .spec
+        .domain
+        .devices
+        .interfaces
+        .as_deref()
+        .unwrap_or_default();
+    let statuses = vmi
+        .status
+        .as_ref()
+        .and_then(|s| s.interfaces.as_deref())
+        .unwrap_or_default();
     vmi.spec
         .networks
         .iter()
         .flatten()
-        .filter(|n| ifaces.iter().any(|i| i.name == n.name && i.state.as_deref() != Some("absent")))
+        .filter(|n| {
+            ifaces
+                .iter()
+                .any(|i| i.name == n.name && i.state.as_deref() != Some("absent"))
+        })
         .filter(|n| {
             statuses.iter().any(|s| {
                 s.name.as_deref() == Some(n.name.as_str())

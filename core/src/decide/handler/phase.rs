@@ -24,7 +24,9 @@ pub(super) fn calculate(
     let current = view::phase(vmi).to_string();
     let target = view::is_migration_target(vmi);
     let Some(d) = domain else {
-        let migration_failed = view::migration_state(vmi).and_then(|m| m.failed).unwrap_or(false);
+        let migration_failed = view::migration_state(vmi)
+            .and_then(|m| m.failed)
+            .unwrap_or(false);
         if target && migration_failed {
             return Ok(current);
         }
@@ -39,7 +41,12 @@ pub(super) fn calculate(
             }
             if l.unresponsive || l.gone {
                 // The launcher died before the domain ever started.
-                return Ok(if target { phases::WAITING_FOR_SYNC } else { phases::FAILED }.into());
+                return Ok(if target {
+                    phases::WAITING_FOR_SYNC
+                } else {
+                    phases::FAILED
+                }
+                .into());
             }
             return Ok(phases::SCHEDULED.into());
         }
@@ -48,7 +55,12 @@ pub(super) fn calculate(
         }
         if !view::is_final(vmi) {
             // Running without a domain: someone removed it behind KubeVirt's back.
-            return Ok(if target { phases::WAITING_FOR_SYNC } else { phases::FAILED }.into());
+            return Ok(if target {
+                phases::WAITING_FOR_SYNC
+            } else {
+                phases::FAILED
+            }
+            .into());
         }
         return Ok(current);
     };
@@ -58,7 +70,11 @@ pub(super) fn calculate(
         ("Shutoff" | "Crashed", "Destroyed") => {
             let post_copy_failed = view::migration_state(vmi)
                 .is_some_and(|m| m.failed == Some(true) && m.mode.as_deref() == Some("PostCopy"));
-            if acpi_enabled(vmi, d) || post_copy_failed { phases::FAILED } else { phases::SUCCEEDED }
+            if acpi_enabled(vmi, d) || post_copy_failed {
+                phases::FAILED
+            } else {
+                phases::SUCCEEDED
+            }
         }
         ("Shutoff" | "Crashed", "Shutdown" | "Saved" | "FromSnapshot") => phases::SUCCEEDED,
         ("Paused", "PostcopyFailed") => phases::FAILED,

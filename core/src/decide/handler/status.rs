@@ -36,8 +36,13 @@ pub(super) fn update(
     let new_phase = view::phase(vmi).to_string();
     let status = vmi.status.get_or_insert_with(Default::default);
     if old_phase != new_phase {
-        let stamps = status.phase_transition_timestamps.get_or_insert_with(Vec::new);
-        if !stamps.iter().any(|s| s.phase.as_deref() == Some(new_phase.as_str())) {
+        let stamps = status
+            .phase_transition_timestamps
+            .get_or_insert_with(Vec::new);
+        if !stamps
+            .iter()
+            .any(|s| s.phase.as_deref() == Some(new_phase.as_str()))
+        {
             stamps.push(VirtualMachineInstancePhaseTransitionTimestamp {
                 phase: Some(new_phase.clone()),
                 phase_transition_timestamp: Some(Time(w.now)),
@@ -51,7 +56,11 @@ pub(super) fn update(
     if old_phase != new_phase {
         match new_phase.as_str() {
             phases::RUNNING => cx.event("Normal", "Started", "VirtualMachineInstance started."),
-            phases::SUCCEEDED => cx.event("Normal", "Stopped", "The VirtualMachineInstance was shut down."),
+            phases::SUCCEEDED => cx.event(
+                "Normal",
+                "Stopped",
+                "The VirtualMachineInstance was shut down.",
+            ),
             phases::FAILED => cx.event("Warning", "Stopped", "The VirtualMachineInstance crashed."),
             _ => {}
         }
@@ -92,7 +101,10 @@ fn from_domain(w: &HandlerWorld<'_>, vmi: &mut VirtualMachineInstance, domain: O
         }
         if let Some(mem) = &d.spec.current_memory {
             if let Some(q) = libvirt_quantity(mem.value, &mem.unit) {
-                status.memory.get_or_insert_with(MemoryStatus::default).guest_current = Some(q);
+                status
+                    .memory
+                    .get_or_insert_with(MemoryStatus::default)
+                    .guest_current = Some(q);
             }
         }
     }
@@ -101,12 +113,18 @@ fn from_domain(w: &HandlerWorld<'_>, vmi: &mut VirtualMachineInstance, domain: O
 
 fn guest_os_info(status: &mut VirtualMachineInstanceStatus, d: &Domain) {
     let os = &d.status.os_info;
-    let current = status.guest_os_info.as_ref().and_then(|g| g.name.as_deref()).unwrap_or("");
+    let current = status
+        .guest_os_info
+        .as_ref()
+        .and_then(|g| g.name.as_deref())
+        .unwrap_or("");
     if os.name.is_empty() || current == os.name {
         return;
     }
     let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
-    let info = status.guest_os_info.get_or_insert_with(VirtualMachineInstanceGuestOSInfo::default);
+    let info = status
+        .guest_os_info
+        .get_or_insert_with(VirtualMachineInstanceGuestOSInfo::default);
     info.name = some(&os.name);
     info.version = some(&os.version);
     info.kernel_release = some(&os.kernel_release);
@@ -119,7 +137,9 @@ fn guest_os_info(status: &mut VirtualMachineInstanceStatus, d: &Domain) {
 
 /// Each volume's guest device from the domain's disks (empty when not attached), sorted by name.
 fn volume_targets(status: &mut VirtualMachineInstanceStatus, domain: Option<&Domain>) {
-    let Some(volumes) = status.volume_status.as_mut().filter(|v| !v.is_empty()) else { return };
+    let Some(volumes) = status.volume_status.as_mut().filter(|v| !v.is_empty()) else {
+        return;
+    };
     for vs in volumes.iter_mut() {
         vs.target = domain
             .and_then(|d| {
@@ -155,12 +175,17 @@ fn libvirt_quantity(value: u64, unit: &str) -> Option<Quantity> {
 
 /// Equality as Kubernetes' semantic DeepEqual sees a status: a missing field, `null`, an empty list
 /// and an empty object are all the same.
-pub fn semantically_equal(a: Option<&VirtualMachineInstanceStatus>, b: Option<&VirtualMachineInstanceStatus>) -> bool {
+pub fn semantically_equal(
+    a: Option<&VirtualMachineInstanceStatus>,
+    b: Option<&VirtualMachineInstanceStatus>,
+) -> bool {
     if a == b {
         return true;
     }
     let norm = |s: Option<&VirtualMachineInstanceStatus>| {
-        let mut v = s.map_or(serde_json::Value::Null, |s| serde_json::to_value(s).unwrap_or_default());
+        let mut v = s.map_or(serde_json::Value::Null, |s| {
+            serde_json::to_value(s).unwrap_or_default()
+        });
         prune_empty(&mut v);
         v
     };

@@ -3,7 +3,9 @@
 use k8s_openapi::jiff::Timestamp;
 
 use super::time::parse_time;
-use crate::api::{VirtualMachineInstance, VirtualMachineInstanceMigrationState, VirtualMachineInstanceStatus};
+use crate::api::{
+    VirtualMachineInstance, VirtualMachineInstanceMigrationState, VirtualMachineInstanceStatus,
+};
 
 /// Phase names.
 pub(super) mod phases {
@@ -42,7 +44,9 @@ pub(super) fn is_deleting(vmi: &VirtualMachineInstance) -> bool {
     vmi.metadata.deletion_timestamp.is_some()
 }
 
-pub(super) fn migration_state(vmi: &VirtualMachineInstance) -> Option<&VirtualMachineInstanceMigrationState> {
+pub(super) fn migration_state(
+    vmi: &VirtualMachineInstance,
+) -> Option<&VirtualMachineInstanceMigrationState> {
     vmi.status.as_ref()?.migration_state.as_ref()
 }
 
@@ -56,7 +60,9 @@ pub(super) fn is_migration_target(vmi: &VirtualMachineInstance) -> bool {
 }
 
 pub(super) fn is_migration_completed(vmi: &VirtualMachineInstance) -> bool {
-    migration_state(vmi).and_then(|m| m.completed).unwrap_or(false)
+    migration_state(vmi)
+        .and_then(|m| m.completed)
+        .unwrap_or(false)
 }
 
 /// Fully synchronized migration source (the target's sync and node addresses are known).
@@ -68,7 +74,9 @@ pub(super) fn is_migration_source(vmi: &VirtualMachineInstance) -> bool {
 
 /// A migration has started and not ended at `now`.
 pub(super) fn is_migrating(vmi: &VirtualMachineInstance, now: Timestamp) -> bool {
-    let Some(m) = migration_state(vmi) else { return false };
+    let Some(m) = migration_state(vmi) else {
+        return false;
+    };
     let started = m.start_timestamp.as_ref().is_some_and(|t| now >= t.0);
     let stopped = m.end_timestamp.as_ref().is_some_and(|t| now >= t.0);
     started && !stopped
@@ -76,8 +84,13 @@ pub(super) fn is_migrating(vmi: &VirtualMachineInstance, now: Timestamp) -> bool
 
 /// KubeVirt's `isMigrationInProgress`: the VMI or the domain says a migration runs, or the VMI is an
 /// unfinished migration target.
-pub(super) fn migration_in_progress(vmi: &VirtualMachineInstance, domain: Option<&super::Domain>) -> bool {
-    if migration_state(vmi).is_some_and(|m| m.start_timestamp.is_some() && m.end_timestamp.is_none()) {
+pub(super) fn migration_in_progress(
+    vmi: &VirtualMachineInstance,
+    domain: Option<&super::Domain>,
+) -> bool {
+    if migration_state(vmi)
+        .is_some_and(|m| m.start_timestamp.is_some() && m.end_timestamp.is_none())
+    {
         return true;
     }
     if let Some(d) = domain {
@@ -90,7 +103,12 @@ pub(super) fn migration_in_progress(vmi: &VirtualMachineInstance, domain: Option
         {
             return true;
         }
-        if d.status.status == "Paused" && matches!(d.status.reason.as_str(), "Migration" | "StartingUp" | "Postcopy") {
+        if d.status.status == "Paused"
+            && matches!(
+                d.status.reason.as_str(),
+                "Migration" | "StartingUp" | "Postcopy"
+            )
+        {
             return true;
         }
     }
@@ -99,11 +117,18 @@ pub(super) fn migration_in_progress(vmi: &VirtualMachineInstance, domain: Option
 
 /// The VMI carries this node's name in its node label or status.
 pub(super) fn owned_by_node(vmi: &VirtualMachineInstance, node: &str) -> bool {
-    let label = vmi.metadata.labels.as_ref().and_then(|l| l.get("kubevirt.io/nodeName"));
+    let label = vmi
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("kubevirt.io/nodeName"));
     if label.is_some_and(|n| !n.is_empty() && n == node) {
         return true;
     }
-    vmi.status.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty() && n == node)
+    vmi.status
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty() && n == node)
 }
 
 /// Seconds since the epoch of an RFC 3339 string, if it parses.
