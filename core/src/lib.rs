@@ -12,6 +12,7 @@ pub mod template;
 pub mod validate;
 pub mod decide;
 pub mod quantity;
+pub mod resources;
 mod serde_util;
 
 pub use config::ClusterConfig;
