@@ -54,7 +54,7 @@ pub(super) fn check(
         causes.invalid(
             "metadata.annotations",
             format!(
-                "sidecar feature gate is not enabled in kubevirt-config, invalid entry \
+                "sidecar feature gate (Sidecar) is not enabled in kubevirt-config, invalid entry \
                  metadata.annotations[{SIDECAR_ANNOTATION}]"
             ),
         );
@@ -71,7 +71,7 @@ pub(super) fn check(
     if devices.host_devices.is_some() && !on("HostDevices") {
         causes.invalid(
             "spec.domain.devices.hostDevices",
-            "Host Devices feature gate is not enabled in kubevirt-config",
+            "Host Devices feature gate (HostDevices) is not enabled in kubevirt-config",
         );
     }
     if devices.downward_metrics.is_some() && !on("DownwardMetrics") {
@@ -96,7 +96,7 @@ pub(super) fn check(
             if storage_volume(&fs.name) && !on("EnableVirtioFsStorageVolumes") {
                 causes.invalid(
                     "spec.domain.devices.filesystems",
-                    "virtiofs is not allowed: virtiofs feature gate is not enabled for PVC",
+                    "virtiofs is not allowed: virtiofs feature gate (EnableVirtioFsStorageVolumes) is not enabled for PVC",
                 );
             }
         }
@@ -116,7 +116,7 @@ pub(super) fn check(
     {
         causes.invalid(
             "spec.domain.memory.reservedOverhead",
-            "Reserved overhead memlock feature gate is not enabled in kubevirt-config",
+            "Reserved overhead memlock feature gate (ReservedOverheadMemlock) is not enabled in kubevirt-config",
         );
     }
     if spec.utility_volumes.as_ref().is_some_and(|u| !u.is_empty()) && !on("UtilityVolumes") {

@@ -1,1 +1,205 @@
-//! Unit tests of the validation checks.
+//! Unit tests of the validation checks: one common user error each, rejected with the field
+//! path KubeVirt names.
+
+use serde_json::json;
+
+use super::validate;
+use crate::api::VirtualMachineInstance;
+use crate::config::ClusterConfig;
+use crate::defaults::apply_defaults;
+
+/// A valid VMI (one container disk, 1Gi) with `patch` merged into its spec.
+fn vmi_with(patch: serde_json::Value) -> VirtualMachineInstance {
+    let mut doc = json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": "t", "namespace": "ns"},
+        "spec": {
+            "domain": {"devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]},
+                       "resources": {"requests": {"memory": "1Gi"}}},
+            "volumes": [{"name": "root", "containerDisk": {"image": "quay.io/x/y:1"}}]
+        }
+    });
+    merge(&mut doc["spec"], patch);
+    let mut vmi: VirtualMachineInstance = serde_json::from_value(doc).unwrap();
+    apply_defaults(&mut vmi, &ClusterConfig::default());
+    vmi
+}
+
+fn merge(a: &mut serde_json::Value, b: serde_json::Value) {
+    match (a, b) {
+        (serde_json::Value::Object(a), serde_json::Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k).or_insert(serde_json::Value::Null), v);
+            }
+        }
+        (a, b) => *a = b,
+    }
+}
+
+/// The fields of the causes validation reports for `patch`.
+fn rejected_fields(patch: serde_json::Value) -> Vec<String> {
+    match validate(&vmi_with(patch), &ClusterConfig::default()) {
+        Ok(()) => vec![],
+        Err(e) => e.causes.into_iter().map(|c| c.field).collect(),
+    }
+}
+
+#[test]
+fn a_plain_vmi_is_valid() {
+    assert_eq!(rejected_fields(json!({})), Vec::<String>::new());
+}
+
+#[test]
+fn unknown_and_ide_buses_are_rejected() {
+    let f = rejected_fields(json!({"domain": {"devices": {"disks": [{"name": "root", "disk": {"bus": "ide"}}]}}}));
+    assert_eq!(f, ["spec.domain.devices.disks[0].disk.bus"]);
+    let f = rejected_fields(json!({"domain": {"devices": {"disks": [{"name": "root", "disk": {"bus": "nvme"}}]}}}));
+    assert_eq!(f, ["spec.domain.devices.disks[0].disk.bus"]);
+    let f = rejected_fields(json!({"domain": {"devices": {"disks": [{"name": "root", "cdrom": {"bus": "virtio"}}]}}}));
+    assert_eq!(f, ["spec.domain.devices.disks[0].cdrom.bus"]);
+}
+
+#[test]
+fn a_disk_without_volume_and_a_volume_without_disk_are_rejected() {
+    let f = rejected_fields(json!({"domain": {"devices": {"disks": [
+        {"name": "root"}, {"name": "data"}]}}}));
+    assert_eq!(f, ["spec.domain.devices.disks[1].name"]);
+    let mut vmi = vmi_with(json!({}));
+    vmi.spec.domain.devices.disks = Some(vec![]);
+    let err = validate(&vmi, &ClusterConfig::default()).unwrap_err();
+    assert_eq!(err.causes[0].field, "spec.domain.volumes[0].name");
+}
+
+#[test]
+fn duplicate_names_are_rejected() {
+    let f = rejected_fields(json!({"volumes": [
+        {"name": "root", "containerDisk": {"image": "a:1"}},
+        {"name": "root", "containerDisk": {"image": "b:1"}}]}));
+    assert!(f.contains(&"spec.volumes[1].name".to_string()), "{f:?}");
+}
+
+#[test]
+fn a_volume_needs_exactly_one_source() {
+    let f = rejected_fields(json!({"volumes": [{"name": "root"}]}));
+    assert_eq!(f, ["spec.volumes[0]"]);
+}
+
+#[test]
+fn memory_must_be_requested() {
+    let mut vmi = vmi_with(json!({}));
+    vmi.spec.domain.resources = Some(Default::default());
+    vmi.spec.domain.memory = Some(Default::default());
+    let err = validate(&vmi, &ClusterConfig::default()).unwrap_err();
+    assert_eq!(err.causes[0].field, "spec.domain.memory.guest");
+    assert!(err.to_string().contains("no memory requested"), "{err}");
+}
+
+#[test]
+fn requests_above_limits_are_rejected() {
+    let f = rejected_fields(json!({"domain": {"resources": {
+        "requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}}));
+    assert_eq!(f, ["spec.domain.resources.requests.memory", "spec.domain.resources.requests.cpu"]);
+}
+
+#[test]
+fn dedicated_cpus_need_whole_equal_cpus() {
+    let f = rejected_fields(json!({"domain": {"cpu": {"dedicatedCpuPlacement": true},
+        "resources": {"requests": {"cpu": "1500m"}, "limits": {"cpu": "1500m", "memory": "1Gi"}}}}));
+    assert_eq!(f, ["spec.domain.resources.requests.cpu", "spec.domain.resources.limits.cpu"]);
+    let f = rejected_fields(json!({"domain": {"cpu": {"isolateEmulatorThread": true}}}));
+    assert_eq!(f, ["spec.domain.cpu.isolateEmulatorThread"]);
+}
+
+#[test]
+fn gated_features_need_their_gate() {
+    let hostdisk = json!({"domain": {"devices": {"disks": [{"name": "root"}, {"name": "h"}]}},
+        "volumes": [{"name": "root", "containerDisk": {"image": "a:1"}},
+                    {"name": "h", "hostDisk": {"path": "/d.img", "type": "Disk"}}]});
+    assert_eq!(rejected_fields(hostdisk.clone()), ["spec.volumes[1]"]);
+    assert!(validate(&vmi_with(hostdisk), &ClusterConfig::with_feature_gates("HostDisk")).is_ok());
+    let vsock = json!({"domain": {"devices": {"autoattachVSOCK": true}}});
+    assert_eq!(rejected_fields(vsock.clone()), ["spec.domain.devices.autoattachVSOCK"]);
+    assert!(validate(&vmi_with(vsock), &ClusterConfig::with_feature_gates("VSOCK")).is_ok());
+    let mut sidecar = vmi_with(json!({}));
+    sidecar.metadata.annotations.get_or_insert_with(Default::default).insert(
+        "hooks.kubevirt.io/hookSidecars".into(), "[{\"image\": \"x\"}]".into());
+    let err = validate(&sidecar, &ClusterConfig::default()).unwrap_err();
+    assert_eq!(err.causes[0].field, "metadata.annotations");
+    assert!(validate(&sidecar, &ClusterConfig::with_feature_gates("Sidecar")).is_ok());
+}
+
+#[test]
+fn networks_and_interfaces_must_match() {
+    let f = rejected_fields(json!({"domain": {"devices": {"interfaces": [{"name": "a", "masquerade": {}}]}},
+        "networks": [{"name": "b", "pod": {}}]}));
+    assert_eq!(f, ["spec.networks[0].name", "spec.domain.devices.interfaces[0].name", "spec.domain.devices.interfaces[0].name"]);
+    let f = rejected_fields(json!({"domain": {"devices": {"interfaces": [{"name": "a"}]}},
+        "networks": [{"name": "a", "pod": {}}]}));
+    assert_eq!(f, ["spec.domain.devices.interfaces[0]"], "no binding");
+    let f = rejected_fields(json!({"domain": {"devices": {"interfaces": [{"name": "a", "bridge": {}, "model": "rtl9999"}]}},
+        "networks": [{"name": "a", "pod": {}}]}));
+    assert_eq!(f, ["spec.domain.devices.interfaces[0].model"]);
+}
+
+#[test]
+fn discontinued_bindings_are_rejected() {
+    let f = rejected_fields(json!({"domain": {"devices": {"interfaces": [{"name": "a", "slirp": {}}]}},
+        "networks": [{"name": "a", "pod": {}}]}));
+    assert_eq!(f, ["spec.domain.devices.interfaces[0].slirp"]);
+}
+
+#[test]
+fn secure_boot_needs_smm() {
+    let f = rejected_fields(json!({"domain": {"firmware": {"bootloader": {"efi": {}}}}}));
+    assert_eq!(f, ["spec.domain"]);
+    let f = rejected_fields(json!({"domain": {"firmware": {"bootloader": {"efi": {}}}, "features": {"smm": {}}}}));
+    assert!(f.is_empty(), "{f:?}");
+}
+
+#[test]
+fn hyperv_prerequisites_switched_off_are_reported() {
+    let f = rejected_fields(json!({"domain": {"features": {"hyperv": {"synic": {}, "vpindex": {"enabled": false}}}}}));
+    assert_eq!(f, ["spec.domain.features.hyperv.synic"]);
+}
+
+#[test]
+fn probes_need_one_handler_and_http_needs_the_pod_network() {
+    let f = rejected_fields(json!({"readinessProbe": {}}));
+    assert_eq!(f, ["spec.readinessProbe"]);
+    let f = rejected_fields(json!({"domain": {"devices": {"autoattachPodInterface": false}},
+        "livenessProbe": {"httpGet": {"port": 80}}}));
+    assert_eq!(f, ["spec.livenessProbe.httpGet"]);
+}
+
+#[test]
+fn bad_names_and_enumerations_are_rejected() {
+    let f = rejected_fields(json!({"hostname": "Not_A_Label", "evictionStrategy": "Sometimes",
+        "startStrategy": "Later", "architecture": "riscv64"}));
+    assert_eq!(f, ["spec.architecture", "spec.startStrategy", "spec.evictionStrategy", "spec.hostname"]);
+}
+
+#[test]
+fn cloud_init_needs_data_within_limits() {
+    let f = rejected_fields(json!({"domain": {"devices": {"disks": [{"name": "root"}, {"name": "ci"}]}},
+        "volumes": [{"name": "root", "containerDisk": {"image": "a:1"}},
+                    {"name": "ci", "cloudInitNoCloud": {}}]}));
+    assert_eq!(f, ["spec.volumes[1].cloudInitNoCloud"]);
+    let big = "x".repeat(3000);
+    let f = rejected_fields(json!({"domain": {"devices": {"disks": [{"name": "root"}, {"name": "ci"}]}},
+        "volumes": [{"name": "root", "containerDisk": {"image": "a:1"}},
+                    {"name": "ci", "cloudInitNoCloud": {"userData": big}}]}));
+    assert_eq!(f, ["spec.volumes[1].cloudInitNoCloud"]);
+}
+
+#[test]
+fn the_error_message_lists_every_cause_with_its_field() {
+    let err = validate(
+        &vmi_with(json!({"domain": {"devices": {"disks": [{"name": "root", "disk": {"bus": "ide"}}]}}})),
+        &ClusterConfig::default(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "spec.domain.devices.disks[0].disk.bus: IDE bus is not supported"
+    );
+}
