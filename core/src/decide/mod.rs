@@ -256,6 +256,12 @@ pub enum Expectation {
         /// How many creations.
         count: u32,
     },
+    /// Expect the cache to show the controller's own update of the object `key` before acting on
+    /// it again (a VMI controller that acted on its pre-update copy would undo its own write).
+    ObservedUpdate {
+        /// The object's key (`namespace/name`).
+        key: String,
+    },
     /// Expect the cache to show these objects (by `namespace/name`) deleted under `key`.
     Deletions {
         /// Controller key (`namespace/name`).

@@ -59,6 +59,23 @@ pub fn field_ops(base: &str, old: Option<&Value>, new: &Value) -> Vec<Value> {
     ops
 }
 
+/// A JSON patch replacing the string map at `path` (tested against the old map), or adding it
+/// when there was none.
+pub fn replace_map(
+    path: &str,
+    old: Option<&std::collections::BTreeMap<String, String>>,
+    new: &std::collections::BTreeMap<String, String>,
+) -> Value {
+    let new_v = serde_json::to_value(new).unwrap_or(Value::Null);
+    match old {
+        Some(o) => Value::Array(vec![
+            op("test", path, Some(serde_json::to_value(o).unwrap_or(Value::Null))),
+            op("replace", path, Some(new_v)),
+        ]),
+        None => Value::Array(vec![op("add", path, Some(new_v))]),
+    }
+}
+
 /// Why a patch could not be applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PatchError {
@@ -103,8 +120,8 @@ fn get<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
 
 /// Applies an RFC 6902 JSON patch (add, remove, replace, test) to `doc`.
 ///
-/// A `test` against `null` succeeds when the path is absent, as the Kubernetes API server treats
-/// a missing field and a null one alike.
+/// A `test` against `null` succeeds when the path is absent, and a `replace` of an absent member
+/// adds it, as the API server's patch implementation does.
 pub fn apply_json_patch(doc: &mut Value, patch: &Value) -> Result<(), PatchError> {
     let ops = patch.as_array().ok_or_else(|| PatchError::Malformed("not an array".into()))?;
     for o in ops {
@@ -127,9 +144,6 @@ pub fn apply_json_patch(doc: &mut Value, patch: &Value) -> Result<(), PatchError
                 let parent = parent_mut(doc, parents, path)?;
                 match parent {
                     Value::Object(m) => {
-                        if kind == "replace" && !m.contains_key(last) {
-                            return Err(PatchError::BadPath(path.into()));
-                        }
                         m.insert(last.clone(), value);
                     }
                     Value::Array(a) => {

@@ -265,24 +265,7 @@ pub(crate) fn annotations_patch(
     old: Option<&std::collections::BTreeMap<String, String>>,
     new: &std::collections::BTreeMap<String, String>,
 ) -> Value {
-    map_patch("/metadata/annotations", old, new)
-}
-
-/// A JSON patch replacing a string map at `path` (tested against the old map) or adding it.
-pub(crate) fn map_patch(
-    path: &str,
-    old: Option<&std::collections::BTreeMap<String, String>>,
-    new: &std::collections::BTreeMap<String, String>,
-) -> Value {
-    use super::patch::op;
-    let new_v = serde_json::to_value(new).unwrap_or(Value::Null);
-    match old {
-        Some(o) => Value::Array(vec![
-            op("test", path, Some(serde_json::to_value(o).unwrap_or(Value::Null))),
-            op("replace", path, Some(new_v)),
-        ]),
-        None => Value::Array(vec![op("add", path, Some(new_v))]),
-    }
+    super::patch::replace_map("/metadata/annotations", old, new)
 }
 
 impl VmDecision {
