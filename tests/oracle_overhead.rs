@@ -6,14 +6,16 @@ use kvrs_core::{ClusterConfig, VirtualMachineInstance};
 use kvrs_tests::{cases_with, read_json, shared_dir};
 
 fn config_for(dir: &std::path::Path, name: &str) -> ClusterConfig {
-    let gates = std::fs::read_to_string(dir.join(format!("{name}.featuregates.txt")))
-        .unwrap_or_default();
+    let gates =
+        std::fs::read_to_string(dir.join(format!("{name}.featuregates.txt"))).unwrap_or_default();
     ClusterConfig::with_feature_gates(&gates)
 }
 
 #[test]
 fn overhead_matches_kubevirt_for_every_oracle_case() {
-    let Some(dir) = shared_dir("oracle") else { return };
+    let Some(dir) = shared_dir("oracle") else {
+        return;
+    };
     let cases = cases_with(&dir, "overhead.txt");
     let mut bytes_match = 0;
     let mut report_match = 0;
@@ -48,7 +50,9 @@ fn overhead_matches_kubevirt_for_every_oracle_case() {
         if got.trim_end() == expected.trim_end() {
             report_match += 1;
         } else {
-            failures.push(format!("{name}: summary differs\n--- kvrs\n{got}--- kubevirt\n{expected}"));
+            failures.push(format!(
+                "{name}: summary differs\n--- kvrs\n{got}--- kubevirt\n{expected}"
+            ));
         }
     }
     println!("overhead bytes: {bytes_match}/{} match", cases.len());

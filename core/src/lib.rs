@@ -11,6 +11,7 @@ pub mod defaults;
 pub mod template;
 pub mod validate;
 pub mod decide;
+pub mod pod;
 pub mod quantity;
 pub mod resources;
 mod serde_util;

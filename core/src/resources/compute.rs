@@ -137,18 +137,25 @@ pub fn compute_resources(
         r.vm_limits.insert(format!("{DEVICE_PREFIX}/tun"), one);
     }
     if virtio_iface && !config.use_emulation {
-        r.vm_limits.insert(format!("{DEVICE_PREFIX}/vhost-net"), one);
+        r.vm_limits
+            .insert(format!("{DEVICE_PREFIX}/vhost-net"), one);
     }
     if !config.use_emulation {
         r.vm_limits.insert(format!("{DEVICE_PREFIX}/kvm"), one);
     }
     if devices.autoattach_vsock.unwrap_or(false) {
-        r.vm_limits.insert(format!("{DEVICE_PREFIX}/vhost-vsock"), one);
+        r.vm_limits
+            .insert(format!("{DEVICE_PREFIX}/vhost-vsock"), one);
     }
 
     // Memory request from the guest memory, unless the user gave one.
     if r.vm_requests.get("memory").is_none_or(|q| q.is_zero()) {
-        memory_request(&mut r, guest, hugepages.and_then(|h| h.page_size.as_deref()), config);
+        memory_request(
+            &mut r,
+            guest,
+            hugepages.and_then(|h| h.page_size.as_deref()),
+            config,
+        );
     }
 
     let io_threads = domain
@@ -176,7 +183,12 @@ pub fn compute_resources(
     }
 
     match hugepages {
-        Some(h) => with_hugepages(&mut r, h.page_size.as_deref().unwrap_or(""), guest, overhead_q),
+        Some(h) => with_hugepages(
+            &mut r,
+            h.page_size.as_deref().unwrap_or(""),
+            guest,
+            overhead_q,
+        ),
         None => {
             let overcommit_overhead = domain
                 .resources
@@ -280,11 +292,9 @@ fn cpu_pinning(r: &mut Renderer, vmi: &VirtualMachineInstance, io_threads: i64) 
             .get("cpu")
             .copied()
             .unwrap_or_else(|| GoQty::zero(QuantityFormat::DecimalSI));
-        let even_parity = vmi
-            .metadata
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key("alpha.kubevirt.io/EmulatorThreadCompleteToEvenParity"));
+        let even_parity = vmi.metadata.annotations.as_ref().is_some_and(|a| {
+            a.contains_key("alpha.kubevirt.io/EmulatorThreadCompleteToEvenParity")
+        });
         let additional = if vmi.spec.domain.io_threads_policy.as_deref() == Some("supplementalPool")
         {
             io_threads
@@ -395,8 +405,10 @@ fn device_plugins(r: &mut Renderer, vmi: &VirtualMachineInstance, config: &Clust
     if config.gate("NetworkDevicesWithDRA") {
         for n in vmi.spec.networks.iter().flatten() {
             if let Some(c) = &n.resource_claim {
-                r.claims
-                    .push((c.claim_name.clone().unwrap_or_default(), c.request_name.clone()));
+                r.claims.push((
+                    c.claim_name.clone().unwrap_or_default(),
+                    c.request_name.clone(),
+                ));
             }
         }
     }
@@ -407,11 +419,11 @@ fn device_plugins(r: &mut Renderer, vmi: &VirtualMachineInstance, config: &Clust
     if ls.is_some_and(|l| l.tdx.is_some()) {
         r.request_device(&format!("{DEVICE_PREFIX}/tdx"));
     }
-    let reservation = devices
-        .disks
-        .iter()
-        .flatten()
-        .any(|d| d.lun.as_ref().is_some_and(|l| l.reservation.unwrap_or(false)));
+    let reservation = devices.disks.iter().flatten().any(|d| {
+        d.lun
+            .as_ref()
+            .is_some_and(|l| l.reservation.unwrap_or(false))
+    });
     if reservation {
         r.request_device(&format!("{DEVICE_PREFIX}/pr-helper"));
     }

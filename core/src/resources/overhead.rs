@@ -82,9 +82,9 @@ pub fn overhead_inputs(
         .and_then(|r| r.added_overhead.as_ref())
     {
         None => None,
-        Some(q) => Some(
-            GoQty::parse(q, "spec.domain.memory.reservedOverhead.addedOverhead")?.to_amount(),
-        ),
+        Some(q) => {
+            Some(GoQty::parse(q, "spec.domain.memory.reservedOverhead.addedOverhead")?.to_amount())
+        }
     };
 
     // KubeVirt's webhook validates the ratio; a value that still does not parse is ignored

@@ -17,7 +17,10 @@ pub struct ResourceReport {
 
 impl ResourceReport {
     /// Computes both for `vmi`.
-    pub fn new(vmi: &VirtualMachineInstance, config: &ClusterConfig) -> Result<Self, ResourceError> {
+    pub fn new(
+        vmi: &VirtualMachineInstance,
+        config: &ClusterConfig,
+    ) -> Result<Self, ResourceError> {
         let overhead = memory_overhead(vmi, config)?;
         let compute = compute_resources(vmi, config, &overhead)?;
         Ok(Self { overhead, compute })
