@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tracing::Instrument;
 use tokio::task::JoinHandle;
 
 use crate::queue::{AddOutcome, DoneOutcome, ShutdownMode, WorkQueue};
@@ -273,7 +274,9 @@ where
                             queue: &queue,
                             key: &key,
                         };
-                        match handler(key.clone()).await {
+                        // Logs of one sync carry its key, like KubeVirt's log.Object(vmi).
+                        let span = tracing::debug_span!("sync", ?key);
+                        match handler(key.clone()).instrument(span).await {
                             Ok(()) => queue.forget(&key),
                             Err(error) => {
                                 tracing::warn!(?key, %error, "sync failed, retrying with backoff");
