@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::Notify;
-use tracing::Instrument;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use crate::queue::{AddOutcome, DoneOutcome, ShutdownMode, WorkQueue};
 use crate::rate_limit::{ControllerRateLimiter, RateLimiter};
