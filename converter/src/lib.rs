@@ -1,4 +1,111 @@
 //! kvrs-converter: KubeVirt VMI to libvirt domain XML, the same as KubeVirt v1.9.0's converter.
+//!
+//! ```
+//! use kvrs_converter::{convert, ConverterContext};
+//! let vmi: kvrs_core::VirtualMachineInstance = serde_json::from_value(serde_json::json!({
+//!     "metadata": {"name": "vm", "namespace": "default", "uid": "1234"},
+//!     "spec": {"domain": {"devices": {}, "resources": {"requests": {"memory": "64Mi"}}}}
+//! })).unwrap();
+//! let domain = convert(&vmi, &ConverterContext::default()).unwrap();
+//! assert_eq!(domain.name, "default_vm");
+//! assert_eq!(domain.memory.value, 64 * 1024 * 1024);
+//! let xml = domain.to_xml().unwrap();
+//! assert!(xml.contains("<name>default_vm</name>"));
+//! ```
 
+pub mod configurators;
+pub mod context;
+mod dedicated;
+pub mod disks;
 pub mod domain;
+mod error;
+pub mod iothreads;
+mod memory_backing;
+pub mod topology;
 pub mod xmltree;
+
+pub use configurators::{Configurator, Env};
+pub use context::{Arch, ConverterContext};
+pub use domain::Domain;
+pub use error::ConvertError;
+
+use configurators::util;
+use kvrs_core::VirtualMachineInstance;
+
+impl<'a> Env<'a> {
+    /// Derives the per-conversion environment from VMI and context.
+    pub fn new(vmi: &VirtualMachineInstance, ctx: &'a ConverterContext) -> Env<'a> {
+        let guest = vmi.spec.architecture.as_deref().and_then(Arch::parse);
+        let arch = match guest {
+            Some(g) if ctx.allow_cross_arch_emulation && g != ctx.architecture => g,
+            _ => ctx.architecture,
+        };
+        let transitional = vmi.spec.domain.devices.use_virtio_transitional == Some(true);
+        let virtio_model = match (arch, transitional) {
+            (Arch::S390x, _) => "virtio",
+            (_, true) => "virtio-transitional",
+            (_, false) => "virtio-non-transitional",
+        };
+        let ls = vmi.spec.domain.launch_security.as_ref();
+        Env {
+            ctx,
+            arch,
+            virtio_model,
+            sev: ls.is_some_and(|l| l.sev.is_some() || l.snp.is_some()),
+            tdx: ls.is_some_and(|l| l.tdx.is_some()),
+            pv: ls.is_some() && vmi.spec.architecture.as_deref() == Some("s390x"),
+        }
+    }
+
+    /// The architecture allows disabling the NIC option ROM.
+    pub fn rom_tuning(&self) -> bool {
+        self.arch != Arch::S390x
+    }
+
+    /// SCSI controller model.
+    pub fn scsi_model(&self) -> &'static str {
+        if self.arch == Arch::S390x { "virtio-scsi" } else { self.virtio_model }
+    }
+}
+
+/// Converts a defaulted VMI into the libvirt domain KubeVirt v1.9.0 would define.
+pub fn convert(vmi: &VirtualMachineInstance, ctx: &ConverterContext) -> Result<Domain, ConvertError> {
+    let env = Env::new(vmi, ctx);
+    let mut domain = Domain::default();
+    configurators::run_pipeline(&env, vmi, &mut domain)?;
+    memory_backing::configure(vmi, &mut domain)?;
+    disks::convert_disks(&env, vmi, &mut domain)?;
+    if util::is_cpu_dedicated(vmi) {
+        dedicated::adjust(&env, vmi, &mut domain)?;
+    }
+    apply_libvirt_defaults(&env, &mut domain);
+    Ok(domain)
+}
+
+/// Converts and writes the XML in one go.
+pub fn convert_to_xml(vmi: &VirtualMachineInstance, ctx: &ConverterContext) -> Result<String, ConvertError> {
+    convert(vmi, ctx)?.to_xml().map_err(|e| ConvertError::new("", e.to_string()))
+}
+
+/// KubeVirt's domain defaulter: qemu namespace, `kvm` type, `hvm` with the arch's machine.
+fn apply_libvirt_defaults(env: &Env<'_>, domain: &mut Domain) {
+    domain.xmlns_qemu = Some(domain::QEMU_NAMESPACE.into());
+    if domain.kind.is_empty() {
+        domain.kind = "kvm".into();
+    }
+    let t = &mut domain.os.kind;
+    t.os = "hvm".into();
+    if t.arch.is_none() {
+        t.arch = Some(env.arch.libvirt_arch().into());
+    }
+    if t.machine.is_none() {
+        t.machine = Some(
+            match env.arch {
+                Arch::Amd64 => "q35",
+                Arch::Arm64 => "virt",
+                Arch::S390x => "s390-ccw-virtio",
+            }
+            .into(),
+        );
+    }
+}

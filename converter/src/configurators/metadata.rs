@@ -1,0 +1,22 @@
+//! Domain name: `<namespace>_<name>`.
+
+use super::Configurator;
+use crate::domain::Domain;
+use crate::error::ConvertError;
+use kvrs_core::VirtualMachineInstance;
+
+/// Names the domain after the VMI.
+pub struct Metadata;
+
+impl Configurator for Metadata {
+    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+        let ns = vmi.metadata.namespace.as_deref().unwrap_or("");
+        let name = vmi.metadata.name.as_deref().unwrap_or("");
+        let mut s = String::with_capacity(ns.len() + 1 + name.len());
+        s.push_str(ns);
+        s.push('_');
+        s.push_str(name);
+        domain.name = s;
+        Ok(())
+    }
+}

@@ -1,0 +1,45 @@
+//! `<sysinfo type="smbios">`: firmware UUID and serial, cluster SMBIOS, chassis.
+
+use super::Configurator;
+use crate::context::SmBios;
+use crate::domain::{Domain, Entry, SysInfo as DomSysInfo};
+use crate::error::ConvertError;
+use kvrs_core::VirtualMachineInstance;
+
+/// Writes SMBIOS tables.
+pub struct SysInfo<'a> {
+    /// Cluster SMBIOS values.
+    pub smbios: Option<&'a SmBios>,
+}
+
+impl Configurator for SysInfo<'_> {
+    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+        let mut s = DomSysInfo { kind: "smbios".into(), ..DomSysInfo::default() };
+        let system = &mut s.system.entries;
+        if let Some(fw) = &vmi.spec.domain.firmware {
+            system.push(Entry::new("uuid", fw.uuid.clone().unwrap_or_default()));
+            if let Some(serial) = fw.serial.as_ref().filter(|x| !x.is_empty()) {
+                system.push(Entry::new("serial", serial.clone()));
+            }
+        }
+        if let Some(b) = self.smbios {
+            system.push(Entry::new("manufacturer", b.manufacturer.clone()));
+            system.push(Entry::new("family", b.family.clone()));
+            system.push(Entry::new("product", b.product.clone()));
+            system.push(Entry::new("sku", b.sku.clone()));
+            system.push(Entry::new("version", b.version.clone()));
+        }
+        if let Some(c) = &vmi.spec.domain.chassis {
+            let v = |x: &Option<String>| x.clone().unwrap_or_default();
+            s.chassis.entries = vec![
+                Entry::new("manufacturer", v(&c.manufacturer)),
+                Entry::new("version", v(&c.version)),
+                Entry::new("serial", v(&c.serial)),
+                Entry::new("asset", v(&c.asset)),
+                Entry::new("sku", v(&c.sku)),
+            ];
+        }
+        domain.sysinfo = Some(s);
+        Ok(())
+    }
+}

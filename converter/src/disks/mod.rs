@@ -1,0 +1,67 @@
+//! Disks and volumes: one `<disk>` per VMI disk, in the VMI's order, after the configurators.
+//!
+//! [`naming`] picks target names (`vda`, `sdb`), [`device`] writes the bus/device part from the
+//! VMI disk, [`volume`] the source part from the volume it names.
+
+mod device;
+mod naming;
+mod volume;
+
+use crate::configurators::Env;
+use crate::domain::Domain;
+use crate::error::ConvertError;
+use crate::iothreads::{has_dedicated, has_io_threads, io_thread_counts, supplemental_pool};
+use crate::topology::vcpu_count;
+use kvrs_core::VirtualMachineInstance;
+
+pub use naming::device_name;
+
+/// Appends the VMI's disks to the domain.
+pub fn convert_disks(env: &Env<'_>, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    let disks = vmi.spec.domain.devices.disks.as_deref().unwrap_or(&[]);
+    if disks.is_empty() {
+        return Ok(());
+    }
+    let volumes = vmi.spec.volumes.as_deref().unwrap_or(&[]);
+    let statuses = vmi.status.as_ref().and_then(|s| s.volume_status.as_deref()).unwrap_or(&[]);
+    let mut namer = naming::Namer::new(statuses, disks);
+    let queues = (vmi.spec.domain.devices.block_multi_queue == Some(true)).then(|| vcpu_count(vmi));
+    let threads = has_io_threads(vmi);
+    let auto_threads = if threads { io_thread_counts(vmi).1 } else { 0 };
+    let pool = supplemental_pool(vmi);
+    let mut next_auto = 1u32;
+    let mut next_dedicated = auto_threads + 1;
+    domain.devices.disks.reserve(disks.len());
+    for (i, disk) in disks.iter().enumerate() {
+        let path = format!("spec.domain.devices.disks[{i}]");
+        let mut out = device::convert_disk(env, disk, &mut namer, queues, &path)?;
+        let vol_index = volumes.iter().position(|v| v.name == disk.name);
+        match vol_index {
+            None if disk.cdrom.is_some() => volume::missing_volume(&mut out),
+            None => {
+                return Err(ConvertError::new(path, format!("no matching volume with name {} found", disk.name)));
+            }
+            Some(idx) => {
+                let hotplug = env.ctx.hotplug_volumes.contains(&disk.name);
+                volume::convert_volume(env, vmi, &volumes[idx], idx, hotplug, &mut out, &path)?;
+            }
+        }
+        device::block_size(env, disk, &mut out, &path)?;
+        device::error_policy(disk, &mut out, &path)?;
+        if threads && out.target.bus.as_deref() == Some("virtio") {
+            if let Some(driver) = out.driver.as_mut() {
+                if let Some(p) = &pool {
+                    driver.iothreads = Some(p.clone());
+                } else if has_dedicated(disk) {
+                    driver.iothread = Some(next_dedicated);
+                    next_dedicated += 1;
+                } else {
+                    driver.iothread = Some(next_auto);
+                    next_auto = (next_auto % auto_threads.max(1)) + 1;
+                }
+            }
+        }
+        domain.devices.disks.push(out);
+    }
+    Ok(())
+}

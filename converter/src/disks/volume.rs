@@ -1,0 +1,181 @@
+//! The source half of a `<disk>`, by volume type.
+
+use crate::configurators::Env;
+use crate::domain::{BackingStore, Disk, DiskDriver, DiskSource, Empty, FormatType};
+use crate::error::ConvertError;
+use kvrs_core::VirtualMachineInstance;
+use kvrs_core::api::Volume;
+
+const PRIVATE: &str = "/var/run/kubevirt-private";
+const CONTAINER_DISKS: &str = "/var/run/kubevirt/container-disks";
+const HOTPLUG_DISKS: &str = "/var/run/kubevirt/hotplug-disks";
+const EMPTY_DISKS: &str = "/var/run/libvirt/empty-disks";
+const CLOUD_INIT_DIR: &str = "/var/run/libvirt/cloud-init-dir";
+
+/// `/var/run/kubevirt-private/vmi-disks/<volume>/disk.img`.
+pub fn filesystem_path(volume: &str) -> String {
+    format!("{PRIVATE}/vmi-disks/{volume}/disk.img")
+}
+
+/// `/dev/<volume>`.
+pub fn block_path(volume: &str) -> String {
+    format!("/dev/{volume}")
+}
+
+fn driver(d: &mut Disk) -> &mut DiskDriver {
+    d.driver.get_or_insert_with(|| DiskDriver { name: "qemu".into(), ..DiskDriver::default() })
+}
+
+/// KubeVirt's `setDiskDriver`: type, `stop` policy, and `unmap` when asked.
+fn set_driver(d: &mut Disk, kind: &str, discard: bool) {
+    let drv = driver(d);
+    drv.kind = kind.into();
+    drv.error_policy = Some("stop".into());
+    if discard {
+        drv.discard = Some("unmap".into());
+    }
+}
+
+/// A cdrom without a volume: an empty block tray.
+pub fn missing_volume(d: &mut Disk) {
+    d.kind = "block".into();
+    let drv = driver(d);
+    drv.kind = "raw".into();
+    drv.discard = Some("unmap".into());
+}
+
+fn lun_incompatible(d: &Disk, name: &str, path: &str) -> Result<(), ConvertError> {
+    if d.kind == "lun" {
+        return Err(ConvertError::new(path, format!("device {name} is of type lun. Not compatible with a file based disk")));
+    }
+    Ok(())
+}
+
+fn pvc_source(env: &Env<'_>, name: &str, is_block: bool, hotplug: bool, d: &mut Disk) {
+    let discard = !env.ctx.volumes_discard_ignore.iter().any(|v| v == name);
+    set_driver(d, "raw", discard);
+    match (is_block, hotplug) {
+        (true, false) => {
+            d.kind = "block".into();
+            d.source.name = Some(name.into());
+            d.source.dev = Some(block_path(name));
+        }
+        (false, false) => {
+            d.kind = "file".into();
+            d.source.file = Some(filesystem_path(name));
+        }
+        (true, true) => {
+            d.kind = "block".into();
+            d.source.dev = Some(format!("{HOTPLUG_DISKS}/{name}"));
+        }
+        (false, true) => {
+            d.kind = "file".into();
+            d.source.file = Some(format!("{HOTPLUG_DISKS}/{name}.img"));
+        }
+    }
+}
+
+/// Fills the disk's source from its volume.
+pub fn convert_volume(
+    env: &Env<'_>,
+    vmi: &VirtualMachineInstance,
+    v: &Volume,
+    index: usize,
+    hotplug: bool,
+    d: &mut Disk,
+    path: &str,
+) -> Result<(), ConvertError> {
+    let ctx = env.ctx;
+    let name = v.name.as_str();
+    if hotplug {
+        if v.host_disk.is_some() || v.persistent_volume_claim.is_some() {
+            pvc_source(env, name, ctx.block_pvcs.contains(name), true, d);
+        } else if v.data_volume.is_some() {
+            pvc_source(env, name, ctx.block_dvs.contains(name), true, d);
+        } else {
+            return Err(ConvertError::new(path, format!("hotplug disk {name} references an unsupported source")));
+        }
+        return Ok(());
+    }
+    if v.container_disk.is_some() {
+        lun_incompatible(d, name, path)?;
+        d.kind = "file".into();
+        set_driver(d, "qcow2", true);
+        d.source.file = Some(format!("{}/{name}/disk.qcow2", ctx.ephemeral_disk_dir));
+        let format = ctx.disk_formats.get(name).unwrap_or(&ctx.default_container_disk_format);
+        d.backing_store = Some(BackingStore {
+            kind: Some("file".into()),
+            format: Some(FormatType { kind: format.clone() }),
+            source: Some(DiskSource { file: Some(format!("{CONTAINER_DISKS}/disk_{index}.img")), ..DiskSource::default() }),
+        });
+    } else if v.cloud_init_no_cloud.is_some() || v.cloud_init_config_drive.is_some() {
+        lun_incompatible(d, name, path)?;
+        let file = if v.cloud_init_no_cloud.is_some() { "noCloud.iso" } else { "configdrive.iso" };
+        let ns = vmi.metadata.namespace.as_deref().unwrap_or("");
+        let vm = vmi.metadata.name.as_deref().unwrap_or("");
+        d.source.file = Some(format!("{CLOUD_INIT_DIR}/{ns}/{vm}/{file}"));
+        d.kind = "file".into();
+        set_driver(d, "raw", false);
+    } else if v.sysprep.is_some() {
+        lun_incompatible(d, name, path)?;
+        d.source.file = Some(format!("{PRIVATE}/sysprep-disks/{name}.iso"));
+        d.kind = "file".into();
+        driver(d).kind = "raw".into();
+    } else if let Some(hd) = &v.host_disk {
+        d.kind = "file".into();
+        let base = hd.path.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+        let drv = driver(d);
+        drv.kind = "raw".into();
+        drv.error_policy = Some("stop".into());
+        d.source.file = Some(format!("{PRIVATE}/vmi-disks/{name}/{base}"));
+    } else if v.persistent_volume_claim.is_some() {
+        pvc_source(env, name, ctx.block_pvcs.contains(name), false, d);
+    } else if v.data_volume.is_some() {
+        pvc_source(env, name, ctx.block_dvs.contains(name), false, d);
+    } else if v.ephemeral.is_some() {
+        d.kind = "file".into();
+        set_driver(d, "qcow2", true);
+        d.source.file = Some(format!("{}/{name}/disk.qcow2", ctx.ephemeral_disk_dir));
+        let mut backing = Disk::default();
+        if ctx.block_pvcs.contains(name) {
+            pvc_source(env, name, true, false, &mut backing);
+        } else {
+            backing.kind = "file".into();
+            set_driver(&mut backing, "raw", false);
+            backing.source.file = Some(filesystem_path(name));
+        }
+        d.backing_store = Some(BackingStore {
+            kind: Some(backing.kind),
+            format: Some(FormatType { kind: backing.driver.map(|d| d.kind).unwrap_or_default() }),
+            source: Some(backing.source),
+        });
+    } else if v.empty_disk.is_some() {
+        lun_incompatible(d, name, path)?;
+        d.kind = "file".into();
+        d.source.file = Some(format!("{EMPTY_DISKS}/{name}.qcow2"));
+        set_driver(d, "qcow2", true);
+    } else if v.config_map.is_some() {
+        config_disk(d, format!("{PRIVATE}/config-map-disks/{name}.iso"));
+    } else if v.secret.is_some() {
+        config_disk(d, format!("{PRIVATE}/secret-disks/{name}.iso"));
+    } else if v.downward_api.is_some() {
+        config_disk(d, format!("{PRIVATE}/downwardapi-disks/{name}.iso"));
+    } else if v.service_account.is_some() {
+        config_disk(d, format!("{PRIVATE}/service-account-disk/service-account.iso"));
+    } else if v.downward_metrics.is_some() {
+        d.kind = "file".into();
+        d.readonly = Some(Empty {});
+        d.driver = Some(DiskDriver { kind: "raw".into(), name: "qemu".into(), ..DiskDriver::default() });
+        d.model = Some(env.virtio_model.into());
+        d.source = DiskSource { file: Some(format!("{PRIVATE}/downwardapi-disks/vhostmd0")), ..DiskSource::default() };
+    } else {
+        return Err(ConvertError::new(path, format!("disk {name} references an unsupported source")));
+    }
+    Ok(())
+}
+
+fn config_disk(d: &mut Disk, file: String) {
+    d.kind = "file".into();
+    set_driver(d, "raw", false);
+    d.source.file = Some(file);
+}
