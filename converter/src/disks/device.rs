@@ -111,9 +111,11 @@ pub fn convert_disk(
             d.readonly = Some(Empty {});
         }
     }
+    // KubeVirt defaults a shareable disk's cache to `none` before writing the driver.
+    let shareable_default = (src.disk.is_some() && src.shareable == Some(true)).then(|| "none".to_string());
     let mut driver = DiskDriver {
         name: "qemu".into(),
-        cache: nonempty(&src.cache),
+        cache: nonempty(&src.cache).or(shareable_default),
         io: nonempty(&src.io),
         ..DiskDriver::default()
     };
