@@ -149,7 +149,10 @@ mod tests {
         assert_eq!(vmi.metadata.labels.unwrap()["app"], "web");
         assert_eq!(vmi.metadata.annotations.unwrap()["a"], "b");
         let owner = &vmi.metadata.owner_references.unwrap()[0];
-        assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("VirtualMachine", "u-1"));
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str()),
+            ("VirtualMachine", "u-1")
+        );
         assert_eq!(owner.controller, Some(true));
         let uuid = vmi.spec.domain.firmware.unwrap().uuid.unwrap();
         assert_eq!(uuid, firmware_uuid_for_vm("web"));
@@ -171,14 +174,22 @@ mod tests {
             Some("11111111-2222-3333-4444-555555555555")
         );
         assert_eq!(vmi.spec.start_strategy.as_deref(), Some("Paused"));
-        assert!(vmi.metadata.owner_references.is_none(), "no uid, no owner reference");
+        assert!(
+            vmi.metadata.owner_references.is_none(),
+            "no uid, no owner reference"
+        );
     }
 
     #[test]
     fn a_vm_without_template_spec_or_name_is_an_error() {
         let no_spec = vm(serde_json::json!({"metadata": {"name": "x"}, "spec": {"template": {}}}));
-        assert_eq!(vmi_from_vm(&no_spec), Err(TemplateError::MissingTemplateSpec));
-        let no_name = vm(serde_json::json!({"metadata": {}, "spec": {"template": {"spec": {"domain": {"devices": {}}}}}}));
+        assert_eq!(
+            vmi_from_vm(&no_spec),
+            Err(TemplateError::MissingTemplateSpec)
+        );
+        let no_name = vm(
+            serde_json::json!({"metadata": {}, "spec": {"template": {"spec": {"domain": {"devices": {}}}}}}),
+        );
         assert_eq!(vmi_from_vm(&no_name), Err(TemplateError::MissingName));
     }
 }

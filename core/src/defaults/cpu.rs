@@ -21,7 +21,11 @@ pub(crate) fn is_zero(q: Option<&Quantity>) -> bool {
 /// built-in `100m` also writes it into every non-dedicated VMI without one.
 pub(super) fn set_cpu_request_from_limit(spec: &mut VirtualMachineInstanceSpec) {
     let resources = spec.domain.resources.get_or_insert_with(Default::default);
-    let limit = resources.limits.as_ref().and_then(|l| l.get("cpu")).cloned();
+    let limit = resources
+        .limits
+        .as_ref()
+        .and_then(|l| l.get("cpu"))
+        .cloned();
     let request_zero = is_zero(resources.requests.as_ref().and_then(|r| r.get("cpu")));
     if let Some(limit) = limit
         && !is_zero(Some(&limit))
@@ -35,7 +39,10 @@ pub(super) fn set_cpu_request_from_limit(spec: &mut VirtualMachineInstanceSpec) 
 }
 
 /// The cluster-configured CPU request, when it is not KubeVirt's built-in one.
-pub(super) fn set_cluster_cpu_request(spec: &mut VirtualMachineInstanceSpec, config: &ClusterConfig) {
+pub(super) fn set_cluster_cpu_request(
+    spec: &mut VirtualMachineInstanceSpec,
+    config: &ClusterConfig,
+) {
     let configured = Quantity::new(config.cpu_request.clone());
     let builtin = Quantity::new(BUILTIN_CPU_REQUEST);
     if configured.milli_value().ok() == builtin.milli_value().ok() {

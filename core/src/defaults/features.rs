@@ -28,7 +28,12 @@ pub(super) fn set_s390x_acpi_off(spec: &mut VirtualMachineInstanceSpec) {
 /// an explicit `enabled` is enabled, and an enabled spinlocks gets KubeVirt's 4096 retries.
 pub(super) fn set_feature_states(spec: &mut VirtualMachineInstanceSpec) {
     let features = spec.domain.features.get_or_insert_with(Features::default);
-    enable_if_unset(&mut features.acpi.get_or_insert_with(FeatureState::default).enabled);
+    enable_if_unset(
+        &mut features
+            .acpi
+            .get_or_insert_with(FeatureState::default)
+            .enabled,
+    );
     if let Some(apic) = features.apic.as_mut() {
         enable_if_unset(&mut apic.enabled);
     }

@@ -33,7 +33,11 @@ pub(super) fn set_firmware(vmi: &mut VirtualMachineInstance) {
         .as_ref()
         .is_none_or(|f| f.uuid.as_deref().unwrap_or("").is_empty());
     let uuid = missing.then(|| stable_uuid_for(vmi));
-    let firmware = vmi.spec.domain.firmware.get_or_insert_with(Firmware::default);
+    let firmware = vmi
+        .spec
+        .domain
+        .firmware
+        .get_or_insert_with(Firmware::default);
     if let Some(uuid) = uuid {
         firmware.uuid = Some(uuid);
     }

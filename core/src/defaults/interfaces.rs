@@ -1,7 +1,7 @@
 //! The default pod network and its interface.
 
-use crate::api::{Interface, InterfaceBridge, InterfaceMasquerade, Network, PodNetwork};
 use crate::api::VirtualMachineInstanceSpec;
+use crate::api::{Interface, InterfaceBridge, InterfaceMasquerade, Network, PodNetwork};
 use crate::config::ClusterConfig;
 
 /// Name of the interface and network KubeVirt adds for the pod network.
@@ -13,7 +13,10 @@ pub(crate) const DEFAULT_NETWORK_NAME: &str = "default";
 ///
 /// A binding kvrs does not know (KubeVirt refuses `slirp` since v1.3) adds nothing; the
 /// validation then reports the VMI as it is.
-pub(super) fn set_default_pod_interface(spec: &mut VirtualMachineInstanceSpec, config: &ClusterConfig) {
+pub(super) fn set_default_pod_interface(
+    spec: &mut VirtualMachineInstanceSpec,
+    config: &ClusterConfig,
+) {
     if spec.domain.devices.autoattach_pod_interface == Some(false) {
         return;
     }

@@ -52,7 +52,10 @@ pub(super) fn is_s390x(spec: &VirtualMachineInstanceSpec) -> bool {
 /// Whether the guest has a PCIe topology with root ports for hotplug: amd64 or arm64 (or no
 /// architecture yet) on a q35 or `virt` machine. Such VMIs get the PCI topology annotation.
 pub fn supports_pcie_hotplug(spec: &VirtualMachineInstanceSpec) -> bool {
-    if !matches!(spec.architecture.as_deref(), None | Some("" | "amd64" | "arm64")) {
+    if !matches!(
+        spec.architecture.as_deref(),
+        None | Some("" | "amd64" | "arm64")
+    ) {
         return false;
     }
     match &spec.domain.machine {
@@ -78,7 +81,9 @@ pub(super) fn set_arch_specific(spec: &mut VirtualMachineInstanceSpec) {
     } else if is_s390x(spec) {
         set_disk_bus(spec, "virtio");
         if let Some(watchdog) = spec.domain.devices.watchdog.as_mut() {
-            let diag = watchdog.diag288.get_or_insert_with(Diag288Watchdog::default);
+            let diag = watchdog
+                .diag288
+                .get_or_insert_with(Diag288Watchdog::default);
             if diag.action.as_deref().unwrap_or("").is_empty() {
                 diag.action = Some(DEFAULT_WATCHDOG_ACTION.to_string());
             }
@@ -86,7 +91,9 @@ pub(super) fn set_arch_specific(spec: &mut VirtualMachineInstanceSpec) {
     } else {
         set_disk_bus(spec, "sata");
         if let Some(watchdog) = spec.domain.devices.watchdog.as_mut() {
-            let esb = watchdog.i6300esb.get_or_insert_with(I6300ESBWatchdog::default);
+            let esb = watchdog
+                .i6300esb
+                .get_or_insert_with(I6300ESBWatchdog::default);
             if esb.action.as_deref().unwrap_or("").is_empty() {
                 esb.action = Some(DEFAULT_WATCHDOG_ACTION.to_string());
             }

@@ -15,7 +15,12 @@ const MIN_HOTPLUG_GUEST: i64 = 1024 * 1024 * 1024;
 /// `spec.domain.memory.guest` from the memory request, else the limit, else one huge page.
 /// `spec.domain.memory` itself always exists afterwards, as in KubeVirt.
 pub(super) fn set_guest_memory(spec: &mut VirtualMachineInstanceSpec) {
-    if spec.domain.memory.as_ref().is_some_and(|m| m.guest.is_some()) {
+    if spec
+        .domain
+        .memory
+        .as_ref()
+        .is_some_and(|m| m.guest.is_some())
+    {
         return;
     }
     let resources = spec.domain.resources.as_ref();
@@ -36,7 +41,12 @@ pub(super) fn set_guest_memory(spec: &mut VirtualMachineInstanceSpec) {
 /// Memory hotplug room under LiveUpdate: `maxHotplugRatio` times the guest memory, written as a
 /// binary quantity — but only when the guest could actually take hot-plugged memory.
 pub(super) fn set_max_guest(spec: &mut VirtualMachineInstanceSpec, config: &ClusterConfig) {
-    if spec.domain.memory.as_ref().is_some_and(|m| m.max_guest.is_some()) {
+    if spec
+        .domain
+        .memory
+        .as_ref()
+        .is_some_and(|m| m.max_guest.is_some())
+    {
         return;
     }
     let Some(guest) = spec

@@ -15,22 +15,22 @@ mod cpu;
 mod disks;
 mod features;
 pub mod firmware;
-pub mod uuid;
 mod interfaces;
 mod machine;
 mod memory;
 mod metadata;
+pub mod uuid;
 mod volumes;
 
 use crate::api::VirtualMachineInstance;
 use crate::config::ClusterConfig;
 
 pub use machine::supports_pcie_hotplug;
-pub(crate) use volumes::add_disks_for_bare_volumes;
 pub use metadata::{
     DEFAULT_NAMESPACE, PCI_TOPOLOGY_ANNOTATION, PCI_TOPOLOGY_VERSION, RUNTIME_USER_NON_ROOT,
     VMI_FINALIZER, default_namespace,
 };
+pub(crate) use volumes::add_disks_for_bare_volumes;
 
 /// Applies every default KubeVirt's mutating webhook applies to a new VMI.
 ///

@@ -43,7 +43,13 @@ pub fn v5(namespace: &[u8; 16], name: &[u8]) -> String {
 
 /// SHA-1 (FIPS 180-4) of `data`.
 pub fn sha1(data: &[u8]) -> [u8; 20] {
-    let mut h: [u32; 5] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0];
+    let mut h: [u32; 5] = [
+        0x6745_2301,
+        0xEFCD_AB89,
+        0x98BA_DCFE,
+        0x1032_5476,
+        0xC3D2_E1F0,
+    ];
     let bit_len = (data.len() as u64).wrapping_mul(8);
     let mut msg = data.to_vec();
     msg.push(0x80);
@@ -101,20 +107,31 @@ mod tests {
     #[test]
     fn sha1_matches_the_fips_test_vectors() {
         assert_eq!(hex(&sha1(b"")), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
-        assert_eq!(hex(&sha1(b"abc")), "a9993e364706816aba3e25717850c26c9cd0d89d");
         assert_eq!(
-            hex(&sha1(b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")),
+            hex(&sha1(b"abc")),
+            "a9993e364706816aba3e25717850c26c9cd0d89d"
+        );
+        assert_eq!(
+            hex(&sha1(
+                b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"
+            )),
             "84983e441c3bd26ebaae4aa1f95129e5e54670f1"
         );
         let million_a = vec![b'a'; 1_000_000];
-        assert_eq!(hex(&sha1(&million_a)), "34aa973cd4c4daa4f61eeb2bdbad27316534016f");
+        assert_eq!(
+            hex(&sha1(&million_a)),
+            "34aa973cd4c4daa4f61eeb2bdbad27316534016f"
+        );
     }
 
     #[test]
     fn v5_matches_rfc_examples() {
         // The DNS namespace and "python.org", as in Python's uuid documentation.
         let dns = parse("6ba7b810-9dad-11d1-80b4-00c04fd430c8").unwrap();
-        assert_eq!(v5(&dns, b"python.org"), "886313e1-3b8a-5372-9b90-0c9aee199e5d");
+        assert_eq!(
+            v5(&dns, b"python.org"),
+            "886313e1-3b8a-5372-9b90-0c9aee199e5d"
+        );
     }
 
     #[test]

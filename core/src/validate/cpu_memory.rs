@@ -38,7 +38,11 @@ fn res<'a>(map: Option<&'a BTreeMap<String, Quantity>>, key: &str) -> Res<'a> {
     }
 }
 
-pub(super) fn check(spec: &VirtualMachineInstanceSpec, config: &ClusterConfig, causes: &mut Causes) {
+pub(super) fn check(
+    spec: &VirtualMachineInstanceSpec,
+    config: &ClusterConfig,
+    causes: &mut Causes,
+) {
     let resources = spec.domain.resources.as_ref();
     let requests = resources.and_then(|r| r.requests.as_ref());
     let limits = resources.and_then(|r| r.limits.as_ref());
@@ -48,18 +52,27 @@ pub(super) fn check(spec: &VirtualMachineInstanceSpec, config: &ClusterConfig, c
     if req_mem.value < 0 {
         causes.invalid(
             REQ_MEM,
-            format!("{REQ_MEM} '{}': must be greater than or equal to 0.", req_mem.text),
+            format!(
+                "{REQ_MEM} '{}': must be greater than or equal to 0.",
+                req_mem.text
+            ),
         );
     } else if req_mem.value > 0 && req_mem.value < 1_000_000 {
         causes.invalid(
             REQ_MEM,
-            format!("{REQ_MEM} '{}': must be greater than or equal to 1M.", req_mem.text),
+            format!(
+                "{REQ_MEM} '{}': must be greater than or equal to 1M.",
+                req_mem.text
+            ),
         );
     }
     if lim_mem.value < 0 {
         causes.invalid(
             LIM_MEM,
-            format!("{LIM_MEM} '{}': must be greater than or equal to 0.", lim_mem.text),
+            format!(
+                "{LIM_MEM} '{}': must be greater than or equal to 0.",
+                lim_mem.text
+            ),
         );
     }
     if lim_mem.value > 0 && req_mem.value > lim_mem.value {
@@ -88,13 +101,19 @@ pub(super) fn check(spec: &VirtualMachineInstanceSpec, config: &ClusterConfig, c
     if req_cpu.milli < 0 {
         causes.invalid(
             REQ_CPU,
-            format!("{REQ_CPU} '{}': must be greater than or equal to 0.", req_cpu.text),
+            format!(
+                "{REQ_CPU} '{}': must be greater than or equal to 0.",
+                req_cpu.text
+            ),
         );
     }
     if lim_cpu.milli < 0 {
         causes.invalid(
             LIM_CPU,
-            format!("{LIM_CPU} '{}': must be greater than or equal to 0.", lim_cpu.text),
+            format!(
+                "{LIM_CPU} '{}': must be greater than or equal to 0.",
+                lim_cpu.text
+            ),
         );
     }
     if lim_cpu.milli > 0 && req_cpu.milli > lim_cpu.milli {
@@ -126,7 +145,12 @@ pub(super) fn check(spec: &VirtualMachineInstanceSpec, config: &ClusterConfig, c
                     ),
                 );
             }
-            if spec.domain.memory.as_ref().is_none_or(|m| m.hugepages.is_none()) {
+            if spec
+                .domain
+                .memory
+                .as_ref()
+                .is_none_or(|m| m.hugepages.is_none())
+            {
                 causes.invalid(
                     GUEST_MAPPING,
                     format!(
@@ -162,7 +186,11 @@ pub(super) fn check(spec: &VirtualMachineInstanceSpec, config: &ClusterConfig, c
                 "Number of sockets in CPU topology is greater than the maximum sockets allowed",
             );
         }
-        for (name, v) in [("cores", cpu.cores), ("sockets", cpu.sockets), ("threads", cpu.threads)] {
+        for (name, v) in [
+            ("cores", cpu.cores),
+            ("sockets", cpu.sockets),
+            ("threads", cpu.threads),
+        ] {
             if v.is_some_and(|v| v < 0) {
                 causes.invalid(
                     format!("spec.domain.cpu.{name}"),
@@ -174,13 +202,17 @@ pub(super) fn check(spec: &VirtualMachineInstanceSpec, config: &ClusterConfig, c
             if !dedicated {
                 causes.required(
                     DEDICATED,
-                    format!("{DEDICATED} must be set to true when spec.domain.cpu.realtime is used"),
+                    format!(
+                        "{DEDICATED} must be set to true when spec.domain.cpu.realtime is used"
+                    ),
                 );
             }
             if !passthrough {
                 causes.required(
                     GUEST_MAPPING,
-                    format!("{GUEST_MAPPING} must be defined when spec.domain.cpu.realtime is used"),
+                    format!(
+                        "{GUEST_MAPPING} must be defined when spec.domain.cpu.realtime is used"
+                    ),
                 );
             }
         }
@@ -218,7 +250,9 @@ fn check_dedicated(spec: &VirtualMachineInstanceSpec, r: [&Res<'_>; 4], causes: 
         || req_mem.value != 0
         || memory.is_some_and(|m| {
             m.hugepages.is_some()
-                || m.guest.as_ref().is_some_and(|g| g.value().unwrap_or(0) != 0)
+                || m.guest
+                    .as_ref()
+                    .is_some_and(|g| g.value().unwrap_or(0) != 0)
         });
     if !memory_known {
         causes.invalid(
@@ -230,7 +264,10 @@ fn check_dedicated(spec: &VirtualMachineInstanceSpec, r: [&Res<'_>; 4], causes: 
         );
     }
     if req_cpu.value > 0 && req_cpu.value * 1000 != req_cpu.milli {
-        causes.invalid(REQ_CPU, "provided resources CPU requests must be an interger");
+        causes.invalid(
+            REQ_CPU,
+            "provided resources CPU requests must be an interger",
+        );
     }
     if lim_cpu.value > 0 && lim_cpu.value * 1000 != lim_cpu.milli {
         causes.invalid(LIM_CPU, "provided resources CPU limits must be an interger");
@@ -264,7 +301,12 @@ fn check_dedicated(spec: &VirtualMachineInstanceSpec, r: [&Res<'_>; 4], causes: 
             ),
         );
     }
-    let threads = spec.domain.cpu.as_ref().and_then(|c| c.threads).unwrap_or(0);
+    let threads = spec
+        .domain
+        .cpu
+        .as_ref()
+        .and_then(|c| c.threads)
+        .unwrap_or(0);
     if threads > 1 && spec.architecture.as_deref() == Some("arm64") {
         causes.invalid(
             "spec.architecture",
@@ -291,7 +333,12 @@ fn check_hugepages(
     lim_mem: &Res<'_>,
     causes: &mut Causes,
 ) {
-    let Some(hp) = spec.domain.memory.as_ref().and_then(|m| m.hugepages.as_ref()) else {
+    let Some(hp) = spec
+        .domain
+        .memory
+        .as_ref()
+        .and_then(|m| m.hugepages.as_ref())
+    else {
         return;
     };
     let page_text = hp.page_size.as_deref().unwrap_or("");

@@ -23,7 +23,10 @@ pub(crate) fn valid_pci_address(addr: &str) -> bool {
     let Some((slot, func)) = rest.split_once('.') else {
         return false;
     };
-    hex(dom, 4) && hex(bus, 2) && hex(slot, 2) && matches!(func, "0" | "1" | "2" | "3" | "4" | "5" | "6" | "7")
+    hex(dom, 4)
+        && hex(bus, 2)
+        && hex(slot, 2)
+        && matches!(func, "0" | "1" | "2" | "3" | "4" | "5" | "6" | "7")
 }
 
 /// Kubernetes' DNS-1123 label: lower-case alphanumerics and '-', alphanumeric at both ends,
@@ -36,8 +39,7 @@ pub(crate) fn dns1123_label_error(s: &str) -> Option<String> {
         .chars()
         .next()
         .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && s
-            .chars()
+        && s.chars()
             .last()
             .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     if s.len() > 63 {
@@ -134,7 +136,9 @@ pub(super) fn check(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
         match iface.boot_order {
             Some(o) if o < 1 => causes.invalid(
                 path.clone(),
-                format!("spec.domain.devices.interfaces[{idx}] must have a boot order > 0, if supplied"),
+                format!(
+                    "spec.domain.devices.interfaces[{idx}] must have a boot order > 0, if supplied"
+                ),
             ),
             Some(o) if !boot_orders.insert(o) => causes.invalid(
                 path.clone(),
@@ -157,12 +161,19 @@ fn check_disk(idx: usize, disk: &Disk, disks: &[Disk], causes: &mut Causes) {
             format!("{path} and {DISKS}[{other}] must not have the same Name."),
         );
     }
-    let targets = [disk.disk.is_some(), disk.lun.is_some(), disk.cdrom.is_some()]
-        .iter()
-        .filter(|b| **b)
-        .count();
+    let targets = [
+        disk.disk.is_some(),
+        disk.lun.is_some(),
+        disk.cdrom.is_some(),
+    ]
+    .iter()
+    .filter(|b| **b)
+    .count();
     if targets > 1 {
-        causes.invalid(path.clone(), format!("{path} can only have a single target type defined"));
+        causes.invalid(
+            path.clone(),
+            format!("{path} can only have a single target type defined"),
+        );
     }
     if let Some(t) = &disk.disk
         && let Some(pci) = t.pci_address.as_deref().filter(|p| !p.is_empty())
@@ -233,7 +244,10 @@ fn check_disk(idx: usize, disk: &Disk, disks: &[Disk], causes: &mut Causes) {
     if let Some(cache) = disk.cache.as_deref().filter(|c| !c.is_empty())
         && !matches!(cache, "none" | "writethrough" | "writeback")
     {
-        causes.invalid(format!("{path}.cache"), format!("{path}.cache has invalid value {cache}"));
+        causes.invalid(
+            format!("{path}.cache"),
+            format!("{path}.cache has invalid value {cache}"),
+        );
     }
     if let Some(io) = disk.io.as_deref().filter(|c| !c.is_empty())
         && !matches!(io, "native" | "threads")
@@ -241,7 +255,9 @@ fn check_disk(idx: usize, disk: &Disk, disks: &[Disk], causes: &mut Causes) {
         causes.push(
             CauseKind::NotSupported,
             format!("{path}.io"),
-            format!("Disk IO mode for {DISKS} is not supported. Supported modes are: native, threads."),
+            format!(
+                "Disk IO mode for {DISKS} is not supported. Supported modes are: native, threads."
+            ),
         );
     }
     if let Some(policy) = disk.error_policy.as_deref()
@@ -298,7 +314,9 @@ fn check_block_size(path: &str, disk: &Disk, bus: &str, causes: &mut Causes) {
             let msg = if size < 512 {
                 format!("Provided size of {size} is less than the supported minimum size of 512")
             } else if size > 2_097_152 {
-                format!("Provided size of {size} is greater than the supported maximum size of 2097152")
+                format!(
+                    "Provided size of {size} is greater than the supported maximum size of 2097152"
+                )
             } else if size & (size - 1) != 0 {
                 format!("Provided size of {size} is not a power of 2")
             } else {
@@ -314,10 +332,16 @@ fn check_other_devices(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
     for (idx, input) in devices.inputs.iter().flatten().enumerate() {
         let path = format!("spec.domain.devices.inputs[{idx}]");
         if !matches!(input.bus.as_deref(), None | Some("" | "virtio" | "usb")) {
-            causes.invalid(format!("{path}.bus"), "Input device can have only virtio or usb bus.");
+            causes.invalid(
+                format!("{path}.bus"),
+                "Input device can have only virtio or usb bus.",
+            );
         }
         if input.r#type != "tablet" {
-            causes.invalid(format!("{path}.type"), "Input device can have only tablet type.");
+            causes.invalid(
+                format!("{path}.type"),
+                "Input device can have only tablet type.",
+            );
         }
     }
     if let Some(sound) = &devices.sound {
@@ -328,7 +352,10 @@ fn check_other_devices(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
             );
         }
         if sound.name.is_empty() {
-            causes.invalid("spec.domain.devices.sound.name", "Sound device requires a name field.");
+            causes.invalid(
+                "spec.domain.devices.sound.name",
+                "Sound device requires a name field.",
+            );
         }
     }
     let arch = spec.architecture.as_deref().unwrap_or("amd64");
@@ -468,7 +495,10 @@ fn check_firmware(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
         let slic = acpi.slic_name_ref.as_deref().unwrap_or("");
         let msdm = acpi.msdm_name_ref.as_deref().unwrap_or("");
         if slic.is_empty() && msdm.is_empty() {
-            causes.invalid(ACPI, "ACPI was set but no SLIC nor MSDM volume reference was set");
+            causes.invalid(
+                ACPI,
+                "ACPI was set but no SLIC nor MSDM volume reference was set",
+            );
         }
         for (field, name) in [("slicNameRef", slic), ("msdmNameRef", msdm)] {
             if name.is_empty() {
@@ -492,7 +522,9 @@ fn check_firmware(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
 /// Hyper-V enlightenments whose prerequisite the user switched off, and the Hyper-V
 /// passthrough mode that excludes naming enlightenments one by one.
 fn check_hyperv(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
-    let Some(features) = &spec.domain.features else { return };
+    let Some(features) = &spec.domain.features else {
+        return;
+    };
     const HV: &str = "spec.domain.features.hyperv";
     if features.hyperv.is_some() && features.hyperv_passthrough.is_some() {
         causes.invalid(
@@ -518,7 +550,12 @@ fn check_hyperv(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
             "synic",
             on(state(&h.synic)),
         ),
-        ("synic", on(state(&h.synic)), "vpindex", on(state(&h.vpindex))),
+        (
+            "synic",
+            on(state(&h.synic)),
+            "vpindex",
+            on(state(&h.vpindex)),
+        ),
     ];
     for (feature, enabled, needs, needed_on) in pairs {
         if enabled && !needed_on {
@@ -572,7 +609,10 @@ fn check_enumerations(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
         }
     }
     if let Some(e) = spec.eviction_strategy.as_deref()
-        && !matches!(e, "LiveMigrate" | "LiveMigrateIfPossible" | "None" | "External")
+        && !matches!(
+            e,
+            "LiveMigrate" | "LiveMigrateIfPossible" | "None" | "External"
+        )
     {
         causes.invalid(
             "spec.evictionStrategy",
@@ -580,7 +620,10 @@ fn check_enumerations(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
         );
     }
     if let Some(p) = spec.dns_policy.as_deref()
-        && !matches!(p, "ClusterFirstWithHostNet" | "ClusterFirst" | "Default" | "None" | "")
+        && !matches!(
+            p,
+            "ClusterFirstWithHostNet" | "ClusterFirst" | "Default" | "None" | ""
+        )
     {
         causes.push(
             CauseKind::NotSupported,

@@ -149,10 +149,17 @@ pub(super) fn check(
             );
         }
         if iface.passt_binding.is_some() && !on("PasstBinding") {
-            causes.invalid(format!("{path}.name"), "PasstBinding feature gate is not enabled");
+            causes.invalid(
+                format!("{path}.name"),
+                "PasstBinding feature gate is not enabled",
+            );
         }
     }
-    if spec.networks.iter().flatten().any(|n| n.resource_claim.is_some())
+    if spec
+        .networks
+        .iter()
+        .flatten()
+        .any(|n| n.resource_claim.is_some())
         && !on("NetworkDevicesWithDRA")
     {
         causes.invalid(

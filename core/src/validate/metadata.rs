@@ -28,7 +28,12 @@ pub(super) fn check(vmi: &VirtualMachineInstance, causes: &mut Causes) {
         );
     }
     if vmi.metadata.name.as_deref().unwrap_or("").is_empty()
-        && vmi.metadata.generate_name.as_deref().unwrap_or("").is_empty()
+        && vmi
+            .metadata
+            .generate_name
+            .as_deref()
+            .unwrap_or("")
+            .is_empty()
     {
         causes.required("metadata.name", "name or generateName is required");
     }

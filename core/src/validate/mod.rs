@@ -23,7 +23,10 @@ use crate::config::ClusterConfig;
 use causes::Causes;
 
 /// Checks a defaulted VMI as KubeVirt's validating webhook does on CREATE.
-pub fn validate(vmi: &VirtualMachineInstance, config: &ClusterConfig) -> Result<(), ValidationError> {
+pub fn validate(
+    vmi: &VirtualMachineInstance,
+    config: &ClusterConfig,
+) -> Result<(), ValidationError> {
     let mut causes = Causes::default();
     let spec = &vmi.spec;
     gates::check(spec, &vmi.metadata, config, &mut causes);

@@ -9,7 +9,9 @@ use crate::api::{Interface, Network, VirtualMachineInstanceSpec};
 
 const IFACES: &str = "spec.domain.devices.interfaces";
 /// NIC models QEMU offers that KubeVirt accepts.
-const MODELS: &[&str] = &["e1000", "e1000e", "igb", "ne2k_pci", "pcnet", "rtl8139", "virtio"];
+const MODELS: &[&str] = &[
+    "e1000", "e1000e", "igb", "ne2k_pci", "pcnet", "rtl8139", "virtio",
+];
 /// The MAC address of the in-pod bridge of masquerade binding.
 const RESERVED_MAC: &str = "02:00:00:00:00:00";
 
@@ -52,7 +54,10 @@ pub(super) fn check(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
         );
     }
     if multus_defaults > 1 {
-        causes.invalid("spec.networks", "Multus CNI should only have one default network");
+        causes.invalid(
+            "spec.networks",
+            "Multus CNI should only have one default network",
+        );
     }
     if pods > 0 && multus_defaults > 0 {
         causes.invalid(
@@ -62,18 +67,29 @@ pub(super) fn check(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
     }
     let mut seen = BTreeSet::new();
     for (idx, net) in networks.iter().enumerate() {
-        let kinds = [net.pod.is_some(), net.multus.is_some(), net.resource_claim.is_some()]
-            .iter()
-            .filter(|b| **b)
-            .count();
+        let kinds = [
+            net.pod.is_some(),
+            net.multus.is_some(),
+            net.resource_claim.is_some(),
+        ]
+        .iter()
+        .filter(|b| **b)
+        .count();
         let path = format!("spec.networks[{idx}]");
         match kinds {
             0 => causes.required(path.clone(), "should have a network type"),
             1 => {}
             _ => causes.required(path.clone(), "should have only one network type"),
         }
-        if net.multus.as_ref().is_some_and(|m| m.network_name.is_empty()) {
-            causes.required(path.clone(), "CNI delegating plugin must have a networkName");
+        if net
+            .multus
+            .as_ref()
+            .is_some_and(|m| m.network_name.is_empty())
+        {
+            causes.required(
+                path.clone(),
+                "CNI delegating plugin must have a networkName",
+            );
         }
         if !seen.insert(net.name.as_str()) {
             causes.push(
@@ -115,7 +131,11 @@ fn check_interface(idx: usize, iface: &Interface, net: Option<&Network>, causes:
     let discontinued = [
         (iface.slirp.is_some(), "slirp", "Slirp interface support"),
         (iface.passt.is_some(), "passt", "Passt network binding"),
-        (iface.macvtap.is_some(), "macvtap", "Macvtap network binding"),
+        (
+            iface.macvtap.is_some(),
+            "macvtap",
+            "Macvtap network binding",
+        ),
     ];
     for (used, field, what) in discontinued {
         if used {
@@ -247,7 +267,11 @@ fn check_interface(idx: usize, iface: &Interface, net: Option<&Network>, causes:
 }
 
 /// HTTP and TCP probes reach the guest through the pod network; without one they cannot work.
-fn check_probes_need_pod_network(spec: &VirtualMachineInstanceSpec, pod: bool, causes: &mut Causes) {
+fn check_probes_need_pod_network(
+    spec: &VirtualMachineInstanceSpec,
+    pod: bool,
+    causes: &mut Causes,
+) {
     for (name, probe) in [
         ("readinessProbe", spec.readiness_probe.as_ref()),
         ("livenessProbe", spec.liveness_probe.as_ref()),
@@ -264,7 +288,10 @@ fn check_probes_need_pod_network(spec: &VirtualMachineInstanceSpec, pod: bool, c
         .filter(|b| **b)
         .count();
         if handlers > 1 {
-            causes.invalid(path.clone(), format!("{path} must have exactly one probe type set"));
+            causes.invalid(
+                path.clone(),
+                format!("{path} must have exactly one probe type set"),
+            );
         }
         if handlers == 0 {
             causes.required(
@@ -276,7 +303,10 @@ fn check_probes_need_pod_network(spec: &VirtualMachineInstanceSpec, pod: bool, c
             );
         }
         if !pod {
-            for (set, sub) in [(probe.http_get.is_some(), "httpGet"), (probe.tcp_socket.is_some(), "tcpSocket")] {
+            for (set, sub) in [
+                (probe.http_get.is_some(), "httpGet"),
+                (probe.tcp_socket.is_some(), "tcpSocket"),
+            ] {
                 if set {
                     causes.invalid(
                         format!("{path}.{sub}"),

@@ -51,11 +51,17 @@ fn a_plain_vmi_is_valid() {
 
 #[test]
 fn unknown_and_ide_buses_are_rejected() {
-    let f = rejected_fields(json!({"domain": {"devices": {"disks": [{"name": "root", "disk": {"bus": "ide"}}]}}}));
+    let f = rejected_fields(
+        json!({"domain": {"devices": {"disks": [{"name": "root", "disk": {"bus": "ide"}}]}}}),
+    );
     assert_eq!(f, ["spec.domain.devices.disks[0].disk.bus"]);
-    let f = rejected_fields(json!({"domain": {"devices": {"disks": [{"name": "root", "disk": {"bus": "nvme"}}]}}}));
+    let f = rejected_fields(
+        json!({"domain": {"devices": {"disks": [{"name": "root", "disk": {"bus": "nvme"}}]}}}),
+    );
     assert_eq!(f, ["spec.domain.devices.disks[0].disk.bus"]);
-    let f = rejected_fields(json!({"domain": {"devices": {"disks": [{"name": "root", "cdrom": {"bus": "virtio"}}]}}}));
+    let f = rejected_fields(
+        json!({"domain": {"devices": {"disks": [{"name": "root", "cdrom": {"bus": "virtio"}}]}}}),
+    );
     assert_eq!(f, ["spec.domain.devices.disks[0].cdrom.bus"]);
 }
 
@@ -98,14 +104,26 @@ fn memory_must_be_requested() {
 fn requests_above_limits_are_rejected() {
     let f = rejected_fields(json!({"domain": {"resources": {
         "requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}}));
-    assert_eq!(f, ["spec.domain.resources.requests.memory", "spec.domain.resources.requests.cpu"]);
+    assert_eq!(
+        f,
+        [
+            "spec.domain.resources.requests.memory",
+            "spec.domain.resources.requests.cpu"
+        ]
+    );
 }
 
 #[test]
 fn dedicated_cpus_need_whole_equal_cpus() {
     let f = rejected_fields(json!({"domain": {"cpu": {"dedicatedCpuPlacement": true},
         "resources": {"requests": {"cpu": "1500m"}, "limits": {"cpu": "1500m", "memory": "1Gi"}}}}));
-    assert_eq!(f, ["spec.domain.resources.requests.cpu", "spec.domain.resources.limits.cpu"]);
+    assert_eq!(
+        f,
+        [
+            "spec.domain.resources.requests.cpu",
+            "spec.domain.resources.limits.cpu"
+        ]
+    );
     let f = rejected_fields(json!({"domain": {"cpu": {"isolateEmulatorThread": true}}}));
     assert_eq!(f, ["spec.domain.cpu.isolateEmulatorThread"]);
 }
@@ -116,13 +134,34 @@ fn gated_features_need_their_gate() {
         "volumes": [{"name": "root", "containerDisk": {"image": "a:1"}},
                     {"name": "h", "hostDisk": {"path": "/d.img", "type": "Disk"}}]});
     assert_eq!(rejected_fields(hostdisk.clone()), ["spec.volumes[1]"]);
-    assert!(validate(&vmi_with(hostdisk), &ClusterConfig::with_feature_gates("HostDisk")).is_ok());
+    assert!(
+        validate(
+            &vmi_with(hostdisk),
+            &ClusterConfig::with_feature_gates("HostDisk")
+        )
+        .is_ok()
+    );
     let vsock = json!({"domain": {"devices": {"autoattachVSOCK": true}}});
-    assert_eq!(rejected_fields(vsock.clone()), ["spec.domain.devices.autoattachVSOCK"]);
-    assert!(validate(&vmi_with(vsock), &ClusterConfig::with_feature_gates("VSOCK")).is_ok());
+    assert_eq!(
+        rejected_fields(vsock.clone()),
+        ["spec.domain.devices.autoattachVSOCK"]
+    );
+    assert!(
+        validate(
+            &vmi_with(vsock),
+            &ClusterConfig::with_feature_gates("VSOCK")
+        )
+        .is_ok()
+    );
     let mut sidecar = vmi_with(json!({}));
-    sidecar.metadata.annotations.get_or_insert_with(Default::default).insert(
-        "hooks.kubevirt.io/hookSidecars".into(), "[{\"image\": \"x\"}]".into());
+    sidecar
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(
+            "hooks.kubevirt.io/hookSidecars".into(),
+            "[{\"image\": \"x\"}]".into(),
+        );
     let err = validate(&sidecar, &ClusterConfig::default()).unwrap_err();
     assert_eq!(err.causes[0].field, "metadata.annotations");
     assert!(validate(&sidecar, &ClusterConfig::with_feature_gates("Sidecar")).is_ok());
@@ -130,21 +169,36 @@ fn gated_features_need_their_gate() {
 
 #[test]
 fn networks_and_interfaces_must_match() {
-    let f = rejected_fields(json!({"domain": {"devices": {"interfaces": [{"name": "a", "masquerade": {}}]}},
-        "networks": [{"name": "b", "pod": {}}]}));
-    assert_eq!(f, ["spec.networks[0].name", "spec.domain.devices.interfaces[0].name", "spec.domain.devices.interfaces[0].name"]);
-    let f = rejected_fields(json!({"domain": {"devices": {"interfaces": [{"name": "a"}]}},
-        "networks": [{"name": "a", "pod": {}}]}));
+    let f = rejected_fields(
+        json!({"domain": {"devices": {"interfaces": [{"name": "a", "masquerade": {}}]}},
+        "networks": [{"name": "b", "pod": {}}]}),
+    );
+    assert_eq!(
+        f,
+        [
+            "spec.networks[0].name",
+            "spec.domain.devices.interfaces[0].name",
+            "spec.domain.devices.interfaces[0].name"
+        ]
+    );
+    let f = rejected_fields(
+        json!({"domain": {"devices": {"interfaces": [{"name": "a"}]}},
+        "networks": [{"name": "a", "pod": {}}]}),
+    );
     assert_eq!(f, ["spec.domain.devices.interfaces[0]"], "no binding");
-    let f = rejected_fields(json!({"domain": {"devices": {"interfaces": [{"name": "a", "bridge": {}, "model": "rtl9999"}]}},
-        "networks": [{"name": "a", "pod": {}}]}));
+    let f = rejected_fields(
+        json!({"domain": {"devices": {"interfaces": [{"name": "a", "bridge": {}, "model": "rtl9999"}]}},
+        "networks": [{"name": "a", "pod": {}}]}),
+    );
     assert_eq!(f, ["spec.domain.devices.interfaces[0].model"]);
 }
 
 #[test]
 fn discontinued_bindings_are_rejected() {
-    let f = rejected_fields(json!({"domain": {"devices": {"interfaces": [{"name": "a", "slirp": {}}]}},
-        "networks": [{"name": "a", "pod": {}}]}));
+    let f = rejected_fields(
+        json!({"domain": {"devices": {"interfaces": [{"name": "a", "slirp": {}}]}},
+        "networks": [{"name": "a", "pod": {}}]}),
+    );
     assert_eq!(f, ["spec.domain.devices.interfaces[0].slirp"]);
 }
 
@@ -152,13 +206,17 @@ fn discontinued_bindings_are_rejected() {
 fn secure_boot_needs_smm() {
     let f = rejected_fields(json!({"domain": {"firmware": {"bootloader": {"efi": {}}}}}));
     assert_eq!(f, ["spec.domain"]);
-    let f = rejected_fields(json!({"domain": {"firmware": {"bootloader": {"efi": {}}}, "features": {"smm": {}}}}));
+    let f = rejected_fields(
+        json!({"domain": {"firmware": {"bootloader": {"efi": {}}}, "features": {"smm": {}}}}),
+    );
     assert!(f.is_empty(), "{f:?}");
 }
 
 #[test]
 fn hyperv_prerequisites_switched_off_are_reported() {
-    let f = rejected_fields(json!({"domain": {"features": {"hyperv": {"synic": {}, "vpindex": {"enabled": false}}}}}));
+    let f = rejected_fields(
+        json!({"domain": {"features": {"hyperv": {"synic": {}, "vpindex": {"enabled": false}}}}}),
+    );
     assert_eq!(f, ["spec.domain.features.hyperv.synic"]);
 }
 
@@ -166,35 +224,53 @@ fn hyperv_prerequisites_switched_off_are_reported() {
 fn probes_need_one_handler_and_http_needs_the_pod_network() {
     let f = rejected_fields(json!({"readinessProbe": {}}));
     assert_eq!(f, ["spec.readinessProbe"]);
-    let f = rejected_fields(json!({"domain": {"devices": {"autoattachPodInterface": false}},
-        "livenessProbe": {"httpGet": {"port": 80}}}));
+    let f = rejected_fields(
+        json!({"domain": {"devices": {"autoattachPodInterface": false}},
+        "livenessProbe": {"httpGet": {"port": 80}}}),
+    );
     assert_eq!(f, ["spec.livenessProbe.httpGet"]);
 }
 
 #[test]
 fn bad_names_and_enumerations_are_rejected() {
-    let f = rejected_fields(json!({"hostname": "Not_A_Label", "evictionStrategy": "Sometimes",
-        "startStrategy": "Later", "architecture": "riscv64"}));
-    assert_eq!(f, ["spec.architecture", "spec.startStrategy", "spec.evictionStrategy", "spec.hostname"]);
+    let f = rejected_fields(
+        json!({"hostname": "Not_A_Label", "evictionStrategy": "Sometimes",
+        "startStrategy": "Later", "architecture": "riscv64"}),
+    );
+    assert_eq!(
+        f,
+        [
+            "spec.architecture",
+            "spec.startStrategy",
+            "spec.evictionStrategy",
+            "spec.hostname"
+        ]
+    );
 }
 
 #[test]
 fn cloud_init_needs_data_within_limits() {
-    let f = rejected_fields(json!({"domain": {"devices": {"disks": [{"name": "root"}, {"name": "ci"}]}},
+    let f = rejected_fields(
+        json!({"domain": {"devices": {"disks": [{"name": "root"}, {"name": "ci"}]}},
         "volumes": [{"name": "root", "containerDisk": {"image": "a:1"}},
-                    {"name": "ci", "cloudInitNoCloud": {}}]}));
+                    {"name": "ci", "cloudInitNoCloud": {}}]}),
+    );
     assert_eq!(f, ["spec.volumes[1].cloudInitNoCloud"]);
     let big = "x".repeat(3000);
-    let f = rejected_fields(json!({"domain": {"devices": {"disks": [{"name": "root"}, {"name": "ci"}]}},
+    let f = rejected_fields(
+        json!({"domain": {"devices": {"disks": [{"name": "root"}, {"name": "ci"}]}},
         "volumes": [{"name": "root", "containerDisk": {"image": "a:1"}},
-                    {"name": "ci", "cloudInitNoCloud": {"userData": big}}]}));
+                    {"name": "ci", "cloudInitNoCloud": {"userData": big}}]}),
+    );
     assert_eq!(f, ["spec.volumes[1].cloudInitNoCloud"]);
 }
 
 #[test]
 fn the_error_message_lists_every_cause_with_its_field() {
     let err = validate(
-        &vmi_with(json!({"domain": {"devices": {"disks": [{"name": "root", "disk": {"bus": "ide"}}]}}})),
+        &vmi_with(
+            json!({"domain": {"devices": {"disks": [{"name": "root", "disk": {"bus": "ide"}}]}}}),
+        ),
         &ClusterConfig::default(),
     )
     .unwrap_err();

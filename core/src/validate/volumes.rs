@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::causes::Causes;
-use crate::api::{Volume, VirtualMachineInstanceSpec};
+use crate::api::{VirtualMachineInstanceSpec, Volume};
 use crate::config::ClusterConfig;
 
 const VOLUMES: &str = "spec.volumes";
@@ -54,10 +54,19 @@ pub(super) fn check_path(field: &str, path: &str, causes: &mut Causes) {
     }
 }
 
-pub(super) fn check(spec: &VirtualMachineInstanceSpec, config: &ClusterConfig, causes: &mut Causes) {
+pub(super) fn check(
+    spec: &VirtualMachineInstanceSpec,
+    config: &ClusterConfig,
+    causes: &mut Causes,
+) {
     let volumes: &[Volume] = spec.volumes.as_deref().unwrap_or(&[]);
     let devices = &spec.domain.devices;
-    let disks: BTreeSet<&str> = devices.disks.iter().flatten().map(|d| d.name.as_str()).collect();
+    let disks: BTreeSet<&str> = devices
+        .disks
+        .iter()
+        .flatten()
+        .map(|d| d.name.as_str())
+        .collect();
     let filesystems: BTreeSet<&str> = devices
         .filesystems
         .iter()
@@ -77,7 +86,10 @@ pub(super) fn check(spec: &VirtualMachineInstanceSpec, config: &ClusterConfig, c
             first_index.insert(&v.name, idx);
         }
         if source_count(v) != 1 {
-            causes.invalid(path.clone(), format!("{path} must have exactly one source type set"));
+            causes.invalid(
+                path.clone(),
+                format!("{path} must have exactly one source type set"),
+            );
         }
         service_accounts += usize::from(v.service_account.is_some());
         downward_metrics += usize::from(v.downward_metrics.is_some());
@@ -172,7 +184,10 @@ pub(super) fn check(spec: &VirtualMachineInstanceSpec, config: &ClusterConfig, c
             );
         }
         // Every volume must reach the guest through a disk or a filesystem.
-        let (as_disk, as_fs) = (disks.contains(v.name.as_str()), filesystems.contains(v.name.as_str()));
+        let (as_disk, as_fs) = (
+            disks.contains(v.name.as_str()),
+            filesystems.contains(v.name.as_str()),
+        );
         if v.memory_dump.is_none() && !as_disk && !as_fs {
             causes.invalid(
                 format!("spec.domain.volumes[{idx}].name"),
@@ -183,7 +198,10 @@ pub(super) fn check(spec: &VirtualMachineInstanceSpec, config: &ClusterConfig, c
             if as_disk {
                 causes.invalid(
                     format!("spec.domain.volumes[{idx}]"),
-                    format!("ContainerPath volume '{}' must be mapped to a filesystem, not a disk", v.name),
+                    format!(
+                        "ContainerPath volume '{}' must be mapped to a filesystem, not a disk",
+                        v.name
+                    ),
                 );
             }
             if !as_fs {
@@ -203,7 +221,10 @@ pub(super) fn check(spec: &VirtualMachineInstanceSpec, config: &ClusterConfig, c
         (memory_dumps, "memory dump"),
     ] {
         if count > 1 {
-            causes.invalid(VOLUMES, format!("{VOLUMES} must have max one {what} volume set"));
+            causes.invalid(
+                VOLUMES,
+                format!("{VOLUMES} must have max one {what} volume set"),
+            );
         }
     }
 }
@@ -234,32 +255,36 @@ fn check_cloud_init(path: &str, v: &Volume, causes: &mut Causes) {
             return;
         };
     let field = format!("{path}.{kind}");
-    let mut tally = |text: &Option<String>, b64: &Option<String>, reference: Option<&str>, what: &str| {
-        let mut sources = 0;
-        let mut len = 0;
-        if reference.is_some_and(|r| !r.is_empty()) {
-            sources += 1;
-        }
-        if let Some(b) = b64.as_deref().filter(|b| !b.is_empty()) {
-            sources += 1;
-            match base64_decoded_len(b) {
-                Some(n) => len = n,
-                None => causes.invalid(
-                    format!("{field}.{what}DataBase64"),
-                    format!("{field}.{what}DataBase64 is not a valid base64 value."),
-                ),
+    let mut tally =
+        |text: &Option<String>, b64: &Option<String>, reference: Option<&str>, what: &str| {
+            let mut sources = 0;
+            let mut len = 0;
+            if reference.is_some_and(|r| !r.is_empty()) {
+                sources += 1;
             }
-        }
-        if let Some(t) = text.as_deref().filter(|t| !t.is_empty()) {
-            sources += 1;
-            len = t.len();
-        }
-        (sources, len)
-    };
+            if let Some(b) = b64.as_deref().filter(|b| !b.is_empty()) {
+                sources += 1;
+                match base64_decoded_len(b) {
+                    Some(n) => len = n,
+                    None => causes.invalid(
+                        format!("{field}.{what}DataBase64"),
+                        format!("{field}.{what}DataBase64 is not a valid base64 value."),
+                    ),
+                }
+            }
+            if let Some(t) = text.as_deref().filter(|t| !t.is_empty()) {
+                sources += 1;
+                len = t.len();
+            }
+            (sources, len)
+        };
     let (user_sources, user_len) = tally(user, user64, user_ref, "user");
     let (net_sources, net_len) = tally(net, net64, net_ref, "network");
     if user_sources > 1 {
-        causes.invalid(field.clone(), format!("{field} must have only one userdatasource set."));
+        causes.invalid(
+            field.clone(),
+            format!("{field} must have only one userdatasource set."),
+        );
     }
     if user_len > CLOUD_INIT_MAX {
         causes.invalid(
@@ -268,7 +293,10 @@ fn check_cloud_init(path: &str, v: &Volume, causes: &mut Causes) {
         );
     }
     if net_sources > 1 {
-        causes.invalid(field.clone(), format!("{field} must have only one networkdata source set."));
+        causes.invalid(
+            field.clone(),
+            format!("{field} must have only one networkdata source set."),
+        );
     }
     if net_len > CLOUD_INIT_MAX {
         causes.invalid(

@@ -1,6 +1,14 @@
-//! `kvrs defaults FILE`: the VMI after KubeVirt's defaulting.
+//! `kvrs defaults FILE [--feature-gates A,B]`: the VMI as the cluster would store it after
+//! KubeVirt's admission (namespace default, mutating webhook defaults, validating webhook).
+//!
+//! A VirtualMachine is first turned into the VMI its controller would create
+//! ([`kvrs_core::template::vmi_from_vm`]), then admitted like any VMI.
 
 use std::path::PathBuf;
+
+use kvrs_core::ClusterConfig;
+use kvrs_core::admission::admit;
+use kvrs_core::template::vmi_from_vm;
 
 use crate::input::{CliError, Workload, read_workload};
 
@@ -14,17 +22,27 @@ pub struct Args {
     pub feature_gates: Option<String>,
 }
 
-/// Runs the subcommand.
+/// Runs the subcommand: prints the admitted VMI as pretty JSON.
 pub fn run(args: Args) -> Result<(), CliError> {
-    // Defaulting lands with the defaulting module; until then the VMI is printed as read.
+    let config = ClusterConfig::with_feature_gates(args.feature_gates.as_deref().unwrap_or(""));
     let vmi = match read_workload(&args.file)? {
         Workload::Vmi(vmi) => *vmi,
-        Workload::Vm(_) => return Err(CliError::Failed("VirtualMachine input: not yet".into())),
+        Workload::Vm(vm) => {
+            vmi_from_vm(&vm).map_err(|e| CliError::Input(format!("{}: {e}", origin(&args))))?
+        }
     };
-    let _ = args.feature_gates;
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&vmi).map_err(|e| CliError::Failed(e.to_string()))?
-    );
+    let admitted =
+        admit(vmi, &config).map_err(|e| CliError::Rejected(format!("{}: {e}", origin(&args))))?;
+    let text =
+        serde_json::to_string_pretty(&admitted).map_err(|e| CliError::Failed(e.to_string()))?;
+    println!("{text}");
     Ok(())
+}
+
+fn origin(args: &Args) -> String {
+    if args.file.as_os_str() == "-" {
+        "standard input".to_string()
+    } else {
+        args.file.display().to_string()
+    }
 }
