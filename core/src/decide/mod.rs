@@ -13,6 +13,7 @@ pub mod handler;
 pub mod meta;
 pub mod patch;
 pub mod scenario;
+pub mod store;
 pub mod vm;
 pub mod vmi;
 

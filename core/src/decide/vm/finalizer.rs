@@ -10,10 +10,10 @@ use crate::api::VirtualMachineInstance;
 use crate::decide::patch::op;
 use crate::decide::{ApiWrite, PatchType, WriteOp, meta};
 
-fn finalizers_patch(old: &[String], new: &[String]) -> Value {
+fn finalizers_patch(old: Option<&Vec<String>>, new: &[String]) -> Value {
     let path = "/metadata/finalizers";
     Value::Array(vec![
-        op("test", path, Some(serde_json::to_value(old).unwrap_or(Value::Null))),
+        op("test", path, Some(old.and_then(|o| serde_json::to_value(o).ok()).unwrap_or(Value::Null))),
         op("replace", path, Some(serde_json::to_value(new).unwrap_or(Value::Null))),
     ])
 }
@@ -23,14 +23,15 @@ pub(super) fn add_vm_finalizer(r: &mut Reconcile<'_, '_>) {
     if meta::has_finalizer(&r.vm.metadata, VM_CONTROLLER_FINALIZER) {
         return;
     }
-    let old = r.vm.metadata.finalizers.clone().unwrap_or_default();
+    let orig = r.vm.metadata.finalizers.clone();
+    let old = orig.clone().unwrap_or_default();
     let mut new = old.clone();
     new.push(VM_CONTROLLER_FINALIZER.into());
     r.plan.writes.push(ApiWrite::new(
         "virtualmachines",
         &r.ns(),
         &r.name(),
-        WriteOp::Patch { patch_type: PatchType::Json, patch: finalizers_patch(&old, &new) },
+        WriteOp::Patch { patch_type: PatchType::Json, patch: finalizers_patch(orig.as_ref(), &new) },
     ));
     r.vm.metadata.finalizers = Some(new);
 }
@@ -40,13 +41,14 @@ pub(super) fn remove_vm_finalizer(r: &mut Reconcile<'_, '_>) {
     if !meta::has_finalizer(&r.vm.metadata, VM_CONTROLLER_FINALIZER) {
         return;
     }
-    let old = r.vm.metadata.finalizers.clone().unwrap_or_default();
+    let orig = r.vm.metadata.finalizers.clone();
+    let old = orig.clone().unwrap_or_default();
     let new: Vec<String> = old.iter().filter(|f| *f != VM_CONTROLLER_FINALIZER).cloned().collect();
     r.plan.writes.push(ApiWrite::new(
         "virtualmachines",
         &r.ns(),
         &r.name(),
-        WriteOp::Patch { patch_type: PatchType::Json, patch: finalizers_patch(&old, &new) },
+        WriteOp::Patch { patch_type: PatchType::Json, patch: finalizers_patch(orig.as_ref(), &new) },
     ));
     r.vm.metadata.finalizers = Some(new);
 }
@@ -56,12 +58,13 @@ pub(super) fn remove_vmi_finalizer(r: &mut Reconcile<'_, '_>, vmi: &VirtualMachi
     if !meta::has_finalizer(&vmi.metadata, VM_CONTROLLER_FINALIZER) {
         return;
     }
-    let old = vmi.metadata.finalizers.clone().unwrap_or_default();
+    let orig = vmi.metadata.finalizers.clone();
+    let old = orig.clone().unwrap_or_default();
     let new: Vec<String> = old.iter().filter(|f| *f != VM_CONTROLLER_FINALIZER).cloned().collect();
     r.plan.writes.push(ApiWrite::new(
         "virtualmachineinstances",
         meta::namespace(&vmi.metadata),
         meta::name(&vmi.metadata),
-        WriteOp::Patch { patch_type: PatchType::Json, patch: finalizers_patch(&old, &new) },
+        WriteOp::Patch { patch_type: PatchType::Json, patch: finalizers_patch(orig.as_ref(), &new) },
     ));
 }

@@ -229,7 +229,12 @@ fn add_start_request(r: &mut Reconcile<'_, '_>) {
         ..Default::default()
     });
     let value = serde_json::to_value(&requests).unwrap_or_default();
-    let patch = serde_json::Value::Array(vec![op("add", "/status/stateChangeRequests", Some(value.clone()))]);
+    // A VM that never had a status has no /status to add into.
+    let patch = if r.stored_status.is_object() {
+        serde_json::Value::Array(vec![op("add", "/status/stateChangeRequests", Some(value.clone()))])
+    } else {
+        serde_json::Value::Array(vec![op("add", "/status", Some(serde_json::json!({"stateChangeRequests": value})))])
+    };
     r.plan.writes.push(
         ApiWrite::new(
             "virtualmachines",
