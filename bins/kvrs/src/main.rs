@@ -22,12 +22,18 @@ struct Cli {
 enum Command {
     /// Print a VMI (or a VM's template) after KubeVirt's defaulting, as JSON.
     Defaults(cmd::defaults::Args),
+    /// Print the memory overhead and compute-container requests/limits KubeVirt reserves.
+    Overhead(cmd::overhead::Args),
+    /// Print the virt-launcher pod virt-controller would create (YAML, or JSON with -o json).
+    Pod(cmd::pod::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Defaults(args) => cmd::defaults::run(args),
+        Command::Overhead(args) => cmd::overhead::run(args),
+        Command::Pod(args) => cmd::pod::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,3 +1,5 @@
 //! One module per subcommand.
 
 pub mod defaults;
+pub mod overhead;
+pub mod pod;
