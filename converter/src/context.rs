@@ -6,10 +6,12 @@
 //! `../shared/oracle/README.txt`), so `convert(&vmi, &ConverterContext::default())` reproduces it.
 
 use crate::domain::HostDevice;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Guest architecture, as the converter distinguishes them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Arch {
     /// x86_64, machine q35.
     #[default]
@@ -49,7 +51,8 @@ impl Arch {
 }
 
 /// Firmware files for an EFI guest (KubeVirt's `EFIConfiguration`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct EfiConfiguration {
     /// OVMF code file.
     pub code: String,
@@ -62,7 +65,8 @@ pub struct EfiConfiguration {
 }
 
 /// SMBIOS values from the cluster configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct SmBios {
     /// Manufacturer.
     pub manufacturer: String,
@@ -90,14 +94,16 @@ impl Default for SmBios {
 
 /// Host NUMA facts used for dedicated CPUs (KubeVirt's `cmdv1.Topology`, reduced to what the
 /// converter reads).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct HostTopology {
     /// NUMA cells.
     pub cells: Vec<HostNumaCell>,
 }
 
 /// One host NUMA cell.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct HostNumaCell {
     /// Cell id.
     pub id: u32,
@@ -124,7 +130,11 @@ impl HostTopology {
 }
 
 /// Everything the converter needs from the node and the cluster.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// It reads from JSON / YAML (`kvrs convert --context FILE`) in camelCase; missing fields keep
+/// their default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct ConverterContext {
     /// Guest architecture (`spec.architecture` overrides it when set).
     pub architecture: Arch,

@@ -20,6 +20,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Print the libvirt domain XML virt-launcher would define for a VMI (or a VM's VMI).
+    Convert(cmd::convert::Args),
     /// Print a VMI (or a VM's template) after KubeVirt's defaulting, as JSON.
     Defaults(cmd::defaults::Args),
     /// Print the memory overhead and compute-container requests/limits KubeVirt reserves.
@@ -31,6 +33,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Convert(args) => cmd::convert::run(args),
         Command::Defaults(args) => cmd::defaults::run(args),
         Command::Overhead(args) => cmd::overhead::run(args),
         Command::Pod(args) => cmd::pod::run(args),

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod convert;
 pub mod defaults;
 pub mod overhead;
 pub mod pod;
