@@ -28,6 +28,8 @@ enum Command {
     Overhead(cmd::overhead::Args),
     /// Print the virt-launcher pod virt-controller would create (YAML, or JSON with -o json).
     Pod(cmd::pod::Args),
+    /// One reconcile of the VM or VMI controller on a scenario, printed as the plan (JSON).
+    Decide(cmd::decide::Args),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +39,7 @@ fn main() -> ExitCode {
         Command::Defaults(args) => cmd::defaults::run(args),
         Command::Overhead(args) => cmd::overhead::run(args),
         Command::Pod(args) => cmd::pod::run(args),
+        Command::Decide(args) => cmd::decide::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

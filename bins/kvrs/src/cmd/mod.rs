@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod decide;
 pub mod convert;
 pub mod defaults;
 pub mod overhead;
