@@ -30,3 +30,9 @@ pub use server::{
     CmdError, CmdResult, ExecOutput, LauncherService, Screenshot, VmiCommand, serve_launcher,
 };
 pub use transport::{ClientConfig, ServeOptions, ServerHandle};
+
+/// tonic itself, for [`tonic::Status`] in [`CmdError::Status`] and the raw generated stubs.
+pub use tonic;
+/// Implement [`LauncherService`] and [`NotifyService`] with this attribute
+/// (`#[kvrs_ipc::async_trait]`), so implementors need no direct tonic dependency.
+pub use tonic::async_trait;

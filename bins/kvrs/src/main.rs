@@ -30,6 +30,9 @@ enum Command {
     Pod(cmd::pod::Args),
     /// One reconcile of the VM or VMI controller on a scenario, printed as the plan (JSON).
     Decide(cmd::decide::Args),
+    /// Talk to a virt-launcher's cmd socket: ping, info, get-domain, sync, shutdown, kill,
+    /// pause, unpause.
+    Launcher(cmd::launcher::Args),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +43,7 @@ fn main() -> ExitCode {
         Command::Overhead(args) => cmd::overhead::run(args),
         Command::Pod(args) => cmd::pod::run(args),
         Command::Decide(args) => cmd::decide::run(args),
+        Command::Launcher(args) => cmd::launcher::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

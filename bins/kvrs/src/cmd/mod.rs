@@ -3,5 +3,6 @@
 pub mod decide;
 pub mod convert;
 pub mod defaults;
+pub mod launcher;
 pub mod overhead;
 pub mod pod;
