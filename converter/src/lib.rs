@@ -18,6 +18,7 @@ pub mod context;
 mod dedicated;
 pub mod disks;
 pub mod domain;
+pub mod gojson;
 mod error;
 pub mod iothreads;
 mod memory_backing;

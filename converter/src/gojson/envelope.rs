@@ -1,0 +1,92 @@
+//! `api.Domain`: type meta, object meta, spec and status, and the entry points.
+
+use super::{DomainStatus, GoJson, GoJsonError, ObjectMeta, Path, object};
+use crate::domain::Domain;
+use serde_json::{Map, Value};
+
+/// The whole `api.Domain` object the launcher sends: metadata, the domain spec (the libvirt
+/// domain model) and the status.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DomainEnvelope {
+    /// `kind` from the embedded `metav1.TypeMeta` (written only when set).
+    pub kind: String,
+    /// `apiVersion` from the embedded `metav1.TypeMeta` (written only when set).
+    pub api_version: String,
+    /// `ObjectMeta`.
+    pub meta: ObjectMeta,
+    /// `Spec`: the libvirt domain.
+    pub spec: Domain,
+    /// `Status`.
+    pub status: DomainStatus,
+}
+
+impl DomainEnvelope {
+    /// A domain for the VMI `namespace/name`, with an empty status (what the launcher reports
+    /// right after conversion).
+    pub fn new(namespace: &str, name: &str, spec: Domain) -> DomainEnvelope {
+        DomainEnvelope {
+            meta: ObjectMeta { name: name.to_string(), namespace: namespace.to_string(), ..ObjectMeta::default() },
+            spec,
+            ..DomainEnvelope::default()
+        }
+    }
+}
+
+impl GoJson for DomainEnvelope {
+    fn to_go(&self) -> Value {
+        let mut m = Map::with_capacity(5);
+        if !self.kind.is_empty() {
+            m.insert("kind".into(), Value::String(self.kind.clone()));
+        }
+        if !self.api_version.is_empty() {
+            m.insert("apiVersion".into(), Value::String(self.api_version.clone()));
+        }
+        m.insert("ObjectMeta".into(), self.meta.to_go());
+        m.insert("Spec".into(), self.spec.to_go());
+        m.insert("Status".into(), self.status.to_go());
+        Value::Object(m)
+    }
+
+    fn from_go(v: &Value, at: &Path<'_>) -> Result<Self, GoJsonError> {
+        let mut out = DomainEnvelope::default();
+        let Some(obj) = object(v, at)? else { return Ok(out) };
+        if let Some(x) = obj.get("kind") {
+            out.kind = String::from_go(x, &at.key("kind"))?;
+        }
+        if let Some(x) = obj.get("apiVersion") {
+            out.api_version = String::from_go(x, &at.key("apiVersion"))?;
+        }
+        if let Some(x) = obj.get("ObjectMeta") {
+            out.meta = ObjectMeta::from_go(x, &at.key("ObjectMeta"))?;
+        }
+        if let Some(x) = obj.get("Spec") {
+            out.spec = Domain::from_go(x, &at.key("Spec"))?;
+        }
+        if let Some(x) = obj.get("Status") {
+            out.status = DomainStatus::from_go(x, &at.key("Status"))?;
+        }
+        Ok(out)
+    }
+}
+
+/// The domain as the JSON value Go's `json.Marshal(api.Domain)` produces.
+pub fn to_go_json(domain: &DomainEnvelope) -> Value {
+    domain.to_go()
+}
+
+/// The domain as JSON bytes, ready for `domainJSON` / the `GetDomain` response.
+pub fn to_go_json_vec(domain: &DomainEnvelope) -> Vec<u8> {
+    // Writing a `Value` to a Vec cannot fail: every key is a string and no number is NaN.
+    serde_json::to_vec(&domain.to_go()).unwrap_or_default()
+}
+
+/// Reads the JSON of an `api.Domain`; errors name the field path (`Spec.Devices.Disks[0]...`).
+pub fn from_go_json(v: &Value) -> Result<DomainEnvelope, GoJsonError> {
+    DomainEnvelope::from_go(v, &Path::ROOT)
+}
+
+/// Reads `api.Domain` JSON bytes (`domainJSON`).
+pub fn from_go_json_slice(bytes: &[u8]) -> Result<DomainEnvelope, GoJsonError> {
+    let v: Value = serde_json::from_slice(bytes).map_err(|e| Path::ROOT.invalid(format!("not JSON: {e}")))?;
+    from_go_json(&v)
+}
