@@ -294,3 +294,6 @@ pub fn render_launcher_pod(
         status: Some(core::PodStatus::default()),
     })
 }
+
+#[cfg(test)]
+mod tests;

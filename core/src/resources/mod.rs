@@ -127,3 +127,6 @@ mod tests {
         assert_eq!(vcpus(&cpu(None, None, None)), 0);
     }
 }
+
+#[cfg(test)]
+mod properties;

@@ -1,0 +1,346 @@
+//! Behaviour of the launcher pod beyond the oracle corpus: root VMIs, grace periods, hugepages,
+//! dedicated CPUs, block and shared PVCs, emulation, jitter, and typed errors.
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::resources::{ResourceError, ResourceReport};
+
+/// A defaulted, non-root VMI with 1 vCPU and 1Gi, one container disk, a masquerade interface.
+fn vmi() -> Value {
+    json!({
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": {"name": "testvmi", "namespace": "ns", "uid": "uid-1"},
+        "spec": {
+            "domain": {
+                "cpu": {"cores": 1, "sockets": 1, "threads": 1, "model": "host-model"},
+                "memory": {"guest": "1Gi"},
+                "resources": {"requests": {"memory": "1Gi"}},
+                "machine": {"type": "q35"},
+                "devices": {
+                    "disks": [{"name": "root", "disk": {"bus": "virtio"}}],
+                    "interfaces": [{"name": "default", "masquerade": {}}]
+                }
+            },
+            "architecture": "amd64",
+            "networks": [{"name": "default", "pod": {}}],
+            "volumes": [{"name": "root", "containerDisk": {"image": "img:1"}}]
+        },
+        "status": {"runtimeUser": 107}
+    })
+}
+
+fn typed(v: Value) -> VirtualMachineInstance {
+    serde_json::from_value(v).unwrap()
+}
+
+fn render(v: Value) -> Value {
+    render_with(v, &ClusterConfig::default(), &PodInputs::default())
+}
+
+fn render_with(v: Value, config: &ClusterConfig, inputs: &PodInputs) -> Value {
+    let pod = render_launcher_pod(&typed(v), config, inputs).unwrap();
+    serde_json::to_value(pod).unwrap()
+}
+
+fn compute(pod: &Value) -> &Value {
+    &pod["spec"]["containers"][0]
+}
+
+fn command(pod: &Value) -> Vec<String> {
+    serde_json::from_value(compute(pod)["command"].clone()).unwrap()
+}
+
+fn flag<'a>(cmd: &'a [String], name: &str) -> Option<&'a str> {
+    let i = cmd.iter().position(|c| c == name)?;
+    cmd.get(i + 1).map(String::as_str)
+}
+
+#[test]
+fn grace_periods_pad_the_vmi_grace_twice() {
+    let pod = render(vmi());
+    assert_eq!(pod["spec"]["terminationGracePeriodSeconds"], 60);
+    assert_eq!(flag(&command(&pod), "--grace-period-seconds"), Some("45"));
+
+    let mut v = vmi();
+    v["spec"]["terminationGracePeriodSeconds"] = json!(0);
+    let pod = render(v);
+    assert_eq!(pod["spec"]["terminationGracePeriodSeconds"], 30);
+    assert_eq!(flag(&command(&pod), "--grace-period-seconds"), Some("15"));
+}
+
+#[test]
+fn qemu_timeout_is_base_plus_jitter_below_120() {
+    for (jitter, want) in [(0, "240s"), (119, "359s"), (120, "240s"), (125, "245s")] {
+        let inputs = PodInputs {
+            qemu_timeout_jitter_seconds: jitter,
+            ..PodInputs::default()
+        };
+        let pod = render_with(vmi(), &ClusterConfig::default(), &inputs);
+        assert_eq!(flag(&command(&pod), "--qemu-timeout"), Some(want));
+    }
+}
+
+#[test]
+fn non_root_vmis_run_as_qemu_without_capabilities() {
+    let pod = render(vmi());
+    let sc = &compute(&pod)["securityContext"];
+    assert_eq!(sc["runAsUser"], 107);
+    assert_eq!(sc["runAsGroup"], 107);
+    assert_eq!(sc["runAsNonRoot"], true);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(
+        sc["capabilities"],
+        json!({"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]})
+    );
+    assert!(command(&pod).contains(&"--run-as-nonroot".to_string()));
+    assert_eq!(compute(&pod)["env"][0]["name"], "XDG_CACHE_HOME");
+    assert_eq!(
+        pod["spec"]["securityContext"],
+        json!({"runAsUser": 107, "runAsGroup": 107, "runAsNonRoot": true, "fsGroup": 107})
+    );
+}
+
+#[test]
+fn root_vmis_keep_sys_nice_and_no_xdg_environment() {
+    let mut v = vmi();
+    v["status"] = json!({});
+    let pod = render(v);
+    let sc = &compute(&pod)["securityContext"];
+    assert_eq!(sc["runAsUser"], 0);
+    assert_eq!(sc["runAsNonRoot"], false);
+    assert!(sc.get("runAsGroup").is_none());
+    assert_eq!(
+        sc["capabilities"],
+        json!({"add": ["NET_BIND_SERVICE", "SYS_NICE"]})
+    );
+    assert!(!command(&pod).contains(&"--run-as-nonroot".to_string()));
+    assert_eq!(compute(&pod)["env"][0]["name"], "POD_NAME");
+    assert_eq!(
+        pod["spec"]["securityContext"],
+        json!({"runAsUser": 0, "fsGroup": 107})
+    );
+}
+
+#[test]
+fn device_plugins_follow_interfaces_and_emulation() {
+    let pod = render(vmi());
+    let limits = &compute(&pod)["resources"]["limits"];
+    assert_eq!(limits["devices.kubevirt.io/kvm"], "1");
+    assert_eq!(limits["devices.kubevirt.io/tun"], "1");
+    assert_eq!(limits["devices.kubevirt.io/vhost-net"], "1");
+
+    let config = ClusterConfig {
+        use_emulation: true,
+        ..ClusterConfig::default()
+    };
+    let mut v = vmi();
+    v["spec"]["domain"]["devices"]["interfaces"] = json!([]);
+    v["spec"]["domain"]["devices"]["autoattachPodInterface"] = json!(false);
+    v["spec"]["domain"]["devices"]["autoattachVSOCK"] = json!(true);
+    let pod = render_with(v, &config, &PodInputs::default());
+    let limits = &compute(&pod)["resources"]["limits"];
+    assert_eq!(limits, &json!({"devices.kubevirt.io/vhost-vsock": "1"}));
+    assert!(command(&pod).contains(&"--allow-emulation".to_string()));
+}
+
+#[test]
+fn dedicated_cpus_make_the_pod_guaranteed() {
+    let mut v = vmi();
+    v["spec"]["domain"]["cpu"] = json!({"cores": 2, "dedicatedCpuPlacement": true});
+    let pod = render(v);
+    let res = &compute(&pod)["resources"];
+    assert_eq!(res["limits"]["cpu"], "2");
+    assert_eq!(res["requests"]["cpu"], "2");
+    assert_eq!(res["limits"]["memory"], res["requests"]["memory"]);
+    assert_eq!(
+        pod["spec"]["nodeSelector"]["kubevirt.io/cpumanager"],
+        "true"
+    );
+    // Helper containers raise their requests to their limits.
+    let console = &pod["spec"]["initContainers"][0];
+    assert_eq!(console["name"], "guest-console-log");
+    assert_eq!(
+        console["resources"]["requests"],
+        console["resources"]["limits"]
+    );
+}
+
+#[test]
+fn hugepages_back_the_guest_and_the_container_keeps_only_overhead() {
+    let mut v = vmi();
+    v["spec"]["domain"]["memory"] = json!({"guest": "1Gi", "hugepages": {"pageSize": "2Mi"}});
+    let overhead = ResourceReport::new(&typed(v.clone()), &ClusterConfig::default())
+        .unwrap()
+        .overhead;
+    let pod = render(v);
+    let res = &compute(&pod)["resources"];
+    assert_eq!(res["requests"]["hugepages-2Mi"], "1Gi");
+    assert_eq!(res["limits"]["hugepages-2Mi"], "1Gi");
+    assert_eq!(res["requests"]["memory"], overhead.quantity.as_str());
+    let names: Vec<&str> = pod["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"hugepages") && names.contains(&"hugetblfs-dir"));
+}
+
+#[test]
+fn block_pvcs_are_devices_and_shared_pvcs_are_listed() {
+    let mut v = vmi();
+    v["spec"]["volumes"] = json!([
+        {"name": "blk", "persistentVolumeClaim": {"claimName": "blk-claim"}},
+        {"name": "rwx", "dataVolume": {"name": "rwx-dv"}}
+    ]);
+    v["spec"]["domain"]["devices"]["disks"] =
+        json!([{"name": "blk", "disk": {}}, {"name": "rwx", "disk": {}}]);
+    let mut inputs = PodInputs::default();
+    inputs.pvcs.insert(
+        "blk-claim".into(),
+        PvcInfo {
+            block: true,
+            shared: false,
+        },
+    );
+    inputs.pvcs.insert(
+        "rwx-dv".into(),
+        PvcInfo {
+            block: false,
+            shared: true,
+        },
+    );
+    let pod = render_with(v, &ClusterConfig::default(), &inputs);
+    assert_eq!(
+        compute(&pod)["volumeDevices"],
+        json!([{"name": "blk", "devicePath": "/dev/blk"}])
+    );
+    let env = compute(&pod)["env"].as_array().unwrap();
+    assert!(env.contains(&json!({
+        "name": "SHARED_FILESYSTEM_PATHS",
+        "value": "/var/run/kubevirt-private/vmi-disks/rwx"
+    })));
+}
+
+#[test]
+fn labels_carry_a_hashed_id_for_long_names() {
+    let long = format!("vm-{}", "x".repeat(70));
+    let mut v = vmi();
+    v["metadata"]["name"] = json!(long);
+    let pod = render(v);
+    let id = pod["metadata"]["labels"]["vmi.kubevirt.io/id"]
+        .as_str()
+        .unwrap();
+    assert_eq!(id.len(), 63);
+    assert_eq!(pod["spec"]["hostname"].as_str().unwrap().len(), 63);
+}
+
+#[test]
+fn readiness_gate_and_owner_reference_point_at_the_vmi() {
+    let pod = render(vmi());
+    assert_eq!(
+        pod["spec"]["readinessGates"],
+        json!([{"conditionType": "kubevirt.io/virtual-machine-unpaused"}])
+    );
+    let owner = &pod["metadata"]["ownerReferences"][0];
+    assert_eq!(owner["kind"], "VirtualMachineInstance");
+    assert_eq!(owner["uid"], "uid-1");
+    assert_eq!(owner["controller"], true);
+}
+
+#[test]
+fn bad_inputs_are_typed_errors_naming_the_field() {
+    let config = ClusterConfig::default();
+    let inputs = PodInputs::default();
+
+    let mut v = vmi();
+    v["metadata"]["name"] = json!("");
+    assert_eq!(
+        render_launcher_pod(&typed(v), &config, &inputs),
+        Err(PodError::MissingName)
+    );
+
+    let mut v = vmi();
+    v["metadata"]["annotations"] = json!({"hooks.kubevirt.io/hookSidecars": "not json"});
+    let err = render_launcher_pod(&typed(v), &config, &inputs).unwrap_err();
+    assert!(err.to_string().contains("hooks.kubevirt.io/hookSidecars"));
+
+    let mut v = vmi();
+    v["metadata"]["labels"] = json!({"logVerbosity": "loud"});
+    assert_eq!(
+        render_launcher_pod(&typed(v), &config, &inputs),
+        Err(PodError::LogVerbosity("loud".into()))
+    );
+
+    let mut v = vmi();
+    v["spec"]["domain"]["memory"] = json!({});
+    v["spec"]["domain"]["resources"] = json!({});
+    let err = render_launcher_pod(&typed(v), &config, &inputs).unwrap_err();
+    assert_eq!(err, PodError::Resources(ResourceError::MemoryMissing));
+    assert!(err.to_string().contains("spec.domain.memory.guest"));
+
+    let zero = ClusterConfig {
+        cpu_allocation_ratio: 0,
+        ..ClusterConfig::default()
+    };
+    let err = render_launcher_pod(&typed(vmi()), &zero, &inputs).unwrap_err();
+    assert_eq!(
+        err,
+        PodError::Resources(ResourceError::ZeroCpuAllocationRatio)
+    );
+    assert!(err.to_string().contains("cpuAllocationRatio"));
+}
+
+#[test]
+fn unparsable_quantities_name_their_field() {
+    // Quantities are checked when a VMI is deserialized, so build one that skipped that.
+    let mut vmi = typed(vmi());
+    let resources = vmi
+        .spec
+        .domain
+        .resources
+        .get_or_insert_with(Default::default);
+    resources
+        .limits
+        .get_or_insert_with(Default::default)
+        .insert("cpu".into(), crate::Quantity::new("lots"));
+    let err = ResourceReport::new(&vmi, &ClusterConfig::default()).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("spec.domain.resources.limits.cpu: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn hook_sidecars_get_sockets_and_config_map_volumes() {
+    let mut v = vmi();
+    v["metadata"]["annotations"] = json!({"hooks.kubevirt.io/hookSidecars":
+        r#"[{"image": "hook:1", "args": ["--version", "v1alpha3"],
+             "configMap": {"name": "cm", "key": "k.sh", "hookPath": "/usr/bin/onDefineDomain"},
+             "pvc": {"name": "shared", "volumePath": "/data", "sharedComputePath": "/var/shared"}}]"#});
+    let pod = render(v);
+    assert_eq!(flag(&command(&pod), "--hook-sidecars"), Some("1"));
+    let hook = &pod["spec"]["containers"][1];
+    assert_eq!(hook["name"], "hook-sidecar-0");
+    assert_eq!(hook["image"], "hook:1");
+    assert_eq!(hook["volumeMounts"][1]["subPath"], "k.sh");
+    assert_eq!(
+        hook["volumeMounts"][2],
+        json!({"name": "shared", "mountPath": "/data"})
+    );
+    let volumes = pod["spec"]["volumes"].as_array().unwrap();
+    let n = volumes.len();
+    assert_eq!(volumes[n - 2]["configMap"]["defaultMode"], 0o755);
+    assert_eq!(
+        volumes[n - 1]["persistentVolumeClaim"]["claimName"],
+        "shared"
+    );
+    let mounts = compute(&pod)["volumeMounts"].as_array().unwrap();
+    assert_eq!(
+        mounts.last().unwrap(),
+        &json!({"name": "shared", "mountPath": "/var/shared"})
+    );
+}
