@@ -9,8 +9,23 @@ use serde_json::{Map, Value, json};
 use super::plan::{HandlerPlan, QueueOp};
 use super::status::prune_empty;
 use super::{Domain, HandlerConfig, HandlerWorld, NodeFacts, decide, format_time};
-use crate::api::VirtualMachineInstance;
+use crate::api::{VirtualMachineInstance, VirtualMachineInstanceStatus};
 use crate::decide::{ApiWrite, Event, ObjectRef, PatchType, Plan, QueueOutcome, WriteOp};
+
+/// The status write as kvrs sends it: a JSON patch that replaces `/status`, guarded by the
+/// resourceVersion read (KubeVirt's full update of the VMI has the same optimistic-concurrency
+/// guard, and VMIs have no status subresource).
+pub fn status_write(vmi: &VirtualMachineInstance, status: &VirtualMachineInstanceStatus) -> ApiWrite {
+    let ns = vmi.metadata.namespace.as_deref().unwrap_or("default");
+    let name = vmi.metadata.name.as_deref().unwrap_or("");
+    let mut ops = Vec::new();
+    if let Some(rv) = &vmi.metadata.resource_version {
+        ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
+    }
+    ops.push(json!({"op": "replace", "path": "/status", "value": status}));
+    let patch = WriteOp::Patch { patch_type: PatchType::Json, patch: Value::Array(ops) };
+    ApiWrite::new("virtualmachineinstances", ns, name, patch)
+}
 
 /// Why a scenario could not be read; names the field.
 #[derive(Debug, thiserror::Error)]
@@ -152,25 +167,9 @@ impl HandlerScenario {
         (ns.to_string(), name.to_string())
     }
 
-    /// The status write as kvrs sends it: a JSON patch that replaces `/status`, guarded by the
-    /// resourceVersion read (KubeVirt's full update has the same optimistic-concurrency guard).
+    /// The status write of `plan`, if any (see [`status_write`]).
     pub fn status_write(&self, plan: &HandlerPlan) -> Option<ApiWrite> {
-        let status = plan.status.as_ref()?;
-        let (ns, name) = self.names();
-        let mut ops = Vec::new();
-        if let Some(rv) = self
-            .vmi
-            .as_ref()
-            .and_then(|v| v.metadata.resource_version.clone())
-        {
-            ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
-        }
-        ops.push(json!({"op": "replace", "path": "/status", "value": status}));
-        let patch = WriteOp::Patch {
-            patch_type: PatchType::Json,
-            patch: Value::Array(ops),
-        };
-        Some(ApiWrite::new("virtualmachineinstances", &ns, &name, patch))
+        Some(status_write(self.vmi.as_ref()?, plan.status.as_ref()?))
     }
 
     /// The plan in the shared [`Plan`] shape of kvrs's controller decisions. Several `AddAfter`s

@@ -279,3 +279,6 @@ impl VmDecision {
         v
     }
 }
+
+#[cfg(test)]
+mod tests;
