@@ -57,13 +57,11 @@ pub(crate) fn dns1123_label_error(s: &str) -> Option<String> {
 }
 
 fn target(disk: &Disk) -> (&'static str, &str) {
-    let bus = |b: &Option<String>| b.as_deref().unwrap_or("").to_string();
     if let Some(t) = &disk.disk {
         ("disk", t.bus.as_deref().unwrap_or(""))
     } else if let Some(t) = &disk.lun {
         ("lun", t.bus.as_deref().unwrap_or(""))
     } else if let Some(t) = &disk.cdrom {
-        let _ = bus;
         ("cdrom", t.bus.as_deref().unwrap_or(""))
     } else {
         ("", "")
@@ -358,33 +356,13 @@ fn check_other_devices(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
             );
         }
     }
-    let arch = spec.architecture.as_deref().unwrap_or("amd64");
-    if let Some(video) = &devices.video {
-        if devices.autoattach_graphics_device == Some(false) {
-            causes.invalid(
-                "spec.video",
-                "Video configuration is not allowed when autoattachGraphicsDevice is set to false",
-            );
-        }
-        let t = video.r#type.as_deref().unwrap_or("");
-        if arch == "amd64" && !matches!(t, "vga" | "cirrus" | "virtio" | "ramfb" | "bochs") {
-            causes.push(
-                CauseKind::NotSupported,
-                "spec.domain.devices.video.type",
-                format!("video model '{t}' is not supported on amd64 architecture"),
-            );
-        }
-    }
-    if let Some(wd) = &devices.watchdog
-        && arch == "amd64"
-        && (wd.i6300esb.is_none() || wd.diag288.is_some())
-    {
-        causes.push(
-            CauseKind::NotSupported,
-            "spec.domain.devices.watchdog",
-            "amd64 only supports I6300ESB watchdog device",
+    if devices.video.is_some() && devices.autoattach_graphics_device == Some(false) {
+        causes.invalid(
+            "spec.video",
+            "Video configuration is not allowed when autoattachGraphicsDevice is set to false",
         );
     }
+    let arch = spec.architecture.as_deref().unwrap_or("amd64");
     if let Some(panics) = devices.panic_devices.as_ref().filter(|p| !p.is_empty()) {
         if arch == "s390x" {
             causes.invalid(
@@ -588,13 +566,6 @@ fn check_hyperv(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
 }
 
 fn check_enumerations(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
-    match spec.architecture.as_deref().unwrap_or("") {
-        "amd64" | "arm64" | "s390x" => {}
-        other => causes.invalid(
-            "spec.architecture",
-            format!("unsupported architecture: {other}"),
-        ),
-    }
     if let Some(strategy) = spec.start_strategy.as_deref() {
         if strategy != "Paused" {
             causes.invalid(

@@ -240,10 +240,10 @@ fn bad_names_and_enumerations_are_rejected() {
     assert_eq!(
         f,
         [
-            "spec.architecture",
             "spec.startStrategy",
             "spec.evictionStrategy",
-            "spec.hostname"
+            "spec.hostname",
+            "spec.architecture"
         ]
     );
 }
@@ -277,5 +277,36 @@ fn the_error_message_lists_every_cause_with_its_field() {
     assert_eq!(
         err.to_string(),
         "spec.domain.devices.disks[0].disk.bus: IDE bus is not supported"
+    );
+}
+
+#[test]
+fn arm64_guests_refuse_what_arm64_cannot_emulate() {
+    let f = rejected_fields(json!({"architecture": "arm64", "domain": {
+        "cpu": {"model": "host-model"},
+        "devices": {"disks": [{"name": "root", "disk": {"bus": "sata"}}], "watchdog": {"name": "w"}}}}));
+    assert_eq!(
+        f,
+        [
+            "spec.domain.cpu.model",
+            "spec.domain.devices.disks[0].disk.bus",
+            "spec.domain.devices.watchdog"
+        ]
+    );
+    let f = rejected_fields(json!({"architecture": "arm64"}));
+    assert!(f.is_empty(), "a plain arm64 guest is valid: {f:?}");
+}
+
+#[test]
+fn amd64_video_and_watchdog_models_are_checked() {
+    let f = rejected_fields(
+        json!({"domain": {"devices": {"video": {"type": "qxl"}, "watchdog": {"name": "w", "diag288": {}}}}}),
+    );
+    assert_eq!(
+        f,
+        [
+            "spec.domain.devices.video.type",
+            "spec.domain.devices.watchdog"
+        ]
     );
 }

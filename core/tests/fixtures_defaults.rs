@@ -1,0 +1,72 @@
+//! Snapshots of kvrs's admission of our own fixtures (`fixtures/vmi/*.yaml`,
+//! `fixtures/vm/*.yaml`): what `kvrs defaults` prints for each, reviewed by hand when it changes.
+//! VMs go through `vmi_from_vm` first. Converter fixtures (`conv-*`) belong to the converter
+//! tests and are left out.
+
+use std::path::{Path, PathBuf};
+
+use kvrs_core::admission::admit;
+use kvrs_core::template::vmi_from_vm;
+use kvrs_core::{ClusterConfig, VirtualMachine, VirtualMachineInstance};
+
+fn fixtures(kind: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures")
+        .join(kind);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .filter(|p| {
+            !p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("conv-"))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+fn stem(path: &Path) -> String {
+    path.file_stem().unwrap().to_string_lossy().into_owned()
+}
+
+fn read<T: serde::de::DeserializeOwned>(path: &Path) -> T {
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn vmi_fixtures_defaults() {
+    let files = fixtures("vmi");
+    assert!(files.len() >= 4, "expected our VMI fixtures");
+    for path in files {
+        let vmi: VirtualMachineInstance = read(&path);
+        let admitted = admit(vmi, &ClusterConfig::default())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        insta::assert_yaml_snapshot!(format!("vmi-{}", stem(&path)), admitted);
+    }
+}
+
+#[test]
+fn vm_fixtures_defaults() {
+    let files = fixtures("vm");
+    assert!(files.len() >= 3, "expected our VM fixtures");
+    for path in files {
+        let vm: VirtualMachine = read(&path);
+        let vmi = vmi_from_vm(&vm).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let admitted = admit(vmi, &ClusterConfig::default())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        insta::assert_yaml_snapshot!(format!("vm-{}", stem(&path)), admitted);
+    }
+}
+
+#[test]
+fn fixture_defaults_are_idempotent() {
+    for path in fixtures("vmi") {
+        let vmi: VirtualMachineInstance = read(&path);
+        let once = admit(vmi, &ClusterConfig::default()).unwrap();
+        let twice = admit(once.clone(), &ClusterConfig::default()).unwrap();
+        assert_eq!(once, twice, "{}", path.display());
+    }
+}
