@@ -15,6 +15,8 @@ pub mod pod;
 pub mod quantity;
 pub mod resources;
 mod serde_util;
+#[cfg(feature = "sim")]
+pub mod sim;
 
 pub use config::ClusterConfig;
 pub use api::{VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceSpec};

@@ -1,0 +1,171 @@
+//! Safety properties checked on every change the API server makes, and the liveness checks
+//! tests call once faults stop.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde_json::{Value, json};
+
+use super::store::{Obj, WatchEvent, res};
+use super::{MARKER_LABEL, Sim};
+
+/// Bookkeeping for the safety checks.
+#[derive(Debug, Default)]
+pub(super) struct Tracker {
+    /// Live VMIs per owning VM UID.
+    vmis_of_vm: HashMap<String, BTreeSet<String>>,
+    /// Running (not deleting, not finished) launcher pods per VMI UID.
+    pods_of_vmi: HashMap<String, BTreeSet<String>>,
+}
+
+fn owner_uid(o: &Obj) -> Option<String> {
+    match o {
+        Obj::Vmi(v) => v
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|r| r.controller == Some(true))
+            .map(|r| r.uid.clone()),
+        _ => None,
+    }
+}
+
+fn json_of(o: &Obj) -> Value {
+    match o {
+        Obj::Vm(v) => serde_json::to_value(v).unwrap_or_default(),
+        Obj::Vmi(v) => serde_json::to_value(v).unwrap_or_default(),
+        Obj::Other(v) => v.clone(),
+    }
+}
+
+fn has_label_marker(v: &Value) -> bool {
+    v.pointer(&format!("/metadata/labels/{}", MARKER_LABEL.replace('/', "~1"))).is_some()
+}
+
+fn has_status_marker(v: &Value) -> bool {
+    v.pointer("/status/simMarker").is_some()
+}
+
+fn active_pod(p: &Value) -> bool {
+    p.pointer("/metadata/deletionTimestamp").is_none()
+        && !matches!(p.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"))
+}
+
+impl Sim {
+    /// Checks one change; records violations.
+    pub(super) fn check_event(&mut self, ev: &WatchEvent) {
+        match ev.resource {
+            res::VMIS => self.check_vmi(ev),
+            res::VMS => self.check_markers(ev, false),
+            res::PODS => self.check_pod(ev),
+            _ => {}
+        }
+    }
+
+    fn check_markers(&mut self, ev: &WatchEvent, status_too: bool) {
+        let (Some(old), Some(new)) = (&ev.old, &ev.obj) else { return };
+        let (old, new) = (json_of(old), json_of(new));
+        if has_label_marker(&old) && !has_label_marker(&new) {
+            self.record_violation(format!("{} {}: a write dropped label {MARKER_LABEL}", ev.resource, ev.key));
+        }
+        if status_too && has_status_marker(&old) && !has_status_marker(&new) {
+            self.record_violation(format!("{} {}: a write dropped status.simMarker", ev.resource, ev.key));
+        }
+    }
+
+    fn check_vmi(&mut self, ev: &WatchEvent) {
+        self.check_markers(ev, true);
+        match (&ev.old, &ev.obj) {
+            (None, Some(new)) => {
+                // A third party decorates every new VMI; no controller write may drop these.
+                self.api.third_party_edit(res::VMIS, &ev.key, |v| {
+                    v["metadata"]["labels"][MARKER_LABEL] = json!("kept");
+                    if !v["status"].is_object() {
+                        v["status"] = json!({});
+                    }
+                    v["status"]["simMarker"] = json!("kept");
+                });
+                if let Some(owner) = owner_uid(new) {
+                    let set = self.tracker.vmis_of_vm.entry(owner.clone()).or_default();
+                    set.insert(ev.key.clone());
+                    if set.len() > 1 {
+                        let v = format!("VM {owner} has {} VMIs: {set:?}", set.len());
+                        self.record_violation(v);
+                    }
+                }
+            }
+            (Some(old), None) => {
+                if let Some(owner) = owner_uid(old) {
+                    if let Some(set) = self.tracker.vmis_of_vm.get_mut(&owner) {
+                        set.remove(&ev.key);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn check_pod(&mut self, ev: &WatchEvent) {
+        let pod = ev.obj.as_deref().or(ev.old.as_deref()).and_then(Obj::json);
+        let Some(uid) = pod
+            .and_then(|p| p.pointer("/metadata/labels/kubevirt.io~1created-by"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+        else {
+            return;
+        };
+        let active = ev.obj.as_deref().and_then(Obj::json).is_some_and(active_pod);
+        let set = self.tracker.pods_of_vmi.entry(uid.clone()).or_default();
+        if active {
+            set.insert(ev.key.clone());
+        } else {
+            set.remove(&ev.key);
+        }
+        let (len, empty) = (set.len(), set.is_empty());
+        if len > 1 {
+            let v = format!("VMI {uid} has {len} running launcher pods: {set:?}");
+            self.record_violation(v);
+        }
+        if empty {
+            self.tracker.pods_of_vmi.remove(&uid);
+        }
+    }
+
+    /// Every VM is where its run strategy wants it: `Always`/`RerunOnFailure` with a Running VMI,
+    /// `Halted` with none. Returns the VMs that are not.
+    pub fn unconverged(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (key, obj) in self.api.list(res::VMS) {
+            let Some(vm) = obj.vm() else { continue };
+            let phase = self.vmi_phase(key);
+            let ok = match vm.spec.run_strategy.as_deref() {
+                Some("Always" | "RerunOnFailure") => phase == Some("Running"),
+                Some("Halted") => self.api.get(res::VMIS, key).is_none(),
+                _ => true,
+            };
+            if !ok || vm.metadata.deletion_timestamp.is_some() {
+                out.push(format!("{key}: strategy {:?}, VMI phase {phase:?}", vm.spec.run_strategy));
+            }
+        }
+        out
+    }
+
+    /// Objects still in the API server (VMs, VMIs, pods), for "everything was cleaned up" checks.
+    pub fn leftovers(&self) -> Vec<String> {
+        [res::VMS, res::VMIS, res::PODS]
+            .into_iter()
+            .flat_map(|r| {
+                self.api.list(r).map(move |(k, o)| {
+                    let fin = match &**o {
+                        Obj::Vm(v) => v.metadata.finalizers.clone(),
+                        Obj::Vmi(v) => v.metadata.finalizers.clone(),
+                        Obj::Other(v) => v
+                            .pointer("/metadata/finalizers")
+                            .and_then(|f| serde_json::from_value(f.clone()).ok()),
+                    };
+                    format!("{r} {k} finalizers {fin:?}")
+                })
+            })
+            .collect()
+    }
+}

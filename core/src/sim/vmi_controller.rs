@@ -1,0 +1,76 @@
+//! The VMI controller in the simulator: kvrs's VMI decision with a small launcher pod renderer
+//! (the decision takes the renderer as a parameter; the simulator's kubelet needs only the
+//! owner reference, the labels and the grace period of the real pod).
+
+use serde_json::{Value, json};
+
+use super::Sim;
+use super::store::res;
+use super::virt_controller::ExpectationsOf;
+use crate::api::VirtualMachineInstance;
+use crate::decide::meta;
+use crate::decide::vm::PendingExpectations;
+use crate::decide::vmi::{VmiWorld, decide_vmi};
+
+/// The launcher pod of a VMI, reduced to what the simulated kubelet reads.
+pub fn launcher_pod(vmi: &VirtualMachineInstance) -> Result<Value, String> {
+    let name = meta::name(&vmi.metadata);
+    let grace = vmi.spec.termination_grace_period_seconds.unwrap_or(180) + 15;
+    Ok(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": format!("virt-launcher-{name}-"),
+            "namespace": meta::namespace(&vmi.metadata),
+            "labels": {
+                "kubevirt.io": "virt-launcher",
+                "kubevirt.io/created-by": meta::uid(&vmi.metadata),
+                "vm.kubevirt.io/name": name,
+            },
+            "ownerReferences": [meta::controller_ref_json("VirtualMachineInstance", name, meta::uid(&vmi.metadata))],
+        },
+        "spec": {"containers": [{"name": "compute"}], "terminationGracePeriodSeconds": grace},
+        "status": {"phase": "Pending"},
+    }))
+}
+
+impl Sim {
+    /// One sync of the VMI controller.
+    pub(super) fn sync_vmi(&mut self, key: &str) {
+        self.stats.vmi_syncs += 1;
+        let k = key.to_string();
+        let Some(obj) = self.ctrl.cache.get(res::VMIS, key).cloned() else {
+            self.ctrl.vmi_expectations.delete_expectations(&k);
+            self.ctrl.vmi_updates.delete_expectations(&k);
+            return;
+        };
+        let Some(vmi) = obj.vmi() else { return };
+        let now = self.now;
+        let pending = |e: &kvrs_queue::Expectations<String>| {
+            if e.satisfied(&k, now) {
+                (0, 0)
+            } else {
+                let p = e.pending(&k);
+                (p.map_or(0, |p| p.creations.max(0) as u32), p.map_or(0, |p| p.deletions.max(0) as u32))
+            }
+        };
+        let (pc, pd) = pending(&self.ctrl.vmi_expectations);
+        let (uc, _) = pending(&self.ctrl.vmi_updates);
+        let expectations = PendingExpectations { creations: pc + uc, deletions: pd };
+        let pods: Vec<Value> = self.ctrl.cache.pods_of(meta::uid(&vmi.metadata)).into_iter().cloned().collect();
+        let vm_obj = self.ctrl.cache.get(res::VMS, key).cloned();
+        let world = VmiWorld {
+            vmi,
+            pods: pods.iter().collect(),
+            vms: &[],
+            vm: vm_obj.as_deref().and_then(|o| o.vm()),
+            migrations: &[],
+            expectations,
+            now: self.now_unix(),
+            config: &self.config,
+        };
+        let suffix: String = (0..5).map(|_| char::from(b"bcdfghjklmnpqrstvwxz2456789"[self.rng.range(0, 26) as usize])).collect();
+        let decision = decide_vmi(&world, &launcher_pod, &suffix);
+        self.execute_plan_pub(key, decision.plan, ExpectationsOf::Vmi);
+    }
+}
