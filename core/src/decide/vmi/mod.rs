@@ -111,3 +111,6 @@ pub fn decide_vmi(world: &VmiWorld<'_>, render: LauncherRenderer<'_>, pod_name_s
 pub(crate) fn created_pod_event(vmi: &VirtualMachineInstance, pod_name: &str) -> Event {
     Event::normal(vmi_ref(vmi), "SuccessfulCreate", format!("Created virtual machine pod {pod_name}"))
 }
+
+#[cfg(test)]
+mod tests;
