@@ -278,6 +278,31 @@ pub mod modes {
             Ok(if x == T::default() { None } else { Some(x) })
         }
     }
+
+    /// A `*metav1.Time`: `null`, or the time in UTC with whole seconds (`2024-05-01T10:00:00Z`) —
+    /// Go's JSON form, while its XML form (which the model keeps) has nanoseconds and any offset.
+    pub mod time {
+        use super::*;
+
+        /// Go's JSON text of the time; text that is not RFC 3339 is written unchanged.
+        pub fn to(o: &Option<String>) -> Value {
+            match o {
+                Some(s) => Value::String(normalize(s)),
+                None => Value::Null,
+            }
+        }
+
+        /// The text as read.
+        pub fn from(v: &Value, at: &Path<'_>) -> Result<Option<String>, GoJsonError> {
+            Option::<String>::from_go(v, at)
+        }
+
+        /// RFC 3339 text as `metav1.Time` marshals it to JSON.
+        pub fn normalize(s: &str) -> String {
+            use kvrs_core::decide::handler::{format_time, parse_time};
+            parse_time(s).map_or_else(|| s.to_string(), format_time)
+        }
+    }
 }
 
 /// Implements [`GoJson`] for a model struct by listing its Go fields in Go's declaration order.

@@ -1,7 +1,7 @@
 //! `metav1.ObjectMeta` as the domain carries it: Kubernetes JSON names with `omitempty`, unlike
 //! the rest of the domain (it is the only part with JSON tags).
 
-use super::{GoJson, GoJsonError, Path, object};
+use super::{GoJson, GoJsonError, Path, modes, object};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
@@ -79,11 +79,11 @@ impl GoJson for ObjectMeta {
         if self.generation != 0 {
             m.insert("generation".into(), Value::from(self.generation));
         }
-        if let Some(t) = &self.creation_timestamp {
-            m.insert("creationTimestamp".into(), Value::String(t.clone()));
+        if self.creation_timestamp.is_some() {
+            m.insert("creationTimestamp".into(), modes::time::to(&self.creation_timestamp));
         }
-        if let Some(t) = &self.deletion_timestamp {
-            m.insert("deletionTimestamp".into(), Value::String(t.clone()));
+        if self.deletion_timestamp.is_some() {
+            m.insert("deletionTimestamp".into(), modes::time::to(&self.deletion_timestamp));
         }
         if let Some(s) = self.deletion_grace_period_seconds {
             m.insert("deletionGracePeriodSeconds".into(), Value::from(s));

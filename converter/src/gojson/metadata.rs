@@ -1,6 +1,7 @@
 //! `<metadata><kubevirt>` (`api.Metadata`, `api.KubeVirtMetadata` and its parts).
 //!
-//! Timestamps are `*metav1.Time` in Go: `null` or an RFC 3339 string, which the model keeps as text.
+//! Timestamps are `*metav1.Time` in Go: `null` or RFC 3339 text in UTC with whole seconds; the
+//! model keeps the XML text (nanoseconds), normalised on output by `modes::time`.
 
 use super::go_struct;
 use crate::domain::{
@@ -24,14 +25,14 @@ go_struct!(KubeVirtMetadata {
 
 go_struct!(GracePeriodMetadata {
     "DeletionGracePeriodSeconds" => deletion_grace_period_seconds,
-    "DeletionTimestamp" => deletion_timestamp,
+    "DeletionTimestamp" => deletion_timestamp as time,
     "MarkedForGracefulShutdown" => marked_for_graceful_shutdown,
 });
 
 go_struct!(MigrationMetadata {
     "UID" => uid as omit,
-    "StartTimestamp" => start_timestamp,
-    "EndTimestamp" => end_timestamp,
+    "StartTimestamp" => start_timestamp as time,
+    "EndTimestamp" => end_timestamp as time,
     "Failed" => failed,
     "FailureReason" => failure_reason as omit,
     "AbortStatus" => abort_status as omit,
@@ -42,8 +43,8 @@ go_struct!(BackupMetadata {
     "Name" => name as omit,
     "Mode" => mode as omit,
     "SkipQuiesce" => skip_quiesce,
-    "StartTimestamp" => start_timestamp,
-    "EndTimestamp" => end_timestamp,
+    "StartTimestamp" => start_timestamp as time,
+    "EndTimestamp" => end_timestamp as time,
     "Completed" => completed,
     "Failed" => failed,
     "BackupMsg" => backup_msg as omit,
@@ -59,8 +60,8 @@ go_struct!(AccessCredentialMetadata {
 
 go_struct!(MemoryDumpMetadata {
     "FileName" => file_name as omit,
-    "StartTimestamp" => start_timestamp,
-    "EndTimestamp" => end_timestamp,
+    "StartTimestamp" => start_timestamp as time,
+    "EndTimestamp" => end_timestamp as time,
     "Completed" => completed,
     "Failed" => failed,
     "FailureReason" => failure_reason as omit,
