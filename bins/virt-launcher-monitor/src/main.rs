@@ -51,14 +51,19 @@ fn parse_options(args: Vec<OsString>) -> Options {
         let value = if text == "--grace-period-seconds" {
             iter.peek().map(|v| v.to_string_lossy().into_owned())
         } else {
-            text.strip_prefix("--grace-period-seconds=").map(str::to_string)
+            text.strip_prefix("--grace-period-seconds=")
+                .map(str::to_string)
         };
         if let Some(secs) = value.and_then(|v| v.parse::<u64>().ok()) {
             grace = Duration::from_secs(secs);
         }
         launcher_args.push(arg);
     }
-    Options { launcher: launcher_path(), launcher_args, grace }
+    Options {
+        launcher: launcher_path(),
+        launcher_args,
+        grace,
+    }
 }
 
 /// `virt-launcher` beside this binary (a cargo target dir, an install prefix), else KubeVirt's path.
@@ -78,7 +83,10 @@ fn launcher_path() -> PathBuf {
 }
 
 fn log(msg: std::fmt::Arguments<'_>) {
-    eprintln!("{{\"component\":\"virt-launcher-monitor\",\"level\":\"info\",\"msg\":\"{}\"}}", msg.to_string().replace('"', "'"));
+    eprintln!(
+        "{{\"component\":\"virt-launcher-monitor\",\"level\":\"info\",\"msg\":\"{}\"}}",
+        msg.to_string().replace('"', "'")
+    );
 }
 
 /// Exit status of a child as a shell would report it.
@@ -140,7 +148,10 @@ impl Monitor {
         if self.launcher_status.is_some() {
             return;
         }
-        log(format_args!("received {sig}, forwarding to virt-launcher (grace period {}s)", self.grace.as_secs()));
+        log(format_args!(
+            "received {sig}, forwarding to virt-launcher (grace period {}s)",
+            self.grace.as_secs()
+        ));
         let _ = kill(self.launcher, sig);
         if self.kill_launcher_at.is_none() {
             self.kill_launcher_at = Some(Instant::now() + self.grace);
@@ -152,7 +163,9 @@ impl Monitor {
         if self.launcher_status.is_none() {
             if let Some(at) = self.kill_launcher_at {
                 if now >= at {
-                    log(format_args!("grace period over, killing virt-launcher and QEMU"));
+                    log(format_args!(
+                        "grace period over, killing virt-launcher and QEMU"
+                    ));
                     let _ = kill(self.launcher, Signal::SIGKILL);
                     reported::signal_reported_children(Signal::SIGKILL);
                     self.kill_launcher_at = None;
@@ -176,8 +189,15 @@ impl Monitor {
             cleanup.kill_sent = true;
             reported::signal_reported_children(Signal::SIGKILL);
         }
-        let next = if cleanup.kill_sent { cleanup.give_up_at } else { cleanup.kill_at };
-        Some(next.saturating_duration_since(now).max(Duration::from_millis(10)))
+        let next = if cleanup.kill_sent {
+            cleanup.give_up_at
+        } else {
+            cleanup.kill_at
+        };
+        Some(
+            next.saturating_duration_since(now)
+                .max(Duration::from_millis(10)),
+        )
     }
 
     fn finished(&self, now: Instant) -> bool {
@@ -193,25 +213,37 @@ fn run() -> Result<u8, String> {
     let opts = parse_options(std::env::args_os().skip(1).collect());
     // Outside a PID namespace, orphans (QEMU, libvirt daemons) must come back to us, not to init.
     if nix::unistd::getpid().as_raw() != 1 {
-        nix::sys::prctl::set_child_subreaper(true).map_err(|e| format!("set child subreaper: {e}"))?;
+        nix::sys::prctl::set_child_subreaper(true)
+            .map_err(|e| format!("set child subreaper: {e}"))?;
     }
     let child = Command::new(&opts.launcher)
         .args(&opts.launcher_args)
         .spawn()
         .map_err(|e| format!("start {}: {e}", opts.launcher.display()))?;
-    let launcher = Pid::from_raw(i32::try_from(child.id()).map_err(|_| "pid out of range".to_string())?);
+    let launcher =
+        Pid::from_raw(i32::try_from(child.id()).map_err(|_| "pid out of range".to_string())?);
     // The Child handle is not waited on: every child is reaped by waitpid(-1) below.
     drop(child);
-    log(format_args!("started {} as pid {launcher}", opts.launcher.display()));
+    log(format_args!(
+        "started {} as pid {launcher}",
+        opts.launcher.display()
+    ));
 
     // Blocked only after the launcher started: a spawned child inherits the blocked mask (std does
     // not reset it) and Rust offers no safe hook between fork and exec. A SIGCHLD that arrives
     // before the block is not lost either: the loop reaps before its first wait.
     let mut mask = SigSet::empty();
-    for sig in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGQUIT] {
+    for sig in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+    ] {
         mask.add(sig);
     }
-    mask.thread_block().map_err(|e| format!("block signals: {e}"))?;
+    mask.thread_block()
+        .map_err(|e| format!("block signals: {e}"))?;
     let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
         .map_err(|e| format!("signalfd: {e}"))?;
 
@@ -231,7 +263,8 @@ fn run() -> Result<u8, String> {
             return Ok(m.launcher_status.unwrap_or(1));
         }
         let timeout = match wait {
-            Some(d) => PollTimeout::try_from(d.as_millis().min(60_000) as i32 + 1).unwrap_or(PollTimeout::MAX),
+            Some(d) => PollTimeout::try_from(d.as_millis().min(60_000) as i32 + 1)
+                .unwrap_or(PollTimeout::MAX),
             None => PollTimeout::NONE,
         };
         let mut fds = [PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
@@ -240,7 +273,9 @@ fn run() -> Result<u8, String> {
             Err(e) => return Err(format!("poll: {e}")),
         }
         while let Ok(Some(info)) = sfd.read_signal() {
-            let Ok(sig) = Signal::try_from(info.ssi_signo as i32) else { continue };
+            let Ok(sig) = Signal::try_from(info.ssi_signo as i32) else {
+                continue;
+            };
             match sig {
                 Signal::SIGCHLD => {}
                 other => m.on_termination_signal(other),
@@ -272,19 +307,43 @@ mod tests {
 
     #[test]
     fn flags_pass_through_except_keep_after_failure() {
-        let o = parse_options(os(&["--qemu-timeout", "5s", "--keep-after-failure", "--grace-period-seconds", "7", "--name", "x"]));
-        assert_eq!(o.launcher_args, os(&["--qemu-timeout", "5s", "--grace-period-seconds", "7", "--name", "x"]));
+        let o = parse_options(os(&[
+            "--qemu-timeout",
+            "5s",
+            "--keep-after-failure",
+            "--grace-period-seconds",
+            "7",
+            "--name",
+            "x",
+        ]));
+        assert_eq!(
+            o.launcher_args,
+            os(&[
+                "--qemu-timeout",
+                "5s",
+                "--grace-period-seconds",
+                "7",
+                "--name",
+                "x"
+            ])
+        );
         assert_eq!(o.grace, Duration::from_secs(7));
         let o = parse_options(os(&["--grace-period-seconds=12"]));
         assert_eq!(o.grace, Duration::from_secs(12));
-        assert_eq!(parse_options(os(&["--grace-period-seconds", "bad"])).grace, DEFAULT_GRACE);
+        assert_eq!(
+            parse_options(os(&["--grace-period-seconds", "bad"])).grace,
+            DEFAULT_GRACE
+        );
     }
 
     #[test]
     fn status_codes_follow_shell_convention() {
         let p = Pid::from_raw(10);
         assert_eq!(status_code(WaitStatus::Exited(p, 3)), Some(3));
-        assert_eq!(status_code(WaitStatus::Signaled(p, Signal::SIGKILL, false)), Some(137));
+        assert_eq!(
+            status_code(WaitStatus::Signaled(p, Signal::SIGKILL, false)),
+            Some(137)
+        );
         assert_eq!(status_code(WaitStatus::StillAlive), None);
     }
 }

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 /// libvirt's runtime directory as the launcher configured it (`$XDG_RUNTIME_DIR/libvirt` in
 /// session mode, KubeVirt sets `XDG_RUNTIME_DIR=/var/run`), plus the system-mode one.
 fn runtime_dirs() -> Vec<PathBuf> {
-    let base = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/run"));
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/run"));
     vec![base.join("libvirt"), PathBuf::from("/run/libvirt")]
 }
 
@@ -17,7 +19,11 @@ fn pid_files(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for qemu_dir in [dir.join("qemu/run"), dir.join("qemu")] {
         if let Ok(entries) = std::fs::read_dir(&qemu_dir) {
-            files.extend(entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "pid")));
+            files.extend(
+                entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "pid")),
+            );
         }
     }
     // Daemons after QEMU: QEMU first gets the signal, the daemons that manage it second.
