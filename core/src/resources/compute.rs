@@ -233,7 +233,7 @@ fn memory_request(
     page_size: Option<&str>,
     config: &ClusterConfig,
 ) {
-    let has_request = r.vm_requests.get("memory").is_some();
+    let has_request = r.vm_requests.contains_key("memory");
     if let Some(limit) = r.vm_limits.get("memory").copied()
         && !limit.is_zero()
         && (!has_request || r.vm_requests.get("memory").is_some_and(|q| q.is_zero()))

@@ -63,10 +63,10 @@ pub fn is_cpu_dedicated(vmi: &VirtualMachineInstance) -> bool {
         .unwrap_or(false)
 }
 
-fn resource_list<'a>(
-    vmi: &'a VirtualMachineInstance,
+fn resource_list(
+    vmi: &VirtualMachineInstance,
     limits: bool,
-) -> Option<&'a BTreeMap<String, Quantity>> {
+) -> Option<&BTreeMap<String, Quantity>> {
     let r = vmi.spec.domain.resources.as_ref()?;
     if limits {
         r.limits.as_ref()
