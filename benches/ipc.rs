@@ -3,6 +3,9 @@
 //! carrying a realistic VMI (KubeVirt's defaulted Fedora example from the oracle corpus, so the
 //! VMI JSON encode on the client and decode on the server are part of the measurement).
 
+// criterion_group! defines an undocumented public function.
+#![allow(missing_docs)]
+
 use std::path::Path;
 use std::sync::Arc;
 
