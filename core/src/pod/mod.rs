@@ -296,4 +296,6 @@ pub fn render_launcher_pod(
 }
 
 #[cfg(test)]
+mod snapshots;
+#[cfg(test)]
 mod tests;

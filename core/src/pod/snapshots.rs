@@ -1,0 +1,55 @@
+//! Reviewed snapshots of the launcher pods of kvrs's own fixtures (`fixtures/`), admitted first
+//! exactly as `kvrs pod` does. A change in any of them is a behaviour change to review.
+
+use std::path::Path;
+
+use crate::admission::admit;
+use crate::template::vmi_from_vm;
+use crate::{ClusterConfig, VirtualMachine, VirtualMachineInstance};
+
+use super::{PodInputs, render_launcher_pod};
+
+fn fixture(rel: &str) -> VirtualMachineInstance {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures")
+        .join(rel);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    let doc: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+    let vmi = if doc["kind"] == "VirtualMachine" {
+        let vm: VirtualMachine = serde_json::from_value(doc).unwrap();
+        vmi_from_vm(&vm).unwrap()
+    } else {
+        serde_json::from_value(doc).unwrap()
+    };
+    admit(vmi, &ClusterConfig::default()).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn pod_yaml(rel: &str) -> String {
+    let vmi = fixture(rel);
+    let inputs = PodInputs {
+        qemu_timeout_jitter_seconds: 42,
+        ..PodInputs::default()
+    };
+    let pod = render_launcher_pod(&vmi, &ClusterConfig::default(), &inputs).unwrap();
+    serde_yaml::to_string(&pod).unwrap()
+}
+
+#[test]
+fn minimal_vmi_pod() {
+    insta::assert_snapshot!(pod_yaml("vmi/minimal.yaml"));
+}
+
+#[test]
+fn dedicated_hugepages_vmi_pod() {
+    insta::assert_snapshot!(pod_yaml("vmi/dedicated-hugepages.yaml"));
+}
+
+#[test]
+fn storage_mix_vmi_pod() {
+    insta::assert_snapshot!(pod_yaml("vmi/storage-mix.yaml"));
+}
+
+#[test]
+fn fedora_always_vm_pod() {
+    insta::assert_snapshot!(pod_yaml("vm/fedora-always.yaml"));
+}
