@@ -42,9 +42,10 @@ pub(crate) use volumes::add_disks_for_bare_volumes;
 /// CPU topology status, CPU and memory hotplug limits, the PCI topology annotation, the non-root
 /// runtime user, the foreground-delete finalizer and the `Pending` phase.
 ///
-/// The namespace is not touched here: an empty namespace is the API server's business, done by
-/// [`crate::admission::admit`] before defaulting.
+/// An empty namespace becomes `default` first. In the cluster that is the API server's doing,
+/// before the webhook runs; it is repeated here so that defaulting alone gives the stored shape.
 pub fn apply_defaults(vmi: &mut VirtualMachineInstance, config: &ClusterConfig) {
+    default_namespace(vmi);
     let spec = &mut vmi.spec;
     machine::set_architecture(spec, config);
     machine::set_machine_type(spec, config);

@@ -384,7 +384,8 @@ fn check_hugepages(
     }
 }
 
-/// A user-given `maxGuest` must leave room for the guest memory.
+/// A user-given `maxGuest` must leave room for the guest memory. (KubeVirt checks this on a
+/// VM's template; kvrs checks every VMI, which would fail to start otherwise.)
 fn check_memory_hotplug(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
     let Some(max) = spec
         .domain
