@@ -157,7 +157,13 @@ fn address(set: &[(&str, &str)]) -> Value {
 }
 
 fn pci(bus: &str, slot: &str, function: &str) -> Value {
-    address(&[("Type", "pci"), ("Domain", "0x0000"), ("Bus", bus), ("Slot", slot), ("Function", function)])
+    address(&[
+        ("Type", "pci"),
+        ("Domain", "0x0000"),
+        ("Bus", bus),
+        ("Slot", slot),
+        ("Function", function),
+    ])
 }
 
 /// `api.DiskSource` with only the given string members set.
@@ -178,10 +184,13 @@ fn alias(name: &str, user: bool) -> Value {
 
 fn expected_devices() -> Value {
     let empty_name = json!({"Space": "", "Local": ""});
-    let mut disk_src = disk_source(&[("StartupPolicy", "optional"), ("Protocol", "rbd"), ("Name", "pool/img")]);
+    let mut disk_src = disk_source(&[
+        ("StartupPolicy", "optional"),
+        ("Protocol", "rbd"),
+        ("Name", "pool/img"),
+    ]);
     disk_src["Host"] = json!({"Name": "mon1", "Port": "6789"});
-    disk_src["Reservations"] =
-        json!({"Managed": "yes", "Migration": "no", "SourceReservations": {"Type": "unix", "Path": "/r", "Mode": "client"}});
+    disk_src["Reservations"] = json!({"Managed": "yes", "Migration": "no", "SourceReservations": {"Type": "unix", "Path": "/r", "Mode": "client"}});
     disk_src["Slices"] = json!([{"Slice": {"Type": "storage", "Offset": 512, "Size": 1024}}]);
     disk_src["DataStore"] = json!({"Type": "file", "Format": {"Type": "raw"}, "Source": disk_source(&[("File", "/ds")])});
     json!({
@@ -339,7 +348,9 @@ fn first_difference(expected: &Value, found: &Value, at: &str) -> Option<String>
     match (expected, found) {
         (Value::Object(a), Value::Object(b)) => {
             for (k, va) in a {
-                let Some(vb) = b.get(k) else { return Some(format!("{at}.{k}: missing")) };
+                let Some(vb) = b.get(k) else {
+                    return Some(format!("{at}.{k}: missing"));
+                };
                 if let Some(d) = first_difference(va, vb, &format!("{at}.{k}")) {
                     return Some(d);
                 }
@@ -350,9 +361,11 @@ fn first_difference(expected: &Value, found: &Value, at: &str) -> Option<String>
             let (ka, kb): (Vec<_>, Vec<_>) = (a.keys().collect(), b.keys().collect());
             (ka != kb).then(|| format!("{at}: key order {ka:?} vs {kb:?}"))
         }
-        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
-            a.iter().zip(b).enumerate().find_map(|(i, (x, y))| first_difference(x, y, &format!("{at}[{i}]")))
-        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => a
+            .iter()
+            .zip(b)
+            .enumerate()
+            .find_map(|(i, (x, y))| first_difference(x, y, &format!("{at}[{i}]"))),
         _ => (expected != found).then(|| format!("{at}: expected {expected}, found {found}")),
     }
 }
@@ -361,7 +374,10 @@ fn first_difference(expected: &Value, found: &Value, at: &str) -> Option<String>
 fn device_xml_is_the_round_trip_baseline() {
     let d = Domain::from_xml(DEVICES_XML).unwrap();
     let diffs = xmltree::diff(DEVICES_XML, &d.to_xml().unwrap(), 10).unwrap();
-    assert!(diffs.is_empty(), "the model does not carry the test XML unchanged: {diffs:?}");
+    assert!(
+        diffs.is_empty(),
+        "the model does not carry the test XML unchanged: {diffs:?}"
+    );
 }
 
 #[test]
@@ -386,8 +402,23 @@ fn alias_user_flag_maps_to_the_ua_prefix() {
     use kvrs_converter::domain::Alias;
     assert_eq!(Alias::user("disk0").to_go(), alias("disk0", true));
     assert_eq!(Alias::plain("ua").to_go(), alias("ua", false));
-    assert_eq!(Alias::from_go(&alias("net1", true), &Path::ROOT).unwrap().name, "ua-net1");
-    assert_eq!(Alias::from_go(&alias("net1", false), &Path::ROOT).unwrap().name, "net1");
+    assert_eq!(
+        Alias::from_go(&alias("net1", true), &Path::ROOT)
+            .unwrap()
+            .name,
+        "ua-net1"
+    );
+    assert_eq!(
+        Alias::from_go(&alias("net1", false), &Path::ROOT)
+            .unwrap()
+            .name,
+        "net1"
+    );
     // Go's decoder leaves missing members at their zero values.
-    assert_eq!(Alias::from_go(&json!({"Name": "x"}), &Path::ROOT).unwrap().name, "x");
+    assert_eq!(
+        Alias::from_go(&json!({"Name": "x"}), &Path::ROOT)
+            .unwrap()
+            .name,
+        "x"
+    );
 }

@@ -2,7 +2,9 @@
 //! `NAME.domain.xml` must marshal to exactly `NAME.domain.json` (values and Go's key order), and
 //! `NAME.domain.json` must read back into a domain whose XML is the same tree as `NAME.domain.xml`.
 
-use kvrs_converter::gojson::{DomainEnvelope, from_go_json, from_go_json_slice, to_go_json, to_go_json_vec};
+use kvrs_converter::gojson::{
+    DomainEnvelope, from_go_json, from_go_json_slice, to_go_json, to_go_json_vec,
+};
 use kvrs_converter::{Domain, xmltree};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -12,7 +14,11 @@ fn oracle_dir() -> Option<PathBuf> {
     if dir.is_dir() {
         return Some(dir);
     }
-    assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "oracle corpus missing under CI");
+    assert_ne!(
+        std::env::var("CI").as_deref(),
+        Ok("true"),
+        "oracle corpus missing under CI"
+    );
     None
 }
 
@@ -62,17 +68,25 @@ fn vmi_name(dir: &std::path::Path, name: &str) -> (String, String) {
     let text = std::fs::read_to_string(dir.join(format!("{name}.defaulted.json"))).unwrap();
     let vmi: Value = serde_json::from_str(&text).unwrap();
     let meta = &vmi["metadata"];
-    (meta["namespace"].as_str().unwrap().to_string(), meta["name"].as_str().unwrap().to_string())
+    (
+        meta["namespace"].as_str().unwrap().to_string(),
+        meta["name"].as_str().unwrap().to_string(),
+    )
 }
 
 #[test]
 fn xml_to_go_json_matches_kubevirt() {
     let Some(dir) = oracle_dir() else { return };
     let names = cases(&dir);
-    assert!(names.len() >= 90, "expected the full corpus, found {} cases", names.len());
+    assert!(
+        names.len() >= 90,
+        "expected the full corpus, found {} cases",
+        names.len()
+    );
     let mut failures = Vec::new();
     for name in &names {
-        let expected_text = std::fs::read_to_string(dir.join(format!("{name}.domain.json"))).unwrap();
+        let expected_text =
+            std::fs::read_to_string(dir.join(format!("{name}.domain.json"))).unwrap();
         let expected: Value = serde_json::from_str(&expected_text).unwrap();
         let xml = std::fs::read_to_string(dir.join(format!("{name}.domain.xml"))).unwrap();
         let spec = Domain::from_xml(&xml).unwrap();
@@ -81,14 +95,20 @@ fn xml_to_go_json_matches_kubevirt() {
         let mut diffs = Vec::new();
         json_diff(&expected, &got, "", &mut diffs);
         // Byte equality also pins Go's field order everywhere.
-        if diffs.is_empty() && serde_json::to_string(&expected).unwrap() != serde_json::to_string(&got).unwrap() {
+        if diffs.is_empty()
+            && serde_json::to_string(&expected).unwrap() != serde_json::to_string(&got).unwrap()
+        {
             diffs.push("same values, different key order".into());
         }
         if !diffs.is_empty() {
             failures.push(format!("{name}: {}", diffs.join(" | ")));
         }
     }
-    println!("{}/{} cases match (domain XML -> Go JSON)", names.len() - failures.len(), names.len());
+    println!(
+        "{}/{} cases match (domain XML -> Go JSON)",
+        names.len() - failures.len(),
+        names.len()
+    );
     for f in &failures {
         println!("  {f}");
     }
@@ -110,14 +130,26 @@ fn go_json_to_xml_matches_kubevirt() {
             }
         };
         let (namespace, vmi) = vmi_name(&dir, name);
-        assert_eq!((env.meta.namespace.as_str(), env.meta.name.as_str()), (namespace.as_str(), vmi.as_str()), "{name}");
+        assert_eq!(
+            (env.meta.namespace.as_str(), env.meta.name.as_str()),
+            (namespace.as_str(), vmi.as_str()),
+            "{name}"
+        );
         let expected = std::fs::read_to_string(dir.join(format!("{name}.domain.xml"))).unwrap();
         let diffs = xmltree::diff(&expected, &env.spec.to_xml().unwrap(), 3).unwrap();
         if !diffs.is_empty() {
             failures.push(format!("{name}: {}", diffs.join(" | ")));
+        } else if env.spec != Domain::from_xml(&expected).unwrap() {
+            failures.push(format!(
+                "{name}: same XML, but the model differs from the one parsed from XML"
+            ));
         }
     }
-    println!("{}/{} cases match (Go JSON -> domain XML)", names.len() - failures.len(), names.len());
+    println!(
+        "{}/{} cases match (Go JSON -> domain XML)",
+        names.len() - failures.len(),
+        names.len()
+    );
     for f in &failures {
         println!("  {f}");
     }
@@ -136,11 +168,39 @@ fn go_json_round_trips_unchanged() {
         let again = to_go_json_vec(&env);
         if again != serde_json::to_vec(&expected).unwrap() {
             let mut diffs = Vec::new();
-            json_diff(&expected, &serde_json::from_slice(&again).unwrap(), "", &mut diffs);
+            json_diff(
+                &expected,
+                &serde_json::from_slice(&again).unwrap(),
+                "",
+                &mut diffs,
+            );
             failures.push(format!("{name}: {}", diffs.join(" | ")));
         }
     }
-    println!("{}/{} cases round-trip (Go JSON -> model -> Go JSON)", names.len() - failures.len(), names.len());
+    println!(
+        "{}/{} cases round-trip (Go JSON -> model -> Go JSON)",
+        names.len() - failures.len(),
+        names.len()
+    );
+    // A rough figure only (this is usually an unoptimised test build).
+    let docs: Vec<Value> = names
+        .iter()
+        .map(|n| {
+            serde_json::from_str(
+                &std::fs::read_to_string(dir.join(format!("{n}.domain.json"))).unwrap(),
+            )
+            .unwrap()
+        })
+        .collect();
+    let start = std::time::Instant::now();
+    for doc in &docs {
+        let env = from_go_json(doc).unwrap();
+        std::hint::black_box(to_go_json_vec(&env));
+    }
+    println!(
+        "decode+encode: {:.1} us per domain",
+        start.elapsed().as_secs_f64() * 1e6 / docs.len() as f64
+    );
     for f in &failures {
         println!("  {f}");
     }

@@ -292,7 +292,9 @@ fn first_difference(expected: &Value, found: &Value, at: &str) -> Option<String>
     match (expected, found) {
         (Value::Object(a), Value::Object(b)) => {
             for (k, va) in a {
-                let Some(vb) = b.get(k) else { return Some(format!("{at}.{k}: missing")) };
+                let Some(vb) = b.get(k) else {
+                    return Some(format!("{at}.{k}: missing"));
+                };
                 if let Some(d) = first_difference(va, vb, &format!("{at}.{k}")) {
                     return Some(d);
                 }
@@ -303,9 +305,11 @@ fn first_difference(expected: &Value, found: &Value, at: &str) -> Option<String>
             let (ka, kb): (Vec<_>, Vec<_>) = (a.keys().collect(), b.keys().collect());
             (ka != kb).then(|| format!("{at}: key order {ka:?} vs {kb:?}"))
         }
-        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
-            a.iter().zip(b).enumerate().find_map(|(i, (x, y))| first_difference(x, y, &format!("{at}[{i}]")))
-        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => a
+            .iter()
+            .zip(b)
+            .enumerate()
+            .find_map(|(i, (x, y))| first_difference(x, y, &format!("{at}[{i}]"))),
         _ => (expected != found).then(|| format!("{at}: expected {expected}, found {found}")),
     }
 }
@@ -314,7 +318,10 @@ fn first_difference(expected: &Value, found: &Value, at: &str) -> Option<String>
 fn full_domain_xml_is_the_round_trip_baseline() {
     let d = Domain::from_xml(FULL_XML).unwrap();
     let diffs = xmltree::diff(FULL_XML, &d.to_xml().unwrap(), 10).unwrap();
-    assert!(diffs.is_empty(), "the model does not carry the test XML unchanged: {diffs:?}");
+    assert!(
+        diffs.is_empty(),
+        "the model does not carry the test XML unchanged: {diffs:?}"
+    );
 }
 
 #[test]
@@ -328,10 +335,16 @@ fn every_domain_level_field_has_go_name_order_and_zero_value() {
 
 #[test]
 fn go_json_reads_back_to_the_same_xml() {
-    let env = from_go_json(&json!({"ObjectMeta": {"name": "vm", "namespace": "ns"}, "Spec": expected_spec()})).unwrap();
+    let env = from_go_json(
+        &json!({"ObjectMeta": {"name": "vm", "namespace": "ns"}, "Spec": expected_spec()}),
+    )
+    .unwrap();
     // Timestamps come back in Go's JSON form (UTC, whole seconds); everything else unchanged.
     let expected_xml = FULL_XML
-        .replace("2024-05-01T10:00:00.123456789+02:00", "2024-05-01T08:00:00Z")
+        .replace(
+            "2024-05-01T10:00:00.123456789+02:00",
+            "2024-05-01T08:00:00Z",
+        )
         .replace("2024-05-01T10:05:00.5Z", "2024-05-01T10:05:00Z");
     let diffs = xmltree::diff(&expected_xml, &env.spec.to_xml().unwrap(), 10).unwrap();
     assert!(diffs.is_empty(), "{diffs:?}");
@@ -346,15 +359,55 @@ fn empty_domain_has_every_go_field() {
     assert_eq!(
         keys,
         [
-            "XMLName", "Type", "XmlNS", "Name", "UUID", "Memory", "CurrentMemory", "MaxMemory", "MemoryBacking", "OS",
-            "SysInfo", "Devices", "Clock", "Resource", "QEMUCmd", "Metadata", "Features", "CPU", "VCPU", "VCPUs",
-            "CPUTune", "NUMATune", "IOThreads", "LaunchSecurity", "OnReboot", "IOMMUFD"
+            "XMLName",
+            "Type",
+            "XmlNS",
+            "Name",
+            "UUID",
+            "Memory",
+            "CurrentMemory",
+            "MaxMemory",
+            "MemoryBacking",
+            "OS",
+            "SysInfo",
+            "Devices",
+            "Clock",
+            "Resource",
+            "QEMUCmd",
+            "Metadata",
+            "Features",
+            "CPU",
+            "VCPU",
+            "VCPUs",
+            "CPUTune",
+            "NUMATune",
+            "IOThreads",
+            "LaunchSecurity",
+            "OnReboot",
+            "IOMMUFD"
         ]
     );
-    for nil in ["CurrentMemory", "MaxMemory", "MemoryBacking", "SysInfo", "Clock", "Resource", "QEMUCmd", "Features"] {
+    for nil in [
+        "CurrentMemory",
+        "MaxMemory",
+        "MemoryBacking",
+        "SysInfo",
+        "Clock",
+        "Resource",
+        "QEMUCmd",
+        "Features",
+    ] {
         assert_eq!(spec[nil], Value::Null, "{nil}");
     }
-    for nil in ["VCPU", "VCPUs", "CPUTune", "NUMATune", "IOThreads", "LaunchSecurity", "IOMMUFD"] {
+    for nil in [
+        "VCPU",
+        "VCPUs",
+        "CPUTune",
+        "NUMATune",
+        "IOThreads",
+        "LaunchSecurity",
+        "IOMMUFD",
+    ] {
         assert_eq!(spec[nil], Value::Null, "{nil}");
     }
     assert_eq!(spec["XmlNS"], "");

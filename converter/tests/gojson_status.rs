@@ -5,8 +5,9 @@
 use kvrs_converter::Domain;
 use kvrs_converter::domain::{Channel, ChannelTarget, Cpu};
 use kvrs_converter::gojson::{
-    DomainEnvelope, DomainStatus, FsFreeze, GoJson, GoJsonError, GuestOsInfo, GuestPanicInfo, InterfaceStatus,
-    LifeCycle, ObjectMeta, Path, StateChangeReason, from_go_json, from_go_json_slice, to_go_json, to_go_json_vec,
+    DomainEnvelope, DomainStatus, FsFreeze, GoJson, GoJsonError, GuestOsInfo, GuestPanicInfo,
+    InterfaceStatus, LifeCycle, ObjectMeta, Path, StateChangeReason, from_go_json,
+    from_go_json_slice, to_go_json, to_go_json_vec,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -26,7 +27,10 @@ fn empty_status_is_go_zero_value() {
         "PanicCount": 0
     });
     let got = DomainStatus::default().to_go();
-    assert_eq!(serde_json::to_string(&got).unwrap(), serde_json::to_string(&expected).unwrap());
+    assert_eq!(
+        serde_json::to_string(&got).unwrap(),
+        serde_json::to_string(&expected).unwrap()
+    );
 }
 
 fn running_status() -> DomainStatus {
@@ -40,7 +44,10 @@ fn running_status() -> DomainStatus {
                 ips: vec!["10.0.2.2".into(), "fd10::2".into()],
                 interface_name: "eth0".into(),
             },
-            InterfaceStatus { mac: "02:00:00:00:00:02".into(), ..InterfaceStatus::default() },
+            InterfaceStatus {
+                mac: "02:00:00:00:00:02".into(),
+                ..InterfaceStatus::default()
+            },
         ],
         os_info: GuestOsInfo {
             name: "Fedora Linux".into(),
@@ -52,8 +59,17 @@ fn running_status() -> DomainStatus {
             machine: "x86_64".into(),
             id: "fedora".into(),
         },
-        fs_freeze_status: FsFreeze { status: "frozen".into() },
-        guest_panic_info: Some(GuestPanicInfo { kind: "hyper-v".into(), arg1: 0x1e, arg2: 1, arg3: 2, arg4: 3, arg5: 4 }),
+        fs_freeze_status: FsFreeze {
+            status: "frozen".into(),
+        },
+        guest_panic_info: Some(GuestPanicInfo {
+            kind: "hyper-v".into(),
+            arg1: 0x1e,
+            arg2: 1,
+            arg3: 2,
+            arg4: 3,
+            arg5: 4,
+        }),
         panic_count: 2,
     }
 }
@@ -74,8 +90,14 @@ fn populated_status_has_go_names_and_order() {
         "PanicCount": 2
     });
     let got = running_status().to_go();
-    assert_eq!(serde_json::to_string(&got).unwrap(), serde_json::to_string(&expected).unwrap());
-    assert_eq!(DomainStatus::from_go(&expected, &Path::ROOT).unwrap(), running_status());
+    assert_eq!(
+        serde_json::to_string(&got).unwrap(),
+        serde_json::to_string(&expected).unwrap()
+    );
+    assert_eq!(
+        DomainStatus::from_go(&expected, &Path::ROOT).unwrap(),
+        running_status()
+    );
 }
 
 #[test]
@@ -83,7 +105,18 @@ fn life_cycle_and_reason_texts_are_go_constants() {
     let states: Vec<&str> = LifeCycle::ALL.iter().map(|s| s.as_str()).collect();
     assert_eq!(
         states,
-        ["", "NoState", "Running", "Blocked", "Paused", "ShuttingDown", "Shutoff", "Crashed", "PMSuspended", "Unknown"]
+        [
+            "",
+            "NoState",
+            "Running",
+            "Blocked",
+            "Paused",
+            "ShuttingDown",
+            "Shutoff",
+            "Crashed",
+            "PMSuspended",
+            "Unknown"
+        ]
     );
     for s in LifeCycle::ALL {
         assert_eq!(LifeCycle::parse(s.as_str()), Some(*s));
@@ -99,9 +132,15 @@ fn life_cycle_and_reason_texts_are_go_constants() {
 
 #[test]
 fn object_meta_uses_kubernetes_names_and_omits_empty() {
-    let mut meta = ObjectMeta { name: "vm".into(), namespace: "ns".into(), uid: "u-1".into(), ..ObjectMeta::default() };
+    let mut meta = ObjectMeta {
+        name: "vm".into(),
+        namespace: "ns".into(),
+        uid: "u-1".into(),
+        ..ObjectMeta::default()
+    };
     meta.deletion_timestamp = Some("2024-05-01T10:00:00.5+02:00".into());
-    meta.labels.insert("kubevirt.io/created-by".into(), "x".into());
+    meta.labels
+        .insert("kubevirt.io/created-by".into(), "x".into());
     meta.extra.insert("finalizers".into(), json!(["a"]));
     let got = meta.to_go();
     assert_eq!(
@@ -109,7 +148,10 @@ fn object_meta_uses_kubernetes_names_and_omits_empty() {
         r#"{"name":"vm","namespace":"ns","uid":"u-1","deletionTimestamp":"2024-05-01T08:00:00Z","labels":{"kubevirt.io/created-by":"x"},"finalizers":["a"]}"#
     );
     let back = ObjectMeta::from_go(&got, &Path::ROOT).unwrap();
-    assert_eq!(back.deletion_timestamp.as_deref(), Some("2024-05-01T08:00:00Z"));
+    assert_eq!(
+        back.deletion_timestamp.as_deref(),
+        Some("2024-05-01T08:00:00Z")
+    );
     assert_eq!(back.extra["finalizers"], json!(["a"]));
     assert_eq!(back.labels, meta.labels);
 }
@@ -120,11 +162,21 @@ fn type_meta_is_inlined_first_when_set() {
     env.kind = "Domain".into();
     env.api_version = "1.2.2".into();
     let got = to_go_json(&env);
-    let keys: Vec<&str> = got.as_object().unwrap().keys().map(String::as_str).collect();
+    let keys: Vec<&str> = got
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     assert_eq!(keys, ["kind", "apiVersion", "ObjectMeta", "Spec", "Status"]);
     assert_eq!(from_go_json(&got).unwrap(), env);
     let plain = to_go_json(&DomainEnvelope::new("ns", "vm", Domain::default()));
-    let keys: Vec<&str> = plain.as_object().unwrap().keys().map(String::as_str).collect();
+    let keys: Vec<&str> = plain
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     assert_eq!(keys, ["ObjectMeta", "Spec", "Status"]);
 }
 
@@ -147,14 +199,29 @@ fn reads_like_gos_decoder_missing_and_null_are_zero_values() {
 #[test]
 fn errors_name_the_field_path() {
     let cases = [
-        (json!({"Spec": {"Devices": {"Disks": [{}, {"Driver": {"Queues": "4"}}]}}}), "Spec.Devices.Disks[1].Driver.Queues"),
+        (
+            json!({"Spec": {"Devices": {"Disks": [{}, {"Driver": {"Queues": "4"}}]}}}),
+            "Spec.Devices.Disks[1].Driver.Queues",
+        ),
         (json!({"Spec": {"VCPU": {"CPUs": -1}}}), "Spec.VCPU.CPUs"),
-        (json!({"Spec": {"Memory": {"Value": 1.5}}}), "Spec.Memory.Value"),
-        (json!({"Spec": {"Devices": {"Interfaces": {}}}}), "Spec.Devices.Interfaces"),
+        (
+            json!({"Spec": {"Memory": {"Value": 1.5}}}),
+            "Spec.Memory.Value",
+        ),
+        (
+            json!({"Spec": {"Devices": {"Interfaces": {}}}}),
+            "Spec.Devices.Interfaces",
+        ),
         (json!({"Spec": {"OS": "hvm"}}), "Spec.OS"),
         (json!({"Status": {"Status": "Exploded"}}), "Status.Status"),
-        (json!({"Status": {"Interfaces": [{"IPs": [1]}]}}), "Status.Interfaces[0].IPs[0]"),
-        (json!({"ObjectMeta": {"labels": {"a": 1}}}), "ObjectMeta.labels.a"),
+        (
+            json!({"Status": {"Interfaces": [{"IPs": [1]}]}}),
+            "Status.Interfaces[0].IPs[0]",
+        ),
+        (
+            json!({"ObjectMeta": {"labels": {"a": 1}}}),
+            "ObjectMeta.labels.a",
+        ),
         (json!([]), "(root)"),
     ];
     for (doc, path) in cases {
@@ -164,15 +231,22 @@ fn errors_name_the_field_path() {
     }
     let err = from_go_json(&json!({"Status": {"Reason": "Sleepy"}})).unwrap_err();
     assert!(matches!(err, GoJsonError::Invalid { .. }), "{err}");
-    assert!(from_go_json_slice(b"{not json").unwrap_err().to_string().contains("not JSON"));
+    assert!(
+        from_go_json_slice(b"{not json")
+            .unwrap_err()
+            .to_string()
+            .contains("not JSON")
+    );
 }
 
 #[test]
 fn handler_view_reads_what_we_write() {
-    let mut spec = Domain::default();
-    spec.kind = "kvm".into();
+    let mut spec = Domain {
+        kind: "kvm".into(),
+        cpu: Cpu::default(),
+        ..Domain::default()
+    };
     spec.metadata.kubevirt.uid = "vmi-uid".into();
-    spec.cpu = Cpu::default();
     spec.devices.channels.push(Channel {
         kind: "unix".into(),
         source: None,
@@ -204,8 +278,14 @@ fn text() -> impl Strategy<Value = String> {
 }
 
 fn status_strategy() -> impl Strategy<Value = DomainStatus> {
-    let iface = (text(), text(), prop::collection::vec(text(), 0..3), text())
-        .prop_map(|(mac, ip, ips, interface_name)| InterfaceStatus { mac, ip, ips, interface_name });
+    let iface = (text(), text(), prop::collection::vec(text(), 0..3), text()).prop_map(
+        |(mac, ip, ips, interface_name)| InterfaceStatus {
+            mac,
+            ip,
+            ips,
+            interface_name,
+        },
+    );
     let os = prop::collection::vec(text(), 8).prop_map(|v| GuestOsInfo {
         name: v[0].clone(),
         kernel_release: v[1].clone(),
@@ -216,14 +296,17 @@ fn status_strategy() -> impl Strategy<Value = DomainStatus> {
         machine: v[6].clone(),
         id: v[7].clone(),
     });
-    let panic = prop::option::of((text(), any::<[u64; 5]>()).prop_map(|(kind, a)| GuestPanicInfo {
-        kind,
-        arg1: a[0],
-        arg2: a[1],
-        arg3: a[2],
-        arg4: a[3],
-        arg5: a[4],
-    }));
+    let panic =
+        prop::option::of(
+            (text(), any::<[u64; 5]>()).prop_map(|(kind, a)| GuestPanicInfo {
+                kind,
+                arg1: a[0],
+                arg2: a[1],
+                arg3: a[2],
+                arg4: a[3],
+                arg5: a[4],
+            }),
+        );
     (
         prop::sample::select(LifeCycle::ALL),
         prop::sample::select(StateChangeReason::ALL),
@@ -233,15 +316,19 @@ fn status_strategy() -> impl Strategy<Value = DomainStatus> {
         panic,
         any::<i64>(),
     )
-        .prop_map(|(status, reason, interfaces, os_info, fs, guest_panic_info, panic_count)| DomainStatus {
-            status,
-            reason,
-            interfaces,
-            os_info,
-            fs_freeze_status: FsFreeze { status: fs },
-            guest_panic_info,
-            panic_count,
-        })
+        .prop_map(
+            |(status, reason, interfaces, os_info, fs, guest_panic_info, panic_count)| {
+                DomainStatus {
+                    status,
+                    reason,
+                    interfaces,
+                    os_info,
+                    fs_freeze_status: FsFreeze { status: fs },
+                    guest_panic_info,
+                    panic_count,
+                }
+            },
+        )
 }
 
 proptest! {

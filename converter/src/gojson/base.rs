@@ -67,16 +67,25 @@ enum Seg<'a> {
 
 impl<'a> Path<'a> {
     /// The document root.
-    pub const ROOT: Path<'static> = Path { parent: None, seg: Seg::Root };
+    pub const ROOT: Path<'static> = Path {
+        parent: None,
+        seg: Seg::Root,
+    };
 
     /// The object member `key` below this position.
     pub fn key(&'a self, key: &'a str) -> Path<'a> {
-        Path { parent: Some(self), seg: Seg::Key(key) }
+        Path {
+            parent: Some(self),
+            seg: Seg::Key(key),
+        }
     }
 
     /// The array element `index` below this position.
     pub fn index(&'a self, index: usize) -> Path<'a> {
-        Path { parent: Some(self), seg: Seg::Index(index) }
+        Path {
+            parent: Some(self),
+            seg: Seg::Index(index),
+        }
     }
 
     /// `Spec.Devices.Disks[0].Driver`, or `(root)` for the document itself.
@@ -100,7 +109,11 @@ impl<'a> Path<'a> {
                 Seg::Index(i) => out.push_str(&format!("[{i}]")),
             }
         }
-        if out.is_empty() { "(root)".to_string() } else { out }
+        if out.is_empty() {
+            "(root)".to_string()
+        } else {
+            out
+        }
     }
 
     /// A type error at this position.
@@ -114,17 +127,27 @@ impl<'a> Path<'a> {
             found.truncate(cut);
             found.push_str("...");
         }
-        GoJsonError::Type { path: self.render(), expected, found }
+        GoJsonError::Type {
+            path: self.render(),
+            expected,
+            found,
+        }
     }
 
     /// A refused value at this position.
     pub fn invalid(&self, reason: impl Into<String>) -> GoJsonError {
-        GoJsonError::Invalid { path: self.render(), reason: reason.into() }
+        GoJsonError::Invalid {
+            path: self.render(),
+            reason: reason.into(),
+        }
     }
 }
 
 /// The members of a JSON object, or `None` for `null` (Go leaves a struct at its zero value then).
-pub fn object<'v>(v: &'v Value, at: &Path<'_>) -> Result<Option<&'v Map<String, Value>>, GoJsonError> {
+pub fn object<'v>(
+    v: &'v Value,
+    at: &Path<'_>,
+) -> Result<Option<&'v Map<String, Value>>, GoJsonError> {
     match v {
         Value::Object(m) => Ok(Some(m)),
         Value::Null => Ok(None),
@@ -238,7 +261,11 @@ impl<T: GoJson> GoJson for Vec<T> {
     fn from_go(v: &Value, at: &Path<'_>) -> Result<Self, GoJsonError> {
         match v {
             Value::Null => Ok(Vec::new()),
-            Value::Array(items) => items.iter().enumerate().map(|(i, x)| T::from_go(x, &at.index(i))).collect(),
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .map(|(i, x)| T::from_go(x, &at.index(i)))
+                .collect(),
             other => Err(at.type_error("an array", other)),
         }
     }
@@ -273,7 +300,10 @@ pub mod modes {
         }
 
         /// The zero value as `None`.
-        pub fn from<T: GoJson + Default + PartialEq>(v: &Value, at: &Path<'_>) -> Result<Option<T>, GoJsonError> {
+        pub fn from<T: GoJson + Default + PartialEq>(
+            v: &Value,
+            at: &Path<'_>,
+        ) -> Result<Option<T>, GoJsonError> {
             let x = T::from_go(v, at)?;
             Ok(if x == T::default() { None } else { Some(x) })
         }

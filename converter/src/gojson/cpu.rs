@@ -2,8 +2,9 @@
 
 use super::go_struct;
 use crate::domain::{
-    Cpu, CpuEmulatorPin, CpuFeature, CpuTopology, CpuTune, CpuTuneIoThreadPin, CpuTuneVcpuPin, MemNode, Numa,
-    NumaCell, NumaCellDistances, NumaCellSibling, NumaTune, NumaTuneMemory, Vcpu, Vcpus, VcpusVcpu,
+    Cpu, CpuEmulatorPin, CpuFeature, CpuTopology, CpuTune, CpuTuneIoThreadPin, CpuTuneVcpuPin,
+    MemNode, Numa, NumaCell, NumaCellDistances, NumaCellSibling, NumaTune, NumaTuneMemory, Vcpu,
+    Vcpus, VcpusVcpu,
 };
 
 go_struct!(Cpu {

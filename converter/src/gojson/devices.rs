@@ -2,13 +2,13 @@
 
 use super::{GoJson, GoJsonError, Path, go_struct, object, xml_name};
 use crate::domain::{
-    AcpiHostDev, Address, Alias, BootOrder, Channel, ChannelSource, ChannelTarget, CharSource, Cid, Console,
-    ConsoleTarget, Controller, ControllerDriver, ControllerTarget, Devices, FilesystemBinary,
-    FilesystemBinaryCache, FilesystemBinaryLock, FilesystemDevice, FilesystemDriver, FilesystemSource,
-    FilesystemTarget, Graphics, GraphicsListen, HostDevDriver, HostDevice, HostDeviceSource, Input, IommuDevice,
-    IommuDriver, IommuOnly, MemBalloon, PanicDevice, PciHole64, RedirectedDevice, RedirectedDeviceSource, Rng,
-    RngBackend, Serial, SerialLog, SerialTarget, SoundCard, Stats, Tpm, TpmBackend, Video,
-    VideoModel, Vsock, Watchdog,
+    AcpiHostDev, Address, Alias, BootOrder, Channel, ChannelSource, ChannelTarget, CharSource, Cid,
+    Console, ConsoleTarget, Controller, ControllerDriver, ControllerTarget, Devices,
+    FilesystemBinary, FilesystemBinaryCache, FilesystemBinaryLock, FilesystemDevice,
+    FilesystemDriver, FilesystemSource, FilesystemTarget, Graphics, GraphicsListen, HostDevDriver,
+    HostDevice, HostDeviceSource, Input, IommuDevice, IommuDriver, IommuOnly, MemBalloon,
+    PanicDevice, PciHole64, RedirectedDevice, RedirectedDeviceSource, Rng, RngBackend, Serial,
+    SerialLog, SerialTarget, SoundCard, Stats, Tpm, TpmBackend, Video, VideoModel, Vsock, Watchdog,
 };
 use serde_json::{Map, Value};
 
@@ -68,7 +68,9 @@ impl GoJson for Alias {
     }
 
     fn from_go(v: &Value, at: &Path<'_>) -> Result<Self, GoJsonError> {
-        let Some(obj) = object(v, at)? else { return Ok(Alias::default()) };
+        let Some(obj) = object(v, at)? else {
+            return Ok(Alias::default());
+        };
         let name = match obj.get("Name") {
             Some(x) => String::from_go(x, &at.key("Name"))?,
             None => String::new(),
@@ -77,7 +79,11 @@ impl GoJson for Alias {
             Some(x) => bool::from_go(x, &at.key("UserDefined"))?,
             None => false,
         };
-        Ok(if user { Alias::user(&name) } else { Alias::plain(&name) })
+        Ok(if user {
+            Alias::user(&name)
+        } else {
+            Alias::plain(&name)
+        })
     }
 }
 

@@ -2,8 +2,9 @@
 
 use super::go_struct;
 use crate::domain::{
-    BackingStore, BlockIo, DataStore, Disk, DiskAuth, DiskDriver, DiskIoThread, DiskIoThreads, DiskSecret,
-    DiskSource, DiskSourceHost, DiskTarget, FormatType, Reservations, SliceType, Slices, SourceReservations,
+    BackingStore, BlockIo, DataStore, Disk, DiskAuth, DiskDriver, DiskIoThread, DiskIoThreads,
+    DiskSecret, DiskSource, DiskSourceHost, DiskTarget, FormatType, Reservations, SliceType,
+    Slices, SourceReservations,
 };
 
 go_struct!(Disk {

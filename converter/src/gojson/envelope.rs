@@ -25,7 +25,11 @@ impl DomainEnvelope {
     /// right after conversion).
     pub fn new(namespace: &str, name: &str, spec: Domain) -> DomainEnvelope {
         DomainEnvelope {
-            meta: ObjectMeta { name: name.to_string(), namespace: namespace.to_string(), ..ObjectMeta::default() },
+            meta: ObjectMeta {
+                name: name.to_string(),
+                namespace: namespace.to_string(),
+                ..ObjectMeta::default()
+            },
             spec,
             ..DomainEnvelope::default()
         }
@@ -49,7 +53,9 @@ impl GoJson for DomainEnvelope {
 
     fn from_go(v: &Value, at: &Path<'_>) -> Result<Self, GoJsonError> {
         let mut out = DomainEnvelope::default();
-        let Some(obj) = object(v, at)? else { return Ok(out) };
+        let Some(obj) = object(v, at)? else {
+            return Ok(out);
+        };
         if let Some(x) = obj.get("kind") {
             out.kind = String::from_go(x, &at.key("kind"))?;
         }
@@ -87,6 +93,7 @@ pub fn from_go_json(v: &Value) -> Result<DomainEnvelope, GoJsonError> {
 
 /// Reads `api.Domain` JSON bytes (`domainJSON`).
 pub fn from_go_json_slice(bytes: &[u8]) -> Result<DomainEnvelope, GoJsonError> {
-    let v: Value = serde_json::from_slice(bytes).map_err(|e| Path::ROOT.invalid(format!("not JSON: {e}")))?;
+    let v: Value =
+        serde_json::from_slice(bytes).map_err(|e| Path::ROOT.invalid(format!("not JSON: {e}")))?;
     from_go_json(&v)
 }

@@ -2,8 +2,8 @@
 
 use super::go_struct;
 use crate::domain::{
-    Empty, FeatureHyperv, FeatureKvm, FeatureSpinlocks, FeatureState, FeatureVendorId, Features, SynicTimer,
-    TlbFlush,
+    Empty, FeatureHyperv, FeatureKvm, FeatureSpinlocks, FeatureState, FeatureVendorId, Features,
+    SynicTimer, TlbFlush,
 };
 
 // Go's field-less structs (`FeatureEnabled`, `ReadOnly`, `BandWidth`, ...) are `{}`.

@@ -2,8 +2,8 @@
 
 use super::{go_struct, xml_name};
 use crate::domain::{
-    Acpi, FilterRef, Interface, InterfaceBackend, InterfaceDriver, InterfaceSource, InterfaceTarget, LinkState,
-    Mac, Model, Mtu, PortForward, PortForwardRange, Rom,
+    Acpi, FilterRef, Interface, InterfaceBackend, InterfaceDriver, InterfaceSource,
+    InterfaceTarget, LinkState, Mac, Model, Mtu, PortForward, PortForwardRange, Rom,
 };
 
 go_struct!(Interface {

@@ -58,14 +58,21 @@ fn put_str(m: &mut Map<String, Value>, key: &str, v: &str) {
 
 fn put_map(m: &mut Map<String, Value>, key: &str, v: &BTreeMap<String, String>) {
     if !v.is_empty() {
-        let obj = v.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+        let obj = v
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
         m.insert(key.into(), Value::Object(obj));
     }
 }
 
 fn get_map(v: &Value, at: &Path<'_>) -> Result<BTreeMap<String, String>, GoJsonError> {
-    let Some(obj) = object(v, at)? else { return Ok(BTreeMap::new()) };
-    obj.iter().map(|(k, x)| Ok((k.clone(), String::from_go(x, &at.key(k))?))).collect()
+    let Some(obj) = object(v, at)? else {
+        return Ok(BTreeMap::new());
+    };
+    obj.iter()
+        .map(|(k, x)| Ok((k.clone(), String::from_go(x, &at.key(k))?)))
+        .collect()
 }
 
 impl GoJson for ObjectMeta {
@@ -80,10 +87,16 @@ impl GoJson for ObjectMeta {
             m.insert("generation".into(), Value::from(self.generation));
         }
         if self.creation_timestamp.is_some() {
-            m.insert("creationTimestamp".into(), modes::time::to(&self.creation_timestamp));
+            m.insert(
+                "creationTimestamp".into(),
+                modes::time::to(&self.creation_timestamp),
+            );
         }
         if self.deletion_timestamp.is_some() {
-            m.insert("deletionTimestamp".into(), modes::time::to(&self.deletion_timestamp));
+            m.insert(
+                "deletionTimestamp".into(),
+                modes::time::to(&self.deletion_timestamp),
+            );
         }
         if let Some(s) = self.deletion_grace_period_seconds {
             m.insert("deletionGracePeriodSeconds".into(), Value::from(s));
@@ -98,9 +111,12 @@ impl GoJson for ObjectMeta {
 
     fn from_go(v: &Value, at: &Path<'_>) -> Result<Self, GoJsonError> {
         let mut out = ObjectMeta::default();
-        let Some(obj) = object(v, at)? else { return Ok(out) };
+        let Some(obj) = object(v, at)? else {
+            return Ok(out);
+        };
         let s = |key: &str| -> Result<String, GoJsonError> {
-            obj.get(key).map_or(Ok(String::new()), |x| String::from_go(x, &at.key(key)))
+            obj.get(key)
+                .map_or(Ok(String::new()), |x| String::from_go(x, &at.key(key)))
         };
         out.name = s("name")?;
         out.generate_name = s("generateName")?;
@@ -117,7 +133,8 @@ impl GoJson for ObjectMeta {
             out.deletion_timestamp = Option::from_go(x, &at.key("deletionTimestamp"))?;
         }
         if let Some(x) = obj.get("deletionGracePeriodSeconds") {
-            out.deletion_grace_period_seconds = Option::from_go(x, &at.key("deletionGracePeriodSeconds"))?;
+            out.deletion_grace_period_seconds =
+                Option::from_go(x, &at.key("deletionGracePeriodSeconds"))?;
         }
         if let Some(x) = obj.get("labels") {
             out.labels = get_map(x, &at.key("labels"))?;
@@ -125,7 +142,11 @@ impl GoJson for ObjectMeta {
         if let Some(x) = obj.get("annotations") {
             out.annotations = get_map(x, &at.key("annotations"))?;
         }
-        out.extra = obj.iter().filter(|(k, _)| !KNOWN.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+        out.extra = obj
+            .iter()
+            .filter(|(k, _)| !KNOWN.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         Ok(out)
     }
 }

@@ -5,8 +5,8 @@
 
 use super::go_struct;
 use crate::domain::{
-    AccessCredentialMetadata, BackupMetadata, GracePeriodMetadata, KubeVirtMetadata, MemoryDumpMetadata,
-    Metadata, MigrationMetadata,
+    AccessCredentialMetadata, BackupMetadata, GracePeriodMetadata, KubeVirtMetadata,
+    MemoryDumpMetadata, Metadata, MigrationMetadata,
 };
 
 go_struct!(Metadata {

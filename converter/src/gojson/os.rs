@@ -2,8 +2,8 @@
 
 use super::go_struct;
 use crate::domain::{
-    AcpiTable, Bios, Boot, BootMenu, Clock, Entry, FirmwareFeature, FirmwareInfo, Loader, NvRam, Os, OsAcpi,
-    OsType, SmBios, SysInfo, Timer,
+    AcpiTable, Bios, Boot, BootMenu, Clock, Entry, FirmwareFeature, FirmwareInfo, Loader, NvRam,
+    Os, OsAcpi, OsType, SmBios, SysInfo, Timer,
 };
 
 go_struct!(Os {
