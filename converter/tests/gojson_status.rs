@@ -332,6 +332,8 @@ fn status_strategy() -> impl Strategy<Value = DomainStatus> {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
     #[test]
     fn status_round_trips_through_go_json_bytes(status in status_strategy(), name in text(), uid in text()) {
         let mut env = DomainEnvelope::new("ns", &name, Domain::default());
@@ -344,4 +346,27 @@ proptest! {
         prop_assert_eq!(v["Status"].as_object().unwrap().len(), 7);
         prop_assert_eq!(v["Status"]["OSInfo"].as_object().unwrap().len(), 8);
     }
+}
+
+#[test]
+fn bytes_escape_like_go_encoding_json() {
+    use kvrs_converter::domain::{Commandline, QemuArg};
+    let odd = "a<b>&c\u{2028}d\u{2029}\u{8}\u{c}\\b\"\n\u{1}é";
+    let spec = Domain {
+        qemu_commandline: Some(Commandline {
+            env: vec![],
+            arg: vec![QemuArg { value: odd.into() }],
+        }),
+        ..Domain::default()
+    };
+    let env = DomainEnvelope::new("ns", "vm", spec);
+    let bytes = to_go_json_vec(&env);
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    // What Go's encoding/json writes for that string.
+    let go = r#""a\u003cb\u003e\u0026c\u2028d\u2029\u0008\u000c\\b\"\n\u0001é""#;
+    assert!(text.contains(go), "{text}");
+    assert_eq!(from_go_json_slice(&bytes).unwrap(), env);
+    let pretty = kvrs_converter::gojson::to_go_json_pretty(&env);
+    assert!(String::from_utf8(pretty.clone()).unwrap().contains(go));
+    assert_eq!(from_go_json_slice(&pretty).unwrap(), env);
 }

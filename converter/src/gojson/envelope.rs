@@ -80,10 +80,60 @@ pub fn to_go_json(domain: &DomainEnvelope) -> Value {
     domain.to_go()
 }
 
-/// The domain as JSON bytes, ready for `domainJSON` / the `GetDomain` response.
+/// The domain as the bytes Go's `json.Marshal` writes, ready for `domainJSON` / the `GetDomain`
+/// response.
 pub fn to_go_json_vec(domain: &DomainEnvelope) -> Vec<u8> {
     // Writing a `Value` to a Vec cannot fail: every key is a string and no number is NaN.
-    serde_json::to_vec(&domain.to_go()).unwrap_or_default()
+    go_escape(serde_json::to_vec(&domain.to_go()).unwrap_or_default())
+}
+
+/// The bytes of Go's `json.MarshalIndent(domain, "", "  ")` (two-space indent, no final newline).
+pub fn to_go_json_pretty(domain: &DomainEnvelope) -> Vec<u8> {
+    go_escape(serde_json::to_vec_pretty(&domain.to_go()).unwrap_or_default())
+}
+
+/// Rewrites serde_json's string escapes into Go's: Go also escapes `<`, `>`, `&`, U+2028 and
+/// U+2029, and writes backspace and form feed as `\u0008` / `\u000c`. Outside strings JSON
+/// text has none of these bytes, so the rewrite needs no parser; `\\` pairs are copied whole.
+fn go_escape(json: Vec<u8>) -> Vec<u8> {
+    if !json
+        .iter()
+        .any(|b| matches!(b, b'<' | b'>' | b'&' | b'\\' | 0xE2))
+    {
+        return json;
+    }
+    let mut out = Vec::with_capacity(json.len() + 16);
+    let mut i = 0;
+    while i < json.len() {
+        let b = json[i];
+        match b {
+            b'<' => out.extend_from_slice(br"\u003c"),
+            b'>' => out.extend_from_slice(br"\u003e"),
+            b'&' => out.extend_from_slice(br"\u0026"),
+            0xE2 if json.get(i + 1) == Some(&0x80)
+                && matches!(json.get(i + 2), Some(0xA8 | 0xA9)) =>
+            {
+                out.extend_from_slice(if json[i + 2] == 0xA8 {
+                    br"\u2028"
+                } else {
+                    br"\u2029"
+                });
+                i += 2;
+            }
+            b'\\' => {
+                match json.get(i + 1) {
+                    Some(b'b') => out.extend_from_slice(br"\u0008"),
+                    Some(b'f') => out.extend_from_slice(br"\u000c"),
+                    Some(&next) => out.extend_from_slice(&[b'\\', next]),
+                    None => out.push(b'\\'),
+                }
+                i += 1;
+            }
+            _ => out.push(b),
+        }
+        i += 1;
+    }
+    out
 }
 
 /// Reads the JSON of an `api.Domain`; errors name the field path (`Spec.Devices.Disks[0]...`).
