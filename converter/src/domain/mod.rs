@@ -17,6 +17,7 @@ mod interface;
 mod memory;
 mod metadata;
 mod os;
+mod writer;
 
 pub use cpu::*;
 pub use devices::*;
@@ -41,7 +42,7 @@ pub struct Empty {}
 pub enum XmlError {
     /// The domain could not be written as XML.
     #[error("writing domain XML: {0}")]
-    Write(#[from] quick_xml::SeError),
+    Write(#[from] writer::WriteError),
     /// The text is not a domain XML this model understands.
     #[error("reading domain XML: {0}")]
     Read(#[from] quick_xml::DeError),
@@ -138,18 +139,12 @@ impl Domain {
     /// assert_eq!(Domain::from_xml(&xml).unwrap(), d);
     /// ```
     pub fn to_xml(&self) -> Result<String, XmlError> {
-        let mut out = String::with_capacity(4096);
-        let mut ser = quick_xml::se::Serializer::new(&mut out);
-        ser.indent('\t', 1);
-        self.serialize(ser)?;
-        Ok(out)
+        Ok(writer::to_string(self, "domain", true, 6144)?)
     }
 
     /// Writes the domain as XML without any indentation (fastest; same tree).
     pub fn to_xml_compact(&self) -> Result<String, XmlError> {
-        let mut out = String::with_capacity(4096);
-        self.serialize(quick_xml::se::Serializer::new(&mut out))?;
-        Ok(out)
+        Ok(writer::to_string(self, "domain", false, 4096)?)
     }
 
     /// Parses a domain XML (KubeVirt's or libvirt's own `dumpxml` output).
