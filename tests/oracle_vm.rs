@@ -11,7 +11,7 @@ use kvrs_core::ClusterConfig;
 use kvrs_core::decide::meta::without_zero_values;
 use kvrs_core::decide::scenario::Scenario;
 use kvrs_core::decide::store::ObjectStore;
-use kvrs_core::decide::vm::{decide_vm, jitter_for_extra_seconds, MAX_DELAY_SECONDS};
+use kvrs_core::decide::vm::{MAX_DELAY_SECONDS, decide_vm, jitter_for_extra_seconds};
 use kvrs_core::decide::vmi::decide_vmi;
 use kvrs_core::decide::{Plan, QueueOutcome, WriteOp};
 use serde_json::{Value, json};
@@ -81,7 +81,14 @@ fn norm(v: &Value) -> Value {
 fn meta_view(o: &Value) -> Value {
     let m = &o["metadata"];
     let mut out = serde_json::Map::new();
-    for k in ["name", "labels", "annotations", "finalizers", "ownerReferences", "deletionTimestamp"] {
+    for k in [
+        "name",
+        "labels",
+        "annotations",
+        "finalizers",
+        "ownerReferences",
+        "deletionTimestamp",
+    ] {
         if let Some(x) = m.get(k) {
             out.insert(k.into(), x.clone());
         }
@@ -124,7 +131,9 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
     // Replay the oracle's jitter draw (the jitter is an input of the decision).
     if let (Some(d), Some(count)) = (
         oracle.get("derived"),
-        oracle.pointer("/vmStatus/startFailure/consecutiveFailCount").and_then(Value::as_i64),
+        oracle
+            .pointer("/vmStatus/startFailure/consecutiveFailCount")
+            .and_then(Value::as_i64),
     ) {
         let extra = d["startFailureJitterSeconds"].as_i64().unwrap_or(0);
         s.jitter = Some(jitter_for_extra_seconds(count, MAX_DELAY_SECONDS, extra));
@@ -153,7 +162,11 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
     let sent = match &error {
         Some(_) if queue == QueueOutcome::RateLimited && plan.error.is_none() => {
             let mut probe = seed_store(&s, &raw);
-            plan.writes.iter().take_while(|w| probe.apply(w, now).is_ok()).count() + 1
+            plan.writes
+                .iter()
+                .take_while(|w| probe.apply(w, now).is_ok())
+                .count()
+                + 1
         }
         _ => plan.writes.len(),
     };
@@ -166,7 +179,12 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
                 "update" => "patch",
                 v => v,
             };
-            (verb.to_string(), w.resource.clone(), w.subresource.clone().unwrap_or_default(), w.name.clone())
+            (
+                verb.to_string(),
+                w.resource.clone(),
+                w.subresource.clone().unwrap_or_default(),
+                w.name.clone(),
+            )
         })
         .collect();
     let mut theirs: Vec<(String, String, String, String)> = oracle["actions"]
@@ -189,18 +207,30 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
         .collect();
     if name == "vm-no-firmware-uuid" {
         // Listed difference: KubeVirt's redundant full update after the firmware patch.
-        if let Some(i) = theirs.iter().position(|t| t.0 == "patch" && t.1 == "virtualmachines" && t.2.is_empty()).map(|i| i + 1)
-            && theirs.get(i).is_some_and(|t| t.1 == "virtualmachines" && t.2.is_empty())
+        if let Some(i) = theirs
+            .iter()
+            .position(|t| t.0 == "patch" && t.1 == "virtualmachines" && t.2.is_empty())
+            .map(|i| i + 1)
+            && theirs
+                .get(i)
+                .is_some_and(|t| t.1 == "virtualmachines" && t.2.is_empty())
         {
             theirs.remove(i);
         }
     }
     if ours != theirs {
-        diffs.push(format!("writes differ:\n  kubevirt {theirs:?}\n  kvrs     {ours:?}"));
+        diffs.push(format!(
+            "writes differ:\n  kubevirt {theirs:?}\n  kvrs     {ours:?}"
+        ));
     }
 
     // Created VMIs and ControllerRevisions: the object sent.
-    for a in oracle["actions"].as_array().unwrap().iter().filter(|a| a["verb"] == "create") {
+    for a in oracle["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["verb"] == "create")
+    {
         let res = a["resource"].as_str().unwrap();
         if res == "pods" {
             continue; // rendered by crate::pod, compared by its own oracle test
@@ -211,7 +241,11 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
         });
         match mine {
             Some(m) if norm(&m) == norm(&a["object"]) => {}
-            Some(m) => diffs.push(format!("created {res} differs:\n  kubevirt {}\n  kvrs     {}", norm(&a["object"]), norm(&m))),
+            Some(m) => diffs.push(format!(
+                "created {res} differs:\n  kubevirt {}\n  kvrs     {}",
+                norm(&a["object"]),
+                norm(&m)
+            )),
             None => diffs.push(format!("kvrs did not create {res}")),
         }
     }
@@ -221,7 +255,9 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
         let theirs = oracle.get("vmStatus").map(norm);
         let mine = status.as_ref().map(norm);
         if theirs != mine {
-            diffs.push(format!("vmStatus differs:\n  kubevirt {theirs:?}\n  kvrs     {mine:?}"));
+            diffs.push(format!(
+                "vmStatus differs:\n  kubevirt {theirs:?}\n  kvrs     {mine:?}"
+            ));
         }
     }
 
@@ -229,17 +265,29 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
     let fin = &oracle["final"];
     let ns_name = |o: &Value| {
         (
-            o.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_string(),
-            o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string(),
+            o.pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("default")
+                .to_string(),
+            o.pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
         )
     };
-    for (k, res) in [("vm", "virtualmachines"), ("vmi", "virtualmachineinstances")] {
+    for (k, res) in [
+        ("vm", "virtualmachines"),
+        ("vmi", "virtualmachineinstances"),
+    ] {
         let theirs = fin.get(k).filter(|v| !v.is_null());
         let subject = raw.get(k).filter(|v| !v.is_null()).or(theirs);
         let Some(subject) = subject else { continue };
         let (ns, n) = ns_name(subject);
         let mine = store.get(res, &ns, &n);
-        let (mut t, m) = (theirs.map(|o| object_view(res, o)), mine.map(|o| object_view(res, o)));
+        let (mut t, m) = (
+            theirs.map(|o| object_view(res, o)),
+            mine.map(|o| object_view(res, o)),
+        );
         if name == "vm-halted-absent-start-request"
             && let Some(t) = t.as_mut()
         {
@@ -247,26 +295,45 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
             t["spec"]["runStrategy"] = json!("Always");
         }
         if t != m {
-            diffs.push(format!("final {k} differs:\n  kubevirt {t:?}\n  kvrs     {m:?}"));
+            diffs.push(format!(
+                "final {k} differs:\n  kubevirt {t:?}\n  kvrs     {m:?}"
+            ));
         }
     }
-    let their_pods: Vec<Value> = fin.get("pods").and_then(Value::as_array).into_iter().flatten().map(|p| object_view("pods", p)).collect();
+    let their_pods: Vec<Value> = fin
+        .get("pods")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|p| object_view("pods", p))
+        .collect();
     let my_pods: Vec<Value> = store.list("pods").map(|p| object_view("pods", p)).collect();
     if their_pods != my_pods {
-        diffs.push(format!("final pods differ:\n  kubevirt {their_pods:?}\n  kvrs     {my_pods:?}"));
+        diffs.push(format!(
+            "final pods differ:\n  kubevirt {their_pods:?}\n  kvrs     {my_pods:?}"
+        ));
     }
 
     // Events, queue, error.
     let my_events: Vec<Value> = plan.events.iter().map(|e| e.to_json()).collect();
     if Value::Array(my_events.clone()) != oracle["events"] {
-        diffs.push(format!("events differ:\n  kubevirt {}\n  kvrs     {:?}", oracle["events"], my_events));
+        diffs.push(format!(
+            "events differ:\n  kubevirt {}\n  kvrs     {:?}",
+            oracle["events"], my_events
+        ));
     }
     let q = queue_json(queue, &key);
     if q != oracle["queue"] {
-        diffs.push(format!("queue differs: kubevirt {} kvrs {q}", oracle["queue"]));
+        diffs.push(format!(
+            "queue differs: kubevirt {} kvrs {q}",
+            oracle["queue"]
+        ));
     }
     if error.as_deref() != oracle.get("error").and_then(Value::as_str) {
-        diffs.push(format!("error differs: kubevirt {:?} kvrs {error:?}", oracle.get("error")));
+        diffs.push(format!(
+            "error differs: kubevirt {:?} kvrs {error:?}",
+            oracle.get("error")
+        ));
     }
     Outcome { diffs }
 }
@@ -283,10 +350,20 @@ fn oracle_vm_scenarios_match_kubevirt() {
             failed.push(format!("--- {c}\n{}", o.diffs.join("\n")));
         }
     }
-    println!("{}/{} scenarios match", cases.len() - failed.len(), cases.len());
+    println!(
+        "{}/{} scenarios match",
+        cases.len() - failed.len(),
+        cases.len()
+    );
     println!("differences kept on purpose:");
     for (case, kv, why) in DIFFERENCES {
         println!("  {case}: KubeVirt {kv}; {why}");
     }
-    assert!(failed.is_empty(), "{}/{} scenarios differ:\n{}", failed.len(), cases.len(), failed.join("\n"));
+    assert!(
+        failed.is_empty(),
+        "{}/{} scenarios differ:\n{}",
+        failed.len(),
+        cases.len(),
+        failed.join("\n")
+    );
 }

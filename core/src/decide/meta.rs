@@ -45,7 +45,10 @@ pub fn label<'a>(meta: &'a ObjectMeta, k: &str) -> Option<&'a str> {
 
 /// The owner reference marked `controller: true`, if any.
 pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
-    meta.owner_references.iter().flatten().find(|r| r.controller == Some(true))
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
 }
 
 /// Whether both API-version annotations say `v1` (until they do, a controller's only job is to
@@ -69,7 +72,9 @@ pub fn controller_ref_json(kind: &str, name: &str, uid: &str) -> Value {
 
 /// A Kubernetes timestamp from seconds since the epoch.
 pub fn time_at(unix: i64) -> Option<Time> {
-    k8s_openapi::jiff::Timestamp::from_second(unix).ok().map(Time)
+    k8s_openapi::jiff::Timestamp::from_second(unix)
+        .ok()
+        .map(Time)
 }
 
 /// Seconds since the epoch of a Kubernetes timestamp.

@@ -69,7 +69,11 @@ pub fn replace_map(
     let new_v = serde_json::to_value(new).unwrap_or(Value::Null);
     match old {
         Some(o) => Value::Array(vec![
-            op("test", path, Some(serde_json::to_value(o).unwrap_or(Value::Null))),
+            op(
+                "test",
+                path,
+                Some(serde_json::to_value(o).unwrap_or(Value::Null)),
+            ),
             op("replace", path, Some(new_v)),
         ]),
         None => Value::Array(vec![op("add", path, Some(new_v))]),
@@ -94,11 +98,20 @@ fn segments(path: &str) -> Result<Vec<String>, PatchError> {
     if path.is_empty() {
         return Ok(vec![]);
     }
-    let rest = path.strip_prefix('/').ok_or_else(|| PatchError::BadPath(path.into()))?;
-    Ok(rest.split('/').map(|s| s.replace("~1", "/").replace("~0", "~")).collect())
+    let rest = path
+        .strip_prefix('/')
+        .ok_or_else(|| PatchError::BadPath(path.into()))?;
+    Ok(rest
+        .split('/')
+        .map(|s| s.replace("~1", "/").replace("~0", "~"))
+        .collect())
 }
 
-fn parent_mut<'a>(doc: &'a mut Value, segs: &[String], path: &str) -> Result<&'a mut Value, PatchError> {
+fn parent_mut<'a>(
+    doc: &'a mut Value,
+    segs: &[String],
+    path: &str,
+) -> Result<&'a mut Value, PatchError> {
     let mut cur = doc;
     for s in segs {
         cur = match cur {
@@ -123,10 +136,14 @@ fn get<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
 /// A `test` against `null` succeeds when the path is absent, and a `replace` of an absent member
 /// adds it, as the API server's patch implementation does.
 pub fn apply_json_patch(doc: &mut Value, patch: &Value) -> Result<(), PatchError> {
-    let ops = patch.as_array().ok_or_else(|| PatchError::Malformed("not an array".into()))?;
+    let ops = patch
+        .as_array()
+        .ok_or_else(|| PatchError::Malformed("not an array".into()))?;
     for o in ops {
         let kind = o["op"].as_str().unwrap_or_default();
-        let path = o["path"].as_str().ok_or_else(|| PatchError::Malformed("no path".into()))?;
+        let path = o["path"]
+            .as_str()
+            .ok_or_else(|| PatchError::Malformed("no path".into()))?;
         let value = o.get("value").cloned().unwrap_or(Value::Null);
         match kind {
             "test" => {
@@ -166,8 +183,9 @@ pub fn apply_json_patch(doc: &mut Value, patch: &Value) -> Result<(), PatchError
             }
             "remove" => {
                 let segs = segments(path)?;
-                let (last, parents) =
-                    segs.split_last().ok_or_else(|| PatchError::BadPath(path.into()))?;
+                let (last, parents) = segs
+                    .split_last()
+                    .ok_or_else(|| PatchError::BadPath(path.into()))?;
                 let parent = parent_mut(doc, parents, path)?;
                 let removed = match parent {
                     Value::Object(m) => m.remove(last).is_some(),
@@ -231,7 +249,9 @@ pub fn apply_strategic_merge_patch(doc: &mut Value, patch: &Value) {
         } else if k == "conditions" {
             let cur = dm.entry(k.clone()).or_insert_with(|| json!([]));
             merge_keyed_list(cur, v, "type");
-            if let Some(order) = pm.get(&format!("$setElementOrder/{k}")).and_then(Value::as_array)
+            if let Some(order) = pm
+                .get(&format!("$setElementOrder/{k}"))
+                .and_then(Value::as_array)
             {
                 reorder(cur, order, "type");
             }
@@ -255,8 +275,15 @@ fn merge_keyed_list(cur: &mut Value, patch: &Value, key: &str) {
 }
 
 fn reorder(cur: &mut Value, order: &[Value], key: &str) {
-    let Some(items) = cur.as_array_mut() else { return };
-    let pos = |v: &Value| order.iter().position(|o| o.get(key) == v.get(key)).unwrap_or(usize::MAX);
+    let Some(items) = cur.as_array_mut() else {
+        return;
+    };
+    let pos = |v: &Value| {
+        order
+            .iter()
+            .position(|o| o.get(key) == v.get(key))
+            .unwrap_or(usize::MAX)
+    };
     items.sort_by_key(pos);
 }
 

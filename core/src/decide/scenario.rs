@@ -121,7 +121,10 @@ impl Scenario {
         match &self.feature_gates {
             Some(Value::String(s)) => ClusterConfig::with_feature_gates(s),
             Some(Value::Array(a)) => ClusterConfig::with_feature_gates(
-                &a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","),
+                &a.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(","),
             ),
             _ => ClusterConfig::default(),
         }
@@ -135,12 +138,18 @@ impl Scenario {
         if let Some(vm) = &self.vm {
             return meta::key(&vm.metadata);
         }
-        self.vmi.as_ref().map(|v| meta::key(&v.metadata)).unwrap_or_default()
+        self.vmi
+            .as_ref()
+            .map(|v| meta::key(&v.metadata))
+            .unwrap_or_default()
     }
 
     fn expectations(&self) -> PendingExpectations {
         self.expectations
-            .map(|e| PendingExpectations { creations: e.creations, deletions: e.deletions })
+            .map(|e| PendingExpectations {
+                creations: e.creations,
+                deletions: e.deletions,
+            })
             .unwrap_or_default()
     }
 
@@ -156,7 +165,11 @@ impl Scenario {
             meta::name(&v.metadata) == meta::name(&vm.metadata)
                 && meta::namespace(&v.metadata) == meta::namespace(&vm.metadata)
         };
-        let vmi = self.vmi.as_ref().filter(same_name).or(extra_vmi.as_ref().filter(same_name));
+        let vmi = self
+            .vmi
+            .as_ref()
+            .filter(same_name)
+            .or(extra_vmi.as_ref().filter(same_name));
         Ok(VmWorld {
             vm,
             vmi,
@@ -183,7 +196,10 @@ impl Scenario {
     }
 
     /// The VMI decision's inputs.
-    pub fn vmi_world<'a>(&'a self, config: &'a ClusterConfig) -> Result<VmiWorld<'a>, ScenarioError> {
+    pub fn vmi_world<'a>(
+        &'a self,
+        config: &'a ClusterConfig,
+    ) -> Result<VmiWorld<'a>, ScenarioError> {
         let vmi = self.vmi.as_ref().ok_or(ScenarioError::Missing("vmi"))?;
         Ok(VmiWorld {
             vmi,
@@ -212,9 +228,15 @@ fn serde_path_to_error_lite(v: Value) -> Result<Scenario, ScenarioError> {
                 } else {
                     serde_json::from_value::<VirtualMachineInstance>(obj.clone()).map(|_| ())
                 };
-                r.map_err(|e| ScenarioError::Shape { path: k.into(), reason: e.to_string() })?;
+                r.map_err(|e| ScenarioError::Shape {
+                    path: k.into(),
+                    reason: e.to_string(),
+                })?;
             }
         }
     }
-    serde_json::from_value(v).map_err(|e| ScenarioError::Shape { path: "$".into(), reason: e.to_string() })
+    serde_json::from_value(v).map_err(|e| ScenarioError::Shape {
+        path: "$".into(),
+        reason: e.to_string(),
+    })
 }

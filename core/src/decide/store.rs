@@ -23,7 +23,9 @@ pub struct ObjectStore {
 
 fn group_of(resource: &str) -> &'static str {
     match resource {
-        "virtualmachines" | "virtualmachineinstances" | "virtualmachineinstancemigrations" => ".kubevirt.io",
+        "virtualmachines" | "virtualmachineinstances" | "virtualmachineinstancemigrations" => {
+            ".kubevirt.io"
+        }
         "controllerrevisions" => ".apps",
         _ => "",
     }
@@ -37,13 +39,24 @@ pub fn not_found(resource: &str, name: &str) -> String {
 impl ObjectStore {
     /// An empty store naming generated objects with suffix `00000`, as the oracles' fake does.
     pub fn new() -> Self {
-        Self { objects: BTreeMap::new(), generate_suffix: "00000".into() }
+        Self {
+            objects: BTreeMap::new(),
+            generate_suffix: "00000".into(),
+        }
     }
 
     /// Stores `obj` under `resource` (namespace `default` when unset).
     pub fn insert(&mut self, resource: &str, obj: Value) {
-        let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_string();
-        let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let ns = obj
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default")
+            .to_string();
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         self.objects.insert((resource.into(), ns, name), obj);
     }
 
@@ -54,7 +67,10 @@ impl ObjectStore {
 
     /// All objects of `resource`.
     pub fn list<'a>(&'a self, resource: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
-        self.objects.iter().filter(move |((r, _, _), _)| r == resource).map(|(_, v)| v)
+        self.objects
+            .iter()
+            .filter(move |((r, _, _), _)| r == resource)
+            .map(|(_, v)| v)
     }
 
     /// Applies the plan's writes in order until one fails. Returns the plan's outcome as the
@@ -75,20 +91,34 @@ impl ObjectStore {
             WriteOp::Create { object } => {
                 let mut obj = object.clone();
                 let mut name = w.name.clone();
-                if obj.pointer("/metadata/name").and_then(Value::as_str).is_none_or(str::is_empty) {
-                    let prefix = obj.pointer("/metadata/generateName").and_then(Value::as_str).unwrap_or_default();
+                if obj
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
+                    let prefix = obj
+                        .pointer("/metadata/generateName")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
                     name = format!("{prefix}{}", self.generate_suffix);
                     obj["metadata"]["name"] = json!(name);
                 }
                 let key = (w.resource.clone(), w.namespace.clone(), name.clone());
                 if self.objects.contains_key(&key) {
-                    return Err(format!("{}{} \"{name}\" already exists", w.resource, group_of(&w.resource)));
+                    return Err(format!(
+                        "{}{} \"{name}\" already exists",
+                        w.resource,
+                        group_of(&w.resource)
+                    ));
                 }
                 self.objects.insert(key, obj);
                 Ok(())
             }
             WriteOp::Update { object } => {
-                let cur = self.objects.get_mut(&key).ok_or_else(|| not_found(&w.resource, &w.name))?;
+                let cur = self
+                    .objects
+                    .get_mut(&key)
+                    .ok_or_else(|| not_found(&w.resource, &w.name))?;
                 let had = finalizer_count(cur);
                 if w.subresource.as_deref() == Some("status") {
                     cur["status"] = object.get("status").cloned().unwrap_or(Value::Null);
@@ -105,10 +135,15 @@ impl ObjectStore {
                 Ok(())
             }
             WriteOp::Patch { patch_type, patch } => {
-                let cur = self.objects.get_mut(&key).ok_or_else(|| not_found(&w.resource, &w.name))?;
+                let cur = self
+                    .objects
+                    .get_mut(&key)
+                    .ok_or_else(|| not_found(&w.resource, &w.name))?;
                 let mut next = cur.clone();
                 match patch_type {
-                    PatchType::Json => apply_json_patch(&mut next, patch).map_err(|e| e.to_string())?,
+                    PatchType::Json => {
+                        apply_json_patch(&mut next, patch).map_err(|e| e.to_string())?
+                    }
                     PatchType::Merge => apply_merge_patch(&mut next, patch),
                     PatchType::StrategicMerge => apply_strategic_merge_patch(&mut next, patch),
                 }
@@ -120,7 +155,10 @@ impl ObjectStore {
                 Ok(())
             }
             WriteOp::Delete { precondition_uid } => {
-                let cur = self.objects.get_mut(&key).ok_or_else(|| not_found(&w.resource, &w.name))?;
+                let cur = self
+                    .objects
+                    .get_mut(&key)
+                    .ok_or_else(|| not_found(&w.resource, &w.name))?;
                 if let Some(uid) = precondition_uid
                     && cur.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str())
                 {
@@ -131,9 +169,15 @@ impl ObjectStore {
                     .and_then(Value::as_array)
                     .is_some_and(|a| !a.is_empty());
                 let bound_pod = w.resource == "pods"
-                    && cur.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+                    && cur
+                        .pointer("/spec/nodeName")
+                        .and_then(Value::as_str)
+                        .is_some_and(|n| !n.is_empty());
                 if has_finalizers || bound_pod {
-                    if cur.pointer("/metadata/deletionTimestamp").is_none_or(Value::is_null) {
+                    if cur
+                        .pointer("/metadata/deletionTimestamp")
+                        .is_none_or(Value::is_null)
+                    {
                         let grace = cur
                             .pointer("/spec/terminationGracePeriodSeconds")
                             .and_then(Value::as_i64)
@@ -152,8 +196,11 @@ impl ObjectStore {
     /// A terminating object whose last finalizer was just removed is gone.
     fn finish_deletion(&mut self, key: &(String, String, String)) {
         let gone = self.objects.get(key).is_some_and(|o| {
-            o.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null())
-                && o.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(Vec::is_empty)
+            o.pointer("/metadata/deletionTimestamp")
+                .is_some_and(|d| !d.is_null())
+                && o.pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .is_none_or(Vec::is_empty)
         });
         if gone {
             self.objects.remove(key);
@@ -162,5 +209,7 @@ impl ObjectStore {
 }
 
 fn finalizer_count(o: &Value) -> usize {
-    o.pointer("/metadata/finalizers").and_then(Value::as_array).map_or(0, Vec::len)
+    o.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len)
 }

@@ -37,7 +37,8 @@ pub struct Args {
 pub fn run(args: Args) -> Result<(), CliError> {
     let origin = args.scenario.display().to_string();
     let doc = parse_document(&read_text(&args.scenario)?, &origin)?;
-    let scenario = Scenario::from_value(doc).map_err(|e| CliError::Input(format!("{origin}: {e}")))?;
+    let scenario =
+        Scenario::from_value(doc).map_err(|e| CliError::Input(format!("{origin}: {e}")))?;
     let out = match args.mode {
         Mode::Vm => decide_vm(&scenario),
         Mode::Vmi => decide_vmi(&scenario),

@@ -15,7 +15,10 @@ use crate::decide::{ApiWrite, Event, ObjectRef, PatchType, Plan, QueueOutcome, W
 /// The status write as kvrs sends it: a JSON patch that replaces `/status`, guarded by the
 /// resourceVersion read (KubeVirt's full update of the VMI has the same optimistic-concurrency
 /// guard, and VMIs have no status subresource).
-pub fn status_write(vmi: &VirtualMachineInstance, status: &VirtualMachineInstanceStatus) -> ApiWrite {
+pub fn status_write(
+    vmi: &VirtualMachineInstance,
+    status: &VirtualMachineInstanceStatus,
+) -> ApiWrite {
     let ns = vmi.metadata.namespace.as_deref().unwrap_or("default");
     let name = vmi.metadata.name.as_deref().unwrap_or("");
     let mut ops = Vec::new();
@@ -23,7 +26,10 @@ pub fn status_write(vmi: &VirtualMachineInstance, status: &VirtualMachineInstanc
         ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
     }
     ops.push(json!({"op": "replace", "path": "/status", "value": status}));
-    let patch = WriteOp::Patch { patch_type: PatchType::Json, patch: Value::Array(ops) };
+    let patch = WriteOp::Patch {
+        patch_type: PatchType::Json,
+        patch: Value::Array(ops),
+    };
     ApiWrite::new("virtualmachineinstances", ns, name, patch)
 }
 

@@ -52,9 +52,15 @@ mod tests {
             let base = base_delay_seconds(n, 300);
             for j in [0.0, 0.3, 0.999_999, 1.0] {
                 let d = start_backoff_seconds(n, 300, j);
-                assert!(d >= base.min(300) && d <= (base + base / 2).min(300), "{n} {j} {d}");
+                assert!(
+                    d >= base.min(300) && d <= (base + base / 2).min(300),
+                    "{n} {j} {d}"
+                );
             }
         }
-        assert_eq!(start_backoff_seconds(1, 300, jitter_for_extra_seconds(1, 300, 5)), 15);
+        assert_eq!(
+            start_backoff_seconds(1, 300, jitter_for_extra_seconds(1, 300, 5)),
+            15
+        );
     }
 }

@@ -33,7 +33,10 @@ pub(super) fn claim_vmi(r: &mut Reconcile<'_, '_>) -> Option<VirtualMachineInsta
                 "virtualmachineinstances",
                 &r.ns(),
                 meta::name(&vmi.metadata),
-                WriteOp::Patch { patch_type: PatchType::Merge, patch },
+                WriteOp::Patch {
+                    patch_type: PatchType::Merge,
+                    patch,
+                },
             ));
             Some(vmi.clone())
         }

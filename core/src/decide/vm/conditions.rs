@@ -63,8 +63,12 @@ pub(crate) fn sync_conditions(
         }
         Some(v) => match state::condition(v, "Ready") {
             None => {
-                let mut c =
-                    cond("Ready", "False", "VMIConditionMissing", "VMI is missing the Ready condition");
+                let mut c = cond(
+                    "Ready",
+                    "False",
+                    "VMIConditionMissing",
+                    "VMI is missing the Ready condition",
+                );
                 c.last_probe_time = Some(meta::time_json(now));
                 c.last_transition_time = Some(meta::time_json(now));
                 c
@@ -93,8 +97,15 @@ pub(crate) fn sync_conditions(
     }
 
     let Some(vmi) = vmi else { return };
-    let vmi_conds = vmi.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
-    for c in vmi_conds.iter().filter(|c| !NOT_COPIED.contains(&c.r#type.as_str())) {
+    let vmi_conds = vmi
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    for c in vmi_conds
+        .iter()
+        .filter(|c| !NOT_COPIED.contains(&c.r#type.as_str()))
+    {
         update(
             st,
             VirtualMachineCondition {
@@ -110,7 +121,8 @@ pub(crate) fn sync_conditions(
     }
     if let Some(conds) = st.conditions.as_mut() {
         conds.retain(|c| {
-            NOT_COPIED.contains(&c.r#type.as_str()) || vmi_conds.iter().any(|v| v.r#type == c.r#type)
+            NOT_COPIED.contains(&c.r#type.as_str())
+                || vmi_conds.iter().any(|v| v.r#type == c.r#type)
         });
     }
 }

@@ -13,8 +13,19 @@ use crate::decide::{ApiWrite, PatchType, WriteOp, meta};
 fn finalizers_patch(old: Option<&Vec<String>>, new: &[String]) -> Value {
     let path = "/metadata/finalizers";
     Value::Array(vec![
-        op("test", path, Some(old.and_then(|o| serde_json::to_value(o).ok()).unwrap_or(Value::Null))),
-        op("replace", path, Some(serde_json::to_value(new).unwrap_or(Value::Null))),
+        op(
+            "test",
+            path,
+            Some(
+                old.and_then(|o| serde_json::to_value(o).ok())
+                    .unwrap_or(Value::Null),
+            ),
+        ),
+        op(
+            "replace",
+            path,
+            Some(serde_json::to_value(new).unwrap_or(Value::Null)),
+        ),
     ])
 }
 
@@ -31,7 +42,10 @@ pub(super) fn add_vm_finalizer(r: &mut Reconcile<'_, '_>) {
         "virtualmachines",
         &r.ns(),
         &r.name(),
-        WriteOp::Patch { patch_type: PatchType::Json, patch: finalizers_patch(orig.as_ref(), &new) },
+        WriteOp::Patch {
+            patch_type: PatchType::Json,
+            patch: finalizers_patch(orig.as_ref(), &new),
+        },
     ));
     r.vm.metadata.finalizers = Some(new);
 }
@@ -43,12 +57,19 @@ pub(super) fn remove_vm_finalizer(r: &mut Reconcile<'_, '_>) {
     }
     let orig = r.vm.metadata.finalizers.clone();
     let old = orig.clone().unwrap_or_default();
-    let new: Vec<String> = old.iter().filter(|f| *f != VM_CONTROLLER_FINALIZER).cloned().collect();
+    let new: Vec<String> = old
+        .iter()
+        .filter(|f| *f != VM_CONTROLLER_FINALIZER)
+        .cloned()
+        .collect();
     r.plan.writes.push(ApiWrite::new(
         "virtualmachines",
         &r.ns(),
         &r.name(),
-        WriteOp::Patch { patch_type: PatchType::Json, patch: finalizers_patch(orig.as_ref(), &new) },
+        WriteOp::Patch {
+            patch_type: PatchType::Json,
+            patch: finalizers_patch(orig.as_ref(), &new),
+        },
     ));
     r.vm.metadata.finalizers = Some(new);
 }
@@ -60,11 +81,18 @@ pub(super) fn remove_vmi_finalizer(r: &mut Reconcile<'_, '_>, vmi: &VirtualMachi
     }
     let orig = vmi.metadata.finalizers.clone();
     let old = orig.clone().unwrap_or_default();
-    let new: Vec<String> = old.iter().filter(|f| *f != VM_CONTROLLER_FINALIZER).cloned().collect();
+    let new: Vec<String> = old
+        .iter()
+        .filter(|f| *f != VM_CONTROLLER_FINALIZER)
+        .cloned()
+        .collect();
     r.plan.writes.push(ApiWrite::new(
         "virtualmachineinstances",
         meta::namespace(&vmi.metadata),
         meta::name(&vmi.metadata),
-        WriteOp::Patch { patch_type: PatchType::Json, patch: finalizers_patch(orig.as_ref(), &new) },
+        WriteOp::Patch {
+            patch_type: PatchType::Json,
+            patch: finalizers_patch(orig.as_ref(), &new),
+        },
     ));
 }

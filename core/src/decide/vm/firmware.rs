@@ -20,7 +20,14 @@ pub fn legacy_firmware_uuid(name: &str) -> String {
     u[6] = (u[6] & 0x0f) | 0x50; // version 5
     u[8] = (u[8] & 0x3f) | 0x80; // RFC 4122 variant
     let hex: String = u.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
 }
 
 /// SHA-1 (FIPS 180-4). Only used to derive UUIDs, never for security.
@@ -49,7 +56,12 @@ fn sha1(data: &[u8]) -> [u8; 20] {
                 40..=59 => ((b & c) | (b & d) | (c & d), 0x8F1BBCDC),
                 _ => (b ^ c ^ d, 0xCA62C1D6),
             };
-            let t = a.rotate_left(5).wrapping_add(f).wrapping_add(e).wrapping_add(k).wrapping_add(*wi);
+            let t = a
+                .rotate_left(5)
+                .wrapping_add(f)
+                .wrapping_add(e)
+                .wrapping_add(k)
+                .wrapping_add(*wi);
             e = d;
             d = c;
             c = b.rotate_left(30);
@@ -80,6 +92,9 @@ mod tests {
     #[test]
     fn uuid_for_vm1_matches_kubevirt() {
         // The value KubeVirt v1.9.0 patched into VM "vm1" (oracle case vm-no-firmware-uuid).
-        assert_eq!(legacy_firmware_uuid("vm1"), "133bf63e-9459-5126-9b21-b56e9b3d17b3");
+        assert_eq!(
+            legacy_firmware_uuid("vm1"),
+            "133bf63e-9459-5126-9b21-b56e9b3d17b3"
+        );
     }
 }

@@ -15,7 +15,9 @@ mod run_strategy;
 mod start;
 mod status;
 
-pub use backoff::{MAX_DELAY_SECONDS, base_delay_seconds, jitter_for_extra_seconds, start_backoff_seconds};
+pub use backoff::{
+    MAX_DELAY_SECONDS, base_delay_seconds, jitter_for_extra_seconds, start_backoff_seconds,
+};
 pub use run_strategy::{RunStrategy, RunStrategyError};
 pub use start::{revision_name, vmi_from_vm};
 
@@ -23,8 +25,8 @@ use serde_json::Value;
 
 use super::meta;
 use super::{ApiWrite, Plan, WriteOp};
-use crate::api::{VirtualMachine, VirtualMachineInstance};
 use crate::ClusterConfig;
+use crate::api::{VirtualMachine, VirtualMachineInstance};
 
 /// The finalizer the VM controller keeps on VMs and the VMIs it starts.
 pub const VM_CONTROLLER_FINALIZER: &str = "kubevirt.io/virtualMachineControllerFinalize";
@@ -98,7 +100,10 @@ pub(crate) struct SyncError {
 
 impl SyncError {
     pub(crate) fn new(reason: &str, message: impl Into<String>) -> Self {
-        Self { reason: reason.into(), message: message.into() }
+        Self {
+            reason: reason.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -155,7 +160,10 @@ pub fn decide_vm(world: &VmWorld<'_>) -> VmDecision {
     // nothing else happens until that write has been observed.
     if !meta::observed_latest_api_version(&vm.metadata) {
         r.plan.writes.push(api_version_annotation_patch(&r));
-        return VmDecision { plan: r.plan, status: None };
+        return VmDecision {
+            plan: r.plan,
+            status: None,
+        };
     }
 
     r.vmi = claim::claim_vmi(&mut r);
@@ -163,13 +171,19 @@ pub fn decide_vm(world: &VmWorld<'_>) -> VmDecision {
     let (sync_err, fatal) = sync(&mut r);
     if let Some(err) = fatal {
         r.plan.fail(err);
-        return VmDecision { plan: r.plan, status: None };
+        return VmDecision {
+            plan: r.plan,
+            status: None,
+        };
     }
     let status = status::update_status(&mut r, sync_err.as_ref());
     if let Some(e) = sync_err {
         r.plan.fail(e.message);
     }
-    VmDecision { plan: r.plan, status }
+    VmDecision {
+        plan: r.plan,
+        status,
+    }
 }
 
 /// KubeVirt's `sync`: returns the sync error (status is still written) or a fatal error (the
@@ -197,7 +211,10 @@ fn sync(r: &mut Reconcile<'_, '_>) -> (Option<SyncError>, Option<String>) {
     let strategy = match RunStrategy::of(&r.vm) {
         Ok(s) => s,
         Err(e @ RunStrategyError::Unknown(_)) => {
-            return (Some(SyncError::new(run_strategy::FAILED_CREATE, e.to_string())), None);
+            return (
+                Some(SyncError::new(run_strategy::FAILED_CREATE, e.to_string())),
+                None,
+            );
         }
         Err(e) => return (None, Some(e.to_string())),
     };
@@ -219,13 +236,24 @@ fn sync(r: &mut Reconcile<'_, '_>) -> (Option<SyncError>, Option<String>) {
 /// Persists the derived firmware UUID into a VM template that has none, so the VM keeps it even
 /// if it is renamed into a copy later.
 fn firmware_sync(r: &mut Reconcile<'_, '_>) {
-    let Some(spec) = r.vm.spec.template.spec.as_ref() else { return };
+    let Some(spec) = r.vm.spec.template.spec.as_ref() else {
+        return;
+    };
     let current = spec.domain.firmware.as_ref();
-    if current.and_then(|f| f.uuid.as_deref()).is_some_and(|u| !u.is_empty()) {
+    if current
+        .and_then(|f| f.uuid.as_deref())
+        .is_some_and(|u| !u.is_empty())
+    {
         return;
     }
-    let old = current.and_then(|f| serde_json::to_value(f).ok()).unwrap_or(Value::Null);
-    let mut new = if old.is_object() { old.clone() } else { serde_json::json!({}) };
+    let old = current
+        .and_then(|f| serde_json::to_value(f).ok())
+        .unwrap_or(Value::Null);
+    let mut new = if old.is_object() {
+        old.clone()
+    } else {
+        serde_json::json!({})
+    };
     let uuid = firmware::legacy_firmware_uuid(&r.name());
     new["uuid"] = Value::String(uuid.clone());
     let path = "/spec/template/spec/domain/firmware";
@@ -237,10 +265,16 @@ fn firmware_sync(r: &mut Reconcile<'_, '_>) {
         "virtualmachines",
         &r.ns(),
         &r.name(),
-        WriteOp::Patch { patch_type: super::PatchType::Json, patch },
+        WriteOp::Patch {
+            patch_type: super::PatchType::Json,
+            patch,
+        },
     ));
     if let Some(spec) = r.vm.spec.template.spec.as_mut() {
-        spec.domain.firmware.get_or_insert_with(Default::default).uuid = Some(uuid);
+        spec.domain
+            .firmware
+            .get_or_insert_with(Default::default)
+            .uuid = Some(uuid);
     }
 }
 

@@ -2,9 +2,7 @@
 
 use std::time::Duration;
 
-use super::{
-    CREATE_MIGRATION_TARGET_ANNOTATION, Reconcile, SyncError, start,
-};
+use super::{CREATE_MIGRATION_TARGET_ANNOTATION, Reconcile, SyncError, start};
 use crate::api::VirtualMachine;
 use crate::decide::patch::op;
 use crate::decide::vmi::state::{self, phase};
@@ -98,7 +96,11 @@ pub(crate) fn has_stop_request_for(vm: &VirtualMachine, uid: &str) -> bool {
 pub(crate) fn has_start_paused_request(vm: &VirtualMachine) -> bool {
     first_request(vm).is_some_and(|r| {
         r.action == "Start"
-            && r.data.as_ref().and_then(|d| d.get("paused")).map(String::as_str) == Some("true")
+            && r.data
+                .as_ref()
+                .and_then(|d| d.get("paused"))
+                .map(String::as_str)
+                == Some("true")
     })
 }
 
@@ -108,13 +110,12 @@ fn first_request(vm: &VirtualMachine) -> Option<&crate::api::VirtualMachineState
 
 /// Seconds until the start-failure backoff allows the next start.
 fn backoff_left(r: &Reconcile<'_, '_>) -> i64 {
-    let retry = r
-        .vm
-        .status
-        .as_ref()
-        .and_then(|s| s.start_failure.as_ref())
-        .and_then(|f| f.retry_after_timestamp.as_ref())
-        .map(meta::unix_of);
+    let retry =
+        r.vm.status
+            .as_ref()
+            .and_then(|s| s.start_failure.as_ref())
+            .and_then(|f| f.retry_after_timestamp.as_ref())
+            .map(meta::unix_of);
     retry.map_or(0, |t| (t - r.w.now).max(0))
 }
 
@@ -128,7 +129,10 @@ fn start_unless_backing_off(r: &mut Reconcile<'_, '_>) -> Option<SyncError> {
 }
 
 /// Does what the run strategy demands of the VMI, returning the sync error if any.
-pub(super) fn sync_run_strategy(r: &mut Reconcile<'_, '_>, strategy: RunStrategy) -> Option<SyncError> {
+pub(super) fn sync_run_strategy(
+    r: &mut Reconcile<'_, '_>,
+    strategy: RunStrategy,
+) -> Option<SyncError> {
     let vmi = r.vmi.clone();
     match strategy {
         RunStrategy::Always => match vmi {
@@ -183,7 +187,10 @@ pub(super) fn sync_run_strategy(r: &mut Reconcile<'_, '_>, strategy: RunStrategy
                 // itself happens on the reconcile that sees the new spec. KubeVirt reports this
                 // round as a failed start whose cause is empty.
                 switch_to_always(r);
-                Some(SyncError::new(FAILED_CREATE, "Failure while starting VMI: <nil>"))
+                Some(SyncError::new(
+                    FAILED_CREATE,
+                    "Failure while starting VMI: <nil>",
+                ))
             }
             None => None,
         },
@@ -193,7 +200,9 @@ pub(super) fn sync_run_strategy(r: &mut Reconcile<'_, '_>, strategy: RunStrategy
         },
         RunStrategy::WaitAsReceiver => match vmi {
             Some(vmi) => {
-                if meta::annotation(&vmi.metadata, CREATE_MIGRATION_TARGET_ANNOTATION) != Some("true") {
+                if meta::annotation(&vmi.metadata, CREATE_MIGRATION_TARGET_ANNOTATION)
+                    != Some("true")
+                {
                     let completed = vmi
                         .status
                         .as_ref()
@@ -218,12 +227,11 @@ pub(super) fn sync_run_strategy(r: &mut Reconcile<'_, '_>, strategy: RunStrategy
 /// Appends a start request to the VM status (RerunOnFailure restarts a failed VMI this way, so
 /// the next reconcile starts it even though the strategy alone would not).
 fn add_start_request(r: &mut Reconcile<'_, '_>) {
-    let mut requests = r
-        .vm
-        .status
-        .as_ref()
-        .and_then(|s| s.state_change_requests.clone())
-        .unwrap_or_default();
+    let mut requests =
+        r.vm.status
+            .as_ref()
+            .and_then(|s| s.state_change_requests.clone())
+            .unwrap_or_default();
     requests.push(crate::api::VirtualMachineStateChangeRequest {
         action: "Start".into(),
         ..Default::default()
@@ -231,16 +239,27 @@ fn add_start_request(r: &mut Reconcile<'_, '_>) {
     let value = serde_json::to_value(&requests).unwrap_or_default();
     // A VM that never had a status has no /status to add into.
     let patch = if r.stored_status.is_object() {
-        serde_json::Value::Array(vec![op("add", "/status/stateChangeRequests", Some(value.clone()))])
+        serde_json::Value::Array(vec![op(
+            "add",
+            "/status/stateChangeRequests",
+            Some(value.clone()),
+        )])
     } else {
-        serde_json::Value::Array(vec![op("add", "/status", Some(serde_json::json!({"stateChangeRequests": value})))])
+        serde_json::Value::Array(vec![op(
+            "add",
+            "/status",
+            Some(serde_json::json!({"stateChangeRequests": value})),
+        )])
     };
     r.plan.writes.push(
         ApiWrite::new(
             "virtualmachines",
             &r.ns(),
             &r.name(),
-            WriteOp::Patch { patch_type: PatchType::Json, patch },
+            WriteOp::Patch {
+                patch_type: PatchType::Json,
+                patch,
+            },
         )
         .on_subresource("status"),
     );
@@ -248,17 +267,26 @@ fn add_start_request(r: &mut Reconcile<'_, '_>) {
         r.stored_status = serde_json::json!({});
     }
     r.stored_status["stateChangeRequests"] = value;
-    r.vm.status.get_or_insert_with(Default::default).state_change_requests = Some(requests);
+    r.vm.status
+        .get_or_insert_with(Default::default)
+        .state_change_requests = Some(requests);
 }
 
 fn switch_to_always(r: &mut Reconcile<'_, '_>) {
     let patch = if let Some(old) = r.vm.spec.run_strategy.clone() {
         vec![
             op("test", "/spec/runStrategy", Some(serde_json::json!(old))),
-            op("replace", "/spec/runStrategy", Some(serde_json::json!("Always"))),
+            op(
+                "replace",
+                "/spec/runStrategy",
+                Some(serde_json::json!("Always")),
+            ),
         ]
     } else {
-        let old = r.vm.spec.running.map_or(serde_json::Value::Null, serde_json::Value::Bool);
+        let old =
+            r.vm.spec
+                .running
+                .map_or(serde_json::Value::Null, serde_json::Value::Bool);
         vec![
             op("test", "/spec/running", Some(old)),
             op("add", "/spec/running", Some(serde_json::json!(true))),
@@ -268,13 +296,21 @@ fn switch_to_always(r: &mut Reconcile<'_, '_>) {
         "virtualmachines",
         &r.ns(),
         &r.name(),
-        WriteOp::Patch { patch_type: PatchType::Json, patch: serde_json::Value::Array(patch) },
+        WriteOp::Patch {
+            patch_type: PatchType::Json,
+            patch: serde_json::Value::Array(patch),
+        },
     ));
 }
 
 /// Whether the VM is meant to be running (used by the printable status).
-pub(crate) fn is_set_to_start(vm: &VirtualMachine, vmi: Option<&crate::api::VirtualMachineInstance>) -> bool {
-    let Ok(s) = RunStrategy::of(vm) else { return false };
+pub(crate) fn is_set_to_start(
+    vm: &VirtualMachine,
+    vmi: Option<&crate::api::VirtualMachineInstance>,
+) -> bool {
+    let Ok(s) = RunStrategy::of(vm) else {
+        return false;
+    };
     match s {
         RunStrategy::Always => true,
         RunStrategy::Halted => false,
@@ -302,10 +338,25 @@ mod tests {
     #[test]
     fn strategy_from_spec() {
         assert_eq!(RunStrategy::of(&vm(None, None)), Ok(RunStrategy::Halted));
-        assert_eq!(RunStrategy::of(&vm(Some(true), None)), Ok(RunStrategy::Always));
-        assert_eq!(RunStrategy::of(&vm(Some(false), None)), Ok(RunStrategy::Halted));
-        assert_eq!(RunStrategy::of(&vm(None, Some("Once"))), Ok(RunStrategy::Once));
-        assert_eq!(RunStrategy::of(&vm(Some(true), Some("Always"))), Err(RunStrategyError::BothSet));
-        assert!(matches!(RunStrategy::of(&vm(None, Some("Sometimes"))), Err(RunStrategyError::Unknown(_))));
+        assert_eq!(
+            RunStrategy::of(&vm(Some(true), None)),
+            Ok(RunStrategy::Always)
+        );
+        assert_eq!(
+            RunStrategy::of(&vm(Some(false), None)),
+            Ok(RunStrategy::Halted)
+        );
+        assert_eq!(
+            RunStrategy::of(&vm(None, Some("Once"))),
+            Ok(RunStrategy::Once)
+        );
+        assert_eq!(
+            RunStrategy::of(&vm(Some(true), Some("Always"))),
+            Err(RunStrategyError::BothSet)
+        );
+        assert!(matches!(
+            RunStrategy::of(&vm(None, Some("Sometimes"))),
+            Err(RunStrategyError::Unknown(_))
+        ));
     }
 }

@@ -11,9 +11,6 @@ use crate::ClusterConfig;
 use crate::api::{VirtualMachine, VirtualMachineInstance, VirtualMachineSpec};
 use crate::decide::{ApiWrite, Event, Expectation, WriteOp, meta};
 
-
-
-
 /// `revision-start-vm-<VM UID>-<generation>`: the ControllerRevision holding the VM spec a VMI
 /// was started from, compared later to tell whether the VM needs a restart to apply changes.
 pub fn revision_name(vm_uid: &str, generation: i64) -> String {
@@ -42,7 +39,11 @@ pub fn vmi_from_vm(vm: &VirtualMachine, config: &ClusterConfig) -> Result<Value,
         m.insert("namespace".into(), json!(meta::namespace(&vm.metadata)));
         m.insert(
             "ownerReferences".into(),
-            json!([meta::controller_ref_json("VirtualMachine", name, meta::uid(&vm.metadata))]),
+            json!([meta::controller_ref_json(
+                "VirtualMachine",
+                name,
+                meta::uid(&vm.metadata)
+            )]),
         );
     }
     let mut spec = template
@@ -101,8 +102,10 @@ fn add_default_volume_disks(spec: &mut Value) {
     };
     let mut used = names("/domain/devices/disks", spec);
     used.extend(names("/domain/devices/filesystems", spec));
-    let missing: Vec<String> =
-        names("/volumes", spec).into_iter().filter(|v| !used.contains(v)).collect();
+    let missing: Vec<String> = names("/volumes", spec)
+        .into_iter()
+        .filter(|v| !used.contains(v))
+        .collect();
     if missing.is_empty() {
         return;
     }
@@ -117,7 +120,9 @@ fn add_default_volume_disks(spec: &mut Value) {
 }
 
 fn auto_attach_input_device(spec: &mut Value) {
-    let wanted = spec.pointer("/domain/devices/autoattachInputDevice").and_then(Value::as_bool);
+    let wanted = spec
+        .pointer("/domain/devices/autoattachInputDevice")
+        .and_then(Value::as_bool);
     let has_inputs = spec
         .pointer("/domain/devices/inputs")
         .and_then(Value::as_array)
@@ -128,10 +133,18 @@ fn auto_attach_input_device(spec: &mut Value) {
 }
 
 fn set_default_network_interface(spec: &mut Value, config: &ClusterConfig) -> Result<(), String> {
-    if spec.pointer("/domain/devices/autoattachPodInterface").and_then(Value::as_bool) == Some(false) {
+    if spec
+        .pointer("/domain/devices/autoattachPodInterface")
+        .and_then(Value::as_bool)
+        == Some(false)
+    {
         return Ok(());
     }
-    let non_empty = |p: &str| spec.pointer(p).and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+    let non_empty = |p: &str| {
+        spec.pointer(p)
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty())
+    };
     if non_empty("/networks") || non_empty("/domain/devices/interfaces") {
         return Ok(());
     }
@@ -157,7 +170,10 @@ fn own_revisions<'a>(r: &'a Reconcile<'_, '_>) -> impl Iterator<Item = &'a Value
             .into_iter()
             .flatten()
             .any(|o| o["kind"] == "VirtualMachine" && o["uid"] == uid.as_str());
-        let named = cr.pointer("/metadata/name").and_then(Value::as_str).is_some_and(|n| n.contains(&prefix));
+        let named = cr
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .is_some_and(|n| n.contains(&prefix));
         owned && named
     })
 }
@@ -168,7 +184,11 @@ fn revision_by_name<'a>(r: &'a Reconcile<'_, '_>, name: &str) -> Option<&'a Valu
     }
     r.w.revisions.iter().find(|cr| {
         cr.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
-            && cr.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default") == r.ns()
+            && cr
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("default")
+                == r.ns()
     })
 }
 
@@ -189,10 +209,22 @@ pub(super) fn last_revision_spec(r: &Reconcile<'_, '_>) -> Option<VirtualMachine
 }
 
 /// The generation the VMI's revision was recorded at, from the revision name.
-pub(super) fn revision_generation(r: &Reconcile<'_, '_>, vmi: &VirtualMachineInstance) -> Option<i64> {
-    let name = vmi.status.as_ref()?.virtual_machine_revision_name.as_deref()?;
+pub(super) fn revision_generation(
+    r: &Reconcile<'_, '_>,
+    vmi: &VirtualMachineInstance,
+) -> Option<i64> {
+    let name = vmi
+        .status
+        .as_ref()?
+        .virtual_machine_revision_name
+        .as_deref()?;
     let cr = revision_by_name(r, name)?;
-    cr.pointer("/metadata/name")?.as_str()?.rsplit('-').next()?.parse().ok()
+    cr.pointer("/metadata/name")?
+        .as_str()?
+        .rsplit('-')
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Writes the VM generation onto the VMI's annotation and records it in the working copy.
@@ -219,13 +251,21 @@ pub(super) fn patch_generation_annotation(r: &mut Reconcile<'_, '_>, generation:
 pub(super) fn bump_generation_annotation(r: &mut Reconcile<'_, '_>) {
     let Some(vmi) = r.vmi.as_ref() else { return };
     let generation = r.vm.metadata.generation.unwrap_or(0);
-    if meta::annotation(&vmi.metadata, VM_GENERATION_ANNOTATION) == Some(generation.to_string().as_str()) {
+    if meta::annotation(&vmi.metadata, VM_GENERATION_ANNOTATION)
+        == Some(generation.to_string().as_str())
+    {
         return;
     }
-    let Some(name) = vmi.status.as_ref().and_then(|s| s.virtual_machine_revision_name.clone()) else {
+    let Some(name) = vmi
+        .status
+        .as_ref()
+        .and_then(|s| s.virtual_machine_revision_name.clone())
+    else {
         return;
     };
-    let Some(spec) = revision_by_name(r, &name).and_then(revision_spec) else { return };
+    let Some(spec) = revision_by_name(r, &name).and_then(revision_spec) else {
+        return;
+    };
     let same = |t: &crate::api::VirtualMachineInstanceTemplateSpec| {
         meta::without_zero_values(&serde_json::to_value(t).unwrap_or_default())
     };
@@ -259,7 +299,9 @@ fn create_revision(r: &mut Reconcile<'_, '_>) -> String {
             "controllerrevisions",
             &r.ns(),
             &n,
-            WriteOp::Delete { precondition_uid: None },
+            WriteOp::Delete {
+                precondition_uid: None,
+            },
         ));
     }
     if !exists {
@@ -273,19 +315,26 @@ fn create_revision(r: &mut Reconcile<'_, '_>) -> String {
             },
             "revision": generation,
         });
-        r.plan.writes.push(ApiWrite::new("controllerrevisions", &r.ns(), &name, WriteOp::Create { object }));
+        r.plan.writes.push(ApiWrite::new(
+            "controllerrevisions",
+            &r.ns(),
+            &name,
+            WriteOp::Create { object },
+        ));
     }
     name
 }
 
 /// Starts the VM: revision, VMI create (with a creation expectation raised first), event.
 pub(super) fn start_vmi(r: &mut Reconcile<'_, '_>) -> Option<SyncError> {
-    let manual_recovery = r
-        .vm
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.r#type == "ManualRecoveryRequired" && c.status == "True"));
+    let manual_recovery =
+        r.vm.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.r#type == "ManualRecoveryRequired" && c.status == "True")
+            });
     if manual_recovery {
         return None;
     }
@@ -314,8 +363,16 @@ pub(super) fn start_vmi(r: &mut Reconcile<'_, '_>) -> Option<SyncError> {
     let name = r.name();
     r.pending.creations += 1;
     r.plan.writes.push(
-        ApiWrite::new("virtualmachineinstances", &r.ns(), &name, WriteOp::Create { object: vmi })
-            .expecting(Expectation::Creations { key: r.key.clone(), count: 1 }),
+        ApiWrite::new(
+            "virtualmachineinstances",
+            &r.ns(),
+            &name,
+            WriteOp::Create { object: vmi },
+        )
+        .expecting(Expectation::Creations {
+            key: r.key.clone(),
+            count: 1,
+        }),
     );
     let ev = Event::normal(
         r.vm_ref(),
@@ -328,7 +385,10 @@ pub(super) fn start_vmi(r: &mut Reconcile<'_, '_>) -> Option<SyncError> {
 
 /// Stops the VMI by deleting it (only the VMI the decision saw: the UID is a precondition), with
 /// a deletion expectation raised first. Nothing to do for a VMI already being deleted.
-pub(super) fn stop_vmi(r: &mut Reconcile<'_, '_>, vmi: Option<&VirtualMachineInstance>) -> Option<SyncError> {
+pub(super) fn stop_vmi(
+    r: &mut Reconcile<'_, '_>,
+    vmi: Option<&VirtualMachineInstance>,
+) -> Option<SyncError> {
     let vmi = vmi?;
     if vmi.metadata.deletion_timestamp.is_some() {
         return None;
@@ -340,9 +400,14 @@ pub(super) fn stop_vmi(r: &mut Reconcile<'_, '_>, vmi: Option<&VirtualMachineIns
             "virtualmachineinstances",
             meta::namespace(&vmi.metadata),
             meta::name(&vmi.metadata),
-            WriteOp::Delete { precondition_uid: Some(uid.clone()).filter(|u| !u.is_empty()) },
+            WriteOp::Delete {
+                precondition_uid: Some(uid.clone()).filter(|u| !u.is_empty()),
+            },
         )
-        .expecting(Expectation::Deletions { key: r.key.clone(), objects: vec![meta::key(&vmi.metadata)] }),
+        .expecting(Expectation::Deletions {
+            key: r.key.clone(),
+            objects: vec![meta::key(&vmi.metadata)],
+        }),
     );
     remove_restart_required(r);
     let ev = Event::normal(

@@ -17,7 +17,10 @@ use crate::decide::{ApiWrite, PatchType, WriteOp, meta, patch};
 
 /// Computes the status, records its write when it changed, and removes the controller finalizer
 /// from a final VMI once its outcome is recorded. Returns the status when written.
-pub(super) fn update_status(r: &mut Reconcile<'_, '_>, sync_err: Option<&SyncError>) -> Option<Value> {
+pub(super) fn update_status(
+    r: &mut Reconcile<'_, '_>,
+    sync_err: Option<&SyncError>,
+) -> Option<Value> {
     let mut st = r.vm.status.clone().unwrap_or_default();
     let vmi = r.vmi.clone();
     let created = vmi.is_some();
@@ -52,7 +55,12 @@ pub(super) fn update_status(r: &mut Reconcile<'_, '_>, sync_err: Option<&SyncErr
     }
 
     let new = serde_json::to_value(&st).unwrap_or(Value::Null);
-    let orig = r.w.vm.status.as_ref().and_then(|s| serde_json::to_value(s).ok()).unwrap_or(Value::Null);
+    let orig =
+        r.w.vm
+            .status
+            .as_ref()
+            .and_then(|s| serde_json::to_value(s).ok())
+            .unwrap_or(Value::Null);
     let mut written = None;
     if meta::without_zero_values(&new) != meta::without_zero_values(&orig) {
         let ops = patch::field_ops("/status", Some(&r.stored_status), &new);
@@ -62,7 +70,10 @@ pub(super) fn update_status(r: &mut Reconcile<'_, '_>, sync_err: Option<&SyncErr
                     "virtualmachines",
                     &r.ns(),
                     &r.name(),
-                    WriteOp::Patch { patch_type: PatchType::Json, patch: Value::Array(ops) },
+                    WriteOp::Patch {
+                        patch_type: PatchType::Json,
+                        patch: Value::Array(ops),
+                    },
                 )
                 .on_subresource("status"),
             );
@@ -74,7 +85,11 @@ pub(super) fn update_status(r: &mut Reconcile<'_, '_>, sync_err: Option<&SyncErr
 
     if let Some(v) = vmi.as_ref() {
         let synced_deleted = state::phase_of(v) == phase::WAITING_FOR_SYNC && state::is_deleting(v);
-        let has_finalizers = v.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty());
+        let has_finalizers = v
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| !f.is_empty());
         if (state::is_final(v) || synced_deleted) && has_finalizers {
             finalizer::remove_vmi_finalizer(r, v);
         }
@@ -84,7 +99,11 @@ pub(super) fn update_status(r: &mut Reconcile<'_, '_>, sync_err: Option<&SyncErr
 
 /// `observedGeneration` from the VMI's generation annotation (back-filled from its revision when
 /// missing) and `desiredGeneration` from the VM.
-fn sync_generation_info(r: &mut Reconcile<'_, '_>, st: &mut VirtualMachineStatus, vmi: &VirtualMachineInstance) {
+fn sync_generation_info(
+    r: &mut Reconcile<'_, '_>,
+    st: &mut VirtualMachineStatus,
+    vmi: &VirtualMachineInstance,
+) {
     let current = r.vmi.as_ref().unwrap_or(vmi);
     let mut generation = meta::annotation(&current.metadata, VM_GENERATION_ANNOTATION)
         .and_then(|g| g.parse::<i64>().ok());
@@ -101,7 +120,10 @@ fn sync_generation_info(r: &mut Reconcile<'_, '_>, st: &mut VirtualMachineStatus
 }
 
 /// Whether the first state-change request has been carried out (or can never be) and goes.
-fn trim_first_request_needed(st: &VirtualMachineStatus, vmi: Option<&VirtualMachineInstance>) -> bool {
+fn trim_first_request_needed(
+    st: &VirtualMachineStatus,
+    vmi: Option<&VirtualMachineInstance>,
+) -> bool {
     let Some(req) = st.state_change_requests.as_ref().and_then(|r| r.first()) else {
         return false;
     };
@@ -120,16 +142,27 @@ fn trim_first_request_needed(st: &VirtualMachineStatus, vmi: Option<&VirtualMach
 
 /// Counts VMIs that failed before ever running and sets the retry time, or clears the record
 /// once a VMI ran (or the strategy does not restart anyway).
-fn sync_start_failure(r: &Reconcile<'_, '_>, st: &mut VirtualMachineStatus, vmi: Option<&VirtualMachineInstance>) {
+fn sync_start_failure(
+    r: &Reconcile<'_, '_>,
+    st: &mut VirtualMachineStatus,
+    vmi: Option<&VirtualMachineInstance>,
+) {
     let restarts = RunStrategy::of(&r.vm).map(|s| s.restarts_failed_starts());
     let clear = vmi.is_some_and(state::was_ever_running) || restarts == Ok(false);
     if clear {
         st.start_failure = None;
         return;
     }
-    let Some(v) = vmi.filter(|v| state::is_final(v)) else { return };
+    let Some(v) = vmi.filter(|v| state::is_final(v)) else {
+        return;
+    };
     let uid = meta::uid(&v.metadata);
-    if st.start_failure.as_ref().and_then(|f| f.last_failed_vmiuid.as_deref()) == Some(uid) {
+    if st
+        .start_failure
+        .as_ref()
+        .and_then(|f| f.last_failed_vmiuid.as_deref())
+        == Some(uid)
+    {
         return;
     }
     let count = st
@@ -146,7 +179,11 @@ fn sync_start_failure(r: &Reconcile<'_, '_>, st: &mut VirtualMachineStatus, vmi:
 }
 
 /// The one-word status `kubectl get vm` shows; the first matching rule wins.
-fn printable_status(r: &Reconcile<'_, '_>, st: &VirtualMachineStatus, vmi: Option<&VirtualMachineInstance>) -> &'static str {
+fn printable_status(
+    r: &Reconcile<'_, '_>,
+    st: &VirtualMachineStatus,
+    vmi: Option<&VirtualMachineInstance>,
+) -> &'static str {
     let vm = &r.vm;
     let start_expected = r.pending.creations > 0;
     let stop_expected = r.pending.deletions > 0;
@@ -156,7 +193,13 @@ fn printable_status(r: &Reconcile<'_, '_>, st: &VirtualMachineStatus, vmi: Optio
         vmi.is_some_and(|v| state::has_condition_status_reason(v, "Synchronized", "False", reason))
     };
     let strategy = RunStrategy::of(vm).ok();
-    let volumes = vm.spec.template.spec.as_ref().and_then(|s| s.volumes.clone()).unwrap_or_default();
+    let volumes = vm
+        .spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.clone())
+        .unwrap_or_default();
 
     if vm.metadata.deletion_timestamp.is_some() {
         return "Terminating";
@@ -179,7 +222,9 @@ fn printable_status(r: &Reconcile<'_, '_>, st: &VirtualMachineStatus, vmi: Optio
     if data_volume_error(r, &volumes) {
         return "DataVolumeError";
     }
-    if vmi.is_some_and(|v| state::has_condition_status_reason(v, "PodScheduled", "False", "Unschedulable")) {
+    if vmi.is_some_and(|v| {
+        state::has_condition_status_reason(v, "PodScheduled", "False", "Unschedulable")
+    }) {
         return "ErrorUnschedulable";
     }
     if data_volume_provisioning(r, &volumes) {
@@ -196,14 +241,22 @@ fn printable_status(r: &Reconcile<'_, '_>, st: &VirtualMachineStatus, vmi: Optio
     }
     let starting = match vmi {
         None => start_expected,
-        Some(v) => state::is_unprocessed(v) || matches!(state::phase_of(v), phase::SCHEDULING | phase::SCHEDULED),
+        Some(v) => {
+            state::is_unprocessed(v)
+                || matches!(state::phase_of(v), phase::SCHEDULING | phase::SCHEDULED)
+        }
     };
     if starting {
         return "Starting";
     }
     let crash_loop = (vmi.is_none() || vmi.is_some_and(state::is_final))
         && !start_expected
-        && st.start_failure.as_ref().and_then(|f| f.consecutive_fail_count).unwrap_or(0) > 0
+        && st
+            .start_failure
+            .as_ref()
+            .and_then(|f| f.consecutive_fail_count)
+            .unwrap_or(0)
+            > 0
         && strategy.is_some_and(|s| s.restarts_failed_starts());
     if crash_loop {
         return "CrashLoopBackOff";
@@ -225,36 +278,56 @@ fn printable_status(r: &Reconcile<'_, '_>, st: &VirtualMachineStatus, vmi: Optio
 fn find_in_ns<'a>(objs: &'a [Value], ns: &str, name: &str) -> Option<&'a Value> {
     objs.iter().find(|o| {
         o.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
-            && o.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default") == ns
+            && o.pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("default")
+                == ns
     })
 }
 
 fn dv_condition<'a>(dv: &'a Value, t: &str) -> Option<&'a Value> {
-    dv.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == t)
+    dv.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
 }
 
 fn data_volume_error(r: &Reconcile<'_, '_>, volumes: &[crate::api::Volume]) -> bool {
-    volumes.iter().filter_map(|v| v.data_volume.as_ref()).any(|d| {
-        let Some(dv) = find_in_ns(r.w.data_volumes, &r.ns(), &d.name) else { return false };
-        if dv.pointer("/status/phase").and_then(Value::as_str) == Some("Failed") {
-            return true;
-        }
-        dv_condition(dv, "Running").is_some_and(|c| {
-            c["status"] == "False" && (c["reason"] == "Error" || c["reason"] == "ImagePullFailed")
+    volumes
+        .iter()
+        .filter_map(|v| v.data_volume.as_ref())
+        .any(|d| {
+            let Some(dv) = find_in_ns(r.w.data_volumes, &r.ns(), &d.name) else {
+                return false;
+            };
+            if dv.pointer("/status/phase").and_then(Value::as_str) == Some("Failed") {
+                return true;
+            }
+            dv_condition(dv, "Running").is_some_and(|c| {
+                c["status"] == "False"
+                    && (c["reason"] == "Error" || c["reason"] == "ImagePullFailed")
+            })
         })
-    })
 }
 
 fn data_volume_provisioning(r: &Reconcile<'_, '_>, volumes: &[crate::api::Volume]) -> bool {
-    volumes.iter().filter_map(|v| v.data_volume.as_ref()).any(|d| {
-        let Some(dv) = find_in_ns(r.w.data_volumes, &r.ns(), &d.name) else { return false };
-        let phase = dv.pointer("/status/phase").and_then(Value::as_str).unwrap_or_default();
-        if matches!(phase, "Succeeded" | "PendingPopulation") {
-            return false;
-        }
-        let bound = dv_condition(dv, "Bound").is_some_and(|c| c["status"] == "True");
-        bound || phase != "WaitForFirstConsumer"
-    })
+    volumes
+        .iter()
+        .filter_map(|v| v.data_volume.as_ref())
+        .any(|d| {
+            let Some(dv) = find_in_ns(r.w.data_volumes, &r.ns(), &d.name) else {
+                return false;
+            };
+            let phase = dv
+                .pointer("/status/phase")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if matches!(phase, "Succeeded" | "PendingPopulation") {
+                return false;
+            }
+            let bound = dv_condition(dv, "Bound").is_some_and(|c| c["status"] == "True");
+            bound || phase != "WaitForFirstConsumer"
+        })
 }
 
 fn unbound_pvc(r: &Reconcile<'_, '_>, volumes: &[crate::api::Volume]) -> bool {
@@ -267,14 +340,18 @@ fn unbound_pvc(r: &Reconcile<'_, '_>, volumes: &[crate::api::Volume]) -> bool {
                 .or_else(|| v.data_volume.as_ref().map(|d| d.name.clone()))
         })
         .any(|claim| {
-            find_in_ns(r.w.pvcs, &r.ns(), &claim)
-                .is_some_and(|pvc| pvc.pointer("/status/phase").and_then(Value::as_str) != Some("Bound"))
+            find_in_ns(r.w.pvcs, &r.ns(), &claim).is_some_and(|pvc| {
+                pvc.pointer("/status/phase").and_then(Value::as_str) != Some("Bound")
+            })
         })
 }
 
 /// Sets or clears `RestartRequired`: set when the template spec differs from the one the running
 /// VMI was started from in a field that cannot be applied live.
-pub(super) fn sync_restart_required(r: &mut Reconcile<'_, '_>, started: Option<&VirtualMachineSpec>) {
+pub(super) fn sync_restart_required(
+    r: &mut Reconcile<'_, '_>,
+    started: Option<&VirtualMachineSpec>,
+) {
     let Some(started) = started else { return };
     let current = r.vm.spec.template.spec.clone().unwrap_or_default();
     let mut last = started.template.spec.clone().unwrap_or_default();
@@ -283,7 +360,10 @@ pub(super) fn sync_restart_required(r: &mut Reconcile<'_, '_>, started: Option<&
             l.sockets = c.sockets;
         }
         if let Some(guest) = current.domain.memory.as_ref().and_then(|m| m.guest.clone()) {
-            last.domain.memory.get_or_insert_with(Default::default).guest = Some(guest);
+            last.domain
+                .memory
+                .get_or_insert_with(Default::default)
+                .guest = Some(guest);
         }
         last.node_selector = current.node_selector.clone();
         last.affinity = current.affinity.clone();
@@ -297,9 +377,16 @@ pub(super) fn sync_restart_required(r: &mut Reconcile<'_, '_>, started: Option<&
         .as_ref()
         .and_then(|v| v.spec.domain.firmware.as_ref())
         .and_then(|f| f.uuid.clone());
-    let cur_uuid = current.domain.firmware.as_ref().and_then(|f| f.uuid.clone());
+    let cur_uuid = current
+        .domain
+        .firmware
+        .as_ref()
+        .and_then(|f| f.uuid.clone());
     if vmi_uuid.is_some() && vmi_uuid == cur_uuid {
-        last.domain.firmware.get_or_insert_with(Default::default).uuid = cur_uuid;
+        last.domain
+            .firmware
+            .get_or_insert_with(Default::default)
+            .uuid = cur_uuid;
     }
     let norm = |s: &crate::api::VirtualMachineInstanceSpec| {
         meta::without_zero_values(&serde_json::to_value(s).unwrap_or_default())

@@ -36,7 +36,8 @@ fn vm(strategy: Option<&str>, running: Option<bool>, status: Value) -> VirtualMa
 }
 
 fn vmi(phase: &str, ever_running: bool) -> VirtualMachineInstance {
-    let mut ts = vec![json!({"phase": "Pending", "phaseTransitionTimestamp": "2025-12-31T23:50:00Z"})];
+    let mut ts =
+        vec![json!({"phase": "Pending", "phaseTransitionTimestamp": "2025-12-31T23:50:00Z"})];
     if ever_running {
         ts.push(json!({"phase": "Running", "phaseTransitionTimestamp": "2025-12-31T23:51:00Z"}));
     }
@@ -54,7 +55,11 @@ fn vmi(phase: &str, ever_running: bool) -> VirtualMachineInstance {
     .unwrap()
 }
 
-fn world<'a>(vm: &'a VirtualMachine, vmi: Option<&'a VirtualMachineInstance>, cfg: &'a ClusterConfig) -> VmWorld<'a> {
+fn world<'a>(
+    vm: &'a VirtualMachine,
+    vmi: Option<&'a VirtualMachineInstance>,
+    cfg: &'a ClusterConfig,
+) -> VmWorld<'a> {
     VmWorld {
         vm,
         vmi,
@@ -81,13 +86,23 @@ fn actions(d: &super::VmDecision) -> Vec<String> {
 fn printable(d: &super::VmDecision, vm: &VirtualMachine) -> String {
     d.status
         .as_ref()
-        .or(vm.status.as_ref().and_then(|s| serde_json::to_value(s).ok()).as_ref())
+        .or(vm
+            .status
+            .as_ref()
+            .and_then(|s| serde_json::to_value(s).ok())
+            .as_ref())
         .and_then(|s| s["printableStatus"].as_str().map(String::from))
         .unwrap_or_default()
 }
 
-const START: &[&str] = &["create controllerrevisions", "create virtualmachineinstances"];
-const STOP_FINAL: &[&str] = &["delete virtualmachineinstances", "patch virtualmachineinstances"];
+const START: &[&str] = &[
+    "create controllerrevisions",
+    "create virtualmachineinstances",
+];
+const STOP_FINAL: &[&str] = &[
+    "delete virtualmachineinstances",
+    "patch virtualmachineinstances",
+];
 const STOP: &[&str] = &["delete virtualmachineinstances"];
 const NOTHING: &[&str] = &[];
 const FIN: &[&str] = &["patch virtualmachineinstances"];
@@ -100,13 +115,49 @@ fn every_run_strategy_against_every_vmi_state() {
     let table: &[(&str, Option<(&str, bool)>, bool, &[&str], &str)] = &[
         ("Always", None, false, START, "Starting"),
         ("Always", Some(("Running", true)), false, NOTHING, "Running"),
-        ("Always", Some(("Scheduling", false)), false, NOTHING, "Starting"),
-        ("Always", Some(("Succeeded", true)), false, STOP_FINAL, "Stopped"),
-        ("Always", Some(("Failed", false)), false, STOP_FINAL, "CrashLoopBackOff"),
+        (
+            "Always",
+            Some(("Scheduling", false)),
+            false,
+            NOTHING,
+            "Starting",
+        ),
+        (
+            "Always",
+            Some(("Succeeded", true)),
+            false,
+            STOP_FINAL,
+            "Stopped",
+        ),
+        (
+            "Always",
+            Some(("Failed", false)),
+            false,
+            STOP_FINAL,
+            "CrashLoopBackOff",
+        ),
         ("RerunOnFailure", None, false, START, "Starting"),
-        ("RerunOnFailure", Some(("Running", true)), false, NOTHING, "Running"),
-        ("RerunOnFailure", Some(("Succeeded", true)), false, STOP_FINAL, "Stopped"),
-        ("RerunOnFailure", Some(("Failed", true)), false, STOP_FINAL, "Stopped"),
+        (
+            "RerunOnFailure",
+            Some(("Running", true)),
+            false,
+            NOTHING,
+            "Running",
+        ),
+        (
+            "RerunOnFailure",
+            Some(("Succeeded", true)),
+            false,
+            STOP_FINAL,
+            "Stopped",
+        ),
+        (
+            "RerunOnFailure",
+            Some(("Failed", true)),
+            false,
+            STOP_FINAL,
+            "Stopped",
+        ),
         ("Manual", None, false, NOTHING, "Stopped"),
         ("Manual", None, true, START, "Starting"),
         ("Manual", Some(("Running", true)), false, NOTHING, "Running"),
@@ -117,16 +168,30 @@ fn every_run_strategy_against_every_vmi_state() {
         ("Once", None, false, START, "Starting"),
         ("Once", Some(("Running", true)), false, NOTHING, "Running"),
         ("Once", Some(("Succeeded", true)), false, FIN, "Stopped"),
-        ("Once", Some(("Failed", false)), false, FIN, "CrashLoopBackOff"),
+        (
+            "Once",
+            Some(("Failed", false)),
+            false,
+            FIN,
+            "CrashLoopBackOff",
+        ),
         ("WaitAsReceiver", None, false, START, "Starting"),
     ];
     for (strategy, state, start_req, want, want_printable) in table {
-        let status = if *start_req { json!({"stateChangeRequests": [{"action": "Start"}]}) } else { json!({}) };
+        let status = if *start_req {
+            json!({"stateChangeRequests": [{"action": "Start"}]})
+        } else {
+            json!({})
+        };
         let v = vm(Some(strategy), None, status);
         let i = state.map(|(p, r)| vmi(p, r));
         let d = decide_vm(&world(&v, i.as_ref(), &cfg));
         let case = format!("{strategy} {state:?} start={start_req}");
-        assert_eq!(actions(&d), want.iter().map(|s| s.to_string()).collect::<Vec<_>>(), "{case}");
+        assert_eq!(
+            actions(&d),
+            want.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            "{case}"
+        );
         assert_eq!(printable(&d, &v), *want_printable, "{case}");
     }
 }
@@ -138,10 +203,20 @@ fn legacy_running_maps_to_always_and_halted_and_both_is_an_error() {
     assert_eq!(actions(&d), START);
     let d = decide_vm(&world(&vm(None, Some(false), json!({})), None, &cfg));
     assert_eq!(actions(&d), NOTHING);
-    let d = decide_vm(&world(&vm(Some("Always"), Some(true), json!({})), None, &cfg));
-    assert_eq!(d.plan.error.as_deref(), Some("running and runstrategy are mutually exclusive"));
+    let d = decide_vm(&world(
+        &vm(Some("Always"), Some(true), json!({})),
+        None,
+        &cfg,
+    ));
+    assert_eq!(
+        d.plan.error.as_deref(),
+        Some("running and runstrategy are mutually exclusive")
+    );
     assert_eq!(d.plan.queue, QueueOutcome::RateLimited);
-    assert!(d.status.is_none(), "no status write after a run strategy error");
+    assert!(
+        d.status.is_none(),
+        "no status write after a run strategy error"
+    );
 }
 
 #[test]
@@ -152,12 +227,17 @@ fn stop_request_for_the_running_vmi_stops_it_other_uids_are_dropped() {
     let v = vm(Some("Manual"), None, req("vmi-uid"));
     let d = decide_vm(&world(&v, Some(&i), &cfg));
     assert_eq!(actions(&d), STOP);
-    let WriteOp::Delete { precondition_uid } = &d.plan.writes[0].op else { panic!("delete first") };
+    let WriteOp::Delete { precondition_uid } = &d.plan.writes[0].op else {
+        panic!("delete first")
+    };
     assert_eq!(precondition_uid.as_deref(), Some("vmi-uid"));
     let v = vm(Some("Manual"), None, req("older-uid"));
     let d = decide_vm(&world(&v, Some(&i), &cfg));
     assert_eq!(actions(&d), NOTHING);
-    assert!(d.status.unwrap().get("stateChangeRequests").is_none(), "stale request trimmed");
+    assert!(
+        d.status.unwrap().get("stateChangeRequests").is_none(),
+        "stale request trimmed"
+    );
 }
 
 #[test]
@@ -171,7 +251,10 @@ fn start_failures_back_off_with_the_jitter_passed_in() {
         let d = decide_vm(&w);
         let sf = &d.status.unwrap()["startFailure"];
         assert_eq!(sf["consecutiveFailCount"], 1);
-        assert_eq!(sf["retryAfterTimestamp"], json!(crate::decide::format_rfc3339(NOW + want)));
+        assert_eq!(
+            sf["retryAfterTimestamp"],
+            json!(crate::decide::format_rfc3339(NOW + want))
+        );
     }
     // While the backoff runs, no start: requeue after the time left.
     let v = vm(
@@ -182,7 +265,10 @@ fn start_failures_back_off_with_the_jitter_passed_in() {
     );
     let d = decide_vm(&world(&v, None, &cfg));
     assert_eq!(actions(&d), NOTHING);
-    assert_eq!(d.plan.queue, QueueOutcome::After(std::time::Duration::from_secs(90)));
+    assert_eq!(
+        d.plan.queue,
+        QueueOutcome::After(std::time::Duration::from_secs(90))
+    );
     assert_eq!(d.status.unwrap()["printableStatus"], "CrashLoopBackOff");
 }
 
@@ -192,14 +278,28 @@ fn double_create_guard_cache_lagging_behind_a_create() {
     let v = vm(Some("Always"), None, json!({}));
     // First reconcile creates the VMI and raises the expectation before the create.
     let d = decide_vm(&world(&v, None, &cfg));
-    let create = d.plan.writes.iter().find(|w| w.resource == "virtualmachineinstances").unwrap();
-    assert!(matches!(create.expectation, Some(crate::decide::Expectation::Creations { count: 1, .. })));
+    let create = d
+        .plan
+        .writes
+        .iter()
+        .find(|w| w.resource == "virtualmachineinstances")
+        .unwrap();
+    assert!(matches!(
+        create.expectation,
+        Some(crate::decide::Expectation::Creations { count: 1, .. })
+    ));
     // Second reconcile: the cache has not seen the VMI yet, the expectation is outstanding.
     let mut w = world(&v, None, &cfg);
-    w.expectations = PendingExpectations { creations: 1, deletions: 0 };
+    w.expectations = PendingExpectations {
+        creations: 1,
+        deletions: 0,
+    };
     let d = decide_vm(&w);
     assert!(
-        !d.plan.writes.iter().any(|w| matches!(w.op, WriteOp::Create { .. })),
+        !d.plan
+            .writes
+            .iter()
+            .any(|w| matches!(w.op, WriteOp::Create { .. })),
         "no second VMI while the first create is unobserved"
     );
     assert_eq!(d.status.unwrap()["printableStatus"], "Starting");
@@ -227,10 +327,18 @@ fn missing_finalizer_and_firmware_uuid_are_added() {
         s.domain.firmware = None;
     }
     let d = decide_vm(&world(&v, None, &cfg));
-    assert_eq!(actions(&d), ["patch virtualmachines", "patch virtualmachines"]);
+    assert_eq!(
+        actions(&d),
+        ["patch virtualmachines", "patch virtualmachines"]
+    );
     let fw = &d.plan.writes[1];
-    let WriteOp::Patch { patch, .. } = &fw.op else { panic!() };
-    assert_eq!(patch[1]["value"]["uuid"], json!(super::firmware::legacy_firmware_uuid("vm1")));
+    let WriteOp::Patch { patch, .. } = &fw.op else {
+        panic!()
+    };
+    assert_eq!(
+        patch[1]["value"]["uuid"],
+        json!(super::firmware::legacy_firmware_uuid("vm1"))
+    );
 }
 
 #[test]
@@ -254,7 +362,13 @@ fn restart_required_when_the_template_changed_since_start() {
     w.revisions = &revs;
     let d = decide_vm(&w);
     let conds = d.status.unwrap()["conditions"].clone();
-    assert!(conds.as_array().unwrap().iter().any(|c| c["type"] == "RestartRequired" && c["status"] == "True"));
+    assert!(
+        conds
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "RestartRequired" && c["status"] == "True")
+    );
 }
 
 /// Drives VM decisions against the in-memory store, feeding each result back as the next
@@ -263,9 +377,18 @@ fn restart_required_when_the_template_changed_since_start() {
 fn lifecycle_start_run_stop_on_the_store() {
     let cfg = ClusterConfig::default();
     let mut store = ObjectStore::new();
-    store.insert("virtualmachines", serde_json::to_value(vm(Some("Manual"), None, json!({}))).unwrap());
+    store.insert(
+        "virtualmachines",
+        serde_json::to_value(vm(Some("Manual"), None, json!({}))).unwrap(),
+    );
     let step = |store: &mut ObjectStore| {
-        let v: VirtualMachine = serde_json::from_value(store.get("virtualmachines", "default", "vm1").unwrap().clone()).unwrap();
+        let v: VirtualMachine = serde_json::from_value(
+            store
+                .get("virtualmachines", "default", "vm1")
+                .unwrap()
+                .clone(),
+        )
+        .unwrap();
         let i: Option<VirtualMachineInstance> = store
             .get("virtualmachineinstances", "default", "vm1")
             .map(|x| serde_json::from_value(x.clone()).unwrap());
@@ -280,26 +403,44 @@ fn lifecycle_start_run_stop_on_the_store() {
     let (d, _) = step(&mut store);
     assert_eq!(actions(&d), NOTHING);
     // virtctl start
-    store.objects.get_mut(&("virtualmachines".into(), "default".into(), "vm1".into())).unwrap()["status"]
-        ["stateChangeRequests"] = json!([{"action": "Start"}]);
+    store
+        .objects
+        .get_mut(&("virtualmachines".into(), "default".into(), "vm1".into()))
+        .unwrap()["status"]["stateChangeRequests"] = json!([{"action": "Start"}]);
     let (d, _) = step(&mut store);
     assert_eq!(actions(&d), START);
-    let mut created = store.get("virtualmachineinstances", "default", "vm1").unwrap().clone();
+    let mut created = store
+        .get("virtualmachineinstances", "default", "vm1")
+        .unwrap()
+        .clone();
     created["metadata"]["uid"] = json!("vmi-uid");
     created["status"]["phase"] = json!("Running");
-    created["status"]["phaseTransitionTimestamps"] = json!([{"phase": "Running", "phaseTransitionTimestamp": "2026-01-01T00:00:00Z"}]);
+    created["status"]["phaseTransitionTimestamps"] =
+        json!([{"phase": "Running", "phaseTransitionTimestamp": "2026-01-01T00:00:00Z"}]);
     created["status"]["conditions"] = json!([{"type": "Ready", "status": "True", "lastProbeTime": null, "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
     store.insert("virtualmachineinstances", created);
     let (d, _) = step(&mut store);
     assert_eq!(d.status.as_ref().unwrap()["printableStatus"], "Running");
-    assert!(d.status.as_ref().unwrap().get("stateChangeRequests").is_none(), "start request consumed");
+    assert!(
+        d.status
+            .as_ref()
+            .unwrap()
+            .get("stateChangeRequests")
+            .is_none(),
+        "start request consumed"
+    );
     // virtctl stop
-    store.objects.get_mut(&("virtualmachines".into(), "default".into(), "vm1".into())).unwrap()["status"]
-        ["stateChangeRequests"] = json!([{"action": "Stop", "uid": "vmi-uid"}]);
+    store
+        .objects
+        .get_mut(&("virtualmachines".into(), "default".into(), "vm1".into()))
+        .unwrap()["status"]["stateChangeRequests"] = json!([{"action": "Stop", "uid": "vmi-uid"}]);
     let (d, _) = step(&mut store);
     assert_eq!(actions(&d), STOP);
     assert!(
-        store.get("virtualmachineinstances", "default", "vm1").unwrap()["metadata"]["deletionTimestamp"].is_string(),
+        store
+            .get("virtualmachineinstances", "default", "vm1")
+            .unwrap()["metadata"]["deletionTimestamp"]
+            .is_string(),
         "the VMI is terminating (finalizers hold it)"
     );
 }

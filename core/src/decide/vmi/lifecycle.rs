@@ -62,9 +62,17 @@ fn sync(
             }
             let name = pod::name(p).to_string();
             plan.writes.push(
-                ApiWrite::new("pods", meta::namespace(&vmi.metadata), &name, WriteOp::Delete {
-                    precondition_uid: p.pointer("/metadata/uid").and_then(Value::as_str).map(String::from),
-                })
+                ApiWrite::new(
+                    "pods",
+                    meta::namespace(&vmi.metadata),
+                    &name,
+                    WriteOp::Delete {
+                        precondition_uid: p
+                            .pointer("/metadata/uid")
+                            .and_then(Value::as_str)
+                            .map(String::from),
+                    },
+                )
                 .expecting(Expectation::Deletions {
                     key: key.clone(),
                     objects: vec![format!("{}/{name}", meta::namespace(&vmi.metadata))],
@@ -81,7 +89,10 @@ fn sync(
     if state::is_final(vmi) {
         return None;
     }
-    let is_target = meta::annotation(&vmi.metadata, crate::decide::vm::CREATE_MIGRATION_TARGET_ANNOTATION) == Some("true");
+    let is_target = meta::annotation(
+        &vmi.metadata,
+        crate::decide::vm::CREATE_MIGRATION_TARGET_ANNOTATION,
+    ) == Some("true");
     if is_target && meta::label(&vmi.metadata, "kubevirt.io/migration-target-node-name").is_none() {
         return None;
     }
@@ -90,7 +101,10 @@ fn sync(
             return None;
         }
         if active_migration_exists(w) {
-            return Some(SyncError { reason: "FailedCreate".into(), message: "active migration exists".into() });
+            return Some(SyncError {
+                reason: "FailedCreate".into(),
+                message: "active migration exists".into(),
+            });
         }
         let mut pod_obj = match render(vmi) {
             Ok(p) => p,
@@ -114,9 +128,14 @@ fn sync(
             .unwrap_or_else(|| format!("{prefix}{suffix}"));
         pod_obj["metadata"]["name"] = json!(name);
         plan.writes.push(
-            ApiWrite::new("pods", meta::namespace(&vmi.metadata), &name, WriteOp::Create {
-                object: pod_obj.clone(),
-            })
+            ApiWrite::new(
+                "pods",
+                meta::namespace(&vmi.metadata),
+                &name,
+                WriteOp::Create {
+                    object: pod_obj.clone(),
+                },
+            )
             .expecting(Expectation::Creations { key, count: 1 }),
         );
         plan.events.push(created_pod_event(vmi, &name));
@@ -130,11 +149,19 @@ fn sync(
             .and_then(|a| a.get(EVICT_ONLY_ANNOTATION))
             .is_some_and(|v| v == "");
         if !has {
-            let path = format!("/metadata/annotations/{}", patch::escape(EVICT_ONLY_ANNOTATION));
-            plan.writes.push(ApiWrite::new("pods", meta::namespace(&vmi.metadata), pod::name(p), WriteOp::Patch {
-                patch_type: PatchType::Json,
-                patch: json!([op("add", &path, Some(json!("")))]),
-            }));
+            let path = format!(
+                "/metadata/annotations/{}",
+                patch::escape(EVICT_ONLY_ANNOTATION)
+            );
+            plan.writes.push(ApiWrite::new(
+                "pods",
+                meta::namespace(&vmi.metadata),
+                pod::name(p),
+                WriteOp::Patch {
+                    patch_type: PatchType::Json,
+                    patch: json!([op("add", &path, Some(json!("")))]),
+                },
+            ));
             let mut updated = p.clone();
             if !updated["metadata"]["annotations"].is_object() {
                 updated["metadata"]["annotations"] = json!({});
@@ -154,14 +181,20 @@ fn active_migration_exists(w: &VmiWorld<'_>) -> bool {
                 m.pointer("/status/phase").and_then(Value::as_str),
                 Some("Succeeded") | Some("Failed")
             )
-            && m.pointer("/metadata/deletionTimestamp").is_none_or(Value::is_null)
+            && m.pointer("/metadata/deletionTimestamp")
+                .is_none_or(Value::is_null)
     })
 }
 
 /// The plan for a launcher pod create the API server rejected: the event (a Pod Security
 /// rejection is explained as needing a privileged namespace), the `Synchronized=False` condition
 /// and a rate-limited retry. The shell calls this instead of continuing the failed plan.
-pub fn pod_create_failed(vmi: &VirtualMachineInstance, forbidden: bool, server_message: &str, now: i64) -> Plan {
+pub fn pod_create_failed(
+    vmi: &VirtualMachineInstance,
+    forbidden: bool,
+    server_message: &str,
+    now: i64,
+) -> Plan {
     let mut plan = Plan::idle();
     let (event_msg, err) = if forbidden && server_message.contains("violates PodSecurity") {
         let e = format!(
@@ -176,7 +209,8 @@ pub fn pod_create_failed(vmi: &VirtualMachineInstance, forbidden: bool, server_m
             format!("failed to create virtual machine pod: {server_message}"),
         )
     };
-    plan.events.push(Event::warning(vmi_ref(vmi), "FailedCreate", event_msg));
+    plan.events
+        .push(Event::warning(vmi_ref(vmi), "FailedCreate", event_msg));
     let mut conds = vmi
         .status
         .as_ref()
@@ -196,7 +230,10 @@ pub fn pod_create_failed(vmi: &VirtualMachineInstance, forbidden: bool, server_m
         meta::name(&vmi.metadata),
         WriteOp::Patch {
             patch_type: PatchType::Json,
-            patch: json!([op("test", "/status/conditions", Some(old)), op("add", "/status/conditions", Some(Value::Array(conds)))]),
+            patch: json!([
+                op("test", "/status/conditions", Some(old)),
+                op("add", "/status/conditions", Some(Value::Array(conds)))
+            ]),
         },
     ));
     plan.fail(err);
@@ -212,11 +249,16 @@ fn conds_mut(v: &mut Value) -> &mut Vec<Value> {
     if !v["status"]["conditions"].is_array() {
         v["status"]["conditions"] = json!([]);
     }
-    v["status"]["conditions"].as_array_mut().expect("made an array above")
+    v["status"]["conditions"]
+        .as_array_mut()
+        .expect("made an array above")
 }
 
 fn find_cond<'a>(v: &'a Value, t: &str) -> Option<&'a Value> {
-    v.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == t)
+    v.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
 }
 
 /// Sets `c` unless a condition of its type with the same status and reason exists.
@@ -233,7 +275,10 @@ fn update_cond(v: &mut Value, c: Value) {
 }
 
 fn remove_cond(v: &mut Value, t: &str) {
-    if let Some(a) = v.pointer_mut("/status/conditions").and_then(Value::as_array_mut) {
+    if let Some(a) = v
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    {
         a.retain(|c| c["type"] != t);
     }
 }
@@ -247,26 +292,48 @@ fn cond(t: &str, status: &str, reason: &str, message: &str, now: i64) -> Value {
 
 fn ready_condition(vmi: &VirtualMachineInstance, p: Option<&Value>, now: i64) -> Value {
     match p {
-        None => cond("Ready", "False", "PodNotExists", "virt-launcher pod has not yet been scheduled", now),
-        Some(p) if pod::is_temp(p) => {
-            cond("Ready", "False", "PodNotExists", "virt-launcher pod has not yet been scheduled", now)
-        }
-        Some(p) if pod::is_down_or_going_down(p) => {
-            cond("Ready", "False", "PodTerminating", "virt-launcher pod is terminating", now)
-        }
-        Some(_) if state::phase_of(vmi) != phase::RUNNING => {
-            cond("Ready", "False", "GuestNotRunning", "Guest VM is not reported as running", now)
-        }
+        None => cond(
+            "Ready",
+            "False",
+            "PodNotExists",
+            "virt-launcher pod has not yet been scheduled",
+            now,
+        ),
+        Some(p) if pod::is_temp(p) => cond(
+            "Ready",
+            "False",
+            "PodNotExists",
+            "virt-launcher pod has not yet been scheduled",
+            now,
+        ),
+        Some(p) if pod::is_down_or_going_down(p) => cond(
+            "Ready",
+            "False",
+            "PodTerminating",
+            "virt-launcher pod is terminating",
+            now,
+        ),
+        Some(_) if state::phase_of(vmi) != phase::RUNNING => cond(
+            "Ready",
+            "False",
+            "GuestNotRunning",
+            "Guest VM is not reported as running",
+            now,
+        ),
         Some(p) => match pod::condition(p, "Ready") {
             Some(pc) => {
                 let mut c = json!({"type": "Ready", "status": pc["status"]});
                 for k in ["reason", "message"] {
-                    if let Some(v) = pc.get(k).filter(|v| v.as_str().is_some_and(|s| !s.is_empty())) {
+                    if let Some(v) = pc
+                        .get(k)
+                        .filter(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+                    {
                         c[k] = v.clone();
                     }
                 }
                 c["lastProbeTime"] = pc.get("lastProbeTime").cloned().unwrap_or(Value::Null);
-                c["lastTransitionTime"] = pc.get("lastTransitionTime").cloned().unwrap_or(Value::Null);
+                c["lastTransitionTime"] =
+                    pc.get("lastTransitionTime").cloned().unwrap_or(Value::Null);
                 c
             }
             None => cond(
@@ -291,7 +358,8 @@ fn string_map(v: Option<&Value>) -> Option<BTreeMap<String, String>> {
 /// Keeps the pod's unpaused readiness-gate condition in line with the VMI's Paused condition.
 fn sync_paused_condition_to_pod(vmi: &Value, p: &Value, plan: &mut Plan, ns: &str, now: i64) {
     let paused = find_cond(vmi, "Paused").is_some_and(|c| c["status"] == "True");
-    let unpaused_true = pod::condition(p, UNPAUSED_CONDITION).is_some_and(|c| c["status"] == "True");
+    let unpaused_true =
+        pod::condition(p, UNPAUSED_CONDITION).is_some_and(|c| c["status"] == "True");
     let new = if paused && unpaused_true {
         json!({"lastProbeTime": meta::time_json(now), "lastTransitionTime": meta::time_json(now),
                "message": "the virtual machine is paused", "reason": "Paused", "status": "False", "type": UNPAUSED_CONDITION})
@@ -306,7 +374,10 @@ fn sync_paused_condition_to_pod(vmi: &Value, p: &Value, plan: &mut Plan, ns: &st
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let mut order: Vec<Value> = existing.iter().map(|c| json!({"type": c["type"]})).collect();
+    let mut order: Vec<Value> = existing
+        .iter()
+        .map(|c| json!({"type": c["type"]}))
+        .collect();
     if !existing.iter().any(|c| c["type"] == UNPAUSED_CONDITION) {
         order.push(json!({"type": UNPAUSED_CONDITION}));
     }
@@ -316,10 +387,15 @@ fn sync_paused_condition_to_pod(vmi: &Value, p: &Value, plan: &mut Plan, ns: &st
     }
     status.insert("conditions".into(), json!([new]));
     plan.writes.push(
-        ApiWrite::new("pods", ns, pod::name(p), WriteOp::Patch {
-            patch_type: PatchType::StrategicMerge,
-            patch: json!({"status": Value::Object(status)}),
-        })
+        ApiWrite::new(
+            "pods",
+            ns,
+            pod::name(p),
+            WriteOp::Patch {
+                patch_type: PatchType::StrategicMerge,
+                patch: json!({"status": Value::Object(status)}),
+            },
+        )
         .on_subresource("status"),
     );
 }
@@ -327,18 +403,25 @@ fn sync_paused_condition_to_pod(vmi: &Value, p: &Value, plan: &mut Plan, ns: &st
 /// Backup hook annotations the launcher pod should carry (unless backup hooks are skipped).
 fn storage_annotations(vmi: &VirtualMachineInstance) -> BTreeMap<String, String> {
     let mut a = BTreeMap::new();
-    let skip = meta::annotation(&vmi.metadata, "kubevirt.io/skip-backup-hooks").is_some_and(|v| v == "true");
+    let skip = meta::annotation(&vmi.metadata, "kubevirt.io/skip-backup-hooks")
+        .is_some_and(|v| v == "true");
     if skip {
         return a;
     }
     let (name, ns) = (meta::name(&vmi.metadata), meta::namespace(&vmi.metadata));
-    a.insert("pre.hook.backup.velero.io/container".into(), "compute".into());
+    a.insert(
+        "pre.hook.backup.velero.io/container".into(),
+        "compute".into(),
+    );
     a.insert(
         "pre.hook.backup.velero.io/command".into(),
         format!("[\"/usr/bin/virt-freezer\", \"--freeze\", \"--name\", {name:?}, \"--namespace\", {ns:?}]"),
     );
     a.insert("pre.hook.backup.velero.io/timeout".into(), "60s".into());
-    a.insert("post.hook.backup.velero.io/container".into(), "compute".into());
+    a.insert(
+        "post.hook.backup.velero.io/container".into(),
+        "compute".into(),
+    );
     a.insert(
         "post.hook.backup.velero.io/command".into(),
         format!("[\"/usr/bin/virt-freezer\", \"--unfreeze\", \"--name\", {name:?}, \"--namespace\", {ns:?}]"),
@@ -388,33 +471,54 @@ fn sync_dynamic_metadata_to_pod(
             match orig {
                 None => ops.push(op("add", &path, Some(new_v))),
                 Some(o) => {
-                    ops.push(op("test", &path, Some(serde_json::to_value(o).unwrap_or_default())));
+                    ops.push(op(
+                        "test",
+                        &path,
+                        Some(serde_json::to_value(o).unwrap_or_default()),
+                    ));
                     ops.push(op("replace", &path, Some(new_v)));
                 }
             }
         }
     };
     let vmi_labels = string_map(vmi_copy.pointer("/metadata/labels")).unwrap_or_default();
-    sync_map(&[NODE_NAME_LABEL, OUTDATED_LAUNCHER_LABEL], &vmi_labels, "labels");
+    sync_map(
+        &[NODE_NAME_LABEL, OUTDATED_LAUNCHER_LABEL],
+        &vmi_labels,
+        "labels",
+    );
     let mut annotations = string_map(vmi_copy.pointer("/metadata/annotations")).unwrap_or_default();
     annotations.extend(storage_annotations(vmi));
-    let mut keys = vec!["descheduler.alpha.kubernetes.io/evict", "descheduler.alpha.kubernetes.io/prefer-no-eviction"];
+    let mut keys = vec![
+        "descheduler.alpha.kubernetes.io/evict",
+        "descheduler.alpha.kubernetes.io/prefer-no-eviction",
+    ];
     keys.extend(MANAGED_STORAGE_ANNOTATIONS);
     sync_map(&keys, &annotations, "annotations");
     if !ops.is_empty() {
-        plan.writes.push(ApiWrite::new("pods", ns, pod::name(p), WriteOp::Patch {
-            patch_type: PatchType::Json,
-            patch: Value::Array(ops),
-        }));
+        plan.writes.push(ApiWrite::new(
+            "pods",
+            ns,
+            pod::name(p),
+            WriteOp::Patch {
+                patch_type: PatchType::Json,
+                patch: Value::Array(ops),
+            },
+        ));
     }
 }
 
 fn has_finalizer(v: &Value, f: &str) -> bool {
-    v.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|a| a.iter().any(|x| x == f))
+    v.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|x| x == f))
 }
 
 fn remove_finalizer(v: &mut Value, f: &str) {
-    if let Some(a) = v.pointer_mut("/metadata/finalizers").and_then(Value::as_array_mut) {
+    if let Some(a) = v
+        .pointer_mut("/metadata/finalizers")
+        .and_then(Value::as_array_mut)
+    {
         a.retain(|x| x != f);
     }
 }
@@ -438,16 +542,22 @@ fn set_label(v: &mut Value, k: &str, val: &str) {
 }
 
 fn remove_label(v: &mut Value, k: &str) {
-    if let Some(m) = v.pointer_mut("/metadata/labels").and_then(Value::as_object_mut) {
+    if let Some(m) = v
+        .pointer_mut("/metadata/labels")
+        .and_then(Value::as_object_mut)
+    {
         m.remove(k);
     }
 }
 
 fn has_owner_vm(w: &VmiWorld<'_>) -> bool {
-    let Some(owner) = meta::controller_of(&w.vmi.metadata).filter(|o| o.kind == "VirtualMachine") else {
+    let Some(owner) = meta::controller_of(&w.vmi.metadata).filter(|o| o.kind == "VirtualMachine")
+    else {
         return false;
     };
-    let typed = w.vm.is_some_and(|vm| meta::name(&vm.metadata) == owner.name && meta::uid(&vm.metadata) == owner.uid);
+    let typed = w.vm.is_some_and(|vm| {
+        meta::name(&vm.metadata) == owner.name && meta::uid(&vm.metadata) == owner.uid
+    });
     typed
         || w.vms.iter().any(|vm| {
             vm.pointer("/metadata/name").and_then(Value::as_str) == Some(owner.name.as_str())
@@ -457,7 +567,11 @@ fn has_owner_vm(w: &VmiWorld<'_>) -> bool {
 
 /// Volume status entries for every volume (existing entries kept).
 fn update_volume_status(v: &mut Value) {
-    let old: Vec<Value> = v.pointer("/status/volumeStatus").and_then(Value::as_array).cloned().unwrap_or_default();
+    let old: Vec<Value> = v
+        .pointer("/status/volumeStatus")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let vols: Vec<String> = v
         .pointer("/spec/volumes")
         .and_then(Value::as_array)
@@ -467,7 +581,12 @@ fn update_volume_status(v: &mut Value) {
         .collect();
     let new: Vec<Value> = vols
         .iter()
-        .map(|n| old.iter().find(|o| o["name"] == n.as_str()).cloned().unwrap_or_else(|| json!({"name": n, "target": ""})))
+        .map(|n| {
+            old.iter()
+                .find(|o| o["name"] == n.as_str())
+                .cloned()
+                .unwrap_or_else(|| json!({"name": n, "target": ""}))
+        })
         .collect();
     if new.is_empty() && old.is_empty() {
         return;
@@ -477,11 +596,21 @@ fn update_volume_status(v: &mut Value) {
 
 /// Interface status entries for pod-network interfaces (`eth0`), existing entries kept.
 fn update_network_status(v: &mut Value) {
-    let old: Vec<Value> = v.pointer("/status/interfaces").and_then(Value::as_array).cloned().unwrap_or_default();
-    let nets: Vec<Value> = v.pointer("/spec/networks").and_then(Value::as_array).cloned().unwrap_or_default();
+    let old: Vec<Value> = v
+        .pointer("/status/interfaces")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let nets: Vec<Value> = v
+        .pointer("/spec/networks")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let mut new = Vec::new();
     for n in nets {
-        let Some(name) = n["name"].as_str() else { continue };
+        let Some(name) = n["name"].as_str() else {
+            continue;
+        };
         if let Some(o) = old.iter().find(|o| o["name"] == name) {
             new.push(o.clone());
         } else if n.get("pod").is_some() {
@@ -516,7 +645,12 @@ fn update_status(
 
     // Active pods: every pod the VMI controls (including one just created), by UID -> node.
     let mut active = Map::new();
-    let mut controlled: Vec<&Value> = w.pods.iter().copied().filter(|x| pod::is_controlled_by(x, vmi)).collect();
+    let mut controlled: Vec<&Value> = w
+        .pods
+        .iter()
+        .copied()
+        .filter(|x| pod::is_controlled_by(x, vmi))
+        .collect();
     if let Some(p) = p
         && !controlled.iter().any(|x| pod::name(x) == pod::name(p))
     {
@@ -527,7 +661,10 @@ fn update_status(
             active.insert(uid.into(), json!(pod::node_name(x)));
         }
     }
-    if !active.is_empty() || c.pointer("/status/activePods").is_some_and(|a| !a.is_null()) {
+    if !active.is_empty()
+        || c.pointer("/status/activePods")
+            .is_some_and(|a| !a.is_null())
+    {
         c["status"]["activePods"] = Value::Object(active);
     }
 
@@ -543,7 +680,10 @@ fn update_status(
         sync_paused_condition_to_pod(&c, p, plan, &ns, now);
         sync_dynamic_metadata_to_pod(&c, vmi, p, plan, &ns);
         if let Some(bytes) = p
-            .pointer(&format!("/metadata/annotations/{}", patch::escape(MEMORY_OVERHEAD_ANNOTATION)))
+            .pointer(&format!(
+                "/metadata/annotations/{}",
+                patch::escape(MEMORY_OVERHEAD_ANNOTATION)
+            ))
             .and_then(Value::as_str)
             .and_then(|s| s.parse::<i64>().ok())
         {
@@ -568,7 +708,11 @@ fn update_status(
             remove_cond(&mut c, "Provisioning");
             match p.filter(|_| pod_exists) {
                 Some(p) => {
-                    match p.pointer("/status/qosClass").and_then(Value::as_str).filter(|q| !q.is_empty()) {
+                    match p
+                        .pointer("/status/qosClass")
+                        .and_then(Value::as_str)
+                        .filter(|q| !q.is_empty())
+                    {
                         Some(q) => c["status"]["qosClass"] = json!(q),
                         None => {
                             if let Some(m) = c["status"].as_object_mut() {
@@ -579,8 +723,11 @@ fn update_status(
                     match pod::condition(p, "PodScheduled") {
                         Some(pc) if pc["status"] == "False" => {
                             if find_cond(&c, "PodScheduled").is_none() {
-                                let mut nc = json!({"type": "PodScheduled", "status": pc["status"]});
-                                for k in ["reason", "message", "lastProbeTime", "lastTransitionTime"] {
+                                let mut nc =
+                                    json!({"type": "PodScheduled", "status": pc["status"]});
+                                for k in
+                                    ["reason", "message", "lastProbeTime", "lastTransitionTime"]
+                                {
                                     nc[k] = pc.get(k).cloned().unwrap_or(Value::Null);
                                 }
                                 conds_mut(&mut c).push(nc);
@@ -599,7 +746,10 @@ fn update_status(
                         set_label(&mut c, NODE_NAME_LABEL, &node);
                         c["status"]["nodeName"] = json!(node);
                         let transport = p
-                            .pointer(&format!("/metadata/annotations/{}", patch::escape(MIGRATION_TRANSPORT_ANNOTATION)))
+                            .pointer(&format!(
+                                "/metadata/annotations/{}",
+                                patch::escape(MIGRATION_TRANSPORT_ANNOTATION)
+                            ))
                             .is_some();
                         if transport {
                             c["status"]["migrationTransport"] = json!("Unix");
@@ -621,7 +771,10 @@ fn update_status(
                     m.remove("launcherContainerImageVersion");
                 }
             }
-            let has_finalizers = c.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+            let has_finalizers = c
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty());
             if !has_owner_vm(w) && has_finalizers {
                 remove_finalizer(&mut c, crate::decide::vm::VM_CONTROLLER_FINALIZER);
             }
@@ -645,7 +798,10 @@ fn update_status(
             if state::is_deleting(vmi) {
                 remove_finalizer(&mut c, DEPRECATED_VMI_FINALIZER);
                 remove_finalizer(&mut c, VMI_FINALIZER);
-                let has_finalizers = c.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+                let has_finalizers = c
+                    .pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| !a.is_empty());
                 if !has_owner_vm(w) && has_finalizers {
                     remove_finalizer(&mut c, crate::decide::vm::VM_CONTROLLER_FINALIZER);
                 }
@@ -659,10 +815,22 @@ fn update_status(
         }
     }
 
-    let evacuating = c.pointer("/status/evacuationNodeName").and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+    let evacuating = c
+        .pointer("/status/evacuationNodeName")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty());
     if evacuating {
         if !find_cond(&c, "EvictionRequested").is_some_and(|x| x["status"] == "True") {
-            update_cond(&mut c, cond("EvictionRequested", "True", "EvictionRequested", "VMI is marked for eviction", now));
+            update_cond(
+                &mut c,
+                cond(
+                    "EvictionRequested",
+                    "True",
+                    "EvictionRequested",
+                    "VMI is marked for eviction",
+                    now,
+                ),
+            );
         }
     } else {
         remove_cond(&mut c, "EvictionRequested");
@@ -688,9 +856,16 @@ fn update_status(
         }
         None => remove_cond(&mut c, "Synchronized"),
     }
-    let new_phase = c.pointer("/status/phase").and_then(Value::as_str).unwrap_or_default().to_string();
+    let new_phase = c
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     if new_phase != current_phase {
-        let ts = c["status"]["phaseTransitionTimestamps"].as_array().cloned().unwrap_or_default();
+        let ts = c["status"]["phaseTransitionTimestamps"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         if !ts.iter().any(|t| t["phase"] == new_phase.as_str()) {
             let mut ts = ts;
             ts.push(json!({"phase": new_phase, "phaseTransitionTimestamp": meta::time_json(now)}));
@@ -704,7 +879,9 @@ fn update_status(
         let a = meta::without_zero_values(&o[*k]);
         let b = meta::without_zero_values(&c[*k]);
         if *k == "metadata" {
-            ["finalizers", "annotations", "labels"].iter().any(|f| a.get(*f) != b.get(*f))
+            ["finalizers", "annotations", "labels"]
+                .iter()
+                .any(|f| a.get(*f) != b.get(*f))
         } else {
             a != b
         }
@@ -732,22 +909,34 @@ fn update_status(
         }
     }
     plan.writes.push(
-        ApiWrite::new("virtualmachineinstances", &ns, meta::name(&vmi.metadata), WriteOp::Patch {
-            patch_type: PatchType::Json,
-            patch: Value::Array(ops),
-        })
-        .expecting(Expectation::ObservedUpdate { key: meta::key(&vmi.metadata) }),
+        ApiWrite::new(
+            "virtualmachineinstances",
+            &ns,
+            meta::name(&vmi.metadata),
+            WriteOp::Patch {
+                patch_type: PatchType::Json,
+                patch: Value::Array(ops),
+            },
+        )
+        .expecting(Expectation::ObservedUpdate {
+            key: meta::key(&vmi.metadata),
+        }),
     );
     Some(c)
 }
 
 /// Drops empty maps/lists Go would omit, so the patch does not churn on them.
 fn tidy(v: &mut Value) {
-    for (sect, keys) in [("metadata", &["labels", "annotations", "finalizers"][..]), ("status", &["conditions", "activePods"][..])] {
+    for (sect, keys) in [
+        ("metadata", &["labels", "annotations", "finalizers"][..]),
+        ("status", &["conditions", "activePods"][..]),
+    ] {
         if let Some(m) = v.get_mut(sect).and_then(Value::as_object_mut) {
             for k in keys {
                 let empty = m.get(*k).is_some_and(|x| {
-                    x.is_null() || x.as_array().is_some_and(Vec::is_empty) || x.as_object().is_some_and(Map::is_empty)
+                    x.is_null()
+                        || x.as_array().is_some_and(Vec::is_empty)
+                        || x.as_object().is_some_and(Map::is_empty)
                 });
                 if empty && *k != "activePods" {
                     m.remove(*k);
@@ -759,9 +948,19 @@ fn tidy(v: &mut Value) {
 
 /// KubeVirt's `prepareVMIPatch`: conditions, volume and interface status, active pods, phase,
 /// launcher image, labels and finalizers — each tested against the old value.
-fn handed_over_patch(plan: &mut Plan, orig: &Value, c: &mut Value, ns: &str, name: &str) -> Option<Value> {
+fn handed_over_patch(
+    plan: &mut Plan,
+    orig: &Value,
+    c: &mut Value,
+    ns: &str,
+    name: &str,
+) -> Option<Value> {
     let mut ops = Vec::new();
-    let st = |v: &Value, k: &str| v.pointer(&format!("/status/{k}")).cloned().filter(|x| !x.is_null());
+    let st = |v: &Value, k: &str| {
+        v.pointer(&format!("/status/{k}"))
+            .cloned()
+            .filter(|x| !x.is_null())
+    };
     let mut replace = |path: &str, old: Option<Value>, new: Option<Value>, add_if_absent: bool| {
         if old == new {
             return;
@@ -775,7 +974,12 @@ fn handed_over_patch(plan: &mut Plan, orig: &Value, c: &mut Value, ns: &str, nam
             }
         }
     };
-    replace("/status/volumeStatus", st(orig, "volumeStatus"), st(c, "volumeStatus"), true);
+    replace(
+        "/status/volumeStatus",
+        st(orig, "volumeStatus"),
+        st(c, "volumeStatus"),
+        true,
+    );
     let cond_key = |v: &Value| -> Vec<(String, String, String)> {
         v.pointer("/status/conditions")
             .and_then(Value::as_array)
@@ -791,9 +995,19 @@ fn handed_over_patch(plan: &mut Plan, orig: &Value, c: &mut Value, ns: &str, nam
     ka.sort();
     kb.sort();
     if ka != kb {
-        replace("/status/conditions", st(orig, "conditions"), st(c, "conditions"), false);
+        replace(
+            "/status/conditions",
+            st(orig, "conditions"),
+            st(c, "conditions"),
+            false,
+        );
     }
-    replace("/status/activePods", st(orig, "activePods"), st(c, "activePods"), false);
+    replace(
+        "/status/activePods",
+        st(orig, "activePods"),
+        st(c, "activePods"),
+        false,
+    );
     replace("/status/phase", st(orig, "phase"), st(c, "phase"), false);
     replace(
         "/status/launcherContainerImageVersion",
@@ -801,9 +1015,23 @@ fn handed_over_patch(plan: &mut Plan, orig: &Value, c: &mut Value, ns: &str, nam
         st(c, "launcherContainerImageVersion"),
         true,
     );
-    let md = |v: &Value, k: &str| v.pointer(&format!("/metadata/{k}")).cloned().filter(|x| !x.is_null());
-    replace("/metadata/labels", md(orig, "labels"), md(c, "labels"), true);
-    replace("/metadata/finalizers", md(orig, "finalizers"), md(c, "finalizers"), true);
+    let md = |v: &Value, k: &str| {
+        v.pointer(&format!("/metadata/{k}"))
+            .cloned()
+            .filter(|x| !x.is_null())
+    };
+    replace(
+        "/metadata/labels",
+        md(orig, "labels"),
+        md(c, "labels"),
+        true,
+    );
+    replace(
+        "/metadata/finalizers",
+        md(orig, "finalizers"),
+        md(c, "finalizers"),
+        true,
+    );
     let sorted = |v: Option<Value>| {
         let mut a = v.and_then(|x| x.as_array().cloned()).unwrap_or_default();
         a.sort_by_key(|x| x["name"].as_str().unwrap_or_default().to_string());
@@ -811,15 +1039,28 @@ fn handed_over_patch(plan: &mut Plan, orig: &Value, c: &mut Value, ns: &str, nam
     };
     let (old_if, new_if) = (st(orig, "interfaces"), st(c, "interfaces"));
     if sorted(old_if.clone()) != sorted(new_if.clone()) {
-        ops.push(op("test", "/status/interfaces", Some(old_if.unwrap_or(Value::Null))));
-        ops.push(op("add", "/status/interfaces", Some(new_if.unwrap_or(Value::Null))));
+        ops.push(op(
+            "test",
+            "/status/interfaces",
+            Some(old_if.unwrap_or(Value::Null)),
+        ));
+        ops.push(op(
+            "add",
+            "/status/interfaces",
+            Some(new_if.unwrap_or(Value::Null)),
+        ));
     }
     if ops.is_empty() {
         return None;
     }
-    plan.writes.push(ApiWrite::new("virtualmachineinstances", ns, name, WriteOp::Patch {
-        patch_type: PatchType::Json,
-        patch: Value::Array(ops),
-    }));
+    plan.writes.push(ApiWrite::new(
+        "virtualmachineinstances",
+        ns,
+        name,
+        WriteOp::Patch {
+            patch_type: PatchType::Json,
+            patch: Value::Array(ops),
+        },
+    ));
     Some(c.clone())
 }

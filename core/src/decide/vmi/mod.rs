@@ -60,7 +60,10 @@ impl VmiDecision {
     pub fn to_json(&self, key: &str) -> Value {
         let mut v = self.plan.to_json(key);
         if let (Some(vmi), Value::Object(m)) = (&self.vmi, &mut v) {
-            m.insert("vmiStatus".into(), vmi.get("status").cloned().unwrap_or(Value::Null));
+            m.insert(
+                "vmiStatus".into(),
+                vmi.get("status").cloned().unwrap_or(Value::Null),
+            );
         }
         v
     }
@@ -78,7 +81,11 @@ pub(crate) fn vmi_ref(vmi: &VirtualMachineInstance) -> ObjectRef {
 /// Decides one reconcile of a VMI key. `render` builds the launcher pod; `pod_name_suffix` is
 /// the random suffix of the pod name (the API server's `generateName` suffix, drawn by the caller
 /// so the decision can name the pod in its event).
-pub fn decide_vmi(world: &VmiWorld<'_>, render: LauncherRenderer<'_>, pod_name_suffix: &str) -> VmiDecision {
+pub fn decide_vmi(
+    world: &VmiWorld<'_>,
+    render: LauncherRenderer<'_>,
+    pod_name_suffix: &str,
+) -> VmiDecision {
     let vmi = world.vmi;
     let key = meta::key(&vmi.metadata);
     let mut plan = Plan::idle();
@@ -109,7 +116,11 @@ pub fn decide_vmi(world: &VmiWorld<'_>, render: LauncherRenderer<'_>, pod_name_s
 
 /// The event recorded when the launcher pod was created.
 pub(crate) fn created_pod_event(vmi: &VirtualMachineInstance, pod_name: &str) -> Event {
-    Event::normal(vmi_ref(vmi), "SuccessfulCreate", format!("Created virtual machine pod {pod_name}"))
+    Event::normal(
+        vmi_ref(vmi),
+        "SuccessfulCreate",
+        format!("Created virtual machine pod {pod_name}"),
+    )
 }
 
 #[cfg(test)]

@@ -35,7 +35,10 @@ pub fn is_controlled_by(pod: &Value, vmi: &VirtualMachineInstance) -> bool {
         .into_iter()
         .flatten()
         .any(|o| o["controller"] == true && o["uid"] == uid)
-        && pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default")
+        && pod
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default")
             == meta::namespace(&vmi.metadata)
 }
 
@@ -48,7 +51,8 @@ pub fn is_temp(pod: &Value) -> bool {
 
 /// Whether the pod has a deletion timestamp.
 pub fn is_deleting(pod: &Value) -> bool {
-    pod.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null())
+    pod.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
 }
 
 fn compute_state(pod: &Value) -> Option<&Value> {
@@ -85,7 +89,9 @@ pub fn is_ready(pod: &Value) -> bool {
     if is_down_or_going_down(pod) {
         return false;
     }
-    let statuses = pod.pointer("/status/containerStatuses").and_then(Value::as_array);
+    let statuses = pod
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array);
     for c in statuses.into_iter().flatten() {
         let running = c.pointer("/state/running").is_some_and(|r| !r.is_null());
         match c["name"].as_str() {
@@ -106,7 +112,10 @@ pub fn is_ready(pod: &Value) -> bool {
 
 /// The pod condition of type `t`.
 pub fn condition<'a>(pod: &'a Value, t: &str) -> Option<&'a Value> {
-    pod.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == t)
+    pod.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
 }
 
 /// The image of the compute container.
@@ -129,15 +138,23 @@ pub fn image_error(pod: &Value) -> Option<(String, String)> {
         .find_map(|c| {
             let w = c.pointer("/state/waiting").filter(|w| !w.is_null())?;
             let reason = w["reason"].as_str()?;
-            matches!(reason, "ErrImagePull" | "ImagePullBackOff")
-                .then(|| (reason.to_string(), w["message"].as_str().unwrap_or_default().to_string()))
+            matches!(reason, "ErrImagePull" | "ImagePullBackOff").then(|| {
+                (
+                    reason.to_string(),
+                    w["message"].as_str().unwrap_or_default().to_string(),
+                )
+            })
         })
 }
 
 /// The launcher pod the VMI currently uses: among the pods it controls (on its node once it
 /// has one), the most recently created.
 pub fn current_pod<'a>(vmi: &VirtualMachineInstance, pods: &[&'a Value]) -> Option<&'a Value> {
-    let node = vmi.status.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default();
+    let node = vmi
+        .status
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or_default();
     let created = |p: &Value| {
         p.pointer("/metadata/creationTimestamp")
             .and_then(Value::as_str)

@@ -22,7 +22,10 @@ pub mod phase {
 
 /// The phase, empty when unset.
 pub fn phase_of(vmi: &VirtualMachineInstance) -> &str {
-    vmi.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or_default()
+    vmi.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or_default()
 }
 
 /// Succeeded or Failed: nothing will run in this VMI again.
@@ -45,7 +48,12 @@ pub fn condition<'a>(
     vmi: &'a VirtualMachineInstance,
     t: &str,
 ) -> Option<&'a VirtualMachineInstanceCondition> {
-    vmi.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.r#type == t)
+    vmi.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.r#type == t)
 }
 
 /// Whether condition `t` has status `s`.
@@ -54,7 +62,12 @@ pub fn has_condition_status(vmi: &VirtualMachineInstance, t: &str, s: &str) -> b
 }
 
 /// Whether condition `t` has status `s` and reason `r`.
-pub fn has_condition_status_reason(vmi: &VirtualMachineInstance, t: &str, s: &str, r: &str) -> bool {
+pub fn has_condition_status_reason(
+    vmi: &VirtualMachineInstance,
+    t: &str,
+    s: &str,
+    r: &str,
+) -> bool {
     condition(vmi, t).is_some_and(|c| c.status == s && c.reason.as_deref() == Some(r))
 }
 
@@ -63,7 +76,10 @@ pub fn was_ever_running(vmi: &VirtualMachineInstance) -> bool {
     vmi.status
         .as_ref()
         .and_then(|s| s.phase_transition_timestamps.as_ref())
-        .is_some_and(|ts| ts.iter().any(|t| t.phase.as_deref() == Some(phase::RUNNING)))
+        .is_some_and(|ts| {
+            ts.iter()
+                .any(|t| t.phase.as_deref() == Some(phase::RUNNING))
+        })
 }
 
 /// Whether a migration of this VMI is in progress at `now` (started, not ended).
@@ -71,7 +87,13 @@ pub fn is_migrating(vmi: &VirtualMachineInstance, now: i64) -> bool {
     let Some(ms) = vmi.status.as_ref().and_then(|s| s.migration_state.as_ref()) else {
         return false;
     };
-    let started = ms.start_timestamp.as_ref().is_some_and(|t| super::super::meta::unix_of(t) <= now);
-    let ended = ms.end_timestamp.as_ref().is_some_and(|t| super::super::meta::unix_of(t) <= now);
+    let started = ms
+        .start_timestamp
+        .as_ref()
+        .is_some_and(|t| super::super::meta::unix_of(t) <= now);
+    let ended = ms
+        .end_timestamp
+        .as_ref()
+        .is_some_and(|t| super::super::meta::unix_of(t) <= now);
     started && !ended
 }
