@@ -7,21 +7,25 @@
 #     needs a passwd entry for the user it runs as),
 # then the command runs as that UID/GID with no supplementary groups (setpriv).
 #
-# usage: libvirt-sandbox.sh [--uid N] [--state-dir DIR] [--keep-kvm] -- COMMAND [ARGS...]
+# usage: libvirt-sandbox.sh [--uid N] [--state-dir DIR] [--keep-kvm] [--bind SRC:DST]... -- COMMAND [ARGS...]
 #   --uid N        user and group to run as (default 107, KubeVirt's qemu user); 0 keeps root
 #   --state-dir D  where the masked files live (default: a new directory under /tmp, kept)
 #   --keep-kvm     never mask /dev/kvm
+#   --bind SRC:DST bind-mount SRC over DST inside the namespace (e.g. a pod's directory tree over
+#                  /run, so /var/run/kubevirt... are the test's directories), before dropping root
 # Must start as root. No argument is ever passed through a shell string.
 set -euo pipefail
 
 uid=107
 state=""
 keep_kvm=0
+binds=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --uid) uid=$2; shift 2 ;;
     --state-dir) state=$2; shift 2 ;;
     --keep-kvm) keep_kvm=1; shift ;;
+    --bind) binds+=("$2"); shift 2 ;;
     --inner) inner=1; shift ;;
     --) shift; break ;;
     *) echo "libvirt-sandbox.sh: unknown option $1" >&2; exit 2 ;;
@@ -39,10 +43,17 @@ if [ -z "${inner:-}" ]; then
   mkdir -p "$state"
   args=(--inner --uid "$uid" --state-dir "$state")
   [ "$keep_kvm" = 1 ] && args+=(--keep-kvm)
+  for b in "${binds[@]}"; do args+=(--bind "$b"); done
   exec unshare -m --propagation private -- "$0" "${args[@]}" -- "$@"
 fi
 
 # --- inside the private mount namespace --------------------------------------------------------
+for b in "${binds[@]}"; do
+  src=${b%%:*}
+  dst=${b#*:}
+  [ -d "$src" ] || [ -f "$src" ] || { echo "libvirt-sandbox.sh: --bind source $src missing" >&2; exit 2; }
+  mount --bind "$src" "$dst"
+done
 if [ "$keep_kvm" = 0 ] && [ -e /dev/kvm ]; then
   usable=0
   if [ "$uid" = 0 ]; then

@@ -1,1 +1,257 @@
-fn main() {}
+//! virt-launcher: runs libvirt and QEMU for one VMI inside its pod and serves KubeVirt's `Cmd`
+//! gRPC on `<share dir>/sockets/launcher-sock`.
+//!
+//! In order: create the pod's directories, start virtlogd and the libvirt daemon, connect to it,
+//! subscribe to domain events, serve the cmd socket (bound as `launcher-init-sock`, renamed to
+//! `launcher-sock` once it answers), then supervise: exit with an error when no domain is defined
+//! within `--qemu-timeout`; exit 0 once the domain is deleted (or stayed stopped for a while);
+//! on SIGTERM shut the guest down within the grace period, then destroy it.
+//!
+//! One thread (tokio's current-thread runtime): the launcher waits on libvirt and sockets, it
+//! never computes much, and every thread costs memory in every VM's pod.
+
+mod daemons;
+mod events;
+mod flags;
+mod host;
+mod libvirt;
+mod log;
+mod paths;
+mod prestart;
+mod service;
+mod state;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use kvrs_ipc::{LauncherService, ServeOptions, VmiCommand, layout, serve_launcher};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+
+use crate::daemons::{Daemons, LibvirtLayout};
+use crate::events::Lifecycle;
+use crate::flags::Flags;
+use crate::libvirt::Connection;
+use crate::service::Launcher;
+
+/// How long the libvirt daemon gets to open its socket.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+const CONNECT_RETRY: Duration = Duration::from_millis(10);
+/// After the domain stopped without being deleted, how long to wait for the delete.
+const FINAL_DELETE_WAIT: Duration = Duration::from_secs(30);
+
+async fn connect(
+    daemons: &mut Daemons,
+    uri: &str,
+) -> Result<
+    (
+        Arc<Connection>,
+        mpsc::UnboundedReceiver<libvirt::LifecycleEvent>,
+    ),
+    String,
+> {
+    let deadline = Instant::now() + CONNECT_TIMEOUT;
+    let mut last = String::from("socket not created");
+    loop {
+        if daemons.socket.exists() {
+            match Connection::open(&daemons.socket, uri).await {
+                Ok(c) => return Ok(c),
+                Err(e) => last = e.to_string(),
+            }
+        }
+        if let Some(name) = daemons.exited() {
+            return Err(format!("{name} exited before it accepted connections"));
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "could not connect to libvirt at {}: {last}",
+                daemons.socket.display()
+            ));
+        }
+        tokio::time::sleep(CONNECT_RETRY).await;
+    }
+}
+
+/// Shuts the guest down (ACPI), waits up to the grace period for it to stop, then destroys it.
+async fn graceful_stop(
+    launcher: &Launcher,
+    lifecycle: &mut mpsc::UnboundedReceiver<Lifecycle>,
+    grace: Duration,
+) {
+    if launcher.get_domain().await.ok().flatten().is_none() {
+        return;
+    }
+    log::info(format_args!(
+        "shutting the domain down (grace period {}s)",
+        grace.as_secs()
+    ));
+    if launcher.shutdown(VmiCommand::default()).await.is_ok() {
+        let deadline = tokio::time::sleep(grace);
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                _ = &mut deadline => break,
+                ev = lifecycle.recv() => match ev {
+                    Some(Lifecycle::Stopped | Lifecycle::Undefined) | None => return,
+                    Some(_) => {}
+                },
+            }
+        }
+    }
+    log::info(format_args!("grace period over, destroying the domain"));
+    let _ = launcher.kill(VmiCommand::default()).await;
+}
+
+/// Waits for the end of the launcher's job; `Err` is an abnormal end.
+async fn supervise(
+    launcher: &Launcher,
+    daemons: &mut Daemons,
+    lifecycle: &mut mpsc::UnboundedReceiver<Lifecycle>,
+    flags: &Flags,
+    started: Instant,
+) -> Result<(), String> {
+    let mut sigterm =
+        signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM handler: {e}"))?;
+    let mut sigint = signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT handler: {e}"))?;
+    let mut defined = false;
+    let mut stopped_at: Option<Instant> = None;
+    let mut health = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        let wake = if !defined {
+            Some(started + flags.qemu_timeout)
+        } else {
+            stopped_at.map(|t| t + FINAL_DELETE_WAIT)
+        };
+        let timer = async {
+            match wake {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = sigterm.recv() => {
+                log::info(format_args!("received SIGTERM"));
+                graceful_stop(launcher, lifecycle, Duration::from_secs(flags.grace_period_seconds)).await;
+                return Ok(());
+            }
+            _ = sigint.recv() => {
+                log::info(format_args!("received SIGINT"));
+                graceful_stop(launcher, lifecycle, Duration::from_secs(flags.grace_period_seconds)).await;
+                return Ok(());
+            }
+            ev = lifecycle.recv() => match ev {
+                None => return Err("lost the connection to libvirt".into()),
+                Some(Lifecycle::Defined) => defined = true,
+                Some(Lifecycle::Running) => { defined = true; stopped_at = None; }
+                Some(Lifecycle::Stopped) => stopped_at = Some(Instant::now()),
+                Some(Lifecycle::Undefined) => {
+                    if launcher.get_domain().await.ok().flatten().is_none() {
+                        log::info(format_args!("domain deleted, exiting"));
+                        return Ok(());
+                    }
+                }
+                Some(Lifecycle::Other) => {}
+            },
+            _ = timer => {
+                if !defined {
+                    return Err(format!(
+                        "timed out after {:?} (--qemu-timeout) waiting for a domain to be defined: no SyncVirtualMachine arrived",
+                        flags.qemu_timeout
+                    ));
+                }
+                log::info(format_args!("domain stayed stopped for {FINAL_DELETE_WAIT:?} without a delete, exiting"));
+                return Ok(());
+            }
+            _ = health.tick() => {
+                if let Some(name) = daemons.exited() {
+                    return Err(format!("{name} exited unexpectedly"));
+                }
+            }
+        }
+    }
+}
+
+async fn run(flags: Flags) -> Result<(), String> {
+    let started = Instant::now();
+    if flags.simulate_crash {
+        return Err("--simulate-crash: crashing on purpose".into());
+    }
+    if flags.hook_sidecars > 0 {
+        return Err(format!(
+            "--hook-sidecars {}: hook sidecars are not supported by kvrs's launcher",
+            flags.hook_sidecars
+        ));
+    }
+    prestart::create_directories(&flags)?;
+    let libvirt_layout = LibvirtLayout::from_env();
+    let mut daemons = Daemons::start(&libvirt_layout, &flags.libvirt_log_filters)
+        .map_err(|e| format!("start libvirt: {e}"))?;
+    let result = async {
+        let (conn, events) = connect(&mut daemons, libvirt_layout.uri()).await?;
+        daemons.link_kubevirt_socket_name();
+        conn.register_lifecycle_events()
+            .await
+            .map_err(|e| format!("subscribe to domain events: {e}"))?;
+        log::info(format_args!(
+            "connected to libvirt after {:?}",
+            started.elapsed()
+        ));
+
+        let launcher = Arc::new(Launcher::new(conn.clone(), flags.clone()));
+        let socket = layout::launcher_socket(&flags.kubevirt_share_dir);
+        let server = serve_launcher(&socket, launcher.clone(), ServeOptions::default())
+            .await
+            .map_err(|e| format!("serve {}: {e}", socket.display()))?;
+        log::info(format_args!(
+            "Marked as ready: {} after {:?}",
+            socket.display(),
+            started.elapsed()
+        ));
+
+        let (tx, mut lifecycle) = mpsc::unbounded_channel();
+        let notify = layout::notify_pipe_socket(&flags.kubevirt_share_dir);
+        let forwarder = tokio::spawn(events::forward(
+            events,
+            launcher.clone(),
+            conn.clone(),
+            notify,
+            tx,
+        ));
+        let result = supervise(&launcher, &mut daemons, &mut lifecycle, &flags, started).await;
+        let _ = server.shutdown().await;
+        // let the last events reach the handler
+        drop(lifecycle);
+        conn.close().await;
+        let _ = tokio::time::timeout(Duration::from_secs(2), forwarder).await;
+        result
+    }
+    .await;
+    daemons.stop().await;
+    result
+}
+
+fn main() -> ExitCode {
+    let flags = Flags::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            log::error(format_args!("tokio runtime: {e}"));
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(flags)) {
+        Ok(()) => {
+            log::info(format_args!("exiting"));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            log::error(format_args!("{e}"));
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! libvirt lifecycle events -> the handler's notify socket (`HandleDomainEvent` with the domain
+//! JSON and the watch event type), and a coarse copy to the launcher's supervisor.
+//!
+//! Events are sent one at a time, in order. While the notify socket is absent (the handler has
+//! not placed it yet, or is restarting) each event is retried for a while, as KubeVirt does.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kvrs_ipc::notify::event_type;
+use kvrs_ipc::{DomainEvent, NotifyClient};
+use tokio::sync::mpsc;
+
+use crate::libvirt::{Connection, LifecycleEvent};
+use crate::log;
+use crate::service::Launcher;
+use crate::state::{deleted_domain_json, domain_json, rfc3339_now};
+
+/// How long one event is retried while the notify socket is missing or refusing.
+const NOTIFY_RETRY_FOR: Duration = Duration::from_secs(30);
+const NOTIFY_RETRY_EVERY: Duration = Duration::from_millis(100);
+
+/// What the supervisor needs to know about our domain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifecycle {
+    /// Defined (new or updated).
+    Defined,
+    /// Undefined.
+    Undefined,
+    /// Started or resumed.
+    Running,
+    /// Stopped, shut off or crashed.
+    Stopped,
+    /// Anything else (suspended, shutdown requested, ...).
+    Other,
+}
+
+impl Lifecycle {
+    fn of(event: i32) -> Lifecycle {
+        match event {
+            0 => Lifecycle::Defined,
+            1 => Lifecycle::Undefined,
+            2 | 4 => Lifecycle::Running,
+            5 | 8 => Lifecycle::Stopped,
+            _ => Lifecycle::Other,
+        }
+    }
+}
+
+/// Forwards events until libvirt's connection closes (the supervisor sees its channel close).
+pub async fn forward(
+    mut events: mpsc::UnboundedReceiver<LifecycleEvent>,
+    launcher: Arc<Launcher>,
+    conn: Arc<Connection>,
+    notify_socket: PathBuf,
+    supervisor: mpsc::UnboundedSender<Lifecycle>,
+) {
+    let mut client: Option<NotifyClient> = None;
+    while let Some(ev) = events.recv().await {
+        if ev.domain.name != launcher.domain_name() {
+            continue;
+        }
+        let kind = Lifecycle::of(ev.event);
+        log::info(format_args!(
+            "domain event {kind:?} (libvirt event {} detail {}) for {}",
+            ev.event, ev.detail, ev.domain.name
+        ));
+        let _ = supervisor.send(kind);
+
+        let owner = launcher.owner();
+        let json = if kind == Lifecycle::Undefined {
+            match conn.lookup(&ev.domain.name).await {
+                // still running as a transient domain
+                Ok(d) => domain_json(&conn, &d, &owner)
+                    .await
+                    .unwrap_or_else(|_| deleted_domain_json(&owner, rfc3339_now())),
+                Err(_) => deleted_domain_json(&owner, rfc3339_now()),
+            }
+        } else {
+            match domain_json(&conn, &ev.domain, &owner).await {
+                Ok(j) => j,
+                Err(e) if e.is_not_found() => deleted_domain_json(&owner, rfc3339_now()),
+                Err(e) => {
+                    log::warn(format_args!("could not read domain for event: {e}"));
+                    continue;
+                }
+            }
+        };
+        // KubeVirt: a newly defined domain is ADDED, everything else MODIFIED (a deleted domain
+        // is MODIFIED with a deletion timestamp).
+        let event_type = if ev.event == 0 && ev.detail == 0 {
+            event_type::ADDED
+        } else {
+            event_type::MODIFIED
+        };
+        let event = DomainEvent {
+            event_type: event_type.to_string(),
+            domain_json: json,
+            status_json: Vec::new(),
+        };
+        send(&mut client, &notify_socket, event).await;
+    }
+}
+
+async fn send(client: &mut Option<NotifyClient>, socket: &PathBuf, event: DomainEvent) {
+    let give_up = Instant::now() + NOTIFY_RETRY_FOR;
+    loop {
+        if client.is_none() && socket.exists() {
+            match NotifyClient::connect(socket).await {
+                Ok(c) => *client = Some(c),
+                Err(e) => log::warn(format_args!("notify socket {}: {e}", socket.display())),
+            }
+        }
+        if let Some(c) = client.as_ref() {
+            match c.send_domain_event(event.clone()).await {
+                Ok(()) => return,
+                Err(e) => {
+                    log::warn(format_args!("failed to notify domain event: {e}"));
+                    *client = None;
+                }
+            }
+        }
+        if Instant::now() >= give_up {
+            log::error(format_args!(
+                "dropping domain event {}: notify socket {} unavailable",
+                event.event_type,
+                socket.display()
+            ));
+            return;
+        }
+        tokio::time::sleep(NOTIFY_RETRY_EVERY).await;
+    }
+}

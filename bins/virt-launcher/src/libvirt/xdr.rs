@@ -1,0 +1,143 @@
+//! XDR (RFC 4506) encoding of the few types libvirt's remote protocol uses here: 32-bit ints,
+//! 64-bit hypers, strings and fixed opaques padded to four bytes, optional values as a boolean
+//! followed by the value.
+
+use super::DomainRef;
+
+/// Appends XDR values to a buffer.
+#[derive(Default)]
+pub struct Enc(pub Vec<u8>);
+
+impl Enc {
+    pub fn u32(&mut self, v: u32) -> &mut Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    pub fn i32(&mut self, v: i32) -> &mut Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    fn pad(&mut self, len: usize) {
+        self.0.resize(self.0.len() + (4 - len % 4) % 4, 0);
+    }
+    pub fn string(&mut self, s: &str) -> &mut Self {
+        self.u32(s.len() as u32);
+        self.0.extend_from_slice(s.as_bytes());
+        self.pad(s.len());
+        self
+    }
+    pub fn opt_string(&mut self, s: Option<&str>) -> &mut Self {
+        match s {
+            Some(s) => self.u32(1).string(s),
+            None => self.u32(0),
+        }
+    }
+    /// `remote_nonnull_domain`: name, 16-byte UUID, id.
+    pub fn domain(&mut self, d: &DomainRef) -> &mut Self {
+        self.string(&d.name);
+        self.0.extend_from_slice(&d.uuid);
+        self.i32(d.id)
+    }
+}
+
+/// Reads XDR values from a reply; every read checks bounds.
+pub struct Dec<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+/// A reply shorter or stranger than the protocol allows.
+#[derive(Debug, thiserror::Error)]
+#[error("malformed libvirt reply at byte {0}")]
+pub struct Malformed(pub usize);
+
+impl<'a> Dec<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Dec { buf, pos: 0 }
+    }
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Malformed> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|e| *e <= self.buf.len())
+            .ok_or(Malformed(self.pos))?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    pub fn u32(&mut self) -> Result<u32, Malformed> {
+        let b = self.take(4)?;
+        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    pub fn i32(&mut self) -> Result<i32, Malformed> {
+        Ok(self.u32()? as i32)
+    }
+    pub fn u64(&mut self) -> Result<u64, Malformed> {
+        let hi = u64::from(self.u32()?);
+        let lo = u64::from(self.u32()?);
+        Ok(hi << 32 | lo)
+    }
+    pub fn string(&mut self) -> Result<String, Malformed> {
+        let len = self.u32()? as usize;
+        let at = self.pos;
+        let bytes = self.take(len)?;
+        self.take((4 - len % 4) % 4)?;
+        String::from_utf8(bytes.to_vec()).map_err(|_| Malformed(at))
+    }
+    pub fn opt_string(&mut self) -> Result<Option<String>, Malformed> {
+        Ok(if self.u32()? == 0 {
+            None
+        } else {
+            Some(self.string()?)
+        })
+    }
+    pub fn domain(&mut self) -> Result<DomainRef, Malformed> {
+        let name = self.string()?;
+        let mut uuid = [0u8; 16];
+        uuid.copy_from_slice(self.take(16)?);
+        let id = self.i32()?;
+        Ok(DomainRef { name, uuid, id })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_pad_to_four_and_round_trip() {
+        let mut e = Enc::default();
+        e.string("abcde")
+            .opt_string(None)
+            .opt_string(Some("x"))
+            .u32(7);
+        assert_eq!(e.0.len(), 4 + 8 + 4 + 4 + 4 + 4 + 4);
+        let mut d = Dec::new(&e.0);
+        assert_eq!(d.string().unwrap(), "abcde");
+        assert_eq!(d.opt_string().unwrap(), None);
+        assert_eq!(d.opt_string().unwrap().as_deref(), Some("x"));
+        assert_eq!(d.u32().unwrap(), 7);
+        assert!(d.u32().is_err());
+    }
+
+    #[test]
+    fn domains_and_hypers_round_trip() {
+        let dom = DomainRef {
+            name: "ns_vm".into(),
+            uuid: [7; 16],
+            id: -1,
+        };
+        let mut e = Enc::default();
+        e.domain(&dom);
+        e.0.extend_from_slice(&0x0102_0304_0506_0708u64.to_be_bytes());
+        let mut d = Dec::new(&e.0);
+        assert_eq!(d.domain().unwrap(), dom);
+        assert_eq!(d.u64().unwrap(), 0x0102_0304_0506_0708);
+    }
+
+    #[test]
+    fn hostile_lengths_are_errors_not_panics() {
+        let mut d = Dec::new(&[0xff, 0xff, 0xff, 0xff, 1]);
+        assert!(d.string().is_err());
+    }
+}

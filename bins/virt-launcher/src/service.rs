@@ -1,0 +1,321 @@
+//! The `Cmd` service: SyncVirtualMachine and the lifecycle commands, on top of libvirt.
+//!
+//! Every command that changes the domain runs under one lock, so repeated or concurrent syncs of
+//! the same VMI see each other's result (a second sync of a running domain is a no-op).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use kvrs_converter::Domain;
+use kvrs_core::VirtualMachineInstance;
+use kvrs_ipc::{CmdError, CmdResult, LauncherService, VmiCommand};
+use tokio::sync::Mutex;
+
+use crate::flags::Flags;
+use crate::libvirt::{Connection, DomainRef, LibvirtError};
+use crate::state::{Owner, domain_json};
+use crate::{host, log, prestart};
+
+/// `VIR_ERR_OPERATION_INVALID`: e.g. destroying a domain that is not running.
+const ERR_OPERATION_INVALID: i32 = 55;
+
+/// The launcher's command handler.
+pub struct Launcher {
+    conn: Arc<Connection>,
+    flags: Flags,
+    /// Serialises every domain-changing command.
+    lock: Mutex<()>,
+    owner: std::sync::Mutex<Owner>,
+}
+
+fn failed(what: &str, e: impl std::fmt::Display) -> CmdError {
+    CmdError::failed(format!("{what}: {e}"))
+}
+
+impl Launcher {
+    /// A handler for the VMI named in the flags.
+    pub fn new(conn: Arc<Connection>, flags: Flags) -> Launcher {
+        let owner = Owner {
+            namespace: flags.namespace.clone(),
+            name: flags.name.clone(),
+            uid: flags.uid.clone(),
+        };
+        Launcher {
+            conn,
+            flags,
+            lock: Mutex::new(()),
+            owner: std::sync::Mutex::new(owner),
+        }
+    }
+
+    /// Who the domain belongs to (for events).
+    pub fn owner(&self) -> Owner {
+        self.owner.lock().map(|o| o.clone()).unwrap_or_default()
+    }
+
+    /// `<namespace>_<name>`: KubeVirt's domain name.
+    pub fn domain_name(&self) -> String {
+        let o = self.owner();
+        format!("{}_{}", o.namespace, o.name)
+    }
+
+    /// The domain if it exists.
+    async fn find(&self) -> CmdResult<Option<DomainRef>> {
+        match self.conn.lookup(&self.domain_name()).await {
+            Ok(d) => Ok(Some(d)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(failed("look up domain", e)),
+        }
+    }
+
+    /// Checks the VMI is the one this launcher serves and records its identity.
+    fn adopt(&self, vmi: &VirtualMachineInstance) -> CmdResult {
+        let name = vmi.metadata.name.clone().unwrap_or_default();
+        let namespace = vmi.metadata.namespace.clone().unwrap_or_default();
+        if name.is_empty() || namespace.is_empty() {
+            return Err(CmdError::failed("the VMI has no name or namespace"));
+        }
+        let mut owner = self
+            .owner
+            .lock()
+            .map_err(|_| CmdError::failed("launcher state poisoned"))?;
+        if (!owner.name.is_empty() && owner.name != name)
+            || (!owner.namespace.is_empty() && owner.namespace != namespace)
+        {
+            return Err(CmdError::failed(format!(
+                "this launcher serves {}/{}, not {namespace}/{name}",
+                owner.namespace, owner.name
+            )));
+        }
+        owner.name = name;
+        owner.namespace = namespace;
+        if let Some(uid) = vmi.metadata.uid.as_deref().filter(|u| !u.is_empty()) {
+            owner.uid = uid.to_string();
+        }
+        Ok(())
+    }
+
+    async fn convert(&self, cmd: &VmiCommand) -> CmdResult<Domain> {
+        let ctx = host::converter_context(&cmd.vmi, &cmd.options, &self.flags)
+            .await
+            .map_err(CmdError::Failed)?;
+        let mut domain = kvrs_converter::convert(&cmd.vmi, &ctx)
+            .map_err(|e| failed("convert VMI to domain", e))?;
+        domain.metadata.kubevirt.uid = self.owner().uid;
+        Ok(domain)
+    }
+
+    /// A running domain gets only what KubeVirt changes live; disk or interface changes would be
+    /// hotplug, which kvrs does not do yet: say so instead of pretending.
+    async fn sync_running(&self, dom: &DomainRef, wanted: &Domain) -> CmdResult {
+        let xml = self
+            .conn
+            .xml_desc(dom)
+            .await
+            .map_err(|e| failed("read domain XML", e))?;
+        let live = Domain::from_xml(&xml).map_err(|e| failed("parse libvirt's domain XML", e))?;
+        let aliases = |d: &Domain| -> BTreeSet<String> {
+            d.devices
+                .disks
+                .iter()
+                .filter_map(|x| x.alias.as_ref().map(|a| a.name.clone()))
+                .collect()
+        };
+        let (have, want) = (aliases(&live), aliases(wanted));
+        if have != want {
+            let added: Vec<_> = want.difference(&have).collect();
+            let removed: Vec<_> = have.difference(&want).collect();
+            return Err(CmdError::failed(format!(
+                "volume hotplug is not supported by kvrs's launcher (to add: {added:?}, to remove: {removed:?})"
+            )));
+        }
+        Ok(())
+    }
+
+    async fn on_domain<F, Fut>(&self, what: &str, op: F) -> CmdResult
+    where
+        F: FnOnce(Arc<Connection>, DomainRef) -> Fut,
+        Fut: std::future::Future<Output = Result<(), LibvirtError>>,
+    {
+        let _guard = self.lock.lock().await;
+        let Some(dom) = self.find().await? else {
+            return Err(CmdError::failed(format!(
+                "{what}: domain {} does not exist",
+                self.domain_name()
+            )));
+        };
+        op(self.conn.clone(), dom)
+            .await
+            .map_err(|e| failed(what, e))
+    }
+}
+
+#[tonic::async_trait]
+impl LauncherService for Launcher {
+    async fn sync_vmi(&self, cmd: VmiCommand) -> CmdResult {
+        self.adopt(&cmd.vmi)?;
+        let _guard = self.lock.lock().await;
+        let wanted = self.convert(&cmd).await?;
+        if let Some(dom) = self.find().await? {
+            let (state, _) = self
+                .conn
+                .state(&dom)
+                .await
+                .map_err(|e| failed("read domain state", e))?;
+            // running, blocked, paused, shutting down, pm-suspended: live domain
+            if matches!(state, 1 | 2 | 3 | 4 | 7) {
+                return self.sync_running(&dom, &wanted).await;
+            }
+        }
+        prestart::prepare(&cmd.vmi, &wanted, &self.flags)
+            .await
+            .map_err(CmdError::Failed)?;
+        let xml = wanted.to_xml().map_err(|e| failed("write domain XML", e))?;
+        let dom = self
+            .conn
+            .define_xml(&xml)
+            .await
+            .map_err(|e| failed("define domain", e))?;
+        log::info(format_args!("Domain defined: {}", dom.name));
+        self.conn
+            .create(&dom)
+            .await
+            .map_err(|e| failed("start domain", e))?;
+        log::info(format_args!("Domain started: {}", dom.name));
+        Ok(())
+    }
+
+    async fn shutdown(&self, cmd: VmiCommand) -> CmdResult {
+        let _ = cmd;
+        self.on_domain(
+            "shut down domain",
+            |c, d| async move { c.shutdown(&d).await },
+        )
+        .await
+    }
+
+    async fn kill(&self, cmd: VmiCommand) -> CmdResult {
+        let _ = cmd;
+        let _guard = self.lock.lock().await;
+        let Some(dom) = self.find().await? else {
+            return Ok(());
+        };
+        match self.conn.destroy(&dom).await {
+            Ok(()) => Ok(()),
+            // already off
+            Err(LibvirtError::Remote { code, .. }) if code == ERR_OPERATION_INVALID => Ok(()),
+            Err(e) => Err(failed("destroy domain", e)),
+        }
+    }
+
+    async fn delete(&self, cmd: VmiCommand) -> CmdResult {
+        let _ = cmd;
+        let _guard = self.lock.lock().await;
+        let Some(dom) = self.find().await? else {
+            return Ok(());
+        };
+        self.conn
+            .undefine(&dom)
+            .await
+            .map_err(|e| failed("undefine domain", e))
+    }
+
+    async fn pause(&self, cmd: VmiCommand) -> CmdResult {
+        let _ = cmd;
+        self.on_domain("pause domain", |c, d| async move { c.suspend(&d).await })
+            .await
+    }
+
+    async fn unpause(&self, cmd: VmiCommand) -> CmdResult {
+        let _ = cmd;
+        self.on_domain("unpause domain", |c, d| async move { c.resume(&d).await })
+            .await
+    }
+
+    async fn soft_reboot(&self, cmd: VmiCommand) -> CmdResult {
+        let _ = cmd;
+        self.on_domain("reboot domain", |c, d| async move { c.reboot(&d).await })
+            .await
+    }
+
+    async fn reset(&self, cmd: VmiCommand) -> CmdResult {
+        let _ = cmd;
+        self.on_domain("reset domain", |c, d| async move { c.reset(&d).await })
+            .await
+    }
+
+    async fn get_domain(&self) -> CmdResult<Option<String>> {
+        let Some(dom) = self.find().await? else {
+            return Ok(None);
+        };
+        match domain_json(&self.conn, &dom, &self.owner()).await {
+            Ok(json) => Ok(Some(String::from_utf8_lossy(&json).into_owned())),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(failed("read domain", e)),
+        }
+    }
+
+    async fn get_domain_stats(&self) -> CmdResult<Option<String>> {
+        let Some(dom) = self.find().await? else {
+            return Ok(None);
+        };
+        let info = match self.conn.info(&dom).await {
+            Ok(i) => i,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(failed("read domain stats", e)),
+        };
+        let uuid = format_uuid(&dom.uuid);
+        // KubeVirt's stats.DomainStats shape, with the counters libvirt's basic info gives.
+        let stats = serde_json::json!({
+            "Name": dom.name,
+            "UUID": uuid,
+            "Cpu": {"TimeSet": true, "Time": info.cpu_time_ns},
+            "Memory": {"ActualBalloonSet": true, "ActualBalloon": info.memory_kib},
+            "Vcpu": (0..info.vcpus).map(|_| serde_json::json!({"StateSet": false})).collect::<Vec<_>>(),
+        });
+        Ok(Some(stats.to_string()))
+    }
+
+    async fn ping(&self) -> CmdResult {
+        Ok(())
+    }
+
+    async fn get_qemu_version(&self) -> CmdResult<String> {
+        let v = self
+            .conn
+            .hypervisor_version()
+            .await
+            .map_err(|e| failed("read QEMU version", e))?;
+        Ok(format!(
+            "{}.{}.{}",
+            v / 1_000_000,
+            v / 1000 % 1000,
+            v % 1000
+        ))
+    }
+}
+
+fn format_uuid(u: &[u8; 16]) -> String {
+    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuids_print_canonically() {
+        let mut u = [0u8; 16];
+        u[0] = 0xab;
+        u[15] = 0x01;
+        assert_eq!(format_uuid(&u), "ab000000-0000-0000-0000-000000000001");
+    }
+}
