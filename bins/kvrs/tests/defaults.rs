@@ -312,3 +312,13 @@ fn a_rejected_vmi_lists_every_cause_on_one_line() {
         "{err}"
     );
 }
+
+#[test]
+fn a_vm_with_an_unknown_run_strategy_is_rejected() {
+    let vm = "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata: {name: x}\nspec:\n  runStrategy: Sometimes\n  template:\n    spec:\n      domain:\n        memory: {guest: 1Gi}\n        devices: {}\n";
+    let err = assert_one_line_error(&run(&["-"], Some(vm)));
+    assert!(
+        err.contains("spec.runStrategy") && err.contains("Invalid RunStrategy (Sometimes)"),
+        "{err}"
+    );
+}

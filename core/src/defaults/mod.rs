@@ -26,6 +26,7 @@ use crate::api::VirtualMachineInstance;
 use crate::config::ClusterConfig;
 
 pub use machine::supports_pcie_hotplug;
+pub(crate) use memory::hotplug_blocker as memory_hotplug_blocker;
 pub use metadata::{
     DEFAULT_NAMESPACE, PCI_TOPOLOGY_ANNOTATION, PCI_TOPOLOGY_VERSION, RUNTIME_USER_NON_ROOT,
     VMI_FINALIZER, default_namespace,

@@ -4,7 +4,7 @@ use super::causes::Causes;
 use crate::api::VirtualMachineInstance;
 
 /// Labels only KubeVirt's own components may set on a VMI.
-const RESERVED_LABELS: &[&str] = &[
+pub(super) const RESERVED_LABELS: &[&str] = &[
     "kubevirt.io/created-by",
     "kubevirt.io/migrationJobUID",
     "kubevirt.io/nodeName",

@@ -13,10 +13,12 @@ mod devices;
 mod gates;
 mod metadata;
 mod network;
+mod vm;
 mod volumes;
 
 pub use causes::{Cause, CauseKind, ValidationError};
 pub use gates::{DEFAULT_ON_FEATURE_GATES, gate_enabled};
+pub use vm::{RUN_STRATEGIES, validate_vm};
 
 use crate::api::VirtualMachineInstance;
 use crate::config::ClusterConfig;

@@ -310,3 +310,76 @@ fn amd64_video_and_watchdog_models_are_checked() {
         ]
     );
 }
+
+fn vm(doc: serde_json::Value) -> crate::api::VirtualMachine {
+    serde_json::from_value(doc).unwrap()
+}
+
+fn vm_fields(doc: serde_json::Value) -> Vec<String> {
+    match super::validate_vm(&vm(doc), &ClusterConfig::default()) {
+        Ok(()) => vec![],
+        Err(e) => e.causes.into_iter().map(|c| c.field).collect(),
+    }
+}
+
+#[test]
+fn vm_run_strategy_must_be_one_known_value() {
+    let t = json!({"spec": {"domain": {"devices": {}}}});
+    assert!(
+        vm_fields(
+            json!({"metadata": {"name": "v"}, "spec": {"runStrategy": "Always", "template": t}})
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        vm_fields(json!({"metadata": {"name": "v"}, "spec": {"template": t}})),
+        ["spec.running"]
+    );
+    assert_eq!(
+        vm_fields(
+            json!({"metadata": {"name": "v"}, "spec": {"running": true, "runStrategy": "Always", "template": t}})
+        ),
+        ["spec.running"]
+    );
+    assert_eq!(
+        vm_fields(
+            json!({"metadata": {"name": "v"}, "spec": {"runStrategy": "Sometimes", "template": t}})
+        ),
+        ["spec.runStrategy"]
+    );
+    assert_eq!(
+        vm_fields(
+            json!({"metadata": {"name": "v"}, "spec": {"runStrategy": "WaitAsReceiver", "template": t}})
+        ),
+        ["spec.runStrategy"]
+    );
+}
+
+#[test]
+fn vm_data_volume_templates_must_be_used_and_sized() {
+    let doc = json!({"metadata": {"name": "v"}, "spec": {"runStrategy": "Always",
+        "dataVolumeTemplates": [
+            {"metadata": {"name": "used"}, "spec": {"storage": {}}},
+            {"metadata": {"name": "unused"}, "spec": {"storage": {}}},
+            {"metadata": {"name": "nosize"}, "spec": {}}],
+        "template": {"spec": {"domain": {"devices": {}}, "volumes": [
+            {"name": "root", "dataVolume": {"name": "used"}},
+            {"name": "x", "dataVolume": {"name": "nosize"}}]}}}});
+    assert_eq!(
+        vm_fields(doc),
+        [
+            "spec.dataVolumeTemplate[1]",
+            "spec.dataVolumeTemplate[2].PVC.Storage"
+        ]
+    );
+}
+
+#[test]
+fn vm_max_guest_must_fit_the_guest() {
+    let doc = json!({"metadata": {"name": "v"}, "spec": {"runStrategy": "Always",
+        "template": {"spec": {"domain": {"devices": {}, "memory": {"guest": "4Gi", "maxGuest": "2Gi"}}}}}});
+    assert_eq!(vm_fields(doc), ["spec.template.spec.domain.memory.guest"]);
+    let ok = json!({"metadata": {"name": "v"}, "spec": {"runStrategy": "Always",
+        "template": {"spec": {"domain": {"devices": {}, "memory": {"guest": "2Gi", "maxGuest": "8Gi"}}}}}});
+    assert!(vm_fields(ok).is_empty());
+}

@@ -1,7 +1,8 @@
 //! `kvrs defaults FILE [--feature-gates A,B]`: the VMI as the cluster would store it after
 //! KubeVirt's admission (namespace default, mutating webhook defaults, validating webhook).
 //!
-//! A VirtualMachine is first turned into the VMI its controller would create
+//! A VirtualMachine is first checked as KubeVirt's VM webhook checks it
+//! ([`kvrs_core::validate::validate_vm`]), turned into the VMI its controller would create
 //! ([`kvrs_core::template::vmi_from_vm`]), then admitted like any VMI.
 
 use std::path::PathBuf;
@@ -9,6 +10,7 @@ use std::path::PathBuf;
 use kvrs_core::ClusterConfig;
 use kvrs_core::admission::admit;
 use kvrs_core::template::vmi_from_vm;
+use kvrs_core::validate::validate_vm;
 
 use crate::input::{CliError, Workload, read_workload};
 
@@ -28,6 +30,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let vmi = match read_workload(&args.file)? {
         Workload::Vmi(vmi) => *vmi,
         Workload::Vm(vm) => {
+            validate_vm(&vm, &config).map_err(|e| {
+                CliError::Rejected(format!(
+                    "{}: rejected by validating webhook: {e}",
+                    origin(&args)
+                ))
+            })?;
             vmi_from_vm(&vm).map_err(|e| CliError::Input(format!("{}: {e}", origin(&args))))?
         }
     };
