@@ -1,0 +1,639 @@
+//! End to end: kvrs's virt-launcher-monitor + virt-launcher with real libvirt 11 and QEMU (TCG),
+//! as UID 107 in a pod-like mount namespace, booting a Debian kernel + busybox initramfs.
+//!
+//! The pod: a temp directory bound over `/run` inside a private mount namespace
+//! (`scripts/libvirt-sandbox.sh`), so `/var/run/kubevirt`, `/var/run/kubevirt-private`,
+//! `/var/run/libvirt`, ... are the test's directories, exactly where KubeVirt's paths point.
+//! The test plays virt-handler: it serves the notify socket, talks to `launcher-sock` with
+//! kvrs-ipc's client, and checks the guest's serial console log.
+//!
+//! The guest comes from Debian packages fetched with `apt-get download` (nothing is installed on
+//! the host): `linux-image-*-cloud-amd64` and `busybox-static`, unpacked with `dpkg-deb -x` into
+//! an initramfs whose `/init` prints marker lines, reads the cloud-init NoCloud disk and powers off
+//! on the ACPI power button.
+//!
+//! With `KVRS_E2E_FIGURES=1` the test prints the launcher's figures (benches/launcher-figures.sh).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kvrs_ipc::{
+    DomainEvent, LauncherClient, NotifyService, ServeOptions, VirtualMachineOptions, serve_notify,
+};
+
+const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-00000000e2e0";
+const BOOT_MARKER: &str = "KVRS-E2E: init running";
+const CLOUD_INIT_MARKER: &str = "KVRS-E2E: cloud-init user-data seen";
+const POWER_MARKER: &str = "KVRS-E2E: power button";
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `target/<profile>`, from this test binary's path (`target/<profile>/deps/e2e_launcher-...`).
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
+}
+
+/// The monitor and launcher binaries of this checkout, built if missing.
+fn binaries() -> (PathBuf, PathBuf) {
+    static BUILD: Mutex<()> = Mutex::new(());
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = target_dir();
+    let (monitor, launcher) = (dir.join("virt-launcher-monitor"), dir.join("virt-launcher"));
+    if !monitor.is_file() || !launcher.is_file() || std::env::var_os("KVRS_E2E_REBUILD").is_some() {
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.current_dir(repo_root()).args([
+            "build",
+            "-p",
+            "virt-launcher",
+            "-p",
+            "virt-launcher-monitor",
+        ]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        run(&mut cmd);
+    }
+    (monitor, launcher)
+}
+
+/// Kernel + initramfs, built once per target dir from Debian packages.
+fn guest() -> (PathBuf, PathBuf) {
+    static BUILD: Mutex<()> = Mutex::new(());
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = target_dir().join("kvrs-e2e-guest");
+    let (kernel, initrd) = (dir.join("vmlinuz"), dir.join("initramfs.gz"));
+    if kernel.is_file() && initrd.is_file() {
+        return (kernel, initrd);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // The kernel package the `linux-image-cloud-amd64` metapackage points at.
+    let depends = run(Command::new("apt-cache").args(["depends", "linux-image-cloud-amd64"]));
+    let kpkg = depends
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("Depends: ")
+                .filter(|p| p.starts_with("linux-image-"))
+        })
+        .expect("linux-image-cloud-amd64 depends on a kernel package")
+        .to_string();
+    let debs = dir.join("debs");
+    std::fs::create_dir_all(&debs).unwrap();
+    run(Command::new("apt-get").current_dir(&debs).args([
+        "download",
+        "-q",
+        &kpkg,
+        "busybox-static",
+    ]));
+    let root = dir.join("root");
+    for deb in std::fs::read_dir(&debs).unwrap().map(|e| e.unwrap().path()) {
+        run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&root));
+    }
+    let boot = std::fs::read_dir(root.join("boot"))
+        .unwrap()
+        .map(|e| e.unwrap().path());
+    let vmlinuz = boot
+        .into_iter()
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("vmlinuz-")
+        })
+        .unwrap();
+    std::fs::copy(&vmlinuz, &kernel).unwrap();
+
+    let init = dir.join("initrd");
+    for sub in ["bin", "lib/modules", "proc", "sys", "dev", "ci"] {
+        std::fs::create_dir_all(init.join(sub)).unwrap();
+    }
+    std::fs::copy(root.join("bin/busybox"), init.join("bin/busybox")).unwrap();
+    let modules_root = std::fs::read_dir(root.join("lib/modules"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("kernel");
+    let modules = [
+        "drivers/virtio/virtio_ring",
+        "drivers/virtio/virtio",
+        "drivers/virtio/virtio_pci_modern_dev",
+        "drivers/virtio/virtio_pci_legacy_dev",
+        "drivers/virtio/virtio_pci",
+        "drivers/block/virtio_blk",
+        "drivers/cdrom/cdrom",
+        "fs/isofs/isofs",
+        "drivers/acpi/button",
+        "drivers/input/evdev",
+    ];
+    let mut names = Vec::new();
+    for m in modules {
+        let src = modules_root.join(format!("{m}.ko"));
+        let name = Path::new(m)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if src.is_file() {
+            std::fs::copy(&src, init.join(format!("lib/modules/{name}.ko"))).unwrap();
+            names.push(name);
+        }
+    }
+    let script = format!(
+        "#!/bin/busybox sh\n/bin/busybox --install -s /bin\nexport PATH=/bin\n\
+         mount -t proc proc /proc\nmount -t sysfs sys /sys\nmount -t devtmpfs dev /dev\n\
+         for m in {}; do insmod /lib/modules/$m.ko 2>/dev/null; done\n\
+         echo '{BOOT_MARKER}'\nsleep 1\n\
+         if mount -t iso9660 -o ro /dev/vdb /ci; then grep -h '^KVRS-E2E' /ci/user-data; else echo 'KVRS-E2E: no cloud-init disk'; fi\n\
+         for e in /dev/input/event*; do ( head -c 1 \"$e\" >/dev/null && echo '{POWER_MARKER}' && poweroff -f ) & done\n\
+         while true; do sleep 3600; done\n",
+        names.join(" ")
+    );
+    std::fs::write(init.join("init"), script).unwrap();
+    run(Command::new("chmod").arg("755").arg(init.join("init")));
+    run(Command::new("sh")
+        .current_dir(&init)
+        .arg("-c")
+        .arg("find . | cpio -o -H newc --quiet | gzip -1 > ../initramfs.gz"));
+    (kernel, initrd)
+}
+
+/// The pod's `/run`, world-traversable and owned by 107 like a pod's emptyDirs.
+struct Pod {
+    dir: PathBuf,
+}
+
+impl Pod {
+    fn new(tag: &str) -> Pod {
+        let dir = std::env::temp_dir().join(format!("kvrs-e2e-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for sub in [
+            "kubevirt/container-disks/kernel-boot",
+            "kubevirt/sockets",
+            "kubevirt-private",
+            "kubevirt-ephemeral-disks",
+        ] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        Pod { dir }
+    }
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.join(rel)
+    }
+    fn hand_to_qemu_user(&self) {
+        run(Command::new("chown")
+            .arg("-R")
+            .arg("107:107")
+            .arg(&self.dir));
+        run(Command::new("chmod").arg("755").arg(&self.dir));
+    }
+    fn serial_log(&self) -> String {
+        std::fs::read(self.path(&format!("kubevirt-private/{VMI_UID}/virt-serial0-log")))
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+    fn launcher_log(&self) -> String {
+        std::fs::read_to_string(self.dir.with_extension("log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Pod {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+            let _ = std::fs::remove_file(self.dir.with_extension("log"));
+        }
+    }
+}
+
+/// Starts the monitor as UID 107 in the pod's mount namespace. The returned child IS the monitor
+/// (every wrapper `exec`s).
+fn start_monitor(pod: &Pod, qemu_timeout: &str) -> Child {
+    let (monitor, _) = binaries();
+    let log = std::fs::File::create(pod.dir.with_extension("log")).unwrap();
+    Command::new("bash")
+        .arg(repo_root().join("scripts/libvirt-sandbox.sh"))
+        .args(["--uid", "107", "--state-dir"])
+        .arg(pod.dir.with_extension("sandbox"))
+        .arg("--bind")
+        .arg(format!("{}:/run", pod.dir.display()))
+        .arg("--")
+        .arg(monitor)
+        .args([
+            "--qemu-timeout",
+            qemu_timeout,
+            "--name",
+            "e2e",
+            "--uid",
+            VMI_UID,
+            "--namespace",
+            "kvrs",
+        ])
+        .args([
+            "--kubevirt-share-dir",
+            "/var/run/kubevirt",
+            "--ephemeral-disk-dir",
+            "/var/run/kubevirt-ephemeral-disks",
+        ])
+        .args([
+            "--container-disk-dir",
+            "/var/run/kubevirt/container-disks",
+            "--grace-period-seconds",
+            "5",
+        ])
+        .args([
+            "--hook-sidecars",
+            "0",
+            "--hypervisor",
+            "kvm",
+            "--run-as-nonroot",
+            "--allow-emulation",
+        ])
+        .env("XDG_RUNTIME_DIR", "/var/run")
+        .env("XDG_CONFIG_HOME", "/var/run/kubevirt-private")
+        .env("XDG_CACHE_HOME", "/var/run/kubevirt-private")
+        .env("HOME", "/var/run/kubevirt-private")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("start virt-launcher-monitor through libvirt-sandbox.sh")
+}
+
+/// The notify server the handler would run: records every domain event.
+#[derive(Default)]
+struct Recorder(Mutex<Vec<DomainEvent>>);
+
+#[tonic::async_trait]
+impl NotifyService for Recorder {
+    async fn handle_domain_event(&self, event: DomainEvent) -> kvrs_ipc::CmdResult {
+        self.0.lock().unwrap().push(event);
+        Ok(())
+    }
+}
+
+impl Recorder {
+    /// `(event type, Status.Status, Status.Reason)` of every event so far.
+    fn seen(&self) -> Vec<(String, String, String)> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let v: serde_json::Value =
+                    serde_json::from_slice(&e.domain_json).unwrap_or_default();
+                let s = |k: &str| v["Status"][k].as_str().unwrap_or("").to_string();
+                (e.event_type.clone(), s("Status"), s("Reason"))
+            })
+            .collect()
+    }
+}
+
+async fn wait_for<T>(
+    what: &str,
+    timeout: Duration,
+    mut probe: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn domain_status(client: &LauncherClient) -> Option<(String, String)> {
+    let json = client.get_domain().await.expect("GetDomain")?;
+    let v: serde_json::Value = serde_json::from_str(&json).expect("domain JSON");
+    Some((
+        v["Status"]["Status"].as_str()?.to_string(),
+        v["Status"]["Reason"].as_str().unwrap_or("").to_string(),
+    ))
+}
+
+fn e2e_vmi() -> kvrs_core::VirtualMachineInstance {
+    let vmi: kvrs_core::VirtualMachineInstance = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": {"name": "e2e", "namespace": "kvrs", "uid": VMI_UID},
+        "spec": {
+            "domain": {
+                "firmware": {"kernelBoot": {
+                    "kernelArgs": "console=ttyS0 panic=-1",
+                    "container": {"image": "example/kernel-boot", "kernelPath": "/boot/vmlinuz", "initrdPath": "/boot/initramfs.gz"}
+                }},
+                "resources": {"requests": {"memory": "128Mi"}},
+                "devices": {
+                    "autoattachPodInterface": false,
+                    "disks": [{"name": "rootdisk", "disk": {"bus": "virtio"}}, {"name": "cloudinitdisk", "disk": {"bus": "virtio"}}]
+                }
+            },
+            "volumes": [
+                {"name": "rootdisk", "containerDisk": {"image": "example/disk"}},
+                {"name": "cloudinitdisk", "cloudInitNoCloud": {"userData": format!("#cloud-config\n{CLOUD_INIT_MARKER}\n")}}
+            ]
+        }
+    }))
+    .unwrap();
+    kvrs_core::admission::admit(vmi, &kvrs_core::ClusterConfig::default())
+        .expect("the e2e VMI is admitted")
+}
+
+/// VmRSS of a process in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next())
+                != Some("Z")
+        })
+        .unwrap_or(false)
+}
+
+fn read_pid(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn launcher_boots_a_guest_and_cleans_up() {
+    assert!(
+        is_root(),
+        "e2e_launcher needs root (mount namespace, UID 107); run scripts/test-all.sh as root"
+    );
+    let figures = std::env::var_os("KVRS_E2E_FIGURES").is_some();
+    let (kernel, initrd) = guest();
+    let pod = Pod::new("boot");
+    std::fs::copy(
+        &kernel,
+        pod.path("kubevirt/container-disks/kernel-boot/vmlinuz"),
+    )
+    .unwrap();
+    std::fs::copy(
+        &initrd,
+        pod.path("kubevirt/container-disks/kernel-boot/initramfs.gz"),
+    )
+    .unwrap();
+    // The container disk: a qcow2 made here (the guest does not need its content).
+    run(Command::new("qemu-img")
+        .args(["create", "-q", "-f", "qcow2"])
+        .arg(pod.path("kubevirt/container-disks/disk_0.img"))
+        .arg("64M"));
+    pod.hand_to_qemu_user();
+
+    let recorder = Arc::new(Recorder::default());
+    let notify = serve_notify(
+        pod.path("kubevirt/domain-notify-pipe.sock"),
+        recorder.clone(),
+        ServeOptions {
+            owner: Some((107, 107)),
+            ..ServeOptions::default()
+        },
+    )
+    .await
+    .expect("notify server");
+
+    let started = Instant::now();
+    let mut monitor = start_monitor(&pod, "60s");
+    let monitor_pid = monitor.id();
+    let socket = pod.path("kubevirt/sockets/launcher-sock");
+    wait_for("launcher-sock", Duration::from_secs(30), async || {
+        socket.exists().then_some(())
+    })
+    .await;
+    let ready = started.elapsed();
+    let client = LauncherClient::connect(&socket)
+        .await
+        .expect("connect to launcher-sock");
+    client.ping().await.expect("Ping");
+
+    // SyncVirtualMachine -> Running.
+    let vmi = e2e_vmi();
+    let sync_started = Instant::now();
+    client
+        .sync_vmi(&vmi, VirtualMachineOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("SyncVirtualMachine: {e}\n{}", pod.launcher_log()));
+    let sync_returned = sync_started.elapsed();
+    wait_for("domain Running", Duration::from_secs(30), async || {
+        (domain_status(&client).await?.0 == "Running").then_some(())
+    })
+    .await;
+    let sync_to_running = sync_started.elapsed();
+
+    // The guest boots and reads its cloud-init disk.
+    wait_for(
+        "the guest's serial console markers",
+        Duration::from_secs(120),
+        async || {
+            let log = pod.serial_log();
+            (log.contains(BOOT_MARKER) && log.contains(CLOUD_INIT_MARKER)).then_some(())
+        },
+    )
+    .await;
+
+    // The handler's notify server saw the domain defined (ADDED) and started (Running).
+    wait_for("domain events", Duration::from_secs(10), async || {
+        let seen = recorder.seen();
+        (seen.iter().any(|(t, _, _)| t == "ADDED")
+            && seen
+                .iter()
+                .any(|(t, s, _)| t == "MODIFIED" && s == "Running"))
+        .then_some(())
+    })
+    .await;
+
+    // A repeated sync of the running VMI changes nothing.
+    client
+        .sync_vmi(&vmi, VirtualMachineOptions::default())
+        .await
+        .expect("repeated SyncVirtualMachine");
+    assert_eq!(domain_status(&client).await.unwrap().0, "Running");
+
+    // Basic counters, QEMU version, an unimplemented RPC named in its error.
+    let stats: serde_json::Value =
+        serde_json::from_str(&client.get_domain_stats().await.unwrap().unwrap()).unwrap();
+    assert_eq!(stats["Name"], "kvrs_e2e");
+    assert!(stats["Cpu"]["Time"].as_u64().unwrap() > 0);
+    let version = client.get_qemu_version().await.expect("GetQemuVersion");
+    assert!(
+        version.split('.').count() == 3 && !version.starts_with("0."),
+        "{version}"
+    );
+    let err = client
+        .get_guest_info()
+        .await
+        .expect_err("GetGuestInfo is not implemented");
+    assert!(err.to_string().contains("GetGuestInfo"), "{err}");
+
+    // Memory while the domain runs: monitor + launcher.
+    let launcher_pid = children_of(monitor_pid).into_iter().find(|p| {
+        std::fs::read_to_string(format!("/proc/{p}/comm"))
+            .is_ok_and(|c| c.trim() == "virt-launcher")
+    });
+    let launcher_pid = launcher_pid.expect("virt-launcher is the monitor's child");
+    let (rss_monitor, rss_launcher) = (rss_kib(monitor_pid), rss_kib(launcher_pid));
+    let qemu_pid = read_pid(&pod.path("libvirt/qemu/run/kvrs_e2e.pid")).expect("QEMU's PID file");
+    let daemon_pids: Vec<u32> = ["libvirt/libvirtd.pid", "libvirt/virtlogd.pid"]
+        .iter()
+        .filter_map(|p| read_pid(&pod.path(p)))
+        .collect();
+    assert!(alive(qemu_pid));
+
+    // Shutdown (ACPI): the guest powers off.
+    client.shutdown(&vmi).await.expect("ShutdownVirtualMachine");
+    wait_for(
+        "Shutoff after Shutdown",
+        Duration::from_secs(60),
+        async || (domain_status(&client).await?.0 == "Shutoff").then_some(()),
+    )
+    .await;
+    assert!(
+        pod.serial_log().contains(POWER_MARKER),
+        "the guest saw the power button"
+    );
+    assert!(!alive(qemu_pid), "QEMU exited after the guest powered off");
+
+    // Sync again: the stopped domain starts again (new QEMU).
+    client
+        .sync_vmi(&vmi, VirtualMachineOptions::default())
+        .await
+        .expect("SyncVirtualMachine after shutdown");
+    wait_for("Running again", Duration::from_secs(30), async || {
+        (domain_status(&client).await?.0 == "Running").then_some(())
+    })
+    .await;
+    let qemu_pid = read_pid(&pod.path("libvirt/qemu/run/kvrs_e2e.pid")).expect("QEMU's PID file");
+
+    // Kill: destroyed at once.
+    let kill_started = Instant::now();
+    client.kill(&vmi).await.expect("KillVirtualMachine");
+    let (status, reason) = domain_status(&client).await.unwrap();
+    assert_eq!((status.as_str(), reason.as_str()), ("Shutoff", "Destroyed"));
+    // Delete: the launcher exits, the monitor follows with the launcher's status.
+    client.delete(&vmi).await.expect("DeleteVirtualMachine");
+    let exit = loop {
+        if let Some(status) = monitor.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            kill_started.elapsed() < Duration::from_secs(20),
+            "monitor did not exit after Kill+Delete\n{}",
+            pod.launcher_log()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let kill_to_exit = kill_started.elapsed();
+    assert!(
+        exit.success(),
+        "monitor exit {exit:?}\n{}",
+        pod.launcher_log()
+    );
+    for pid in [launcher_pid, qemu_pid].into_iter().chain(daemon_pids) {
+        assert!(!alive(pid), "process {pid} outlived the monitor");
+    }
+    assert!(!socket.exists(), "launcher-sock removed on exit");
+    let seen = recorder.seen();
+    assert!(
+        seen.iter()
+            .any(|(_, s, r)| s == "Shutoff" && r == "Destroyed"),
+        "Kill reached the notify server: {seen:?}"
+    );
+    drop(notify);
+
+    println!(
+        "launcher figures: ready_s={:.3} sync_return_s={:.3} sync_to_running_s={:.3} kill_to_monitor_exit_s={:.3} rss_monitor_kib={rss_monitor} rss_launcher_kib={rss_launcher}",
+        ready.as_secs_f64(),
+        sync_returned.as_secs_f64(),
+        sync_to_running.as_secs_f64(),
+        kill_to_exit.as_secs_f64()
+    );
+    if !figures {
+        assert!(
+            kill_to_exit < Duration::from_secs(10),
+            "Kill+Delete -> monitor exit took {kill_to_exit:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn no_sync_within_qemu_timeout_fails_clearly() {
+    assert!(
+        is_root(),
+        "e2e_launcher needs root (mount namespace, UID 107); run scripts/test-all.sh as root"
+    );
+    let pod = Pod::new("timeout");
+    pod.hand_to_qemu_user();
+    let started = Instant::now();
+    let mut monitor = start_monitor(&pod, "2s");
+    let exit = loop {
+        if let Some(status) = monitor.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "monitor still running 30s after a 2s qemu timeout"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    assert!(!exit.success(), "a launcher without a domain must fail");
+    let log = pod.launcher_log();
+    assert!(
+        log.contains("waiting for a domain to be defined"),
+        "clear message expected in:\n{log}"
+    );
+    assert!(!pod.path("kubevirt/sockets/launcher-sock").exists());
+}
