@@ -10,6 +10,7 @@ mod arch;
 mod causes;
 mod cpu_memory;
 mod devices;
+mod firmware;
 mod gates;
 mod metadata;
 mod network;
