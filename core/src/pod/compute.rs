@@ -302,7 +302,7 @@ pub(super) fn render(a: ComputeArgs<'_>) -> core::Container {
     core::Container {
         name: "compute".into(),
         image: Some(a.config.launcher_image.clone()),
-        image_pull_policy: Some("IfNotPresent".into()),
+        image_pull_policy: Some(a.inputs.image_pull_policy.clone()).filter(|p| !p.is_empty()),
         security_context: Some(security_context(a.user_id, Some(capabilities))),
         command: Some(command(&a)),
         volume_devices: Some(a.volumes.devices.clone()).filter(|d| !d.is_empty()),

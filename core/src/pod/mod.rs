@@ -23,7 +23,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 
 use crate::api::VirtualMachineInstance;
 use crate::config::ClusterConfig;
-use crate::resources::{ResourceError, ResourceReport};
+use crate::resources::{AutoLimits, ResourceError, ResourceReport};
 
 pub use metadata::{hashed_interface_name, vmi_id_label};
 pub use volumes::PvcInfo;
@@ -67,6 +67,13 @@ pub struct PodInputs {
     /// Facts about the PVCs the VMI names, by claim name. A claim that is not listed is taken
     /// as an existing filesystem RWO volume.
     pub pvcs: BTreeMap<String, PvcInfo>,
+    /// Limits the VMI's namespace demands (ResourceQuotas, auto-CPU-limit selector).
+    pub auto_limits: AutoLimits,
+    /// `virtualMachineOptions.disableSerialConsoleLog`: no `guest-console-log` unless the VMI
+    /// asks for it.
+    pub serial_console_log_disabled: bool,
+    /// Pull policy of the launcher image (`imagePullPolicy` of the KubeVirt CR).
+    pub image_pull_policy: String,
     /// Name of the backend-storage PVC (persistent TPM / EFI state); `None` means KubeVirt's
     /// conventional `persistent-state-for-<vmi>`.
     pub backend_storage_pvc: Option<String>,
@@ -87,6 +94,9 @@ impl Default for PodInputs {
             hypervisor: "kvm".into(),
             launcher_log_verbosity: 2,
             pvcs: BTreeMap::new(),
+            auto_limits: AutoLimits::default(),
+            serial_console_log_disabled: false,
+            image_pull_policy: "IfNotPresent".into(),
             backend_storage_pvc: None,
         }
     }
@@ -170,7 +180,7 @@ pub fn render_launcher_pod(
         + GRACE_PERIOD_PADDING_SECONDS;
     let pod_grace = grace + GRACE_PERIOD_PADDING_SECONDS;
 
-    let report = ResourceReport::new(vmi, config)?;
+    let report = ResourceReport::with_auto_limits(vmi, config, &inputs.auto_limits)?;
     let hooks = sidecars::hook_sidecars(vmi)?;
     let verbosity = compute::launcher_verbosity(vmi, inputs)?;
 
@@ -233,7 +243,7 @@ pub fn render_launcher_pod(
     containers.extend(hook_containers);
 
     let mut init_containers = Vec::new();
-    if let Some(c) = sidecars::console_log_container(vmi, config, verbosity)? {
+    if let Some(c) = sidecars::console_log_container(vmi, config, inputs, verbosity)? {
         init_containers.push(c);
     }
     init_containers.extend(sidecars::image_volume_init_containers(vmi)?);

@@ -146,6 +146,9 @@ pub(super) fn node_selector(
             }
         }
     }
+    if let Some(freq) = tsc_frequency_required(vmi) {
+        on(format!("scheduling.node.kubevirt.io/tsc-frequency-{freq}"));
+    }
     if cpu.is_some_and(|c| c.realtime.is_some()) {
         on("kubevirt.io/realtime".into());
     }
@@ -174,6 +177,34 @@ pub(super) fn node_selector(
         hyperv_selectors(vmi, &mut out);
     }
     out
+}
+
+/// The TSC frequency the pod must land on: only when the guest needs a stable TSC (an `invtsc`
+/// feature it requires, or Hyper-V reenlightenment) and the controller already put the
+/// frequency into `status.topologyHints`.
+fn tsc_frequency_required(vmi: &VirtualMachineInstance) -> Option<i64> {
+    let invtsc = vmi
+        .spec
+        .domain
+        .cpu
+        .iter()
+        .flat_map(|c| c.features.iter().flatten())
+        .any(|f| f.name == "invtsc" && matches!(f.policy.as_deref(), Some("require" | "force")));
+    let reenlightenment = vmi
+        .spec
+        .domain
+        .features
+        .as_ref()
+        .and_then(|f| f.hyperv.as_ref())
+        .is_some_and(|h| features_enabled(&h.reenlightenment));
+    if !invtsc && !reenlightenment {
+        return None;
+    }
+    vmi.status
+        .as_ref()
+        .and_then(|s| s.topology_hints.as_ref())
+        .and_then(|t| t.tsc_frequency)
+        .filter(|f| *f > 0)
 }
 
 fn reject_label(affinity: Option<core::Affinity>, label: &str) -> core::Affinity {

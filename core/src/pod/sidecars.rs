@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use super::compute::{env, security_context, xdg_env};
 use super::volumes::{kernel_boot_container, mount};
-use super::{NON_ROOT_UID, PodError, VIRT_PRIVATE_DIR};
+use super::{NON_ROOT_UID, PodError, PodInputs, VIRT_PRIVATE_DIR};
 use crate::api::VirtualMachineInstance;
 use crate::config::ClusterConfig;
 use crate::resources::{is_cpu_dedicated, wants_qos_guaranteed};
@@ -132,13 +132,17 @@ fn helper_resources(
 pub(super) fn console_log_container(
     vmi: &VirtualMachineInstance,
     config: &ClusterConfig,
+    inputs: &PodInputs,
     verbosity: u32,
 ) -> Result<Option<core::Container>, PodError> {
     let devices = &vmi.spec.domain.devices;
     if devices.autoattach_serial_console == Some(false) {
         return Ok(None);
     }
-    if !devices.log_serial_console.unwrap_or(true) {
+    if !devices
+        .log_serial_console
+        .unwrap_or(!inputs.serial_console_log_disabled)
+    {
         return Ok(None);
     }
     let uid = vmi.metadata.uid.as_deref().unwrap_or_default();
@@ -150,7 +154,7 @@ pub(super) fn console_log_container(
     Ok(Some(core::Container {
         name: "guest-console-log".into(),
         image: Some(config.launcher_image.clone()),
-        image_pull_policy: Some("IfNotPresent".into()),
+        image_pull_policy: Some(inputs.image_pull_policy.clone()).filter(|p| !p.is_empty()),
         command: Some(vec!["/usr/bin/virt-tail".into()]),
         args: Some(vec![
             "--logfile".into(),

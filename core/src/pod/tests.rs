@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::resources::{ResourceError, ResourceReport};
+use crate::resources::{AutoLimits, ResourceError, ResourceReport};
 
 /// A defaulted, non-root VMI with 1 vCPU and 1Gi, one container disk, a masquerade interface.
 fn vmi() -> Value {
@@ -343,4 +343,87 @@ fn hook_sidecars_get_sockets_and_config_map_volumes() {
         mounts.last().unwrap(),
         &json!({"name": "shared", "mountPath": "/var/shared"})
     );
+}
+
+#[test]
+fn tsc_frequency_is_selected_only_when_the_guest_needs_it() {
+    let mut v = vmi();
+    v["status"]["topologyHints"] = json!({"tscFrequency": 2_400_000_000_i64});
+    let label = "scheduling.node.kubevirt.io/tsc-frequency-2400000000";
+    assert!(
+        render(v.clone())["spec"]["nodeSelector"]
+            .get(label)
+            .is_none()
+    );
+    v["spec"]["domain"]["cpu"]["features"] = json!([{"name": "invtsc", "policy": "require"}]);
+    assert_eq!(render(v)["spec"]["nodeSelector"][label], "true");
+}
+
+#[test]
+fn namespace_quotas_add_cpu_and_memory_limits() {
+    let inputs = PodInputs {
+        auto_limits: AutoLimits {
+            cpu: true,
+            memory_ratio: Some(2.0),
+        },
+        ..PodInputs::default()
+    };
+    let pod = render_with(vmi(), &ClusterConfig::default(), &inputs);
+    let res = &compute(&pod)["resources"];
+    assert_eq!(res["limits"]["cpu"], "1");
+    let request = crate::Quantity::new(res["requests"]["memory"].as_str().unwrap());
+    let limit = crate::Quantity::new(res["limits"]["memory"].as_str().unwrap());
+    assert_eq!(limit.value().unwrap(), 2 * request.value().unwrap());
+
+    // A VMI with its own limits keeps them.
+    let mut v = vmi();
+    v["spec"]["domain"]["resources"]["limits"] = json!({"cpu": "3", "memory": "2Gi"});
+    let pod = render_with(v, &ClusterConfig::default(), &inputs);
+    assert_eq!(compute(&pod)["resources"]["limits"]["cpu"], "3");
+}
+
+#[test]
+fn console_log_follows_the_cluster_switch_unless_the_vmi_decides() {
+    let off = PodInputs {
+        serial_console_log_disabled: true,
+        ..PodInputs::default()
+    };
+    let names = |pod: &Value| -> Vec<String> {
+        pod["spec"]["initContainers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let pod = render_with(vmi(), &ClusterConfig::default(), &off);
+    assert_eq!(names(&pod), ["volumeroot"]);
+    let mut v = vmi();
+    v["spec"]["domain"]["devices"]["logSerialConsole"] = json!(true);
+    let pod = render_with(v, &ClusterConfig::default(), &off);
+    assert_eq!(names(&pod), ["guest-console-log", "volumeroot"]);
+    let mut v = vmi();
+    v["spec"]["domain"]["devices"]["autoattachSerialConsole"] = json!(false);
+    assert_eq!(names(&render(v)), ["volumeroot"]);
+}
+
+#[test]
+fn launcher_pull_policy_comes_from_the_inputs() {
+    let inputs = PodInputs {
+        image_pull_policy: "Always".into(),
+        ..PodInputs::default()
+    };
+    let pod = render_with(vmi(), &ClusterConfig::default(), &inputs);
+    assert_eq!(compute(&pod)["imagePullPolicy"], "Always");
+    assert_eq!(
+        pod["spec"]["initContainers"][0]["imagePullPolicy"],
+        "Always"
+    );
+    let launcher_volume = pod["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "launcher-volume")
+        .unwrap();
+    assert_eq!(launcher_volume["image"]["pullPolicy"], "Always");
 }

@@ -105,7 +105,7 @@ pub(super) fn render(
     storage_volumes(vmi, volumes, inputs, &mut r)?;
     access_credentials(vmi, &mut r);
     backend_storage(vmi, inputs, non_root, &mut r);
-    image_volumes(vmi, config, volumes, &mut r);
+    image_volumes(vmi, config, &inputs.image_pull_policy, volumes, &mut r);
     if !hooks.is_empty() {
         r.volumes.push(empty_dir("hook-sidecar-sockets"));
         r.mounts
@@ -547,6 +547,7 @@ fn backend_storage(
 fn image_volumes(
     vmi: &VirtualMachineInstance,
     config: &ClusterConfig,
+    launcher_pull_policy: &str,
     volumes: &[Volume],
     r: &mut RenderedVolumes,
 ) {
@@ -582,7 +583,7 @@ fn image_volumes(
         r.volumes.push(image_volume(
             "launcher-volume",
             &config.launcher_image,
-            Some("IfNotPresent"),
+            Some(launcher_pull_policy),
         ));
     }
 }

@@ -29,6 +29,18 @@ pub struct ComputeResources {
     pub claims: Vec<(String, Option<String>)>,
 }
 
+/// Limits KubeVirt adds on its own when the namespace demands limits (a ResourceQuota with
+/// `limits.cpu` / `limits.memory`, or the cluster's auto-CPU-limit namespace selector) and the VMI
+/// sets none. Facts about the namespace, so the caller supplies them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AutoLimits {
+    /// Set a CPU limit equal to the vCPU count.
+    pub cpu: bool,
+    /// Set a memory limit of `ratio x request` (KubeVirt's default ratio is 2.0, overridable by
+    /// the namespace label `alpha.kubevirt.io/auto-memory-limits-ratio`).
+    pub memory_ratio: Option<f64>,
+}
+
 type List = BTreeMap<String, GoQty>;
 
 struct Renderer {
@@ -78,6 +90,7 @@ pub fn compute_resources(
     vmi: &VirtualMachineInstance,
     config: &ClusterConfig,
     overhead: &MemoryOverhead,
+    auto: &AutoLimits,
 ) -> Result<ComputeResources, ResourceError> {
     if config.cpu_allocation_ratio == 0 {
         return Err(ResourceError::ZeroCpuAllocationRatio);
@@ -170,6 +183,10 @@ pub fn compute_resources(
         let text = kvrs_overhead::cpu_request_text(total, config.cpu_allocation_ratio)
             .map_err(|_| ResourceError::ZeroCpuAllocationRatio)?;
         if let Some(text) = text {
+            if auto.cpu && !r.vm_limits.contains_key("cpu") {
+                r.calc_limits
+                    .insert("cpu".into(), GoQty::units(total, QuantityFormat::DecimalSI));
+            }
             let q = Quantity::new(text);
             let milli = q.milli_value().unwrap_or(0);
             r.calc_requests.insert(
@@ -208,6 +225,21 @@ pub fn compute_resources(
                 lim.add(overhead_q);
             }
         }
+    }
+
+    if let Some(ratio) = auto.memory_ratio
+        && !r.vm_limits.contains_key("memory")
+    {
+        // A ratio below 1 would limit below the request; KubeVirt falls back to 2 then.
+        let ratio = if ratio >= 1.0 { ratio } else { 2.0 };
+        let request = r
+            .vm_requests
+            .get("memory")
+            .copied()
+            .unwrap_or_else(|| GoQty::zero(QuantityFormat::DecimalSI));
+        let limit = (request.value() as f64 * ratio) as i64;
+        r.calc_limits
+            .insert("memory".into(), GoQty::units(limit, request.format));
     }
 
     device_plugins(&mut r, vmi, config);

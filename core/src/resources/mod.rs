@@ -12,7 +12,7 @@ mod report;
 
 use std::collections::BTreeMap;
 
-pub use compute::{ComputeResources, compute_resources};
+pub use compute::{AutoLimits, ComputeResources, compute_resources};
 pub use overhead::{MemoryOverhead, memory_overhead, overhead_inputs};
 pub use report::ResourceReport;
 

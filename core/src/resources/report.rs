@@ -2,7 +2,9 @@
 
 use std::fmt::Write;
 
-use super::{ComputeResources, MemoryOverhead, ResourceError, compute_resources, memory_overhead};
+use super::{
+    AutoLimits, ComputeResources, MemoryOverhead, ResourceError, compute_resources, memory_overhead,
+};
 use crate::api::VirtualMachineInstance;
 use crate::config::ClusterConfig;
 
@@ -16,13 +18,22 @@ pub struct ResourceReport {
 }
 
 impl ResourceReport {
-    /// Computes both for `vmi`.
+    /// Computes both for `vmi` in a namespace without limit quotas.
     pub fn new(
         vmi: &VirtualMachineInstance,
         config: &ClusterConfig,
     ) -> Result<Self, ResourceError> {
+        Self::with_auto_limits(vmi, config, &AutoLimits::default())
+    }
+
+    /// Computes both for `vmi`, adding the limits a namespace quota demands.
+    pub fn with_auto_limits(
+        vmi: &VirtualMachineInstance,
+        config: &ClusterConfig,
+        auto: &AutoLimits,
+    ) -> Result<Self, ResourceError> {
         let overhead = memory_overhead(vmi, config)?;
-        let compute = compute_resources(vmi, config, &overhead)?;
+        let compute = compute_resources(vmi, config, &overhead, auto)?;
         Ok(Self { overhead, compute })
     }
 
