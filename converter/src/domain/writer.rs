@@ -37,7 +37,7 @@ struct Writer {
 
 impl Writer {
     fn newline(&mut self) {
-        if self.indent {
+        if self.indent && !self.out.is_empty() {
             self.out.push('\n');
             for _ in 0..self.depth {
                 self.out.push('\t');
