@@ -131,6 +131,12 @@ pub enum PodError {
     /// A log verbosity label is not a number.
     #[error("metadata.labels[logVerbosity]: {0:?} is not an integer")]
     LogVerbosity(String),
+    /// An interface uses a network binding plugin the cluster configuration does not define
+    /// (kvrs's cluster configuration defines none yet).
+    #[error(
+        "spec.domain.devices.interfaces[{0}].binding: no network binding plugin {1:?} in the cluster configuration"
+    )]
+    UnknownNetworkBinding(usize, String),
     /// A sysprep volume names neither a Secret nor a ConfigMap.
     #[error("spec.volumes[{0}].sysprep: must have a secret or a configMap")]
     Sysprep(String),
@@ -179,6 +185,20 @@ pub fn render_launcher_pod(
         .unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
         + GRACE_PERIOD_PADDING_SECONDS;
     let pod_grace = grace + GRACE_PERIOD_PADDING_SECONDS;
+
+    for (i, iface) in vmi
+        .spec
+        .domain
+        .devices
+        .interfaces
+        .iter()
+        .flatten()
+        .enumerate()
+    {
+        if let Some(binding) = &iface.binding {
+            return Err(PodError::UnknownNetworkBinding(i, binding.name.clone()));
+        }
+    }
 
     let report = ResourceReport::with_auto_limits(vmi, config, &inputs.auto_limits)?;
     let hooks = sidecars::hook_sidecars(vmi)?;
