@@ -21,6 +21,20 @@
 //! assert_eq!(json["Status"]["Status"], "");
 //! assert_eq!(from_go_json(&json).unwrap(), env);
 //! ```
+//!
+//! The launcher fills `meta.uid` and `status` and sends [`to_go_json_vec`] (the bytes Go's
+//! `json.Marshal` writes, escapes included); the handler reads them with [`from_go_json_slice`]:
+//!
+//! ```
+//! use kvrs_converter::gojson::{DomainEnvelope, LifeCycle, StateChangeReason, from_go_json_slice, to_go_json_vec};
+//! let mut env = DomainEnvelope::new("default", "vm", kvrs_converter::Domain::default());
+//! env.meta.uid = "1234".into();
+//! env.status.status = LifeCycle::Running;
+//! env.status.reason = StateChangeReason::Unknown;
+//! let bytes = to_go_json_vec(&env);
+//! assert!(bytes.starts_with(br#"{"ObjectMeta":{"name":"vm","namespace":"default","uid":"1234"},"Spec":{"#));
+//! assert_eq!(from_go_json_slice(&bytes).unwrap(), env);
+//! ```
 
 mod base;
 mod cpu;
