@@ -118,7 +118,9 @@ fn command(a: &ComputeArgs<'_>) -> Vec<String> {
         "--hook-sidecars",
         &a.hook_count.to_string(),
         "--ovmf-path",
-        &a.inputs.ovmf_path,
+        a.inputs.ovmf_path.as_deref().unwrap_or_else(|| {
+            super::default_ovmf_path(a.vmi.spec.architecture.as_deref().unwrap_or_default())
+        }),
         "--disk-memory-limit",
         &a.inputs.disk_memory_limit.to_string(),
         "--hypervisor",

@@ -56,8 +56,9 @@ pub struct PodInputs {
     pub hotplug_disk_dir: String,
     /// Pull secret added to every launcher pod, if any.
     pub image_pull_secret: Option<String>,
-    /// `--ovmf-path` for the VMI's architecture.
-    pub ovmf_path: String,
+    /// `--ovmf-path` override (the cluster's `ovmfPath`); `None` picks KubeVirt's default for
+    /// the VMI's architecture ([`default_ovmf_path`]).
+    pub ovmf_path: Option<String>,
     /// `--disk-memory-limit` (disk verification memory limit, bytes).
     pub disk_memory_limit: i64,
     /// `--hypervisor`.
@@ -89,7 +90,7 @@ impl Default for PodInputs {
             container_disk_dir: "/var/run/kubevirt/container-disks".into(),
             hotplug_disk_dir: "/var/run/kubevirt/hotplug-disks".into(),
             image_pull_secret: None,
-            ovmf_path: "/usr/share/edk2/ovmf".into(),
+            ovmf_path: None,
             disk_memory_limit: 2_097_152_000,
             hypervisor: "kvm".into(),
             launcher_log_verbosity: 2,
@@ -99,6 +100,15 @@ impl Default for PodInputs {
             image_pull_policy: "IfNotPresent".into(),
             backend_storage_pvc: None,
         }
+    }
+}
+
+/// KubeVirt's default firmware directory per guest architecture.
+pub fn default_ovmf_path(arch: &str) -> &'static str {
+    match arch {
+        "arm64" => "/usr/share/AAVMF",
+        "s390x" => "",
+        _ => "/usr/share/edk2/ovmf",
     }
 }
 

@@ -441,3 +441,23 @@ fn binding_plugins_need_cluster_configuration() {
             .starts_with("spec.domain.devices.interfaces[0].binding")
     );
 }
+
+#[test]
+fn ovmf_path_follows_the_guest_architecture() {
+    let mut v = vmi();
+    assert_eq!(
+        flag(&command(&render(v.clone())), "--ovmf-path"),
+        Some("/usr/share/edk2/ovmf")
+    );
+    v["spec"]["architecture"] = json!("arm64");
+    assert_eq!(
+        flag(&command(&render(v.clone())), "--ovmf-path"),
+        Some("/usr/share/AAVMF")
+    );
+    let inputs = PodInputs {
+        ovmf_path: Some("/opt/fw".into()),
+        ..PodInputs::default()
+    };
+    let pod = render_with(v, &ClusterConfig::default(), &inputs);
+    assert_eq!(flag(&command(&pod), "--ovmf-path"), Some("/opt/fw"));
+}
