@@ -11,11 +11,15 @@ use std::hint::black_box;
 fn fedora() -> VirtualMachineInstance {
     let text = include_str!("../fixtures/vmi/conv-fedora-two-nics.yaml");
     let vmi: VirtualMachineInstance = serde_yaml::from_str(text).expect("fixture");
-    kvrs_core::admission::admit(vmi, &kvrs_core::ClusterConfig::default()).expect("fixture admitted")
+    kvrs_core::admission::admit(vmi, &kvrs_core::ClusterConfig::default())
+        .expect("fixture admitted")
 }
 
 fn largest_oracle() -> Option<VirtualMachineInstance> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/oracle/config-volumes.defaulted.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/oracle/config-volumes.defaulted.json"
+    );
     let text = std::fs::read_to_string(path).ok()?;
     serde_json::from_str(&text).ok()
 }
@@ -29,9 +33,16 @@ fn bench(c: &mut Criterion) {
         cases.push(("oracle-config-volumes", v));
     }
     for (name, vmi) in &cases {
-        group.bench_function(format!("{name}/domain"), |b| b.iter(|| convert(black_box(vmi), &ctx).unwrap()));
+        group.bench_function(format!("{name}/domain"), |b| {
+            b.iter(|| convert(black_box(vmi), &ctx).unwrap())
+        });
         group.bench_function(format!("{name}/domain+xml"), |b| {
-            b.iter(|| convert(black_box(vmi), &ctx).unwrap().to_xml_compact().unwrap())
+            b.iter(|| {
+                convert(black_box(vmi), &ctx)
+                    .unwrap()
+                    .to_xml_compact()
+                    .unwrap()
+            })
         });
     }
     group.finish();

@@ -7,7 +7,9 @@ use kvrs_tests::{cases_with, shared_dir};
 
 #[test]
 fn oracle_domains_match() {
-    let Some(dir) = shared_dir("oracle") else { return };
+    let Some(dir) = shared_dir("oracle") else {
+        return;
+    };
     let names = cases_with(&dir, "domain.xml");
     let rejected = cases_with(&dir, "error.txt").len();
     assert!(!names.is_empty(), "no oracle domain cases found");
@@ -38,5 +40,10 @@ fn oracle_domains_match() {
     for f in &failures {
         println!("  {f}");
     }
-    assert!(failures.is_empty(), "{} of {} oracle cases differ", failures.len(), names.len());
+    assert!(
+        failures.is_empty(),
+        "{} of {} oracle cases differ",
+        failures.len(),
+        names.len()
+    );
 }

@@ -3,76 +3,135 @@
 
 use crate::configurators::Env;
 use crate::domain::{
-    CpuEmulatorPin, CpuTune, CpuTuneVcpuPin, Domain, FeatureKvm, FeatureState, Features, HugePage, MemNode,
-    MemoryAllocation, Numa, NumaCell, NumaTune, NumaTuneMemory,
+    CpuEmulatorPin, CpuTune, CpuTuneVcpuPin, Domain, FeatureKvm, FeatureState, Features, HugePage,
+    MemNode, MemoryAllocation, Numa, NumaCell, NumaTune, NumaTuneMemory,
 };
-use crate::topology::{quantity_to_bytes, virtual_memory};
 use crate::error::ConvertError;
+use crate::topology::{quantity_to_bytes, virtual_memory};
 use kvrs_core::VirtualMachineInstance;
 
 /// Pins vCPUs in order onto the pod CPU set (0..N-1 by default, N = vCPUs + isolated emulator).
-pub fn adjust(env: &Env<'_>, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+pub fn adjust(
+    env: &Env<'_>,
+    vmi: &VirtualMachineInstance,
+    domain: &mut Domain,
+) -> Result<(), ConvertError> {
     let cpu = vmi.spec.domain.cpu.as_ref();
     let isolate = cpu.and_then(|c| c.isolate_emulator_thread).unwrap_or(false);
     let enabled = match &domain.vcpus {
-        Some(v) => v.vcpu.iter().filter(|c| c.enabled.as_deref() == Some("yes")).count() as u32,
+        Some(v) => v
+            .vcpu
+            .iter()
+            .filter(|c| c.enabled.as_deref() == Some("yes"))
+            .count() as u32,
         None => domain.vcpu.as_ref().map(|v| v.cpus).unwrap_or(1),
     };
     let needed = enabled + u32::from(isolate);
-    let set: Vec<u32> = if env.ctx.cpu_set.is_empty() { (0..needed).collect() } else { env.ctx.cpu_set.clone() };
+    let set: Vec<u32> = if env.ctx.cpu_set.is_empty() {
+        (0..needed).collect()
+    } else {
+        env.ctx.cpu_set.clone()
+    };
     if set.len() < enabled as usize {
         return Err(ConvertError::new(
             "spec.domain.cpu.dedicatedCpuPlacement",
-            format!("not enough CPUs in the pod CPU set: {} for {enabled} vCPUs", set.len()),
+            format!(
+                "not enough CPUs in the pod CPU set: {} for {enabled} vCPUs",
+                set.len()
+            ),
         ));
     }
     let mut tune = CpuTune::default();
     for (vcpu, host) in set.iter().take(enabled as usize).enumerate() {
-        tune.vcpupin.push(CpuTuneVcpuPin { vcpu: vcpu as u32, cpuset: host.to_string() });
+        tune.vcpupin.push(CpuTuneVcpuPin {
+            vcpu: vcpu as u32,
+            cpuset: host.to_string(),
+        });
     }
     if isolate {
         let emu = set.get(enabled as usize).copied().ok_or_else(|| {
-            ConvertError::new("spec.domain.cpu.isolateEmulatorThread", "no CPU left for the emulator thread")
+            ConvertError::new(
+                "spec.domain.cpu.isolateEmulatorThread",
+                "no CPU left for the emulator thread",
+            )
         })?;
-        tune.emulatorpin = Some(CpuEmulatorPin { cpuset: emu.to_string() });
+        tune.emulatorpin = Some(CpuEmulatorPin {
+            cpuset: emu.to_string(),
+        });
     }
     domain.cputune = Some(tune);
     if vmi.spec.architecture.as_deref() == Some("amd64") {
         let f = domain.features.get_or_insert_with(Features::default);
         let kvm = f.kvm.get_or_insert_with(FeatureKvm::default);
-        kvm.hint_dedicated = Some(FeatureState { state: Some("on".into()) });
+        kvm.hint_dedicated = Some(FeatureState {
+            state: Some("on".into()),
+        });
     }
     if cpu.is_some_and(|c| c.realtime.is_some()) {
         let f = domain.features.get_or_insert_with(Features::default);
-        f.pmu = Some(FeatureState { state: Some("off".into()) });
+        f.pmu = Some(FeatureState {
+            state: Some("off".into()),
+        });
     }
-    if cpu.and_then(|c| c.numa.as_ref()).is_some_and(|n| n.guest_mapping_passthrough.is_some()) {
+    if cpu
+        .and_then(|c| c.numa.as_ref())
+        .is_some_and(|n| n.guest_mapping_passthrough.is_some())
+    {
         numa_passthrough(env, vmi, domain)?;
     }
     Ok(())
 }
 
 /// Mirrors the host NUMA cells the pinned vCPUs landed on into the guest, with hugepages.
-fn numa_passthrough(env: &Env<'_>, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+fn numa_passthrough(
+    env: &Env<'_>,
+    vmi: &VirtualMachineInstance,
+    domain: &mut Domain,
+) -> Result<(), ConvertError> {
     let path = "spec.domain.cpu.numa.guestMappingPassthrough";
-    let Some(topo) = env.ctx.topology.as_ref().filter(|t| !t.cells.is_empty()) else { return Ok(()) };
-    let pins = domain.cputune.as_ref().map(|t| t.vcpupin.clone()).unwrap_or_default();
+    let Some(topo) = env.ctx.topology.as_ref().filter(|t| !t.cells.is_empty()) else {
+        return Ok(());
+    };
+    let pins = domain
+        .cputune
+        .as_ref()
+        .map(|t| t.vcpupin.clone())
+        .unwrap_or_default();
     // host cell id -> vCPUs placed on it, in pin order
     let mut by_cell: Vec<(u32, Vec<u32>)> = Vec::new();
     for pin in &pins {
         let host: u32 = pin.cpuset.parse().map_err(|_| {
-            ConvertError::new(path, format!("expected only full cpu to be mapped, but got {}", pin.cpuset))
+            ConvertError::new(
+                path,
+                format!(
+                    "expected only full cpu to be mapped, but got {}",
+                    pin.cpuset
+                ),
+            )
         })?;
-        let cell = topo.cells.iter().find(|c| c.cpus.iter().any(|(id, _)| *id == host)).ok_or_else(|| {
-            ConvertError::new(path, format!("vcpu {} is mapped to a not existing host cpu set {}", pin.vcpu, pin.cpuset))
-        })?;
+        let cell = topo
+            .cells
+            .iter()
+            .find(|c| c.cpus.iter().any(|(id, _)| *id == host))
+            .ok_or_else(|| {
+                ConvertError::new(
+                    path,
+                    format!(
+                        "vcpu {} is mapped to a not existing host cpu set {}",
+                        pin.vcpu, pin.cpuset
+                    ),
+                )
+            })?;
         match by_cell.iter_mut().find(|(id, _)| *id == cell.id) {
             Some((_, v)) => v.push(pin.vcpu),
             None => by_cell.push((cell.id, vec![pin.vcpu])),
         }
     }
-    let involved: Vec<&crate::context::HostNumaCell> =
-        topo.cells.iter().filter(|c| by_cell.iter().any(|(id, _)| *id == c.id)).collect();
+    let involved: Vec<&crate::context::HostNumaCell> = topo
+        .cells
+        .iter()
+        .filter(|c| by_cell.iter().any(|(id, _)| *id == c.id))
+        .collect();
     let page = vmi
         .spec
         .domain
@@ -80,21 +139,38 @@ fn numa_passthrough(env: &Env<'_>, vmi: &VirtualMachineInstance, domain: &mut Do
         .as_ref()
         .and_then(|m| m.hugepages.as_ref())
         .and_then(|h| h.page_size.as_deref())
-        .filter(|_| domain.memory_backing.as_ref().is_some_and(|m| m.hugepages.is_some()));
+        .filter(|_| {
+            domain
+                .memory_backing
+                .as_ref()
+                .is_some_and(|m| m.hugepages.is_some())
+        });
     let Some(page) = page else {
-        return Err(ConvertError::new(path, "passing through a numa topology is restricted to VMIs with hugepages enabled"));
+        return Err(ConvertError::new(
+            path,
+            "passing through a numa topology is restricted to VMIs with hugepages enabled",
+        ));
     };
-    let page_size = quantity_to_bytes(&kvrs_core::Quantity::new(page), "spec.domain.memory.hugepages.pageSize")?;
+    let page_size = quantity_to_bytes(
+        &kvrs_core::Quantity::new(page),
+        "spec.domain.memory.hugepages.pageSize",
+    )?;
     let mut memory = match virtual_memory(vmi) {
         Some(q) => quantity_to_bytes(q, "spec.domain.memory.guest")?,
         None => 0,
     };
     let cells = involved.len() as u64;
     if page_size == 0 || memory < cells * page_size {
-        return Err(ConvertError::new(path, "not enough memory requested to allocate at least one hugepage per numa node"));
+        return Err(ConvertError::new(
+            path,
+            "not enough memory requested to allocate at least one hugepage per numa node",
+        ));
     }
     if memory % page_size != 0 {
-        return Err(ConvertError::new(path, "requested memory can't be divided through the numa page size"));
+        return Err(ConvertError::new(
+            path,
+            "requested memory can't be divided through the numa page size",
+        ));
     }
     let rem = memory % (page_size * cells) / page_size;
     memory -= rem * page_size;
@@ -102,26 +178,56 @@ fn numa_passthrough(env: &Env<'_>, vmi: &VirtualMachineInstance, domain: &mut Do
     let mut tune = NumaTune {
         memory: NumaTuneMemory {
             mode: "strict".into(),
-            nodeset: involved.iter().map(|c| c.id.to_string()).collect::<Vec<_>>().join(","),
+            nodeset: involved
+                .iter()
+                .map(|c| c.id.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
         },
         memnodes: Vec::new(),
     };
     let mb = domain.memory_backing.get_or_insert_with(Default::default);
-    mb.allocation = Some(MemoryAllocation { mode: "immediate".into() });
+    mb.allocation = Some(MemoryAllocation {
+        mode: "immediate".into(),
+    });
     let hp = mb.hugepages.get_or_insert_with(Default::default);
     for (virt, cell) in involved.iter().enumerate() {
-        let vcpus = &by_cell.iter().find(|(id, _)| *id == cell.id).map(|(_, v)| v.clone()).unwrap_or_default();
+        let vcpus = &by_cell
+            .iter()
+            .find(|(id, _)| *id == cell.id)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
         numa.cells.push(NumaCell {
             id: virt.to_string(),
-            cpus: Some(vcpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")),
+            cpus: Some(
+                vcpus
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
             memory: Some(memory / cells + if (virt as u64) < rem { page_size } else { 0 }),
             unit: Some("b".into()),
             ..NumaCell::default()
         });
-        tune.memnodes.push(MemNode { cellid: virt as u32, mode: "strict".into(), nodeset: cell.id.to_string() });
-        hp.pages.push(HugePage { size: page_size.to_string(), unit: "b".into(), nodeset: virt.to_string() });
+        tune.memnodes.push(MemNode {
+            cellid: virt as u32,
+            mode: "strict".into(),
+            nodeset: cell.id.to_string(),
+        });
+        hp.pages.push(HugePage {
+            size: page_size.to_string(),
+            unit: "b".into(),
+            nodeset: virt.to_string(),
+        });
     }
-    if vmi.spec.domain.cpu.as_ref().is_some_and(|c| c.realtime.is_some()) {
+    if vmi
+        .spec
+        .domain
+        .cpu
+        .as_ref()
+        .is_some_and(|c| c.realtime.is_some())
+    {
         mb.nosharepages = Some(Default::default());
     }
     domain.cpu.numa = Some(numa);

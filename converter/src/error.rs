@@ -13,6 +13,9 @@ pub struct ConvertError {
 impl ConvertError {
     /// An error at `path`.
     pub fn new(path: impl Into<String>, reason: impl Into<String>) -> ConvertError {
-        ConvertError { path: path.into(), reason: reason.into() }
+        ConvertError {
+            path: path.into(),
+            reason: reason.into(),
+        }
     }
 }

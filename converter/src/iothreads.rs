@@ -11,7 +11,15 @@ pub fn has_dedicated(disk: &Disk) -> bool {
 
 /// The VMI uses IO threads at all.
 pub fn has_io_threads(vmi: &VirtualMachineInstance) -> bool {
-    vmi.spec.domain.io_threads_policy.is_some() || vmi.spec.domain.devices.disks.iter().flatten().any(has_dedicated)
+    vmi.spec.domain.io_threads_policy.is_some()
+        || vmi
+            .spec
+            .domain
+            .devices
+            .disks
+            .iter()
+            .flatten()
+            .any(has_dedicated)
 }
 
 fn supplemental_count(vmi: &VirtualMachineInstance) -> Option<u32> {
@@ -19,7 +27,10 @@ fn supplemental_count(vmi: &VirtualMachineInstance) -> Option<u32> {
     if d.io_threads_policy.as_deref() != Some("supplementalPool") {
         return None;
     }
-    d.io_threads.as_ref()?.supplemental_pool_thread_count.and_then(|c| u32::try_from(c).ok())
+    d.io_threads
+        .as_ref()?
+        .supplemental_pool_thread_count
+        .and_then(|c| u32::try_from(c).ok())
 }
 
 fn thread_pool_limit(vmi: &VirtualMachineInstance) -> u32 {
@@ -37,7 +48,10 @@ fn thread_pool_limit(vmi: &VirtualMachineInstance) -> u32 {
             let n = res
                 .and_then(|r| r.requests.as_ref())
                 .and_then(|r| r.get("cpu"))
-                .or_else(|| res.and_then(|r| r.limits.as_ref()).and_then(|l| l.get("cpu")))
+                .or_else(|| {
+                    res.and_then(|r| r.limits.as_ref())
+                        .and_then(|l| l.get("cpu"))
+                })
                 .and_then(|q| q.value().ok())
                 .unwrap_or(1);
             u32::try_from(n * 2).unwrap_or(0)
@@ -70,5 +84,7 @@ pub fn io_thread_counts(vmi: &VirtualMachineInstance) -> (u32, u32) {
 /// The supplemental pool every virtio disk shares.
 pub fn supplemental_pool(vmi: &VirtualMachineInstance) -> Option<DiskIoThreads> {
     let n = supplemental_count(vmi)?;
-    Some(DiskIoThreads { iothread: (1..=n).map(|id| DiskIoThread { id }).collect() })
+    Some(DiskIoThreads {
+        iothread: (1..=n).map(|id| DiskIoThread { id }).collect(),
+    })
 }

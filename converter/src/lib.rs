@@ -18,8 +18,8 @@ pub mod context;
 mod dedicated;
 pub mod disks;
 pub mod domain;
-pub mod gojson;
 mod error;
+pub mod gojson;
 pub mod iothreads;
 mod memory_backing;
 pub mod topology;
@@ -65,12 +65,19 @@ impl<'a> Env<'a> {
 
     /// SCSI controller model.
     pub fn scsi_model(&self) -> &'static str {
-        if self.arch == Arch::S390x { "virtio-scsi" } else { self.virtio_model }
+        if self.arch == Arch::S390x {
+            "virtio-scsi"
+        } else {
+            self.virtio_model
+        }
     }
 }
 
 /// Converts a defaulted VMI into the libvirt domain KubeVirt v1.9.0 would define.
-pub fn convert(vmi: &VirtualMachineInstance, ctx: &ConverterContext) -> Result<Domain, ConvertError> {
+pub fn convert(
+    vmi: &VirtualMachineInstance,
+    ctx: &ConverterContext,
+) -> Result<Domain, ConvertError> {
     let env = Env::new(vmi, ctx);
     let mut domain = Domain::default();
     configurators::run_pipeline(&env, vmi, &mut domain)?;
@@ -84,8 +91,13 @@ pub fn convert(vmi: &VirtualMachineInstance, ctx: &ConverterContext) -> Result<D
 }
 
 /// Converts and writes the XML in one go.
-pub fn convert_to_xml(vmi: &VirtualMachineInstance, ctx: &ConverterContext) -> Result<String, ConvertError> {
-    convert(vmi, ctx)?.to_xml().map_err(|e| ConvertError::new("", e.to_string()))
+pub fn convert_to_xml(
+    vmi: &VirtualMachineInstance,
+    ctx: &ConverterContext,
+) -> Result<String, ConvertError> {
+    convert(vmi, ctx)?
+        .to_xml()
+        .map_err(|e| ConvertError::new("", e.to_string()))
 }
 
 /// KubeVirt's domain defaulter: qemu namespace, `kvm` type, `hvm` with the arch's machine.

@@ -17,7 +17,9 @@ pub struct Topology {
 impl Topology {
     /// Number of vCPUs.
     pub fn vcpus(&self) -> u32 {
-        self.sockets.saturating_mul(self.cores).saturating_mul(self.threads)
+        self.sockets
+            .saturating_mul(self.cores)
+            .saturating_mul(self.threads)
     }
 }
 
@@ -29,7 +31,11 @@ fn positive_u32(v: Option<i64>) -> u32 {
 pub fn cpu_topology(vmi: &VirtualMachineInstance) -> Topology {
     let cpu = vmi.spec.domain.cpu.as_ref();
     let (c, t, s) = match cpu {
-        Some(cpu) => (positive_u32(cpu.cores), positive_u32(cpu.threads), positive_u32(cpu.sockets)),
+        Some(cpu) => (
+            positive_u32(cpu.cores),
+            positive_u32(cpu.threads),
+            positive_u32(cpu.sockets),
+        ),
         None => (0, 0, 0),
     };
     let mut topo = Topology {
@@ -39,10 +45,17 @@ pub fn cpu_topology(vmi: &VirtualMachineInstance) -> Topology {
     };
     if c == 0 && s == 0 && t == 0 {
         let res = vmi.spec.domain.resources.as_ref();
-        let pick = |m: Option<&std::collections::BTreeMap<String, Quantity>>| m.and_then(|m| m.get("cpu")).cloned();
-        let q = pick(res.and_then(|r| r.limits.as_ref())).or_else(|| pick(res.and_then(|r| r.requests.as_ref())));
+        let pick = |m: Option<&std::collections::BTreeMap<String, Quantity>>| {
+            m.and_then(|m| m.get("cpu")).cloned()
+        };
+        let q = pick(res.and_then(|r| r.limits.as_ref()))
+            .or_else(|| pick(res.and_then(|r| r.requests.as_ref())));
         if let Some(q) = q {
-            topo.sockets = q.value().ok().and_then(|v| u32::try_from(v).ok()).unwrap_or(0);
+            topo.sockets = q
+                .value()
+                .ok()
+                .and_then(|v| u32::try_from(v).ok())
+                .unwrap_or(0);
         }
     }
     topo
@@ -76,6 +89,13 @@ pub fn quantity_to_bytes(q: &Quantity, path: &str) -> Result<u64, ConvertError> 
     let milli = q.milli_value().map_err(bad)?;
     let exact = v.checked_mul(1000) == Some(milli);
     let bytes = if exact { v } else { v - 1 };
-    u64::try_from(bytes)
-        .map_err(|_| ConvertError::new(path, format!("Memory size '{}' must be greater than or equal to 0", q.as_str())))
+    u64::try_from(bytes).map_err(|_| {
+        ConvertError::new(
+            path,
+            format!(
+                "Memory size '{}' must be greater than or equal to 0",
+                q.as_str()
+            ),
+        )
+    })
 }

@@ -71,11 +71,17 @@ fn trim(n: &mut Node) {
 }
 
 fn start_node(e: &quick_xml::events::BytesStart<'_>) -> Result<Node, String> {
-    let mut n = Node { name: e.name().as_ref().to_string(), ..Node::default() };
+    let mut n = Node {
+        name: e.name().as_ref().to_string(),
+        ..Node::default()
+    };
     for a in e.attributes() {
         let a = a.map_err(|e| e.to_string())?;
         let key = a.key.as_ref().to_string();
-        let value = a.normalized_value(quick_xml::XmlVersion::Implicit1_0).map_err(|e| e.to_string())?.into_owned();
+        let value = a
+            .normalized_value(quick_xml::XmlVersion::Implicit1_0)
+            .map_err(|e| e.to_string())?
+            .into_owned();
         n.attrs.insert(key, value);
     }
     Ok(n)
@@ -102,11 +108,15 @@ fn compare(a: &Node, b: &Node, here: &str, out: &mut Vec<String>, limit: usize) 
         return;
     }
     if a.name != b.name {
-        out.push(format!("{here}: element <{}> expected, <{}> found", a.name, b.name));
+        out.push(format!(
+            "{here}: element <{}> expected, <{}> found",
+            a.name, b.name
+        ));
         return;
     }
     if a.attrs != b.attrs {
-        let keys: std::collections::BTreeSet<&String> = a.attrs.keys().chain(b.attrs.keys()).collect();
+        let keys: std::collections::BTreeSet<&String> =
+            a.attrs.keys().chain(b.attrs.keys()).collect();
         for k in keys {
             let (va, vb) = (a.attrs.get(k), b.attrs.get(k));
             if va != vb {
@@ -115,13 +125,20 @@ fn compare(a: &Node, b: &Node, here: &str, out: &mut Vec<String>, limit: usize) 
         }
     }
     if a.text != b.text {
-        out.push(format!("{here}: text expected {:?}, found {:?}", a.text, b.text));
+        out.push(format!(
+            "{here}: text expected {:?}, found {:?}",
+            a.text, b.text
+        ));
     }
     for i in 0..a.children.len().max(b.children.len()) {
         match (a.children.get(i), b.children.get(i)) {
-            (Some(ca), Some(cb)) => compare(ca, cb, &format!("{here}/{}[{i}]", ca.name), out, limit),
+            (Some(ca), Some(cb)) => {
+                compare(ca, cb, &format!("{here}/{}[{i}]", ca.name), out, limit)
+            }
             (Some(ca), None) => out.push(format!("{here}: missing <{}> at position {i}", ca.name)),
-            (None, Some(cb)) => out.push(format!("{here}: unexpected <{}> at position {i}", cb.name)),
+            (None, Some(cb)) => {
+                out.push(format!("{here}: unexpected <{}> at position {i}", cb.name))
+            }
             (None, None) => {}
         }
         if out.len() >= limit {

@@ -32,8 +32,12 @@ macro_rules! snap {
 snap!(metadata, |env, ctx| Metadata);
 snap!(network, |env, ctx| Network { env: &env });
 snap!(tpm, |env, ctx| Tpm);
-snap!(vsock, |env, ctx| Vsock { default_cid: ctx.default_vsock_cid });
-snap!(launch_security, |env, ctx| LaunchSecurity { arch: env.arch });
+snap!(vsock, |env, ctx| Vsock {
+    default_cid: ctx.default_vsock_cid
+});
+snap!(launch_security, |env, ctx| LaunchSecurity {
+    arch: env.arch
+});
 snap!(channels, |env, ctx| Channels);
 snap!(clock, |env, ctx| Clock);
 snap!(rng, |env, ctx| Rng { env: &env });
@@ -45,8 +49,12 @@ snap!(host_devices, |env, ctx| HostDevices { ctx: &ctx });
 snap!(watchdog, |env, ctx| Watchdog { arch: env.arch });
 snap!(console, |env, ctx| Console { ctx: &ctx });
 snap!(panic, |env, ctx| PanicDevices);
-snap!(hypervisor_features, |env, ctx| HypervisorFeatures { env: &env });
-snap!(sysinfo, |env, ctx| SysInfo { smbios: ctx.smbios.as_ref() });
+snap!(hypervisor_features, |env, ctx| HypervisorFeatures {
+    env: &env
+});
+snap!(sysinfo, |env, ctx| SysInfo {
+    smbios: ctx.smbios.as_ref()
+});
 snap!(os, |env, ctx| Os { env: &env });
 snap!(virtiofs, |env, ctx| Virtiofs);
 snap!(usb_redirect, |env, ctx| UsbRedirect);
@@ -69,9 +77,15 @@ fn whole_domain_of_the_fixture() {
 #[test]
 fn no_hypervisor_device_means_qemu_or_error() {
     let vmi = fixture();
-    let ctx = ConverterContext { hypervisor_device_available: false, ..ConverterContext::default() };
+    let ctx = ConverterContext {
+        hypervisor_device_available: false,
+        ..ConverterContext::default()
+    };
     assert_eq!(kvrs_converter::convert(&vmi, &ctx).unwrap().kind, "qemu");
-    let ctx = ConverterContext { allow_emulation: false, ..ctx };
+    let ctx = ConverterContext {
+        allow_emulation: false,
+        ..ctx
+    };
     let err = kvrs_converter::convert(&vmi, &ctx).unwrap_err();
     assert!(err.reason.contains("emulation is not allowed"), "{err}");
 }
@@ -79,9 +93,17 @@ fn no_hypervisor_device_means_qemu_or_error() {
 #[test]
 fn block_pvc_becomes_block_disk() {
     let vmi = fixture();
-    let ctx = ConverterContext { block_pvcs: ["data".to_string()].into(), ..ConverterContext::default() };
+    let ctx = ConverterContext {
+        block_pvcs: ["data".to_string()].into(),
+        ..ConverterContext::default()
+    };
     let d = kvrs_converter::convert(&vmi, &ctx).unwrap();
-    let disk = d.devices.disks.iter().find(|d| d.alias.as_ref().unwrap().name == "ua-data").unwrap();
+    let disk = d
+        .devices
+        .disks
+        .iter()
+        .find(|d| d.alias.as_ref().unwrap().name == "ua-data")
+        .unwrap();
     assert_eq!(disk.kind, "block");
     assert_eq!(disk.source.dev.as_deref(), Some("/dev/data"));
 }

@@ -9,7 +9,11 @@ fn oracle_dir() -> Option<PathBuf> {
     if dir.is_dir() {
         return Some(dir);
     }
-    assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "oracle corpus missing under CI");
+    assert_ne!(
+        std::env::var("CI").as_deref(),
+        Ok("true"),
+        "oracle corpus missing under CI"
+    );
     eprintln!("note: {} not found; round-trip skipped", dir.display());
     None
 }
@@ -43,6 +47,10 @@ fn oracle_domains_round_trip() {
         // And the value survives a second trip unchanged.
         assert_eq!(Domain::from_xml(&back).unwrap(), domain, "{name}");
     }
-    println!("{}/{} oracle domains round-trip", names.len() - failures.len(), names.len());
+    println!(
+        "{}/{} oracle domains round-trip",
+        names.len() - failures.len(),
+        names.len()
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -18,7 +18,13 @@ fn small_str() -> impl Strategy<Value = String> {
 }
 
 fn quantity() -> impl Strategy<Value = String> {
-    prop_oneof![Just("1Gi".to_string()), Just("0".to_string()), Just("1.5".to_string()), Just("-1Mi".to_string()), "[0-9]{1,4}(Mi|Gi|k|m)?"]
+    prop_oneof![
+        Just("1Gi".to_string()),
+        Just("0".to_string()),
+        Just("1.5".to_string()),
+        Just("-1Mi".to_string()),
+        "[0-9]{1,4}(Mi|Gi|k|m)?"
+    ]
 }
 
 prop_compose! {

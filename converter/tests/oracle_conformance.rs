@@ -8,7 +8,11 @@ fn oracle_dir() -> Option<PathBuf> {
     if dir.is_dir() {
         return Some(dir);
     }
-    assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "oracle corpus missing under CI");
+    assert_ne!(
+        std::env::var("CI").as_deref(),
+        Ok("true"),
+        "oracle corpus missing under CI"
+    );
     None
 }
 
@@ -43,9 +47,17 @@ fn oracle_cases_convert_identically() {
             failures.push(format!("{name}: {}", diffs.join(" | ")));
         }
     }
-    println!("{}/{} oracle cases match ({rejected} expected-reject cases are validation's)", names.len() - failures.len(), names.len());
+    println!(
+        "{}/{} oracle cases match ({rejected} expected-reject cases are validation's)",
+        names.len() - failures.len(),
+        names.len()
+    );
     for f in &failures {
         println!("  {f}");
     }
-    assert!(failures.is_empty(), "{} oracle cases differ", failures.len());
+    assert!(
+        failures.is_empty(),
+        "{} oracle cases differ",
+        failures.len()
+    );
 }

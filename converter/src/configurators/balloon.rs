@@ -22,19 +22,30 @@ pub fn free_page_reporting_rule(vmi: &VirtualMachineInstance) -> bool {
 }
 
 impl Configurator for Balloon<'_> {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         if vmi.spec.domain.devices.autoattach_mem_balloon == Some(false) {
-            domain.devices.memballoon = Some(MemBalloon { model: "none".into(), ..MemBalloon::default() });
+            domain.devices.memballoon = Some(MemBalloon {
+                model: "none".into(),
+                ..MemBalloon::default()
+            });
             return Ok(());
         }
         let ctx = self.env.ctx;
-        let fpr = ctx.free_page_reporting.unwrap_or_else(|| free_page_reporting_rule(vmi));
+        let fpr = ctx
+            .free_page_reporting
+            .unwrap_or_else(|| free_page_reporting_rule(vmi));
         let period = ctx.mem_balloon_stats_period;
         domain.devices.memballoon = Some(MemBalloon {
             model: self.env.virtio_model.into(),
             stats: (period != 0).then_some(Stats { period }),
             address: None,
-            driver: (self.env.sev || self.env.pv).then(|| IommuOnly { iommu: Some("on".into()) }),
+            driver: (self.env.sev || self.env.pv).then(|| IommuOnly {
+                iommu: Some("on".into()),
+            }),
             free_page_reporting: Some(if fpr { "on" } else { "off" }.into()),
         });
         Ok(())

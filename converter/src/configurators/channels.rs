@@ -13,7 +13,11 @@ pub const DOWNWARD_METRICS_SOCKET: &str =
 pub struct Channels;
 
 impl Configurator for Channels {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         domain.devices.channels.push(Channel {
             kind: "unix".into(),
             source: None, // libvirt picks the path
@@ -26,7 +30,10 @@ impl Configurator for Channels {
         if vmi.spec.domain.devices.downward_metrics.is_some() {
             domain.devices.channels.push(Channel {
                 kind: "unix".into(),
-                source: Some(ChannelSource { mode: "bind".into(), path: DOWNWARD_METRICS_SOCKET.into() }),
+                source: Some(ChannelSource {
+                    mode: "bind".into(),
+                    path: DOWNWARD_METRICS_SOCKET.into(),
+                }),
                 target: Some(ChannelTarget {
                     name: Some("org.github.vhostmd.1".into()),
                     kind: "virtio".into(),

@@ -9,7 +9,11 @@ use kvrs_core::VirtualMachineInstance;
 pub struct Clock;
 
 impl Configurator for Clock {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         if let Some(src) = &vmi.spec.domain.clock {
             let mut c = DomClock::default();
             if let Some(utc) = &src.utc {
@@ -68,7 +72,11 @@ impl Configurator for Clock {
         }
         if let Some(freq) = tsc_frequency(vmi) {
             let c = domain.clock.get_or_insert_with(DomClock::default);
-            c.timers.push(Timer { name: "tsc".into(), frequency: Some(freq.to_string()), ..Timer::default() });
+            c.timers.push(Timer {
+                name: "tsc".into(),
+                frequency: Some(freq.to_string()),
+                ..Timer::default()
+            });
         }
         Ok(())
     }
@@ -77,10 +85,23 @@ impl Configurator for Clock {
 /// The TSC frequency to pin: only when the VMI is migratable-sensitive (invtsc required or
 /// Hyper-V reenlightenment on) and the controller recorded a frequency in the topology hints.
 fn tsc_frequency(vmi: &VirtualMachineInstance) -> Option<i64> {
-    let freq = vmi.status.as_ref()?.topology_hints.as_ref()?.tsc_frequency?;
-    let invtsc = vmi.spec.domain.cpu.as_ref().and_then(|c| c.features.as_ref()).is_some_and(|fs| {
-        fs.iter().any(|f| f.name == "invtsc" && f.policy.as_deref().unwrap_or("require") == "require")
-    });
+    let freq = vmi
+        .status
+        .as_ref()?
+        .topology_hints
+        .as_ref()?
+        .tsc_frequency?;
+    let invtsc = vmi
+        .spec
+        .domain
+        .cpu
+        .as_ref()
+        .and_then(|c| c.features.as_ref())
+        .is_some_and(|fs| {
+            fs.iter().any(|f| {
+                f.name == "invtsc" && f.policy.as_deref().unwrap_or("require") == "require"
+            })
+        });
     let reenlightenment = vmi
         .spec
         .domain

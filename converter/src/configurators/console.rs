@@ -2,7 +2,9 @@
 
 use super::{Configurator, util};
 use crate::context::ConverterContext;
-use crate::domain::{CharSource, Console as DomConsole, ConsoleTarget, Domain, Serial, SerialLog, SerialTarget};
+use crate::domain::{
+    CharSource, Console as DomConsole, ConsoleTarget, Domain, Serial, SerialLog, SerialTarget,
+};
 use crate::error::ConvertError;
 use kvrs_core::VirtualMachineInstance;
 
@@ -18,23 +20,39 @@ pub fn serial_console_log_rule(vmi: &VirtualMachineInstance) -> bool {
 }
 
 impl Configurator for Console<'_> {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         if vmi.spec.domain.devices.autoattach_serial_console == Some(false) {
             return Ok(());
         }
         domain.devices.consoles = vec![DomConsole {
             kind: "pty".into(),
-            target: Some(ConsoleTarget { kind: Some("serial".into()), port: Some(0) }),
+            target: Some(ConsoleTarget {
+                kind: Some("serial".into()),
+                port: Some(0),
+            }),
             source: None,
             alias: None,
         }];
         let socket = format!("{}/{}/virt-serial0", util::VIRT_PRIVATE_DIR, util::uid(vmi));
-        let log = self.ctx.serial_console_log.unwrap_or_else(|| serial_console_log_rule(vmi));
+        let log = self
+            .ctx
+            .serial_console_log
+            .unwrap_or_else(|| serial_console_log_rule(vmi));
         domain.devices.serials = vec![Serial {
             kind: "unix".into(),
             target: Some(SerialTarget { port: Some(0) }),
-            log: log.then(|| SerialLog { file: Some(format!("{socket}-log")), append: Some("on".into()) }),
-            source: Some(CharSource { mode: Some("bind".into()), path: Some(socket) }),
+            log: log.then(|| SerialLog {
+                file: Some(format!("{socket}-log")),
+                append: Some("on".into()),
+            }),
+            source: Some(CharSource {
+                mode: Some("bind".into()),
+                path: Some(socket),
+            }),
             alias: None,
         }];
         Ok(())

@@ -42,15 +42,29 @@ pub fn usb_needed(vmi: &VirtualMachineInstance, arch: Arch) -> bool {
     if arch == Arch::Arm64 {
         return true;
     }
-    dev.inputs.iter().flatten().any(|i| matches!(i.bus.as_deref(), None | Some("") | Some("usb")))
-        || dev.disks.iter().flatten().any(|d| d.disk.as_ref().and_then(|t| t.bus.as_deref()) == Some("usb"))
+    dev.inputs
+        .iter()
+        .flatten()
+        .any(|i| matches!(i.bus.as_deref(), None | Some("") | Some("usb")))
+        || dev
+            .disks
+            .iter()
+            .flatten()
+            .any(|d| d.disk.as_ref().and_then(|t| t.bus.as_deref()) == Some("usb"))
         || dev.client_passthrough.is_some()
 }
 
 impl Configurator for Controllers<'_> {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         let dev = &vmi.spec.domain.devices;
-        let driver = (self.env.sev || self.env.pv).then(|| ControllerDriver { iommu: Some("on".into()), ..Default::default() });
+        let driver = (self.env.sev || self.env.pv).then(|| ControllerDriver {
+            iommu: Some("on".into()),
+            ..Default::default()
+        });
         let usb = usb_needed(vmi, self.env.arch);
         domain.devices.controllers.push(Controller {
             kind: "usb".into(),
@@ -59,11 +73,20 @@ impl Configurator for Controllers<'_> {
             ..Controller::default()
         });
         let disks = dev.disks.as_deref().unwrap_or(&[]);
-        let needs_scsi = !dev.disable_hotplug.unwrap_or(false) || disks.iter().any(|d| disk_bus(d) == "scsi");
+        let needs_scsi =
+            !dev.disable_hotplug.unwrap_or(false) || disks.iter().any(|d| disk_bus(d) == "scsi");
         if needs_scsi {
             let mut drv = driver.clone();
-            let auto = if has_io_threads(vmi) { io_thread_counts(vmi).1 } else { 0 };
-            if auto != 0 && disks.iter().any(|d| disk_bus(d) == "scsi" && has_dedicated(d)) {
+            let auto = if has_io_threads(vmi) {
+                io_thread_counts(vmi).1
+            } else {
+                0
+            };
+            if auto != 0
+                && disks
+                    .iter()
+                    .any(|d| disk_bus(d) == "scsi" && has_dedicated(d))
+            {
                 let mut thread = 1u32;
                 for d in disks {
                     if disk_bus(d) == "virtio" && !has_dedicated(d) {
@@ -83,13 +106,17 @@ impl Configurator for Controllers<'_> {
             });
         }
         if self.env.arch == Arch::Amd64
-            && util::annotation(vmi, DISABLE_PCI_HOLE64).is_some_and(|v| v.eq_ignore_ascii_case("true"))
+            && util::annotation(vmi, DISABLE_PCI_HOLE64)
+                .is_some_and(|v| v.eq_ignore_ascii_case("true"))
         {
             domain.devices.controllers.push(Controller {
                 kind: "pci".into(),
                 index: "0".into(),
                 model: Some("pcie-root".into()),
-                pcihole64: Some(PciHole64 { value: 0, unit: Some("KiB".into()) }),
+                pcihole64: Some(PciHole64 {
+                    value: 0,
+                    unit: Some("KiB".into()),
+                }),
                 ..Controller::default()
             });
         }

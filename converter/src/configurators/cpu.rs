@@ -15,15 +15,26 @@ pub struct Cpu<'a> {
 
 fn dom_topology(t: Topology) -> CpuTopology {
     let nz = |v: u32| (v != 0).then_some(v);
-    CpuTopology { sockets: nz(t.sockets), cores: nz(t.cores), threads: nz(t.threads) }
+    CpuTopology {
+        sockets: nz(t.sockets),
+        cores: nz(t.cores),
+        threads: nz(t.threads),
+    }
 }
 
 impl Configurator for Cpu<'_> {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         let topo = cpu_topology(vmi);
         let count = topo.vcpus();
         domain.cpu.topology = Some(dom_topology(topo));
-        domain.vcpu = Some(Vcpu { placement: "static".into(), cpus: count });
+        domain.vcpu = Some(Vcpu {
+            placement: "static".into(),
+            cpus: count,
+        });
         let cross = self.env.ctx.allow_cross_arch_emulation;
         let hotplug_supported = self.env.arch != Arch::S390x;
         if let Some(cpu) = &vmi.spec.domain.cpu {
@@ -32,7 +43,10 @@ impl Configurator for Cpu<'_> {
                 let max_sockets = u32::try_from(max_sockets)
                     .map_err(|_| ConvertError::new("spec.domain.cpu.maxSockets", "out of range"))?;
                 let min_enabled = topo.cores * topo.threads;
-                let max = Topology { sockets: max_sockets, ..topo };
+                let max = Topology {
+                    sockets: max_sockets,
+                    ..topo
+                };
                 let total = max.vcpus();
                 let yn = |b: bool| Some(if b { "yes" } else { "no" }.to_string());
                 domain.vcpus = Some(Vcpus {
@@ -46,7 +60,10 @@ impl Configurator for Cpu<'_> {
                         .collect(),
                 });
                 domain.cpu.topology = Some(dom_topology(max));
-                domain.vcpu = Some(Vcpu { placement: "static".into(), cpus: total });
+                domain.vcpu = Some(Vcpu {
+                    placement: "static".into(),
+                    cpus: total,
+                });
             }
             let model = cpu.model.as_deref().unwrap_or("");
             let host_mode = model == "host-model" || model == "host-passthrough";
@@ -70,10 +87,21 @@ impl Configurator for Cpu<'_> {
                 });
             }
             if self.env.arch == Arch::Amd64 && !has_mpx && !host_mode {
-                domain.cpu.features.push(CpuFeature { name: "mpx".into(), policy: Some("disable".into()) });
+                domain.cpu.features.push(CpuFeature {
+                    name: "mpx".into(),
+                    policy: Some("disable".into()),
+                });
             }
         }
-        if vmi.spec.domain.cpu.as_ref().and_then(|c| c.model.as_deref()).unwrap_or("").is_empty() {
+        if vmi
+            .spec
+            .domain
+            .cpu
+            .as_ref()
+            .and_then(|c| c.model.as_deref())
+            .unwrap_or("")
+            .is_empty()
+        {
             if cross {
                 domain.cpu.mode = Some("custom".into());
                 domain.cpu.model = Some("max".into());

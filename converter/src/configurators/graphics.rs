@@ -16,15 +16,25 @@ pub struct Graphics<'a> {
 }
 
 impl Configurator for Graphics<'_> {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         let devices = &vmi.spec.domain.devices;
-        if devices.autoattach_graphics_device == Some(false) || self.env.ctx.allow_cross_arch_emulation {
+        if devices.autoattach_graphics_device == Some(false)
+            || self.env.ctx.allow_cross_arch_emulation
+        {
             return Ok(());
         }
         domain.devices.graphics = vec![DomGraphics {
             listen: Some(GraphicsListen {
                 kind: "socket".into(),
-                socket: Some(format!("{}/{}/virt-vnc", util::VIRT_PRIVATE_DIR, util::uid(vmi))),
+                socket: Some(format!(
+                    "{}/{}/virt-vnc",
+                    util::VIRT_PRIVATE_DIR,
+                    util::uid(vmi)
+                )),
                 ..GraphicsListen::default()
             }),
             kind: "vnc".into(),
@@ -40,7 +50,11 @@ impl Configurator for Graphics<'_> {
         } else {
             match self.env.arch {
                 Arch::Amd64 if self.env.ctx.bochs_for_efi_guests && util::is_efi(vmi) => {
-                    VideoModel { kind: "bochs".into(), heads: Some(DEFAULT_HEADS), ..VideoModel::default() }
+                    VideoModel {
+                        kind: "bochs".into(),
+                        heads: Some(DEFAULT_HEADS),
+                        ..VideoModel::default()
+                    }
                 }
                 Arch::Amd64 => VideoModel {
                     kind: "vga".into(),
@@ -48,9 +62,11 @@ impl Configurator for Graphics<'_> {
                     vram: Some(DEFAULT_VRAM),
                     ..VideoModel::default()
                 },
-                Arch::Arm64 | Arch::S390x => {
-                    VideoModel { kind: "virtio".into(), heads: Some(DEFAULT_HEADS), ..VideoModel::default() }
-                }
+                Arch::Arm64 | Arch::S390x => VideoModel {
+                    kind: "virtio".into(),
+                    heads: Some(DEFAULT_HEADS),
+                    ..VideoModel::default()
+                },
             }
         };
         domain.devices.video = vec![Video { model }];

@@ -13,9 +13,17 @@ pub struct HostDevices<'a> {
 }
 
 impl Configurator for HostDevices<'_> {
-    fn configure(&self, _vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        _vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         let c = self.ctx;
-        for list in [&c.generic_host_devices, &c.gpu_host_devices, &c.sriov_devices] {
+        for list in [
+            &c.generic_host_devices,
+            &c.gpu_host_devices,
+            &c.sriov_devices,
+        ] {
             domain.devices.hostdevs.extend(list.iter().cloned());
         }
         Ok(())

@@ -23,16 +23,26 @@ fn emulator_path(arch: &str) -> Option<&'static str> {
 }
 
 impl Configurator for Hypervisor<'_> {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         let ctx = self.ctx;
         let guest = vmi.spec.architecture.as_deref().unwrap_or("");
         let host = ctx.architecture.name();
-        if ctx.hypervisor_name != "hyperv-direct" && !guest.is_empty() && guest != host && ctx.allow_cross_arch_emulation {
+        if ctx.hypervisor_name != "hyperv-direct"
+            && !guest.is_empty()
+            && guest != host
+            && ctx.allow_cross_arch_emulation
+        {
             domain.kind = "qemu".into();
             let path = emulator_path(guest).ok_or_else(|| {
                 ConvertError::new(
                     "spec.architecture",
-                    format!("unsupported guest architecture for cross-architecture emulation: {guest}"),
+                    format!(
+                        "unsupported guest architecture for cross-architecture emulation: {guest}"
+                    ),
                 )
             })?;
             domain.devices.emulator = Some(path.into());
@@ -40,7 +50,13 @@ impl Configurator for Hypervisor<'_> {
         }
         if !ctx.hypervisor_device_available {
             if !ctx.allow_emulation {
-                return Err(ConvertError::new("spec", format!("{} not present and emulation is not allowed", ctx.hypervisor_name)));
+                return Err(ConvertError::new(
+                    "spec",
+                    format!(
+                        "{} not present and emulation is not allowed",
+                        ctx.hypervisor_name
+                    ),
+                ));
             }
             domain.kind = "qemu".into();
         }

@@ -3,8 +3,8 @@
 use super::{Configurator, Env, util::on_off};
 use crate::context::Arch;
 use crate::domain::{
-    Domain, Empty, FeatureHyperv, FeatureKvm, FeatureSpinlocks, FeatureState, FeatureVendorId, Features,
-    SynicTimer, TlbFlush,
+    Domain, Empty, FeatureHyperv, FeatureKvm, FeatureSpinlocks, FeatureState, FeatureVendorId,
+    Features, SynicTimer, TlbFlush,
 };
 use crate::error::ConvertError;
 use kvrs_core::VirtualMachineInstance;
@@ -17,11 +17,17 @@ pub struct HypervisorFeatures<'a> {
 }
 
 fn state(s: &Option<api::FeatureState>) -> Option<FeatureState> {
-    s.as_ref().map(|f| FeatureState { state: Some(on_off(f.enabled, true)) })
+    s.as_ref().map(|f| FeatureState {
+        state: Some(on_off(f.enabled, true)),
+    })
 }
 
 impl Configurator for HypervisorFeatures<'_> {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         let mut out = Features::default();
         let Some(src) = &vmi.spec.domain.features else {
             domain.features = Some(out);
@@ -72,22 +78,33 @@ impl Configurator for HypervisorFeatures<'_> {
                 evmcs: state(&h.evmcs),
             });
         } else if src.hyperv_passthrough.as_ref().and_then(|p| p.enabled) == Some(true) {
-            out.hyperv = Some(FeatureHyperv { mode: Some("passthrough".into()), ..FeatureHyperv::default() });
+            out.hyperv = Some(FeatureHyperv {
+                mode: Some("passthrough".into()),
+                ..FeatureHyperv::default()
+            });
         }
         if let Some(kvm) = &src.kvm {
             out.kvm = Some(FeatureKvm {
-                hidden: Some(FeatureState { state: Some(on_off(kvm.hidden, false)) }),
+                hidden: Some(FeatureState {
+                    state: Some(on_off(kvm.hidden, false)),
+                }),
                 hint_dedicated: None,
             });
         }
         if let Some(p) = &src.pvspinlock {
-            out.pvspinlock = Some(FeatureState { state: Some(on_off(p.enabled, true)) });
+            out.pvspinlock = Some(FeatureState {
+                state: Some(on_off(p.enabled, true)),
+            });
         }
         if self.env.tdx {
-            out.pmu = Some(FeatureState { state: Some("off".into()) });
+            out.pmu = Some(FeatureState {
+                state: Some("off".into()),
+            });
         }
         if self.env.arch == Arch::Amd64 {
-            out.vmport = Some(FeatureState { state: Some("off".into()) });
+            out.vmport = Some(FeatureState {
+                state: Some("off".into()),
+            });
         }
         domain.features = Some(out);
         Ok(())

@@ -13,7 +13,11 @@ pub struct InputDevices {
 }
 
 impl Configurator for InputDevices {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         let devices = &vmi.spec.domain.devices;
         if let Some(inputs) = &devices.inputs {
             let mut out = Vec::with_capacity(inputs.len());
@@ -45,12 +49,18 @@ impl Configurator for InputDevices {
             domain.devices.inputs = out;
         }
         if devices.autoattach_graphics_device.unwrap_or(true) {
-            let plain = |kind: &str, bus: &str| Input { kind: kind.into(), bus: bus.into(), ..Input::default() };
+            let plain = |kind: &str, bus: &str| Input {
+                kind: kind.into(),
+                bus: bus.into(),
+                ..Input::default()
+            };
             match self.arch {
                 Arch::Amd64 => {}
                 Arch::Arm64 => {
-                    let has_tablet =
-                        devices.inputs.as_ref().is_some_and(|v| v.iter().any(|i| i.r#type == "tablet"));
+                    let has_tablet = devices
+                        .inputs
+                        .as_ref()
+                        .is_some_and(|v| v.iter().any(|i| i.r#type == "tablet"));
                     if !has_tablet {
                         domain.devices.inputs.push(plain("tablet", "usb"));
                     }

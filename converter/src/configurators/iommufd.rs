@@ -12,9 +12,16 @@ pub struct Iommufd {
 }
 
 impl Configurator for Iommufd {
-    fn configure(&self, _vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        _vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         if self.enabled {
-            domain.iommufd = Some(DomIommufd { enabled: "yes".into(), fdgroup: Some("iommu".into()) });
+            domain.iommufd = Some(DomIommufd {
+                enabled: "yes".into(),
+                fdgroup: Some("iommu".into()),
+            });
         }
         Ok(())
     }

@@ -10,7 +10,11 @@ use kvrs_core::VirtualMachineInstance;
 pub struct IoThreads;
 
 impl Configurator for IoThreads {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         if !has_io_threads(vmi) {
             return Ok(());
         }

@@ -19,8 +19,14 @@ pub struct LaunchSecurity {
 }
 
 impl Configurator for LaunchSecurity {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
-        let Some(ls) = &vmi.spec.domain.launch_security else { return Ok(()) };
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
+        let Some(ls) = &vmi.spec.domain.launch_security else {
+            return Ok(());
+        };
         if self.arch != Arch::Amd64 {
             domain.launch_security = None;
             return Ok(());

@@ -10,7 +10,11 @@ use kvrs_core::VirtualMachineInstance;
 pub struct Memory;
 
 impl Configurator for Memory {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         let mem = vmi.spec.domain.memory.as_ref();
         let max = mem.and_then(|m| m.max_guest.as_ref());
         let guest = mem.and_then(|m| m.guest.as_ref());
@@ -20,14 +24,27 @@ impl Configurator for Memory {
                 let max_b = quantity_to_bytes(max, "spec.domain.memory.maxGuest")?;
                 let guest_b = quantity_to_bytes(guest, path)?;
                 if max_b == guest_b {
-                    domain.memory = DomMemory { value: guest_b, unit: "b".into() };
+                    domain.memory = DomMemory {
+                        value: guest_b,
+                        unit: "b".into(),
+                    };
                 } else {
-                    domain.max_memory = Some(MaxMemory { value: max_b, unit: "b".into(), slots: 0 });
-                    domain.memory = DomMemory { value: guest_b, unit: "b".into() };
+                    domain.max_memory = Some(MaxMemory {
+                        value: max_b,
+                        unit: "b".into(),
+                        slots: 0,
+                    });
+                    domain.memory = DomMemory {
+                        value: guest_b,
+                        unit: "b".into(),
+                    };
                 }
             }
             (Some(_), None) => {
-                return Err(ConvertError::new(path, "maxGuest is set without guest memory"));
+                return Err(ConvertError::new(
+                    path,
+                    "maxGuest is set without guest memory",
+                ));
             }
             (None, _) => {
                 let q = virtual_memory(vmi);
@@ -35,7 +52,10 @@ impl Configurator for Memory {
                     Some(q) => quantity_to_bytes(q, path)?,
                     None => 0,
                 };
-                domain.memory = DomMemory { value: b, unit: "b".into() };
+                domain.memory = DomMemory {
+                    value: b,
+                    unit: "b".into(),
+                };
             }
         }
         Ok(())

@@ -9,7 +9,11 @@ use kvrs_core::VirtualMachineInstance;
 pub struct Metadata;
 
 impl Configurator for Metadata {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         let ns = vmi.metadata.namespace.as_deref().unwrap_or("");
         let name = vmi.metadata.name.as_deref().unwrap_or("");
         let mut s = String::with_capacity(ns.len() + 1 + name.len());

@@ -34,8 +34,8 @@ mod rng;
 mod sound;
 mod sysinfo;
 mod tpm;
-pub(crate) mod util;
 mod usb_redirect;
+pub(crate) mod util;
 mod virtiofs;
 mod vsock;
 mod watchdog;
@@ -56,8 +56,8 @@ pub use iothreads::IoThreads;
 pub use launch_security::LaunchSecurity;
 pub use memory::Memory;
 pub use metadata::Metadata;
-pub use network::pci_address as network_pci_address;
 pub use network::Network;
+pub use network::pci_address as network_pci_address;
 pub use os::Os;
 pub use panic::PanicDevices;
 pub use qemu_cmd::QemuCmd;
@@ -74,7 +74,11 @@ pub use watchdog::Watchdog;
 /// One step of the conversion: writes its part of the domain from the VMI.
 pub trait Configurator {
     /// Adds or sets this configurator's part of `domain`.
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError>;
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError>;
 }
 
 /// Per-conversion facts every configurator may need, derived once from VMI + context.
@@ -104,7 +108,10 @@ pub fn run_pipeline(
     Metadata.configure(vmi, domain)?;
     Network { env }.configure(vmi, domain)?;
     Tpm.configure(vmi, domain)?;
-    Vsock { default_cid: ctx.default_vsock_cid }.configure(vmi, domain)?;
+    Vsock {
+        default_cid: ctx.default_vsock_cid,
+    }
+    .configure(vmi, domain)?;
     LaunchSecurity { arch: env.arch }.configure(vmi, domain)?;
     Channels.configure(vmi, domain)?;
     Clock.configure(vmi, domain)?;
@@ -118,7 +125,10 @@ pub fn run_pipeline(
     Console { ctx }.configure(vmi, domain)?;
     PanicDevices.configure(vmi, domain)?;
     HypervisorFeatures { env }.configure(vmi, domain)?;
-    SysInfo { smbios: ctx.smbios.as_ref() }.configure(vmi, domain)?;
+    SysInfo {
+        smbios: ctx.smbios.as_ref(),
+    }
+    .configure(vmi, domain)?;
     Os { env }.configure(vmi, domain)?;
     Virtiofs.configure(vmi, domain)?;
     UsbRedirect.configure(vmi, domain)?;
@@ -128,7 +138,10 @@ pub fn run_pipeline(
     IoThreads.configure(vmi, domain)?;
     Memory.configure(vmi, domain)?;
     RebootPolicy.configure(vmi, domain)?;
-    Iommufd { enabled: ctx.iommufd_enabled }.configure(vmi, domain)?;
+    Iommufd {
+        enabled: ctx.iommufd_enabled,
+    }
+    .configure(vmi, domain)?;
     Hypervisor { ctx }.configure(vmi, domain)?;
     Ok(())
 }

@@ -4,8 +4,8 @@
 
 use super::{Configurator, Env};
 use crate::domain::{
-    Acpi, Address, Alias, BootOrder, Domain, Interface, InterfaceBackend, InterfaceDriver, InterfaceSource, LinkState,
-    Mac, Model, Rom,
+    Acpi, Address, Alias, BootOrder, Domain, Interface, InterfaceBackend, InterfaceDriver,
+    InterfaceSource, LinkState, Mac, Model, Rom,
 };
 use crate::error::ConvertError;
 use crate::topology::vcpu_count;
@@ -58,7 +58,11 @@ impl Network<'_> {
 }
 
 impl Configurator for Network<'_> {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         let ifaces = vmi.spec.domain.devices.interfaces.as_deref().unwrap_or(&[]);
         let networks = vmi.spec.networks.as_deref().unwrap_or(&[]);
         let use_ls = self.env.sev || self.env.pv;
@@ -69,18 +73,29 @@ impl Configurator for Network<'_> {
             }
             let path = || format!("spec.domain.devices.interfaces[{i}]");
             if !networks.iter().any(|n| n.name == iface.name) {
-                return Err(ConvertError::new(path(), format!("failed to find network {}", iface.name)));
+                return Err(ConvertError::new(
+                    path(),
+                    format!("failed to find network {}", iface.name),
+                ));
             }
             let attachment = self.attachment(iface);
             let is_tap = attachment.as_deref() == Some("tap");
             if (iface.binding.is_some() && !is_tap) || iface.sriov.is_some() {
                 continue;
             }
-            let model = iface.model.as_deref().filter(|m| !m.is_empty()).unwrap_or("virtio");
+            let model = iface
+                .model
+                .as_deref()
+                .filter(|m| !m.is_empty())
+                .unwrap_or("virtio");
             let mut d = Interface {
                 alias: Some(Alias::user(&iface.name)),
                 model: Some(Model {
-                    kind: if model == "virtio" { self.env.virtio_model.into() } else { model.into() },
+                    kind: if model == "virtio" {
+                        self.env.virtio_model.into()
+                    } else {
+                        model.into()
+                    },
                 }),
                 ..Interface::default()
             };
@@ -102,7 +117,10 @@ impl Configurator for Network<'_> {
                 d.address = Some(pci_address(pci).ok_or_else(|| {
                     ConvertError::new(
                         format!("{}.pciAddress", path()),
-                        format!("failed to configure interface {}: invalid PCI address {pci}", iface.name),
+                        format!(
+                            "failed to configure interface {}: invalid PCI address {pci}",
+                            iface.name
+                        ),
                     )
                 })?);
             }
@@ -110,7 +128,9 @@ impl Configurator for Network<'_> {
                 d.acpi = Some(Acpi { index: idx as u32 });
             }
             if let Some(mac) = iface.mac_address.as_deref().filter(|s| !s.is_empty()) {
-                d.mac = Some(Mac { address: mac.into() });
+                d.mac = Some(Mac {
+                    address: mac.into(),
+                });
             }
             if is_tap {
                 d.kind = "ethernet".into();
@@ -119,16 +139,27 @@ impl Configurator for Network<'_> {
                     d.boot = Some(BootOrder { order });
                 }
                 if self.env.rom_tuning() && (boot.is_none() || use_ls) {
-                    d.rom = Some(Rom { enabled: "no".into() });
+                    d.rom = Some(Rom {
+                        enabled: "no".into(),
+                    });
                 }
                 if iface.state.as_deref() == Some("down") {
-                    d.link = Some(LinkState { state: "down".into() });
+                    d.link = Some(LinkState {
+                        state: "down".into(),
+                    });
                 }
             } else if iface.passt_binding.is_some() {
-                let status = vmi.status.as_ref().and_then(|s| s.interfaces.as_ref()).and_then(|v| {
-                    v.iter().find(|s| s.name.as_deref() == Some(iface.name.as_str()))
-                });
-                let pod_iface = status.and_then(|s| s.pod_interface_name.clone()).filter(|s| !s.is_empty());
+                let status = vmi
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.interfaces.as_ref())
+                    .and_then(|v| {
+                        v.iter()
+                            .find(|s| s.name.as_deref() == Some(iface.name.as_str()))
+                    });
+                let pod_iface = status
+                    .and_then(|s| s.pod_interface_name.clone())
+                    .filter(|s| !s.is_empty());
                 let Some(pod_iface) = pod_iface else {
                     return Err(ConvertError::new(
                         path(),
@@ -140,8 +171,14 @@ impl Configurator for Network<'_> {
                     ));
                 };
                 d.kind = "vhostuser".into();
-                d.source = InterfaceSource { dev: Some(pod_iface), ..InterfaceSource::default() };
-                d.backend = Some(InterfaceBackend { kind: Some("passt".into()), log_file: Some(PASST_LOG_FILE.into()) });
+                d.source = InterfaceSource {
+                    dev: Some(pod_iface),
+                    ..InterfaceSource::default()
+                };
+                d.backend = Some(InterfaceBackend {
+                    kind: Some("passt".into()),
+                    log_file: Some(PASST_LOG_FILE.into()),
+                });
             }
             out.push(d);
         }

@@ -3,7 +3,9 @@
 
 use super::{Configurator, Env, util};
 use crate::context::{Arch, EfiConfiguration};
-use crate::domain::{AcpiTable, Bios, BootMenu, Domain, FirmwareFeature, FirmwareInfo, Loader, NvRam, OsAcpi, SmBios};
+use crate::domain::{
+    AcpiTable, Bios, BootMenu, Domain, FirmwareFeature, FirmwareInfo, Loader, NvRam, OsAcpi, SmBios,
+};
 use crate::error::ConvertError;
 use kvrs_core::VirtualMachineInstance;
 
@@ -34,9 +36,19 @@ pub fn derive_efi(vmi: &VirtualMachineInstance, env: &Env<'_>) -> EfiConfigurati
         .and_then(|e| e.secure_boot)
         .unwrap_or(true);
     let dir = &env.ctx.ovmf_dir;
-    let f = |name: &str| if name.is_empty() { String::new() } else { format!("{dir}/{name}") };
+    let f = |name: &str| {
+        if name.is_empty() {
+            String::new()
+        } else {
+            format!("{dir}/{name}")
+        }
+    };
     if env.arch == Arch::Arm64 {
-        return EfiConfiguration { code: f("AAVMF_CODE.fd"), vars: f("AAVMF_VARS.fd"), ..Default::default() };
+        return EfiConfiguration {
+            code: f("AAVMF_CODE.fd"),
+            vars: f("AAVMF_VARS.fd"),
+            ..Default::default()
+        };
     }
     let ls = vmi.spec.domain.launch_security.as_ref();
     let snp = ls.is_some_and(|l| l.snp.is_some() && l.sev.is_none());
@@ -45,21 +57,48 @@ pub fn derive_efi(vmi: &VirtualMachineInstance, env: &Env<'_>) -> EfiConfigurati
     let (code, vars) = if snp {
         (if secure { "" } else { "OVMF.amdsev.fd" }, "")
     } else if sev {
-        if secure { ("", "") } else { ("OVMF_CODE.cc.fd", "OVMF_VARS.fd") }
+        if secure {
+            ("", "")
+        } else {
+            ("OVMF_CODE.cc.fd", "OVMF_VARS.fd")
+        }
     } else if tdx {
-        (if secure { "OVMF.inteltdx.secboot.fd" } else { "OVMF.inteltdx.fd" }, "")
+        (
+            if secure {
+                "OVMF.inteltdx.secboot.fd"
+            } else {
+                "OVMF.inteltdx.fd"
+            },
+            "",
+        )
     } else if secure {
         ("OVMF_CODE.secboot.fd", "OVMF_VARS.secboot.fd")
     } else {
         ("OVMF_CODE.secboot.fd", "OVMF_VARS.fd")
     };
-    EfiConfiguration { code: f(code), vars: f(vars), secure_loader: secure && !tdx, uses_firmware_auto_selection: false }
+    EfiConfiguration {
+        code: f(code),
+        vars: f(vars),
+        secure_loader: secure && !tdx,
+        uses_firmware_auto_selection: false,
+    }
 }
 
 fn nvram_path(vmi: &VirtualMachineInstance) -> String {
-    let non_root = vmi.status.as_ref().and_then(|s| s.runtime_user).is_some_and(|u| u != 0);
-    let dir = if non_root { NVRAM_DIR_NONROOT } else { NVRAM_DIR_ROOT };
-    format!("{dir}/{}_VARS.fd", vmi.metadata.name.as_deref().unwrap_or(""))
+    let non_root = vmi
+        .status
+        .as_ref()
+        .and_then(|s| s.runtime_user)
+        .is_some_and(|u| u != 0);
+    let dir = if non_root {
+        NVRAM_DIR_NONROOT
+    } else {
+        NVRAM_DIR_ROOT
+    };
+    format!(
+        "{dir}/{}_VARS.fd",
+        vmi.metadata.name.as_deref().unwrap_or("")
+    )
 }
 
 fn base_name(p: &str) -> &str {
@@ -67,7 +106,11 @@ fn base_name(p: &str) -> &str {
 }
 
 impl Configurator for Os<'_> {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         let spec = &vmi.spec.domain;
         if let Some(fw) = &spec.firmware {
             if util::is_efi(vmi) {
@@ -83,17 +126,32 @@ impl Configurator for Os<'_> {
                     domain.os.firmware = Some("efi".into());
                     domain.os.firmware_info = Some(FirmwareInfo {
                         features: vec![
-                            FirmwareFeature { enabled: "yes".into(), name: "secure-boot".into() },
-                            FirmwareFeature { enabled: "yes".into(), name: "enrolled-keys".into() },
+                            FirmwareFeature {
+                                enabled: "yes".into(),
+                                name: "secure-boot".into(),
+                            },
+                            FirmwareFeature {
+                                enabled: "yes".into(),
+                                name: "enrolled-keys".into(),
+                            },
                         ],
                     });
                     domain.os.loader = None;
                     if vmi.spec.architecture.as_deref() != Some("arm64") {
-                        domain.os.nvram = Some(NvRam { format: Some("raw".into()), path: nvram_path(vmi), template: None });
+                        domain.os.nvram = Some(NvRam {
+                            format: Some("raw".into()),
+                            path: nvram_path(vmi),
+                            template: None,
+                        });
                     }
                 } else {
                     let snp_or_tdx = self.env.tdx
-                        || vmi.spec.domain.launch_security.as_ref().is_some_and(|l| l.snp.is_some());
+                        || vmi
+                            .spec
+                            .domain
+                            .launch_security
+                            .as_ref()
+                            .is_some_and(|l| l.snp.is_some());
                     domain.os.loader = Some(Loader {
                         path: efi.code.clone(),
                         readonly: Some("yes".into()),
@@ -114,7 +172,9 @@ impl Configurator for Os<'_> {
             if let Some(bios) = fw.bootloader.as_ref().and_then(|b| b.bios.as_ref())
                 && bios.use_serial == Some(true)
             {
-                domain.os.bios = Some(Bios { useserial: Some("yes".into()) });
+                domain.os.bios = Some(Bios {
+                    useserial: Some("yes".into()),
+                });
             }
             if let Some(kb) = &fw.kernel_boot {
                 if let Some(c) = &kb.container {
@@ -141,9 +201,18 @@ impl Configurator for Os<'_> {
                     if vol.is_empty() {
                         continue;
                     }
-                    let v = vmi.spec.volumes.iter().flatten().find(|v| v.name == vol).ok_or_else(|| {
-                        ConvertError::new("spec.domain.firmware.acpi", format!("Firmware's volume for {kind} was not found"))
-                    })?;
+                    let v = vmi
+                        .spec
+                        .volumes
+                        .iter()
+                        .flatten()
+                        .find(|v| v.name == vol)
+                        .ok_or_else(|| {
+                            ConvertError::new(
+                                "spec.domain.firmware.acpi",
+                                format!("Firmware's volume for {kind} was not found"),
+                            )
+                        })?;
                     if v.secret.is_none() {
                         return Err(ConvertError::new(
                             "spec.domain.firmware.acpi",
@@ -159,13 +228,18 @@ impl Configurator for Os<'_> {
             }
         }
         if smbios_needed(self.env.arch) {
-            domain.os.smbios = Some(SmBios { mode: "sysinfo".into() });
+            domain.os.smbios = Some(SmBios {
+                mode: "sysinfo".into(),
+            });
         }
         if let Some(m) = spec.machine.as_ref().and_then(|m| m.r#type.as_ref()) {
             domain.os.kind.machine = Some(m.clone()).filter(|s| !s.is_empty());
         }
         if vmi.spec.start_strategy.as_deref() == Some("Paused") {
-            domain.os.bootmenu = Some(BootMenu { enable: "yes".into(), timeout: Some(10000) });
+            domain.os.bootmenu = Some(BootMenu {
+                enable: "yes".into(),
+                timeout: Some(10000),
+            });
         }
         Ok(())
     }

@@ -9,9 +9,15 @@ use kvrs_core::VirtualMachineInstance;
 pub struct PanicDevices;
 
 impl Configurator for PanicDevices {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         for p in vmi.spec.domain.devices.panic_devices.iter().flatten() {
-            domain.devices.panics.push(PanicDevice { model: p.model.clone() });
+            domain.devices.panics.push(PanicDevice {
+                model: p.model.clone(),
+            });
         }
         Ok(())
     }

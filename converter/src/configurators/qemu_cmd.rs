@@ -18,16 +18,28 @@ pub struct QemuCmd {
 }
 
 impl Configurator for QemuCmd {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
-        let Some(data) = util::annotation(vmi, IGNITION_ANNOTATION) else { return Ok(()) };
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
+        let Some(data) = util::annotation(vmi, IGNITION_ANNOTATION) else {
+            return Ok(());
+        };
         if data.is_empty() || !data.contains("ignition") {
             return Ok(());
         }
         let ns = vmi.metadata.namespace.as_deref().unwrap_or("");
         let name = vmi.metadata.name.as_deref().unwrap_or("");
-        let cmd = domain.qemu_commandline.get_or_insert_with(Commandline::default);
-        cmd.arg.push(QemuArg { value: "-fw_cfg".into() });
-        cmd.arg.push(QemuArg { value: format!("name=opt/com.coreos/config,file={IGNITION_DIR}/{ns}/{name}/data.ign") });
+        let cmd = domain
+            .qemu_commandline
+            .get_or_insert_with(Commandline::default);
+        cmd.arg.push(QemuArg {
+            value: "-fw_cfg".into(),
+        });
+        cmd.arg.push(QemuArg {
+            value: format!("name=opt/com.coreos/config,file={IGNITION_DIR}/{ns}/{name}/data.ign"),
+        });
         Ok(())
     }
 }

@@ -9,7 +9,11 @@ use kvrs_core::VirtualMachineInstance;
 pub struct RebootPolicy;
 
 impl Configurator for RebootPolicy {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         match vmi.spec.domain.reboot_policy.as_deref() {
             Some("Terminate") => domain.on_reboot = Some("destroy".into()),
             Some("Reboot") => domain.on_reboot = Some("restart".into()),

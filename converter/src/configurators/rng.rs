@@ -12,15 +12,24 @@ pub struct Rng<'a> {
 }
 
 impl Configurator for Rng<'_> {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         if vmi.spec.domain.devices.rng.is_none() {
             return Ok(());
         }
         domain.devices.rng = Some(DomRng {
             model: self.env.virtio_model.into(),
-            backend: Some(RngBackend { model: "random".into(), source: "/dev/urandom".into() }),
+            backend: Some(RngBackend {
+                model: "random".into(),
+                source: "/dev/urandom".into(),
+            }),
             address: None,
-            driver: (self.env.sev || self.env.pv).then(|| IommuOnly { iommu: Some("on".into()) }),
+            driver: (self.env.sev || self.env.pv).then(|| IommuOnly {
+                iommu: Some("on".into()),
+            }),
         });
         Ok(())
     }

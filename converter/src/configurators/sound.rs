@@ -9,8 +9,14 @@ use kvrs_core::VirtualMachineInstance;
 pub struct Sound;
 
 impl Configurator for Sound {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
-        let Some(sound) = &vmi.spec.domain.devices.sound else { return Ok(()) };
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
+        let Some(sound) = &vmi.spec.domain.devices.sound else {
+            return Ok(());
+        };
         let model = match sound.model.as_deref().unwrap_or("") {
             "" => "ich9",
             m @ ("ich9" | "ac97") => m,
@@ -21,7 +27,10 @@ impl Configurator for Sound {
                 ));
             }
         };
-        domain.devices.sounds = vec![SoundCard { alias: Some(Alias::user(&sound.name)), model: model.into() }];
+        domain.devices.sounds = vec![SoundCard {
+            alias: Some(Alias::user(&sound.name)),
+            model: model.into(),
+        }];
         Ok(())
     }
 }

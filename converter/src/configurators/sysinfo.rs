@@ -13,8 +13,15 @@ pub struct SysInfo<'a> {
 }
 
 impl Configurator for SysInfo<'_> {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
-        let mut s = DomSysInfo { kind: "smbios".into(), ..DomSysInfo::default() };
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
+        let mut s = DomSysInfo {
+            kind: "smbios".into(),
+            ..DomSysInfo::default()
+        };
         let system = &mut s.system.entries;
         if let Some(fw) = &vmi.spec.domain.firmware {
             system.push(Entry::new("uuid", fw.uuid.clone().unwrap_or_default()));

@@ -9,8 +9,14 @@ use kvrs_core::VirtualMachineInstance;
 pub struct Tpm;
 
 impl Configurator for Tpm {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
-        let Some(tpm) = &vmi.spec.domain.devices.tpm else { return Ok(()) };
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
+        let Some(tpm) = &vmi.spec.domain.devices.tpm else {
+            return Ok(());
+        };
         if tpm.enabled == Some(false) {
             return Ok(());
         }

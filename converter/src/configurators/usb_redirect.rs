@@ -12,7 +12,11 @@ pub const USB_CLIENT_PASSTHROUGH_MAX: usize = 4;
 pub struct UsbRedirect;
 
 impl Configurator for UsbRedirect {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         if vmi.spec.domain.devices.client_passthrough.is_none() {
             return Ok(());
         }

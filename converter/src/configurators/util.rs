@@ -19,7 +19,11 @@ pub fn uid(vmi: &VirtualMachineInstance) -> &str {
 
 /// An annotation of the VMI.
 pub fn annotation<'a>(vmi: &'a VirtualMachineInstance, key: &str) -> Option<&'a str> {
-    vmi.metadata.annotations.as_ref()?.get(key).map(String::as_str)
+    vmi.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
 }
 
 /// `spec.domain.firmware.bootloader.efi` is set.
@@ -34,7 +38,12 @@ pub fn is_efi(vmi: &VirtualMachineInstance) -> bool {
 
 /// Dedicated CPU placement requested.
 pub fn is_cpu_dedicated(vmi: &VirtualMachineInstance) -> bool {
-    vmi.spec.domain.cpu.as_ref().and_then(|c| c.dedicated_cpu_placement).unwrap_or(false)
+    vmi.spec
+        .domain
+        .cpu
+        .as_ref()
+        .and_then(|c| c.dedicated_cpu_placement)
+        .unwrap_or(false)
 }
 
 /// KubeVirt's "high performance" VMI: dedicated CPUs, realtime, or hugepages.

@@ -13,7 +13,11 @@ pub struct Vsock {
 }
 
 impl Configurator for Vsock {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
         let status_cid = vmi.status.as_ref().and_then(|s| s.vsockcid);
         let cid = match status_cid {
             Some(c) => Some(u32::try_from(c).map_err(|_| {
@@ -25,7 +29,10 @@ impl Configurator for Vsock {
         let Some(cid) = cid else { return Ok(()) };
         domain.devices.vsock = Some(DomVsock {
             model: Some("virtio-non-transitional".into()),
-            cid: Cid { auto: "no".into(), address: (cid != 0).then_some(cid) },
+            cid: Cid {
+                auto: "no".into(),
+                address: (cid != 0).then_some(cid),
+            },
         });
         Ok(())
     }

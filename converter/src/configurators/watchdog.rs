@@ -13,14 +13,39 @@ pub struct Watchdog {
 }
 
 impl Configurator for Watchdog {
-    fn configure(&self, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
-        let Some(w) = &vmi.spec.domain.devices.watchdog else { return Ok(()) };
+    fn configure(
+        &self,
+        vmi: &VirtualMachineInstance,
+        domain: &mut Domain,
+    ) -> Result<(), ConvertError> {
+        let Some(w) = &vmi.spec.domain.devices.watchdog else {
+            return Ok(());
+        };
         let path = "spec.domain.devices.watchdog";
-        let missing = || ConvertError::new(path, format!("watchdog {} can't be mapped, no watchdog type specified", w.name));
+        let missing = || {
+            ConvertError::new(
+                path,
+                format!(
+                    "watchdog {} can't be mapped, no watchdog type specified",
+                    w.name
+                ),
+            )
+        };
         let (model, action) = match self.arch {
-            Arch::Amd64 => ("i6300esb", w.i6300esb.as_ref().ok_or_else(missing)?.action.clone()),
-            Arch::S390x => ("diag288", w.diag288.as_ref().ok_or_else(missing)?.action.clone()),
-            Arch::Arm64 => return Err(ConvertError::new(path, "watchdog is not supported on architecture ARM64")),
+            Arch::Amd64 => (
+                "i6300esb",
+                w.i6300esb.as_ref().ok_or_else(missing)?.action.clone(),
+            ),
+            Arch::S390x => (
+                "diag288",
+                w.diag288.as_ref().ok_or_else(missing)?.action.clone(),
+            ),
+            Arch::Arm64 => {
+                return Err(ConvertError::new(
+                    path,
+                    "watchdog is not supported on architecture ARM64",
+                ));
+            }
         };
         domain.devices.watchdogs.push(DomWatchdog {
             model: model.into(),

@@ -50,13 +50,19 @@ pub fn convert_disk(
             if bus != "virtio" {
                 return Err(ConvertError::new(
                     format!("{path}.disk.pciAddress"),
-                    format!("setting a pci address is not allowed for non-virtio bus types, for disk {}", src.name),
+                    format!(
+                        "setting a pci address is not allowed for non-virtio bus types, for disk {}",
+                        src.name
+                    ),
                 ));
             }
             d.address = Some(network_pci_address(pci).ok_or_else(|| {
                 ConvertError::new(
                     format!("{path}.disk.pciAddress"),
-                    format!("failed to configure disk {}: invalid PCI address {pci}", src.name),
+                    format!(
+                        "failed to configure disk {}: invalid PCI address {pci}",
+                        src.name
+                    ),
                 )
             })?);
         }
@@ -112,14 +118,17 @@ pub fn convert_disk(
         }
     }
     // KubeVirt defaults a shareable disk's cache to `none` before writing the driver.
-    let shareable_default = (src.disk.is_some() && src.shareable == Some(true)).then(|| "none".to_string());
+    let shareable_default =
+        (src.disk.is_some() && src.shareable == Some(true)).then(|| "none".to_string());
     let mut driver = DiskDriver {
         name: "qemu".into(),
         cache: nonempty(&src.cache).or(shareable_default),
         io: nonempty(&src.io),
         ..DiskDriver::default()
     };
-    if (src.disk.is_some() || src.lun.is_some()) && !env.ctx.volumes_discard_ignore.contains(&src.name) {
+    if (src.disk.is_some() || src.lun.is_some())
+        && !env.ctx.volumes_discard_ignore.contains(&src.name)
+    {
         driver.discard = Some("unmap".into());
     }
     if d.target.bus.as_deref() == Some("virtio") {
@@ -131,19 +140,29 @@ pub fn convert_disk(
     d.driver = Some(driver);
     d.alias = Some(Alias::user(&src.name));
     if let Some(order) = src.boot_order {
-        let order = u32::try_from(order)
-            .map_err(|_| ConvertError::new(format!("{path}.bootOrder"), "must be a positive number"))?;
+        let order = u32::try_from(order).map_err(|_| {
+            ConvertError::new(format!("{path}.bootOrder"), "must be a positive number")
+        })?;
         d.boot = Some(BootOrder { order });
     }
     Ok(d)
 }
 
 /// `<blockio>` from a custom block size.
-pub fn block_size(env: &Env<'_>, src: &VmiDisk, d: &mut Disk, path: &str) -> Result<(), ConvertError> {
-    let Some(bs) = &src.block_size else { return Ok(()) };
+pub fn block_size(
+    env: &Env<'_>,
+    src: &VmiDisk,
+    d: &mut Disk,
+    path: &str,
+) -> Result<(), ConvertError> {
+    let Some(bs) = &src.block_size else {
+        return Ok(());
+    };
     if let Some(c) = &bs.custom {
         let (l, p) = (c.logical.unwrap_or(0), c.physical.unwrap_or(0));
-        if env.arch == Arch::S390x && (l > MAX_CUSTOM_BLOCK_SIZE_S390X || p > MAX_CUSTOM_BLOCK_SIZE_S390X) {
+        if env.arch == Arch::S390x
+            && (l > MAX_CUSTOM_BLOCK_SIZE_S390X || p > MAX_CUSTOM_BLOCK_SIZE_S390X)
+        {
             return Err(ConvertError::new(
                 format!("{path}.blockSize.custom"),
                 format!(

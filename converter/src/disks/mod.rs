@@ -17,13 +17,21 @@ use kvrs_core::VirtualMachineInstance;
 pub use naming::device_name;
 
 /// Appends the VMI's disks to the domain.
-pub fn convert_disks(env: &Env<'_>, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+pub fn convert_disks(
+    env: &Env<'_>,
+    vmi: &VirtualMachineInstance,
+    domain: &mut Domain,
+) -> Result<(), ConvertError> {
     let disks = vmi.spec.domain.devices.disks.as_deref().unwrap_or(&[]);
     if disks.is_empty() {
         return Ok(());
     }
     let volumes = vmi.spec.volumes.as_deref().unwrap_or(&[]);
-    let statuses = vmi.status.as_ref().and_then(|s| s.volume_status.as_deref()).unwrap_or(&[]);
+    let statuses = vmi
+        .status
+        .as_ref()
+        .and_then(|s| s.volume_status.as_deref())
+        .unwrap_or(&[]);
     let mut namer = naming::Namer::new(statuses, disks);
     let queues = (vmi.spec.domain.devices.block_multi_queue == Some(true)).then(|| vcpu_count(vmi));
     let threads = has_io_threads(vmi);
@@ -39,7 +47,10 @@ pub fn convert_disks(env: &Env<'_>, vmi: &VirtualMachineInstance, domain: &mut D
         match vol_index {
             None if disk.cdrom.is_some() => volume::missing_volume(&mut out),
             None => {
-                return Err(ConvertError::new(path, format!("no matching volume with name {} found", disk.name)));
+                return Err(ConvertError::new(
+                    path,
+                    format!("no matching volume with name {} found", disk.name),
+                ));
             }
             Some(idx) => {
                 let hotplug = env.ctx.hotplug_volumes.contains(&disk.name);

@@ -55,7 +55,10 @@ impl Namer {
                 continue;
             };
             let p = prefixes.entry(prefix(bus.unwrap_or(""))).or_default();
-            if let Some(st) = statuses.iter().find(|s| s.name == d.name && !s.target.is_empty()) {
+            if let Some(st) = statuses
+                .iter()
+                .find(|s| s.name == d.name && !s.target.is_empty())
+            {
                 p.by_disk.insert(d.name.clone(), st.target.clone());
                 p.used.insert(st.target.clone(), d.name.clone());
             }
@@ -68,7 +71,9 @@ impl Namer {
         let pfx = prefix(bus);
         let p = self.prefixes.entry(pfx).or_default();
         if let Some(existing) = p.by_disk.get(disk) {
-            let idx = (0..26 * 26 * 26).find(|&i| device_name(pfx, i) == *existing).unwrap_or(0);
+            let idx = (0..26 * 26 * 26)
+                .find(|&i| device_name(pfx, i) == *existing)
+                .unwrap_or(0);
             return (existing.clone(), idx);
         }
         for i in 0..26 * 26 * 26 {

@@ -23,7 +23,10 @@ pub fn block_path(volume: &str) -> String {
 }
 
 fn driver(d: &mut Disk) -> &mut DiskDriver {
-    d.driver.get_or_insert_with(|| DiskDriver { name: "qemu".into(), ..DiskDriver::default() })
+    d.driver.get_or_insert_with(|| DiskDriver {
+        name: "qemu".into(),
+        ..DiskDriver::default()
+    })
 }
 
 /// KubeVirt's `setDiskDriver`: type, `stop` policy, and `unmap` when asked.
@@ -46,7 +49,10 @@ pub fn missing_volume(d: &mut Disk) {
 
 fn lun_incompatible(d: &Disk, name: &str, path: &str) -> Result<(), ConvertError> {
     if d.kind == "lun" {
-        return Err(ConvertError::new(path, format!("device {name} is of type lun. Not compatible with a file based disk")));
+        return Err(ConvertError::new(
+            path,
+            format!("device {name} is of type lun. Not compatible with a file based disk"),
+        ));
     }
     Ok(())
 }
@@ -93,7 +99,10 @@ pub fn convert_volume(
         } else if v.data_volume.is_some() {
             pvc_source(env, name, ctx.block_dvs.contains(name), true, d);
         } else {
-            return Err(ConvertError::new(path, format!("hotplug disk {name} references an unsupported source")));
+            return Err(ConvertError::new(
+                path,
+                format!("hotplug disk {name} references an unsupported source"),
+            ));
         }
         return Ok(());
     }
@@ -102,15 +111,27 @@ pub fn convert_volume(
         d.kind = "file".into();
         set_driver(d, "qcow2", true);
         d.source.file = Some(format!("{}/{name}/disk.qcow2", ctx.ephemeral_disk_dir));
-        let format = ctx.disk_formats.get(name).unwrap_or(&ctx.default_container_disk_format);
+        let format = ctx
+            .disk_formats
+            .get(name)
+            .unwrap_or(&ctx.default_container_disk_format);
         d.backing_store = Some(BackingStore {
             kind: Some("file".into()),
-            format: Some(FormatType { kind: format.clone() }),
-            source: Some(DiskSource { file: Some(format!("{CONTAINER_DISKS}/disk_{index}.img")), ..DiskSource::default() }),
+            format: Some(FormatType {
+                kind: format.clone(),
+            }),
+            source: Some(DiskSource {
+                file: Some(format!("{CONTAINER_DISKS}/disk_{index}.img")),
+                ..DiskSource::default()
+            }),
         });
     } else if v.cloud_init_no_cloud.is_some() || v.cloud_init_config_drive.is_some() {
         lun_incompatible(d, name, path)?;
-        let file = if v.cloud_init_no_cloud.is_some() { "noCloud.iso" } else { "configdrive.iso" };
+        let file = if v.cloud_init_no_cloud.is_some() {
+            "noCloud.iso"
+        } else {
+            "configdrive.iso"
+        };
         let ns = vmi.metadata.namespace.as_deref().unwrap_or("");
         let vm = vmi.metadata.name.as_deref().unwrap_or("");
         d.source.file = Some(format!("{CLOUD_INIT_DIR}/{ns}/{vm}/{file}"));
@@ -123,7 +144,12 @@ pub fn convert_volume(
         driver(d).kind = "raw".into();
     } else if let Some(hd) = &v.host_disk {
         d.kind = "file".into();
-        let base = hd.path.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+        let base = hd
+            .path
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or("");
         let drv = driver(d);
         drv.kind = "raw".into();
         drv.error_policy = Some("stop".into());
@@ -146,7 +172,9 @@ pub fn convert_volume(
         }
         d.backing_store = Some(BackingStore {
             kind: Some(backing.kind),
-            format: Some(FormatType { kind: backing.driver.map(|d| d.kind).unwrap_or_default() }),
+            format: Some(FormatType {
+                kind: backing.driver.map(|d| d.kind).unwrap_or_default(),
+            }),
             source: Some(backing.source),
         });
     } else if v.empty_disk.is_some() {
@@ -161,15 +189,28 @@ pub fn convert_volume(
     } else if v.downward_api.is_some() {
         config_disk(d, format!("{PRIVATE}/downwardapi-disks/{name}.iso"));
     } else if v.service_account.is_some() {
-        config_disk(d, format!("{PRIVATE}/service-account-disk/service-account.iso"));
+        config_disk(
+            d,
+            format!("{PRIVATE}/service-account-disk/service-account.iso"),
+        );
     } else if v.downward_metrics.is_some() {
         d.kind = "file".into();
         d.readonly = Some(Empty {});
-        d.driver = Some(DiskDriver { kind: "raw".into(), name: "qemu".into(), ..DiskDriver::default() });
+        d.driver = Some(DiskDriver {
+            kind: "raw".into(),
+            name: "qemu".into(),
+            ..DiskDriver::default()
+        });
         d.model = Some(env.virtio_model.into());
-        d.source = DiskSource { file: Some(format!("{PRIVATE}/downwardapi-disks/vhostmd0")), ..DiskSource::default() };
+        d.source = DiskSource {
+            file: Some(format!("{PRIVATE}/downwardapi-disks/vhostmd0")),
+            ..DiskSource::default()
+        };
     } else {
-        return Err(ConvertError::new(path, format!("disk {name} references an unsupported source")));
+        return Err(ConvertError::new(
+            path,
+            format!("disk {name} references an unsupported source"),
+        ));
     }
     Ok(())
 }

@@ -143,7 +143,9 @@ impl Alias {
 
     /// A libvirt-assigned or KubeVirt-internal alias.
     pub fn plain(name: &str) -> Alias {
-        Alias { name: name.to_string() }
+        Alias {
+            name: name.to_string(),
+        }
     }
 
     /// The user's device name, when this is a user alias.

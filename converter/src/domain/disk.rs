@@ -299,12 +299,21 @@ pub struct BackingStore {
 #[serde(default)]
 pub struct BlockIo {
     /// Logical.
-    #[serde(rename = "@logical_block_size", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "@logical_block_size",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub logical_block_size: Option<u64>,
     /// Physical.
-    #[serde(rename = "@physical_block_size", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "@physical_block_size",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub physical_block_size: Option<u64>,
     /// Discard granularity.
-    #[serde(rename = "@discard_granularity", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "@discard_granularity",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub discard_granularity: Option<u64>,
 }

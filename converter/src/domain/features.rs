@@ -45,7 +45,9 @@ pub struct FeatureState {
 impl FeatureState {
     /// `state="on"` or `state="off"`.
     pub fn on_off(on: bool) -> FeatureState {
-        FeatureState { state: Some(if on { "on" } else { "off" }.to_string()) }
+        FeatureState {
+            state: Some(if on { "on" } else { "off" }.to_string()),
+        }
     }
 }
 

@@ -14,7 +14,10 @@ pub struct Interface {
     #[serde(rename = "@type")]
     pub kind: String,
     /// yes/no.
-    #[serde(rename = "@trustGuestRxFilters", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "@trustGuestRxFilters",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub trust_guest_rx_filters: Option<String>,
     /// Backend source (always written).
     pub source: InterfaceSource,

@@ -72,7 +72,10 @@ pub struct GracePeriodMetadata {
     #[serde(rename = "deletionTimestamp", skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<String>,
     /// Whether a graceful shutdown was sent.
-    #[serde(rename = "markedForGracefulShutdown", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "markedForGracefulShutdown",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub marked_for_graceful_shutdown: Option<bool>,
 }
 

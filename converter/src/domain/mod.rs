@@ -253,7 +253,10 @@ pub struct LaunchSecurity {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
     /// TDX quote generation service.
-    #[serde(rename = "quoteGenerationService", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "quoteGenerationService",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub quote_generation_service: Option<QuoteGenerationService>,
 }
 

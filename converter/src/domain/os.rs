@@ -218,7 +218,10 @@ pub struct Entry {
 impl Entry {
     /// An entry.
     pub fn new(name: &str, value: impl Into<String>) -> Entry {
-        Entry { name: name.to_string(), value: value.into() }
+        Entry {
+            name: name.to_string(),
+            value: value.into(),
+        }
     }
 }
 

@@ -24,8 +24,15 @@ type R<T = ()> = Result<T, WriteError>;
 
 /// Writes `value` as the root element `root`.
 pub fn to_string<T: Serialize>(value: &T, root: &str, indent: bool, capacity: usize) -> R<String> {
-    let mut w = Writer { out: String::with_capacity(capacity), indent, depth: 0 };
-    value.serialize(ElementSer { w: &mut w, name: root })?;
+    let mut w = Writer {
+        out: String::with_capacity(capacity),
+        indent,
+        depth: 0,
+    };
+    value.serialize(ElementSer {
+        w: &mut w,
+        name: root,
+    })?;
     Ok(w.out)
 }
 
@@ -135,11 +142,20 @@ impl<'w> ser::Serializer for ElementSer<'w> {
     fn serialize_newtype_struct<T: ?Sized + Serialize>(self, _: &'static str, v: &T) -> R {
         v.serialize(self)
     }
-    fn serialize_newtype_variant<T: ?Sized + Serialize>(self, _: &'static str, _: u32, _: &'static str, _: &T) -> R {
+    fn serialize_newtype_variant<T: ?Sized + Serialize>(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: &T,
+    ) -> R {
         Err(WriteError("enum variants are not supported".into()))
     }
     fn serialize_seq(self, _: Option<usize>) -> R<SeqSer<'w>> {
-        Ok(SeqSer { w: self.w, name: self.name })
+        Ok(SeqSer {
+            w: self.w,
+            name: self.name,
+        })
     }
     fn serialize_tuple(self, _: usize) -> R<Self::SerializeTuple> {
         Err(WriteError("tuples are not supported".into()))
@@ -147,7 +163,13 @@ impl<'w> ser::Serializer for ElementSer<'w> {
     fn serialize_tuple_struct(self, _: &'static str, _: usize) -> R<Self::SerializeTupleStruct> {
         Err(WriteError("tuple structs are not supported".into()))
     }
-    fn serialize_tuple_variant(self, _: &'static str, _: u32, _: &'static str, _: usize) -> R<Self::SerializeTupleVariant> {
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> R<Self::SerializeTupleVariant> {
         Err(WriteError("enum variants are not supported".into()))
     }
     fn serialize_map(self, _: Option<usize>) -> R<Self::SerializeMap> {
@@ -159,9 +181,21 @@ impl<'w> ser::Serializer for ElementSer<'w> {
         self.w.out.push_str(self.name);
         let attr_pos = self.w.out.len();
         self.w.depth += 1;
-        Ok(StructSer { w: self.w, name: self.name, attr_pos, open: true, child_elements: false })
+        Ok(StructSer {
+            w: self.w,
+            name: self.name,
+            attr_pos,
+            open: true,
+            child_elements: false,
+        })
     }
-    fn serialize_struct_variant(self, _: &'static str, _: u32, _: &'static str, _: usize) -> R<Self::SerializeStructVariant> {
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> R<Self::SerializeStructVariant> {
         Err(WriteError("enum variants are not supported".into()))
     }
 }
@@ -176,7 +210,10 @@ impl ser::SerializeSeq for SeqSer<'_> {
     type Ok = ();
     type Error = WriteError;
     fn serialize_element<T: ?Sized + Serialize>(&mut self, v: &T) -> R {
-        v.serialize(ElementSer { w: self.w, name: self.name })
+        v.serialize(ElementSer {
+            w: self.w,
+            name: self.name,
+        })
     }
     fn end(self) -> R {
         Ok(())
@@ -215,7 +252,10 @@ impl ser::SerializeStruct for StructSer<'_> {
                 out.push(' ');
                 out.push_str(attr);
                 out.push_str("=\"");
-                if v.serialize(AttrSer { out: &mut *out, attr: true })? {
+                if v.serialize(AttrSer {
+                    out: &mut *out,
+                    attr: true,
+                })? {
                     out.push('"');
                 } else {
                     out.truncate(mark);
@@ -226,7 +266,10 @@ impl ser::SerializeStruct for StructSer<'_> {
                 a.push(' ');
                 a.push_str(attr);
                 a.push_str("=\"");
-                if v.serialize(AttrSer { out: &mut a, attr: true })? {
+                if v.serialize(AttrSer {
+                    out: &mut a,
+                    attr: true,
+                })? {
                     a.push('"');
                     self.w.out.insert_str(self.attr_pos, &a);
                     self.attr_pos += a.len();
@@ -236,13 +279,19 @@ impl ser::SerializeStruct for StructSer<'_> {
         }
         if key == "$text" {
             self.close_start_tag();
-            v.serialize(AttrSer { out: &mut self.w.out, attr: false })?;
+            v.serialize(AttrSer {
+                out: &mut self.w.out,
+                attr: false,
+            })?;
             return Ok(());
         }
         let was_open = self.open;
         self.close_start_tag();
         let before = self.w.out.len();
-        v.serialize(ElementSer { w: self.w, name: key })?;
+        v.serialize(ElementSer {
+            w: self.w,
+            name: key,
+        })?;
         if self.w.out.len() != before {
             self.child_elements = true;
         } else if was_open {
@@ -320,8 +369,16 @@ impl ser::Serializer for AttrSer<'_> {
     fn serialize_newtype_struct<T: ?Sized + Serialize>(self, _: &'static str, v: &T) -> R<bool> {
         v.serialize(self)
     }
-    fn serialize_newtype_variant<T: ?Sized + Serialize>(self, _: &'static str, _: u32, _: &'static str, _: &T) -> R<bool> {
-        Err(WriteError("enum variants are not supported in attributes".into()))
+    fn serialize_newtype_variant<T: ?Sized + Serialize>(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: &T,
+    ) -> R<bool> {
+        Err(WriteError(
+            "enum variants are not supported in attributes".into(),
+        ))
     }
     fn serialize_seq(self, _: Option<usize>) -> R<Self::SerializeSeq> {
         Err(WriteError("lists are not supported in attributes".into()))
@@ -332,8 +389,16 @@ impl ser::Serializer for AttrSer<'_> {
     fn serialize_tuple_struct(self, _: &'static str, _: usize) -> R<Self::SerializeTupleStruct> {
         Err(WriteError("tuples are not supported in attributes".into()))
     }
-    fn serialize_tuple_variant(self, _: &'static str, _: u32, _: &'static str, _: usize) -> R<Self::SerializeTupleVariant> {
-        Err(WriteError("enum variants are not supported in attributes".into()))
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> R<Self::SerializeTupleVariant> {
+        Err(WriteError(
+            "enum variants are not supported in attributes".into(),
+        ))
     }
     fn serialize_map(self, _: Option<usize>) -> R<Self::SerializeMap> {
         Err(WriteError("maps are not supported in attributes".into()))
@@ -341,7 +406,15 @@ impl ser::Serializer for AttrSer<'_> {
     fn serialize_struct(self, _: &'static str, _: usize) -> R<Self::SerializeStruct> {
         Err(WriteError("structs are not supported in attributes".into()))
     }
-    fn serialize_struct_variant(self, _: &'static str, _: u32, _: &'static str, _: usize) -> R<Self::SerializeStructVariant> {
-        Err(WriteError("enum variants are not supported in attributes".into()))
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> R<Self::SerializeStructVariant> {
+        Err(WriteError(
+            "enum variants are not supported in attributes".into(),
+        ))
     }
 }

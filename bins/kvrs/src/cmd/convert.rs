@@ -37,19 +37,25 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let config = ClusterConfig::with_feature_gates(args.feature_gates.as_deref().unwrap_or(""));
     let vmi = match read_workload(&args.file)? {
         Workload::Vmi(vmi) => *vmi,
-        Workload::Vm(vm) => vmi_from_vm(&vm).map_err(|e| CliError::Input(format!("{origin}: {e}")))?,
+        Workload::Vm(vm) => {
+            vmi_from_vm(&vm).map_err(|e| CliError::Input(format!("{origin}: {e}")))?
+        }
     };
     let ctx = match &args.context {
         None => ConverterContext::default(),
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| CliError::Input(format!("{}: {e}", path.display())))?;
-            serde_yaml::from_str(&text).map_err(|e| CliError::Input(format!("{}: {e}", path.display())))?
+            serde_yaml::from_str(&text)
+                .map_err(|e| CliError::Input(format!("{}: {e}", path.display())))?
         }
     };
     let admitted = admit(vmi, &config).map_err(|e| CliError::Rejected(format!("{origin}: {e}")))?;
-    let domain = convert(&admitted, &ctx).map_err(|e| CliError::Rejected(format!("{origin}: {e}")))?;
-    let xml = domain.to_xml().map_err(|e| CliError::Failed(e.to_string()))?;
+    let domain =
+        convert(&admitted, &ctx).map_err(|e| CliError::Rejected(format!("{origin}: {e}")))?;
+    let xml = domain
+        .to_xml()
+        .map_err(|e| CliError::Failed(e.to_string()))?;
     println!("{xml}");
     Ok(())
 }
