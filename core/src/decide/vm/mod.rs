@@ -14,6 +14,7 @@ pub mod firmware;
 mod run_strategy;
 mod start;
 mod status;
+mod sync_meta;
 
 pub use backoff::{
     MAX_DELAY_SECONDS, base_delay_seconds, jitter_for_extra_seconds, start_backoff_seconds,
@@ -230,6 +231,8 @@ fn sync(r: &mut Reconcile<'_, '_>) -> (Option<SyncError>, Option<String>) {
     }
 
     firmware_sync(r);
+    sync_meta::sync_annotations_to_vmi(r);
+    sync_meta::sync_pci_topology_to_vm(r);
     (None, None)
 }
 

@@ -444,3 +444,170 @@ fn lifecycle_start_run_stop_on_the_store() {
         "the VMI is terminating (finalizers hold it)"
     );
 }
+
+#[test]
+fn eviction_annotations_and_pci_topology_are_synced() {
+    let cfg = ClusterConfig::default();
+    let mut v = vm(Some("Always"), None, json!({}));
+    v.spec.template.metadata.annotations = Some(
+        [(
+            "descheduler.alpha.kubernetes.io/evict".to_string(),
+            "true".to_string(),
+        )]
+        .into(),
+    );
+    let mut i = vmi("Running", true);
+    i.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("kubevirt.io/pci-topology-version".into(), "v3".into());
+    let d = decide_vm(&world(&v, Some(&i), &cfg));
+    assert_eq!(
+        actions(&d),
+        ["patch virtualmachineinstances", "patch virtualmachines"]
+    );
+    let WriteOp::Patch { patch, .. } = &d.plan.writes[0].op else {
+        panic!()
+    };
+    assert_eq!(
+        patch[1]["value"]["descheduler.alpha.kubernetes.io/evict"],
+        "true"
+    );
+    let WriteOp::Patch { patch, .. } = &d.plan.writes[1].op else {
+        panic!()
+    };
+    assert_eq!(patch[0]["path"], "/spec/template/metadata/annotations");
+    assert_eq!(patch[1]["value"]["kubevirt.io/pci-topology-version"], "v3");
+}
+
+mod invariants {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const PRINTABLE: &[&str] = &[
+        "Stopped",
+        "Provisioning",
+        "Starting",
+        "Running",
+        "Paused",
+        "Stopping",
+        "Terminating",
+        "CrashLoopBackOff",
+        "Migrating",
+        "Unknown",
+        "ErrorUnschedulable",
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "ErrorPvcNotFound",
+        "DataVolumeError",
+        "WaitingForVolumeBinding",
+        "WaitingForReceiver",
+    ];
+
+    fn strategy() -> impl Strategy<Value = (Option<&'static str>, Option<bool>)> {
+        prop_oneof![
+            Just((Some("Always"), None)),
+            Just((Some("RerunOnFailure"), None)),
+            Just((Some("Manual"), None)),
+            Just((Some("Halted"), None)),
+            Just((Some("Once"), None)),
+            Just((Some("WaitAsReceiver"), None)),
+            Just((None, Some(true))),
+            Just((None, Some(false))),
+            Just((None, None)),
+        ]
+    }
+
+    fn vmi_state() -> impl Strategy<Value = Option<(&'static str, bool, bool)>> {
+        let phase = prop_oneof![
+            Just("Pending"),
+            Just("Scheduling"),
+            Just("Scheduled"),
+            Just("Running"),
+            Just("Succeeded"),
+            Just("Failed"),
+            Just("WaitingForSync"),
+        ];
+        proptest::option::of((phase, any::<bool>(), any::<bool>()))
+    }
+
+    fn request() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(json!(null)),
+            Just(json!([{"action": "Start"}])),
+            Just(json!([{"action": "Start", "data": {"paused": "true"}}])),
+            Just(json!([{"action": "Stop", "uid": "vmi-uid"}])),
+            Just(json!([{"action": "Stop", "uid": "other"}])),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        /// Whatever the snapshot, a decision never creates more than one VMI, never creates one
+        /// next to an existing VMI or while a create is unobserved, raises the expectation on
+        /// every create and delete, and its writes apply to the snapshot it was made from.
+        #[test]
+        fn vm_decisions_are_safe(
+            (rs, running) in strategy(),
+            state in vmi_state(),
+            req in request(),
+            pending_create in any::<bool>(),
+            vm_deleting in any::<bool>(),
+            backoff_secs in prop_oneof![Just(None), (-100i64..300).prop_map(Some)],
+        ) {
+            let cfg = ClusterConfig::default();
+            let mut status = json!({});
+            if !req.is_null() {
+                status["stateChangeRequests"] = req;
+            }
+            if let Some(b) = backoff_secs {
+                status["startFailure"] = json!({"consecutiveFailCount": 2, "lastFailedVMIUID": "old",
+                    "retryAfterTimestamp": crate::decide::format_rfc3339(NOW + b)});
+            }
+            let mut v = vm(rs, running, status);
+            if vm_deleting {
+                v.metadata.deletion_timestamp = crate::decide::meta::time_at(NOW - 1);
+            }
+            let i = state.map(|(phase, ever_running, deleting)| {
+                let mut i = vmi(phase, ever_running);
+                if deleting {
+                    i.metadata.deletion_timestamp = crate::decide::meta::time_at(NOW - 1);
+                }
+                i
+            });
+            let mut w = world(&v, i.as_ref(), &cfg);
+            if pending_create {
+                w.expectations = PendingExpectations { creations: 1, deletions: 0 };
+            }
+            let d = decide_vm(&w);
+            let creates: Vec<_> = d.plan.writes.iter()
+                .filter(|x| x.resource == "virtualmachineinstances" && matches!(x.op, WriteOp::Create { .. }))
+                .collect();
+            prop_assert!(creates.len() <= 1);
+            if i.is_some() || pending_create || vm_deleting {
+                prop_assert!(creates.is_empty());
+            }
+            for x in &d.plan.writes {
+                if x.resource == "virtualmachineinstances" && matches!(x.op, WriteOp::Create { .. } | WriteOp::Delete { .. }) {
+                    prop_assert!(x.expectation.is_some());
+                }
+            }
+            if let Some(s) = &d.status {
+                let p = s["printableStatus"].as_str().unwrap_or_default();
+                prop_assert!(PRINTABLE.contains(&p), "{p}");
+            }
+            let mut store = ObjectStore::new();
+            store.insert("virtualmachines", serde_json::to_value(&v).unwrap());
+            if let Some(i) = &i {
+                store.insert("virtualmachineinstances", serde_json::to_value(i).unwrap());
+            }
+            let (_, err) = store.execute(&d.plan, NOW);
+            if let Some(e) = err.filter(|e| Some(e) != d.plan.error.as_ref()) {
+                // Only a VM released by its last finalizer may vanish before its status write.
+                prop_assert!(vm_deleting && e.contains("not found"), "{e}: {:?}", d.plan.writes);
+            }
+        }
+    }
+}

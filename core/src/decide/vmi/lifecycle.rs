@@ -149,17 +149,30 @@ fn sync(
             .and_then(|a| a.get(EVICT_ONLY_ANNOTATION))
             .is_some_and(|v| v == "");
         if !has {
-            let path = format!(
-                "/metadata/annotations/{}",
-                patch::escape(EVICT_ONLY_ANNOTATION)
-            );
+            // A pod without any annotation has no map to add the key into.
+            let ops = if p
+                .pointer("/metadata/annotations")
+                .is_some_and(Value::is_object)
+            {
+                let path = format!(
+                    "/metadata/annotations/{}",
+                    patch::escape(EVICT_ONLY_ANNOTATION)
+                );
+                json!([op("add", &path, Some(json!("")))])
+            } else {
+                json!([op(
+                    "add",
+                    "/metadata/annotations",
+                    Some(json!({ EVICT_ONLY_ANNOTATION: "" }))
+                )])
+            };
             plan.writes.push(ApiWrite::new(
                 "pods",
                 meta::namespace(&vmi.metadata),
                 pod::name(p),
                 WriteOp::Patch {
                     patch_type: PatchType::Json,
-                    patch: json!([op("add", &path, Some(json!("")))]),
+                    patch: ops,
                 },
             ));
             let mut updated = p.clone();
@@ -677,8 +690,15 @@ fn update_status(
             remove_label(&mut c, OUTDATED_LAUNCHER_LABEL);
         }
         c["status"]["launcherContainerImageVersion"] = json!(image);
-        sync_paused_condition_to_pod(&c, p, plan, &ns, now);
-        sync_dynamic_metadata_to_pod(&c, vmi, p, plan, &ns);
+        // KubeVirt also patches a pod it has just deleted in this reconcile (the patch then fails
+        // with NotFound and the key is retried); kvrs leaves pods it deletes alone.
+        let deleted_here = plan.writes.iter().any(|w| {
+            w.resource == "pods" && w.name == pod::name(p) && matches!(w.op, WriteOp::Delete { .. })
+        });
+        if !deleted_here {
+            sync_paused_condition_to_pod(&c, p, plan, &ns, now);
+            sync_dynamic_metadata_to_pod(&c, vmi, p, plan, &ns);
+        }
         if let Some(bytes) = p
             .pointer(&format!(
                 "/metadata/annotations/{}",

@@ -141,11 +141,7 @@ fn lifecycle_table() {
                 .as_array()
                 .unwrap()
                 .clone();
-            assert_eq!(
-                ts.last().unwrap()["phase"],
-                json!(wp),
-                "{case}"
-            );
+            assert_eq!(ts.last().unwrap()["phase"], json!(wp), "{case}");
         }
     }
 }
@@ -317,4 +313,61 @@ fn pending_to_scheduled_on_the_store() {
     assert_eq!(v["status"]["activePods"]["pod-uid"], "node07");
     step(&mut store);
     assert_eq!(phase(&store), "Scheduled", "steady once handed over");
+}
+
+mod invariants {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// At most one launcher pod per decision, only for an unprocessed VMI without a pod and
+        /// without outstanding expectations; the plan applies to the snapshot it came from.
+        #[test]
+        fn vmi_decisions_are_safe(
+            phase in prop_oneof![Just("Pending"), Just("Scheduling"), Just("Scheduled"), Just("Running"),
+                                 Just("Succeeded"), Just("Failed")],
+            pod_state in proptest::option::of(prop_oneof![
+                Just(("Pending", None, json!({"waiting": {"reason": "ContainerCreating"}}))),
+                Just(("Running", Some("n1"), json!({"running": {}}))),
+                Just(("Failed", Some("n1"), json!({"terminated": {"exitCode": 1}}))),
+                Just(("Succeeded", Some("n1"), json!({"terminated": {"exitCode": 0}}))),
+            ]),
+            pod_deleting in any::<bool>(),
+            vmi_deleting in any::<bool>(),
+            pending in any::<bool>(),
+        ) {
+            let cfg = ClusterConfig::default();
+            let mut v = vmi(phase);
+            if vmi_deleting {
+                v.metadata.deletion_timestamp = crate::decide::meta::time_at(NOW - 1);
+            }
+            let p = pod_state.map(|(ph, node, st)| {
+                let mut p = pod(ph, node, st);
+                if pod_deleting {
+                    p["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:30Z");
+                }
+                p
+            });
+            let mut w = world(&v, p.iter().collect(), &cfg);
+            if pending {
+                w.expectations = PendingExpectations { creations: 1, deletions: 0 };
+            }
+            let d = decide_vmi(&w, &render, "x");
+            let creates = d.plan.writes.iter().filter(|x| matches!(x.op, WriteOp::Create { .. })).count();
+            prop_assert!(creates <= 1);
+            if p.is_some() || pending || vmi_deleting || !matches!(phase, "Pending") {
+                prop_assert_eq!(creates, 0);
+            }
+            let mut store = ObjectStore::new();
+            store.insert("virtualmachineinstances", serde_json::to_value(&v).unwrap());
+            if let Some(p) = &p {
+                store.insert("pods", p.clone());
+            }
+            let (_, err) = store.execute(&d.plan, NOW);
+            prop_assert_eq!(err, d.plan.error.clone(), "{:?}", d.plan.writes);
+        }
+    }
 }
