@@ -9,7 +9,7 @@ use crate::{ClusterConfig, VirtualMachine, VirtualMachineInstance};
 
 use super::{PodInputs, render_launcher_pod};
 
-fn fixture(rel: &str) -> VirtualMachineInstance {
+fn fixture(rel: &str, config: &ClusterConfig) -> VirtualMachineInstance {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../fixtures")
         .join(rel);
@@ -21,16 +21,20 @@ fn fixture(rel: &str) -> VirtualMachineInstance {
     } else {
         serde_json::from_value(doc).unwrap()
     };
-    admit(vmi, &ClusterConfig::default()).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    admit(vmi, config).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
 fn pod_yaml(rel: &str) -> String {
-    let vmi = fixture(rel);
+    pod_yaml_with(rel, &ClusterConfig::default())
+}
+
+fn pod_yaml_with(rel: &str, config: &ClusterConfig) -> String {
+    let vmi = fixture(rel, config);
     let inputs = PodInputs {
         qemu_timeout_jitter_seconds: 42,
         ..PodInputs::default()
     };
-    let pod = render_launcher_pod(&vmi, &ClusterConfig::default(), &inputs).unwrap();
+    let pod = render_launcher_pod(&vmi, config, &inputs).unwrap();
     serde_yaml::to_string(&pod).unwrap()
 }
 
@@ -52,4 +56,21 @@ fn storage_mix_vmi_pod() {
 #[test]
 fn fedora_always_vm_pod() {
     insta::assert_snapshot!(pod_yaml("vm/fedora-always.yaml"));
+}
+
+#[test]
+fn arm64_manual_vm_pod() {
+    insta::assert_snapshot!(pod_yaml("vm/arm64-manual.yaml"));
+}
+
+#[test]
+fn windows_efi_hyperv_vmi_pod() {
+    insta::assert_snapshot!(pod_yaml("vmi/windows-efi-hyperv.yaml"));
+}
+
+#[test]
+fn all_devices_vmi_pod_with_gates() {
+    let config =
+        ClusterConfig::with_feature_gates("ExperimentalIgnitionSupport,DownwardMetrics,VSOCK");
+    insta::assert_snapshot!(pod_yaml_with("vmi/conv-all-devices.yaml", &config));
 }
