@@ -461,3 +461,35 @@ fn ovmf_path_follows_the_guest_architecture() {
     let pod = render_with(v, &ClusterConfig::default(), &inputs);
     assert_eq!(flag(&command(&pod), "--ovmf-path"), Some("/opt/fw"));
 }
+
+#[test]
+fn strict_hyperv_and_launch_security_select_capable_nodes() {
+    let mut v = vmi();
+    v["spec"]["domain"]["features"] = json!({"hyperv": {
+        "vpindex": {}, "synic": {"enabled": true}, "reenlightenment": {"enabled": true},
+        "evmcs": {}
+    }});
+    let selector = |pod: &Value| pod["spec"]["nodeSelector"].clone();
+    let plain = selector(&render(v.clone()));
+    assert!(plain.get("hyperv.node.kubevirt.io/synic").is_none());
+    let strict = ClusterConfig::with_feature_gates("HypervStrictCheck");
+    let s = selector(&render_with(v, &strict, &PodInputs::default()));
+    assert_eq!(s["hyperv.node.kubevirt.io/synic"], "true");
+    assert_eq!(s["hyperv.node.kubevirt.io/reenlightenment"], "true");
+    assert!(
+        s.get("hyperv.node.kubevirt.io/vpindex").is_none(),
+        "vpindex not enabled"
+    );
+    assert_eq!(s["cpu-vendor.node.kubevirt.io/Intel"], "true");
+
+    let mut v = vmi();
+    v["spec"]["domain"]["launchSecurity"] = json!({"sev": {"policy": {"encryptedState": true}}});
+    let pod = render(v);
+    let s = selector(&pod);
+    assert_eq!(s["kubevirt.io/sev"], "true");
+    assert_eq!(s["kubevirt.io/sev-es"], "true");
+    assert_eq!(
+        compute(&pod)["resources"]["limits"]["devices.kubevirt.io/sev"],
+        "1"
+    );
+}
