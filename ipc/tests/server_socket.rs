@@ -83,22 +83,50 @@ async fn a_stale_staging_socket_from_a_crashed_launcher_is_replaced() {
 }
 
 #[tokio::test]
-async fn a_server_that_never_becomes_ready_never_takes_the_final_name() {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join(LAUNCHER_SOCKET);
-    let options = ServeOptions {
-        ready_timeout: Duration::ZERO,
-        ..ServeOptions::default()
-    };
-    let err = serve_launcher(&socket, RecordingLauncher::new(), options)
-        .await
-        .unwrap_err();
-    assert!(err.to_string().contains("not ready"), "{err}");
-    assert!(
-        entries(dir.path()).is_empty(),
-        "neither final nor staging socket left: {:?}",
-        entries(dir.path())
-    );
+async fn a_start_racing_its_readiness_deadline_leaves_no_half_state() {
+    // With deadlines too short for the readiness probe to be sure of success, each start either
+    // succeeds (only the final socket exists, and it answers) or fails with "not ready" and
+    // leaves neither the final nor the staging socket behind.
+    let mut failed = 0;
+    for (i, deadline) in [0u64, 1, 10, 100, 1_000, 10_000, 100_000]
+        .iter()
+        .cycle()
+        .take(21)
+        .enumerate()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join(LAUNCHER_SOCKET);
+        let options = ServeOptions {
+            ready_timeout: Duration::from_micros(*deadline),
+            ..ServeOptions::default()
+        };
+        match serve_launcher(&socket, RecordingLauncher::new(), options).await {
+            Ok(server) => {
+                assert_eq!(
+                    entries(dir.path()),
+                    vec![LAUNCHER_SOCKET.to_string()],
+                    "run {i}"
+                );
+                LauncherClient::connect(&socket)
+                    .await
+                    .unwrap()
+                    .ping()
+                    .await
+                    .unwrap();
+                server.shutdown().await.unwrap();
+            }
+            Err(err) => {
+                failed += 1;
+                assert!(err.to_string().contains("not ready"), "run {i}: {err}");
+                assert!(
+                    entries(dir.path()).is_empty(),
+                    "run {i}: left {:?}",
+                    entries(dir.path())
+                );
+            }
+        }
+    }
+    eprintln!("{failed} of 21 racing starts gave up as not ready");
 }
 
 #[tokio::test]
