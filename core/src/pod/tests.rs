@@ -493,3 +493,50 @@ fn strict_hyperv_and_launch_security_select_capable_nodes() {
         "1"
     );
 }
+
+#[test]
+fn scheduling_fields_are_copied_and_user_affinity_terms_get_the_host_model_rule() {
+    let mut v = vmi();
+    v["spec"]["dnsPolicy"] = json!("None");
+    v["spec"]["dnsConfig"] = json!({"nameservers": ["10.0.0.10"], "searches": ["svc.local"]});
+    v["spec"]["schedulerName"] = json!("my-scheduler");
+    v["spec"]["priorityClassName"] = json!("high");
+    v["spec"]["hostname"] = json!("myhost");
+    v["spec"]["subdomain"] = json!("mysub");
+    v["spec"]["nodeSelector"] = json!({"disk": "ssd"});
+    v["spec"]["tolerations"] =
+        json!([{"key": "dedicated", "operator": "Equal", "value": "vm", "effect": "NoSchedule"}]);
+    v["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+    "nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}
+    ]}}});
+    v["spec"]["domain"]["cpu"]["features"] = json!([{"name": "svm", "policy": "forbid"}]);
+    let spec = render(v)["spec"].clone();
+    assert_eq!(spec["dnsPolicy"], "None");
+    assert_eq!(spec["dnsConfig"]["nameservers"], json!(["10.0.0.10"]));
+    assert_eq!(spec["schedulerName"], "my-scheduler");
+    assert_eq!(spec["priorityClassName"], "high");
+    assert_eq!(spec["hostname"], "myhost");
+    assert_eq!(spec["subdomain"], "mysub");
+    assert_eq!(spec["nodeSelector"]["disk"], "ssd");
+    assert_eq!(spec["tolerations"][0]["key"], "dedicated");
+    let terms = &spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"];
+    for term in terms.as_array().unwrap() {
+        let keys: Vec<&str> = term["matchExpressions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["key"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "zone",
+                "node-labeller.kubevirt.io/obsolete-host-model",
+                "cpu-feature.node.kubevirt.io/svm"
+            ]
+        );
+    }
+}
