@@ -1,12 +1,13 @@
 //! Snapshots of kvrs's admission of our own fixtures (`fixtures/vmi/*.yaml`,
 //! `fixtures/vm/*.yaml`): what `kvrs defaults` prints for each, reviewed by hand when it changes.
-//! VMs go through `vmi_from_vm` first. Converter fixtures (`conv-*`) belong to the converter
+//! VMs are checked by `validate_vm` and go through `vmi_from_vm` first. Converter fixtures (`conv-*`) belong to the converter
 //! tests and are left out.
 
 use std::path::{Path, PathBuf};
 
 use kvrs_core::admission::admit;
 use kvrs_core::template::vmi_from_vm;
+use kvrs_core::validate::validate_vm;
 use kvrs_core::{ClusterConfig, VirtualMachine, VirtualMachineInstance};
 
 fn fixtures(kind: &str) -> Vec<PathBuf> {
@@ -54,6 +55,8 @@ fn vm_fixtures_defaults() {
     assert!(files.len() >= 3, "expected our VM fixtures");
     for path in files {
         let vm: VirtualMachine = read(&path);
+        validate_vm(&vm, &ClusterConfig::default())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let vmi = vmi_from_vm(&vm).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let admitted = admit(vmi, &ClusterConfig::default())
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
