@@ -20,7 +20,13 @@ pub struct Cache {
 }
 
 fn pod_owner(obj: &Obj) -> Option<String> {
-    obj.json()?.pointer(&format!("/metadata/labels/{}", CREATED_BY_LABEL.replace('/', "~1")))?.as_str().map(str::to_string)
+    obj.json()?
+        .pointer(&format!(
+            "/metadata/labels/{}",
+            CREATED_BY_LABEL.replace('/', "~1")
+        ))?
+        .as_str()
+        .map(str::to_string)
 }
 
 impl Cache {
@@ -31,15 +37,25 @@ impl Cache {
 
     /// Every cached object of a resource.
     pub fn iter(&self, resource: &str) -> impl Iterator<Item = (&String, &Arc<Obj>)> {
-        self.objects.get(resource).into_iter().flat_map(BTreeMap::iter)
-    }
-
-    /// Cached objects of a resource whose key starts with `prefix`.
-    pub fn with_prefix<'a>(&'a self, resource: &str, prefix: &'a str) -> impl Iterator<Item = &'a Arc<Obj>> + 'a {
         self.objects
             .get(resource)
             .into_iter()
-            .flat_map(move |m| m.range(prefix.to_string()..).take_while(move |(k, _)| k.starts_with(prefix)))
+            .flat_map(BTreeMap::iter)
+    }
+
+    /// Cached objects of a resource whose key starts with `prefix`.
+    pub fn with_prefix<'a>(
+        &'a self,
+        resource: &str,
+        prefix: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<Obj>> + 'a {
+        self.objects
+            .get(resource)
+            .into_iter()
+            .flat_map(move |m| {
+                m.range(prefix.to_string()..)
+                    .take_while(move |(k, _)| k.starts_with(prefix))
+            })
             .map(|(_, v)| v)
     }
 
@@ -65,7 +81,10 @@ impl Cache {
             Some(o) => {
                 if resource == res::PODS {
                     if let Some(owner) = pod_owner(&o) {
-                        self.pods_by_vmi.entry(owner).or_default().insert(key.to_string());
+                        self.pods_by_vmi
+                            .entry(owner)
+                            .or_default()
+                            .insert(key.to_string());
                     }
                 }
                 map.insert(key.to_string(), o)
@@ -73,7 +92,10 @@ impl Cache {
             None => map.remove(key),
         };
         if let (Some(old), true) = (old, resource == res::PODS) {
-            let still = self.objects.get(resource).is_some_and(|m| m.contains_key(key));
+            let still = self
+                .objects
+                .get(resource)
+                .is_some_and(|m| m.contains_key(key));
             if !still {
                 if let Some(owner) = pod_owner(&old) {
                     if let Some(set) = self.pods_by_vmi.get_mut(&owner) {

@@ -61,7 +61,9 @@ impl Sim {
         let budget = self.handlers[n].queue.len() + 16;
         for _ in 0..budget {
             let now = self.now;
-            let Some(key) = self.handlers[n].queue.get(now) else { break };
+            let Some(key) = self.handlers[n].queue.get(now) else {
+                break;
+            };
             self.sync_handler(n, &key);
             let now = self.now;
             self.handlers[n].queue.done(&key, now);
@@ -82,8 +84,15 @@ impl Sim {
         let vmi = vmi_obj.as_deref().and_then(Obj::vmi);
         let domain = self.nodes[n].domains.get(key).cloned();
         let vmi_uid = vmi.and_then(|v| v.metadata.uid.clone()).unwrap_or_default();
-        let domain_uid = domain.as_ref().map(|d| d.uid().to_string()).unwrap_or_default();
-        let uid = if vmi_uid.is_empty() { domain_uid.clone() } else { vmi_uid.clone() };
+        let domain_uid = domain
+            .as_ref()
+            .map(|d| d.uid().to_string())
+            .unwrap_or_default();
+        let uid = if vmi_uid.is_empty() {
+            domain_uid.clone()
+        } else {
+            vmi_uid.clone()
+        };
         let mut facts = NodeFacts {
             launcher: self.nodes[n].launcher_facts(&uid),
             old_launcher: self.nodes[n].launcher_facts(&domain_uid),
@@ -113,9 +122,23 @@ impl Sim {
                 break;
             }
         }
+        if self.traced(key) {
+            eprintln!(
+                "[{:?}] handler{n} sync {key}: {:?} calls {:?} status {:?} queue {:?} err {:?}",
+                self.elapsed(),
+                plan.decision,
+                plan.launcher_calls,
+                plan.status.as_ref().map(|s| s.phase.clone()),
+                plan.queue,
+                plan.error
+            );
+        }
         for step in &plan.node_steps {
             if let NodeStep::Cleanup { uid } = step {
-                let gone = self.nodes[n].domains.get(key).is_some_and(|d| &d.uid() == uid && (d.is_deleted() || !d.is_alive()));
+                let gone = self.nodes[n]
+                    .domains
+                    .get(key)
+                    .is_some_and(|d| &d.uid() == uid && (d.is_deleted() || !d.is_alive()));
                 if gone {
                     self.nodes[n].domains.remove(key);
                 }
@@ -124,8 +147,16 @@ impl Sim {
         let mut write_failed = false;
         if let (Some(status), Some(v)) = (&plan.status, vmi) {
             let w = status_write(v, status);
-            match self.send_writes(std::slice::from_ref(&w), super::virt_controller::ExpectationsOf::None) {
-                Ok(()) => *self.handlers[n].own_writes.entry(key.to_string()).or_default() += 1,
+            match self.send_writes(
+                std::slice::from_ref(&w),
+                super::virt_controller::ExpectationsOf::None,
+            ) {
+                Ok(()) => {
+                    *self.handlers[n]
+                        .own_writes
+                        .entry(key.to_string())
+                        .or_default() += 1
+                }
                 Err(_) => write_failed = true,
             }
         }

@@ -30,25 +30,27 @@ fn owner_uid(o: &Obj) -> Option<String> {
     }
 }
 
-fn json_of(o: &Obj) -> Value {
-    match o {
-        Obj::Vm(v) => serde_json::to_value(v).unwrap_or_default(),
-        Obj::Vmi(v) => serde_json::to_value(v).unwrap_or_default(),
-        Obj::Other(v) => v.clone(),
-    }
+fn has_label_marker(o: &Obj) -> bool {
+    let labels = match o {
+        Obj::Vm(v) => v.metadata.labels.as_ref(),
+        Obj::Vmi(v) => v.metadata.labels.as_ref(),
+        Obj::Other(_) => None,
+    };
+    labels.is_some_and(|l| l.contains_key(MARKER_LABEL))
 }
 
-fn has_label_marker(v: &Value) -> bool {
-    v.pointer(&format!("/metadata/labels/{}", MARKER_LABEL.replace('/', "~1"))).is_some()
-}
-
-fn has_status_marker(v: &Value) -> bool {
-    v.pointer("/status/simMarker").is_some()
+fn has_status_marker(o: &Obj) -> bool {
+    o.vmi()
+        .and_then(|v| v.status.as_ref())
+        .is_some_and(|s| s.extra.contains_key("simMarker"))
 }
 
 fn active_pod(p: &Value) -> bool {
     p.pointer("/metadata/deletionTimestamp").is_none()
-        && !matches!(p.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"))
+        && !matches!(
+            p.pointer("/status/phase").and_then(Value::as_str),
+            Some("Succeeded" | "Failed")
+        )
 }
 
 impl Sim {
@@ -63,13 +65,20 @@ impl Sim {
     }
 
     fn check_markers(&mut self, ev: &WatchEvent, status_too: bool) {
-        let (Some(old), Some(new)) = (&ev.old, &ev.obj) else { return };
-        let (old, new) = (json_of(old), json_of(new));
-        if has_label_marker(&old) && !has_label_marker(&new) {
-            self.record_violation(format!("{} {}: a write dropped label {MARKER_LABEL}", ev.resource, ev.key));
+        let (Some(old), Some(new)) = (&ev.old, &ev.obj) else {
+            return;
+        };
+        if has_label_marker(old) && !has_label_marker(new) {
+            self.record_violation(format!(
+                "{} {}: a write dropped label {MARKER_LABEL}",
+                ev.resource, ev.key
+            ));
         }
-        if status_too && has_status_marker(&old) && !has_status_marker(&new) {
-            self.record_violation(format!("{} {}: a write dropped status.simMarker", ev.resource, ev.key));
+        if status_too && has_status_marker(old) && !has_status_marker(new) {
+            self.record_violation(format!(
+                "{} {}: a write dropped status.simMarker",
+                ev.resource, ev.key
+            ));
         }
     }
 
@@ -114,7 +123,11 @@ impl Sim {
         else {
             return;
         };
-        let active = ev.obj.as_deref().and_then(Obj::json).is_some_and(active_pod);
+        let active = ev
+            .obj
+            .as_deref()
+            .and_then(Obj::json)
+            .is_some_and(active_pod);
         let set = self.tracker.pods_of_vmi.entry(uid.clone()).or_default();
         if active {
             set.insert(ev.key.clone());
@@ -131,20 +144,33 @@ impl Sim {
         }
     }
 
-    /// Every VM is where its run strategy wants it: `Always`/`RerunOnFailure` with a Running VMI,
-    /// `Halted` with none. Returns the VMs that are not.
+    /// Every VM is where its run strategy wants it: `Always` with a Running VMI, `Halted` with
+    /// none, `RerunOnFailure` with a Running VMI or — after its VMI succeeded, which this strategy
+    /// does not restart — with none and a `Stopped` status. Returns the VMs that are not.
     pub fn unconverged(&self) -> Vec<String> {
         let mut out = Vec::new();
         for (key, obj) in self.api.list(res::VMS) {
             let Some(vm) = obj.vm() else { continue };
             let phase = self.vmi_phase(key);
             let ok = match vm.spec.run_strategy.as_deref() {
-                Some("Always" | "RerunOnFailure") => phase == Some("Running"),
+                Some("Always") => phase == Some("Running"),
+                Some("RerunOnFailure") => {
+                    let stopped = vm
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.printable_status.as_deref())
+                        == Some("Stopped");
+                    phase == Some("Running")
+                        || (phase.is_none() && self.api.get(res::VMIS, key).is_none() && stopped)
+                }
                 Some("Halted") => self.api.get(res::VMIS, key).is_none(),
                 _ => true,
             };
             if !ok || vm.metadata.deletion_timestamp.is_some() {
-                out.push(format!("{key}: strategy {:?}, VMI phase {phase:?}", vm.spec.run_strategy));
+                out.push(format!(
+                    "{key}: strategy {:?}, VMI phase {phase:?}",
+                    vm.spec.run_strategy
+                ));
             }
         }
         out

@@ -39,15 +39,27 @@ pub(super) struct Node {
 
 impl Node {
     pub fn new(name: String) -> Self {
-        Self { name, domains: BTreeMap::new(), launchers: HashMap::new(), pods: 0 }
+        Self {
+            name,
+            domains: BTreeMap::new(),
+            launchers: HashMap::new(),
+            pods: 0,
+        }
     }
 
     /// What the handler's launcher client manager knows about the launcher of `uid`.
     pub fn launcher_facts(&self, uid: &str) -> LauncherFacts {
         match self.launchers.get(uid) {
             Some(l) if l.started && !l.exited => LauncherFacts::default(),
-            Some(l) if !l.started && !l.exited => LauncherFacts { not_initialized: true, ..Default::default() },
-            _ => LauncherFacts { gone: true, unresponsive: true, ..Default::default() },
+            Some(l) if !l.started && !l.exited => LauncherFacts {
+                not_initialized: true,
+                ..Default::default()
+            },
+            _ => LauncherFacts {
+                gone: true,
+                unresponsive: true,
+                ..Default::default()
+            },
         }
     }
 }
@@ -58,13 +70,27 @@ pub(super) enum KubeletEv {
     Bind(String),
     Start(String),
     ForceKill(String),
-    LauncherExit { node: usize, uid: String },
-    GuestShutoff { node: usize, key: String, uid: String },
-    Crash { node: usize, key: String, uid: String },
+    LauncherExit {
+        node: usize,
+        uid: String,
+    },
+    GuestShutoff {
+        node: usize,
+        key: String,
+        uid: String,
+    },
+    Crash {
+        node: usize,
+        key: String,
+        uid: String,
+    },
 }
 
 fn pod_vmi_uid(p: &Value) -> String {
-    p.pointer("/metadata/labels/kubevirt.io~1created-by").and_then(Value::as_str).unwrap_or("").to_string()
+    p.pointer("/metadata/labels/kubevirt.io~1created-by")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
 }
 
 fn pod_vmi_key(p: &Value) -> String {
@@ -85,7 +111,10 @@ impl Sim {
         if ev.resource != res::PODS {
             return;
         }
-        let (Some(new), old) = (ev.obj.as_ref().and_then(|o| o.json()), ev.old.as_ref().and_then(|o| o.json())) else {
+        let (Some(new), old) = (
+            ev.obj.as_ref().and_then(|o| o.json()),
+            ev.old.as_ref().and_then(|o| o.json()),
+        ) else {
             return;
         };
         if old.is_none() {
@@ -110,7 +139,10 @@ impl Sim {
                 }
             }
             KubeletEv::Crash { node, key, uid } => {
-                let alive = self.nodes[node].domains.get(&key).is_some_and(|d| d.uid() == uid && d.is_alive());
+                let alive = self.nodes[node]
+                    .domains
+                    .get(&key)
+                    .is_some_and(|d| d.uid() == uid && d.is_alive());
                 if alive && self.faults_on() {
                     self.stats.crashes += 1;
                     self.set_domain_state(node, &key, "Crashed", "Crashed");
@@ -121,16 +153,30 @@ impl Sim {
     }
 
     fn bind(&mut self, key: &str) {
-        let Some(pod) = self.api.get(res::PODS, key).cloned() else { return };
-        if pod.pointer("/spec/nodeName").is_some() || pod.pointer("/metadata/deletionTimestamp").is_some() {
+        let Some(pod) = self.api.get(res::PODS, key).cloned() else {
+            return;
+        };
+        if pod.pointer("/spec/nodeName").is_some()
+            || pod.pointer("/metadata/deletionTimestamp").is_some()
+        {
             return;
         }
-        let Some(node) = (0..self.nodes.len()).min_by_key(|&i| (self.nodes[i].pods, i)) else { return };
+        let Some(node) = (0..self.nodes.len()).min_by_key(|&i| (self.nodes[i].pods, i)) else {
+            return;
+        };
         self.nodes[node].pods += 1;
         let name = self.nodes[node].name.clone();
-        self.api.third_party_edit(res::PODS, key, |p| p["spec"]["nodeName"] = json!(name));
+        self.api
+            .third_party_edit(res::PODS, key, |p| p["spec"]["nodeName"] = json!(name));
         let uid = pod_vmi_uid(&pod);
-        self.nodes[node].launchers.insert(uid, Launcher { pod_key: key.to_string(), started: false, exited: false });
+        self.nodes[node].launchers.insert(
+            uid,
+            Launcher {
+                pod_key: key.to_string(),
+                started: false,
+                exited: false,
+            },
+        );
         self.flush_events();
         let d = self.ms(self.cfg.pod_start_delay_ms);
         self.at(self.now + d, Ev::Kubelet(KubeletEv::Start(key.to_string())));
@@ -141,11 +187,15 @@ impl Sim {
     }
 
     fn start_pod(&mut self, key: &str) {
-        let Some(pod) = self.api.get(res::PODS, key).cloned() else { return };
+        let Some(pod) = self.api.get(res::PODS, key).cloned() else {
+            return;
+        };
         if pod.pointer("/metadata/deletionTimestamp").is_some() {
             return;
         }
-        let Some(node) = self.pod_node(&pod) else { return };
+        let Some(node) = self.pod_node(&pod) else {
+            return;
+        };
         let uid = pod_vmi_uid(&pod);
         if let Some(l) = self.nodes[node].launchers.get_mut(&uid) {
             if l.pod_key == key && !l.exited {
@@ -173,26 +223,50 @@ impl Sim {
         };
         let uid = pod_vmi_uid(&pod);
         let vmi_key = pod_vmi_key(&pod);
-        let running = self.nodes[node].launchers.get(&uid).is_some_and(|l| l.started && !l.exited);
+        let running = self.nodes[node]
+            .launchers
+            .get(&uid)
+            .is_some_and(|l| l.started && !l.exited);
         if !running {
             self.release_pod(node, key);
             return;
         }
-        if let Some(d) = self.nodes[node].domains.get_mut(&vmi_key).filter(|d| d.uid() == uid && d.is_alive()) {
-            d.spec.metadata.kubevirt.grace_period.get_or_insert_with(GracePeriod::default).marked_for_graceful_shutdown =
-                Some(true);
+        if let Some(d) = self.nodes[node]
+            .domains
+            .get_mut(&vmi_key)
+            .filter(|d| d.uid() == uid && d.is_alive())
+        {
+            d.spec
+                .metadata
+                .kubevirt
+                .grace_period
+                .get_or_insert_with(GracePeriod::default)
+                .marked_for_graceful_shutdown = Some(true);
             self.notify(node, &vmi_key);
         }
-        let grace = pod.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_u64).unwrap_or(30);
-        self.at(self.now + Duration::from_secs(grace), Ev::Kubelet(KubeletEv::ForceKill(key.to_string())));
+        let grace = pod
+            .pointer("/spec/terminationGracePeriodSeconds")
+            .and_then(Value::as_u64)
+            .unwrap_or(30);
+        self.at(
+            self.now + Duration::from_secs(grace),
+            Ev::Kubelet(KubeletEv::ForceKill(key.to_string())),
+        );
     }
 
     fn force_kill(&mut self, key: &str) {
-        let Some(pod) = self.api.get(res::PODS, key).cloned() else { return };
-        let Some(node) = self.pod_node(&pod) else { return };
+        let Some(pod) = self.api.get(res::PODS, key).cloned() else {
+            return;
+        };
+        let Some(node) = self.pod_node(&pod) else {
+            return;
+        };
         let uid = pod_vmi_uid(&pod);
         let vmi_key = pod_vmi_key(&pod);
-        let alive = self.nodes[node].domains.get(&vmi_key).is_some_and(|d| d.uid() == uid && d.is_alive());
+        let alive = self.nodes[node]
+            .domains
+            .get(&vmi_key)
+            .is_some_and(|d| d.uid() == uid && d.is_alive());
         if alive {
             self.set_domain_state(node, &vmi_key, "Shutoff", "Destroyed");
         }
@@ -211,25 +285,35 @@ impl Sim {
     fn schedule_exit(&mut self, node: usize, uid: &str) {
         self.at(
             self.now + Duration::from_millis(200),
-            Ev::Kubelet(KubeletEv::LauncherExit { node, uid: uid.to_string() }),
+            Ev::Kubelet(KubeletEv::LauncherExit {
+                node,
+                uid: uid.to_string(),
+            }),
         );
     }
 
     /// The launcher process ends: its pod completes (or goes, when it was being deleted).
     fn launcher_exit(&mut self, node: usize, uid: &str) {
-        let Some(l) = self.nodes[node].launchers.get_mut(uid) else { return };
+        let Some(l) = self.nodes[node].launchers.get_mut(uid) else {
+            return;
+        };
         if l.exited {
             return;
         }
         l.exited = true;
         let key = l.pod_key.clone();
-        let Some(pod) = self.api.get(res::PODS, &key).cloned() else { return };
+        let Some(pod) = self.api.get(res::PODS, &key).cloned() else {
+            return;
+        };
         if pod.pointer("/metadata/deletionTimestamp").is_some() {
             self.release_pod(node, &key);
             return;
         }
         let vmi_key = pod_vmi_key(&pod);
-        let clean = self.nodes[node].domains.get(&vmi_key).is_none_or(|d| d.status.reason == "Shutdown");
+        let clean = self.nodes[node]
+            .domains
+            .get(&vmi_key)
+            .is_none_or(|d| d.status.reason == "Shutdown");
         let phase = if clean { "Succeeded" } else { "Failed" };
         self.nodes[node].pods = self.nodes[node].pods.saturating_sub(1);
         self.api.third_party_edit(res::PODS, &key, |p| {
@@ -244,7 +328,10 @@ impl Sim {
     }
 
     pub(super) fn notify(&mut self, node: usize, key: &str) {
-        self.at(self.now + Duration::from_millis(5), Ev::Notify(node, key.to_string()));
+        self.at(
+            self.now + Duration::from_millis(5),
+            Ev::Notify(node, key.to_string()),
+        );
     }
 
     fn set_domain_state(&mut self, node: usize, key: &str, status: &str, reason: &str) {
@@ -255,8 +342,19 @@ impl Sim {
         }
     }
 
-    fn domain_transition(&mut self, node: usize, key: &str, uid: &str, from: &str, to: &str, reason: &str) -> bool {
-        let ok = self.nodes[node].domains.get(key).is_some_and(|d| d.uid() == uid && d.status.status == from);
+    fn domain_transition(
+        &mut self,
+        node: usize,
+        key: &str,
+        uid: &str,
+        from: &str,
+        to: &str,
+        reason: &str,
+    ) -> bool {
+        let ok = self.nodes[node]
+            .domains
+            .get(key)
+            .is_some_and(|d| d.uid() == uid && d.status.status == from);
         if ok {
             self.set_domain_state(node, key, to, reason);
         }
@@ -272,18 +370,26 @@ impl Sim {
         vmi: Option<&VirtualMachineInstance>,
         call: LauncherCall,
     ) -> Result<(), String> {
-        let running = self.nodes[node].launchers.get(uid).is_some_and(|l| l.started && !l.exited);
+        let running = self.nodes[node]
+            .launchers
+            .get(uid)
+            .is_some_and(|l| l.started && !l.exited);
         if !running {
             return Err("disconnected".into());
         }
         let now = format_rfc3339(self.now_unix());
         match call {
             LauncherCall::SyncVirtualMachine => {
-                let exists = self.nodes[node].domains.get(key).is_some_and(|d| d.uid() == uid && !d.is_deleted());
+                let exists = self.nodes[node]
+                    .domains
+                    .get(key)
+                    .is_some_and(|d| d.uid() == uid && !d.is_deleted());
                 if exists {
                     return Ok(());
                 }
-                let Some(vmi) = vmi else { return Err("no VMI to define".into()) };
+                let Some(vmi) = vmi else {
+                    return Err("no VMI to define".into());
+                };
                 let mut d = Domain::default();
                 let (ns, name) = key.split_once('/').unwrap_or(("default", key));
                 d.meta.name = name.into();
@@ -291,7 +397,10 @@ impl Sim {
                 d.spec.r#type = "kvm".into();
                 d.spec.metadata.kubevirt.uid = uid.into();
                 d.spec.metadata.kubevirt.grace_period = Some(GracePeriod {
-                    deletion_grace_period_seconds: vmi.spec.termination_grace_period_seconds.unwrap_or(180),
+                    deletion_grace_period_seconds: vmi
+                        .spec
+                        .termination_grace_period_seconds
+                        .unwrap_or(180),
                     ..Default::default()
                 });
                 d.spec.os.r#type.machine = "pc-q35-rhel9.6.0".into();
@@ -301,32 +410,58 @@ impl Sim {
                 self.notify(node, key);
                 if self.faults_on() && self.rng.chance(self.cfg.crash_probability) {
                     let after = self.ms((1000, 60_000));
-                    let ev = KubeletEv::Crash { node, key: key.to_string(), uid: uid.to_string() };
+                    let ev = KubeletEv::Crash {
+                        node,
+                        key: key.to_string(),
+                        uid: uid.to_string(),
+                    };
                     self.at(self.now + after, Ev::Kubelet(ev));
                 }
             }
             LauncherCall::ShutdownVirtualMachine => {
-                let Some(d) = self.nodes[node].domains.get_mut(key).filter(|d| d.uid() == uid) else { return Ok(()) };
+                let Some(d) = self.nodes[node]
+                    .domains
+                    .get_mut(key)
+                    .filter(|d| d.uid() == uid)
+                else {
+                    return Ok(());
+                };
                 if d.status.status == "Running" || d.status.status == "Paused" {
-                    let gp = d.spec.metadata.kubevirt.grace_period.get_or_insert_with(GracePeriod::default);
+                    let gp = d
+                        .spec
+                        .metadata
+                        .kubevirt
+                        .grace_period
+                        .get_or_insert_with(GracePeriod::default);
                     gp.deletion_timestamp.get_or_insert(now);
                     d.status.status = "ShuttingDown".into();
                     d.status.reason = "Unknown".into();
                     self.notify(node, key);
                     let after = self.ms(self.cfg.guest_shutdown_ms);
-                    let ev = KubeletEv::GuestShutoff { node, key: key.to_string(), uid: uid.to_string() };
+                    let ev = KubeletEv::GuestShutoff {
+                        node,
+                        key: key.to_string(),
+                        uid: uid.to_string(),
+                    };
                     self.at(self.now + after, Ev::Kubelet(ev));
                 }
             }
             LauncherCall::KillVirtualMachine => {
-                let alive = self.nodes[node].domains.get(key).is_some_and(|d| d.uid() == uid && d.is_alive());
+                let alive = self.nodes[node]
+                    .domains
+                    .get(key)
+                    .is_some_and(|d| d.uid() == uid && d.is_alive());
                 if alive {
                     self.set_domain_state(node, key, "Shutoff", "Destroyed");
                     self.schedule_exit(node, uid);
                 }
             }
             LauncherCall::DeleteDomain => {
-                if let Some(d) = self.nodes[node].domains.get_mut(key).filter(|d| d.uid() == uid) {
+                if let Some(d) = self.nodes[node]
+                    .domains
+                    .get_mut(key)
+                    .filter(|d| d.uid() == uid)
+                {
                     d.meta.deletion_timestamp = Some(now);
                     self.notify(node, key);
                 }

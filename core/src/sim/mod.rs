@@ -180,12 +180,16 @@ pub struct Sim {
     /// Counters.
     pub stats: SimStats,
     config: ClusterConfig,
+    /// When set, decisions and writes for this key are printed to stderr (debugging aid).
+    pub trace: Option<String>,
 }
 
 impl Sim {
     /// A cluster with `cfg.nodes` empty nodes.
     pub fn new(cfg: SimConfig) -> Self {
-        let nodes: Vec<kubelet::Node> = (0..cfg.nodes).map(|i| kubelet::Node::new(format!("node{:02}", i + 1))).collect();
+        let nodes: Vec<kubelet::Node> = (0..cfg.nodes)
+            .map(|i| kubelet::Node::new(format!("node{:02}", i + 1)))
+            .collect();
         let handlers = nodes.iter().map(|_| handler::HandlerProc::new()).collect();
         let mut sim = Self {
             rng: Rng::new(cfg.seed),
@@ -203,6 +207,7 @@ impl Sim {
             flushing: false,
             stats: SimStats::default(),
             config: ClusterConfig::default(),
+            trace: None,
             cfg,
         };
         if sim.cfg.drop_probability > 0.0 {
@@ -240,7 +245,9 @@ impl Sim {
     }
 
     fn procs(&self) -> Vec<Proc> {
-        std::iter::once(Proc::Controller).chain((0..self.nodes.len()).map(Proc::Handler)).collect()
+        std::iter::once(Proc::Controller)
+            .chain((0..self.nodes.len()).map(Proc::Handler))
+            .collect()
     }
 
     fn jitter_s(&mut self, max_s: u64) -> Instant {
@@ -249,7 +256,11 @@ impl Sim {
 
     fn at(&mut self, at: Instant, ev: Ev) {
         self.seq += 1;
-        self.heap.push(Reverse(Timed { at, seq: self.seq, ev }));
+        self.heap.push(Reverse(Timed {
+            at,
+            seq: self.seq,
+            ev,
+        }));
     }
 
     fn faults_on(&self) -> bool {
@@ -288,7 +299,10 @@ impl Sim {
     pub fn set_run_strategy(&mut self, key: &str, strategy: &str) {
         self.api.third_party_edit(res::VMS, key, |v| {
             v["spec"]["runStrategy"] = json!(strategy);
-            let g = v.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+            let g = v
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
             v["metadata"]["generation"] = json!(g + 1);
         });
         self.flush_events();
@@ -296,7 +310,10 @@ impl Sim {
 
     /// The phase of a VMI in the API server.
     pub fn vmi_phase(&self, key: &str) -> Option<&str> {
-        self.api.get(res::VMIS, key)?.pointer("/status/phase")?.as_str()
+        self.api
+            .get(res::VMIS, key)?
+            .pointer("/status/phase")?
+            .as_str()
     }
 
     /// Invariant violations seen so far.
@@ -305,13 +322,16 @@ impl Sim {
     }
 
     /// Runs until `done(self)` holds or `max_s` virtual seconds passed; returns whether it held.
+    /// `done` is checked every 100 ms of virtual time (it may be expensive on big clusters).
     pub fn run_until(&mut self, mut done: impl FnMut(&Sim) -> bool, max_s: u64) -> bool {
         let deadline = self.now + Duration::from_secs(max_s);
         loop {
             if done(self) {
                 return true;
             }
-            if !self.step(deadline) {
+            let slice = (self.now + Duration::from_millis(100)).min(deadline);
+            while self.step(slice) {}
+            if self.now >= deadline {
                 return done(self);
             }
         }
@@ -329,7 +349,10 @@ impl Sim {
         while let Some(p) = self.runnable.pop() {
             self.run_process(p);
         }
-        let Some(Reverse(next)) = self.heap.peek() else { return false };
+        let Some(Reverse(next)) = self.heap.peek() else {
+            self.now = self.now.max(deadline);
+            return false;
+        };
         if next.at > deadline {
             self.now = deadline;
             return false;
@@ -339,7 +362,9 @@ impl Sim {
             if t.at > self.now {
                 break;
             }
-            let Some(Reverse(t)) = self.heap.pop() else { break };
+            let Some(Reverse(t)) = self.heap.pop() else {
+                break;
+            };
             self.handle(t.ev);
         }
         true
@@ -350,11 +375,10 @@ impl Sim {
             Ev::Deliver(p, w) => self.deliver(p, &w),
             Ev::Wake(p) => self.mark_runnable(p),
             Ev::Relist(p) => {
+                // Relists go on after the faults stop: they are how informers recover.
                 self.relist(p);
-                if self.faults_on() {
-                    let at = self.jitter_s(self.cfg.relist_every_s);
-                    self.at(at, Ev::Relist(p));
-                }
+                let at = self.jitter_s(self.cfg.relist_every_s);
+                self.at(at, Ev::Relist(p));
             }
             Ev::Restart(p) => {
                 if self.faults_on() {
@@ -416,7 +440,10 @@ impl Sim {
                     self.stats.dropped_events += 1;
                     continue;
                 }
-                let lag = Duration::from_millis(self.rng.range(self.cfg.watch_lag_ms.0, self.cfg.watch_lag_ms.1));
+                let lag = Duration::from_millis(
+                    self.rng
+                        .range(self.cfg.watch_lag_ms.0, self.cfg.watch_lag_ms.1),
+                );
                 let last = self.last_delivery.get(&p).copied().unwrap_or(Instant::ZERO);
                 let at = (self.now + lag).max(last);
                 self.last_delivery.insert(p, at);
@@ -514,6 +541,10 @@ impl Sim {
             let t = t.max(self.now + Duration::from_millis(1));
             self.at(t, Ev::Wake(p));
         }
+    }
+
+    fn traced(&self, key: &str) -> bool {
+        self.trace.as_deref() == Some(key)
     }
 
     fn record_violation(&mut self, v: String) {

@@ -31,6 +31,10 @@ impl Rng {
 
     /// Uniform in `[lo, hi]` (inclusive); `lo` when the range is empty.
     pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        if hi <= lo { lo } else { lo + self.next_u64() % (hi - lo + 1) }
+        if hi <= lo {
+            lo
+        } else {
+            lo + self.next_u64() % (hi - lo + 1)
+        }
     }
 }

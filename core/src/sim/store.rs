@@ -111,8 +111,12 @@ fn intern(resource: &str) -> &'static str {
 
 fn typed(resource: &str, value: &mut Value) -> Arc<Obj> {
     let obj = match resource {
-        res::VMS => serde_json::from_value::<VirtualMachine>(value.clone()).ok().map(Obj::Vm),
-        res::VMIS => serde_json::from_value::<VirtualMachineInstance>(value.clone()).ok().map(Obj::Vmi),
+        res::VMS => serde_json::from_value::<VirtualMachine>(value.clone())
+            .ok()
+            .map(Obj::Vm),
+        res::VMIS => serde_json::from_value::<VirtualMachineInstance>(value.clone())
+            .ok()
+            .map(Obj::Vmi),
         _ => None,
     };
     let obj = obj.unwrap_or_else(|| Obj::Other(value.clone()));
@@ -126,13 +130,21 @@ fn typed(resource: &str, value: &mut Value) -> Arc<Obj> {
 }
 
 fn key_of(value: &Value) -> String {
-    let ns = value.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default");
-    let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let ns = value
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    let name = value
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     format!("{ns}/{name}")
 }
 
 fn finalizers_empty(v: &Value) -> bool {
-    v.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(Vec::is_empty)
+    v.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
 }
 
 /// Statistics of the API server.
@@ -175,7 +187,10 @@ impl ApiServer {
 
     /// Every object of a resource, by key.
     pub fn list(&self, resource: &str) -> impl Iterator<Item = (&String, &Arc<Obj>)> {
-        self.objects.get(resource).into_iter().flat_map(|m| m.iter().map(|(k, s)| (k, &s.obj)))
+        self.objects
+            .get(resource)
+            .into_iter()
+            .flat_map(|m| m.iter().map(|(k, s)| (k, &s.obj)))
     }
 
     /// Number of objects of a resource.
@@ -195,15 +210,38 @@ impl ApiServer {
 
     fn put(&mut self, resource: &'static str, key: String, mut value: Value) {
         let obj = typed(resource, &mut value);
-        let old = self.objects.entry(resource).or_default().insert(key.clone(), Stored { value, obj: obj.clone() });
-        self.pending.push(WatchEvent { resource, key, obj: Some(obj), old: old.map(|s| s.obj) });
+        let old = self.objects.entry(resource).or_default().insert(
+            key.clone(),
+            Stored {
+                value,
+                obj: obj.clone(),
+            },
+        );
+        self.pending.push(WatchEvent {
+            resource,
+            key,
+            obj: Some(obj),
+            old: old.map(|s| s.obj),
+        });
     }
 
     fn remove(&mut self, resource: &'static str, key: &str, now_unix: i64) {
-        let Some(old) = self.objects.get_mut(resource).and_then(|m| m.remove(key)) else { return };
-        self.pending.push(WatchEvent { resource, key: key.to_string(), obj: None, old: Some(old.obj) });
+        let Some(old) = self.objects.get_mut(resource).and_then(|m| m.remove(key)) else {
+            return;
+        };
+        self.pending.push(WatchEvent {
+            resource,
+            key: key.to_string(),
+            obj: None,
+            old: Some(old.obj),
+        });
         // Background garbage collection of dependents.
-        let uid = old.value.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
+        let uid = old
+            .value
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         if let Some(deps) = self.dependents.remove(&uid) {
             for (r, k) in deps {
                 let _ = self.delete(r, &k, None, now_unix);
@@ -212,10 +250,22 @@ impl ApiServer {
     }
 
     /// Creates an object (as a user or a controller would).
-    pub fn create(&mut self, resource: &str, mut value: Value, now_unix: i64) -> Result<String, ApiError> {
+    pub fn create(
+        &mut self,
+        resource: &str,
+        mut value: Value,
+        now_unix: i64,
+    ) -> Result<String, ApiError> {
         let resource = intern(resource);
-        if let Some(prefix) = value.pointer("/metadata/generateName").and_then(Value::as_str) {
-            if value.pointer("/metadata/name").and_then(Value::as_str).is_none_or(str::is_empty) {
+        if let Some(prefix) = value
+            .pointer("/metadata/generateName")
+            .and_then(Value::as_str)
+        {
+            if value
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
                 self.names += 1;
                 let name = format!("{prefix}{:05x}", self.names);
                 value["metadata"]["name"] = json!(name);
@@ -239,9 +289,17 @@ impl ApiServer {
         if resource == res::VMS {
             md["generation"] = json!(1);
         }
-        for owner in value.pointer("/metadata/ownerReferences").and_then(Value::as_array).into_iter().flatten() {
+        for owner in value
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if let Some(o) = owner.get("uid").and_then(Value::as_str) {
-                self.dependents.entry(o.to_string()).or_default().insert((resource, key.clone()));
+                self.dependents
+                    .entry(o.to_string())
+                    .or_default()
+                    .insert((resource, key.clone()));
             }
         }
         self.stats.writes += 1;
@@ -264,7 +322,9 @@ impl ApiServer {
         if let Some(uid) = precondition_uid {
             if cur.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid) {
                 self.stats.refused += 1;
-                return Err(ApiError::Conflict(format!("{resource} {key}: UID precondition failed")));
+                return Err(ApiError::Conflict(format!(
+                    "{resource} {key}: UID precondition failed"
+                )));
             }
         }
         // Pods terminate gracefully: the kubelet removes them once their containers stopped.
@@ -291,7 +351,12 @@ impl ApiServer {
     }
 
     /// Applies a decision's write. `inject_conflict` makes it fail as if someone wrote first.
-    pub fn apply(&mut self, w: &ApiWrite, now_unix: i64, inject_conflict: bool) -> Result<(), ApiError> {
+    pub fn apply(
+        &mut self,
+        w: &ApiWrite,
+        now_unix: i64,
+        inject_conflict: bool,
+    ) -> Result<(), ApiError> {
         let resource = intern(&w.resource);
         let key = format!("{}/{}", w.namespace, w.name);
         if inject_conflict {
@@ -317,7 +382,9 @@ impl ApiServer {
                 let rv = object.pointer("/metadata/resourceVersion");
                 if rv.is_some() && rv != cur.pointer("/metadata/resourceVersion") {
                     self.stats.refused += 1;
-                    return Err(ApiError::Conflict(format!("{resource} {key}: stale resourceVersion")));
+                    return Err(ApiError::Conflict(format!(
+                        "{resource} {key}: stale resourceVersion"
+                    )));
                 }
                 let next = if w.subresource.as_deref() == Some("status") {
                     let mut n = cur.clone();
@@ -326,7 +393,8 @@ impl ApiServer {
                 } else {
                     let mut n = object.clone();
                     n["metadata"]["uid"] = cur["metadata"]["uid"].clone();
-                    n["metadata"]["creationTimestamp"] = cur["metadata"]["creationTimestamp"].clone();
+                    n["metadata"]["creationTimestamp"] =
+                        cur["metadata"]["creationTimestamp"].clone();
                     n
                 };
                 self.replace(resource, &key, cur, next, now_unix)
@@ -341,7 +409,14 @@ impl ApiServer {
                         self.stats.refused += 1;
                         let why = e.to_string();
                         let why = why.split(':').next().unwrap_or("").to_string();
-                        *self.stats.refused_by.entry(format!("{resource} patch {} {why}", w.subresource.as_deref().unwrap_or(""))).or_default() += 1;
+                        *self
+                            .stats
+                            .refused_by
+                            .entry(format!(
+                                "{resource} patch {} {why}",
+                                w.subresource.as_deref().unwrap_or("")
+                            ))
+                            .or_default() += 1;
                         ApiError::Invalid(format!("{resource} {key}: {e}"))
                     })?,
                     PatchType::Merge => apply_merge_patch(&mut next, patch),
@@ -374,12 +449,18 @@ impl ApiServer {
             next["metadata"]["deletionTimestamp"] = cur["metadata"]["deletionTimestamp"].clone();
         }
         if resource == res::VMS && cur.get("spec") != next.get("spec") {
-            let g = cur.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+            let g = cur
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
             next["metadata"]["generation"] = json!(g + 1);
         }
         next["metadata"]["resourceVersion"] = json!(self.next_rv());
         self.stats.writes += 1;
-        if next.pointer("/metadata/deletionTimestamp").is_some() && finalizers_empty(&next) && resource != res::PODS {
+        if next.pointer("/metadata/deletionTimestamp").is_some()
+            && finalizers_empty(&next)
+            && resource != res::PODS
+        {
             self.remove(resource, key, now_unix);
             return Ok(());
         }
@@ -390,7 +471,9 @@ impl ApiServer {
     /// Edits an object as a third party would (the simulator's markers), without a conflict check.
     pub fn third_party_edit(&mut self, resource: &str, key: &str, edit: impl FnOnce(&mut Value)) {
         let resource = intern(resource);
-        let Some(mut next) = self.get(resource, key).cloned() else { return };
+        let Some(mut next) = self.get(resource, key).cloned() else {
+            return;
+        };
         edit(&mut next);
         next["metadata"]["resourceVersion"] = json!(self.next_rv());
         self.put(resource, key.to_string(), next);

@@ -47,7 +47,9 @@ fn deleting(o: Option<&Obj>) -> bool {
 /// The VMI key a launcher pod belongs to.
 pub(super) fn pod_vmi_key(pod: &Value) -> Option<String> {
     let ns = pod.pointer("/metadata/namespace")?.as_str()?;
-    let name = pod.pointer("/metadata/labels/vm.kubevirt.io~1name")?.as_str()?;
+    let name = pod
+        .pointer("/metadata/labels/vm.kubevirt.io~1name")?
+        .as_str()?;
     Some(format!("{ns}/{name}"))
 }
 
@@ -84,7 +86,9 @@ impl VirtController {
                     let was_deleting = deleting(old.as_deref());
                     match (&old, &ev.obj) {
                         (None, Some(_)) => self.vmi_expectations.creation_observed(&vmi_key),
-                        (Some(_), None) => self.vmi_expectations.deletion_observed(&vmi_key, &ev.key),
+                        (Some(_), None) => {
+                            self.vmi_expectations.deletion_observed(&vmi_key, &ev.key)
+                        }
                         (Some(_), Some(o)) if !was_deleting && deleting(Some(o)) => {
                             self.vmi_expectations.deletion_observed(&vmi_key, &ev.key)
                         }
@@ -113,7 +117,12 @@ impl VirtController {
 }
 
 /// Raises a write's expectation before it is sent.
-pub(super) fn raise(exp: &mut Expectations<String>, updates: &mut Expectations<String>, e: &Expectation, now: Instant) {
+pub(super) fn raise(
+    exp: &mut Expectations<String>,
+    updates: &mut Expectations<String>,
+    e: &Expectation,
+    now: Instant,
+) {
     match e {
         Expectation::ObservedUpdate { key } => updates.expect_creations(key.clone(), 1, now),
         Expectation::Creations { key, count } => {
@@ -132,7 +141,11 @@ pub(super) fn raise(exp: &mut Expectations<String>, updates: &mut Expectations<S
 }
 
 /// Undoes an expectation whose write failed.
-pub(super) fn lower(exp: &mut Expectations<String>, updates: &mut Expectations<String>, e: &Expectation) {
+pub(super) fn lower(
+    exp: &mut Expectations<String>,
+    updates: &mut Expectations<String>,
+    e: &Expectation,
+) {
     match e {
         Expectation::ObservedUpdate { key } => updates.lower(key, 1, 0),
         Expectation::Creations { key, count } => exp.lower(key, i64::from(*count), 0),
@@ -160,14 +173,20 @@ pub(super) fn requeue(q: &mut WorkQueue<String>, key: &str, outcome: QueueOutcom
 
 impl Sim {
     /// Sends a plan's writes in order, raising expectations first; stops at the first failure.
-    pub(super) fn send_writes(&mut self, writes: &[ApiWrite], exp: ExpectationsOf) -> Result<(), ApiError> {
+    pub(super) fn send_writes(
+        &mut self,
+        writes: &[ApiWrite],
+        exp: ExpectationsOf,
+    ) -> Result<(), ApiError> {
         for w in writes {
             let now = self.now;
             if let Some(e) = &w.expectation {
                 let c = &mut self.ctrl;
                 match exp {
                     ExpectationsOf::Vm => raise(&mut c.vm_expectations, &mut c.vmi_updates, e, now),
-                    ExpectationsOf::Vmi => raise(&mut c.vmi_expectations, &mut c.vmi_updates, e, now),
+                    ExpectationsOf::Vmi => {
+                        raise(&mut c.vmi_expectations, &mut c.vmi_updates, e, now)
+                    }
                     ExpectationsOf::None => {}
                 }
             }
@@ -181,7 +200,9 @@ impl Sim {
                     let c = &mut self.ctrl;
                     match exp {
                         ExpectationsOf::Vm => lower(&mut c.vm_expectations, &mut c.vmi_updates, e),
-                        ExpectationsOf::Vmi => lower(&mut c.vmi_expectations, &mut c.vmi_updates, e),
+                        ExpectationsOf::Vmi => {
+                            lower(&mut c.vmi_expectations, &mut c.vmi_updates, e)
+                        }
                         ExpectationsOf::None => {}
                     }
                 }
@@ -194,7 +215,21 @@ impl Sim {
     /// Executes a plan for `key` and requeues it.
     pub(super) fn execute_plan_pub(&mut self, key: &str, plan: Plan, exp: ExpectationsOf) {
         let mut outcome = plan.queue;
-        if self.send_writes(&plan.writes, exp).is_err() {
+        let result = self.send_writes(&plan.writes, exp);
+        if self.traced(key) {
+            let writes: Vec<String> = plan
+                .writes
+                .iter()
+                .map(|w| format!("{} {} {}", w.op.verb(), w.resource, w.to_json()))
+                .collect();
+            eprintln!(
+                "[{:?}] {exp:?} sync {key}: writes {writes:#?} -> {result:?}, queue {:?} err {:?}",
+                self.elapsed(),
+                plan.queue,
+                plan.error
+            );
+        }
+        if result.is_err() {
             outcome = QueueOutcome::RateLimited;
         }
         let now = self.now;
@@ -223,7 +258,9 @@ impl Sim {
         }
         loop {
             let now = self.now;
-            let Some(key) = self.ctrl.vmi_queue.get(now) else { break };
+            let Some(key) = self.ctrl.vmi_queue.get(now) else {
+                break;
+            };
             self.sync_vmi(&key);
             let now = self.now;
             self.ctrl.vmi_queue.done(&key, now);
@@ -239,7 +276,13 @@ impl Sim {
         let next = if busy {
             Some(self.now + Duration::from_millis(1))
         } else {
-            [self.ctrl.vm_queue.next_wakeup(), self.ctrl.vmi_queue.next_wakeup()].into_iter().flatten().min()
+            [
+                self.ctrl.vm_queue.next_wakeup(),
+                self.ctrl.vmi_queue.next_wakeup(),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
         };
         self.schedule_wakeup(Proc::Controller, next);
     }
@@ -247,16 +290,26 @@ impl Sim {
     fn sync_vm(&mut self, key: &str) {
         self.stats.vm_syncs += 1;
         let Some(vm) = self.ctrl.cache.get(res::VMS, key).cloned() else {
-            self.ctrl.vm_expectations.delete_expectations(&key.to_string());
+            self.ctrl
+                .vm_expectations
+                .delete_expectations(&key.to_string());
             return;
         };
         let Some(vm) = vm.vm() else { return };
         let vmi = self.ctrl.cache.get(res::VMIS, key).cloned();
         let uid = vm.metadata.uid.clone().unwrap_or_default();
-        let ns = vm.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let ns = vm
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
         let prefix = format!("{ns}/revision-start-vm-{uid}");
-        let revisions: Vec<Value> =
-            self.ctrl.cache.with_prefix(res::REVISIONS, &prefix).filter_map(|o| o.json().cloned()).collect();
+        let revisions: Vec<Value> = self
+            .ctrl
+            .cache
+            .with_prefix(res::REVISIONS, &prefix)
+            .filter_map(|o| o.json().cloned())
+            .collect();
         let now = self.now;
         let k = key.to_string();
         let expectations = if self.ctrl.vm_expectations.satisfied(&k, now) {

@@ -28,6 +28,8 @@ pub fn launcher_pod(vmi: &VirtualMachineInstance) -> Result<Value, String> {
                 "vm.kubevirt.io/name": name,
             },
             "ownerReferences": [meta::controller_ref_json("VirtualMachineInstance", name, meta::uid(&vmi.metadata))],
+            // Real launcher pods always carry annotations; the VMI decision patches keys into the map.
+            "annotations": {"kubevirt.io/domain": name},
         },
         "spec": {"containers": [{"name": "compute"}], "terminationGracePeriodSeconds": grace},
         "status": {"phase": "Pending"},
@@ -51,13 +53,25 @@ impl Sim {
                 (0, 0)
             } else {
                 let p = e.pending(&k);
-                (p.map_or(0, |p| p.creations.max(0) as u32), p.map_or(0, |p| p.deletions.max(0) as u32))
+                (
+                    p.map_or(0, |p| p.creations.max(0) as u32),
+                    p.map_or(0, |p| p.deletions.max(0) as u32),
+                )
             }
         };
         let (pc, pd) = pending(&self.ctrl.vmi_expectations);
         let (uc, _) = pending(&self.ctrl.vmi_updates);
-        let expectations = PendingExpectations { creations: pc + uc, deletions: pd };
-        let pods: Vec<Value> = self.ctrl.cache.pods_of(meta::uid(&vmi.metadata)).into_iter().cloned().collect();
+        let expectations = PendingExpectations {
+            creations: pc + uc,
+            deletions: pd,
+        };
+        let pods: Vec<Value> = self
+            .ctrl
+            .cache
+            .pods_of(meta::uid(&vmi.metadata))
+            .into_iter()
+            .cloned()
+            .collect();
         let vm_obj = self.ctrl.cache.get(res::VMS, key).cloned();
         let world = VmiWorld {
             vmi,
@@ -69,7 +83,9 @@ impl Sim {
             now: self.now_unix(),
             config: &self.config,
         };
-        let suffix: String = (0..5).map(|_| char::from(b"bcdfghjklmnpqrstvwxz2456789"[self.rng.range(0, 26) as usize])).collect();
+        let suffix: String = (0..5)
+            .map(|_| char::from(b"bcdfghjklmnpqrstvwxz2456789"[self.rng.range(0, 26) as usize]))
+            .collect();
         let decision = decide_vmi(&world, &launcher_pod, &suffix);
         self.execute_plan_pub(key, decision.plan, ExpectationsOf::Vmi);
     }

@@ -1,0 +1,121 @@
+//! Property tests of the whole control path in the simulator: whatever the order and lag of watch
+//! events, dropped events, API conflicts, guest crashes and controller restarts,
+//! - a VM never has two VMIs, a VMI never has two running launcher pods;
+//! - no write drops a field a third party put on a VM or VMI;
+//! - once faults stop, every VM converges to what its run strategy asks for;
+//! - once every VM is deleted, every finalizer is removed and nothing is left.
+
+use kvrs_core::sim::{Sim, SimConfig};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+enum Action {
+    Create(usize, &'static str),
+    SetStrategy(usize, &'static str),
+    Delete(usize),
+    Wait(u64),
+}
+
+fn strategy_name() -> impl Strategy<Value = &'static str> {
+    prop_oneof![Just("Always"), Just("Halted"), Just("RerunOnFailure")]
+}
+
+fn action(vms: usize) -> impl Strategy<Value = Action> {
+    prop_oneof![
+        3 => (0..vms, strategy_name()).prop_map(|(i, s)| Action::Create(i, s)),
+        2 => (0..vms, strategy_name()).prop_map(|(i, s)| Action::SetStrategy(i, s)),
+        1 => (0..vms).prop_map(Action::Delete),
+        3 => (0u64..20).prop_map(Action::Wait),
+    ]
+}
+
+fn config() -> impl Strategy<Value = SimConfig> {
+    (
+        any::<u64>(),
+        1usize..4,
+        (0u64..20, 0u64..2000),
+        prop_oneof![Just(0.0), 0.0..0.2f64],
+        prop_oneof![Just(0.0), 0.0..0.3f64],
+        prop_oneof![Just(0.0), 0.0..0.5f64],
+        prop_oneof![Just(None), (5u64..60).prop_map(Some)],
+    )
+        .prop_map(
+            |(seed, nodes, (lo, span), drop, conflict, crash, restart)| SimConfig {
+                seed,
+                nodes,
+                watch_lag_ms: (lo, lo + span),
+                drop_probability: drop,
+                conflict_probability: conflict,
+                crash_probability: crash,
+                restart_every_s: restart,
+                relist_every_s: 20,
+                faults_for_s: 120,
+                ..SimConfig::default()
+            },
+        )
+}
+
+fn key(i: usize) -> String {
+    format!("default/vm{i}")
+}
+
+fn run(cfg: SimConfig, actions: &[Action]) -> Result<(), TestCaseError> {
+    let mut sim = Sim::new(cfg);
+    for a in actions {
+        match a {
+            Action::Create(i, s) => sim.create_vm(&Sim::vm(&format!("vm{i}"), s)),
+            Action::SetStrategy(i, s) => sim.set_run_strategy(&key(*i), s),
+            Action::Delete(i) => sim.delete_vm(&key(*i)),
+            Action::Wait(s) => sim.run_for(*s),
+        }
+        prop_assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+    }
+    // Let the faults end, then everything must settle.
+    sim.run_for(130);
+    let converged = sim.run_until(|s| s.unconverged().is_empty(), 1200);
+    if !converged {
+        let detail: Vec<String> = sim
+            .api
+            .list("virtualmachines")
+            .map(|(k, _)| {
+                format!(
+                    "{k}: {}",
+                    sim.api
+                        .get("virtualmachines", k)
+                        .map(|v| v["status"].to_string())
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        prop_assert!(
+            converged,
+            "not converged: {:?}\nstats {:?}\n{detail:#?}\n{:?}",
+            sim.unconverged(),
+            sim.stats,
+            sim.leftovers()
+        );
+    }
+    prop_assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+
+    let keys: Vec<String> = sim
+        .api
+        .list("virtualmachines")
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in &keys {
+        sim.delete_vm(k);
+    }
+    let clean = sim.run_until(|s| s.leftovers().is_empty(), 1200);
+    prop_assert!(clean, "left after deletion: {:?}", sim.leftovers());
+    prop_assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, max_shrink_iters: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn control_path_is_safe_and_converges(cfg in config(), actions in prop::collection::vec(action(4), 1..12)) {
+        run(cfg, &actions)?;
+    }
+}
