@@ -6,6 +6,7 @@
 //! for it) instead of stopping at the first problem, so one run reports everything wrong.
 //! Validation runs on the *defaulted* VMI, as in the cluster.
 
+mod access;
 mod arch;
 mod causes;
 mod cpu_memory;
@@ -39,6 +40,7 @@ pub fn validate(
     devices::check(spec, &mut causes);
     volumes::check(spec, config, &mut causes);
     metadata::check(vmi, &mut causes);
+    access::check(spec, &mut causes);
     arch::check(spec, &mut causes);
     causes.into_result()
 }

@@ -383,3 +383,33 @@ fn vm_max_guest_must_fit_the_guest() {
         "template": {"spec": {"domain": {"devices": {}, "memory": {"guest": "2Gi", "maxGuest": "8Gi"}}}}}});
     assert!(vm_fields(ok).is_empty());
 }
+
+#[test]
+fn access_credentials_need_a_source_a_method_and_its_volume() {
+    let f = rejected_fields(json!({"accessCredentials": [
+        {"sshPublicKey": {"source": {"secret": {"secretName": "keys"}},
+                          "propagationMethod": {"noCloud": {}}}},
+        {"sshPublicKey": {"source": {}, "propagationMethod": {"qemuGuestAgent": {"users": ["fedora"]}}}}]}));
+    assert_eq!(
+        f,
+        [
+            "spec.accessCredentials[0].sshPublicKey.propagationMethod",
+            "spec.accessCredentials[1].sshPublicKey.source"
+        ]
+    );
+}
+
+#[test]
+fn encrypted_guests_need_uefi_without_secure_boot() {
+    let f = rejected_fields(json!({"domain": {"launchSecurity": {"sev": {}}}}));
+    assert_eq!(f, ["spec.domain.launchSecurity"]);
+    let f = rejected_fields(json!({"domain": {"launchSecurity": {"sev": {}},
+        "firmware": {"bootloader": {"efi": {"secureBoot": false}}}}}));
+    assert!(f.is_empty(), "{f:?}");
+}
+
+#[test]
+fn the_service_account_must_be_a_valid_name() {
+    let f = rejected_fields(json!({"serviceAccountName": "Bad_Name"}));
+    assert_eq!(f, ["spec.serviceAccountName"]);
+}
