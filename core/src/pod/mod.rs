@@ -5,11 +5,12 @@
 //! the launcher image and directories, the qemu-timeout jitter, which PVCs are block devices — comes
 //! in through [`PodInputs`], so the same VMI always renders the same pod.
 //!
-//! Modules follow the pieces of the pod: [`metadata`] (labels, annotations), [`compute`] (the
-//! `compute` container), [`volumes`] (pod volumes and the compute container's mounts),
-//! [`sidecars`] (console log, container-disk init containers, hook and virtiofs sidecars) and
-//! [`scheduling`] (node selector, affinity, security context).
+//! Modules follow the pieces of the pod: `metadata` (labels, annotations), `compute` (the
+//! `compute` container), `volumes` and `backend_storage` (pod volumes and the compute
+//! container's mounts), `sidecars` (console log, container-disk init containers, hook and
+//! virtiofs sidecars) and `scheduling` (node selector, affinity, security context).
 
+mod backend_storage;
 mod compute;
 mod metadata;
 mod scheduling;
@@ -25,6 +26,7 @@ use crate::api::VirtualMachineInstance;
 use crate::config::ClusterConfig;
 use crate::resources::{AutoLimits, ResourceError, ResourceReport};
 
+pub use backend_storage::needs_backend_storage;
 pub use metadata::{hashed_interface_name, vmi_id_label};
 pub use volumes::PvcInfo;
 

@@ -33,7 +33,7 @@ pub(super) struct RenderedVolumes {
     pub(super) shared_paths: Vec<String>,
 }
 
-fn empty_dir(name: &str) -> core::Volume {
+pub(super) fn empty_dir(name: &str) -> core::Volume {
     core::Volume {
         name: name.into(),
         empty_dir: Some(core::EmptyDirVolumeSource::default()),
@@ -56,7 +56,7 @@ fn read_only(name: &str, path: &str) -> core::VolumeMount {
     }
 }
 
-fn sub_path(name: &str, path: &str, sub: &str, ro: bool) -> core::VolumeMount {
+pub(super) fn sub_path(name: &str, path: &str, sub: &str, ro: bool) -> core::VolumeMount {
     core::VolumeMount {
         sub_path: Some(sub.into()),
         read_only: ro.then_some(true),
@@ -75,7 +75,7 @@ fn secret_volume(name: &str, secret: &str) -> core::Volume {
     }
 }
 
-fn pvc_volume(name: &str, claim: &str, read_only: Option<bool>) -> core::Volume {
+pub(super) fn pvc_volume(name: &str, claim: &str, read_only: Option<bool>) -> core::Volume {
     core::Volume {
         name: name.into(),
         persistent_volume_claim: Some(core::PersistentVolumeClaimVolumeSource {
@@ -104,7 +104,7 @@ pub(super) fn render(
     config_volumes(vmi, volumes, &mut r);
     storage_volumes(vmi, volumes, inputs, &mut r)?;
     access_credentials(vmi, &mut r);
-    backend_storage(vmi, inputs, non_root, &mut r);
+    super::backend_storage::render(vmi, inputs, non_root, &mut r);
     image_volumes(vmi, config, &inputs.image_pull_policy, volumes, &mut r);
     if !hooks.is_empty() {
         r.volumes.push(empty_dir("hook-sidecar-sockets"));
@@ -452,95 +452,6 @@ fn access_credentials(vmi: &VirtualMachineInstance, r: &mut RenderedVolumes) {
             &volume,
             &format!("{VIRT_PRIVATE_DIR}/secret/{volume}"),
         ));
-    }
-}
-
-/// Whether the VMI keeps state (persistent TPM or EFI variables) on a backend-storage PVC.
-pub fn needs_backend_storage(vmi: &VirtualMachineInstance) -> bool {
-    let devices = &vmi.spec.domain.devices;
-    let tpm = devices
-        .tpm
-        .as_ref()
-        .is_some_and(|t| t.enabled.unwrap_or(true) && t.persistent.unwrap_or(false));
-    tpm || persistent_efi(vmi)
-}
-
-fn persistent_efi(vmi: &VirtualMachineInstance) -> bool {
-    vmi.spec
-        .domain
-        .firmware
-        .as_ref()
-        .and_then(|f| f.bootloader.as_ref())
-        .and_then(|b| b.efi.as_ref())
-        .and_then(|e| e.persistent)
-        .unwrap_or(false)
-}
-
-fn backend_storage(
-    vmi: &VirtualMachineInstance,
-    inputs: &PodInputs,
-    non_root: bool,
-    r: &mut RenderedVolumes,
-) {
-    if !needs_backend_storage(vmi) {
-        return;
-    }
-    let claim = inputs.backend_storage_pvc.clone().unwrap_or_else(|| {
-        format!(
-            "persistent-state-for-{}",
-            vmi.metadata.name.as_deref().unwrap_or_default()
-        )
-    });
-    const STATE: &str = "vm-state";
-    r.volumes.push(pvc_volume(STATE, &claim, None));
-    r.mounts.push(sub_path(
-        STATE,
-        "/run/kubevirt-private/backend-storage-meta",
-        "meta",
-        false,
-    ));
-    if non_root {
-        r.volumes.push(empty_dir("private-libvirt"));
-        r.volumes.push(empty_dir("private-libvirt-qemu"));
-        r.mounts.push(mount(
-            "private-libvirt",
-            &format!("{VIRT_PRIVATE_DIR}/libvirt"),
-        ));
-        r.mounts.push(mount(
-            "private-libvirt-qemu",
-            &format!("{VIRT_PRIVATE_DIR}/libvirt/qemu"),
-        ));
-    }
-    let tpm_persistent = vmi
-        .spec
-        .domain
-        .devices
-        .tpm
-        .as_ref()
-        .is_some_and(|t| t.enabled.unwrap_or(true) && t.persistent.unwrap_or(false));
-    if tpm_persistent {
-        let (swtpm, localca) = if non_root {
-            (
-                format!("{VIRT_PRIVATE_DIR}/libvirt/qemu/swtpm"),
-                format!("{VIRT_PRIVATE_DIR}/var/lib/swtpm-localca"),
-            )
-        } else {
-            (
-                "/var/lib/libvirt/swtpm".to_string(),
-                "/var/lib/swtpm-localca".to_string(),
-            )
-        };
-        r.mounts.push(sub_path(STATE, &swtpm, "swtpm", false));
-        r.mounts
-            .push(sub_path(STATE, &localca, "swtpm-localca", false));
-    }
-    if persistent_efi(vmi) {
-        let nvram = if non_root {
-            format!("{VIRT_PRIVATE_DIR}/libvirt/qemu/nvram")
-        } else {
-            "/var/lib/libvirt/qemu/nvram".to_string()
-        };
-        r.mounts.push(sub_path(STATE, &nvram, "nvram", false));
     }
 }
 
