@@ -21,6 +21,8 @@ pub enum Mode {
     Vm,
     /// The VMI controller (launcher pod, Pending -> Scheduling -> Scheduled).
     Vmi,
+    /// virt-handler's sync of one VMI/domain (scenario format of `shared/oracle-handler`).
+    Handler,
 }
 
 /// Arguments of `kvrs decide`.
@@ -37,11 +39,19 @@ pub struct Args {
 pub fn run(args: Args) -> Result<(), CliError> {
     let origin = args.scenario.display().to_string();
     let doc = parse_document(&read_text(&args.scenario)?, &origin)?;
+    if let Mode::Handler = args.mode {
+        let out = decide_handler(&doc).map_err(|e| CliError::Input(format!("{origin}: {e}")))?;
+        let text =
+            serde_json::to_string_pretty(&out).map_err(|e| CliError::Failed(e.to_string()))?;
+        println!("{text}");
+        return Ok(());
+    }
     let scenario =
         Scenario::from_value(doc).map_err(|e| CliError::Input(format!("{origin}: {e}")))?;
     let out = match args.mode {
         Mode::Vm => decide_vm(&scenario),
-        Mode::Vmi => decide_vmi(&scenario),
+        // `Handler` returned above.
+        Mode::Vmi | Mode::Handler => decide_vmi(&scenario),
     }
     .map_err(|e| CliError::Input(format!("{origin}: {e}")))?;
     let text = serde_json::to_string_pretty(&out).map_err(|e| CliError::Failed(e.to_string()))?;
@@ -66,4 +76,12 @@ fn decide_vmi(s: &Scenario) -> Result<serde_json::Value, String> {
     };
     // The API server's generateName suffix; fixed so the output is reproducible.
     Ok(vmi::decide_vmi(&world, &render, "00000").to_json(&s.key()))
+}
+
+/// The handler's plan: `decision`, ordered `launcherCalls`, `actions` (the status patch), `events`,
+/// `queue`, `error`, `statusUpdated`, `vmiStatus`, plus `nodeSteps`.
+fn decide_handler(doc: &serde_json::Value) -> Result<serde_json::Value, String> {
+    let s = kvrs_core::decide::handler::scenario::HandlerScenario::from_json(doc)
+        .map_err(|e| e.to_string())?;
+    Ok(s.to_oracle_json(&s.decide()))
 }
