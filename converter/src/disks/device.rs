@@ -8,6 +8,7 @@ use crate::context::Arch;
 use crate::domain::{
     Address, Alias, BlockIo, BootOrder, Disk, DiskDriver, Empty, Reservations, SourceReservations,
 };
+use super::DiskPath;
 use crate::error::ConvertError;
 use kvrs_core::api::Disk as VmiDisk;
 
@@ -29,12 +30,12 @@ fn nonempty(s: &Option<String>) -> Option<String> {
 }
 
 /// Converts the VMI disk's device settings.
-pub fn convert_disk(
+pub fn convert_disk<'a>(
     env: &Env<'_>,
-    src: &VmiDisk,
-    namer: &mut Namer,
+    src: &'a VmiDisk,
+    namer: &mut Namer<'a>,
     queues: Option<u32>,
-    path: &str,
+    path: &DiskPath,
 ) -> Result<Disk, ConvertError> {
     let mut d = Disk::default();
     if let Some(t) = &src.disk {
@@ -153,7 +154,7 @@ pub fn block_size(
     env: &Env<'_>,
     src: &VmiDisk,
     d: &mut Disk,
-    path: &str,
+    path: &DiskPath,
 ) -> Result<(), ConvertError> {
     let Some(bs) = &src.block_size else {
         return Ok(());
@@ -182,7 +183,7 @@ pub fn block_size(
 }
 
 /// The driver's error policy (`stop` by default).
-pub fn error_policy(src: &VmiDisk, d: &mut Disk, path: &str) -> Result<(), ConvertError> {
+pub fn error_policy(src: &VmiDisk, d: &mut Disk, path: &DiskPath) -> Result<(), ConvertError> {
     let policy = match src.error_policy.as_deref() {
         None => "stop",
         Some(p @ ("stop" | "ignore" | "report" | "enospace")) => p,

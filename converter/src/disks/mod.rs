@@ -16,6 +16,16 @@ use kvrs_core::VirtualMachineInstance;
 
 pub use naming::device_name;
 
+/// `spec.domain.devices.disks[i]`, formatted only when an error needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct DiskPath(pub usize);
+
+impl std::fmt::Display for DiskPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "spec.domain.devices.disks[{}]", self.0)
+    }
+}
+
 /// Appends the VMI's disks to the domain.
 pub fn convert_disks(
     env: &Env<'_>,
@@ -41,14 +51,14 @@ pub fn convert_disks(
     let mut next_dedicated = auto_threads + 1;
     domain.devices.disks.reserve(disks.len());
     for (i, disk) in disks.iter().enumerate() {
-        let path = format!("spec.domain.devices.disks[{i}]");
+        let path = DiskPath(i);
         let mut out = device::convert_disk(env, disk, &mut namer, queues, &path)?;
         let vol_index = volumes.iter().position(|v| v.name == disk.name);
         match vol_index {
             None if disk.cdrom.is_some() => volume::missing_volume(&mut out),
             None => {
                 return Err(ConvertError::new(
-                    path,
+                    path.to_string(),
                     format!("no matching volume with name {} found", disk.name),
                 ));
             }

@@ -2,22 +2,41 @@
 //! recorded in the VMI's volume status.
 
 use kvrs_core::api::{Disk, VolumeStatus};
-use std::collections::HashMap;
 
 /// `prefix` + a base-26 index (`a`..`z`, `aa`..).
-pub fn device_name(prefix: &str, mut index: usize) -> String {
-    let mut letters = Vec::with_capacity(3);
+pub fn device_name(prefix: &str, index: usize) -> String {
+    let mut s = String::with_capacity(prefix.len() + 3);
+    s.push_str(prefix);
+    push_letters(&mut s, index);
+    s
+}
+
+fn push_letters(s: &mut String, mut index: usize) {
+    let mut letters = [0u8; 8];
+    let mut n = 0;
     loop {
-        letters.push(b'a' + (index % 26) as u8);
-        if index < 26 {
+        letters[n] = b'a' + (index % 26) as u8;
+        n += 1;
+        if index < 26 || n == letters.len() {
             break;
         }
         index = index / 26 - 1;
     }
-    let mut s = String::with_capacity(prefix.len() + letters.len());
-    s.push_str(prefix);
-    s.extend(letters.iter().rev().map(|&b| b as char));
-    s
+    s.extend(letters[..n].iter().rev().map(|&b| b as char));
+}
+
+/// The index a name's letters stand for, if `name` is `prefix` + letters.
+fn index_of(prefix: &str, name: &str) -> Option<usize> {
+    let letters = name.strip_prefix(prefix)?;
+    if letters.is_empty() || !letters.bytes().all(|b| b.is_ascii_lowercase()) || letters.len() > 3 {
+        return None;
+    }
+    let mut idx = 0usize;
+    for (i, b) in letters.bytes().enumerate() {
+        let v = (b - b'a') as usize;
+        idx = if i == 0 { v } else { (idx + 1) * 26 + v };
+    }
+    Some(idx)
 }
 
 /// Device prefix of a bus.
@@ -29,61 +48,63 @@ pub fn prefix(bus: &str) -> &'static str {
     }
 }
 
-#[derive(Default)]
-struct PrefixNamer {
-    by_disk: HashMap<String, String>,
-    used: HashMap<String, String>,
+/// Allocates target names per prefix (a handful of disks: linear scans beat hashing).
+pub struct Namer<'a> {
+    /// (prefix, disk name, target) already assigned.
+    assigned: Vec<(&'static str, &'a str, String)>,
 }
 
-/// Allocates target names per prefix.
-pub struct Namer {
-    prefixes: HashMap<&'static str, PrefixNamer>,
-}
-
-impl Namer {
+impl<'a> Namer<'a> {
     /// Seeds the namer with targets from the volume status.
-    pub fn new(statuses: &[VolumeStatus], disks: &[Disk]) -> Namer {
-        let mut prefixes: HashMap<&'static str, PrefixNamer> = HashMap::new();
-        for d in disks {
-            let bus = if let Some(x) = &d.disk {
-                x.bus.as_deref()
-            } else if let Some(x) = &d.lun {
-                x.bus.as_deref()
-            } else if let Some(x) = &d.cdrom {
-                x.bus.as_deref()
-            } else {
-                continue;
-            };
-            let p = prefixes.entry(prefix(bus.unwrap_or(""))).or_default();
-            if let Some(st) = statuses
-                .iter()
-                .find(|s| s.name == d.name && !s.target.is_empty())
-            {
-                p.by_disk.insert(d.name.clone(), st.target.clone());
-                p.used.insert(st.target.clone(), d.name.clone());
+    pub fn new(statuses: &'a [VolumeStatus], disks: &'a [Disk]) -> Namer<'a> {
+        let mut assigned = Vec::with_capacity(disks.len());
+        if !statuses.is_empty() {
+            for d in disks {
+                let bus = if let Some(x) = &d.disk {
+                    x.bus.as_deref()
+                } else if let Some(x) = &d.lun {
+                    x.bus.as_deref()
+                } else if let Some(x) = &d.cdrom {
+                    x.bus.as_deref()
+                } else {
+                    continue;
+                };
+                if let Some(st) = statuses.iter().find(|s| s.name == d.name && !s.target.is_empty()) {
+                    assigned.push((prefix(bus.unwrap_or("")), d.name.as_str(), st.target.clone()));
+                }
             }
         }
-        Namer { prefixes }
+        Namer { assigned }
     }
 
     /// The target of `disk` on `bus` and its index.
-    pub fn name(&mut self, disk: &str, bus: &str) -> (String, usize) {
+    pub fn name(&mut self, disk: &'a str, bus: &str) -> (String, usize) {
         let pfx = prefix(bus);
-        let p = self.prefixes.entry(pfx).or_default();
-        if let Some(existing) = p.by_disk.get(disk) {
-            let idx = (0..26 * 26 * 26)
-                .find(|&i| device_name(pfx, i) == *existing)
-                .unwrap_or(0);
+        if let Some((_, _, existing)) = self.assigned.iter().find(|(p, d, _)| *p == pfx && *d == disk) {
+            let idx = index_of(pfx, existing).unwrap_or(0);
             return (existing.clone(), idx);
         }
-        for i in 0..26 * 26 * 26 {
-            let n = device_name(pfx, i);
-            if !p.used.contains_key(&n) {
-                p.by_disk.insert(disk.to_string(), n.clone());
-                p.used.insert(n.clone(), disk.to_string());
-                return (n, i);
-            }
+        let used = |i: usize| {
+            self.assigned.iter().any(|(p, _, t)| *p == pfx && index_of(pfx, t) == Some(i))
+        };
+        let Some(i) = (0..26 * 26 * 26).find(|&i| !used(i)) else { return (String::new(), 0) };
+        let n = device_name(pfx, i);
+        self.assigned.push((pfx, disk, n.clone()));
+        (n, i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_indices_agree() {
+        for i in [0usize, 1, 25, 26, 27, 51, 52, 701, 702, 17575] {
+            let n = device_name("vd", i);
+            assert_eq!(index_of("vd", &n), Some(i), "{n}");
         }
-        (String::new(), 0)
+        assert_eq!(device_name("sd", 0), "sda");
+        assert_eq!(device_name("sd", 26), "sdaa");
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::configurators::Env;
 use crate::domain::{BackingStore, Disk, DiskDriver, DiskSource, Empty, FormatType};
+use super::DiskPath;
 use crate::error::ConvertError;
 use kvrs_core::VirtualMachineInstance;
 use kvrs_core::api::Volume;
@@ -47,10 +48,10 @@ pub fn missing_volume(d: &mut Disk) {
     drv.discard = Some("unmap".into());
 }
 
-fn lun_incompatible(d: &Disk, name: &str, path: &str) -> Result<(), ConvertError> {
+fn lun_incompatible(d: &Disk, name: &str, path: &DiskPath) -> Result<(), ConvertError> {
     if d.kind == "lun" {
         return Err(ConvertError::new(
-            path,
+            path.to_string(),
             format!("device {name} is of type lun. Not compatible with a file based disk"),
         ));
     }
@@ -89,7 +90,7 @@ pub fn convert_volume(
     index: usize,
     hotplug: bool,
     d: &mut Disk,
-    path: &str,
+    path: &DiskPath,
 ) -> Result<(), ConvertError> {
     let ctx = env.ctx;
     let name = v.name.as_str();
@@ -100,7 +101,7 @@ pub fn convert_volume(
             pvc_source(env, name, ctx.block_dvs.contains(name), true, d);
         } else {
             return Err(ConvertError::new(
-                path,
+                path.to_string(),
                 format!("hotplug disk {name} references an unsupported source"),
             ));
         }
@@ -208,7 +209,7 @@ pub fn convert_volume(
         };
     } else {
         return Err(ConvertError::new(
-            path,
+            path.to_string(),
             format!("disk {name} references an unsupported source"),
         ));
     }
