@@ -133,12 +133,12 @@ async fn supervise(
         tokio::select! {
             _ = sigterm.recv() => {
                 log::info(format_args!("received SIGTERM"));
-                graceful_stop(launcher, lifecycle, Duration::from_secs(flags.grace_period_seconds)).await;
+                graceful_stop(launcher, lifecycle, launcher.guest_grace()).await;
                 return Ok(());
             }
             _ = sigint.recv() => {
                 log::info(format_args!("received SIGINT"));
-                graceful_stop(launcher, lifecycle, Duration::from_secs(flags.grace_period_seconds)).await;
+                graceful_stop(launcher, lifecycle, launcher.guest_grace()).await;
                 return Ok(());
             }
             ev = lifecycle.recv() => match ev {
@@ -209,6 +209,16 @@ async fn run(flags: Flags) -> Result<(), String> {
             socket.display(),
             started.elapsed()
         ));
+
+        // Have libvirt probe QEMU now rather than inside the first SyncVirtualMachine.
+        let probe = conn.clone();
+        tokio::spawn(async move {
+            let t = Instant::now();
+            match probe.capabilities().await {
+                Ok(_) => log::info(format_args!("libvirt probed QEMU in {:?}", t.elapsed())),
+                Err(e) => log::warn(format_args!("capabilities probe: {e}")),
+            }
+        });
 
         let (tx, mut lifecycle) = mpsc::unbounded_channel();
         let notify = layout::notify_pipe_socket(&flags.kubevirt_share_dir);

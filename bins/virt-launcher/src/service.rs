@@ -26,6 +26,8 @@ pub struct Launcher {
     /// Serialises every domain-changing command.
     lock: Mutex<()>,
     owner: std::sync::Mutex<Owner>,
+    /// The VMI's `terminationGracePeriodSeconds` once synced.
+    vmi_grace: std::sync::Mutex<Option<u64>>,
 }
 
 fn failed(what: &str, e: impl std::fmt::Display) -> CmdError {
@@ -45,6 +47,7 @@ impl Launcher {
             flags,
             lock: Mutex::new(()),
             owner: std::sync::Mutex::new(owner),
+            vmi_grace: std::sync::Mutex::new(None),
         }
     }
 
@@ -57,6 +60,16 @@ impl Launcher {
     pub fn domain_name(&self) -> String {
         let o = self.owner();
         format!("{}_{}", o.namespace, o.name)
+    }
+
+    /// How long the guest gets to shut down on SIGTERM: the VMI's termination grace period, or
+    /// else the launcher's (which KubeVirt sets 15 s longer than the VMI's, so the launcher can
+    /// still destroy the guest before its own deadline).
+    pub fn guest_grace(&self) -> std::time::Duration {
+        let vmi = self.vmi_grace.lock().ok().and_then(|g| *g);
+        std::time::Duration::from_secs(
+            vmi.unwrap_or(self.flags.grace_period_seconds.saturating_sub(15)),
+        )
     }
 
     /// The domain if it exists.
@@ -91,6 +104,12 @@ impl Launcher {
         owner.namespace = namespace;
         if let Some(uid) = vmi.metadata.uid.as_deref().filter(|u| !u.is_empty()) {
             owner.uid = uid.to_string();
+        }
+        if let (Ok(mut g), Some(secs)) = (
+            self.vmi_grace.lock(),
+            vmi.spec.termination_grace_period_seconds,
+        ) {
+            *g = Some(u64::try_from(secs).unwrap_or(0));
         }
         Ok(())
     }
@@ -167,21 +186,32 @@ impl LauncherService for Launcher {
                 return self.sync_running(&dom, &wanted).await;
             }
         }
+        let t0 = std::time::Instant::now();
         prestart::prepare(&cmd.vmi, &wanted, &self.flags)
             .await
             .map_err(CmdError::Failed)?;
         let xml = wanted.to_xml().map_err(|e| failed("write domain XML", e))?;
+        let t1 = std::time::Instant::now();
         let dom = self
             .conn
             .define_xml(&xml)
             .await
             .map_err(|e| failed("define domain", e))?;
         log::info(format_args!("Domain defined: {}", dom.name));
+        let t2 = std::time::Instant::now();
         self.conn
             .create(&dom)
             .await
             .map_err(|e| failed("start domain", e))?;
-        log::info(format_args!("Domain started: {}", dom.name));
+        let t3 = std::time::Instant::now();
+        let ms = |a: std::time::Instant, b: std::time::Instant| (b - a).as_secs_f64() * 1000.0;
+        log::info(format_args!(
+            "Domain started: {} (sync timings: prepare_ms={:.1} define_ms={:.1} start_ms={:.1})",
+            dom.name,
+            ms(t0, t1),
+            ms(t1, t2),
+            ms(t2, t3)
+        ));
         Ok(())
     }
 

@@ -35,6 +35,7 @@ mod proc_ {
     pub const CONNECT_OPEN: u32 = 1;
     pub const CONNECT_CLOSE: u32 = 2;
     pub const CONNECT_GET_VERSION: u32 = 4;
+    pub const CONNECT_GET_CAPABILITIES: u32 = 7;
     pub const DOMAIN_CREATE: u32 = 9;
     pub const DOMAIN_DEFINE_XML: u32 = 11;
     pub const DOMAIN_DESTROY: u32 = 12;
@@ -220,6 +221,16 @@ impl Connection {
             .call(proc_::CONNECT_GET_VERSION, Enc::default())
             .await?;
         Ok(Dec::new(&reply).u64()?)
+    }
+
+    /// The host capabilities XML. The first call makes libvirt probe QEMU (seconds under TCG),
+    /// so the launcher calls it once in the background to have the probe done before the first
+    /// define.
+    pub async fn capabilities(&self) -> Result<String, LibvirtError> {
+        let reply = self
+            .call(proc_::CONNECT_GET_CAPABILITIES, Enc::default())
+            .await?;
+        Ok(Dec::new(&reply).string()?)
     }
 
     /// Defines (or redefines) a persistent domain.
