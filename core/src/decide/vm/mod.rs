@@ -9,6 +9,7 @@
 mod backoff;
 mod claim;
 mod conditions;
+mod data_volumes;
 mod finalizer;
 pub mod firmware;
 mod run_strategy;
@@ -219,6 +220,16 @@ fn sync(r: &mut Reconcile<'_, '_>) -> (Option<SyncError>, Option<String>) {
         }
         Err(e) => return (None, Some(e.to_string())),
     };
+
+    if meta::annotation(&r.vm.metadata, data_volumes::IMMEDIATE_DATA_VOLUME_CREATION)
+        != Some("false")
+    {
+        let ready = data_volumes::handle_data_volumes(r);
+        // KubeVirt lets a Halted VM proceed without its DataVolumes (legacy behaviour).
+        if !ready && strategy != RunStrategy::Halted {
+            return (None, None);
+        }
+    }
 
     if let Some(err) = run_strategy::sync_run_strategy(r, strategy) {
         return (Some(err), None);

@@ -335,7 +335,7 @@ pub(super) fn start_vmi(r: &mut Reconcile<'_, '_>) -> Option<SyncError> {
                 c.iter()
                     .any(|c| c.r#type == "ManualRecoveryRequired" && c.status == "True")
             });
-    if manual_recovery {
+    if manual_recovery || !super::data_volumes::handle_data_volumes(r) {
         return None;
     }
     remove_restart_required(r);

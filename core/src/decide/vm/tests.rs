@@ -611,3 +611,53 @@ mod invariants {
         }
     }
 }
+
+#[test]
+fn data_volumes_are_created_first_and_the_start_waits_for_them() {
+    let cfg = ClusterConfig::default();
+    let mut v = vm(Some("Always"), None, json!({}));
+    v.spec.data_volume_templates = Some(vec![
+        serde_json::from_value(json!({"metadata": {"name": "disk1"},
+            "spec": {"source": {"http": {"url": "http://x/img"}}, "storage": {}}}))
+        .unwrap(),
+    ]);
+    let d = decide_vm(&world(&v, None, &cfg));
+    assert_eq!(actions(&d), ["create datavolumes"]);
+    let WriteOp::Create { object } = &d.plan.writes[0].op else {
+        panic!()
+    };
+    assert_eq!(
+        object["metadata"]["labels"]["kubevirt.io/created-by"],
+        "vm-uid"
+    );
+    assert_eq!(
+        object["metadata"]["annotations"]["cdi.kubevirt.io/allowClaimAdoption"],
+        "true"
+    );
+    assert_eq!(
+        object["metadata"]["ownerReferences"][0]["kind"],
+        "VirtualMachine"
+    );
+    // Importing: no start yet, the VM shows Provisioning.
+    let mut dvs = vec![
+        json!({"metadata": {"name": "disk1", "namespace": "default"},
+                              "status": {"phase": "ImportInProgress"}}),
+    ];
+    if let Some(s) = v.spec.template.spec.as_mut() {
+        s.volumes = Some(vec![
+            serde_json::from_value(json!({"name": "disk1", "dataVolume": {"name": "disk1"}}))
+                .unwrap(),
+        ]);
+    }
+    let mut w = world(&v, None, &cfg);
+    w.data_volumes = &dvs;
+    let d = decide_vm(&w);
+    assert_eq!(actions(&d), NOTHING);
+    assert_eq!(d.status.unwrap()["printableStatus"], "Provisioning");
+    // Imported: start.
+    dvs[0]["status"]["phase"] = json!("Succeeded");
+    let mut w = world(&v, None, &cfg);
+    w.data_volumes = &dvs;
+    let d = decide_vm(&w);
+    assert_eq!(actions(&d), START);
+}
