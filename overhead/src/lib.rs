@@ -52,6 +52,8 @@ pub const SEV: i64 = 256 * MI;
 pub const TPM: i64 = 53 * MI;
 /// Dedicated CPUs or QoS guaranteed.
 pub const DEDICATED: i64 = 100 * MI;
+/// The `passt` process of the core passt binding, sized for all ports forwarded.
+pub const PASST_BINDING: i64 = 250 * MI;
 
 /// Everything the overhead estimate depends on, as plain facts about one VMI.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -82,7 +84,9 @@ pub struct OverheadInputs {
     pub dedicated_or_guaranteed: bool,
     /// `spec.domain.memory.reservedOverhead.addedOverhead`, with the format it was written in.
     pub reserved_overhead: Option<Amount>,
-    /// Memory network binding plugins ask for (`computeResourceOverhead`), with its format.
+    /// Memory the network bindings need: [`PASST_BINDING`] for the core passt binding plus what
+    /// binding plugins ask for (`computeResourceOverhead`), with its format. Added after the
+    /// ratio, as KubeVirt adds it outside the hypervisor estimate.
     pub network_binding_overhead: Option<Amount>,
     /// The cluster's `additionalGuestMemoryOverheadRatio`, already parsed.
     pub additional_overhead_ratio: Option<f64>,

@@ -112,7 +112,12 @@ pub fn overhead_inputs(
         tpm,
         dedicated_or_guaranteed: is_cpu_dedicated(vmi) || wants_qos_guaranteed(vmi)?,
         reserved_overhead,
-        network_binding_overhead: None,
+        network_binding_overhead: devices
+            .interfaces
+            .iter()
+            .flatten()
+            .any(|i| i.passt_binding.is_some())
+            .then(|| kvrs_overhead::Amount::binary(kvrs_overhead::PASST_BINDING)),
         additional_overhead_ratio: ratio,
     })
 }

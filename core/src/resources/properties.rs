@@ -149,3 +149,20 @@ fn gpus_from_device_plugins_are_requested_and_limited() {
     ));
     assert_eq!(r.overhead.bytes - without.overhead.bytes, 1024 * MI);
 }
+
+#[test]
+fn passt_binding_adds_its_process_after_the_ratio() {
+    let mut v = vmi(1024, 1, Some(0), false, [false; 6]);
+    let base = report(&v).overhead.bytes;
+    v["spec"]["domain"]["devices"]["interfaces"] = json!([{"name": "default", "passtBinding": {}}]);
+    assert_eq!(report(&v).overhead.bytes - base, 250 * MI);
+
+    let vmi: VirtualMachineInstance = serde_json::from_value(v).unwrap();
+    let config = ClusterConfig {
+        additional_guest_memory_overhead_ratio: Some("2".into()),
+        ..ClusterConfig::default()
+    };
+    let doubled = memory_overhead(&vmi, &config).unwrap().bytes;
+    let kilo = (base + 999) / 1000;
+    assert_eq!(doubled, base + kilo * 1000 + 250 * MI);
+}
