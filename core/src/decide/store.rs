@@ -27,6 +27,7 @@ fn group_of(resource: &str) -> &'static str {
             ".kubevirt.io"
         }
         "controllerrevisions" => ".apps",
+        "datavolumes" => ".cdi.kubevirt.io",
         _ => "",
     }
 }
