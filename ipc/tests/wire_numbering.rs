@@ -243,3 +243,103 @@ async fn hand_encoded_requests_over_the_socket_under_kubevirts_method_paths() {
     let info = raw_call(&notify, "/kubevirt.notify.info.NotifyInfo/Info", Vec::new()).await;
     assert_eq!(info, ld(1, &[1]));
 }
+
+/// KubeVirt v1.9.0's 36 Cmd method names, in its service order.
+const CMD_METHODS: [&str; 36] = [
+    "SyncVirtualMachine",
+    "PauseVirtualMachine",
+    "UnpauseVirtualMachine",
+    "FreezeVirtualMachine",
+    "UnfreezeVirtualMachine",
+    "ResetVirtualMachine",
+    "SoftRebootVirtualMachine",
+    "ShutdownVirtualMachine",
+    "KillVirtualMachine",
+    "DeleteVirtualMachine",
+    "MigrateVirtualMachine",
+    "SyncMigrationTarget",
+    "CancelVirtualMachineMigration",
+    "SignalTargetPodCleanup",
+    "FinalizeVirtualMachineMigration",
+    "HotplugHostDevices",
+    "GetDomain",
+    "GetDomainStats",
+    "GetGuestInfo",
+    "GetUsers",
+    "GetFilesystems",
+    "Ping",
+    "Exec",
+    "GuestPing",
+    "VirtualMachineMemoryDump",
+    "GetQemuVersion",
+    "SyncVirtualMachineCPUs",
+    "SyncVirtualMachineMemory",
+    "GetSEVInfo",
+    "GetLaunchMeasurement",
+    "InjectLaunchSecret",
+    "GetDomainDirtyRateStats",
+    "GetScreenshot",
+    "BackupVirtualMachine",
+    "RedefineCheckpoint",
+    "GetVMStats",
+];
+
+#[tokio::test]
+async fn every_kubevirt_method_path_reaches_the_service() {
+    // An empty body under each path: a path the router does not know would be answered
+    // `Unimplemented` with an empty message; ours reach the adapter, which either answers
+    // (Ping; or success=false for a missing VMI) or says which RPC this launcher lacks.
+    struct Nothing;
+    impl kvrs_ipc::LauncherService for Nothing {}
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("launcher-sock");
+    let _l = serve_launcher(&socket, Arc::new(Nothing), ServeOptions::default())
+        .await
+        .unwrap();
+    let channel = kvrs_ipc::transport::dial(&socket, std::time::Duration::from_secs(2))
+        .await
+        .unwrap();
+
+    let mut answered = Vec::new();
+    for method in CMD_METHODS {
+        let mut grpc = tonic::client::Grpc::new(channel.clone());
+        grpc.ready().await.unwrap();
+        let path: &'static str =
+            Box::leak(format!("/kubevirt.cmd.v1.Cmd/{method}").into_boxed_str());
+        let path = tonic::codegen::http::uri::PathAndQuery::from_static(path);
+        match grpc
+            .unary(tonic::Request::new(Vec::new()), path, RawCodec)
+            .await
+        {
+            Ok(_) => answered.push(method),
+            Err(status) => {
+                assert_eq!(
+                    status.code(),
+                    tonic::Code::Unimplemented,
+                    "{method}: {status:?}"
+                );
+                assert!(
+                    status
+                        .message()
+                        .ends_with("is not implemented by this launcher"),
+                    "{method} did not reach the service: {status:?}"
+                );
+            }
+        }
+    }
+    // Ping answers; the VMI-carrying requests answer success=false (no VMI in an empty body).
+    assert!(answered.contains(&"Ping"));
+    assert_eq!(answered.len(), 1 + 24, "{answered:?}");
+
+    // And a name KubeVirt does not have is refused by the router itself.
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let path =
+        tonic::codegen::http::uri::PathAndQuery::from_static("/kubevirt.cmd.v1.Cmd/NoSuchMethod");
+    let status = grpc
+        .unary(tonic::Request::new(Vec::new()), path, RawCodec)
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unimplemented);
+    assert!(status.message().is_empty(), "{status:?}");
+}
