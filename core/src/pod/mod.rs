@@ -281,6 +281,7 @@ pub fn render_launcher_pod(
     init_containers.extend(sidecars::image_volume_init_containers(vmi)?);
 
     let host_name = scheduling::hostname(vmi, name);
+    let reservation = scheduling::reservation_labels(vmi, inputs);
     let mut pod_volumes = volumes.volumes;
     pod_volumes.extend(extra_volumes);
 
@@ -310,14 +311,21 @@ pub fn render_launcher_pod(
             .priority_class_name
             .clone()
             .filter(|s| !s.is_empty()),
-        affinity: scheduling::affinity(vmi),
+        affinity: scheduling::add_reservation_anti_affinity(
+            scheduling::affinity(vmi),
+            &reservation,
+        ),
         ..Default::default()
     };
     scheduling::service_account(vmi, &mut spec);
 
     let metadata = ObjectMeta {
         generate_name: Some(format!("virt-launcher-{name}-")),
-        labels: Some(metadata::labels(vmi, name, &host_name)),
+        labels: Some({
+            let mut labels = metadata::labels(vmi, name, &host_name);
+            labels.extend(reservation);
+            labels
+        }),
         annotations: Some(metadata::annotations(vmi, name, namespace, &report)),
         owner_references: Some(vec![OwnerReference {
             api_version: crate::api::API_VERSION.into(),

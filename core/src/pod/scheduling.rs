@@ -263,6 +263,76 @@ pub(super) fn affinity(vmi: &VirtualMachineInstance) -> Option<core::Affinity> {
     affinity
 }
 
+/// Labels `pr.kubevirt.io/<pvc uid>` for the claims behind LUN disks with SCSI persistent
+/// reservation (claims whose UID the inputs know).
+pub(super) fn reservation_labels(
+    vmi: &VirtualMachineInstance,
+    inputs: &super::PodInputs,
+) -> BTreeMap<String, String> {
+    let volumes = vmi.spec.volumes.as_deref().unwrap_or_default();
+    let mut out = BTreeMap::new();
+    for disk in vmi.spec.domain.devices.disks.iter().flatten() {
+        if !disk
+            .lun
+            .as_ref()
+            .is_some_and(|l| l.reservation.unwrap_or(false))
+        {
+            continue;
+        }
+        let Some(v) = volumes.iter().find(|v| v.name == disk.name) else {
+            continue;
+        };
+        let claim = v.data_volume.as_ref().map(|d| d.name.as_str()).or_else(|| {
+            v.persistent_volume_claim
+                .as_ref()
+                .map(|p| p.claim_name.as_str())
+        });
+        if let Some(uid) = claim
+            .and_then(|c| inputs.pvcs.get(c))
+            .and_then(|p| p.uid.as_deref())
+        {
+            out.insert(format!("pr.kubevirt.io/{uid}"), String::new());
+        }
+    }
+    out
+}
+
+/// Pod anti-affinity keeping launchers that share a reserved LUN on different nodes.
+pub(super) fn add_reservation_anti_affinity(
+    affinity: Option<core::Affinity>,
+    labels: &BTreeMap<String, String>,
+) -> Option<core::Affinity> {
+    if labels.is_empty() {
+        return affinity;
+    }
+    let mut affinity = affinity.unwrap_or_default();
+    let anti = affinity
+        .pod_anti_affinity
+        .get_or_insert_with(Default::default);
+    let terms = anti
+        .required_during_scheduling_ignored_during_execution
+        .get_or_insert_with(Vec::new);
+    for key in labels.keys() {
+        terms.push(core::PodAffinityTerm {
+            label_selector: Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                    match_expressions: Some(vec![
+                        k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+                            key: key.clone(),
+                            operator: "Exists".into(),
+                            values: None,
+                        },
+                    ]),
+                    ..Default::default()
+                },
+            ),
+            topology_key: "kubernetes.io/hostname".into(),
+            ..Default::default()
+        });
+    }
+    Some(affinity)
+}
+
 /// Pull secrets of container disks and the kernel-boot image, then the cluster's.
 pub(super) fn image_pull_secrets(
     vmi: &VirtualMachineInstance,

@@ -202,14 +202,14 @@ fn block_pvcs_are_devices_and_shared_pvcs_are_listed() {
         "blk-claim".into(),
         PvcInfo {
             block: true,
-            shared: false,
+            ..PvcInfo::default()
         },
     );
     inputs.pvcs.insert(
         "rwx-dv".into(),
         PvcInfo {
-            block: false,
             shared: true,
+            ..PvcInfo::default()
         },
     );
     let pod = render_with(v, &ClusterConfig::default(), &inputs);
@@ -539,4 +539,33 @@ fn scheduling_fields_are_copied_and_user_affinity_terms_get_the_host_model_rule(
             ]
         );
     }
+}
+
+#[test]
+fn reserved_luns_label_the_pod_and_keep_sharers_apart() {
+    let mut v = vmi();
+    v["spec"]["volumes"] = json!([{"name": "lun", "persistentVolumeClaim": {"claimName": "pr"}}]);
+    v["spec"]["domain"]["devices"]["disks"] =
+        json!([{"name": "lun", "lun": {"reservation": true}}]);
+    let mut inputs = PodInputs::default();
+    inputs.pvcs.insert(
+        "pr".into(),
+        PvcInfo {
+            uid: Some("pvc-uid-9".into()),
+            ..PvcInfo::default()
+        },
+    );
+    let pod = render_with(v, &ClusterConfig::default(), &inputs);
+    assert_eq!(pod["metadata"]["labels"]["pr.kubevirt.io/pvc-uid-9"], "");
+    assert_eq!(
+        pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"],
+        json!([{
+            "labelSelector": {"matchExpressions": [{"key": "pr.kubevirt.io/pvc-uid-9", "operator": "Exists"}]},
+            "topologyKey": "kubernetes.io/hostname"
+        }])
+    );
+    assert_eq!(
+        compute(&pod)["resources"]["limits"]["devices.kubevirt.io/pr-helper"],
+        "1"
+    );
 }

@@ -16,12 +16,15 @@ use crate::api::{VirtualMachineInstance, Volume};
 use crate::config::ClusterConfig;
 
 /// What the controller's PVC informer knows about a claim.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PvcInfo {
     /// `volumeMode: Block`: attached as a device instead of mounted.
     pub block: bool,
     /// ReadWriteMany access: the mount path is listed as a shared filesystem.
     pub shared: bool,
+    /// `metadata.uid`; claims used for SCSI persistent reservation are labelled with it so two
+    /// launchers sharing the LUN never land on one node.
+    pub uid: Option<String>,
 }
 
 /// The rendered volumes.
@@ -287,7 +290,7 @@ fn hotplug_names(vmi: &VirtualMachineInstance, volumes: &[Volume]) -> BTreeSet<S
 }
 
 fn add_claim(name: &str, claim: &str, inputs: &PodInputs, r: &mut RenderedVolumes) {
-    let info = inputs.pvcs.get(claim).copied().unwrap_or_default();
+    let info = inputs.pvcs.get(claim).cloned().unwrap_or_default();
     if info.block {
         r.devices.push(core::VolumeDevice {
             name: name.into(),
