@@ -4,7 +4,8 @@
 # ready, SyncVirtualMachine -> domain Running (and libvirt's own define + start inside it),
 # Kill -> monitor exit (Kill + Delete, as the handler does).
 #
-# It builds the two binaries in release mode and runs the end-to-end test (tests/e2e_launcher.rs)
+# It builds the two binaries with the size-optimised `launcher` profile (root Cargo.toml) and
+# runs the end-to-end test (tests/e2e_launcher.rs)
 # RUNS times against them (real libvirt 11 + QEMU TCG, UID 107, a 128 MiB busybox guest), then
 # prints medians. Needs root and scripts/install-test-deps.sh.
 #
@@ -13,8 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-5}
 
-cargo build -q --release -p virt-launcher -p virt-launcher-monitor
-bin_dir=$(cargo metadata -q --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release
+cargo build -q --profile launcher -p virt-launcher -p virt-launcher-monitor
+bin_dir=$(cargo metadata -q --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/launcher
 ls -la "$bin_dir/virt-launcher" "$bin_dir/virt-launcher-monitor" | awk '{print "binary", $5, $9}'
 
 out=$(mktemp)
