@@ -138,7 +138,7 @@ impl Sim {
                 let gone = self.nodes[n]
                     .domains
                     .get(key)
-                    .is_some_and(|d| &d.uid() == uid && (d.is_deleted() || !d.is_alive()));
+                    .is_some_and(|d| d.uid() == uid && (d.is_deleted() || !d.is_alive()));
                 if gone {
                     self.nodes[n].domains.remove(key);
                 }

@@ -27,6 +27,8 @@ pub mod res {
 }
 
 /// A stored object, parsed once per write and shared with every cache that receives it.
+// Always behind an `Arc`, so the size difference of the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Obj {
     /// A VirtualMachine.
