@@ -146,11 +146,8 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
         (d.plan, d.status)
     } else {
         let world = s.vmi_world(&config).expect("vmi world");
-        let render = |vmi: &kvrs_core::api::VirtualMachineInstance| {
-            kvrs_core::pod::render_launcher_pod(vmi, &config, &kvrs_core::pod::PodInputs::default())
-                .map_err(|e| e.to_string())
-                .and_then(|p| serde_json::to_value(p).map_err(|e| e.to_string()))
-        };
+        let inputs = kvrs_core::pod::PodInputs::default();
+        let render = kvrs_core::decide::vmi::launcher_renderer(&config, &inputs);
         let d = decide_vmi(&world, &render, "00000");
         (d.plan, None)
     };

@@ -107,6 +107,12 @@ pub const DEFAULT_NOW: &str = "2026-01-01T00:00:00Z";
 impl Scenario {
     /// Parses a scenario from JSON text (YAML callers convert to a JSON value first).
     pub fn from_value(v: Value) -> Result<Self, ScenarioError> {
+        if !v.is_object() {
+            return Err(ScenarioError::Shape {
+                path: "$".into(),
+                reason: "a scenario is a map with at least `vm` or `vmi`".into(),
+            });
+        }
         serde_path_to_error_lite(v)
     }
 

@@ -69,11 +69,8 @@ fn decide_vm(s: &Scenario) -> Result<serde_json::Value, String> {
 fn decide_vmi(s: &Scenario) -> Result<serde_json::Value, String> {
     let config = s.config();
     let world = s.vmi_world(&config).map_err(|e| e.to_string())?;
-    let render = |v: &kvrs_core::VirtualMachineInstance| {
-        kvrs_core::pod::render_launcher_pod(v, &config, &kvrs_core::pod::PodInputs::default())
-            .map_err(|e| e.to_string())
-            .and_then(|p| serde_json::to_value(p).map_err(|e| e.to_string()))
-    };
+    let inputs = kvrs_core::pod::PodInputs::default();
+    let render = vmi::launcher_renderer(&config, &inputs);
     // The API server's generateName suffix; fixed so the output is reproducible.
     Ok(vmi::decide_vmi(&world, &render, "00000").to_json(&s.key()))
 }

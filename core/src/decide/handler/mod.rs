@@ -29,6 +29,9 @@ pub mod status;
 mod time;
 mod view;
 
+#[cfg(test)]
+mod tests;
+
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::VirtualMachineInstance;

@@ -25,6 +25,34 @@ pub use lifecycle::pod_create_failed;
 /// says why it cannot.
 pub type LauncherRenderer<'r> = &'r dyn Fn(&VirtualMachineInstance) -> Result<Value, String>;
 
+/// The production launcher renderer: [`crate::pod::render_launcher_pod`] with `inputs`, as JSON.
+pub fn launcher_renderer<'a>(
+    config: &'a ClusterConfig,
+    inputs: &'a crate::pod::PodInputs,
+) -> impl Fn(&VirtualMachineInstance) -> Result<Value, String> + 'a {
+    move |vmi| {
+        crate::pod::render_launcher_pod(vmi, config, inputs)
+            .map_err(|e| e.to_string())
+            .and_then(|p| serde_json::to_value(p).map_err(|e| e.to_string()))
+    }
+}
+
+/// The characters Kubernetes draws `generateName` suffixes from (no vowels, no look-alikes).
+const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// A 5-character pod name suffix in the API server's alphabet from a random number, for shells
+/// that name the launcher pod themselves (so the decision can name it in its event).
+pub fn pod_name_suffix(mut random: u64) -> String {
+    let n = SUFFIX_ALPHABET.len() as u64;
+    (0..5)
+        .map(|_| {
+            let c = SUFFIX_ALPHABET[(random % n) as usize] as char;
+            random /= n;
+            c
+        })
+        .collect()
+}
+
 /// Everything the VMI decision reads.
 #[derive(Clone, Debug)]
 pub struct VmiWorld<'a> {

@@ -371,3 +371,12 @@ mod invariants {
         }
     }
 }
+
+#[test]
+fn pod_name_suffixes_use_the_api_server_alphabet() {
+    let a = super::pod_name_suffix(0);
+    let b = super::pod_name_suffix(123_456_789);
+    assert_eq!(a.len(), 5);
+    assert_ne!(a, b);
+    assert!(b.chars().all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)));
+}
