@@ -418,6 +418,7 @@ async fn launcher_boots_a_guest_and_cleans_up() {
         "e2e_launcher needs root (mount namespace, UID 107); run scripts/test-all.sh as root"
     );
     let figures = std::env::var_os("KVRS_E2E_FIGURES").is_some();
+    binaries();
     let (kernel, initrd) = guest();
     let pod = Pod::new("boot");
     std::fs::copy(
@@ -634,6 +635,7 @@ async fn no_sync_within_qemu_timeout_fails_clearly() {
         is_root(),
         "e2e_launcher needs root (mount namespace, UID 107); run scripts/test-all.sh as root"
     );
+    binaries();
     let pod = Pod::new("timeout");
     pod.hand_to_qemu_user();
     let started = Instant::now();
