@@ -3,8 +3,8 @@
 
 use crate::configurators::Env;
 use crate::domain::{
-    CpuEmulatorPin, CpuTune, CpuTuneVcpuPin, Domain, FeatureKvm, FeatureState, Features, HugePage,
-    MemNode, MemoryAllocation, Numa, NumaCell, NumaTune, NumaTuneMemory,
+    CpuEmulatorPin, CpuTune, CpuTuneIoThreadPin, CpuTuneVcpuPin, Domain, FeatureKvm, FeatureState,
+    Features, HugePage, MemNode, MemoryAllocation, Numa, NumaCell, NumaTune, NumaTuneMemory,
 };
 use crate::error::ConvertError;
 use crate::topology::{quantity_to_bytes, virtual_memory};
@@ -59,6 +59,18 @@ pub fn adjust(
             cpuset: emu.to_string(),
         });
     }
+    let supplemental = vmi.spec.domain.io_threads_policy.as_deref() == Some("supplementalPool")
+        && vmi
+            .spec
+            .domain
+            .io_threads
+            .as_ref()
+            .and_then(|t| t.supplemental_pool_thread_count)
+            .unwrap_or(0)
+            > 0;
+    if crate::iothreads::has_io_threads(vmi) && !supplemental {
+        pin_io_threads(vmi, domain, &mut tune, &set);
+    }
     domain.cputune = Some(tune);
     if vmi.spec.architecture.as_deref() == Some("amd64") {
         let f = domain.features.get_or_insert_with(Features::default);
@@ -80,6 +92,63 @@ pub fn adjust(
         numa_passthrough(env, vmi, domain)?;
     }
     Ok(())
+}
+
+/// KubeVirt's spec vCPU count (`cores x sockets x threads`, zeros ignored).
+fn spec_vcpus(vmi: &VirtualMachineInstance) -> usize {
+    let Some(cpu) = vmi.spec.domain.cpu.as_ref() else {
+        return 0;
+    };
+    let mut n = cpu.cores.unwrap_or(0);
+    for f in [cpu.sockets.unwrap_or(0), cpu.threads.unwrap_or(0)] {
+        if f != 0 {
+            n = if n == 0 { f } else { n * f };
+        }
+    }
+    usize::try_from(n).unwrap_or(0)
+}
+
+/// IO threads share the emulator's CPU when it is isolated, else spread over the vCPUs' CPUs.
+fn pin_io_threads(vmi: &VirtualMachineInstance, domain: &Domain, tune: &mut CpuTune, set: &[u32]) {
+    let Some(threads) = domain.iothreads.as_ref().map(|t| t.count as usize) else {
+        return;
+    };
+    let vcpus = spec_vcpus(vmi);
+    let isolate = vmi
+        .spec
+        .domain
+        .cpu
+        .as_ref()
+        .and_then(|c| c.isolate_emulator_thread)
+        .unwrap_or(false);
+    let pin = |tune: &mut CpuTune, thread: usize, cpuset: String| {
+        tune.iothreadpin.push(CpuTuneIoThreadPin {
+            iothread: thread as u32,
+            cpuset,
+        });
+    };
+    if isolate {
+        if let Some(emu) = tune.emulatorpin.as_ref().map(|e| e.cpuset.clone()) {
+            pin(tune, 1, emu);
+        }
+    } else if vcpus == 0 || threads == 0 {
+    } else if threads >= vcpus {
+        for t in 1..=threads {
+            if let Some(c) = set.get(t % vcpus) {
+                pin(tune, t, c.to_string());
+            }
+        }
+    } else {
+        let series = vcpus % threads;
+        let mut curr = 0usize;
+        for t in 1..=threads {
+            let len = vcpus / threads + usize::from(t <= series);
+            let end = (curr + len).min(set.len());
+            let cpus: Vec<String> = set[curr.min(end)..end].iter().map(u32::to_string).collect();
+            pin(tune, t, cpus.join(","));
+            curr += len;
+        }
+    }
 }
 
 /// Mirrors the host NUMA cells the pinned vCPUs landed on into the guest, with hugepages.

@@ -112,3 +112,75 @@ fn block_pvc_becomes_block_disk() {
 fn pipeline_lists_29_configurators() {
     assert_eq!(ORDER.len(), 29);
 }
+
+fn vmi_from(v: serde_json::Value) -> VirtualMachineInstance {
+    serde_json::from_value(v).expect("vmi")
+}
+
+#[test]
+fn passt_interface_forwards_declared_ports() {
+    let vmi = vmi_from(serde_json::json!({
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+        "spec": {
+            "domain": {"devices": {"interfaces": [{"name": "default", "passtBinding": {},
+                "ports": [{"port": 80}, {"port": 53, "protocol": "UDP"}]}]}},
+            "networks": [{"name": "default", "pod": {}}]
+        },
+        "status": {"interfaces": [{"name": "default", "podInterfaceName": "eth0"}]}
+    }));
+    let ctx = ConverterContext::default();
+    let env = Env::new(&vmi, &ctx);
+    let mut d = Domain::default();
+    Network { env: &env }.configure(&vmi, &mut d).unwrap();
+    let iface = &d.devices.interfaces[0];
+    assert_eq!(iface.kind, "vhostuser");
+    assert_eq!(iface.source.dev.as_deref(), Some("eth0"));
+    let fwd: Vec<(String, Vec<u32>)> = iface
+        .port_forward
+        .iter()
+        .map(|p| (p.proto.clone(), p.ranges.iter().map(|r| r.start).collect()))
+        .collect();
+    assert_eq!(
+        fwd,
+        vec![("tcp".into(), vec![80]), ("udp".into(), vec![53])]
+    );
+}
+
+#[test]
+fn passt_without_pod_interface_name_is_an_error_naming_the_interface() {
+    let vmi = vmi_from(serde_json::json!({
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {"domain": {"devices": {"interfaces": [{"name": "default", "passtBinding": {}}]}},
+                 "networks": [{"name": "default", "pod": {}}]}
+    }));
+    let err = kvrs_converter::convert(&vmi, &ConverterContext::default()).unwrap_err();
+    assert_eq!(err.path, "spec.domain.devices.interfaces[0]");
+}
+
+#[test]
+fn dedicated_cpus_with_isolated_emulator_pin_io_thread_to_emulator_cpu() {
+    let vmi = vmi_from(serde_json::json!({
+        "metadata": {"name": "d", "namespace": "ns"},
+        "spec": {
+            "architecture": "amd64",
+            "domain": {
+                "cpu": {"cores": 2, "dedicatedCpuPlacement": true, "isolateEmulatorThread": true},
+                "ioThreadsPolicy": "shared",
+                "resources": {"requests": {"memory": "1Gi"}},
+                "devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]}
+            },
+            "volumes": [{"name": "root", "containerDisk": {"image": "x"}}]
+        }
+    }));
+    let d = kvrs_converter::convert(&vmi, &ConverterContext::default()).unwrap();
+    let tune = d.cputune.unwrap();
+    let pins: Vec<_> = tune.vcpupin.iter().map(|p| p.cpuset.as_str()).collect();
+    assert_eq!(pins, ["0", "1"]);
+    assert_eq!(tune.emulatorpin.unwrap().cpuset, "2");
+    assert_eq!(tune.iothreadpin.len(), 1);
+    assert_eq!(tune.iothreadpin[0].cpuset, "2");
+    assert_eq!(
+        d.devices.disks[0].driver.as_ref().unwrap().iothread,
+        Some(1)
+    );
+}

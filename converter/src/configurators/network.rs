@@ -5,13 +5,64 @@
 use super::{Configurator, Env};
 use crate::domain::{
     Acpi, Address, Alias, BootOrder, Domain, Interface, InterfaceBackend, InterfaceDriver,
-    InterfaceSource, LinkState, Mac, Model, Rom,
+    InterfaceSource, LinkState, Mac, Model, PortForward, PortForwardRange, Rom,
 };
 use crate::error::ConvertError;
 use crate::topology::vcpu_count;
 use kvrs_core::VirtualMachineInstance;
 use kvrs_core::api::Interface as VmiInterface;
 use std::borrow::Cow;
+
+/// Envoy's ports, excluded from passt forwarding when Istio injects its proxy.
+const ISTIO_RESERVED_PORTS: [u32; 10] = [
+    15000, 15001, 15004, 15006, 15008, 15009, 15020, 15021, 15053, 15090,
+];
+
+/// passt's port forwards: the interface's declared ports, or everything when none are declared.
+fn passt_port_forward(iface: &VmiInterface, vmi: &VirtualMachineInstance) -> Vec<PortForward> {
+    let istio = super::util::annotation(vmi, "sidecar.istio.io/inject")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let range = |start: u32| PortForwardRange {
+        start,
+        ..PortForwardRange::default()
+    };
+    let mut tcp: Vec<PortForwardRange> = Vec::new();
+    let mut udp: Vec<PortForwardRange> = Vec::new();
+    if istio {
+        tcp.extend(ISTIO_RESERVED_PORTS.iter().map(|&p| PortForwardRange {
+            exclude: Some("yes".into()),
+            ..range(p)
+        }));
+    }
+    for port in iface.ports.iter().flatten() {
+        let Ok(n) = u32::try_from(port.port.unwrap_or(0)) else {
+            continue;
+        };
+        let proto = port.protocol.as_deref().unwrap_or("");
+        if proto.is_empty() || proto.eq_ignore_ascii_case("tcp") {
+            tcp.push(range(n));
+        } else if proto.eq_ignore_ascii_case("udp") {
+            udp.push(range(n));
+        }
+    }
+    let fwd = |proto: &str, ranges| PortForward {
+        proto: proto.into(),
+        ranges,
+        ..PortForward::default()
+    };
+    let mut out = Vec::new();
+    if tcp.is_empty() && udp.is_empty() {
+        out.push(fwd("tcp", Vec::new()));
+        out.push(fwd("udp", Vec::new()));
+    }
+    if !tcp.is_empty() {
+        out.push(fwd("tcp", tcp));
+    }
+    if !udp.is_empty() {
+        out.push(fwd("udp", udp));
+    }
+    out
+}
 
 const PASST_LOG_FILE: &str = "/var/run/kubevirt/passt.log";
 const MULTI_QUEUE_MAX: u32 = 256;
@@ -175,6 +226,7 @@ impl Configurator for Network<'_> {
                     dev: Some(pod_iface),
                     ..InterfaceSource::default()
                 };
+                d.port_forward = passt_port_forward(iface, vmi);
                 d.backend = Some(InterfaceBackend {
                     kind: Some("passt".into()),
                     log_file: Some(PASST_LOG_FILE.into()),

@@ -1,6 +1,7 @@
 //! The device half of a `<disk>`: disk / lun / cdrom, bus, target, model, cache, IO, serial,
 //! shareable, read-only, boot order, block size, error policy.
 
+use super::DiskPath;
 use super::naming::Namer;
 use crate::configurators::Env;
 use crate::configurators::network_pci_address;
@@ -8,7 +9,6 @@ use crate::context::Arch;
 use crate::domain::{
     Address, Alias, BlockIo, BootOrder, Disk, DiskDriver, Empty, Reservations, SourceReservations,
 };
-use super::DiskPath;
 use crate::error::ConvertError;
 use kvrs_core::api::Disk as VmiDisk;
 

@@ -69,8 +69,15 @@ impl<'a> Namer<'a> {
                 } else {
                     continue;
                 };
-                if let Some(st) = statuses.iter().find(|s| s.name == d.name && !s.target.is_empty()) {
-                    assigned.push((prefix(bus.unwrap_or("")), d.name.as_str(), st.target.clone()));
+                if let Some(st) = statuses
+                    .iter()
+                    .find(|s| s.name == d.name && !s.target.is_empty())
+                {
+                    assigned.push((
+                        prefix(bus.unwrap_or("")),
+                        d.name.as_str(),
+                        st.target.clone(),
+                    ));
                 }
             }
         }
@@ -80,14 +87,22 @@ impl<'a> Namer<'a> {
     /// The target of `disk` on `bus` and its index.
     pub fn name(&mut self, disk: &'a str, bus: &str) -> (String, usize) {
         let pfx = prefix(bus);
-        if let Some((_, _, existing)) = self.assigned.iter().find(|(p, d, _)| *p == pfx && *d == disk) {
+        if let Some((_, _, existing)) = self
+            .assigned
+            .iter()
+            .find(|(p, d, _)| *p == pfx && *d == disk)
+        {
             let idx = index_of(pfx, existing).unwrap_or(0);
             return (existing.clone(), idx);
         }
         let used = |i: usize| {
-            self.assigned.iter().any(|(p, _, t)| *p == pfx && index_of(pfx, t) == Some(i))
+            self.assigned
+                .iter()
+                .any(|(p, _, t)| *p == pfx && index_of(pfx, t) == Some(i))
         };
-        let Some(i) = (0..26 * 26 * 26).find(|&i| !used(i)) else { return (String::new(), 0) };
+        let Some(i) = (0..26 * 26 * 26).find(|&i| !used(i)) else {
+            return (String::new(), 0);
+        };
         let n = device_name(pfx, i);
         self.assigned.push((pfx, disk, n.clone()));
         (n, i)

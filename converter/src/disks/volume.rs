@@ -1,8 +1,8 @@
 //! The source half of a `<disk>`, by volume type.
 
+use super::DiskPath;
 use crate::configurators::Env;
 use crate::domain::{BackingStore, Disk, DiskDriver, DiskSource, Empty, FormatType};
-use super::DiskPath;
 use crate::error::ConvertError;
 use kvrs_core::VirtualMachineInstance;
 use kvrs_core::api::Volume;
