@@ -8,6 +8,13 @@
 //! simulator and in the oracle tests unchanged.
 //!
 //! The types in this module are shared by all decisions; they say nothing about VMs in particular.
+//!
+//! - [`vm::decide_vm`] — the VM controller ([`vm::VmWorld`] in, [`vm::VmDecision`] out);
+//! - [`vmi::decide_vmi`] — the VMI controller, launcher pods rendered through a
+//!   [`vmi::LauncherRenderer`] ([`vmi::launcher_renderer`] wires `crate::pod`);
+//! - [`scenario::Scenario`] — the oracle scenario format parsed into those worlds;
+//! - [`store::ObjectStore`] — an in-memory API server that executes plans;
+//! - [`patch`] — building and applying JSON, merge and strategic merge patches.
 
 pub mod handler;
 pub mod meta;

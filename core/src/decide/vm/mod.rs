@@ -142,6 +142,9 @@ impl Reconcile<'_, '_> {
 }
 
 /// Decides one reconcile of a VM key. See the module documentation.
+///
+/// A key whose VM is no longer in the cache needs no decision: the shell forgets the key and
+/// drops its expectations (KubeVirt does the same).
 pub fn decide_vm(world: &VmWorld<'_>) -> VmDecision {
     let vm = world.vm;
     let mut r = Reconcile {
