@@ -24,6 +24,7 @@ use kvrs_ipc::{
 };
 
 const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-00000000e2e0";
+/// Printed once the power-button listeners run, so an ACPI shutdown after it is never lost.
 const BOOT_MARKER: &str = "KVRS-E2E: init running";
 const CLOUD_INIT_MARKER: &str = "KVRS-E2E: cloud-init user-data seen";
 const POWER_MARKER: &str = "KVRS-E2E: power button";
@@ -90,7 +91,8 @@ fn binaries() -> (PathBuf, PathBuf) {
 fn guest() -> (PathBuf, PathBuf) {
     static BUILD: Mutex<()> = Mutex::new(());
     let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = target_dir().join("kvrs-e2e-guest");
+    // Versioned: a change of /init below must not reuse an old cached initramfs.
+    let dir = target_dir().join("kvrs-e2e-guest-v2");
     let (kernel, initrd) = (dir.join("vmlinuz"), dir.join("initramfs.gz"));
     if kernel.is_file() && initrd.is_file() {
         return (kernel, initrd);
@@ -175,9 +177,10 @@ fn guest() -> (PathBuf, PathBuf) {
         "#!/bin/busybox sh\n/bin/busybox --install -s /bin\nexport PATH=/bin\n\
          mount -t proc proc /proc\nmount -t sysfs sys /sys\nmount -t devtmpfs dev /dev\n\
          for m in {}; do insmod /lib/modules/$m.ko 2>/dev/null; done\n\
-         echo '{BOOT_MARKER}'\nsleep 1\n\
-         if mount -t iso9660 -o ro /dev/vdb /ci; then grep -h '^KVRS-E2E' /ci/user-data; else echo 'KVRS-E2E: no cloud-init disk'; fi\n\
          for e in /dev/input/event*; do ( head -c 1 \"$e\" >/dev/null && echo '{POWER_MARKER}' && poweroff -f ) & done\n\
+         sleep 1\n\
+         echo '{BOOT_MARKER}'\n\
+         if mount -t iso9660 -o ro /dev/vdb /ci; then grep -h '^KVRS-E2E' /ci/user-data; else echo 'KVRS-E2E: no cloud-init disk'; fi\n\
          while true; do sleep 3600; done\n",
         names.join(" ")
     );
