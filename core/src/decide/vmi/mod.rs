@@ -10,7 +10,9 @@
 
 mod lifecycle;
 pub mod pod;
+mod pod_sync;
 pub mod state;
+mod status;
 
 use serde_json::Value;
 
