@@ -662,3 +662,87 @@ async fn no_sync_within_qemu_timeout_fails_clearly() {
     );
     assert!(!pod.path("kubevirt/sockets/launcher-sock").exists());
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn monitor_cleans_up_after_a_killed_launcher() {
+    assert!(
+        is_root(),
+        "e2e_launcher needs root (mount namespace, UID 107); run scripts/test-all.sh as root"
+    );
+    binaries();
+    let (kernel, initrd) = guest();
+    let pod = Pod::new("crash");
+    std::fs::copy(
+        &kernel,
+        pod.path("kubevirt/container-disks/kernel-boot/vmlinuz"),
+    )
+    .unwrap();
+    std::fs::copy(
+        &initrd,
+        pod.path("kubevirt/container-disks/kernel-boot/initramfs.gz"),
+    )
+    .unwrap();
+    run(Command::new("qemu-img")
+        .args(["create", "-q", "-f", "qcow2"])
+        .arg(pod.path("kubevirt/container-disks/disk_0.img"))
+        .arg("64M"));
+    pod.hand_to_qemu_user();
+    let mut monitor = start_monitor(&pod, "60s");
+    let socket = pod.path("kubevirt/sockets/launcher-sock");
+    wait_for("launcher-sock", Duration::from_secs(30), async || {
+        socket.exists().then_some(())
+    })
+    .await;
+    let client = LauncherClient::connect(&socket)
+        .await
+        .expect("connect to launcher-sock");
+    client
+        .sync_vmi(&e2e_vmi(), VirtualMachineOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("SyncVirtualMachine: {e}\n{}", pod.launcher_log()));
+    let qemu_pid = wait_for("QEMU's PID file", Duration::from_secs(30), async || {
+        read_pid(&pod.path("libvirt/qemu/run/kvrs_e2e.pid"))
+    })
+    .await;
+    let daemon_pids: Vec<u32> = ["libvirt/libvirtd.pid", "libvirt/virtlogd.pid"]
+        .iter()
+        .filter_map(|p| read_pid(&pod.path(p)))
+        .collect();
+    assert_eq!(daemon_pids.len(), 2, "libvirt reported both daemons");
+    let launcher_pid = children_of(monitor.id())
+        .into_iter()
+        .find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                .is_ok_and(|c| c.trim() == "virt-launcher")
+        })
+        .expect("virt-launcher is the monitor's child");
+
+    // The launcher dies without cleaning up: QEMU and the daemons are left to the monitor.
+    run(Command::new("kill")
+        .arg("-KILL")
+        .arg(launcher_pid.to_string()));
+    let started = Instant::now();
+    let exit = loop {
+        if let Some(status) = monitor.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "monitor did not exit after its launcher was killed\n{}",
+            pod.launcher_log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        exit.code(),
+        Some(137),
+        "the monitor exits with the launcher's status"
+    );
+    for pid in [launcher_pid, qemu_pid].into_iter().chain(daemon_pids) {
+        assert!(
+            !alive(pid),
+            "process {pid} outlived the monitor\n{}",
+            pod.launcher_log()
+        );
+    }
+}
