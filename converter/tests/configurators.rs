@@ -184,3 +184,12 @@ fn dedicated_cpus_with_isolated_emulator_pin_io_thread_to_emulator_cpu() {
         Some(1)
     );
 }
+
+#[test]
+fn whole_domain_of_the_admitted_fedora_fixture() {
+    let text = include_str!("../../fixtures/vmi/conv-fedora-two-nics.yaml");
+    let vmi: VirtualMachineInstance = serde_yaml::from_str(text).unwrap();
+    let vmi = kvrs_core::admission::admit(vmi, &kvrs_core::ClusterConfig::default()).unwrap();
+    let xml = kvrs_converter::convert_to_xml(&vmi, &ConverterContext::default()).unwrap();
+    insta::assert_snapshot!(xml);
+}
