@@ -173,8 +173,9 @@ fn libvirt_quantity(value: u64, unit: &str) -> Option<Quantity> {
     Some(Quantity::from_value(v.checked_mul(mult)?, format))
 }
 
-/// Equality as Kubernetes' semantic DeepEqual sees a status: a missing field, `null`, an empty list
-/// and an empty object are all the same.
+/// Equality as Kubernetes' semantic DeepEqual sees a status: a missing list or map equals an
+/// empty one, and an empty guest OS info equals none. Compared on the typed value (no JSON round
+/// trip: this runs on every sync); nested values are written canonically by the decision itself.
 pub fn semantically_equal(
     a: Option<&VirtualMachineInstanceStatus>,
     b: Option<&VirtualMachineInstanceStatus>,
@@ -182,14 +183,35 @@ pub fn semantically_equal(
     if a == b {
         return true;
     }
-    let norm = |s: Option<&VirtualMachineInstanceStatus>| {
-        let mut v = s.map_or(serde_json::Value::Null, |s| {
-            serde_json::to_value(s).unwrap_or_default()
-        });
-        prune_empty(&mut v);
-        v
-    };
-    norm(a) == norm(b)
+    let empty = VirtualMachineInstanceStatus::default();
+    canonical(a.unwrap_or(&empty)) == canonical(b.unwrap_or(&empty))
+}
+
+fn canonical(s: &VirtualMachineInstanceStatus) -> VirtualMachineInstanceStatus {
+    fn vec<T>(v: &mut Option<Vec<T>>) {
+        if v.as_ref().is_some_and(Vec::is_empty) {
+            *v = None;
+        }
+    }
+    let mut c = s.clone();
+    vec(&mut c.conditions);
+    vec(&mut c.interfaces);
+    vec(&mut c.volume_status);
+    vec(&mut c.phase_transition_timestamps);
+    vec(&mut c.migrated_volumes);
+    if c.active_pods.as_ref().is_some_and(|m| m.is_empty()) {
+        c.active_pods = None;
+    }
+    if c.guest_os_info
+        .as_ref()
+        .is_some_and(|g| *g == VirtualMachineInstanceGuestOSInfo::default())
+    {
+        c.guest_os_info = None;
+    }
+    if c.phase.as_deref() == Some("") {
+        c.phase = None;
+    }
+    c
 }
 
 /// Removes nulls, empty lists and empty objects, recursively (Go's `omitempty` view of JSON).
