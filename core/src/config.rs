@@ -85,14 +85,15 @@ impl ClusterConfig {
     /// The default configuration with these feature gates enabled (names as in
     /// `NAME.featuregates.txt`, comma separated, blanks ignored).
     pub fn with_feature_gates(gates: &str) -> Self {
-        let mut config = Self::default();
-        config.feature_gates = gates
-            .split(',')
-            .map(str::trim)
-            .filter(|g| !g.is_empty())
-            .map(str::to_string)
-            .collect();
-        config
+        Self {
+            feature_gates: gates
+                .split(',')
+                .map(str::trim)
+                .filter(|g| !g.is_empty())
+                .map(str::to_string)
+                .collect(),
+            ..Self::default()
+        }
     }
 
     /// Whether a feature gate is on.
