@@ -15,13 +15,21 @@
 //!     so a guest sees the same SMBIOS UUID on every start;
 //!   - a plain disk for every volume no disk or filesystem names.
 //!
+//! [`vmi_to_start`] is the VMI the controller actually creates when it starts the VM: the above,
+//! plus the controller's own device steps (an auto-attached input device, the default pod
+//! network). The VM decision ([`crate::decide::vm`]) adds its bookkeeping metadata on top.
+//!
 //! Not modelled: removing a completed memory-dump volume (it needs the VM's memory dump
 //! status) and instancetype/preference expansion (done by virt-api on the VM, not here).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use crate::api::{API_VERSION, Firmware, VirtualMachine, VirtualMachineInstance};
-use crate::defaults::firmware::legacy_uuid_for_name;
+use crate::ClusterConfig;
+use crate::api::{API_VERSION, Firmware, Input, VirtualMachine, VirtualMachineInstance};
+use crate::defaults::DefaultInterfaceError;
+/// The firmware UUID KubeVirt's VM controller gives the VMIs of a VM called `vm_name`
+/// (UUID v5 of the name in KubeVirt's firmware namespace; see the module documentation).
+pub use crate::defaults::firmware::legacy_uuid_for_name as firmware_uuid_for_vm;
 
 /// Why a VM cannot be turned into a VMI.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -32,12 +40,9 @@ pub enum TemplateError {
     /// The VM has no name, so neither the VMI name nor the firmware UUID can be derived.
     #[error("metadata.name: missing; the VMI and its firmware UUID are named after the VM")]
     MissingName,
-}
-
-/// The firmware UUID KubeVirt's VM controller gives the VMIs of a VM called `vm_name`
-/// (UUID v5 of the name in KubeVirt's firmware namespace; see the module documentation).
-pub fn firmware_uuid_for_vm(vm_name: &str) -> String {
-    legacy_uuid_for_name(vm_name)
+    /// The template needs the default pod interface and the cluster's default binding is unusable.
+    #[error(transparent)]
+    DefaultInterface(#[from] DefaultInterfaceError),
 }
 
 /// The VMI KubeVirt's VM controller would create to run `vm` (see the module documentation).
@@ -91,8 +96,30 @@ pub fn vmi_from_vm(vm: &VirtualMachine) -> Result<VirtualMachineInstance, Templa
     })
 }
 
-/// The VM's first state change request asks to start paused.
-fn start_paused_requested(vm: &VirtualMachine) -> bool {
+/// The VMI KubeVirt's VM controller creates when it starts `vm`: [`vmi_from_vm`], then an input
+/// device named `default-0` when the template asks for `autoattachInputDevice` and has no input
+/// (bus and type are left to preferences and the webhook), then the default pod network and
+/// interface when the template names none (see [`crate::defaults`]; a `slirp` default binding
+/// is an error, as in KubeVirt).
+pub fn vmi_to_start(
+    vm: &VirtualMachine,
+    config: &ClusterConfig,
+) -> Result<VirtualMachineInstance, TemplateError> {
+    let mut vmi = vmi_from_vm(vm)?;
+    let devices = &mut vmi.spec.domain.devices;
+    let has_inputs = devices.inputs.as_ref().is_some_and(|i| !i.is_empty());
+    if devices.autoattach_input_device == Some(true) && !has_inputs {
+        devices.inputs = Some(vec![Input {
+            name: "default-0".to_string(),
+            ..Default::default()
+        }]);
+    }
+    crate::defaults::add_default_pod_interface(&mut vmi.spec, config)?;
+    Ok(vmi)
+}
+
+/// The VM's first state change request asks to start paused (`virtctl start --paused`).
+pub(crate) fn start_paused_requested(vm: &VirtualMachine) -> bool {
     let Some(first) = vm
         .status
         .as_ref()
@@ -191,5 +218,43 @@ mod tests {
             serde_json::json!({"metadata": {}, "spec": {"template": {"spec": {"domain": {"devices": {}}}}}}),
         );
         assert_eq!(vmi_from_vm(&no_name), Err(TemplateError::MissingName));
+    }
+
+    #[test]
+    fn the_started_vmi_gets_the_controllers_input_device_and_pod_network() {
+        let vm = vm(serde_json::json!({
+            "metadata": {"name": "s", "uid": "u"},
+            "spec": {"template": {"spec": {"domain": {"devices": {
+                "autoattachInputDevice": true}}}}}
+        }));
+        let vmi = vmi_to_start(&vm, &ClusterConfig::default()).unwrap();
+        let devices = &vmi.spec.domain.devices;
+        assert_eq!(devices.inputs.as_ref().unwrap()[0].name, "default-0");
+        let iface = &devices.interfaces.as_ref().unwrap()[0];
+        assert_eq!(iface.name, "default");
+        assert!(
+            iface.bridge.is_some(),
+            "the cluster default binding is bridge"
+        );
+        assert!(vmi.spec.networks.unwrap()[0].pod.is_some());
+
+        let masquerade = ClusterConfig {
+            default_network_interface: "masquerade".into(),
+            ..ClusterConfig::default()
+        };
+        let vmi = vmi_to_start(&vm, &masquerade).unwrap();
+        let ifaces = vmi.spec.domain.devices.interfaces.unwrap();
+        assert!(ifaces[0].masquerade.is_some());
+
+        let slirp = ClusterConfig {
+            default_network_interface: "slirp".into(),
+            ..ClusterConfig::default()
+        };
+        let err = vmi_to_start(&vm, &slirp).unwrap_err();
+        assert_eq!(err.to_string(), "slirp interface is deprecated as of v1.3");
+        assert!(
+            vmi_from_vm(&vm).unwrap().spec.networks.is_none(),
+            "plain vmi_from_vm adds no network"
+        );
     }
 }

@@ -10,6 +10,11 @@ const FIRMWARE_UUID_NAMESPACE: &str = "6a1a24a1-4061-4607-8bf4-a3963d0c5895";
 /// The firmware UUID KubeVirt gives the VMI of a VirtualMachine called `name`: the version 5
 /// UUID of `name` in KubeVirt's firmware namespace. It depends on the name only, so the guest
 /// sees the same SMBIOS UUID across restarts of the VM (and in any namespace).
+///
+/// KubeVirt v1.9.0 has only this ("legacy") derivation: the VM controller patches it into a VM
+/// template that has none and gives it to the VMIs it creates, snapshot restore uses it too.
+/// It is the single implementation in kvrs; [`crate::template::firmware_uuid_for_vm`] is the
+/// same function under the name the VM-side callers use.
 pub fn legacy_uuid_for_name(name: &str) -> String {
     // The namespace is a valid constant; parsing it cannot fail.
     let ns = uuid::parse(FIRMWARE_UUID_NAMESPACE).unwrap_or_default();
@@ -40,5 +45,19 @@ pub(super) fn set_firmware(vmi: &mut VirtualMachineInstance) {
         .get_or_insert_with(Firmware::default);
     if let Some(uuid) = uuid {
         firmware.uuid = Some(uuid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuid_for_vm1_matches_kubevirt() {
+        // The value KubeVirt v1.9.0 patched into VM "vm1" (oracle case vm-no-firmware-uuid).
+        assert_eq!(
+            legacy_uuid_for_name("vm1"),
+            "133bf63e-9459-5126-9b21-b56e9b3d17b3"
+        );
     }
 }

@@ -7,18 +7,27 @@ use crate::config::ClusterConfig;
 /// Name of the interface and network KubeVirt adds for the pod network.
 pub(crate) const DEFAULT_NETWORK_NAME: &str = "default";
 
+/// Why the cluster's default binding cannot connect a VMI to the pod network.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DefaultInterfaceError {
+    /// The cluster's default binding is `slirp`, which KubeVirt refuses since v1.3.
+    #[error("slirp interface is deprecated as of v1.3")]
+    SlirpDeprecated,
+}
+
 /// A VMI that names neither networks nor interfaces (and did not opt out with
 /// `autoattachPodInterface: false`) is connected to the pod network through the cluster's
-/// default binding (`bridge` unless configured otherwise).
+/// default binding (`bridge` unless configured otherwise; an empty setting is that default).
 ///
-/// A binding kvrs does not know (KubeVirt refuses `slirp` since v1.3) adds nothing; the
-/// validation then reports the VMI as it is.
-pub(super) fn set_default_pod_interface(
+/// Both KubeVirt's VM controller (before it creates a VMI) and its mutating webhook run this
+/// step; the controller fails the start on the error, the webhook leaves the VMI as it is for the
+/// validation to report. A binding kvrs does not know adds nothing.
+pub(crate) fn add_default_pod_interface(
     spec: &mut VirtualMachineInstanceSpec,
     config: &ClusterConfig,
-) {
+) -> Result<(), DefaultInterfaceError> {
     if spec.domain.devices.autoattach_pod_interface == Some(false) {
-        return;
+        return Ok(());
     }
     let has_networks = spec.networks.as_ref().is_some_and(|n| !n.is_empty());
     let has_ifaces = spec
@@ -28,18 +37,19 @@ pub(super) fn set_default_pod_interface(
         .as_ref()
         .is_some_and(|i| !i.is_empty());
     if has_networks || has_ifaces {
-        return;
+        return Ok(());
     }
     let mut iface = Interface {
         name: DEFAULT_NETWORK_NAME.to_string(),
         ..Default::default()
     };
     match config.default_network_interface.as_str() {
-        "bridge" => iface.bridge = Some(InterfaceBridge::default()),
+        "bridge" | "" => iface.bridge = Some(InterfaceBridge::default()),
         "masquerade" => iface.masquerade = Some(InterfaceMasquerade::default()),
+        "slirp" => return Err(DefaultInterfaceError::SlirpDeprecated),
         other => {
             tracing::debug!(binding = other, "no default pod interface for this binding");
-            return;
+            return Ok(());
         }
     }
     spec.domain.devices.interfaces = Some(vec![iface]);
@@ -48,4 +58,15 @@ pub(super) fn set_default_pod_interface(
         pod: Some(PodNetwork::default()),
         ..Default::default()
     }]);
+    Ok(())
+}
+
+/// The webhook's use of [`add_default_pod_interface`]: an unusable default binding adds nothing.
+pub(super) fn set_default_pod_interface(
+    spec: &mut VirtualMachineInstanceSpec,
+    config: &ClusterConfig,
+) {
+    if let Err(e) = add_default_pod_interface(spec, config) {
+        tracing::debug!(error = %e, "no default pod interface");
+    }
 }

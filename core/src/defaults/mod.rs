@@ -25,6 +25,8 @@ mod volumes;
 use crate::api::VirtualMachineInstance;
 use crate::config::ClusterConfig;
 
+pub use interfaces::DefaultInterfaceError;
+pub(crate) use interfaces::add_default_pod_interface;
 pub use machine::supports_pcie_hotplug;
 pub(crate) use memory::hotplug_blocker as memory_hotplug_blocker;
 pub use metadata::{

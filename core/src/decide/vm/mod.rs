@@ -11,7 +11,6 @@ mod claim;
 mod conditions;
 mod data_volumes;
 mod finalizer;
-pub mod firmware;
 mod run_strategy;
 mod start;
 mod status;
@@ -21,7 +20,7 @@ pub use backoff::{
     MAX_DELAY_SECONDS, base_delay_seconds, jitter_for_extra_seconds, start_backoff_seconds,
 };
 pub use run_strategy::{RunStrategy, RunStrategyError};
-pub use start::{revision_name, vmi_from_vm};
+pub use start::revision_name;
 
 use serde_json::Value;
 
@@ -271,7 +270,7 @@ fn firmware_sync(r: &mut Reconcile<'_, '_>) {
     } else {
         serde_json::json!({})
     };
-    let uuid = firmware::legacy_firmware_uuid(&r.name());
+    let uuid = crate::template::firmware_uuid_for_vm(&r.name());
     new["uuid"] = Value::String(uuid.clone());
     let path = "/spec/template/spec/domain/firmware";
     let patch = Value::Array(vec![

@@ -92,18 +92,6 @@ pub(crate) fn has_stop_request_for(vm: &VirtualMachine, uid: &str) -> bool {
     first_request(vm).is_some_and(|r| r.action == "Stop" && r.uid.as_deref() == Some(uid))
 }
 
-/// Whether the first state-change request is a start request asking for a paused start.
-pub(crate) fn has_start_paused_request(vm: &VirtualMachine) -> bool {
-    first_request(vm).is_some_and(|r| {
-        r.action == "Start"
-            && r.data
-                .as_ref()
-                .and_then(|d| d.get("paused"))
-                .map(String::as_str)
-                == Some("true")
-    })
-}
-
 fn first_request(vm: &VirtualMachine) -> Option<&crate::api::VirtualMachineStateChangeRequest> {
     vm.status.as_ref()?.state_change_requests.as_ref()?.first()
 }

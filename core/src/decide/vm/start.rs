@@ -1,14 +1,14 @@
-//! Starting and stopping: the VMI built from the VM template, the ControllerRevision recording
-//! the spec it was started from, and the deletion that stops it.
+//! Starting and stopping: the VMI built from the VM template (by
+//! [`crate::template::vmi_to_start`], plus the controller's bookkeeping metadata), the
+//! ControllerRevision recording the spec it was started from, and the deletion that stops it.
 
 use serde_json::{Value, json};
 
 use super::{
     CREATE_MIGRATION_TARGET_ANNOTATION, Reconcile, SyncError, VM_CONTROLLER_FINALIZER,
-    VM_GENERATION_ANNOTATION, firmware, run_strategy,
+    VM_GENERATION_ANNOTATION, run_strategy,
 };
-use crate::ClusterConfig;
-use crate::api::{VirtualMachine, VirtualMachineInstance, VirtualMachineSpec};
+use crate::api::{VirtualMachineInstance, VirtualMachineInstanceStatus, VirtualMachineSpec};
 use crate::decide::{ApiWrite, Event, Expectation, WriteOp, meta};
 
 /// `revision-start-vm-<VM UID>-<generation>`: the ControllerRevision holding the VM spec a VMI
@@ -19,144 +19,6 @@ pub fn revision_name(vm_uid: &str, generation: i64) -> String {
 
 fn revision_prefix(vm_uid: &str) -> String {
     format!("revision-start-vm-{vm_uid}")
-}
-
-/// The VMI a VM starts, as JSON: the template's metadata and spec, named and namespaced like the
-/// VM, controlled by it, with a stable firmware UUID, a disk for every volume that has none, and
-/// the default pod network when the template names no network at all.
-///
-/// Returns an error message when the cluster's default interface cannot be used.
-pub fn vmi_from_vm(vm: &VirtualMachine, config: &ClusterConfig) -> Result<Value, String> {
-    let name = meta::name(&vm.metadata);
-    let template = &vm.spec.template;
-    let mut metadata = serde_json::to_value(&template.metadata).unwrap_or_else(|_| json!({}));
-    if !metadata.is_object() {
-        metadata = json!({});
-    }
-    if let Value::Object(m) = &mut metadata {
-        m.remove("generateName");
-        m.insert("name".into(), json!(name));
-        m.insert("namespace".into(), json!(meta::namespace(&vm.metadata)));
-        m.insert(
-            "ownerReferences".into(),
-            json!([meta::controller_ref_json(
-                "VirtualMachine",
-                name,
-                meta::uid(&vm.metadata)
-            )]),
-        );
-    }
-    let mut spec = template
-        .spec
-        .as_ref()
-        .and_then(|s| serde_json::to_value(s).ok())
-        .unwrap_or_else(|| json!({"domain": {"devices": {}}}));
-    if run_strategy::has_start_paused_request(vm) {
-        spec["startStrategy"] = json!("Paused");
-    }
-    let uuid_missing = spec
-        .pointer("/domain/firmware/uuid")
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty);
-    if uuid_missing {
-        ensure_object(&mut spec, &["domain", "firmware"])["uuid"] =
-            json!(firmware::legacy_firmware_uuid(name));
-    }
-    add_default_volume_disks(&mut spec);
-    auto_attach_input_device(&mut spec);
-    set_default_network_interface(&mut spec, config)?;
-    Ok(json!({
-        "apiVersion": crate::api::API_VERSION,
-        "kind": "VirtualMachineInstance",
-        "metadata": metadata,
-        "spec": spec,
-    }))
-}
-
-fn ensure_object<'a>(v: &'a mut Value, path: &[&str]) -> &'a mut Value {
-    let mut cur = v;
-    for p in path {
-        if !cur.is_object() {
-            *cur = json!({});
-        }
-        cur = cur
-            .as_object_mut()
-            .map(|m| m.entry(p.to_string()).or_insert_with(|| json!({})))
-            .expect("made an object above");
-        if !cur.is_object() {
-            *cur = json!({});
-        }
-    }
-    cur
-}
-
-/// Every volume gets a disk of the same name unless a disk or filesystem already uses it.
-fn add_default_volume_disks(spec: &mut Value) {
-    let names = |p: &str, spec: &Value| -> Vec<String> {
-        spec.pointer(p)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|d| d["name"].as_str().map(String::from))
-            .collect()
-    };
-    let mut used = names("/domain/devices/disks", spec);
-    used.extend(names("/domain/devices/filesystems", spec));
-    let missing: Vec<String> = names("/volumes", spec)
-        .into_iter()
-        .filter(|v| !used.contains(v))
-        .collect();
-    if missing.is_empty() {
-        return;
-    }
-    let devices = ensure_object(spec, &["domain", "devices"]);
-    let disks = devices
-        .as_object_mut()
-        .map(|m| m.entry("disks").or_insert_with(|| json!([])))
-        .expect("devices is an object");
-    if let Value::Array(a) = disks {
-        a.extend(missing.into_iter().map(|n| json!({"name": n})));
-    }
-}
-
-fn auto_attach_input_device(spec: &mut Value) {
-    let wanted = spec
-        .pointer("/domain/devices/autoattachInputDevice")
-        .and_then(Value::as_bool);
-    let has_inputs = spec
-        .pointer("/domain/devices/inputs")
-        .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty());
-    if wanted == Some(true) && !has_inputs {
-        ensure_object(spec, &["domain", "devices"])["inputs"] = json!([{"name": "default-0"}]);
-    }
-}
-
-fn set_default_network_interface(spec: &mut Value, config: &ClusterConfig) -> Result<(), String> {
-    if spec
-        .pointer("/domain/devices/autoattachPodInterface")
-        .and_then(Value::as_bool)
-        == Some(false)
-    {
-        return Ok(());
-    }
-    let non_empty = |p: &str| {
-        spec.pointer(p)
-            .and_then(Value::as_array)
-            .is_some_and(|a| !a.is_empty())
-    };
-    if non_empty("/networks") || non_empty("/domain/devices/interfaces") {
-        return Ok(());
-    }
-    let iface = match config.default_network_interface.as_str() {
-        "bridge" | "" => json!({"name": "default", "bridge": {}}),
-        "masquerade" => json!({"name": "default", "masquerade": {}}),
-        "slirp" => return Err("slirp interface is deprecated as of v1.3".into()),
-        _ => return Ok(()),
-    };
-    ensure_object(spec, &["domain", "devices"])["interfaces"] = json!([iface]);
-    spec["networks"] = json!([{"name": "default", "pod": {}}]);
-    Ok(())
 }
 
 /// Revisions in the world owned by this VM and named after its start revisions.
@@ -339,7 +201,7 @@ pub(super) fn start_vmi(r: &mut Reconcile<'_, '_>) -> Option<SyncError> {
         return None;
     }
     remove_restart_required(r);
-    let mut vmi = match vmi_from_vm(&r.vm, r.w.config) {
+    let mut vmi = match crate::template::vmi_to_start(&r.vm, r.w.config) {
         Ok(v) => v,
         Err(e) => {
             return Some(SyncError::new(
@@ -349,16 +211,21 @@ pub(super) fn start_vmi(r: &mut Reconcile<'_, '_>) -> Option<SyncError> {
         }
     };
     let revision = create_revision(r);
-    vmi["status"] = json!({"virtualMachineRevisionName": revision});
-    let md = &mut vmi["metadata"];
+    vmi.status = Some(VirtualMachineInstanceStatus {
+        virtual_machine_revision_name: Some(revision),
+        ..Default::default()
+    });
+    let md = &mut vmi.metadata;
+    let annotations = md.annotations.get_or_insert_with(Default::default);
     let generation = r.vm.metadata.generation.unwrap_or(0).to_string();
-    ensure_object(md, &["annotations"])[VM_GENERATION_ANNOTATION] = json!(generation);
+    annotations.insert(VM_GENERATION_ANNOTATION.into(), generation);
     if r.vm.spec.run_strategy.as_deref() == Some("WaitAsReceiver") {
-        md["annotations"][CREATE_MIGRATION_TARGET_ANNOTATION] = json!("true");
+        annotations.insert(CREATE_MIGRATION_TARGET_ANNOTATION.into(), "true".into());
     }
-    let mut finalizers = md["finalizers"].as_array().cloned().unwrap_or_default();
-    finalizers.push(json!(VM_CONTROLLER_FINALIZER));
-    md["finalizers"] = Value::Array(finalizers);
+    md.finalizers
+        .get_or_insert_with(Vec::new)
+        .push(VM_CONTROLLER_FINALIZER.into());
+    let vmi = serde_json::to_value(&vmi).unwrap_or_default();
 
     let name = r.name();
     r.pending.creations += 1;

@@ -337,7 +337,7 @@ fn missing_finalizer_and_firmware_uuid_are_added() {
     };
     assert_eq!(
         patch[1]["value"]["uuid"],
-        json!(super::firmware::legacy_firmware_uuid("vm1"))
+        json!(crate::template::firmware_uuid_for_vm("vm1"))
     );
 }
 
