@@ -8,6 +8,8 @@
 //! Launcher pods are rendered through the [`LauncherRenderer`] parameter, so this module does not
 //! depend on how the pod is built (`crate::pod::render_launcher_pod` in production).
 
+mod conditions;
+mod handover;
 mod lifecycle;
 pub mod pod;
 mod pod_sync;

@@ -24,7 +24,7 @@ pub(super) fn sync_paused_condition_to_pod(
     ns: &str,
     now: i64,
 ) {
-    let paused = super::status::find_cond(vmi, "Paused").is_some_and(|c| c["status"] == "True");
+    let paused = super::conditions::find_cond(vmi, "Paused").is_some_and(|c| c["status"] == "True");
     let unpaused_true =
         pod::condition(p, UNPAUSED_CONDITION).is_some_and(|c| c["status"] == "True");
     let new = if paused && unpaused_true {
