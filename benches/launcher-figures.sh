@@ -20,11 +20,19 @@ ls -la "$bin_dir/virt-launcher" "$bin_dir/virt-launcher-monitor" | awk '{print "
 
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
+failed=0
 for i in $(seq "$runs"); do
-  KVRS_E2E_FIGURES=1 KVRS_E2E_BIN_DIR="$bin_dir" \
-    cargo test -q -p kvrs-tests --test e2e_launcher -- --nocapture launcher_boots_a_guest 2>/dev/null \
-    | grep '^launcher figures:' | tee -a "$out"
+  log=$(KVRS_E2E_FIGURES=1 KVRS_E2E_BIN_DIR="$bin_dir" \
+    cargo test -q -p kvrs-tests --test e2e_launcher -- --nocapture launcher_boots_a_guest 2>&1) || true
+  if line=$(grep '^launcher figures:' <<<"$log"); then
+    echo "$line" | tee -a "$out"
+  else
+    failed=$((failed + 1))
+    echo "run $i failed:" >&2
+    tail -n 12 <<<"$log" >&2 || true
+  fi
 done
+[ "$failed" = 0 ] || echo "$failed of $runs runs failed" >&2
 
 python3 - "$out" <<'EOF'
 import statistics, sys
