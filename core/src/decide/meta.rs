@@ -18,6 +18,20 @@ pub fn namespace(meta: &ObjectMeta) -> &str {
     meta.namespace.as_deref().unwrap_or("default")
 }
 
+/// The namespace of an object held as JSON (a cache entry), `default` when unset.
+pub fn json_namespace(obj: &Value) -> &str {
+    obj.pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("default")
+}
+
+/// The object named `name` in namespace `ns` among cached JSON objects of one kind.
+pub fn find_json<'a>(objs: &'a [Value], ns: &str, name: &str) -> Option<&'a Value> {
+    objs.iter().find(|o| {
+        o.pointer("/metadata/name").and_then(Value::as_str) == Some(name) && json_namespace(o) == ns
+    })
+}
+
 /// The name, empty when unset.
 pub fn name(meta: &ObjectMeta) -> &str {
     meta.name.as_deref().unwrap_or_default()

@@ -48,11 +48,7 @@ impl ObjectStore {
 
     /// Stores `obj` under `resource` (namespace `default` when unset).
     pub fn insert(&mut self, resource: &str, obj: Value) {
-        let ns = obj
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or("default")
-            .to_string();
+        let ns = super::meta::json_namespace(&obj).to_string();
         let name = obj
             .pointer("/metadata/name")
             .and_then(Value::as_str)

@@ -15,16 +15,6 @@ const CREATED_BY_LABEL: &str = "kubevirt.io/created-by";
 /// VM annotation that, set to `"false"`, defers DataVolume creation to the first start.
 pub const IMMEDIATE_DATA_VOLUME_CREATION: &str = "kubevirt.io/immediate-data-volume-creation";
 
-fn find<'a>(objs: &'a [Value], ns: &str, name: &str) -> Option<&'a Value> {
-    objs.iter().find(|o| {
-        o.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
-            && o.pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .unwrap_or("default")
-                == ns
-    })
-}
-
 /// The DataVolume a template asks for: the template's metadata and spec, owned by the VM,
 /// labelled with its UID, with claim adoption allowed and the VM's priority class.
 fn manifest(r: &Reconcile<'_, '_>, template: &crate::api::DataVolumeTemplateSpec) -> Value {
@@ -70,7 +60,7 @@ pub(super) fn handle_data_volumes(r: &mut Reconcile<'_, '_>) -> bool {
     let mut ready = true;
     for t in &templates {
         let name = meta::name(&t.metadata).to_string();
-        match find(r.w.data_volumes, &r.ns(), &name) {
+        match meta::find_json(r.w.data_volumes, &r.ns(), &name) {
             None => {
                 ready = false;
                 let object = manifest(r, t);

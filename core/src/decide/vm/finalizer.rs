@@ -38,15 +38,7 @@ pub(super) fn add_vm_finalizer(r: &mut Reconcile<'_, '_>) {
     let old = orig.clone().unwrap_or_default();
     let mut new = old.clone();
     new.push(VM_CONTROLLER_FINALIZER.into());
-    r.plan.writes.push(ApiWrite::new(
-        "virtualmachines",
-        &r.ns(),
-        &r.name(),
-        WriteOp::Patch {
-            patch_type: PatchType::Json,
-            patch: finalizers_patch(orig.as_ref(), &new),
-        },
-    ));
+    r.push_vm_patch(finalizers_patch(orig.as_ref(), &new));
     r.vm.metadata.finalizers = Some(new);
 }
 
@@ -62,15 +54,7 @@ pub(super) fn remove_vm_finalizer(r: &mut Reconcile<'_, '_>) {
         .filter(|f| *f != VM_CONTROLLER_FINALIZER)
         .cloned()
         .collect();
-    r.plan.writes.push(ApiWrite::new(
-        "virtualmachines",
-        &r.ns(),
-        &r.name(),
-        WriteOp::Patch {
-            patch_type: PatchType::Json,
-            patch: finalizers_patch(orig.as_ref(), &new),
-        },
-    ));
+    r.push_vm_patch(finalizers_patch(orig.as_ref(), &new));
     r.vm.metadata.finalizers = Some(new);
 }
 

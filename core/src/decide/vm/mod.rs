@@ -130,6 +130,26 @@ impl Reconcile<'_, '_> {
         meta::name(&self.vm.metadata).to_string()
     }
 
+    /// A JSON patch of this VM (its `metadata`/`spec`; add `.on_subresource("status")` for the
+    /// status), the form every VM write of this controller takes.
+    pub(crate) fn vm_patch(&self, patch: Value) -> ApiWrite {
+        ApiWrite::new(
+            "virtualmachines",
+            &self.ns(),
+            &self.name(),
+            WriteOp::Patch {
+                patch_type: super::PatchType::Json,
+                patch,
+            },
+        )
+    }
+
+    /// Records [`Self::vm_patch`] in the plan.
+    pub(crate) fn push_vm_patch(&mut self, patch: Value) {
+        let write = self.vm_patch(patch);
+        self.plan.writes.push(write);
+    }
+
     pub(crate) fn vm_ref(&self) -> super::ObjectRef {
         super::ObjectRef {
             kind: "VirtualMachine".into(),
@@ -277,15 +297,7 @@ fn firmware_sync(r: &mut Reconcile<'_, '_>) {
         super::patch::op("test", path, Some(old)),
         super::patch::op("add", path, Some(new)),
     ]);
-    r.plan.writes.push(ApiWrite::new(
-        "virtualmachines",
-        &r.ns(),
-        &r.name(),
-        WriteOp::Patch {
-            patch_type: super::PatchType::Json,
-            patch,
-        },
-    ));
+    r.push_vm_patch(patch);
     if let Some(spec) = r.vm.spec.template.spec.as_mut() {
         spec.domain
             .firmware
@@ -299,15 +311,7 @@ fn api_version_annotation_patch(r: &Reconcile<'_, '_>) -> ApiWrite {
     let mut new = old.clone().unwrap_or_default();
     new.insert(meta::LATEST_OBSERVED_API_VERSION.into(), "v1".into());
     new.insert(meta::STORAGE_OBSERVED_API_VERSION.into(), "v1".into());
-    ApiWrite::new(
-        "virtualmachines",
-        &r.ns(),
-        &r.name(),
-        WriteOp::Patch {
-            patch_type: super::PatchType::Json,
-            patch: annotations_patch(old.as_ref(), &new),
-        },
-    )
+    r.vm_patch(annotations_patch(old.as_ref(), &new))
 }
 
 /// A JSON patch replacing `/metadata/annotations` (tested against the old map) or adding it.

@@ -6,7 +6,7 @@ use super::{CREATE_MIGRATION_TARGET_ANNOTATION, Reconcile, SyncError, start};
 use crate::api::VirtualMachine;
 use crate::decide::patch::op;
 use crate::decide::vmi::state::{self, phase};
-use crate::decide::{ApiWrite, PatchType, QueueOutcome, WriteOp, meta};
+use crate::decide::{QueueOutcome, meta};
 
 /// Reason of the `Failure` condition when starting failed.
 pub(crate) const FAILED_CREATE: &str = "FailedCreate";
@@ -239,18 +239,8 @@ fn add_start_request(r: &mut Reconcile<'_, '_>) {
             Some(serde_json::json!({"stateChangeRequests": value})),
         )])
     };
-    r.plan.writes.push(
-        ApiWrite::new(
-            "virtualmachines",
-            &r.ns(),
-            &r.name(),
-            WriteOp::Patch {
-                patch_type: PatchType::Json,
-                patch,
-            },
-        )
-        .on_subresource("status"),
-    );
+    let write = r.vm_patch(patch).on_subresource("status");
+    r.plan.writes.push(write);
     if !r.stored_status.is_object() {
         r.stored_status = serde_json::json!({});
     }
@@ -280,15 +270,7 @@ fn switch_to_always(r: &mut Reconcile<'_, '_>) {
             op("add", "/spec/running", Some(serde_json::json!(true))),
         ]
     };
-    r.plan.writes.push(ApiWrite::new(
-        "virtualmachines",
-        &r.ns(),
-        &r.name(),
-        WriteOp::Patch {
-            patch_type: PatchType::Json,
-            patch: serde_json::Value::Array(patch),
-        },
-    ));
+    r.push_vm_patch(serde_json::Value::Array(patch));
 }
 
 /// Whether the VM is meant to be running (used by the printable status).

@@ -44,14 +44,7 @@ fn revision_by_name<'a>(r: &'a Reconcile<'_, '_>, name: &str) -> Option<&'a Valu
     if name.is_empty() {
         return None;
     }
-    r.w.revisions.iter().find(|cr| {
-        cr.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
-            && cr
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .unwrap_or("default")
-                == r.ns()
-    })
+    meta::find_json(r.w.revisions, &r.ns(), name)
 }
 
 fn revision_spec(cr: &Value) -> Option<VirtualMachineSpec> {

@@ -13,7 +13,7 @@ use crate::api::{
     VirtualMachineStartFailure, VirtualMachineStatus,
 };
 use crate::decide::vmi::state::{self, phase};
-use crate::decide::{ApiWrite, PatchType, WriteOp, meta, patch};
+use crate::decide::{meta, patch};
 
 /// Computes the status, records its write when it changed, and removes the controller finalizer
 /// from a final VMI once its outcome is recorded. Returns the status when written.
@@ -65,18 +65,8 @@ pub(super) fn update_status(
     if meta::without_zero_values(&new) != meta::without_zero_values(&orig) {
         let ops = patch::field_ops("/status", Some(&r.stored_status), &new);
         if !ops.is_empty() {
-            r.plan.writes.push(
-                ApiWrite::new(
-                    "virtualmachines",
-                    &r.ns(),
-                    &r.name(),
-                    WriteOp::Patch {
-                        patch_type: PatchType::Json,
-                        patch: Value::Array(ops),
-                    },
-                )
-                .on_subresource("status"),
-            );
+            let write = r.vm_patch(Value::Array(ops)).on_subresource("status");
+            r.plan.writes.push(write);
         }
         r.stored_status = new.clone();
         written = Some(new);
@@ -275,16 +265,6 @@ fn printable_status(
     "Unknown"
 }
 
-fn find_in_ns<'a>(objs: &'a [Value], ns: &str, name: &str) -> Option<&'a Value> {
-    objs.iter().find(|o| {
-        o.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
-            && o.pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .unwrap_or("default")
-                == ns
-    })
-}
-
 fn dv_condition<'a>(dv: &'a Value, t: &str) -> Option<&'a Value> {
     dv.pointer("/status/conditions")?
         .as_array()?
@@ -297,7 +277,7 @@ fn data_volume_error(r: &Reconcile<'_, '_>, volumes: &[crate::api::Volume]) -> b
         .iter()
         .filter_map(|v| v.data_volume.as_ref())
         .any(|d| {
-            let Some(dv) = find_in_ns(r.w.data_volumes, &r.ns(), &d.name) else {
+            let Some(dv) = meta::find_json(r.w.data_volumes, &r.ns(), &d.name) else {
                 return false;
             };
             if dv.pointer("/status/phase").and_then(Value::as_str) == Some("Failed") {
@@ -315,7 +295,7 @@ fn data_volume_provisioning(r: &Reconcile<'_, '_>, volumes: &[crate::api::Volume
         .iter()
         .filter_map(|v| v.data_volume.as_ref())
         .any(|d| {
-            let Some(dv) = find_in_ns(r.w.data_volumes, &r.ns(), &d.name) else {
+            let Some(dv) = meta::find_json(r.w.data_volumes, &r.ns(), &d.name) else {
                 return false;
             };
             let phase = dv
@@ -340,7 +320,7 @@ fn unbound_pvc(r: &Reconcile<'_, '_>, volumes: &[crate::api::Volume]) -> bool {
                 .or_else(|| v.data_volume.as_ref().map(|d| d.name.clone()))
         })
         .any(|claim| {
-            find_in_ns(r.w.pvcs, &r.ns(), &claim).is_some_and(|pvc| {
+            meta::find_json(r.w.pvcs, &r.ns(), &claim).is_some_and(|pvc| {
                 pvc.pointer("/status/phase").and_then(Value::as_str) != Some("Bound")
             })
         })

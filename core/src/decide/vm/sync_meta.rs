@@ -89,14 +89,10 @@ pub(super) fn sync_pci_topology_to_vm(r: &mut Reconcile<'_, '_>) {
     if let Some(count) = meta::annotation(&vmi.metadata, PCI_INTERFACE_SLOT_COUNT) {
         new.insert(PCI_INTERFACE_SLOT_COUNT.into(), count.into());
     }
-    r.plan.writes.push(ApiWrite::new(
-        "virtualmachines",
-        &r.ns(),
-        &r.name(),
-        WriteOp::Patch {
-            patch_type: PatchType::Json,
-            patch: replace_map("/spec/template/metadata/annotations", old.as_ref(), &new),
-        },
+    r.push_vm_patch(replace_map(
+        "/spec/template/metadata/annotations",
+        old.as_ref(),
+        &new,
     ));
     r.vm.spec.template.metadata.annotations = Some(new);
 }

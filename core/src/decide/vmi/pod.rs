@@ -35,11 +35,7 @@ pub fn is_controlled_by(pod: &Value, vmi: &VirtualMachineInstance) -> bool {
         .into_iter()
         .flatten()
         .any(|o| o["controller"] == true && o["uid"] == uid)
-        && pod
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or("default")
-            == meta::namespace(&vmi.metadata)
+        && meta::json_namespace(pod) == meta::namespace(&vmi.metadata)
 }
 
 /// Whether the pod is a WaitForFirstConsumer trigger pod.
