@@ -24,22 +24,65 @@ type R<T = ()> = Result<T, WriteError>;
 
 /// Writes `value` as the root element `root`.
 pub fn to_string<T: Serialize>(value: &T, root: &str, indent: bool, capacity: usize) -> R<String> {
+    // Start at the largest output this thread has written so far (never below `capacity`), so a
+    // big domain is written into one allocation instead of growing (and copying) several times.
+    let capacity = LAST_LEN.with(|c| c.get()).max(capacity);
     let mut w = Writer {
         out: String::with_capacity(capacity),
         indent,
         depth: 0,
+        scratch: String::new(),
     };
     value.serialize(ElementSer {
         w: &mut w,
         name: root,
     })?;
+    let len = w.out.len();
+    if len > capacity {
+        LAST_LEN.with(|c| c.set(len.min(MAX_HINT)));
+    }
     Ok(w.out)
+}
+
+/// Upper bound of the remembered output size (a freak huge domain must not make every later
+/// allocation huge).
+const MAX_HINT: usize = 1 << 20;
+
+thread_local! {
+    /// The largest output written on this thread, as the next output's starting capacity.
+    static LAST_LEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Appends the decimal digits of `v` without going through `core::fmt`.
+fn push_u64(out: &mut String, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or_default());
+}
+
+/// Appends `v` in decimal, `-` first when negative (same text as `Display`).
+fn push_i64(out: &mut String, v: i64) {
+    if v < 0 {
+        out.push('-');
+    }
+    push_u64(out, v.unsigned_abs());
 }
 
 struct Writer {
     out: String,
     indent: bool,
     depth: usize,
+    /// Reused for attributes that must be inserted back into an already closed start tag.
+    scratch: String,
 }
 
 impl Writer {
@@ -54,6 +97,14 @@ impl Writer {
 }
 
 fn escape_into(out: &mut String, s: &str, attr: bool) {
+    // Almost no value needs escaping: one branch-free pass (vectorised) finds out, then one copy.
+    let special = s.bytes().fold(false, |acc, b| {
+        acc | (b == b'&') | (b == b'<') | (b == b'>') | (attr & (b == b'"'))
+    });
+    if !special {
+        out.push_str(s);
+        return;
+    }
     let mut last = 0;
     for (i, b) in s.bytes().enumerate() {
         let rep = match b {
@@ -101,6 +152,21 @@ macro_rules! display_fns {
     ($($f:ident: $t:ty),*) => { $(fn $f(self, v: $t) -> R { self.display(v) })* };
 }
 
+macro_rules! int_fns {
+    ($push:ident as $w:ty: $($f:ident: $t:ty),*) => { $(fn $f(self, v: $t) -> R {
+        self.w.newline();
+        let out = &mut self.w.out;
+        out.push('<');
+        out.push_str(self.name);
+        out.push('>');
+        $push(out, v as $w);
+        out.push_str("</");
+        out.push_str(self.name);
+        out.push('>');
+        Ok(())
+    })* };
+}
+
 impl<'w> ser::Serializer for ElementSer<'w> {
     type Ok = ();
     type Error = WriteError;
@@ -112,9 +178,9 @@ impl<'w> ser::Serializer for ElementSer<'w> {
     type SerializeStruct = StructSer<'w>;
     type SerializeStructVariant = Impossible<(), WriteError>;
 
-    display_fns!(serialize_bool: bool, serialize_i8: i8, serialize_i16: i16, serialize_i32: i32, serialize_i64: i64,
-        serialize_u8: u8, serialize_u16: u16, serialize_u32: u32, serialize_u64: u64, serialize_f32: f32,
-        serialize_f64: f64, serialize_char: char);
+    display_fns!(serialize_bool: bool, serialize_f32: f32, serialize_f64: f64, serialize_char: char);
+    int_fns!(push_i64 as i64: serialize_i8: i8, serialize_i16: i16, serialize_i32: i32, serialize_i64: i64);
+    int_fns!(push_u64 as u64: serialize_u8: u8, serialize_u16: u16, serialize_u32: u32, serialize_u64: u64);
 
     fn serialize_str(self, v: &str) -> R {
         self.text(v)
@@ -130,7 +196,9 @@ impl<'w> ser::Serializer for ElementSer<'w> {
     }
     fn serialize_unit(self) -> R {
         self.w.newline();
-        let _ = write!(self.w.out, "<{}/>", self.name);
+        self.w.out.push('<');
+        self.w.out.push_str(self.name);
+        self.w.out.push_str("/>");
         Ok(())
     }
     fn serialize_unit_struct(self, _: &'static str) -> R {
@@ -262,7 +330,9 @@ impl ser::SerializeStruct for StructSer<'_> {
                 }
                 self.attr_pos = out.len();
             } else {
-                let mut a = String::with_capacity(attr.len() + 16);
+                // Built in the writer's reusable scratch buffer (no allocation per attribute).
+                let mut a = std::mem::take(&mut self.w.scratch);
+                a.clear();
                 a.push(' ');
                 a.push_str(attr);
                 a.push_str("=\"");
@@ -274,6 +344,7 @@ impl ser::SerializeStruct for StructSer<'_> {
                     self.w.out.insert_str(self.attr_pos, &a);
                     self.attr_pos += a.len();
                 }
+                self.w.scratch = a;
             }
             return Ok(());
         }
@@ -328,6 +399,12 @@ macro_rules! attr_display {
     ($($f:ident: $t:ty),*) => { $(fn $f(self, v: $t) -> R<bool> { let _ = write!(self.out, "{v}"); Ok(true) })* };
 }
 
+macro_rules! attr_int {
+    ($push:ident as $w:ty: $($f:ident: $t:ty),*) => {
+        $(fn $f(self, v: $t) -> R<bool> { $push(self.out, v as $w); Ok(true) })*
+    };
+}
+
 impl ser::Serializer for AttrSer<'_> {
     type Ok = bool;
     type Error = WriteError;
@@ -339,9 +416,9 @@ impl ser::Serializer for AttrSer<'_> {
     type SerializeStruct = Impossible<bool, WriteError>;
     type SerializeStructVariant = Impossible<bool, WriteError>;
 
-    attr_display!(serialize_bool: bool, serialize_i8: i8, serialize_i16: i16, serialize_i32: i32, serialize_i64: i64,
-        serialize_u8: u8, serialize_u16: u16, serialize_u32: u32, serialize_u64: u64, serialize_f32: f32,
-        serialize_f64: f64, serialize_char: char);
+    attr_display!(serialize_bool: bool, serialize_f32: f32, serialize_f64: f64, serialize_char: char);
+    attr_int!(push_i64 as i64: serialize_i8: i8, serialize_i16: i16, serialize_i32: i32, serialize_i64: i64);
+    attr_int!(push_u64 as u64: serialize_u8: u8, serialize_u16: u16, serialize_u32: u32, serialize_u64: u64);
 
     fn serialize_str(self, v: &str) -> R<bool> {
         escape_into(self.out, v, self.attr);
