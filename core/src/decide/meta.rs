@@ -32,6 +32,15 @@ pub fn find_json<'a>(objs: &'a [Value], ns: &str, name: &str) -> Option<&'a Valu
     })
 }
 
+/// The condition of type `t` in `status.conditions` of an object held as JSON (pod, VMI,
+/// DataVolume: they all list conditions the same way).
+pub fn json_condition<'a>(obj: &'a Value, t: &str) -> Option<&'a Value> {
+    obj.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+}
+
 /// The name, empty when unset.
 pub fn name(meta: &ObjectMeta) -> &str {
     meta.name.as_deref().unwrap_or_default()

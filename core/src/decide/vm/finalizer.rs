@@ -3,6 +3,7 @@
 //! On the VM it guarantees the controller sees the deletion and stops the VMI first; on a VMI it
 //! guarantees the controller records the final VMI state (start failures) before the VMI goes.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use super::{Reconcile, VM_CONTROLLER_FINALIZER};
@@ -42,18 +43,24 @@ pub(super) fn add_vm_finalizer(r: &mut Reconcile<'_, '_>) {
     r.vm.metadata.finalizers = Some(new);
 }
 
+/// The object's finalizers as they are, and without the VM controller's finalizer.
+fn without_controller_finalizer(md: &ObjectMeta) -> (Option<Vec<String>>, Vec<String>) {
+    let orig = md.finalizers.clone();
+    let new = orig
+        .iter()
+        .flatten()
+        .filter(|f| *f != VM_CONTROLLER_FINALIZER)
+        .cloned()
+        .collect();
+    (orig, new)
+}
+
 /// Removes the controller finalizer from the VM (letting its deletion complete).
 pub(super) fn remove_vm_finalizer(r: &mut Reconcile<'_, '_>) {
     if !meta::has_finalizer(&r.vm.metadata, VM_CONTROLLER_FINALIZER) {
         return;
     }
-    let orig = r.vm.metadata.finalizers.clone();
-    let old = orig.clone().unwrap_or_default();
-    let new: Vec<String> = old
-        .iter()
-        .filter(|f| *f != VM_CONTROLLER_FINALIZER)
-        .cloned()
-        .collect();
+    let (orig, new) = without_controller_finalizer(&r.vm.metadata);
     r.push_vm_patch(finalizers_patch(orig.as_ref(), &new));
     r.vm.metadata.finalizers = Some(new);
 }
@@ -63,13 +70,7 @@ pub(super) fn remove_vmi_finalizer(r: &mut Reconcile<'_, '_>, vmi: &VirtualMachi
     if !meta::has_finalizer(&vmi.metadata, VM_CONTROLLER_FINALIZER) {
         return;
     }
-    let orig = vmi.metadata.finalizers.clone();
-    let old = orig.clone().unwrap_or_default();
-    let new: Vec<String> = old
-        .iter()
-        .filter(|f| *f != VM_CONTROLLER_FINALIZER)
-        .cloned()
-        .collect();
+    let (orig, new) = without_controller_finalizer(&vmi.metadata);
     r.plan.writes.push(ApiWrite::new(
         "virtualmachineinstances",
         meta::namespace(&vmi.metadata),

@@ -265,49 +265,41 @@ fn printable_status(
     "Unknown"
 }
 
-fn dv_condition<'a>(dv: &'a Value, t: &str) -> Option<&'a Value> {
-    dv.pointer("/status/conditions")?
-        .as_array()?
+/// The cached DataVolumes the volumes name (volumes whose DataVolume is not cached are skipped).
+fn data_volumes_of<'a>(
+    r: &'a Reconcile<'_, '_>,
+    volumes: &'a [crate::api::Volume],
+) -> impl Iterator<Item = &'a Value> + 'a {
+    let ns = r.ns();
+    volumes
         .iter()
-        .find(|c| c["type"] == t)
+        .filter_map(|v| v.data_volume.as_ref())
+        .filter_map(move |d| meta::find_json(r.w.data_volumes, &ns, &d.name))
 }
 
 fn data_volume_error(r: &Reconcile<'_, '_>, volumes: &[crate::api::Volume]) -> bool {
-    volumes
-        .iter()
-        .filter_map(|v| v.data_volume.as_ref())
-        .any(|d| {
-            let Some(dv) = meta::find_json(r.w.data_volumes, &r.ns(), &d.name) else {
-                return false;
-            };
-            if dv.pointer("/status/phase").and_then(Value::as_str) == Some("Failed") {
-                return true;
-            }
-            dv_condition(dv, "Running").is_some_and(|c| {
-                c["status"] == "False"
-                    && (c["reason"] == "Error" || c["reason"] == "ImagePullFailed")
-            })
+    data_volumes_of(r, volumes).any(|dv| {
+        if dv.pointer("/status/phase").and_then(Value::as_str) == Some("Failed") {
+            return true;
+        }
+        meta::json_condition(dv, "Running").is_some_and(|c| {
+            c["status"] == "False" && (c["reason"] == "Error" || c["reason"] == "ImagePullFailed")
         })
+    })
 }
 
 fn data_volume_provisioning(r: &Reconcile<'_, '_>, volumes: &[crate::api::Volume]) -> bool {
-    volumes
-        .iter()
-        .filter_map(|v| v.data_volume.as_ref())
-        .any(|d| {
-            let Some(dv) = meta::find_json(r.w.data_volumes, &r.ns(), &d.name) else {
-                return false;
-            };
-            let phase = dv
-                .pointer("/status/phase")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            if matches!(phase, "Succeeded" | "PendingPopulation") {
-                return false;
-            }
-            let bound = dv_condition(dv, "Bound").is_some_and(|c| c["status"] == "True");
-            bound || phase != "WaitForFirstConsumer"
-        })
+    data_volumes_of(r, volumes).any(|dv| {
+        let phase = dv
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if matches!(phase, "Succeeded" | "PendingPopulation") {
+            return false;
+        }
+        let bound = meta::json_condition(dv, "Bound").is_some_and(|c| c["status"] == "True");
+        bound || phase != "WaitForFirstConsumer"
+    })
 }
 
 fn unbound_pvc(r: &Reconcile<'_, '_>, volumes: &[crate::api::Volume]) -> bool {

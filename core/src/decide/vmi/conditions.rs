@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use super::{pod, state};
 use crate::api::VirtualMachineInstance;
 use crate::decide::meta;
+pub(super) use crate::decide::meta::json_condition as find_cond;
 use crate::decide::vmi::state::phase;
 
 pub(super) fn conds_mut(v: &mut Value) -> &mut Vec<Value> {
@@ -19,13 +20,6 @@ pub(super) fn conds_mut(v: &mut Value) -> &mut Vec<Value> {
     v["status"]["conditions"]
         .as_array_mut()
         .expect("made an array above")
-}
-
-pub(super) fn find_cond<'a>(v: &'a Value, t: &str) -> Option<&'a Value> {
-    v.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == t)
 }
 
 /// Sets `c` unless a condition of its type with the same status and reason exists.

@@ -108,10 +108,7 @@ pub fn is_ready(pod: &Value) -> bool {
 
 /// The pod condition of type `t`.
 pub fn condition<'a>(pod: &'a Value, t: &str) -> Option<&'a Value> {
-    pod.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == t)
+    meta::json_condition(pod, t)
 }
 
 /// The image of the compute container.

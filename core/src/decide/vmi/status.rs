@@ -78,62 +78,53 @@ fn has_owner_vm(w: &VmiWorld<'_>) -> bool {
         })
 }
 
-/// Volume status entries for every volume (existing entries kept).
-fn update_volume_status(v: &mut Value) {
+/// Rebuilds the status list `status_key` from the spec list `spec_key`, in spec order: an
+/// existing status entry of the same name is kept, otherwise `fresh` may make one. Nothing is
+/// written when the old and the new list are both empty.
+fn rebuild_status_list(
+    v: &mut Value,
+    spec_key: &str,
+    status_key: &str,
+    fresh: impl Fn(&str, &Value) -> Option<Value>,
+) {
     let old: Vec<Value> = v
-        .pointer("/status/volumeStatus")
+        .pointer(&format!("/status/{status_key}"))
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let vols: Vec<String> = v
-        .pointer("/spec/volumes")
+    let new: Vec<Value> = v
+        .pointer(&format!("/spec/{spec_key}"))
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter_map(|x| x["name"].as_str().map(String::from))
-        .collect();
-    let new: Vec<Value> = vols
-        .iter()
-        .map(|n| {
-            old.iter()
-                .find(|o| o["name"] == n.as_str())
-                .cloned()
-                .unwrap_or_else(|| json!({"name": n, "target": ""}))
+        .filter_map(|item| {
+            let name = item["name"].as_str()?;
+            match old.iter().find(|o| o["name"] == name) {
+                Some(o) => Some(o.clone()),
+                None => fresh(name, item),
+            }
         })
         .collect();
     if new.is_empty() && old.is_empty() {
         return;
     }
-    v["status"]["volumeStatus"] = Value::Array(new);
+    v["status"][status_key] = Value::Array(new);
+}
+
+/// Volume status entries for every volume (existing entries kept).
+fn update_volume_status(v: &mut Value) {
+    rebuild_status_list(v, "volumes", "volumeStatus", |name, _| {
+        Some(json!({"name": name, "target": ""}))
+    });
 }
 
 /// Interface status entries for pod-network interfaces (`eth0`), existing entries kept.
 fn update_network_status(v: &mut Value) {
-    let old: Vec<Value> = v
-        .pointer("/status/interfaces")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let nets: Vec<Value> = v
-        .pointer("/spec/networks")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let mut new = Vec::new();
-    for n in nets {
-        let Some(name) = n["name"].as_str() else {
-            continue;
-        };
-        if let Some(o) = old.iter().find(|o| o["name"] == name) {
-            new.push(o.clone());
-        } else if n.get("pod").is_some() {
-            new.push(json!({"name": name, "podInterfaceName": "eth0"}));
-        }
-    }
-    if new.is_empty() && old.is_empty() {
-        return;
-    }
-    v["status"]["interfaces"] = Value::Array(new);
+    rebuild_status_list(v, "networks", "interfaces", |name, net| {
+        net.get("pod")
+            .is_some()
+            .then(|| json!({"name": name, "podInterfaceName": "eth0"}))
+    });
 }
 
 pub(super) fn update_status(
