@@ -156,32 +156,30 @@ pub(super) fn check(
                 );
             }
         }
-        if v.config_map
-            .as_ref()
-            .is_some_and(|c| c.name.as_deref().unwrap_or("").is_empty())
-        {
-            causes.invalid(
-                format!("{path}.configMap.name"),
-                format!("{path}.configMap.name is a required field"),
-            );
-        }
-        if v.secret
-            .as_ref()
-            .is_some_and(|s| s.secret_name.as_deref().unwrap_or("").is_empty())
-        {
-            causes.invalid(
-                format!("{path}.secret.secretName"),
-                format!("{path}.secret.secretName is a required field"),
-            );
-        }
-        if v.service_account
-            .as_ref()
-            .is_some_and(|s| s.service_account_name.as_deref().unwrap_or("").is_empty())
-        {
-            causes.invalid(
-                format!("{path}.serviceAccount.serviceAccountName"),
-                format!("{path}.serviceAccount.serviceAccountName is a required field"),
-            );
+        // Sources that name the object they project: the name is required.
+        let named_sources = [
+            (
+                "configMap.name",
+                v.config_map.as_ref().map(|c| c.name.as_deref()),
+            ),
+            (
+                "secret.secretName",
+                v.secret.as_ref().map(|s| s.secret_name.as_deref()),
+            ),
+            (
+                "serviceAccount.serviceAccountName",
+                v.service_account
+                    .as_ref()
+                    .map(|s| s.service_account_name.as_deref()),
+            ),
+        ];
+        for (field, name) in named_sources {
+            if name.is_some_and(|n| n.unwrap_or("").is_empty()) {
+                causes.invalid(
+                    format!("{path}.{field}"),
+                    format!("{path}.{field} is a required field"),
+                );
+            }
         }
         // Every volume must reach the guest through a disk or a filesystem.
         let (as_disk, as_fs) = (

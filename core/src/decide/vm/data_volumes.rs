@@ -8,7 +8,7 @@
 use serde_json::{Value, json};
 
 use super::Reconcile;
-use crate::decide::{ApiWrite, Event, Expectation, WriteOp, meta};
+use crate::decide::{Event, meta};
 
 const ALLOW_CLAIM_ADOPTION: &str = "cdi.kubevirt.io/allowClaimAdoption";
 const CREATED_BY_LABEL: &str = "kubevirt.io/created-by";
@@ -64,14 +64,7 @@ pub(super) fn handle_data_volumes(r: &mut Reconcile<'_, '_>) -> bool {
             None => {
                 ready = false;
                 let object = manifest(r, t);
-                r.pending.creations += 1;
-                r.plan.writes.push(
-                    ApiWrite::new("datavolumes", &r.ns(), &name, WriteOp::Create { object })
-                        .expecting(Expectation::Creations {
-                            key: r.key.clone(),
-                            count: 1,
-                        }),
-                );
+                r.push_create("datavolumes", &name, object);
                 let ev = Event::normal(
                     r.vm_ref(),
                     "SuccessfulDataVolumeCreate",

@@ -150,6 +150,18 @@ impl Reconcile<'_, '_> {
         self.plan.writes.push(write);
     }
 
+    /// Records the creation of `object` (a `resource` named `name` in the VM's namespace) with a
+    /// creation expectation on this key raised first, so a lagging cache cannot cause a second.
+    pub(crate) fn push_create(&mut self, resource: &str, name: &str, object: Value) {
+        self.pending.creations += 1;
+        let write = ApiWrite::new(resource, &self.ns(), name, WriteOp::Create { object })
+            .expecting(super::Expectation::Creations {
+                key: self.key.clone(),
+                count: 1,
+            });
+        self.plan.writes.push(write);
+    }
+
     pub(crate) fn vm_ref(&self) -> super::ObjectRef {
         super::ObjectRef {
             kind: "VirtualMachine".into(),

@@ -221,19 +221,7 @@ pub(super) fn start_vmi(r: &mut Reconcile<'_, '_>) -> Option<SyncError> {
     let vmi = serde_json::to_value(&vmi).unwrap_or_default();
 
     let name = r.name();
-    r.pending.creations += 1;
-    r.plan.writes.push(
-        ApiWrite::new(
-            "virtualmachineinstances",
-            &r.ns(),
-            &name,
-            WriteOp::Create { object: vmi },
-        )
-        .expecting(Expectation::Creations {
-            key: r.key.clone(),
-            count: 1,
-        }),
-    );
+    r.push_create("virtualmachineinstances", &name, vmi);
     let ev = Event::normal(
         r.vm_ref(),
         "SuccessfulCreate",

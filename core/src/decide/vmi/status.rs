@@ -78,6 +78,17 @@ fn has_owner_vm(w: &VmiWorld<'_>) -> bool {
         })
 }
 
+/// A VMI no cached VM owns keeps no VM-controller finalizer: nobody else would remove it.
+fn release_orphan(w: &VmiWorld<'_>, c: &mut Value) {
+    let has_finalizers = c
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    if has_finalizers && !has_owner_vm(w) {
+        remove_finalizer(c, crate::decide::vm::VM_CONTROLLER_FINALIZER);
+    }
+}
+
 /// Rebuilds the status list `status_key` from the spec list `spec_key`, in spec order: an
 /// existing status entry of the same name is kept, otherwise `fresh` may make one. Nothing is
 /// written when the old and the new list are both empty.
@@ -282,13 +293,7 @@ pub(super) fn update_status(
                     m.remove("launcherContainerImageVersion");
                 }
             }
-            let has_finalizers = c
-                .pointer("/metadata/finalizers")
-                .and_then(Value::as_array)
-                .is_some_and(|a| !a.is_empty());
-            if !has_owner_vm(w) && has_finalizers {
-                remove_finalizer(&mut c, crate::decide::vm::VM_CONTROLLER_FINALIZER);
-            }
+            release_orphan(w, &mut c);
         }
         phase::RUNNING => {
             if !pod_exists {
@@ -309,13 +314,7 @@ pub(super) fn update_status(
             if state::is_deleting(vmi) {
                 remove_finalizer(&mut c, DEPRECATED_VMI_FINALIZER);
                 remove_finalizer(&mut c, VMI_FINALIZER);
-                let has_finalizers = c
-                    .pointer("/metadata/finalizers")
-                    .and_then(Value::as_array)
-                    .is_some_and(|a| !a.is_empty());
-                if !has_owner_vm(w) && has_finalizers {
-                    remove_finalizer(&mut c, crate::decide::vm::VM_CONTROLLER_FINALIZER);
-                }
+                release_orphan(w, &mut c);
             } else if pod_exists {
                 set_phase(&mut c, phase::SCHEDULING);
             }
