@@ -398,9 +398,18 @@ mod tests {
 
     #[test]
     fn bad_text_is_a_typed_error() {
-        assert!(matches!("abc".parse::<Quantity>(), Err(QuantityError::Syntax(_))));
-        assert!(matches!("1Qi".parse::<Quantity>(), Err(QuantityError::Suffix(_))));
-        assert!(matches!(q("9999999Ei").value(), Err(QuantityError::Overflow(_))));
+        assert!(matches!(
+            "abc".parse::<Quantity>(),
+            Err(QuantityError::Syntax(_))
+        ));
+        assert!(matches!(
+            "1Qi".parse::<Quantity>(),
+            Err(QuantityError::Suffix(_))
+        ));
+        assert!(matches!(
+            q("9999999Ei").value(),
+            Err(QuantityError::Overflow(_))
+        ));
     }
 
     #[test]
