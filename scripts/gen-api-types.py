@@ -9,6 +9,7 @@ added by newer KubeVirt versions survive a round trip untouched.
 """
 import json
 import re
+import subprocess
 import sys
 
 ROOTS = ["v1.VirtualMachine", "v1.VirtualMachineInstance"]
@@ -124,7 +125,11 @@ def main():
         out.append("    pub extra: BTreeMap<String, serde_json::Value>,")
         out.append("}")
         out.append("")
-    print("\n".join(out))
+    text = "\n".join(out) + "\n"
+    # Emit rustfmt's layout so `cargo fmt --check` holds for the generated file too.
+    formatted = subprocess.run(["rustfmt", "--edition", "2024", "--emit", "stdout"],
+                               input=text, capture_output=True, text=True, check=True).stdout
+    sys.stdout.write(formatted)
 
 
 if __name__ == "__main__":

@@ -7,17 +7,17 @@
 pub mod admission;
 pub mod api;
 pub mod config;
-pub mod defaults;
-pub mod template;
-pub mod validate;
 pub mod decide;
+pub mod defaults;
 pub mod pod;
 pub mod quantity;
 pub mod resources;
 mod serde_util;
 #[cfg(feature = "sim")]
 pub mod sim;
+pub mod template;
+pub mod validate;
 
-pub use config::ClusterConfig;
 pub use api::{VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceSpec};
+pub use config::ClusterConfig;
 pub use quantity::{Quantity, QuantityError};

@@ -7,14 +7,19 @@ use std::path::{Path, PathBuf};
 /// Panics under CI (`CI=true`) when the directory is missing, so a misplaced corpus fails loudly
 /// instead of silently comparing nothing. Locally it returns `None` and tests say so.
 pub fn shared_dir(sub: &str) -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared").join(sub);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared")
+        .join(sub);
     if root.is_dir() {
         return Some(root);
     }
     if std::env::var("CI").as_deref() == Ok("true") {
         panic!("the oracle corpus {} is missing under CI", root.display());
     }
-    eprintln!("note: {} not found; oracle comparisons skipped", root.display());
+    eprintln!(
+        "note: {} not found; oracle comparisons skipped",
+        root.display()
+    );
     None
 }
 

@@ -60,7 +60,11 @@ pub fn parse_document(text: &str, origin: &str) -> Result<serde_json::Value, Cli
 pub fn typed<T: DeserializeOwned>(doc: serde_json::Value, origin: &str) -> Result<T, CliError> {
     serde_path_to_error::deserialize(doc).map_err(|e| {
         let path = e.path().to_string();
-        let path = if path == "." { "(top level)".to_string() } else { path };
+        let path = if path == "." {
+            "(top level)".to_string()
+        } else {
+            path
+        };
         CliError::Input(format!("{origin}: {path}: {}", e.inner()))
     })
 }

@@ -129,11 +129,17 @@ pub struct CDRomTarget {
 pub struct CPU {
     #[serde(rename = "cores", skip_serializing_if = "Option::is_none")]
     pub cores: Option<i64>,
-    #[serde(rename = "dedicatedCpuPlacement", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "dedicatedCpuPlacement",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub dedicated_cpu_placement: Option<bool>,
     #[serde(rename = "features", skip_serializing_if = "Option::is_none")]
     pub features: Option<Vec<CPUFeature>>,
-    #[serde(rename = "isolateEmulatorThread", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "isolateEmulatorThread",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub isolate_emulator_thread: Option<bool>,
     #[serde(rename = "maxSockets", skip_serializing_if = "Option::is_none")]
     pub max_sockets: Option<i64>,
@@ -259,7 +265,10 @@ pub struct CloudInitConfigDriveSource {
     pub network_data: Option<String>,
     #[serde(rename = "networkDataBase64", skip_serializing_if = "Option::is_none")]
     pub network_data_base64: Option<String>,
-    #[serde(rename = "networkDataSecretRef", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkDataSecretRef",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_data_secret_ref: Option<core_v1::LocalObjectReference>,
     #[serde(rename = "secretRef", skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<core_v1::LocalObjectReference>,
@@ -279,7 +288,10 @@ pub struct CloudInitNoCloudSource {
     pub network_data: Option<String>,
     #[serde(rename = "networkDataBase64", skip_serializing_if = "Option::is_none")]
     pub network_data_base64: Option<String>,
-    #[serde(rename = "networkDataSecretRef", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkDataSecretRef",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_data_secret_ref: Option<core_v1::LocalObjectReference>,
     #[serde(rename = "secretRef", skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<core_v1::LocalObjectReference>,
@@ -627,7 +639,11 @@ pub struct DataVolumeTemplateSpec {
     pub api_version: Option<String>,
     #[serde(rename = "kind", skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
-    #[serde(rename = "metadata", default, skip_serializing_if = "crate::serde_util::is_default")]
+    #[serde(
+        rename = "metadata",
+        default,
+        skip_serializing_if = "crate::serde_util::is_default"
+    )]
     pub metadata: ObjectMeta,
     #[serde(rename = "spec")]
     pub spec: DataVolumeSpec,
@@ -665,15 +681,30 @@ pub struct DeprecatedInterfaceSlirp {
 /// `v1.Devices` of the kubevirt.io API.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Devices {
-    #[serde(rename = "autoattachGraphicsDevice", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "autoattachGraphicsDevice",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub autoattach_graphics_device: Option<bool>,
-    #[serde(rename = "autoattachInputDevice", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "autoattachInputDevice",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub autoattach_input_device: Option<bool>,
-    #[serde(rename = "autoattachMemBalloon", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "autoattachMemBalloon",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub autoattach_mem_balloon: Option<bool>,
-    #[serde(rename = "autoattachPodInterface", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "autoattachPodInterface",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub autoattach_pod_interface: Option<bool>,
-    #[serde(rename = "autoattachSerialConsole", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "autoattachSerialConsole",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub autoattach_serial_console: Option<bool>,
     #[serde(rename = "autoattachVSOCK", skip_serializing_if = "Option::is_none")]
     pub autoattach_vsock: Option<bool>,
@@ -699,7 +730,10 @@ pub struct Devices {
     pub interfaces: Option<Vec<Interface>>,
     #[serde(rename = "logSerialConsole", skip_serializing_if = "Option::is_none")]
     pub log_serial_console: Option<bool>,
-    #[serde(rename = "networkInterfaceMultiqueue", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkInterfaceMultiqueue",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_interface_multiqueue: Option<bool>,
     #[serde(rename = "panicDevices", skip_serializing_if = "Option::is_none")]
     pub panic_devices: Option<Vec<PanicDevice>>,
@@ -709,7 +743,10 @@ pub struct Devices {
     pub sound: Option<SoundDevice>,
     #[serde(rename = "tpm", skip_serializing_if = "Option::is_none")]
     pub tpm: Option<TPMDevice>,
-    #[serde(rename = "useVirtioTransitional", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "useVirtioTransitional",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub use_virtio_transitional: Option<bool>,
     #[serde(rename = "video", skip_serializing_if = "Option::is_none")]
     pub video: Option<VideoDevice>,
@@ -741,7 +778,10 @@ pub struct Disk {
     pub cache: Option<String>,
     #[serde(rename = "cdrom", skip_serializing_if = "Option::is_none")]
     pub cdrom: Option<CDRomTarget>,
-    #[serde(rename = "changedBlockTracking", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "changedBlockTracking",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub changed_block_tracking: Option<bool>,
     #[serde(rename = "dedicatedIOThread", skip_serializing_if = "Option::is_none")]
     pub dedicated_io_thread: Option<bool>,
@@ -769,7 +809,10 @@ pub struct Disk {
 /// `v1.DiskIOThreads` of the kubevirt.io API.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DiskIOThreads {
-    #[serde(rename = "supplementalPoolThreadCount", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "supplementalPoolThreadCount",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub supplemental_pool_thread_count: Option<i64>,
     /// Fields this version of kvrs does not know, kept as they came.
     #[serde(flatten)]
@@ -893,7 +936,10 @@ pub struct EmptyDiskSource {
 /// `v1.EphemeralVolumeSource` of the kubevirt.io API.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EphemeralVolumeSource {
-    #[serde(rename = "persistentVolumeClaim", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "persistentVolumeClaim",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub persistent_volume_claim: Option<core_v1::PersistentVolumeClaimVolumeSource>,
     /// Fields this version of kvrs does not know, kept as they came.
     #[serde(flatten)]
@@ -1143,7 +1189,10 @@ pub struct HostDisk {
 pub struct HotplugVolumeSource {
     #[serde(rename = "dataVolume", skip_serializing_if = "Option::is_none")]
     pub data_volume: Option<DataVolumeSource>,
-    #[serde(rename = "persistentVolumeClaim", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "persistentVolumeClaim",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub persistent_volume_claim: Option<PersistentVolumeClaimVolumeSource>,
     /// Fields this version of kvrs does not know, kept as they came.
     #[serde(flatten)]
@@ -1231,7 +1280,10 @@ pub struct Input {
 pub struct InstancetypeMatcher {
     #[serde(rename = "inferFromVolume", skip_serializing_if = "Option::is_none")]
     pub infer_from_volume: Option<String>,
-    #[serde(rename = "inferFromVolumeFailurePolicy", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "inferFromVolumeFailurePolicy",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub infer_from_volume_failure_policy: Option<String>,
     #[serde(rename = "kind", skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
@@ -1247,11 +1299,17 @@ pub struct InstancetypeMatcher {
 /// `v1.InstancetypeStatusRef` of the kubevirt.io API.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct InstancetypeStatusRef {
-    #[serde(rename = "controllerRevisionRef", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "controllerRevisionRef",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub controller_revision_ref: Option<ControllerRevisionRef>,
     #[serde(rename = "inferFromVolume", skip_serializing_if = "Option::is_none")]
     pub infer_from_volume: Option<String>,
-    #[serde(rename = "inferFromVolumeFailurePolicy", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "inferFromVolumeFailurePolicy",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub infer_from_volume_failure_policy: Option<String>,
     #[serde(rename = "kind", skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
@@ -1501,7 +1559,10 @@ pub struct MultusNetwork {
 /// `v1.NUMA` of the kubevirt.io API.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NUMA {
-    #[serde(rename = "guestMappingPassthrough", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "guestMappingPassthrough",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub guest_mapping_passthrough: Option<NUMAGuestMappingPassthrough>,
     /// Fields this version of kvrs does not know, kept as they came.
     #[serde(flatten)]
@@ -1663,7 +1724,10 @@ pub struct PortRange {
 pub struct PreferenceMatcher {
     #[serde(rename = "inferFromVolume", skip_serializing_if = "Option::is_none")]
     pub infer_from_volume: Option<String>,
-    #[serde(rename = "inferFromVolumeFailurePolicy", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "inferFromVolumeFailurePolicy",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub infer_from_volume_failure_policy: Option<String>,
     #[serde(rename = "kind", skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
@@ -1687,7 +1751,10 @@ pub struct Probe {
     pub guest_agent_ping: Option<GuestAgentPing>,
     #[serde(rename = "httpGet", skip_serializing_if = "Option::is_none")]
     pub http_get: Option<core_v1::HTTPGetAction>,
-    #[serde(rename = "initialDelaySeconds", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "initialDelaySeconds",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub initial_delay_seconds: Option<i32>,
     #[serde(rename = "periodSeconds", skip_serializing_if = "Option::is_none")]
     pub period_seconds: Option<i32>,
@@ -1773,7 +1840,10 @@ pub struct ReservedOverhead {
 pub struct ResourceRequirements {
     #[serde(rename = "limits", skip_serializing_if = "Option::is_none")]
     pub limits: Option<BTreeMap<String, Quantity>>,
-    #[serde(rename = "overcommitGuestOverhead", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "overcommitGuestOverhead",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub overcommit_guest_overhead: Option<bool>,
     #[serde(rename = "requests", skip_serializing_if = "Option::is_none")]
     pub requests: Option<BTreeMap<String, Quantity>>,
@@ -1907,19 +1977,31 @@ pub struct SoundDevice {
 /// `v1.StallDetectorOptions` of the kubevirt.io API.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StallDetectorOptions {
-    #[serde(rename = "completionTimeoutFactor", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "completionTimeoutFactor",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub completion_timeout_factor: Option<String>,
     #[serde(rename = "ewmaAlpha", skip_serializing_if = "Option::is_none")]
     pub ewma_alpha: Option<String>,
-    #[serde(rename = "patienceWindowDecayFactor", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "patienceWindowDecayFactor",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub patience_window_decay_factor: Option<String>,
-    #[serde(rename = "precopyPossibleFactor", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "precopyPossibleFactor",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub precopy_possible_factor: Option<String>,
     #[serde(rename = "searchLocalMinima", skip_serializing_if = "Option::is_none")]
     pub search_local_minima: Option<bool>,
     #[serde(rename = "stallMargin", skip_serializing_if = "Option::is_none")]
     pub stall_margin: Option<i64>,
-    #[serde(rename = "stallProgressTimeout", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "stallProgressTimeout",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub stall_progress_timeout: Option<i64>,
     #[serde(rename = "switchoverTimeout", skip_serializing_if = "Option::is_none")]
     pub switchover_timeout: Option<i64>,
@@ -2157,17 +2239,29 @@ pub struct VMIMConfigurationOptions {
     pub allow_auto_converge: Option<bool>,
     #[serde(rename = "allowPostCopy", skip_serializing_if = "Option::is_none")]
     pub allow_post_copy: Option<bool>,
-    #[serde(rename = "allowWorkloadDisruption", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "allowWorkloadDisruption",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub allow_workload_disruption: Option<bool>,
-    #[serde(rename = "bandwidthPerMigration", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "bandwidthPerMigration",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub bandwidth_per_migration: Option<Quantity>,
-    #[serde(rename = "completionTimeoutPerGiB", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "completionTimeoutPerGiB",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub completion_timeout_per_gi_b: Option<i64>,
     #[serde(rename = "disableTLS", skip_serializing_if = "Option::is_none")]
     pub disable_tls: Option<bool>,
     #[serde(rename = "experimental", skip_serializing_if = "Option::is_none")]
     pub experimental: Option<ExperimentalMigrationOptions>,
-    #[serde(rename = "matchSELinuxLevelOnMigration", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "matchSELinuxLevelOnMigration",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub match_se_linux_level_on_migration: Option<bool>,
     #[serde(rename = "maxDowntimeMs", skip_serializing_if = "Option::is_none")]
     pub max_downtime_ms: Option<i64>,
@@ -2175,15 +2269,27 @@ pub struct VMIMConfigurationOptions {
     pub network: Option<String>,
     #[serde(rename = "nodeDrainTaintKey", skip_serializing_if = "Option::is_none")]
     pub node_drain_taint_key: Option<String>,
-    #[serde(rename = "parallelMigrationsPerCluster", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "parallelMigrationsPerCluster",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub parallel_migrations_per_cluster: Option<i64>,
-    #[serde(rename = "parallelOutboundMigrationsPerNode", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "parallelOutboundMigrationsPerNode",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub parallel_outbound_migrations_per_node: Option<i64>,
     #[serde(rename = "progressTimeout", skip_serializing_if = "Option::is_none")]
     pub progress_timeout: Option<i64>,
-    #[serde(rename = "unsafeMigrationOverride", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "unsafeMigrationOverride",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub unsafe_migration_override: Option<bool>,
-    #[serde(rename = "utilityVolumesTimeout", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "utilityVolumesTimeout",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub utility_volumes_timeout: Option<i64>,
     /// Fields this version of kvrs does not know, kept as they came.
     #[serde(flatten)]
@@ -2207,7 +2313,11 @@ pub struct VirtualMachine {
     pub api_version: Option<String>,
     #[serde(rename = "kind", skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
-    #[serde(rename = "metadata", default, skip_serializing_if = "crate::serde_util::is_default")]
+    #[serde(
+        rename = "metadata",
+        default,
+        skip_serializing_if = "crate::serde_util::is_default"
+    )]
     pub metadata: ObjectMeta,
     #[serde(rename = "spec")]
     pub spec: VirtualMachineSpec,
@@ -2221,9 +2331,19 @@ pub struct VirtualMachine {
 /// `v1.VirtualMachineCondition` of the kubevirt.io API.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VirtualMachineCondition {
-    #[serde(rename = "lastProbeTime", default, deserialize_with = "crate::serde_util::keep_null", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "lastProbeTime",
+        default,
+        deserialize_with = "crate::serde_util::keep_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub last_probe_time: Option<serde_json::Value>,
-    #[serde(rename = "lastTransitionTime", default, deserialize_with = "crate::serde_util::keep_null", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "lastTransitionTime",
+        default,
+        deserialize_with = "crate::serde_util::keep_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub last_transition_time: Option<serde_json::Value>,
     #[serde(rename = "message", skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -2245,7 +2365,11 @@ pub struct VirtualMachineInstance {
     pub api_version: Option<String>,
     #[serde(rename = "kind", skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
-    #[serde(rename = "metadata", default, skip_serializing_if = "crate::serde_util::is_default")]
+    #[serde(
+        rename = "metadata",
+        default,
+        skip_serializing_if = "crate::serde_util::is_default"
+    )]
     pub metadata: ObjectMeta,
     #[serde(rename = "spec")]
     pub spec: VirtualMachineInstanceSpec,
@@ -2285,9 +2409,19 @@ pub struct VirtualMachineInstanceBackupStatus {
 /// `v1.VirtualMachineInstanceCondition` of the kubevirt.io API.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VirtualMachineInstanceCondition {
-    #[serde(rename = "lastProbeTime", default, deserialize_with = "crate::serde_util::keep_null", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "lastProbeTime",
+        default,
+        deserialize_with = "crate::serde_util::keep_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub last_probe_time: Option<serde_json::Value>,
-    #[serde(rename = "lastTransitionTime", default, deserialize_with = "crate::serde_util::keep_null", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "lastTransitionTime",
+        default,
+        deserialize_with = "crate::serde_util::keep_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub last_transition_time: Option<serde_json::Value>,
     #[serde(rename = "message", skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -2339,7 +2473,10 @@ pub struct VirtualMachineInstanceMigrationSourceState {
     pub node: Option<String>,
     #[serde(rename = "nodeSelectors", skip_serializing_if = "Option::is_none")]
     pub node_selectors: Option<BTreeMap<String, String>>,
-    #[serde(rename = "persistentStatePVCName", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "persistentStatePVCName",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub persistent_state_pvc_name: Option<String>,
     #[serde(rename = "pod", skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
@@ -2347,7 +2484,10 @@ pub struct VirtualMachineInstanceMigrationSourceState {
     pub selinux_context: Option<String>,
     #[serde(rename = "syncAddress", skip_serializing_if = "Option::is_none")]
     pub sync_address: Option<String>,
-    #[serde(rename = "virtualMachineInstanceUID", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "virtualMachineInstanceUID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub virtual_machine_instance_uid: Option<String>,
     /// Fields this version of kvrs does not know, kept as they came.
     #[serde(flatten)]
@@ -2369,11 +2509,20 @@ pub struct VirtualMachineInstanceMigrationState {
     pub failed: Option<bool>,
     #[serde(rename = "failureReason", skip_serializing_if = "Option::is_none")]
     pub failure_reason: Option<String>,
-    #[serde(rename = "migrationConfiguration", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "migrationConfiguration",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub migration_configuration: Option<VMIMConfigurationOptions>,
-    #[serde(rename = "migrationNetworkType", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "migrationNetworkType",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub migration_network_type: Option<String>,
-    #[serde(rename = "migrationPolicyName", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "migrationPolicyName",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub migration_policy_name: Option<String>,
     #[serde(rename = "migrationUid", skip_serializing_if = "Option::is_none")]
     pub migration_uid: Option<String>,
@@ -2381,7 +2530,10 @@ pub struct VirtualMachineInstanceMigrationState {
     pub mode: Option<String>,
     #[serde(rename = "sourceNode", skip_serializing_if = "Option::is_none")]
     pub source_node: Option<String>,
-    #[serde(rename = "sourcePersistentStatePVCName", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "sourcePersistentStatePVCName",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub source_persistent_state_pvc_name: Option<String>,
     #[serde(rename = "sourcePod", skip_serializing_if = "Option::is_none")]
     pub source_pod: Option<String>,
@@ -2389,25 +2541,43 @@ pub struct VirtualMachineInstanceMigrationState {
     pub source_state: Option<VirtualMachineInstanceMigrationSourceState>,
     #[serde(rename = "startTimestamp", skip_serializing_if = "Option::is_none")]
     pub start_timestamp: Option<Time>,
-    #[serde(rename = "targetAttachmentPodUID", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "targetAttachmentPodUID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub target_attachment_pod_uid: Option<String>,
     #[serde(rename = "targetCPUSet", skip_serializing_if = "Option::is_none")]
     pub target_cpu_set: Option<Vec<i32>>,
-    #[serde(rename = "targetDirectMigrationNodePorts", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "targetDirectMigrationNodePorts",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub target_direct_migration_node_ports: Option<BTreeMap<String, i32>>,
-    #[serde(rename = "targetMemoryOverhead", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "targetMemoryOverhead",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub target_memory_overhead: Option<Quantity>,
     #[serde(rename = "targetNode", skip_serializing_if = "Option::is_none")]
     pub target_node: Option<String>,
     #[serde(rename = "targetNodeAddress", skip_serializing_if = "Option::is_none")]
     pub target_node_address: Option<String>,
-    #[serde(rename = "targetNodeDomainDetected", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "targetNodeDomainDetected",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub target_node_domain_detected: Option<bool>,
-    #[serde(rename = "targetNodeDomainReadyTimestamp", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "targetNodeDomainReadyTimestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub target_node_domain_ready_timestamp: Option<Time>,
     #[serde(rename = "targetNodeTopology", skip_serializing_if = "Option::is_none")]
     pub target_node_topology: Option<String>,
-    #[serde(rename = "targetPersistentStatePVCName", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "targetPersistentStatePVCName",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub target_persistent_state_pvc_name: Option<String>,
     #[serde(rename = "targetPod", skip_serializing_if = "Option::is_none")]
     pub target_pod: Option<String>,
@@ -2425,7 +2595,10 @@ pub struct VirtualMachineInstanceMigrationTargetState {
     pub attachment_pod_uid: Option<String>,
     #[serde(rename = "cpuSet", skip_serializing_if = "Option::is_none")]
     pub cpu_set: Option<Vec<i32>>,
-    #[serde(rename = "directMigrationNodePorts", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "directMigrationNodePorts",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub direct_migration_node_ports: Option<BTreeMap<String, i32>>,
     #[serde(rename = "domainDetected", skip_serializing_if = "Option::is_none")]
     pub domain_detected: Option<bool>,
@@ -2433,7 +2606,10 @@ pub struct VirtualMachineInstanceMigrationTargetState {
     pub domain_name: Option<String>,
     #[serde(rename = "domainNamespace", skip_serializing_if = "Option::is_none")]
     pub domain_namespace: Option<String>,
-    #[serde(rename = "domainReadyTimestamp", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "domainReadyTimestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub domain_ready_timestamp: Option<Time>,
     #[serde(rename = "migrationUID", skip_serializing_if = "Option::is_none")]
     pub migration_uid: Option<String>,
@@ -2443,7 +2619,10 @@ pub struct VirtualMachineInstanceMigrationTargetState {
     pub node_address: Option<String>,
     #[serde(rename = "nodeTopology", skip_serializing_if = "Option::is_none")]
     pub node_topology: Option<String>,
-    #[serde(rename = "persistentStatePVCName", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "persistentStatePVCName",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub persistent_state_pvc_name: Option<String>,
     #[serde(rename = "pod", skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
@@ -2451,7 +2630,10 @@ pub struct VirtualMachineInstanceMigrationTargetState {
     pub selinux_context: Option<String>,
     #[serde(rename = "syncAddress", skip_serializing_if = "Option::is_none")]
     pub sync_address: Option<String>,
-    #[serde(rename = "virtualMachineInstanceUID", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "virtualMachineInstanceUID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub virtual_machine_instance_uid: Option<String>,
     /// Fields this version of kvrs does not know, kept as they came.
     #[serde(flatten)]
@@ -2489,7 +2671,10 @@ pub struct VirtualMachineInstanceNetworkInterface {
 pub struct VirtualMachineInstancePhaseTransitionTimestamp {
     #[serde(rename = "phase", skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
-    #[serde(rename = "phaseTransitionTimestamp", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "phaseTransitionTimestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub phase_transition_timestamp: Option<Time>,
     /// Fields this version of kvrs does not know, kept as they came.
     #[serde(flatten)]
@@ -2503,7 +2688,10 @@ pub struct VirtualMachineInstanceResourceClaim {
     pub name: String,
     #[serde(rename = "resourceClaimName", skip_serializing_if = "Option::is_none")]
     pub resource_claim_name: Option<String>,
-    #[serde(rename = "resourceClaimTemplateName", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "resourceClaimTemplateName",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub resource_claim_template_name: Option<String>,
     /// Fields this version of kvrs does not know, kept as they came.
     #[serde(flatten)]
@@ -2549,11 +2737,17 @@ pub struct VirtualMachineInstanceSpec {
     pub start_strategy: Option<String>,
     #[serde(rename = "subdomain", skip_serializing_if = "Option::is_none")]
     pub subdomain: Option<String>,
-    #[serde(rename = "terminationGracePeriodSeconds", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "terminationGracePeriodSeconds",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub termination_grace_period_seconds: Option<i64>,
     #[serde(rename = "tolerations", skip_serializing_if = "Option::is_none")]
     pub tolerations: Option<Vec<core_v1::Toleration>>,
-    #[serde(rename = "topologySpreadConstraints", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "topologySpreadConstraints",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub topology_spread_constraints: Option<Vec<core_v1::TopologySpreadConstraint>>,
     #[serde(rename = "utilityVolumes", skip_serializing_if = "Option::is_none")]
     pub utility_volumes: Option<Vec<UtilityVolume>>,
@@ -2571,7 +2765,10 @@ pub struct VirtualMachineInstanceStatus {
     pub vsockcid: Option<i64>,
     #[serde(rename = "activePods", skip_serializing_if = "Option::is_none")]
     pub active_pods: Option<BTreeMap<String, String>>,
-    #[serde(rename = "changedBlockTracking", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "changedBlockTracking",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub changed_block_tracking: Option<ChangedBlockTrackingStatus>,
     #[serde(rename = "conditions", skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<VirtualMachineInstanceCondition>>,
@@ -2587,7 +2784,10 @@ pub struct VirtualMachineInstanceStatus {
     pub interfaces: Option<Vec<VirtualMachineInstanceNetworkInterface>>,
     #[serde(rename = "kernelBootStatus", skip_serializing_if = "Option::is_none")]
     pub kernel_boot_status: Option<KernelBootStatus>,
-    #[serde(rename = "launcherContainerImageVersion", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "launcherContainerImageVersion",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub launcher_container_image_version: Option<String>,
     #[serde(rename = "machine", skip_serializing_if = "Option::is_none")]
     pub machine: Option<Machine>,
@@ -2605,7 +2805,10 @@ pub struct VirtualMachineInstanceStatus {
     pub node_name: Option<String>,
     #[serde(rename = "phase", skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
-    #[serde(rename = "phaseTransitionTimestamps", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "phaseTransitionTimestamps",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub phase_transition_timestamps: Option<Vec<VirtualMachineInstancePhaseTransitionTimestamp>>,
     #[serde(rename = "qosClass", skip_serializing_if = "Option::is_none")]
     pub qos_class: Option<String>,
@@ -2617,7 +2820,10 @@ pub struct VirtualMachineInstanceStatus {
     pub selinux_context: Option<String>,
     #[serde(rename = "topologyHints", skip_serializing_if = "Option::is_none")]
     pub topology_hints: Option<TopologyHints>,
-    #[serde(rename = "virtualMachineRevisionName", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "virtualMachineRevisionName",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub virtual_machine_revision_name: Option<String>,
     #[serde(rename = "volumeStatus", skip_serializing_if = "Option::is_none")]
     pub volume_status: Option<Vec<VolumeStatus>>,
@@ -2629,7 +2835,11 @@ pub struct VirtualMachineInstanceStatus {
 /// `v1.VirtualMachineInstanceTemplateSpec` of the kubevirt.io API.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VirtualMachineInstanceTemplateSpec {
-    #[serde(rename = "metadata", default, skip_serializing_if = "crate::serde_util::is_default")]
+    #[serde(
+        rename = "metadata",
+        default,
+        skip_serializing_if = "crate::serde_util::is_default"
+    )]
     pub metadata: ObjectMeta,
     #[serde(rename = "spec", skip_serializing_if = "Option::is_none")]
     pub spec: Option<VirtualMachineInstanceSpec>,
@@ -2663,7 +2873,10 @@ pub struct VirtualMachineMemoryDumpRequest {
 /// `v1.VirtualMachineSpec` of the kubevirt.io API.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VirtualMachineSpec {
-    #[serde(rename = "dataVolumeTemplates", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "dataVolumeTemplates",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub data_volume_templates: Option<Vec<DataVolumeTemplateSpec>>,
     #[serde(rename = "instancetype", skip_serializing_if = "Option::is_none")]
     pub instancetype: Option<InstancetypeMatcher>,
@@ -2675,7 +2888,10 @@ pub struct VirtualMachineSpec {
     pub running: Option<bool>,
     #[serde(rename = "template")]
     pub template: VirtualMachineInstanceTemplateSpec,
-    #[serde(rename = "updateVolumesStrategy", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "updateVolumesStrategy",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub update_volumes_strategy: Option<String>,
     /// Fields this version of kvrs does not know, kept as they came.
     #[serde(flatten)]
@@ -2685,11 +2901,17 @@ pub struct VirtualMachineSpec {
 /// `v1.VirtualMachineStartFailure` of the kubevirt.io API.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VirtualMachineStartFailure {
-    #[serde(rename = "consecutiveFailCount", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "consecutiveFailCount",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub consecutive_fail_count: Option<i32>,
     #[serde(rename = "lastFailedVMIUID", skip_serializing_if = "Option::is_none")]
     pub last_failed_vmiuid: Option<String>,
-    #[serde(rename = "retryAfterTimestamp", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "retryAfterTimestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub retry_after_timestamp: Option<Time>,
     /// Fields this version of kvrs does not know, kept as they came.
     #[serde(flatten)]
@@ -2713,7 +2935,10 @@ pub struct VirtualMachineStateChangeRequest {
 /// `v1.VirtualMachineStatus` of the kubevirt.io API.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VirtualMachineStatus {
-    #[serde(rename = "changedBlockTracking", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "changedBlockTracking",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub changed_block_tracking: Option<ChangedBlockTrackingStatus>,
     #[serde(rename = "conditions", skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<VirtualMachineCondition>>,
@@ -2741,11 +2966,17 @@ pub struct VirtualMachineStatus {
     pub snapshot_in_progress: Option<String>,
     #[serde(rename = "startFailure", skip_serializing_if = "Option::is_none")]
     pub start_failure: Option<VirtualMachineStartFailure>,
-    #[serde(rename = "stateChangeRequests", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "stateChangeRequests",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub state_change_requests: Option<Vec<VirtualMachineStateChangeRequest>>,
     #[serde(rename = "volumeRequests", skip_serializing_if = "Option::is_none")]
     pub volume_requests: Option<Vec<VirtualMachineVolumeRequest>>,
-    #[serde(rename = "volumeSnapshotStatuses", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "volumeSnapshotStatuses",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub volume_snapshot_statuses: Option<Vec<VolumeSnapshotStatus>>,
     #[serde(rename = "volumeUpdateState", skip_serializing_if = "Option::is_none")]
     pub volume_update_state: Option<VolumeUpdateState>,
@@ -2759,7 +2990,10 @@ pub struct VirtualMachineStatus {
 pub struct VirtualMachineVolumeRequest {
     #[serde(rename = "addVolumeOptions", skip_serializing_if = "Option::is_none")]
     pub add_volume_options: Option<AddVolumeOptions>,
-    #[serde(rename = "removeVolumeOptions", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "removeVolumeOptions",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub remove_volume_options: Option<RemoveVolumeOptions>,
     /// Fields this version of kvrs does not know, kept as they came.
     #[serde(flatten)]
@@ -2769,7 +3003,10 @@ pub struct VirtualMachineVolumeRequest {
 /// `v1.Volume` of the kubevirt.io API.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Volume {
-    #[serde(rename = "cloudInitConfigDrive", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "cloudInitConfigDrive",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cloud_init_config_drive: Option<CloudInitConfigDriveSource>,
     #[serde(rename = "cloudInitNoCloud", skip_serializing_if = "Option::is_none")]
     pub cloud_init_no_cloud: Option<CloudInitNoCloudSource>,
@@ -2795,7 +3032,10 @@ pub struct Volume {
     pub memory_dump: Option<MemoryDumpVolumeSource>,
     #[serde(rename = "name")]
     pub name: String,
-    #[serde(rename = "persistentVolumeClaim", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "persistentVolumeClaim",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub persistent_volume_claim: Option<PersistentVolumeClaimVolumeSource>,
     #[serde(rename = "secret", skip_serializing_if = "Option::is_none")]
     pub secret: Option<SecretVolumeSource>,
@@ -2835,7 +3075,10 @@ pub struct VolumeSnapshotStatus {
 /// `v1.VolumeStatus` of the kubevirt.io API.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VolumeStatus {
-    #[serde(rename = "containerDiskVolume", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "containerDiskVolume",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub container_disk_volume: Option<ContainerDiskInfo>,
     #[serde(rename = "hotplugVolume", skip_serializing_if = "Option::is_none")]
     pub hotplug_volume: Option<HotplugVolumeStatus>,
@@ -2845,7 +3088,10 @@ pub struct VolumeStatus {
     pub message: Option<String>,
     #[serde(rename = "name")]
     pub name: String,
-    #[serde(rename = "persistentVolumeClaimInfo", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "persistentVolumeClaimInfo",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub persistent_volume_claim_info: Option<PersistentVolumeClaimInfo>,
     #[serde(rename = "phase", skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
@@ -2863,7 +3109,10 @@ pub struct VolumeStatus {
 /// `v1.VolumeUpdateState` of the kubevirt.io API.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VolumeUpdateState {
-    #[serde(rename = "volumeMigrationState", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "volumeMigrationState",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub volume_migration_state: Option<VolumeMigrationState>,
     /// Fields this version of kvrs does not know, kept as they came.
     #[serde(flatten)]
@@ -2883,4 +3132,3 @@ pub struct Watchdog {
     #[serde(flatten)]
     pub extra: BTreeMap<String, serde_json::Value>,
 }
-

@@ -1,7 +1,7 @@
 //! One module per subcommand.
 
-pub mod decide;
 pub mod convert;
+pub mod decide;
 pub mod defaults;
 pub mod launcher;
 pub mod overhead;
