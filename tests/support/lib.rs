@@ -7,9 +7,12 @@ use std::path::{Path, PathBuf};
 /// Panics under CI (`CI=true`) when the directory is missing, so a misplaced corpus fails loudly
 /// instead of silently comparing nothing. Locally it returns `None` and tests say so.
 pub fn shared_dir(sub: &str) -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared")
-        .join(sub);
+    // Prefer the directory cargo names at run time: a test binary reused from another checkout
+    // through a shared target directory would otherwise look beside that other checkout.
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    let root = manifest_dir.join("../../shared").join(sub);
     if root.is_dir() {
         return Some(root);
     }
