@@ -1,4 +1,5 @@
 //! Converter throughput: defaulted VMI -> domain -> XML text, per second.
+#![allow(missing_docs)] // criterion_group! generates undocumented functions
 //!
 //! KubeVirt v1.9.0 does ~19.7k/s on example-vmi-fedora on this class of machine
 //! (`../shared/notes/performance-anchors.md`).

@@ -1,4 +1,5 @@
 //! Launcher pod rendering and memory-overhead throughput, per second, on an admitted fixture VMI.
+#![allow(missing_docs)] // criterion_group! generates undocumented functions
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kvrs_core::pod::{PodInputs, render_launcher_pod};
