@@ -29,15 +29,16 @@ fn nonempty(s: &Option<String>) -> Option<String> {
     s.clone().filter(|s| !s.is_empty())
 }
 
-/// Converts the VMI disk's device settings.
+/// Converts the VMI disk's device settings into `d` (a default `Disk` already in its final place,
+/// so the large struct is never moved).
 pub fn convert_disk<'a>(
     env: &Env<'_>,
     src: &'a VmiDisk,
     namer: &mut Namer<'a>,
     queues: Option<u32>,
     path: &DiskPath,
-) -> Result<Disk, ConvertError> {
-    let mut d = Disk::default();
+    d: &mut Disk,
+) -> Result<(), ConvertError> {
     if let Some(t) = &src.disk {
         let bus = t.bus.as_deref().unwrap_or("");
         d.device = "disk".into();
@@ -146,7 +147,7 @@ pub fn convert_disk<'a>(
         })?;
         d.boot = Some(BootOrder { order });
     }
-    Ok(d)
+    Ok(())
 }
 
 /// `<blockio>` from a custom block size.

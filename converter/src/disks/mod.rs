@@ -8,7 +8,7 @@ mod naming;
 mod volume;
 
 use crate::configurators::Env;
-use crate::domain::Domain;
+use crate::domain::{Disk, Domain};
 use crate::error::ConvertError;
 use crate::iothreads::{has_dedicated, has_io_threads, io_thread_counts, supplemental_pool};
 use crate::topology::vcpu_count;
@@ -52,10 +52,15 @@ pub fn convert_disks(
     domain.devices.disks.reserve(disks.len());
     for (i, disk) in disks.iter().enumerate() {
         let path = DiskPath(i);
-        let mut out = device::convert_disk(env, disk, &mut namer, queues, &path)?;
+        // Built in place at the end of the list: a `Disk` is large, moving it costs a copy.
+        domain.devices.disks.push(Disk::default());
+        let Some(out) = domain.devices.disks.last_mut() else {
+            continue;
+        };
+        device::convert_disk(env, disk, &mut namer, queues, &path, out)?;
         let vol_index = volumes.iter().position(|v| v.name == disk.name);
         match vol_index {
-            None if disk.cdrom.is_some() => volume::missing_volume(&mut out),
+            None if disk.cdrom.is_some() => volume::missing_volume(out),
             None => {
                 return Err(ConvertError::new(
                     path.to_string(),
@@ -64,11 +69,11 @@ pub fn convert_disks(
             }
             Some(idx) => {
                 let hotplug = env.ctx.hotplug_volumes.contains(&disk.name);
-                volume::convert_volume(env, vmi, &volumes[idx], idx, hotplug, &mut out, &path)?;
+                volume::convert_volume(env, vmi, &volumes[idx], idx, hotplug, out, &path)?;
             }
         }
-        device::block_size(env, disk, &mut out, &path)?;
-        device::error_policy(disk, &mut out, &path)?;
+        device::block_size(env, disk, out, &path)?;
+        device::error_policy(disk, out, &path)?;
         if threads && out.target.bus.as_deref() == Some("virtio") {
             if let Some(driver) = out.driver.as_mut() {
                 if let Some(p) = &pool {
@@ -82,7 +87,6 @@ pub fn convert_disks(
                 }
             }
         }
-        domain.devices.disks.push(out);
     }
     Ok(())
 }
