@@ -21,10 +21,9 @@ pub struct Cache {
 
 fn pod_owner(obj: &Obj) -> Option<String> {
     obj.json()?
-        .pointer(&format!(
-            "/metadata/labels/{}",
-            CREATED_BY_LABEL.replace('/', "~1")
-        ))?
+        .get("metadata")?
+        .get("labels")?
+        .get(CREATED_BY_LABEL)?
         .as_str()
         .map(str::to_string)
 }

@@ -174,6 +174,11 @@ pub struct Sim {
     runnable: Vec<Proc>,
     /// Last delivery time per process, so each watch stream stays ordered.
     last_delivery: HashMap<Proc, Instant>,
+    /// Node index by node name, so routing a VMI event does not scan every node.
+    node_index: HashMap<String, usize>,
+    /// Handlers whose cache holds a VMI key (ascending), kept in step with every change to a
+    /// handler cache: routing a VMI event reads it instead of asking every handler.
+    vmi_holders: HashMap<String, Vec<usize>>,
     violations: Vec<String>,
     tracker: invariants::Tracker,
     flushing: bool,
@@ -202,6 +207,8 @@ impl Sim {
             nodes,
             runnable: Vec::new(),
             last_delivery: HashMap::new(),
+            node_index: HashMap::new(),
+            vmi_holders: HashMap::new(),
             violations: Vec::new(),
             tracker: invariants::Tracker::default(),
             flushing: false,
@@ -210,6 +217,12 @@ impl Sim {
             trace: None,
             cfg,
         };
+        sim.node_index = sim
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect();
         if sim.cfg.drop_probability > 0.0 {
             for p in sim.procs() {
                 let at = sim.jitter_s(sim.cfg.relist_every_s);
@@ -461,13 +474,51 @@ impl Sim {
                 .cloned()
         };
         let label = node_of(ev.obj.as_ref()).or_else(|| node_of(ev.old.as_ref()));
-        (0..self.handlers.len())
-            .filter(|&i| {
-                label.as_deref() == Some(self.nodes[i].name.as_str())
-                    || self.handlers[i].cache.get(res::VMIS, &ev.key).is_some()
-            })
-            .map(Proc::Handler)
-            .collect()
+        let labelled = label.and_then(|l| self.node_index.get(&l).copied());
+        let holders = self.vmi_holders.get(&ev.key).map_or(&[][..], Vec::as_slice);
+        // Ascending node order, as a scan of every node would produce (the RNG draws per target
+        // depend on that order).
+        let mut out: Vec<usize> = holders.to_vec();
+        if let Some(i) = labelled {
+            if let Err(pos) = out.binary_search(&i) {
+                out.insert(pos, i);
+            }
+        }
+        debug_assert!(out.iter().all(|&i| i < self.handlers.len()));
+        out.into_iter().map(Proc::Handler).collect()
+    }
+
+    /// Records whether handler `n`'s cache now holds VMI `key`.
+    fn set_holder(&mut self, n: usize, key: &str, held: bool) {
+        if held {
+            let v = self.vmi_holders.entry(key.to_string()).or_default();
+            if let Err(pos) = v.binary_search(&n) {
+                v.insert(pos, n);
+            }
+        } else if let Some(v) = self.vmi_holders.get_mut(key) {
+            if let Ok(pos) = v.binary_search(&n) {
+                v.remove(pos);
+            }
+            if v.is_empty() {
+                self.vmi_holders.remove(key);
+            }
+        }
+    }
+
+    /// Rebuilds handler `n`'s entries in [`Self::vmi_holders`] from its cache (after a relist).
+    fn reindex_holder(&mut self, n: usize) {
+        self.vmi_holders.retain(|_, v| {
+            v.retain(|&i| i != n);
+            !v.is_empty()
+        });
+        let keys: Vec<String> = self.handlers[n]
+            .cache
+            .iter(res::VMIS)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in keys {
+            self.set_holder(n, &k, true);
+        }
     }
 
     fn deliver(&mut self, p: Proc, ev: &WatchEvent) {
@@ -479,6 +530,10 @@ impl Sim {
             Proc::Handler(n) => {
                 let now = self.now;
                 self.handlers[n].observe(ev, now);
+                if ev.resource == res::VMIS {
+                    let held = self.handlers[n].cache.get(res::VMIS, &ev.key).is_some();
+                    self.set_holder(n, &ev.key, held);
+                }
             }
         }
         self.mark_runnable(p);
@@ -513,6 +568,7 @@ impl Sim {
                 }
                 let domains: Vec<String> = self.nodes[n].domains.keys().cloned().collect();
                 self.handlers[n].reset_cache(c, domains, now);
+                self.reindex_holder(n);
             }
         }
         self.mark_runnable(p);

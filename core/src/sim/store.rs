@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::api::{VirtualMachine, VirtualMachineInstance};
@@ -112,11 +113,10 @@ fn intern(resource: &str) -> &'static str {
 }
 
 fn typed(resource: &str, value: &mut Value) -> Arc<Obj> {
+    // Deserialising from a borrowed `Value` avoids a deep copy of the object on every write.
     let obj = match resource {
-        res::VMS => serde_json::from_value::<VirtualMachine>(value.clone())
-            .ok()
-            .map(Obj::Vm),
-        res::VMIS => serde_json::from_value::<VirtualMachineInstance>(value.clone())
+        res::VMS => VirtualMachine::deserialize(&*value).ok().map(Obj::Vm),
+        res::VMIS => VirtualMachineInstance::deserialize(&*value)
             .ok()
             .map(Obj::Vmi),
         _ => None,
@@ -141,6 +141,34 @@ fn key_of(value: &Value) -> String {
         .and_then(Value::as_str)
         .unwrap_or("");
     format!("{ns}/{name}")
+}
+
+/// A copy of `cur` whose status is `status` (or `cur`'s own status when `None`), copying every
+/// other field but never the old status it replaces; field order is kept.
+fn with_status(cur: &Value, status: Option<Value>) -> Value {
+    let Some(map) = cur.as_object() else {
+        let mut n = cur.clone();
+        if let Some(s) = status {
+            n["status"] = s;
+        }
+        return n;
+    };
+    let mut status = status;
+    let mut out = serde_json::Map::with_capacity(map.len() + 1);
+    for (k, v) in map {
+        let v = match (k.as_str(), status.take()) {
+            ("status", Some(s)) => s,
+            (_, s) => {
+                status = s;
+                v.clone()
+            }
+        };
+        out.insert(k.clone(), v);
+    }
+    if let Some(s) = status {
+        out.insert("status".to_string(), s);
+    }
+    Value::Object(out)
 }
 
 fn finalizers_empty(v: &Value) -> bool {
@@ -318,28 +346,33 @@ impl ApiServer {
         now_unix: i64,
     ) -> Result<(), ApiError> {
         let resource = intern(resource);
-        let Some(cur) = self.get(resource, key).cloned() else {
+        let Some(cur) = self.get(resource, key) else {
             return Err(ApiError::NotFound(format!("{resource} {key}")));
         };
-        if let Some(uid) = precondition_uid {
-            if cur.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid) {
-                self.stats.refused += 1;
-                return Err(ApiError::Conflict(format!(
-                    "{resource} {key}: UID precondition failed"
-                )));
-            }
+        // Only the marking path below needs a copy of the object; the checks read it in place.
+        let uid_ok = precondition_uid
+            .is_none_or(|uid| cur.pointer("/metadata/uid").and_then(Value::as_str) == Some(uid));
+        let no_finalizers = finalizers_empty(cur);
+        let deleting = cur.pointer("/metadata/deletionTimestamp").is_some();
+        if !uid_ok {
+            self.stats.refused += 1;
+            return Err(ApiError::Conflict(format!(
+                "{resource} {key}: UID precondition failed"
+            )));
         }
         // Pods terminate gracefully: the kubelet removes them once their containers stopped.
         let graceful = resource == res::PODS;
-        if finalizers_empty(&cur) && !graceful {
+        if no_finalizers && !graceful {
             self.stats.writes += 1;
             self.remove(resource, key, now_unix);
             return Ok(());
         }
-        if cur.pointer("/metadata/deletionTimestamp").is_some() {
+        if deleting {
             return Ok(());
         }
-        let mut next = cur;
+        let Some(mut next) = self.get(resource, key).cloned() else {
+            return Err(ApiError::NotFound(format!("{resource} {key}")));
+        };
         next["metadata"]["deletionTimestamp"] = json!(format_rfc3339(now_unix));
         next["metadata"]["resourceVersion"] = json!(self.next_rv());
         self.stats.writes += 1;
@@ -378,7 +411,7 @@ impl ApiServer {
                 self.delete(resource, &key, precondition_uid.as_deref(), now_unix)
             }
             WriteOp::Update { object } => {
-                let Some(cur) = self.get(resource, &key).cloned() else {
+                let Some(cur) = self.get(resource, &key) else {
                     return Err(ApiError::NotFound(key));
                 };
                 let rv = object.pointer("/metadata/resourceVersion");
@@ -389,9 +422,10 @@ impl ApiServer {
                     )));
                 }
                 let next = if w.subresource.as_deref() == Some("status") {
-                    let mut n = cur.clone();
-                    n["status"] = object.get("status").cloned().unwrap_or(Value::Null);
-                    n
+                    with_status(
+                        cur,
+                        Some(object.get("status").cloned().unwrap_or(Value::Null)),
+                    )
                 } else {
                     let mut n = object.clone();
                     n["metadata"]["uid"] = cur["metadata"]["uid"].clone();
@@ -399,13 +433,12 @@ impl ApiServer {
                         cur["metadata"]["creationTimestamp"].clone();
                     n
                 };
-                self.replace(resource, &key, cur, next, now_unix)
+                self.replace(resource, &key, next, now_unix)
             }
             WriteOp::Patch { patch_type, patch } => {
-                let Some(cur) = self.get(resource, &key).cloned() else {
+                let Some(mut next) = self.get(resource, &key).cloned() else {
                     return Err(ApiError::NotFound(key));
                 };
-                let mut next = cur.clone();
                 match patch_type {
                     PatchType::Json => apply_json_patch(&mut next, patch).map_err(|e| {
                         self.stats.refused += 1;
@@ -425,13 +458,14 @@ impl ApiServer {
                     PatchType::StrategicMerge => apply_strategic_merge_patch(&mut next, patch),
                 }
                 if w.subresource.as_deref() == Some("status") {
-                    let status = next.get("status").cloned();
-                    next = cur.clone();
-                    if let Some(s) = status {
-                        next["status"] = s;
-                    }
+                    // A status patch changes nothing but the status.
+                    let status = next.as_object_mut().and_then(|m| m.remove("status"));
+                    let Some(cur) = self.get(resource, &key) else {
+                        return Err(ApiError::NotFound(key));
+                    };
+                    next = with_status(cur, status);
                 }
-                self.replace(resource, &key, cur, next, now_unix)
+                self.replace(resource, &key, next, now_unix)
             }
         }
     }
@@ -442,20 +476,22 @@ impl ApiServer {
         &mut self,
         resource: &'static str,
         key: &str,
-        cur: Value,
         mut next: Value,
         now_unix: i64,
     ) -> Result<(), ApiError> {
-        // Deletion is one-way; finalizers cannot be added to an object being deleted.
-        if cur.pointer("/metadata/deletionTimestamp").is_some() {
-            next["metadata"]["deletionTimestamp"] = cur["metadata"]["deletionTimestamp"].clone();
-        }
-        if resource == res::VMS && cur.get("spec") != next.get("spec") {
-            let g = cur
-                .pointer("/metadata/generation")
-                .and_then(Value::as_i64)
-                .unwrap_or(1);
-            next["metadata"]["generation"] = json!(g + 1);
+        // The current object is read in place (callers checked it exists), never copied.
+        if let Some(cur) = self.get(resource, key) {
+            // Deletion is one-way; finalizers cannot be added to an object being deleted.
+            if let Some(ts) = cur.pointer("/metadata/deletionTimestamp") {
+                next["metadata"]["deletionTimestamp"] = ts.clone();
+            }
+            if resource == res::VMS && cur.get("spec") != next.get("spec") {
+                let g = cur
+                    .pointer("/metadata/generation")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(1);
+                next["metadata"]["generation"] = json!(g + 1);
+            }
         }
         next["metadata"]["resourceVersion"] = json!(self.next_rv());
         self.stats.writes += 1;

@@ -65,17 +65,14 @@ impl Sim {
             creations: pc + uc,
             deletions: pd,
         };
-        let pods: Vec<Value> = self
-            .ctrl
-            .cache
-            .pods_of(meta::uid(&vmi.metadata))
-            .into_iter()
-            .cloned()
+        let suffix: String = (0..5)
+            .map(|_| char::from(b"bcdfghjklmnpqrstvwxz2456789"[self.rng.range(0, 26) as usize]))
             .collect();
+        // The pods are borrowed from the cache, not copied: the decision only reads them.
         let vm_obj = self.ctrl.cache.get(res::VMS, key).cloned();
         let world = VmiWorld {
             vmi,
-            pods: pods.iter().collect(),
+            pods: self.ctrl.cache.pods_of(meta::uid(&vmi.metadata)),
             vms: &[],
             vm: vm_obj.as_deref().and_then(|o| o.vm()),
             migrations: &[],
@@ -83,9 +80,6 @@ impl Sim {
             now: self.now_unix(),
             config: &self.config,
         };
-        let suffix: String = (0..5)
-            .map(|_| char::from(b"bcdfghjklmnpqrstvwxz2456789"[self.rng.range(0, 26) as usize]))
-            .collect();
         let decision = decide_vmi(&world, &launcher_pod, &suffix);
         self.execute_plan_pub(key, decision.plan, ExpectationsOf::Vmi);
     }
