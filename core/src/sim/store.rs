@@ -143,6 +143,38 @@ fn key_of(value: &Value) -> String {
     format!("{ns}/{name}")
 }
 
+/// What a write needs to know about the object it replaces, read before the stored JSON is
+/// patched in place.
+struct Prior {
+    deletion_timestamp: Option<Value>,
+    generation: Option<i64>,
+    /// The spec, kept only for VMs (a spec change bumps their generation).
+    spec: Option<Value>,
+}
+
+impl Prior {
+    fn of(resource: &str, cur: &Value) -> Self {
+        Self {
+            deletion_timestamp: cur.pointer("/metadata/deletionTimestamp").cloned(),
+            generation: cur.pointer("/metadata/generation").and_then(Value::as_i64),
+            spec: if resource == res::VMS {
+                cur.get("spec").cloned()
+            } else {
+                None
+            },
+        }
+    }
+}
+
+/// The stored JSON of a parsed object (what `typed` stored next to it).
+fn json_of(obj: &Obj) -> Value {
+    match obj {
+        Obj::Vm(v) => serde_json::to_value(v).unwrap_or(Value::Null),
+        Obj::Vmi(v) => serde_json::to_value(v).unwrap_or(Value::Null),
+        Obj::Other(v) => v.clone(),
+    }
+}
+
 /// A copy of `cur` whose status is `status` (or `cur`'s own status when `None`), copying every
 /// other field but never the old status it replaces; field order is kept.
 fn with_status(cur: &Value, status: Option<Value>) -> Value {
@@ -263,15 +295,19 @@ impl ApiServer {
             resource,
             key: key.to_string(),
             obj: None,
-            old: Some(old.obj),
+            old: Some(old.obj.clone()),
         });
         // Background garbage collection of dependents.
-        let uid = old
-            .value
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        // Read from the parsed object: the stored JSON was taken when a patch edits it in place.
+        let uid = match &*old.obj {
+            Obj::Vm(v) => v.metadata.uid.clone(),
+            Obj::Vmi(v) => v.metadata.uid.clone(),
+            Obj::Other(v) => v
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        }
+        .unwrap_or_default();
         if let Some(deps) = self.dependents.remove(&uid) {
             for (r, k) in deps {
                 let _ = self.delete(r, &k, None, now_unix);
@@ -421,6 +457,7 @@ impl ApiServer {
                         "{resource} {key}: stale resourceVersion"
                     )));
                 }
+                let prior = Prior::of(resource, cur);
                 let next = if w.subresource.as_deref() == Some("status") {
                     with_status(
                         cur,
@@ -433,39 +470,58 @@ impl ApiServer {
                         cur["metadata"]["creationTimestamp"].clone();
                     n
                 };
-                self.replace(resource, &key, next, now_unix)
+                self.replace(resource, &key, prior, next, now_unix)
             }
             WriteOp::Patch { patch_type, patch } => {
-                let Some(mut next) = self.get(resource, &key).cloned() else {
+                let status_only = w.subresource.as_deref() == Some("status");
+                let Some(stored) = self.objects.get_mut(resource).and_then(|m| m.get_mut(&key))
+                else {
                     return Err(ApiError::NotFound(key));
                 };
-                match patch_type {
-                    PatchType::Json => apply_json_patch(&mut next, patch).map_err(|e| {
-                        self.stats.refused += 1;
-                        let why = e.to_string();
-                        let why = why.split(':').next().unwrap_or("").to_string();
-                        *self
-                            .stats
-                            .refused_by
-                            .entry(format!(
-                                "{resource} patch {} {why}",
-                                w.subresource.as_deref().unwrap_or("")
-                            ))
-                            .or_default() += 1;
-                        ApiError::Invalid(format!("{resource} {key}: {e}"))
-                    })?,
-                    PatchType::Merge => apply_merge_patch(&mut next, patch),
-                    PatchType::StrategicMerge => apply_strategic_merge_patch(&mut next, patch),
+                let prior = Prior::of(resource, &stored.value);
+                // A whole-object patch edits the stored JSON in place instead of a copy; if it
+                // fails, the JSON is rebuilt from the parsed object, which by construction (see
+                // `typed`) serialises to exactly the stored JSON.
+                let mut next = if status_only {
+                    stored.value.clone()
+                } else {
+                    std::mem::take(&mut stored.value)
+                };
+                let result = match patch_type {
+                    PatchType::Json => {
+                        apply_json_patch(&mut next, patch).map_err(|e| e.to_string())
+                    }
+                    PatchType::Merge => {
+                        apply_merge_patch(&mut next, patch);
+                        Ok(())
+                    }
+                    PatchType::StrategicMerge => {
+                        apply_strategic_merge_patch(&mut next, patch);
+                        Ok(())
+                    }
+                };
+                if let Err(e) = result {
+                    if !status_only {
+                        stored.value = json_of(&stored.obj);
+                    }
+                    self.stats.refused += 1;
+                    let why = e.split(':').next().unwrap_or("").to_string();
+                    *self
+                        .stats
+                        .refused_by
+                        .entry(format!(
+                            "{resource} patch {} {why}",
+                            w.subresource.as_deref().unwrap_or("")
+                        ))
+                        .or_default() += 1;
+                    return Err(ApiError::Invalid(format!("{resource} {key}: {e}")));
                 }
-                if w.subresource.as_deref() == Some("status") {
+                if status_only {
                     // A status patch changes nothing but the status.
                     let status = next.as_object_mut().and_then(|m| m.remove("status"));
-                    let Some(cur) = self.get(resource, &key) else {
-                        return Err(ApiError::NotFound(key));
-                    };
-                    next = with_status(cur, status);
+                    next = with_status(&stored.value, status);
                 }
-                self.replace(resource, &key, next, now_unix)
+                self.replace(resource, &key, prior, next, now_unix)
             }
         }
     }
@@ -476,22 +532,16 @@ impl ApiServer {
         &mut self,
         resource: &'static str,
         key: &str,
+        prior: Prior,
         mut next: Value,
         now_unix: i64,
     ) -> Result<(), ApiError> {
-        // The current object is read in place (callers checked it exists), never copied.
-        if let Some(cur) = self.get(resource, key) {
-            // Deletion is one-way; finalizers cannot be added to an object being deleted.
-            if let Some(ts) = cur.pointer("/metadata/deletionTimestamp") {
-                next["metadata"]["deletionTimestamp"] = ts.clone();
-            }
-            if resource == res::VMS && cur.get("spec") != next.get("spec") {
-                let g = cur
-                    .pointer("/metadata/generation")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(1);
-                next["metadata"]["generation"] = json!(g + 1);
-            }
+        // Deletion is one-way; finalizers cannot be added to an object being deleted.
+        if let Some(ts) = prior.deletion_timestamp {
+            next["metadata"]["deletionTimestamp"] = ts;
+        }
+        if resource == res::VMS && prior.spec.as_ref() != next.get("spec") {
+            next["metadata"]["generation"] = json!(prior.generation.unwrap_or(1) + 1);
         }
         next["metadata"]["resourceVersion"] = json!(self.next_rv());
         self.stats.writes += 1;
