@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every kvrs test: installs the system packages the end-to-end tests need (libvirt, QEMU from
-# Debian), then the whole workspace's tests, doc tests included. Used by README.md and .ci/run.
+# Debian), then the whole workspace's tests, doc tests included, and finally prints how kvrs stands
+# against KubeVirt v1.9.0's own outputs. Used by README.md and .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,3 +13,10 @@ fi
 
 cargo test --workspace --all-targets
 cargo test --workspace --doc
+
+# The conformance tests already ran above; run them once more, uncaptured, for their counts.
+echo "== kvrs against KubeVirt v1.9.0's oracle corpus"
+cargo test -q -p kvrs-tests \
+  --test oracle_roundtrip --test oracle_defaults --test oracle_convert --test oracle_overhead \
+  --test oracle_pod --test oracle_vm --test oracle_handler -- --nocapture 2>&1 |
+  grep -E "match|round-tripped|idempotently" || true
