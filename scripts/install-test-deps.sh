@@ -28,14 +28,15 @@ BPO_PKGS=(
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev
   qemu-system-x86 qemu-system-common qemu-system-data seabios
 )
-# Packages from bookworm itself.
-MAIN_PKGS=(libxml2-utils nftables xorriso cpio)
+# Packages from bookworm itself (swtpm: libvirt refuses TPM 2.0 devices without it).
+MAIN_PKGS=(libxml2-utils nftables xorriso cpio swtpm swtpm-tools)
 
 # --- already done? -----------------------------------------------------------------------------
 have_all() {
   command -v libvirtd >/dev/null && command -v virtlogd >/dev/null && command -v virsh >/dev/null \
     && command -v qemu-system-x86_64 >/dev/null && command -v xorrisofs >/dev/null \
     && command -v virt-xml-validate >/dev/null && command -v nft >/dev/null && command -v cpio >/dev/null \
+    && command -v swtpm >/dev/null && command -v swtpm_setup >/dev/null \
     && [ -e /usr/include/libvirt/libvirt.h ] || return 1
   local lv
   lv=$(dpkg-query -W -f='${Version}' libvirt-daemon 2>/dev/null || true)

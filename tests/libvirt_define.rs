@@ -7,8 +7,8 @@
 //! driven through `virsh`, so no libvirt binding enters the workspace.
 //!
 //! A refusal is accepted only where it is a limit of this host that also refuses KubeVirt's own XML
-//! (no block device for `lun`, no swtpm for TPM 2.0, no RHEL machine types); a converted domain may
-//! be refused only if libvirt refused the oracle's XML for the same case.
+//! (no block device for `lun`, no RHEL machine types; swtpm is installed, so TPM 2.0 must define);
+//! a converted domain may be refused only if libvirt refused the oracle's XML for the same case.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,7 +17,6 @@ use std::process::Command;
 /// Messages of host limits under which libvirt refuses KubeVirt's own domains here.
 const HOST_LIMITS: &[&str] = &[
     "disk device='lun' is only valid for block type disk source",
-    "TPM version '2.0' is not supported",
     "does not support machine type",
 ];
 
@@ -153,19 +152,6 @@ fn is_host_limit(msg: &str) -> bool {
     HOST_LIMITS.iter().any(|l| msg.contains(l))
 }
 
-/// libvirt refused a PCI address the fixture itself asks for (`pciAddress`): KubeVirt copies it
-/// into the domain verbatim, so its own XML is refused the same way.
-fn user_pci_address_refused(msg: &str, fixture: &str) -> bool {
-    msg.split_whitespace()
-        .skip_while(|w| *w != "address")
-        .nth(1)
-        .map(|addr| addr.trim_end_matches(['.', ',']))
-        .is_some_and(|addr| {
-            msg.contains("Invalid PCI address")
-                && fixture.contains(&format!("pciAddress: \"{addr}\""))
-        })
-}
-
 /// The context of a node like the test machine: no usable KVM, emulation allowed.
 fn tcg_context() -> kvrs_converter::ConverterContext {
     kvrs_converter::ConverterContext {
@@ -274,11 +260,6 @@ fn domains_define_in_real_libvirt() {
                     Ok(()) => fixtures_ok += 1,
                     Err(msg) if is_host_limit(&msg) => {
                         println!("  {label}: refused for a host limit: {msg}")
-                    }
-                    Err(msg) if user_pci_address_refused(&msg, &text) => {
-                        println!(
-                            "  {label}: refused the fixture's own pciAddress (KubeVirt passes it through too): {msg}"
-                        )
                     }
                     Err(msg) => fixture_failures.push(format!("{label}: libvirt refused: {msg}")),
                 },
