@@ -126,6 +126,53 @@ pub fn without_zero_values(v: &Value) -> Value {
     }
 }
 
+/// Whether `without_zero_values(a) == without_zero_values(b)`, decided without building either
+/// normalized copy: the status comparisons run on every sync, and most find no change.
+pub fn eq_without_zero_values(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut kept = 0usize;
+            for (k, va) in x {
+                if is_zero_normalized(va) {
+                    continue;
+                }
+                kept += 1;
+                // A non-zero value equal after normalization makes `vb` non-zero as well.
+                if !y.get(k).is_some_and(|vb| eq_without_zero_values(va, vb)) {
+                    return false;
+                }
+            }
+            kept == y.values().filter(|v| !is_zero_normalized(v)).count()
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| eq_without_zero_values(a, b))
+        }
+        _ => a == b,
+    }
+}
+
+/// [`eq_without_zero_values`] for map entries that may be absent: an absent entry equals one
+/// whose normalized value is zero (normalization drops it).
+pub fn eq_entry_without_zero_values(a: Option<&Value>, b: Option<&Value>) -> bool {
+    match (
+        a.filter(|v| !is_zero_normalized(v)),
+        b.filter(|v| !is_zero_normalized(v)),
+    ) {
+        (Some(a), Some(b)) => eq_without_zero_values(a, b),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// Whether `without_zero_values(v)` is a zero value (normalization keeps array lengths and
+/// empties a map whose values are all zero).
+fn is_zero_normalized(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m.values().all(is_zero_normalized),
+        other => is_zero(other),
+    }
+}
+
 fn is_zero(v: &Value) -> bool {
     match v {
         Value::Null | Value::Bool(false) => true,
@@ -133,5 +180,49 @@ fn is_zero(v: &Value) -> bool {
         Value::Array(a) => a.is_empty(),
         Value::Object(m) => m.is_empty(),
         Value::Number(_) | Value::Bool(true) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The borrowed comparison must agree with comparing the normalized copies.
+    #[test]
+    fn eq_without_zero_values_agrees_with_normalizing() {
+        let samples = [
+            Value::Null,
+            json!({}),
+            json!([]),
+            json!(false),
+            json!(""),
+            json!(0),
+            json!(0.0),
+            json!({"a": null, "b": {"c": [], "d": ""}}),
+            json!({"a": 1}),
+            json!({"a": 1, "b": {"c": {}}}),
+            json!({"a": 1.0}),
+            json!({"a": [{}, {"x": false}]}),
+            json!({"a": [{}, {}]}),
+            json!({"a": [{"x": 1}]}),
+            json!({"a": true, "b": "x"}),
+            json!({"b": "x", "a": true, "z": {"y": null}}),
+            json!([{"a": null}]),
+            json!([{}]),
+            json!("x"),
+        ];
+        for a in &samples {
+            for b in &samples {
+                let expected = without_zero_values(a) == without_zero_values(b);
+                assert_eq!(eq_without_zero_values(a, b), expected, "{a} vs {b}");
+                let (na, nb) = (without_zero_values(a), without_zero_values(b));
+                let by_entry = na.get("a") == nb.get("a");
+                assert_eq!(
+                    eq_entry_without_zero_values(a.get("a"), b.get("a")),
+                    by_entry,
+                    "entry a of {a} vs {b}"
+                );
+            }
+        }
     }
 }

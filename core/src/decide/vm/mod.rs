@@ -269,7 +269,7 @@ fn sync(r: &mut Reconcile<'_, '_>) -> (Option<SyncError>, Option<String>) {
         return (Some(err), None);
     }
 
-    status::sync_restart_required(r, start_spec.as_ref());
+    status::sync_restart_required(r, start_spec);
 
     if !r.pending.satisfied() {
         return (None, None);

@@ -48,7 +48,8 @@ fn revision_by_name<'a>(r: &'a Reconcile<'_, '_>, name: &str) -> Option<&'a Valu
 }
 
 fn revision_spec(cr: &Value) -> Option<VirtualMachineSpec> {
-    serde_json::from_value(cr.pointer("/data/spec")?.clone()).ok()
+    // Deserialized from the borrowed JSON: no copy of the stored spec first.
+    serde::Deserialize::deserialize(cr.pointer("/data/spec")?).ok()
 }
 
 /// The VM spec of the newest start revision of this VM (what the running VMI was started from).
@@ -121,10 +122,13 @@ pub(super) fn bump_generation_annotation(r: &mut Reconcile<'_, '_>) {
     let Some(spec) = revision_by_name(r, &name).and_then(revision_spec) else {
         return;
     };
-    let same = |t: &crate::api::VirtualMachineInstanceTemplateSpec| {
-        meta::without_zero_values(&serde_json::to_value(t).unwrap_or_default())
+    // Equal typed templates serialize equally; only a typed difference needs the JSON check.
+    let json = |t: &crate::api::VirtualMachineInstanceTemplateSpec| {
+        serde_json::to_value(t).unwrap_or_default()
     };
-    if same(&spec.template) == same(&r.vm.spec.template) {
+    if spec.template == r.vm.spec.template
+        || meta::eq_without_zero_values(&json(&spec.template), &json(&r.vm.spec.template))
+    {
         patch_generation_annotation(r, generation);
     }
 }

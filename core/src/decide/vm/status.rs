@@ -22,15 +22,18 @@ pub(super) fn update_status(
     sync_err: Option<&SyncError>,
 ) -> Option<Value> {
     let mut st = r.vm.status.clone().unwrap_or_default();
-    let vmi = r.vmi.clone();
-    let created = vmi.is_some();
+    let created = r.vmi.is_some();
     st.created = created.then_some(true);
     let mut ready = false;
-    if let Some(v) = vmi.as_ref() {
+    if let Some(v) = r.vmi.as_ref() {
         ready = state::has_condition_status(v, "Ready", "True");
-        sync_generation_info(r, &mut st, v);
+        sync_generation_info(r, &mut st);
     }
     st.ready = ready.then_some(true);
+    // Borrowed out of the working state for the rest of the step (and put back at its end)
+    // instead of copied: the generation step above only touched the VMI's generation
+    // annotation, which nothing below reads.
+    let vmi = r.vmi.take();
 
     if let Ok(rs) = RunStrategy::of(r.w.vm)
         && (st.run_strategy.as_deref().is_some_and(|s| !s.is_empty()) || created)
@@ -54,15 +57,21 @@ pub(super) fn update_status(
         st.conditions = None;
     }
 
-    let new = serde_json::to_value(&st).unwrap_or(Value::Null);
-    let orig =
-        r.w.vm
-            .status
-            .as_ref()
-            .and_then(|s| serde_json::to_value(s).ok())
-            .unwrap_or(Value::Null);
     let mut written = None;
-    if meta::without_zero_values(&new) != meta::without_zero_values(&orig) {
+    // Equal typed statuses serialize equally, so only a typed difference needs the JSON
+    // comparison (which ignores zero values) to tell whether anything is written.
+    let unchanged = r.w.vm.status.as_ref() == Some(&st) || {
+        let orig =
+            r.w.vm
+                .status
+                .as_ref()
+                .and_then(|s| serde_json::to_value(s).ok())
+                .unwrap_or(Value::Null);
+        let new = serde_json::to_value(&st).unwrap_or(Value::Null);
+        meta::eq_without_zero_values(&new, &orig)
+    };
+    if !unchanged {
+        let new = serde_json::to_value(&st).unwrap_or(Value::Null);
         let ops = patch::field_ops("/status", Some(&r.stored_status), &new);
         if !ops.is_empty() {
             let write = r.vm_patch(Value::Array(ops)).on_subresource("status");
@@ -84,21 +93,20 @@ pub(super) fn update_status(
             finalizer::remove_vmi_finalizer(r, v);
         }
     }
+    r.vmi = vmi;
     written
 }
 
 /// `observedGeneration` from the VMI's generation annotation (back-filled from its revision when
 /// missing) and `desiredGeneration` from the VM.
-fn sync_generation_info(
-    r: &mut Reconcile<'_, '_>,
-    st: &mut VirtualMachineStatus,
-    vmi: &VirtualMachineInstance,
-) {
-    let current = r.vmi.as_ref().unwrap_or(vmi);
+fn sync_generation_info(r: &mut Reconcile<'_, '_>, st: &mut VirtualMachineStatus) {
+    let Some(current) = r.vmi.as_ref() else {
+        return;
+    };
     let mut generation = meta::annotation(&current.metadata, VM_GENERATION_ANNOTATION)
         .and_then(|g| g.parse::<i64>().ok());
     if generation.is_none() {
-        generation = start::revision_generation(r, vmi);
+        generation = start::revision_generation(r, current);
         if let Some(g) = generation {
             start::patch_generation_annotation(r, g);
         }
@@ -322,11 +330,18 @@ fn unbound_pvc(r: &Reconcile<'_, '_>, volumes: &[crate::api::Volume]) -> bool {
 /// VMI was started from in a field that cannot be applied live.
 pub(super) fn sync_restart_required(
     r: &mut Reconcile<'_, '_>,
-    started: Option<&VirtualMachineSpec>,
+    started: Option<VirtualMachineSpec>,
 ) {
     let Some(started) = started else { return };
-    let current = r.vm.spec.template.spec.clone().unwrap_or_default();
-    let mut last = started.template.spec.clone().unwrap_or_default();
+    let empty;
+    let current = match r.vm.spec.template.spec.as_ref() {
+        Some(s) => s,
+        None => {
+            empty = crate::api::VirtualMachineInstanceSpec::default();
+            &empty
+        }
+    };
+    let mut last = started.template.spec.unwrap_or_default();
     if r.w.config.live_update {
         if let (Some(l), Some(c)) = (last.domain.cpu.as_mut(), current.domain.cpu.as_ref()) {
             l.sockets = c.sockets;
@@ -360,11 +375,12 @@ pub(super) fn sync_restart_required(
             .get_or_insert_with(Default::default)
             .uuid = cur_uuid;
     }
-    let norm = |s: &crate::api::VirtualMachineInstanceSpec| {
-        meta::without_zero_values(&serde_json::to_value(s).unwrap_or_default())
-    };
+    // Equal typed specs serialize equally; only a typed difference needs the JSON comparison.
+    let json =
+        |s: &crate::api::VirtualMachineInstanceSpec| serde_json::to_value(s).unwrap_or_default();
+    let differs = last != *current && !meta::eq_without_zero_values(&json(&last), &json(current));
     let st = r.vm.status.get_or_insert_with(Default::default);
-    if norm(&last) != norm(&current) {
+    if differs {
         conditions::update(
             st,
             VirtualMachineCondition {

@@ -33,33 +33,30 @@ pub(super) fn tidy(v: &mut Value) {
 pub(super) fn handed_over_patch(
     plan: &mut Plan,
     orig: &Value,
-    c: &mut Value,
+    c: Value,
     ns: &str,
     name: &str,
 ) -> Option<Value> {
     let mut ops = Vec::new();
-    let st = |v: &Value, k: &str| {
-        v.pointer(&format!("/status/{k}"))
-            .cloned()
-            .filter(|x| !x.is_null())
-    };
-    let mut replace = |path: &str, old: Option<Value>, new: Option<Value>, add_if_absent: bool| {
-        if old == new {
-            return;
-        }
-        let new = new.unwrap_or(Value::Null);
-        match old {
-            None if add_if_absent => ops.push(op("add", path, Some(new))),
-            old => {
-                ops.push(op("test", path, Some(old.unwrap_or(Value::Null))));
-                ops.push(op("replace", path, Some(new)));
+    // Fields are compared borrowed; only those that go into the patch are copied.
+    let mut replace =
+        |path: &str, old: Option<&Value>, new: Option<&Value>, add_if_absent: bool| {
+            if old == new {
+                return;
             }
-        }
-    };
+            let new = new.cloned().unwrap_or(Value::Null);
+            match old {
+                None if add_if_absent => ops.push(op("add", path, Some(new))),
+                old => {
+                    ops.push(op("test", path, Some(old.cloned().unwrap_or(Value::Null))));
+                    ops.push(op("replace", path, Some(new)));
+                }
+            }
+        };
     replace(
         "/status/volumeStatus",
-        st(orig, "volumeStatus"),
-        st(c, "volumeStatus"),
+        field(orig, "status", "volumeStatus"),
+        field(&c, "status", "volumeStatus"),
         true,
     );
     let cond_key = |v: &Value| -> Vec<(String, String, String)> {
@@ -73,63 +70,61 @@ pub(super) fn handed_over_patch(
             })
             .collect()
     };
-    let (mut ka, mut kb) = (cond_key(orig), cond_key(c));
+    let (mut ka, mut kb) = (cond_key(orig), cond_key(&c));
     ka.sort();
     kb.sort();
     if ka != kb {
         replace(
             "/status/conditions",
-            st(orig, "conditions"),
-            st(c, "conditions"),
+            field(orig, "status", "conditions"),
+            field(&c, "status", "conditions"),
             false,
         );
     }
     replace(
         "/status/activePods",
-        st(orig, "activePods"),
-        st(c, "activePods"),
+        field(orig, "status", "activePods"),
+        field(&c, "status", "activePods"),
         false,
     );
-    replace("/status/phase", st(orig, "phase"), st(c, "phase"), false);
+    replace(
+        "/status/phase",
+        field(orig, "status", "phase"),
+        field(&c, "status", "phase"),
+        false,
+    );
     replace(
         "/status/launcherContainerImageVersion",
-        st(orig, "launcherContainerImageVersion"),
-        st(c, "launcherContainerImageVersion"),
+        field(orig, "status", "launcherContainerImageVersion"),
+        field(&c, "status", "launcherContainerImageVersion"),
         true,
     );
-    let md = |v: &Value, k: &str| {
-        v.pointer(&format!("/metadata/{k}"))
-            .cloned()
-            .filter(|x| !x.is_null())
-    };
     replace(
         "/metadata/labels",
-        md(orig, "labels"),
-        md(c, "labels"),
+        field(orig, "metadata", "labels"),
+        field(&c, "metadata", "labels"),
         true,
     );
     replace(
         "/metadata/finalizers",
-        md(orig, "finalizers"),
-        md(c, "finalizers"),
+        field(orig, "metadata", "finalizers"),
+        field(&c, "metadata", "finalizers"),
         true,
     );
-    let sorted = |v: Option<Value>| {
-        let mut a = v.and_then(|x| x.as_array().cloned()).unwrap_or_default();
-        a.sort_by_key(|x| x["name"].as_str().unwrap_or_default().to_string());
-        a
-    };
-    let (old_if, new_if) = (st(orig, "interfaces"), st(c, "interfaces"));
-    if sorted(old_if.clone()) != sorted(new_if.clone()) {
+    let (old_if, new_if) = (
+        field(orig, "status", "interfaces"),
+        field(&c, "status", "interfaces"),
+    );
+    if sorted_by_name(old_if) != sorted_by_name(new_if) {
         ops.push(op(
             "test",
             "/status/interfaces",
-            Some(old_if.unwrap_or(Value::Null)),
+            Some(old_if.cloned().unwrap_or(Value::Null)),
         ));
         ops.push(op(
             "add",
             "/status/interfaces",
-            Some(new_if.unwrap_or(Value::Null)),
+            Some(new_if.cloned().unwrap_or(Value::Null)),
         ));
     }
     if ops.is_empty() {
@@ -144,5 +139,23 @@ pub(super) fn handed_over_patch(
             patch: Value::Array(ops),
         },
     ));
-    Some(c.clone())
+    Some(c)
+}
+
+/// `v.<section>.<key>` when set and not null, borrowed: fields are compared in place and only
+/// those that go into the patch are copied.
+fn field<'a>(v: &'a Value, section: &str, key: &str) -> Option<&'a Value> {
+    v.get(section)
+        .and_then(|s| s.get(key))
+        .filter(|x| !x.is_null())
+}
+
+/// The entries of a list sorted by `name` (empty when not a list).
+fn sorted_by_name(v: Option<&Value>) -> Vec<&Value> {
+    let mut a: Vec<&Value> = v
+        .and_then(Value::as_array)
+        .map(|x| x.iter().collect())
+        .unwrap_or_default();
+    a.sort_by_key(|x| x["name"].as_str().unwrap_or_default());
+    a
 }

@@ -348,7 +348,7 @@ pub(super) fn update_status(
 
     // virt-handler owns Scheduled and Running VMIs: only patch what this controller keeps.
     if matches!(current_phase, phase::RUNNING | phase::SCHEDULED) {
-        return handed_over_patch(plan, &orig, &mut c, &ns, meta::name(&vmi.metadata));
+        return handed_over_patch(plan, &orig, c, &ns, meta::name(&vmi.metadata));
     }
 
     let err = sync_err_override.as_ref().or(sync_err);
@@ -383,19 +383,12 @@ pub(super) fn update_status(
         }
     }
     tidy(&mut c);
-    let mut o = orig.clone();
+    let mut o = orig;
     tidy(&mut o);
-    let changed = ["status", "metadata"].iter().any(|k| {
-        let a = meta::without_zero_values(&o[*k]);
-        let b = meta::without_zero_values(&c[*k]);
-        if *k == "metadata" {
-            ["finalizers", "annotations", "labels"]
-                .iter()
-                .any(|f| a.get(*f) != b.get(*f))
-        } else {
-            a != b
-        }
-    });
+    let changed = !meta::eq_without_zero_values(&o["status"], &c["status"])
+        || ["finalizers", "annotations", "labels"].iter().any(|f| {
+            !meta::eq_entry_without_zero_values(o["metadata"].get(*f), c["metadata"].get(*f))
+        });
     if !changed {
         return None;
     }
