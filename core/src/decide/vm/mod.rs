@@ -228,7 +228,9 @@ fn sync(r: &mut Reconcile<'_, '_>) -> (Option<SyncError>, Option<String>) {
     if !r.pending.satisfied() {
         return (None, None);
     }
-    let start_spec = r.vmi.as_ref().and_then(|_| start::last_revision_spec(r));
+    // Whether a VMI existed when the sync began: only then is its start revision compared with
+    // the template (read lazily below, as the steps in between may end the sync first).
+    let had_vmi = r.vmi.is_some();
 
     if r.vm.metadata.deletion_timestamp.is_some() {
         let orphan = meta::has_finalizer(&r.vm.metadata, "orphan");
@@ -269,7 +271,10 @@ fn sync(r: &mut Reconcile<'_, '_>) -> (Option<SyncError>, Option<String>) {
         return (Some(err), None);
     }
 
-    status::sync_restart_required(r, start_spec);
+    if had_vmi {
+        let start_spec = start::last_revision_spec(r);
+        status::sync_restart_required(r, start_spec);
+    }
 
     if !r.pending.satisfied() {
         return (None, None);
