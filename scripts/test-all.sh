@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every kvrs test: installs the system packages the end-to-end tests need (libvirt, QEMU from
-# Debian), then the whole workspace's tests, doc tests included, and finally prints how kvrs stands
-# against KubeVirt v1.9.0's own outputs. Used by README.md and .ci/run.
+# Debian), then the whole workspace's tests, doc tests included, prints how kvrs stands against
+# KubeVirt v1.9.0's own outputs, and ends with the total count. Used by README.md and .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,12 +11,18 @@ else
   sudo bash scripts/install-test-deps.sh
 fi
 
-cargo test --workspace --all-targets
-cargo test --workspace --doc
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+cargo test --workspace --doc 2>&1 | tee -a "$log"
+cargo test --workspace --all-targets 2>&1 | tee -a "$log"
 
 # The conformance tests already ran above; run them once more, uncaptured, for their counts.
 echo "== kvrs against KubeVirt v1.9.0's oracle corpus"
 cargo test -q -p kvrs-tests \
   --test oracle_roundtrip --test oracle_defaults --test oracle_convert --test oracle_overhead \
   --test oracle_pod --test oracle_vm --test oracle_handler -- --nocapture 2>&1 |
-  grep -E "match|round-tripped|idempotently" || true
+  grep -E "match|round-tripped|idempotently"
+
+# One closing line for the whole run, summed over every test binary above.
+awk '/^test result:/ { p += $4; f += $6 } END { printf "kvrs: %d passed, %d failed\n", p, f }' "$log"
