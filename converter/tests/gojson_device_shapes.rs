@@ -7,6 +7,9 @@ use kvrs_converter::gojson::{GoJson, Path};
 use kvrs_converter::{Domain, xmltree};
 use serde_json::{Value, json};
 
+mod common;
+use common::first_difference;
+
 const DEVICES_XML: &str = r#"<domain type="kvm">
   <name>ns_vm</name>
   <memory unit="b">1073741824</memory>
@@ -342,32 +345,6 @@ fn expected_devices() -> Value {
         "IOMMU": [{"XMLName": empty_name, "Model": "intel",
             "Driver": {"PCIBus": "1", "Accel": "on", "ATS": "on", "RIL": "on", "SSIDSize": "20", "OAS": "48"}}]
     })
-}
-
-fn first_difference(expected: &Value, found: &Value, at: &str) -> Option<String> {
-    match (expected, found) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, va) in a {
-                let Some(vb) = b.get(k) else {
-                    return Some(format!("{at}.{k}: missing"));
-                };
-                if let Some(d) = first_difference(va, vb, &format!("{at}.{k}")) {
-                    return Some(d);
-                }
-            }
-            if let Some(k) = b.keys().find(|k| !a.contains_key(*k)) {
-                return Some(format!("{at}.{k}: unexpected"));
-            }
-            let (ka, kb): (Vec<_>, Vec<_>) = (a.keys().collect(), b.keys().collect());
-            (ka != kb).then(|| format!("{at}: key order {ka:?} vs {kb:?}"))
-        }
-        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => a
-            .iter()
-            .zip(b)
-            .enumerate()
-            .find_map(|(i, (x, y))| first_difference(x, y, &format!("{at}[{i}]"))),
-        _ => (expected != found).then(|| format!("{at}: expected {expected}, found {found}")),
-    }
 }
 
 #[test]

@@ -6,6 +6,9 @@ use kvrs_converter::gojson::{DomainEnvelope, GoJson, from_go_json, to_go_json};
 use kvrs_converter::{Domain, xmltree};
 use serde_json::{Value, json};
 
+mod common;
+use common::first_difference;
+
 /// A domain with every element outside `<devices>` that the model knows, all attributes set.
 const FULL_XML: &str = r#"<domain type="kvm" xmlns:qemu="http://libvirt.org/schemas/domain/qemu/1.0">
   <name>ns_vm</name>
@@ -286,32 +289,6 @@ fn expected_spec() -> Value {
         "OnReboot": "destroy",
         "IOMMUFD": {"XMLName": empty_name, "Enabled": "yes", "FDGroup": "g"}
     })
-}
-
-fn first_difference(expected: &Value, found: &Value, at: &str) -> Option<String> {
-    match (expected, found) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, va) in a {
-                let Some(vb) = b.get(k) else {
-                    return Some(format!("{at}.{k}: missing"));
-                };
-                if let Some(d) = first_difference(va, vb, &format!("{at}.{k}")) {
-                    return Some(d);
-                }
-            }
-            if let Some(k) = b.keys().find(|k| !a.contains_key(*k)) {
-                return Some(format!("{at}.{k}: unexpected"));
-            }
-            let (ka, kb): (Vec<_>, Vec<_>) = (a.keys().collect(), b.keys().collect());
-            (ka != kb).then(|| format!("{at}: key order {ka:?} vs {kb:?}"))
-        }
-        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => a
-            .iter()
-            .zip(b)
-            .enumerate()
-            .find_map(|(i, (x, y))| first_difference(x, y, &format!("{at}[{i}]"))),
-        _ => (expected != found).then(|| format!("{at}: expected {expected}, found {found}")),
-    }
 }
 
 #[test]
