@@ -1,0 +1,1018 @@
+//! The Kubernetes manifests kvrs deploys (`bins/deploy`): the CRDs `scripts/gen-crds.py` writes
+//! from KubeVirt v1.9.0's OpenAPI document, and the virt-controller / virt-handler objects.
+//!
+//! KubeVirt's swagger document is not part of the repository, so the checks that always run are
+//! structural: every file parses, names a Kubernetes object and survives a round trip through
+//! k8s-openapi's types (no unknown or misspelt field), every CRD schema obeys the apiserver's
+//! structural-schema rules and carries virt-operator's facts, and the roles grant no wildcard.
+//! Byte-for-byte regeneration runs on demand (it needs the document):
+//!
+//! ```text
+//! KVRS_KUBEVIRT_SWAGGER=/path/to/swagger.json \
+//!   cargo test -p kvrs-tests --test deploy_manifests -- --ignored
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// The repository root, from the manifest dir cargo names at run time.
+fn repo() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        .join("..")
+}
+
+fn deploy_dir() -> PathBuf {
+    repo().join("bins/deploy")
+}
+
+/// Every `.yaml` file below `dir`, sorted; panics when there is none.
+fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        for entry in entries {
+            let path = entry.expect("dir entry").path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, &mut out);
+    out.sort();
+    assert!(!out.is_empty(), "no manifests under {}", dir.display());
+    out
+}
+
+/// The YAML documents of a file, as JSON values (empty documents skipped).
+fn documents(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .filter(|v| !v.is_null())
+        .collect();
+    assert!(!docs.is_empty(), "{}: no document", path.display());
+    docs
+}
+
+/// Every object under `bins/deploy`, with the file it came from (relative to `bins/deploy`).
+fn all_objects() -> Vec<(String, Value)> {
+    let root = deploy_dir();
+    yaml_files(&root)
+        .into_iter()
+        .flat_map(|path| {
+            let rel = path.strip_prefix(&root).unwrap().display().to_string();
+            documents(&path)
+                .into_iter()
+                .map(move |doc| (rel.clone(), doc))
+        })
+        .collect()
+}
+
+fn objects_of(kind: &str) -> Vec<(String, Value)> {
+    all_objects()
+        .into_iter()
+        .filter(|(_, o)| o["kind"] == kind)
+        .collect()
+}
+
+fn one_object(rel: &str) -> Value {
+    let mut docs = documents(&deploy_dir().join(rel));
+    assert_eq!(docs.len(), 1, "{rel}: one object per file");
+    docs.remove(0)
+}
+
+/// The first place two JSON values differ, as a path.
+fn first_difference(a: &Value, b: &Value, path: &str) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().find_map(|k| match (x.get(k), y.get(k)) {
+                (Some(p), Some(q)) => first_difference(p, q, &format!("{path}.{k}")),
+                (p, q) => Some(format!("{path}.{k}: {p:?} vs {q:?}")),
+            })
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (p, q))| first_difference(p, q, &format!("{path}[{i}]"))),
+        _ if a == b => None,
+        _ => Some(format!("{path}: {a} vs {b}")),
+    }
+}
+
+fn round_trip<T: serde::de::DeserializeOwned + serde::Serialize>(rel: &str, obj: &Value) {
+    let typed: T = serde_json::from_value(obj.clone()).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    let back = serde_json::to_value(&typed).unwrap();
+    if let Some(diff) = first_difference(obj, &back, "") {
+        panic!("{rel}: not what k8s-openapi reads (unknown or mistyped field?): {diff}");
+    }
+}
+
+// --- every manifest -------------------------------------------------------------------------------
+
+const EXPECTED_FILES: &[&str] = &[
+    "crds/kubevirts.kubevirt.io.yaml",
+    "crds/virtualmachineclusterinstancetypes.instancetype.kubevirt.io.yaml",
+    "crds/virtualmachineclusterpreferences.instancetype.kubevirt.io.yaml",
+    "crds/virtualmachineinstancemigrations.kubevirt.io.yaml",
+    "crds/virtualmachineinstances.kubevirt.io.yaml",
+    "crds/virtualmachineinstancetypes.instancetype.kubevirt.io.yaml",
+    "crds/virtualmachinepreferences.instancetype.kubevirt.io.yaml",
+    "crds/virtualmachines.kubevirt.io.yaml",
+    "virt-controller/00-namespace.yaml",
+    "virt-controller/clusterrole.yaml",
+    "virt-controller/clusterrolebinding.yaml",
+    "virt-controller/deployment.yaml",
+    "virt-controller/role.yaml",
+    "virt-controller/rolebinding.yaml",
+    "virt-controller/serviceaccount.yaml",
+    "virt-handler/clusterrole.yaml",
+    "virt-handler/clusterrolebinding.yaml",
+    "virt-handler/daemonset.yaml",
+    "virt-handler/serviceaccount.yaml",
+];
+
+#[test]
+fn the_expected_manifests_are_there_and_nothing_else() {
+    let root = deploy_dir();
+    let found: Vec<String> = yaml_files(&root)
+        .iter()
+        .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
+        .collect();
+    assert_eq!(found, EXPECTED_FILES);
+    assert!(
+        root.join("README.md").is_file(),
+        "bins/deploy/README.md is missing"
+    );
+}
+
+#[test]
+fn every_manifest_is_a_named_kubernetes_object() {
+    const NAMESPACED: &[&str] = &[
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+        "DaemonSet",
+    ];
+    for (rel, obj) in all_objects() {
+        for key in ["apiVersion", "kind"] {
+            assert!(
+                obj[key].as_str().is_some_and(|s| !s.is_empty()),
+                "{rel}: no {key}"
+            );
+        }
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        assert!(!name.is_empty(), "{rel}: no metadata.name");
+        let kind = obj["kind"].as_str().unwrap();
+        if NAMESPACED.contains(&kind) {
+            assert_eq!(obj["metadata"]["namespace"], "kubevirt", "{rel}: namespace");
+        } else {
+            assert!(
+                obj["metadata"].get("namespace").is_none(),
+                "{rel}: cluster-scoped"
+            );
+        }
+    }
+}
+
+#[test]
+fn manifests_read_back_through_the_kubernetes_types() {
+    for (rel, obj) in all_objects() {
+        match obj["kind"].as_str().unwrap() {
+            "Namespace" => round_trip::<Namespace>(&rel, &obj),
+            "ServiceAccount" => round_trip::<ServiceAccount>(&rel, &obj),
+            "ClusterRole" => round_trip::<ClusterRole>(&rel, &obj),
+            "ClusterRoleBinding" => round_trip::<ClusterRoleBinding>(&rel, &obj),
+            "Role" => round_trip::<Role>(&rel, &obj),
+            "RoleBinding" => round_trip::<RoleBinding>(&rel, &obj),
+            "Deployment" => round_trip::<Deployment>(&rel, &obj),
+            "DaemonSet" => round_trip::<DaemonSet>(&rel, &obj),
+            "CustomResourceDefinition" => round_trip::<CustomResourceDefinition>(&rel, &obj),
+            other => panic!("{rel}: unexpected kind {other}"),
+        }
+    }
+}
+
+// --- RBAC -------------------------------------------------------------------------------------------
+
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// (group, resource) -> verbs granted by a role.
+fn grants(role: &Value) -> BTreeMap<(String, String), BTreeSet<String>> {
+    let mut out: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for rule in role["rules"].as_array().expect("rules") {
+        for group in strings(&rule["apiGroups"]) {
+            for resource in strings(&rule["resources"]) {
+                out.entry((group.into(), resource.into()))
+                    .or_default()
+                    .extend(strings(&rule["verbs"]).into_iter().map(String::from));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn roles_grant_no_wildcards() {
+    let roles: Vec<_> = objects_of("ClusterRole")
+        .into_iter()
+        .chain(objects_of("Role"))
+        .collect();
+    assert_eq!(
+        roles.len(),
+        3,
+        "two ClusterRoles and the leader-election Role"
+    );
+    for (rel, role) in roles {
+        for (i, rule) in role["rules"].as_array().expect("rules").iter().enumerate() {
+            for key in ["apiGroups", "resources", "verbs", "resourceNames"] {
+                assert!(
+                    !strings(&rule[key]).contains(&"*"),
+                    "{rel}: rule {i} has {key} *"
+                );
+            }
+            assert!(
+                rule.get("nonResourceURLs").is_none(),
+                "{rel}: rule {i}: nonResourceURLs"
+            );
+            assert!(
+                !strings(&rule["verbs"]).is_empty(),
+                "{rel}: rule {i} grants nothing"
+            );
+        }
+    }
+}
+
+fn gr(group: &str, resource: &str) -> (String, String) {
+    (group.to_string(), resource.to_string())
+}
+
+fn verbs(list: &[&str]) -> BTreeSet<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn controller_role_grants_what_virt_controller_uses() {
+    let g = grants(&one_object("virt-controller/clusterrole.yaml"));
+    let read = ["get", "list", "watch"];
+    assert_eq!(
+        g[&gr("kubevirt.io", "virtualmachines")],
+        verbs(&["get", "list", "watch", "patch"])
+    );
+    assert_eq!(
+        g[&gr("kubevirt.io", "virtualmachines/status")],
+        verbs(&["patch", "update"])
+    );
+    assert_eq!(
+        g[&gr("kubevirt.io", "virtualmachineinstances")],
+        verbs(&["get", "list", "watch", "create", "patch", "delete"])
+    );
+    assert_eq!(
+        g[&gr("", "pods")],
+        verbs(&["get", "list", "watch", "create", "patch", "delete"])
+    );
+    assert_eq!(
+        g[&gr("apps", "controllerrevisions")],
+        verbs(&["get", "list", "watch", "create", "delete"])
+    );
+    assert_eq!(g[&gr("", "persistentvolumeclaims")], verbs(&read));
+    assert_eq!(g[&gr("cdi.kubevirt.io", "datavolumes")], verbs(&read));
+    assert_eq!(g[&gr("kubevirt.io", "kubevirts")], verbs(&read));
+    for resource in [
+        "virtualmachineinstancetypes",
+        "virtualmachineclusterinstancetypes",
+        "virtualmachinepreferences",
+        "virtualmachineclusterpreferences",
+    ] {
+        assert_eq!(
+            g[&gr("instancetype.kubevirt.io", resource)],
+            verbs(&read),
+            "{resource}"
+        );
+    }
+    for group in ["", "events.k8s.io"] {
+        assert_eq!(
+            g[&gr(group, "events")],
+            verbs(&["create", "patch"]),
+            "events in {group:?}"
+        );
+    }
+    let lease = grants(&one_object("virt-controller/role.yaml"));
+    assert_eq!(
+        lease,
+        BTreeMap::from([(
+            gr("coordination.k8s.io", "leases"),
+            verbs(&["get", "create", "update"])
+        )])
+    );
+}
+
+#[test]
+fn handler_role_grants_what_virt_handler_uses() {
+    let g = grants(&one_object("virt-handler/clusterrole.yaml"));
+    let read = ["get", "list", "watch"];
+    let expected = BTreeMap::from([
+        (
+            gr("kubevirt.io", "virtualmachineinstances"),
+            verbs(&["get", "list", "watch", "patch", "update"]),
+        ),
+        (gr("kubevirt.io", "kubevirts"), verbs(&read)),
+        (gr("", "nodes"), verbs(&["get", "list", "watch", "patch"])),
+        (gr("", "pods"), verbs(&read)),
+        (gr("", "events"), verbs(&["create", "patch"])),
+        (gr("events.k8s.io", "events"), verbs(&["create", "patch"])),
+    ]);
+    assert_eq!(g, expected);
+}
+
+#[test]
+fn status_grants_exist_only_for_crds_with_a_status_subresource() {
+    let mut with_status = BTreeSet::new();
+    let mut shipped_groups = BTreeSet::new();
+    for (_, crd) in objects_of("CustomResourceDefinition") {
+        let group = crd["spec"]["group"].as_str().unwrap().to_string();
+        shipped_groups.insert(group.clone());
+        if crd["spec"]["versions"][0]["subresources"]
+            .get("status")
+            .is_some()
+        {
+            with_status.insert(gr(&group, crd["spec"]["names"]["plural"].as_str().unwrap()));
+        }
+    }
+    for (rel, role) in objects_of("ClusterRole") {
+        for (group, resource) in grants(&role).into_keys() {
+            if let Some(plural) = resource.strip_suffix("/status")
+                && shipped_groups.contains(&group)
+            {
+                assert!(
+                    with_status.contains(&gr(&group, plural)),
+                    "{rel}: grants {resource} but its CRD has no status subresource"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn bindings_name_the_shipped_roles_and_accounts() {
+    let accounts: BTreeSet<String> = objects_of("ServiceAccount")
+        .into_iter()
+        .map(|(_, sa)| sa["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        accounts,
+        BTreeSet::from(["kubevirt-controller".into(), "kubevirt-handler".into()])
+    );
+    for (binding_kind, role_kind) in [
+        ("ClusterRoleBinding", "ClusterRole"),
+        ("RoleBinding", "Role"),
+    ] {
+        let roles: BTreeSet<String> = objects_of(role_kind)
+            .into_iter()
+            .map(|(_, r)| r["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        for (rel, binding) in objects_of(binding_kind) {
+            assert_eq!(binding["roleRef"]["kind"], role_kind, "{rel}");
+            assert_eq!(
+                binding["roleRef"]["apiGroup"], "rbac.authorization.k8s.io",
+                "{rel}"
+            );
+            let role = binding["roleRef"]["name"].as_str().unwrap();
+            assert!(roles.contains(role), "{rel}: no {role_kind} {role} shipped");
+            for subject in binding["subjects"].as_array().expect("subjects") {
+                assert_eq!(subject["kind"], "ServiceAccount", "{rel}");
+                assert_eq!(subject["namespace"], "kubevirt", "{rel}");
+                let name = subject["name"].as_str().unwrap();
+                assert!(accounts.contains(name), "{rel}: no ServiceAccount {name}");
+            }
+        }
+    }
+    for (rel, workload) in objects_of("Deployment")
+        .into_iter()
+        .chain(objects_of("DaemonSet"))
+    {
+        let sa = workload["spec"]["template"]["spec"]["serviceAccountName"]
+            .as_str()
+            .unwrap();
+        assert!(accounts.contains(sa), "{rel}: no ServiceAccount {sa}");
+    }
+}
+
+// --- workloads ---------------------------------------------------------------------------------------
+
+#[test]
+fn controller_deployment_is_locked_down() {
+    let d = one_object("virt-controller/deployment.yaml");
+    let spec = &d["spec"];
+    assert_eq!(spec["replicas"], 2);
+    let selector = &spec["selector"]["matchLabels"];
+    let labels = spec["template"]["metadata"]["labels"].as_object().unwrap();
+    for (k, v) in selector.as_object().unwrap() {
+        assert_eq!(
+            labels.get(k),
+            Some(v),
+            "the template carries the selector's labels"
+        );
+    }
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let anti =
+        &pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"];
+    let term = &anti[0]["podAffinityTerm"];
+    assert_eq!(term["topologyKey"], "kubernetes.io/hostname");
+    assert_eq!(
+        &term["labelSelector"]["matchLabels"], selector,
+        "anti-affinity spreads the replicas"
+    );
+
+    let containers = pod["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 1);
+    let c = &containers[0];
+    assert_eq!(c["image"], "kvrs/virt-controller:latest");
+    assert_eq!(c["command"], json!(["virt-controller"]));
+    assert_eq!(
+        c["args"],
+        json!([
+            "--leader-elect",
+            "--namespace",
+            "kubevirt",
+            "--lease-name",
+            "virt-controller",
+            "--metrics-addr",
+            "0.0.0.0:8443"
+        ])
+    );
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["livenessProbe"]["httpGet"]["port"], 8443);
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["port"], 8443);
+    assert_eq!(c["ports"][0]["containerPort"], 8443);
+    let sc = &c["securityContext"];
+    assert_eq!(sc["runAsNonRoot"], true);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
+    assert!(sc["capabilities"].get("add").is_none());
+    assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
+    assert!(sc.get("privileged").is_none_or(|p| p == false));
+    for resource in ["cpu", "memory"] {
+        assert!(
+            c["resources"]["requests"][resource].is_string(),
+            "requests.{resource}"
+        );
+    }
+}
+
+#[test]
+fn handler_daemonset_has_kubevirts_shape() {
+    let ds = one_object("virt-handler/daemonset.yaml");
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(pod["hostPID"], true);
+    assert!(
+        pod.get("hostNetwork").is_none_or(|h| h == false),
+        "not on the host network"
+    );
+    let c = &pod["containers"][0];
+    assert_eq!(c["command"], json!(["virt-handler"]));
+    assert_eq!(c["args"], json!(["--hostname-override", "$(NODE_NAME)"]));
+    assert_eq!(c["securityContext"]["privileged"], true);
+    let env = c["env"].as_array().unwrap();
+    let node_name = env
+        .iter()
+        .find(|e| e["name"] == "NODE_NAME")
+        .expect("NODE_NAME env");
+    assert_eq!(
+        node_name["valueFrom"]["fieldRef"]["fieldPath"],
+        "spec.nodeName"
+    );
+
+    let host_paths: BTreeMap<&str, &str> = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap(),
+                v["hostPath"]["path"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let mounts: BTreeMap<&str, &str> = c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["mountPath"].as_str().unwrap(),
+                m["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    for (mount, host) in [
+        ("/var/run/kubevirt", "/var/run/kubevirt"),
+        ("/var/run/kubevirt-private", "/var/run/kubevirt-private"),
+        (
+            "/var/run/kubevirt-libvirt-runtimes",
+            "/var/run/kubevirt-libvirt-runtimes",
+        ),
+        ("/pods", "/var/lib/kubelet/pods"),
+        ("/var/lib/kubelet", "/var/lib/kubelet"),
+    ] {
+        let volume = mounts
+            .get(mount)
+            .unwrap_or_else(|| panic!("no mount at {mount}"));
+        assert_eq!(
+            host_paths.get(volume),
+            Some(&host),
+            "{mount} comes from the host's {host}"
+        );
+    }
+    assert_eq!(mounts.len(), host_paths.len(), "every volume is mounted");
+}
+
+// --- CRDs ----------------------------------------------------------------------------------------------
+
+struct CrdFacts {
+    kind: &'static str,
+    group: &'static str,
+    plural: &'static str,
+    short_names: &'static [&'static str],
+    categories: &'static [&'static str],
+    scope: &'static str,
+    /// (name, served, storage)
+    versions: &'static [(&'static str, bool, bool)],
+    status: bool,
+    columns: &'static [&'static str],
+}
+
+const CORE: &[(&str, bool, bool)] = &[("v1", true, true), ("v1alpha3", true, false)];
+const INSTANCETYPE: &[(&str, bool, bool)] = &[("v1beta1", true, true)];
+
+/// What virt-operator v1.9.0 installs (pkg/virt-operator/resource/generate/components/crds.go).
+const CRDS: &[CrdFacts] = &[
+    CrdFacts {
+        kind: "VirtualMachine",
+        group: "kubevirt.io",
+        plural: "virtualmachines",
+        short_names: &["vm", "vms"],
+        categories: &["all"],
+        scope: "Namespaced",
+        versions: CORE,
+        status: true,
+        columns: &["Age", "Status", "Ready"],
+    },
+    CrdFacts {
+        kind: "VirtualMachineInstance",
+        group: "kubevirt.io",
+        plural: "virtualmachineinstances",
+        short_names: &["vmi", "vmis"],
+        categories: &["all"],
+        scope: "Namespaced",
+        versions: CORE,
+        status: false,
+        columns: &[
+            "Age",
+            "Phase",
+            "IP",
+            "NodeName",
+            "Ready",
+            "Live-Migratable",
+            "Paused",
+        ],
+    },
+    CrdFacts {
+        kind: "VirtualMachineInstanceMigration",
+        group: "kubevirt.io",
+        plural: "virtualmachineinstancemigrations",
+        short_names: &["vmim", "vmims"],
+        categories: &["all"],
+        scope: "Namespaced",
+        versions: CORE,
+        status: true,
+        columns: &["Phase", "VMI"],
+    },
+    CrdFacts {
+        kind: "KubeVirt",
+        group: "kubevirt.io",
+        plural: "kubevirts",
+        short_names: &["kv", "kvs"],
+        categories: &["all"],
+        scope: "Namespaced",
+        versions: CORE,
+        status: true,
+        columns: &["Age", "Phase"],
+    },
+    CrdFacts {
+        kind: "VirtualMachineInstancetype",
+        group: "instancetype.kubevirt.io",
+        plural: "virtualmachineinstancetypes",
+        short_names: &["vminstancetype", "vminstancetypes", "vmf", "vmfs"],
+        categories: &["all"],
+        scope: "Namespaced",
+        versions: INSTANCETYPE,
+        status: false,
+        columns: &[],
+    },
+    CrdFacts {
+        kind: "VirtualMachineClusterInstancetype",
+        group: "instancetype.kubevirt.io",
+        plural: "virtualmachineclusterinstancetypes",
+        short_names: &[
+            "vmclusterinstancetype",
+            "vmclusterinstancetypes",
+            "vmcf",
+            "vmcfs",
+        ],
+        categories: &[],
+        scope: "Cluster",
+        versions: INSTANCETYPE,
+        status: false,
+        columns: &[],
+    },
+    CrdFacts {
+        kind: "VirtualMachinePreference",
+        group: "instancetype.kubevirt.io",
+        plural: "virtualmachinepreferences",
+        short_names: &["vmpref", "vmprefs", "vmp", "vmps"],
+        categories: &["all"],
+        scope: "Namespaced",
+        versions: INSTANCETYPE,
+        status: false,
+        columns: &[],
+    },
+    CrdFacts {
+        kind: "VirtualMachineClusterPreference",
+        group: "instancetype.kubevirt.io",
+        plural: "virtualmachineclusterpreferences",
+        short_names: &["vmcp", "vmcps"],
+        categories: &[],
+        scope: "Cluster",
+        versions: INSTANCETYPE,
+        status: false,
+        columns: &[],
+    },
+];
+
+fn crd_file(facts: &CrdFacts) -> String {
+    format!("crds/{}.{}.yaml", facts.plural, facts.group)
+}
+
+#[test]
+fn crds_carry_virt_operators_facts() {
+    assert_eq!(objects_of("CustomResourceDefinition").len(), CRDS.len());
+    for facts in CRDS {
+        let rel = crd_file(facts);
+        let crd = one_object(&rel);
+        assert_eq!(crd["apiVersion"], "apiextensions.k8s.io/v1", "{rel}");
+        assert_eq!(
+            crd["metadata"]["name"],
+            format!("{}.{}", facts.plural, facts.group),
+            "{rel}"
+        );
+        let spec = &crd["spec"];
+        assert_eq!(spec["group"], facts.group, "{rel}");
+        assert_eq!(spec["scope"], facts.scope, "{rel}");
+        let names = &spec["names"];
+        assert_eq!(names["kind"], facts.kind, "{rel}");
+        assert_eq!(names["plural"], facts.plural, "{rel}");
+        assert_eq!(
+            names["singular"],
+            facts.plural.strip_suffix('s').unwrap(),
+            "{rel}"
+        );
+        assert_eq!(strings(&names["shortNames"]), facts.short_names, "{rel}");
+        assert_eq!(strings(&names["categories"]), facts.categories, "{rel}");
+        let versions = spec["versions"].as_array().unwrap();
+        let got: Vec<(&str, bool, bool)> = versions
+            .iter()
+            .map(|v| {
+                let flag = |k: &str| v[k].as_bool().unwrap();
+                (v["name"].as_str().unwrap(), flag("served"), flag("storage"))
+            })
+            .collect();
+        assert_eq!(got, facts.versions, "{rel}: versions");
+        for v in versions {
+            let name = v["name"].as_str().unwrap();
+            assert_eq!(
+                v["subresources"].get("status").is_some(),
+                facts.status,
+                "{rel} {name}: status"
+            );
+            assert!(
+                v["subresources"].get("scale").is_none(),
+                "{rel} {name}: no scale"
+            );
+            let columns: Vec<&str> = v["additionalPrinterColumns"]
+                .as_array()
+                .map(|cs| cs.iter().map(|c| c["name"].as_str().unwrap()).collect())
+                .unwrap_or_default();
+            assert_eq!(columns, facts.columns, "{rel} {name}: printer columns");
+            assert_eq!(
+                v["schema"], versions[0]["schema"],
+                "{rel}: one schema for every version"
+            );
+            assert_eq!(
+                v["deprecated"].as_bool().unwrap_or(false),
+                name == "v1alpha3",
+                "{rel} {name}"
+            );
+        }
+    }
+}
+
+/// The structural-schema rules the apiserver applies to a CRD's `openAPIV3Schema`, plus the
+/// ones of this generator (no defaults, nothing left unresolved).
+fn structural_errors(s: &Value, path: &str, errs: &mut Vec<String>) {
+    let Some(node) = s.as_object() else {
+        errs.push(format!("{path}: not a schema object"));
+        return;
+    };
+    let int_or_string = node.get("x-kubernetes-int-or-string") == Some(&json!(true));
+    let preserve = node.get("x-kubernetes-preserve-unknown-fields");
+    if preserve.is_some_and(|p| p != true) {
+        errs.push(format!(
+            "{path}: x-kubernetes-preserve-unknown-fields must be true"
+        ));
+    }
+    if int_or_string {
+        if node.contains_key("type") {
+            errs.push(format!("{path}: int-or-string with a type"));
+        }
+        if node.get("anyOf") != Some(&json!([{"type": "integer"}, {"type": "string"}])) {
+            errs.push(format!(
+                "{path}: int-or-string without anyOf [integer, string]"
+            ));
+        }
+    } else {
+        match node.get("type").and_then(Value::as_str) {
+            Some("object" | "array" | "string" | "integer" | "number" | "boolean") => {}
+            Some(t) => errs.push(format!("{path}: type {t}")),
+            None if preserve.is_some() => {}
+            None => errs.push(format!("{path}: no type")),
+        }
+        for junctor in ["anyOf", "allOf", "oneOf", "not"] {
+            if node.contains_key(junctor) {
+                errs.push(format!("{path}: {junctor} outside int-or-string"));
+            }
+        }
+    }
+    for forbidden in [
+        "$ref",
+        "default",
+        "uniqueItems",
+        "definitions",
+        "dependencies",
+        "id",
+    ] {
+        if node.contains_key(forbidden) {
+            errs.push(format!("{path}: {forbidden}"));
+        }
+    }
+    let ty = node.get("type").and_then(Value::as_str);
+    let props = node.get("properties").and_then(Value::as_object);
+    if props.is_some() && node.contains_key("additionalProperties") {
+        errs.push(format!("{path}: both properties and additionalProperties"));
+    }
+    if (props.is_some() || node.contains_key("additionalProperties")) && ty != Some("object") {
+        errs.push(format!("{path}: properties on a non-object"));
+    }
+    if node.contains_key("items") != (ty == Some("array")) {
+        errs.push(format!("{path}: items iff array"));
+    }
+    let required = strings(node.get("required").unwrap_or(&Value::Null));
+    for r in &required {
+        if !props.is_some_and(|p| p.contains_key(*r)) {
+            errs.push(format!("{path}: required {r} is not a property"));
+        }
+    }
+    match node.get("x-kubernetes-list-type").and_then(Value::as_str) {
+        None => {
+            if node.contains_key("x-kubernetes-list-map-keys") {
+                errs.push(format!("{path}: list map keys without listType=map"));
+            }
+        }
+        Some("atomic") => {}
+        Some("set") => {
+            let t = node["items"]["type"].as_str();
+            if !matches!(t, Some("string" | "integer" | "number" | "boolean")) {
+                errs.push(format!("{path}: listType=set of non-scalars"));
+            }
+        }
+        Some("map") => {
+            let items = &node["items"];
+            let item_required = strings(&items["required"]);
+            let keys = strings(
+                node.get("x-kubernetes-list-map-keys")
+                    .unwrap_or(&Value::Null),
+            );
+            if keys.is_empty() || items["type"] != "object" {
+                errs.push(format!("{path}: listType=map without keys or object items"));
+            }
+            for k in keys {
+                if !item_required.contains(&k) {
+                    errs.push(format!("{path}: list map key {k} is not required"));
+                }
+            }
+        }
+        Some(other) => errs.push(format!("{path}: listType {other}")),
+    }
+    if let Some(props) = props {
+        for (k, v) in props {
+            structural_errors(v, &format!("{path}.{k}"), errs);
+        }
+    }
+    if let Some(extra) = node.get("additionalProperties") {
+        if extra.is_object() {
+            structural_errors(extra, &format!("{path}.*"), errs);
+        } else if extra != true {
+            errs.push(format!("{path}: additionalProperties {extra}"));
+        }
+    }
+    if let Some(items) = node.get("items") {
+        structural_errors(items, &format!("{path}[]"), errs);
+    }
+}
+
+#[test]
+fn crd_schemas_are_structural() {
+    for facts in CRDS {
+        let rel = crd_file(facts);
+        let crd = one_object(&rel);
+        for v in crd["spec"]["versions"].as_array().unwrap() {
+            let schema = &v["schema"]["openAPIV3Schema"];
+            assert_eq!(schema["type"], "object", "{rel}: root type");
+            assert_eq!(
+                schema["properties"]["metadata"],
+                json!({"type": "object"}),
+                "{rel}: metadata"
+            );
+            for key in ["apiVersion", "kind", "spec"] {
+                assert!(
+                    schema["properties"].get(key).is_some(),
+                    "{rel}: no {key} in the schema"
+                );
+            }
+            // kubevirt.io kinds have a status; instance types and preferences have none.
+            let has_status = schema["properties"].get("status").is_some();
+            assert_eq!(
+                has_status,
+                facts.group == "kubevirt.io",
+                "{rel}: status in the schema"
+            );
+            let mut errs = Vec::new();
+            structural_errors(schema, facts.kind, &mut errs);
+            assert!(
+                errs.is_empty(),
+                "{rel}: not structural:\n  {}",
+                errs.join("\n  ")
+            );
+        }
+    }
+}
+
+#[test]
+fn crd_schemas_hold_the_fields_kvrs_writes() {
+    // A handful of paths the controllers read or write; pruning would silently drop a field the
+    // schema does not know, so their absence would lose data on a real cluster.
+    let vm = one_object("crds/virtualmachines.kubevirt.io.yaml");
+    let vmi = one_object("crds/virtualmachineinstances.kubevirt.io.yaml");
+    let at = |crd: &Value, path: &[&str]| -> Value {
+        let mut node = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        for step in path {
+            node = if *step == "[]" {
+                &node["items"]
+            } else {
+                &node["properties"][*step]
+            };
+        }
+        node.clone()
+    };
+    assert_eq!(at(&vm, &["spec", "runStrategy"])["type"], "string");
+    assert_eq!(at(&vm, &["status", "printableStatus"])["type"], "string");
+    assert_eq!(
+        at(&vm, &["spec", "template", "metadata"]),
+        json!({"type": "object", "nullable": true, "x-kubernetes-preserve-unknown-fields": true})
+    );
+    assert_eq!(at(&vmi, &["status", "phase"])["type"], "string");
+    assert_eq!(at(&vmi, &["status", "nodeName"])["type"], "string");
+    let condition_time = at(&vmi, &["status", "conditions", "[]", "lastTransitionTime"]);
+    assert_eq!(
+        condition_time["nullable"], true,
+        "Go writes zero times as null"
+    );
+    let memory = at(&vmi, &["spec", "domain", "resources", "requests"]);
+    assert_eq!(
+        memory["additionalProperties"]["x-kubernetes-int-or-string"],
+        true
+    );
+    let guest = at(&vmi, &["spec", "domain", "memory", "guest"]);
+    assert_eq!(
+        guest["x-kubernetes-int-or-string"], true,
+        "Quantity is int-or-string"
+    );
+    let port = at(&vmi, &["spec", "readinessProbe", "httpGet", "port"]);
+    assert_eq!(port["x-kubernetes-int-or-string"], true, "IntOrString");
+    assert_eq!(strings(&at(&vmi, &[])["required"]), ["spec"]);
+}
+
+#[test]
+fn crds_fit_client_side_apply() {
+    // `kubectl apply` stores the whole object in an annotation, and all of an object's
+    // annotations together may not exceed 256 KiB.
+    for facts in CRDS {
+        let rel = crd_file(facts);
+        let compact = serde_json::to_string(&one_object(&rel)).unwrap();
+        assert!(
+            compact.len() < 200 * 1024,
+            "{rel}: {} bytes as JSON",
+            compact.len()
+        );
+    }
+}
+
+/// The swagger digest `scripts/gen-crds.py` expects.
+fn expected_swagger_sha256() -> String {
+    let script = std::fs::read_to_string(repo().join("scripts/gen-crds.py")).expect("gen-crds.py");
+    let line = script
+        .lines()
+        .find(|l| l.starts_with("SWAGGER_SHA256 = "))
+        .expect("SWAGGER_SHA256 in gen-crds.py");
+    line.split('"').nth(1).unwrap().to_string()
+}
+
+#[test]
+fn crds_name_the_swagger_they_were_generated_from() {
+    let sha = expected_swagger_sha256();
+    assert_eq!(sha.len(), 64);
+    for facts in CRDS {
+        let rel = crd_file(facts);
+        let text = std::fs::read_to_string(deploy_dir().join(&rel)).unwrap();
+        assert!(
+            text.starts_with("# Generated by scripts/gen-crds.py"),
+            "{rel}: header"
+        );
+        assert!(
+            text.lines()
+                .take(5)
+                .any(|l| l == format!("# swagger sha256: {sha}")),
+            "{rel}: not generated from the swagger document gen-crds.py expects"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs KVRS_KUBEVIRT_SWAGGER=<KubeVirt v1.9.0 api/openapi-spec/swagger.json>"]
+fn crds_regenerate_byte_for_byte() {
+    let swagger = std::env::var_os("KVRS_KUBEVIRT_SWAGGER").expect(
+        "set KVRS_KUBEVIRT_SWAGGER to KubeVirt v1.9.0's api/openapi-spec/swagger.json \
+         (git show v1.9.0:api/openapi-spec/swagger.json in a kubevirt clone)",
+    );
+    let out = std::env::temp_dir().join(format!("kvrs-gen-crds-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let status = Command::new("python3")
+        .arg(repo().join("scripts/gen-crds.py"))
+        .arg(&swagger)
+        .arg(&out)
+        .status()
+        .expect("run python3 scripts/gen-crds.py");
+    assert!(status.success(), "gen-crds.py failed: {status}");
+    let committed = deploy_dir().join("crds");
+    let names = |dir: &Path| -> Vec<String> {
+        yaml_files(dir)
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect()
+    };
+    assert_eq!(names(&out), names(&committed), "the same files");
+    for name in names(&committed) {
+        let fresh = std::fs::read(out.join(&name)).unwrap();
+        let old = std::fs::read(committed.join(&name)).unwrap();
+        assert!(
+            fresh == old,
+            "bins/deploy/crds/{name} differs from what gen-crds.py writes now"
+        );
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
