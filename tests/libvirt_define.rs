@@ -163,8 +163,7 @@ fn tcg_context() -> kvrs_converter::ConverterContext {
 
 #[test]
 fn domains_define_in_real_libvirt() {
-    let oracle =
-        kvrs_tests::shared_dir("oracle").expect("oracle corpus (../shared/oracle) is required");
+    let oracle = kvrs_tests::shared_dir("oracle");
     let session = Session::start();
 
     // 1. KubeVirt's own XML, type switched to qemu (TCG).

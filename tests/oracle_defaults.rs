@@ -57,9 +57,7 @@ fn first_difference(a: &serde_json::Value, b: &serde_json::Value, path: &str) ->
 
 #[test]
 fn admitted_vmis_equal_kubevirts_defaulted_vmis() {
-    let Some(dir) = shared_dir("oracle") else {
-        return;
-    };
+    let dir = shared_dir("oracle");
     let cases = cases_with(&dir, "defaulted.json");
     let mut failures = Vec::new();
     for name in &cases {
@@ -85,9 +83,7 @@ fn admitted_vmis_equal_kubevirts_defaulted_vmis() {
 
 #[test]
 fn cases_kubevirt_rejects_are_rejected_on_the_same_field() {
-    let Some(dir) = shared_dir("oracle") else {
-        return;
-    };
+    let dir = shared_dir("oracle");
     let cases = cases_with(&dir, "error.txt");
     assert!(!cases.is_empty(), "no expected-reject case found");
     for name in &cases {
@@ -114,9 +110,7 @@ fn cases_kubevirt_rejects_are_rejected_on_the_same_field() {
 
 #[test]
 fn cases_needing_feature_gates_are_rejected_without_them() {
-    let Some(dir) = shared_dir("oracle") else {
-        return;
-    };
+    let dir = shared_dir("oracle");
     let cases = cases_with(&dir, "featuregates.txt");
     assert!(!cases.is_empty(), "no case with feature gates found");
     for name in &cases {
@@ -137,9 +131,7 @@ fn cases_needing_feature_gates_are_rejected_without_them() {
 
 #[test]
 fn defaulting_is_idempotent_on_every_case() {
-    let Some(dir) = shared_dir("oracle") else {
-        return;
-    };
+    let dir = shared_dir("oracle");
     let cases = cases_with(&dir, "vmi.json");
     for name in &cases {
         let config = config_for(&dir, name);
@@ -160,9 +152,7 @@ fn defaulting_is_idempotent_on_every_case() {
 fn vm_examples_turn_into_the_corpus_vmis() {
     use kvrs_core::VirtualMachine;
     use kvrs_core::template::{firmware_uuid_for_vm, vmi_from_vm};
-    let Some(dir) = shared_dir("oracle") else {
-        return;
-    };
+    let dir = shared_dir("oracle");
     let cases: Vec<String> = cases_with(&dir, "vmi.json")
         .into_iter()
         .filter(|n| n.starts_with("example-vm-"))
@@ -255,9 +245,7 @@ fn add_bare_volume_disks(vmi: &mut serde_json::Value) {
 fn vmi_from_vm_matches_the_vm_controllers_created_vmis() {
     use kvrs_core::VirtualMachine;
     use kvrs_core::template::vmi_from_vm;
-    let Some(dir) = shared_dir("oracle-vm") else {
-        return;
-    };
+    let dir = shared_dir("oracle-vm");
     let mut compared = 0;
     for name in cases_with(&dir, "out.json") {
         let out = read_json(&dir.join(format!("{name}.out.json")));

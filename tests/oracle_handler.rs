@@ -98,9 +98,7 @@ fn compare_values(scenario_json: &Value, want: &Value) -> Vec<String> {
 
 #[test]
 fn handler_scenarios_match_kubevirt() {
-    let Some(dir) = kvrs_tests::shared_dir("oracle-handler") else {
-        return;
-    };
+    let dir = kvrs_tests::shared_dir("oracle-handler");
     let cases = kvrs_tests::cases_with(&dir, "out.json");
     assert!(!cases.is_empty(), "no scenarios in {}", dir.display());
     let mut matched = 0;
@@ -126,21 +124,26 @@ fn handler_scenarios_match_kubevirt() {
 
 #[test]
 fn plan_converts_to_the_shared_plan_shape() {
-    let Some(dir) = kvrs_tests::shared_dir("oracle-handler") else {
-        return;
-    };
+    let dir = kvrs_tests::shared_dir("oracle-handler");
     let s = HandlerScenario::from_json(&kvrs_tests::read_json(
         &dir.join("deleting-domain-running-first-signal.json"),
     ))
     .expect("scenario");
     let plan = s.decide();
-    let shared = s.to_plan(&plan);
-    assert_eq!(shared.writes.len(), 1);
-    assert_eq!(shared.writes[0].op.verb(), "patch");
+    let shared = &plan.plan;
+    let writes = shared.write_list();
+    assert_eq!(writes.len(), 1);
+    assert_eq!(writes[0].op.verb(), "patch");
     assert_eq!(shared.events.len(), 1);
     assert_eq!(
         shared.queue,
-        kvrs_core::decide::QueueOutcome::After(std::time::Duration::from_secs(5))
+        kvrs_core::decide::Requeue::after(std::time::Duration::from_secs(5))
+    );
+    // The launcher call comes before the status write, in one ordered list.
+    let labels: Vec<String> = shared.actions.iter().map(|a| a.label()).collect();
+    assert_eq!(
+        labels.last().map(String::as_str),
+        Some("patch virtualmachineinstances")
     );
 }
 
@@ -148,9 +151,7 @@ fn plan_converts_to_the_shared_plan_shape() {
 /// a guest OS name differs from KubeVirt's output for the original.
 #[test]
 fn comparison_is_not_vacuous() {
-    let Some(dir) = kvrs_tests::shared_dir("oracle-handler") else {
-        return;
-    };
+    let dir = kvrs_tests::shared_dir("oracle-handler");
     let mut scenario = kvrs_tests::read_json(&dir.join("running-domain-running.json"));
     let want = kvrs_tests::read_json(&dir.join("running-domain-running.out.json"));
     assert!(compare_values(&scenario, &want).is_empty());

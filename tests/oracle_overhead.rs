@@ -13,9 +13,7 @@ fn config_for(dir: &std::path::Path, name: &str) -> ClusterConfig {
 
 #[test]
 fn overhead_matches_kubevirt_for_every_oracle_case() {
-    let Some(dir) = shared_dir("oracle") else {
-        return;
-    };
+    let dir = shared_dir("oracle");
     let cases = cases_with(&dir, "overhead.txt");
     let mut bytes_match = 0;
     let mut report_match = 0;

@@ -13,7 +13,7 @@ use kvrs_core::decide::scenario::Scenario;
 use kvrs_core::decide::store::ObjectStore;
 use kvrs_core::decide::vm::{MAX_DELAY_SECONDS, decide_vm, jitter_for_extra_seconds};
 use kvrs_core::decide::vmi::decide_vmi;
-use kvrs_core::decide::{Plan, QueueOutcome, WriteOp};
+use kvrs_core::decide::{Plan, Requeue, WriteOp};
 use serde_json::{Value, json};
 
 /// Differences kept on purpose: (case, what KubeVirt does, why kvrs differs).
@@ -41,7 +41,7 @@ const DIFFERENCES: &[(&str, &str, &str)] = &[
     ),
 ];
 
-fn oracle_dir() -> Option<std::path::PathBuf> {
+fn oracle_dir() -> std::path::PathBuf {
     kvrs_tests::shared_dir("oracle-vm")
 }
 
@@ -112,7 +112,7 @@ fn object_view(resource: &str, o: &Value) -> Value {
     json!({"metadata": meta_view(o), "spec": norm(&o["spec"]), "status": status})
 }
 
-fn queue_json(q: QueueOutcome, key: &str) -> Value {
+fn queue_json(q: Requeue, key: &str) -> Value {
     q.to_json(key)
 }
 
@@ -157,20 +157,20 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
     let (queue, error) = store.execute(&plan, now);
     // Writes that never happened because an earlier one failed are not compared.
     let sent = match &error {
-        Some(_) if queue == QueueOutcome::RateLimited && plan.error.is_none() => {
+        Some(_) if queue == Requeue::rate_limited() && plan.error.is_none() => {
             let mut probe = seed_store(&s, &raw);
-            plan.writes
-                .iter()
+            plan.writes()
                 .take_while(|w| probe.apply(w, now).is_ok())
                 .count()
                 + 1
         }
-        _ => plan.writes.len(),
+        _ => plan.writes().count(),
     };
 
     // Writes: resource, subresource, name, order; update may be patch.
-    let ours: Vec<(String, String, String, String)> = plan.writes[..sent.min(plan.writes.len())]
-        .iter()
+    let ours: Vec<(String, String, String, String)> = plan
+        .writes()
+        .take(sent)
         .map(|w| {
             let verb = match w.op.verb() {
                 "update" => "patch",
@@ -232,7 +232,7 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
         if res == "pods" {
             continue; // rendered by crate::pod, compared by its own oracle test
         }
-        let mine = plan.writes.iter().find_map(|w| match &w.op {
+        let mine = plan.writes().find_map(|w| match &w.op {
             WriteOp::Create { object } if w.resource == res => Some(object.clone()),
             _ => None,
         });
@@ -337,7 +337,7 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
 
 #[test]
 fn oracle_vm_scenarios_match_kubevirt() {
-    let Some(dir) = oracle_dir() else { return };
+    let dir = oracle_dir();
     let cases = kvrs_tests::cases_with(&dir, "out.json");
     assert!(!cases.is_empty(), "no scenarios in {}", dir.display());
     let mut failed = Vec::new();

@@ -8,7 +8,7 @@ use crate::domain::{
 };
 use crate::error::ConvertError;
 use crate::topology::{quantity_to_bytes, virtual_memory};
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Pins vCPUs in order onto the pod CPU set (0..N-1 by default, N = vCPUs + isolated emulator).
 pub fn adjust(
@@ -221,7 +221,7 @@ fn numa_passthrough(
         ));
     };
     let page_size = quantity_to_bytes(
-        &kvrs_core::Quantity::new(page),
+        &kvrs_api::Quantity::new(page),
         "spec.domain.memory.hugepages.pageSize",
     )?;
     let mut memory = match virtual_memory(vmi) {

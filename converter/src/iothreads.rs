@@ -1,8 +1,8 @@
 //! IO thread counting and assignment (shared, auto and supplemental-pool policies).
 
 use crate::domain::{DiskIoThread, DiskIoThreads};
-use kvrs_core::VirtualMachineInstance;
-use kvrs_core::api::Disk;
+use kvrs_api::VirtualMachineInstance;
+use kvrs_api::api::Disk;
 
 /// Disk asks for its own IO thread.
 pub fn has_dedicated(disk: &Disk) -> bool {

@@ -2,7 +2,7 @@
 //!
 //! ```
 //! use kvrs_converter::{convert, ConverterContext};
-//! let vmi: kvrs_core::VirtualMachineInstance = serde_json::from_value(serde_json::json!({
+//! let vmi: kvrs_api::VirtualMachineInstance = serde_json::from_value(serde_json::json!({
 //!     "metadata": {"name": "vm", "namespace": "default", "uid": "1234"},
 //!     "spec": {"domain": {"devices": {}, "resources": {"requests": {"memory": "64Mi"}}}}
 //! })).unwrap();
@@ -31,7 +31,7 @@ pub use domain::Domain;
 pub use error::ConvertError;
 
 use configurators::util;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 impl<'a> Env<'a> {
     /// Derives the per-conversion environment from VMI and context.

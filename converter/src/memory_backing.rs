@@ -7,7 +7,7 @@ use crate::domain::{
 };
 use crate::error::ConvertError;
 use crate::topology::{quantity_to_bytes, virtual_memory};
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Annotation opting out of memfd for hugepages.
 pub const MEMFD_ANNOTATION: &str = "kubevirt.io/memfd";

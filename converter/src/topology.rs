@@ -1,7 +1,7 @@
 //! vCPU topology and memory size as KubeVirt computes them from a VMI.
 
 use crate::error::ConvertError;
-use kvrs_core::{Quantity, VirtualMachineInstance};
+use kvrs_api::{Quantity, VirtualMachineInstance};
 
 /// Sockets x cores x threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +84,7 @@ pub fn virtual_memory(vmi: &VirtualMachineInstance) -> Option<&Quantity> {
 
 /// A memory quantity in bytes (fractions rounded the way KubeVirt does: down).
 pub fn quantity_to_bytes(q: &Quantity, path: &str) -> Result<u64, ConvertError> {
-    let bad = |e: kvrs_core::QuantityError| ConvertError::new(path, e.to_string());
+    let bad = |e: kvrs_api::QuantityError| ConvertError::new(path, e.to_string());
     let v = q.value().map_err(bad)?;
     let milli = q.milli_value().map_err(bad)?;
     let exact = v.checked_mul(1000) == Some(milli);

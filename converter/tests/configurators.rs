@@ -1,9 +1,9 @@
 //! One snapshot per configurator: each runs alone on an empty domain for the all-devices fixture,
 //! so its snapshot shows exactly what that configurator writes.
 
+use kvrs_api::VirtualMachineInstance;
 use kvrs_converter::configurators::*;
 use kvrs_converter::{ConverterContext, Domain, Env};
-use kvrs_core::VirtualMachineInstance;
 
 fn fixture() -> VirtualMachineInstance {
     let text = include_str!("../../fixtures/vmi/conv-all-devices.yaml");
@@ -189,7 +189,7 @@ fn dedicated_cpus_with_isolated_emulator_pin_io_thread_to_emulator_cpu() {
 fn whole_domain_of_the_admitted_fedora_fixture() {
     let text = include_str!("../../fixtures/vmi/conv-fedora-two-nics.yaml");
     let vmi: VirtualMachineInstance = serde_yaml::from_str(text).unwrap();
-    let vmi = kvrs_core::admission::admit(vmi, &kvrs_core::ClusterConfig::default()).unwrap();
+    let vmi = kvrs_admission::admit(vmi, &kvrs_admission::ClusterConfig::default()).unwrap();
     let xml = kvrs_converter::convert_to_xml(&vmi, &ConverterContext::default()).unwrap();
     insta::assert_snapshot!(xml);
 }

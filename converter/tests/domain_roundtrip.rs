@@ -4,23 +4,13 @@ use kvrs_converter::domain::Domain;
 use kvrs_converter::xmltree;
 use std::path::PathBuf;
 
-fn oracle_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/oracle"));
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    assert_ne!(
-        std::env::var("CI").as_deref(),
-        Ok("true"),
-        "oracle corpus missing under CI"
-    );
-    eprintln!("note: {} not found; round-trip skipped", dir.display());
-    None
+fn oracle_dir() -> PathBuf {
+    kvrs_corpus::shared_dir("oracle")
 }
 
 #[test]
 fn oracle_domains_round_trip() {
-    let Some(dir) = oracle_dir() else { return };
+    let dir = oracle_dir();
     let mut names: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())

@@ -9,17 +9,8 @@ use kvrs_converter::{Domain, xmltree};
 use serde_json::Value;
 use std::path::PathBuf;
 
-fn oracle_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/oracle"));
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    assert_ne!(
-        std::env::var("CI").as_deref(),
-        Ok("true"),
-        "oracle corpus missing under CI"
-    );
-    None
+fn oracle_dir() -> PathBuf {
+    kvrs_corpus::shared_dir("oracle")
 }
 
 fn cases(dir: &std::path::Path) -> Vec<String> {
@@ -76,7 +67,7 @@ fn vmi_name(dir: &std::path::Path, name: &str) -> (String, String) {
 
 #[test]
 fn xml_to_go_json_matches_kubevirt() {
-    let Some(dir) = oracle_dir() else { return };
+    let dir = oracle_dir();
     let names = cases(&dir);
     assert!(
         names.len() >= 90,
@@ -124,7 +115,7 @@ fn xml_to_go_json_matches_kubevirt() {
 
 #[test]
 fn go_json_to_xml_matches_kubevirt() {
-    let Some(dir) = oracle_dir() else { return };
+    let dir = oracle_dir();
     let names = cases(&dir);
     let mut failures = Vec::new();
     for name in &names {
@@ -165,7 +156,7 @@ fn go_json_to_xml_matches_kubevirt() {
 
 #[test]
 fn go_json_round_trips_unchanged() {
-    let Some(dir) = oracle_dir() else { return };
+    let dir = oracle_dir();
     let names = cases(&dir);
     let mut failures = Vec::new();
     for name in &names {

@@ -4,21 +4,12 @@
 use kvrs_converter::gojson::{from_go_json, to_go_json};
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use std::path::PathBuf;
 
-fn corpus_doc() -> Option<Value> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/oracle"));
-    if !dir.is_dir() {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "oracle corpus missing under CI"
-        );
-        return None;
-    }
+fn corpus_doc() -> Value {
     // A case with disks, interfaces, channels, controllers, serials, graphics and a balloon.
-    let text = std::fs::read_to_string(dir.join("example-vmi-fedora.domain.json")).unwrap();
-    Some(serde_json::from_str(&text).unwrap())
+    kvrs_corpus::read_json(
+        &kvrs_corpus::shared_dir("oracle").join("example-vmi-fedora.domain.json"),
+    )
 }
 
 /// Every member and element position in the document, rendered like `GoJsonError::path`.
@@ -81,7 +72,7 @@ fn junk() -> impl Strategy<Value = Value> {
 
 #[test]
 fn every_position_is_reachable() {
-    let Some(doc) = corpus_doc() else { return };
+    let doc = corpus_doc();
     let mut out = Vec::new();
     positions(&doc, "", &mut out, &mut Vec::new());
     assert!(out.len() > 300, "{} positions", out.len());
@@ -92,7 +83,7 @@ proptest! {
 
     #[test]
     fn damaged_documents_are_refused_at_the_damage_or_read_consistently(pick in any::<prop::sample::Index>(), value in junk()) {
-        let Some(mut doc) = corpus_doc() else { return Ok(()) };
+        let mut doc = corpus_doc();
         let mut all = Vec::new();
         positions(&doc, "", &mut all, &mut Vec::new());
         let (steps, path) = all[pick.index(all.len())].clone();

@@ -103,7 +103,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
     #[test]
     fn converting_never_panics(v in vmi()) {
-        let parsed = serde_json::from_value::<kvrs_core::VirtualMachineInstance>(v);
+        let parsed = serde_json::from_value::<kvrs_api::VirtualMachineInstance>(v);
         // Shapes the API types reject never reach the converter; too many of them fails the test.
         prop_assume!(parsed.is_ok());
         let vmi = parsed.unwrap();

@@ -1,23 +1,28 @@
 //! # kvrs-core
 //!
-//! The kubevirt.io/v1 API as plain Rust data ([`api`]), exact Kubernetes quantities ([`Quantity`]),
-//! and — in later modules — KubeVirt v1.9.0's defaulting, validation and controller decisions as
-//! pure functions: data in, data out, no clock, socket or randomness inside.
+//! One dependency for everything pure in kvrs, under the paths it has always had: the API
+//! ([`api`], from `kvrs-api`), admission ([`admission`], [`config`], [`defaults`], [`validate`],
+//! [`template`], from `kvrs-admission`), the launcher pod and its resources ([`pod`],
+//! [`resources`], from `kvrs-pod`), the controller decisions ([`decide`], from `kvrs-decide`) and,
+//! behind the `sim` feature, the cluster simulator ([`sim`], from `kvrs-sim`).
+//!
+//! Tools that need only part of it depend on that crate alone: the converter, the
+//! handler↔launcher protocol and virt-launcher take `kvrs-api`, nothing else.
 
-pub mod admission;
-pub mod api;
-pub mod config;
-pub mod decide;
-pub mod defaults;
-pub mod pod;
-pub mod quantity;
-pub mod resources;
-mod serde_util;
+pub use kvrs_admission::{config, defaults, template, validate};
+pub use kvrs_api::{api, quantity, time};
+pub use kvrs_decide as decide;
+pub use kvrs_pod as pod;
+pub use kvrs_pod::resources;
 #[cfg(feature = "sim")]
-pub mod sim;
-pub mod template;
-pub mod validate;
+pub use kvrs_sim as sim;
 
-pub use api::{VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceSpec};
-pub use config::ClusterConfig;
-pub use quantity::{Quantity, QuantityError};
+/// The admission pipeline: namespace default, defaulting, validation (`kvrs-admission`).
+pub mod admission {
+    pub use kvrs_admission::{AdmissionError, admit};
+}
+
+pub use kvrs_admission::ClusterConfig;
+pub use kvrs_api::{
+    Quantity, QuantityError, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceSpec,
+};

@@ -9,7 +9,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 use tonic::transport::Channel;
 
 use crate::error::IpcError;

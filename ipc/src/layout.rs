@@ -177,7 +177,7 @@ pub fn find_launcher_socket(
 /// [`find_launcher_socket`] for a VMI object, using its `status.activePods`.
 pub fn find_launcher_socket_for(
     pods_dir: &Path,
-    vmi: &kvrs_core::VirtualMachineInstance,
+    vmi: &kvrs_api::VirtualMachineInstance,
     node: Option<&str>,
 ) -> Result<PathBuf, FindSocketError> {
     let key = format!(

@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 use tonic::{Request, Status};
 
 use crate::error::IpcError;

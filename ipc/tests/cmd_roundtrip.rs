@@ -90,7 +90,7 @@ async fn vmi_commands_carry_the_vmi_and_options() {
 #[tokio::test]
 async fn the_vmi_arrives_intact() {
     // The launcher must see the very VMI the handler sent, unknown fields included.
-    struct Capture(std::sync::Mutex<Option<kvrs_core::VirtualMachineInstance>>);
+    struct Capture(std::sync::Mutex<Option<kvrs_api::VirtualMachineInstance>>);
     #[tonic::async_trait]
     impl kvrs_ipc::LauncherService for Capture {
         async fn sync_vmi(&self, cmd: kvrs_ipc::VmiCommand) -> kvrs_ipc::CmdResult {

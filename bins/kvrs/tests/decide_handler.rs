@@ -1,21 +1,11 @@
 //! `kvrs decide handler SCENARIO` end to end: every oracle-handler scenario gives KubeVirt's
 //! decision and launcher calls; a bad scenario gives a one-line error and exit code 2.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn corpus() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/oracle-handler");
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "corpus missing at {} under CI",
-        dir.display()
-    );
-    eprintln!("note: {} not found; skipped", dir.display());
-    None
+fn corpus() -> PathBuf {
+    kvrs_corpus::shared_dir("oracle-handler")
 }
 
 fn kvrs(args: &[&str]) -> Output {
@@ -27,7 +17,7 @@ fn kvrs(args: &[&str]) -> Output {
 
 #[test]
 fn every_scenario_prints_kubevirts_decision_and_launcher_calls() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .expect("read corpus")
         .filter_map(|e| {

@@ -2,26 +2,13 @@
 //! every oracle input, and one test per class of bad input (exit code 2, one line, no panic).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 const KVRS: &str = env!("CARGO_BIN_EXE_kvrs");
 
-fn oracle_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/oracle");
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "the oracle corpus {} is missing under CI",
-        dir.display()
-    );
-    eprintln!(
-        "note: {} not found; oracle comparisons skipped",
-        dir.display()
-    );
-    None
+fn oracle_dir() -> PathBuf {
+    kvrs_corpus::shared_dir("oracle")
 }
 
 fn run(args: &[&str], stdin: Option<&str>) -> Output {
@@ -97,7 +84,7 @@ spec:
 
 #[test]
 fn every_oracle_input_defaults_to_kubevirts_answer() {
-    let Some(dir) = oracle_dir() else { return };
+    let dir = oracle_dir();
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .filter_map(|e| {
@@ -126,7 +113,7 @@ fn every_oracle_input_defaults_to_kubevirts_answer() {
 
 #[test]
 fn oracle_rejections_exit_2_naming_the_field() {
-    let Some(dir) = oracle_dir() else { return };
+    let dir = oracle_dir();
     let cases = [
         (
             "reject-bad-disk-bus",

@@ -4,21 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn oracle() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/oracle");
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "oracle corpus missing at {} under CI",
-        dir.display()
-    );
-    eprintln!(
-        "note: {} not found; oracle comparisons skipped",
-        dir.display()
-    );
-    None
+fn oracle() -> PathBuf {
+    kvrs_corpus::shared_dir("oracle")
 }
 
 fn kvrs(args: &[&str]) -> Output {
@@ -55,7 +42,7 @@ fn run_case(dir: &Path, name: &str, sub: &str, extra: &[&str]) -> Output {
 
 #[test]
 fn overhead_of_every_raw_oracle_vmi_matches_kubevirt() {
-    let Some(dir) = oracle() else { return };
+    let dir = oracle();
     let names = cases(&dir, ".overhead.txt");
     let mut failures = Vec::new();
     for name in &names {
@@ -80,7 +67,7 @@ fn overhead_of_every_raw_oracle_vmi_matches_kubevirt() {
 
 #[test]
 fn pod_json_of_every_raw_oracle_vmi_matches_kubevirt() {
-    let Some(dir) = oracle() else { return };
+    let dir = oracle();
     let names = cases(&dir, ".pod.json");
     let mut failures = Vec::new();
     for name in &names {
@@ -226,7 +213,7 @@ fn bad_quantity_names_the_field_and_exits_2() {
 
 #[test]
 fn rejected_vmis_exit_2_with_the_webhook_message() {
-    let Some(dir) = oracle() else { return };
+    let dir = oracle();
     for name in cases(&dir, ".error.txt") {
         let out = run_case(&dir, &name, "pod", &[]);
         assert_eq!(out.status.code(), Some(2), "{name}");

@@ -4,9 +4,9 @@
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
+use kvrs_api::VirtualMachineInstance;
 use kvrs_converter::ConverterContext;
 use kvrs_converter::context::SmBios;
-use kvrs_core::VirtualMachineInstance;
 use kvrs_ipc::VirtualMachineOptions;
 use tokio::process::Command;
 

@@ -10,9 +10,9 @@
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
+use kvrs_api::VirtualMachineInstance;
+use kvrs_api::api::Volume;
 use kvrs_converter::Domain;
-use kvrs_core::VirtualMachineInstance;
-use kvrs_core::api::Volume;
 use tokio::process::Command;
 
 use crate::flags::Flags;

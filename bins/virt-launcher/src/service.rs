@@ -6,8 +6,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use kvrs_api::VirtualMachineInstance;
 use kvrs_converter::Domain;
-use kvrs_core::VirtualMachineInstance;
 use kvrs_ipc::{CmdError, CmdResult, LauncherService, VmiCommand};
 use tokio::sync::Mutex;
 

@@ -3,7 +3,7 @@
 use super::{Configurator, Env, util};
 use crate::domain::{Domain, IommuOnly, MemBalloon, Stats};
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Annotation that turns free page reporting off for one VMI.
 pub const FREE_PAGE_REPORTING_DISABLED: &str = "kubevirt.io/free-page-reporting-disabled";

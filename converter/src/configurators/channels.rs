@@ -3,7 +3,7 @@
 use super::Configurator;
 use crate::domain::{Channel, ChannelSource, ChannelTarget, Domain};
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Socket of the downward-metrics channel inside the launcher.
 pub const DOWNWARD_METRICS_SOCKET: &str =

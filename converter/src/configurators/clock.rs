@@ -3,7 +3,7 @@
 use super::{Configurator, util::yes_no};
 use crate::domain::{Clock as DomClock, Domain, Timer};
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Writes the clock (and the TSC frequency timer when the VMI needs it pinned).
 pub struct Clock;

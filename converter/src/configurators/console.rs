@@ -6,7 +6,7 @@ use crate::domain::{
     CharSource, Console as DomConsole, ConsoleTarget, Domain, Serial, SerialLog, SerialTarget,
 };
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Writes the serial console.
 pub struct Console<'a> {

@@ -7,8 +7,8 @@ use crate::domain::{Controller, ControllerDriver, Domain, PciHole64};
 use crate::error::ConvertError;
 use crate::iothreads::{has_dedicated, has_io_threads, io_thread_counts};
 use crate::topology::vcpu_count;
-use kvrs_core::VirtualMachineInstance;
-use kvrs_core::api::Disk;
+use kvrs_api::VirtualMachineInstance;
+use kvrs_api::api::Disk;
 
 /// Annotation disabling the 64-bit PCI hole.
 pub const DISABLE_PCI_HOLE64: &str = "kubevirt.io/disablePCIHole64";

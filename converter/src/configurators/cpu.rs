@@ -5,7 +5,7 @@ use crate::context::Arch;
 use crate::domain::{CpuFeature, CpuTopology, Domain, Vcpu, Vcpus, VcpusVcpu};
 use crate::error::ConvertError;
 use crate::topology::{Topology, cpu_topology};
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Writes the CPU section.
 pub struct Cpu<'a> {

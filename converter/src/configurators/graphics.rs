@@ -4,7 +4,7 @@ use super::{Configurator, Env, util};
 use crate::context::Arch;
 use crate::domain::{Domain, Graphics as DomGraphics, GraphicsListen, Video, VideoModel};
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 const DEFAULT_HEADS: u32 = 1;
 const DEFAULT_VRAM: u32 = 16384;

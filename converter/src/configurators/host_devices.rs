@@ -4,7 +4,7 @@ use super::Configurator;
 use crate::context::ConverterContext;
 use crate::domain::Domain;
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Appends the prepared host devices: generic, then GPUs, then SR-IOV.
 pub struct HostDevices<'a> {

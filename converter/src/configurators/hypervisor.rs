@@ -5,7 +5,7 @@ use super::Configurator;
 use crate::context::ConverterContext;
 use crate::domain::Domain;
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Decides the domain type.
 pub struct Hypervisor<'a> {

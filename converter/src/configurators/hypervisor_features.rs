@@ -7,8 +7,8 @@ use crate::domain::{
     Features, SynicTimer, TlbFlush,
 };
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
-use kvrs_core::api;
+use kvrs_api::VirtualMachineInstance;
+use kvrs_api::api;
 
 /// Writes the hypervisor features.
 pub struct HypervisorFeatures<'a> {

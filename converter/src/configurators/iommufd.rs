@@ -3,7 +3,7 @@
 use super::Configurator;
 use crate::domain::{Domain, Iommufd as DomIommufd};
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Writes the IOMMUFD element.
 pub struct Iommufd {

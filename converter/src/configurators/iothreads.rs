@@ -4,7 +4,7 @@ use super::Configurator;
 use crate::domain::{Domain, IoThreads as DomIoThreads};
 use crate::error::ConvertError;
 use crate::iothreads::{has_io_threads, io_thread_counts};
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Writes the IO thread count.
 pub struct IoThreads;

@@ -4,7 +4,7 @@ use super::{Configurator, util};
 use crate::context::Arch;
 use crate::domain::{Domain, LaunchSecurity as DomLs, QuoteGenerationService};
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 const SEV_POLICY_NO_DEBUG: u64 = 1;
 const SEV_POLICY_ENCRYPTED_STATE: u64 = 1 << 2;

@@ -4,7 +4,7 @@ use super::Configurator;
 use crate::domain::{Domain, MaxMemory, Memory as DomMemory};
 use crate::error::ConvertError;
 use crate::topology::{quantity_to_bytes, virtual_memory};
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Writes guest memory.
 pub struct Memory;

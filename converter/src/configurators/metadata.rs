@@ -3,7 +3,7 @@
 use super::Configurator;
 use crate::domain::Domain;
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Names the domain after the VMI.
 pub struct Metadata;

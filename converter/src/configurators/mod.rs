@@ -7,7 +7,7 @@
 use crate::context::{Arch, ConverterContext};
 use crate::domain::Domain;
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 mod balloon;
 mod channels;

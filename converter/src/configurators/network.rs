@@ -9,8 +9,8 @@ use crate::domain::{
 };
 use crate::error::ConvertError;
 use crate::topology::vcpu_count;
-use kvrs_core::VirtualMachineInstance;
-use kvrs_core::api::Interface as VmiInterface;
+use kvrs_api::VirtualMachineInstance;
+use kvrs_api::api::Interface as VmiInterface;
 use std::borrow::Cow;
 
 /// Envoy's ports, excluded from passt forwarding when Istio injects its proxy.

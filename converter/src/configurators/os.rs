@@ -7,7 +7,7 @@ use crate::domain::{
     AcpiTable, Bios, BootMenu, Domain, FirmwareFeature, FirmwareInfo, Loader, NvRam, OsAcpi, SmBios,
 };
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Where the launcher keeps NVRAM files of non-root VMIs.
 const NVRAM_DIR_NONROOT: &str = "/var/run/kubevirt-private/libvirt/qemu/nvram";

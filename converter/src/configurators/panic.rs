@@ -3,7 +3,7 @@
 use super::Configurator;
 use crate::domain::{Domain, PanicDevice};
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Writes panic devices.
 pub struct PanicDevices;

@@ -5,7 +5,7 @@ use super::{Configurator, util};
 use crate::context::Arch;
 use crate::domain::{Commandline, Domain, QemuArg};
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Annotation carrying Ignition data.
 pub const IGNITION_ANNOTATION: &str = "kubevirt.io/ignitiondata";

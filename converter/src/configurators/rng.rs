@@ -3,7 +3,7 @@
 use super::{Configurator, Env};
 use crate::domain::{Domain, IommuOnly, Rng as DomRng, RngBackend};
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Writes the RNG device.
 pub struct Rng<'a> {

@@ -3,7 +3,7 @@
 use super::Configurator;
 use crate::domain::{Alias, Domain, SoundCard};
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Writes the sound card.
 pub struct Sound;

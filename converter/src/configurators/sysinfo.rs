@@ -4,7 +4,7 @@ use super::Configurator;
 use crate::context::SmBios;
 use crate::domain::{Domain, Entry, SysInfo as DomSysInfo};
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Writes SMBIOS tables.
 pub struct SysInfo<'a> {

@@ -3,7 +3,7 @@
 use super::Configurator;
 use crate::domain::{Domain, Tpm as DomTpm, TpmBackend};
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Writes the TPM device.
 pub struct Tpm;

@@ -3,7 +3,7 @@
 use super::{Configurator, util};
 use crate::domain::{Domain, RedirectedDevice, RedirectedDeviceSource};
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// KubeVirt offers this many USB redirection slots.
 pub const USB_CLIENT_PASSTHROUGH_MAX: usize = 4;

@@ -1,6 +1,6 @@
 //! Small helpers shared by the configurators.
 
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// `yes`/`no` from an optional flag with a default.
 pub fn yes_no(v: Option<bool>, default: bool) -> String {

@@ -5,7 +5,7 @@ use crate::domain::{
     Domain, FilesystemDevice, FilesystemDriver, FilesystemSource, FilesystemTarget,
 };
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Where virtiofsd containers put their sockets.
 const VIRTIOFS_SOCKET_DIR: &str = "/var/run/kubevirt/virtiofs-containers";

@@ -3,7 +3,7 @@
 use super::Configurator;
 use crate::domain::{Cid, Domain, Vsock as DomVsock};
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Writes the VSOCK device. `default_cid` stands in for the controller's allocation when the
 /// VMI asks for VSOCK (`autoattachVSOCK`) but `status.VSOCKCID` is still unset.

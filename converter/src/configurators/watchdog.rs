@@ -4,7 +4,7 @@ use super::Configurator;
 use crate::context::Arch;
 use crate::domain::{Alias, Domain, Watchdog as DomWatchdog};
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 /// Writes the watchdog.
 pub struct Watchdog {

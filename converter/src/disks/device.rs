@@ -10,7 +10,7 @@ use crate::domain::{
     Address, Alias, BlockIo, BootOrder, Disk, DiskDriver, Empty, Reservations, SourceReservations,
 };
 use crate::error::ConvertError;
-use kvrs_core::api::Disk as VmiDisk;
+use kvrs_api::api::Disk as VmiDisk;
 
 const PR_HELPER_SOCKET: &str = "/var/run/kubevirt/daemons/pr/pr-helper.sock";
 const MAX_CUSTOM_BLOCK_SIZE_S390X: i32 = 4096;

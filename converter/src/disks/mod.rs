@@ -12,7 +12,7 @@ use crate::domain::{Disk, Domain};
 use crate::error::ConvertError;
 use crate::iothreads::{has_dedicated, has_io_threads, io_thread_counts, supplemental_pool};
 use crate::topology::vcpu_count;
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 
 pub use naming::device_name;
 

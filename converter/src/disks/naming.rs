@@ -1,7 +1,7 @@
 //! Target device names: `vd*` for virtio, `sd*` for SATA/SCSI/USB, keeping names already
 //! recorded in the VMI's volume status.
 
-use kvrs_core::api::{Disk, VolumeStatus};
+use kvrs_api::api::{Disk, VolumeStatus};
 
 /// `prefix` + a base-26 index (`a`..`z`, `aa`..).
 pub fn device_name(prefix: &str, index: usize) -> String {

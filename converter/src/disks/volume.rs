@@ -4,8 +4,8 @@ use super::DiskPath;
 use crate::configurators::Env;
 use crate::domain::{BackingStore, Disk, DiskDriver, DiskSource, Empty, FormatType};
 use crate::error::ConvertError;
-use kvrs_core::VirtualMachineInstance;
-use kvrs_core::api::Volume;
+use kvrs_api::VirtualMachineInstance;
+use kvrs_api::api::Volume;
 
 const PRIVATE: &str = "/var/run/kubevirt-private";
 const CONTAINER_DISKS: &str = "/var/run/kubevirt/container-disks";

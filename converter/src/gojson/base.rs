@@ -329,7 +329,7 @@ pub mod modes {
 
         /// RFC 3339 text as `metav1.Time` marshals it to JSON.
         pub fn normalize(s: &str) -> String {
-            use kvrs_core::decide::handler::{format_time, parse_time};
+            use kvrs_api::time::{format_time, parse_time};
             parse_time(s).map_or_else(|| s.to_string(), format_time)
         }
     }

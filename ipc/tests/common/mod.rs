@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kvrs_core::VirtualMachineInstance;
+use kvrs_api::VirtualMachineInstance;
 use kvrs_ipc::proto::cmd::v1::{ExecRequest, Response, VmStatsRequest, VmStatsResponse};
 use kvrs_ipc::{CmdError, CmdResult, ExecOutput, LauncherService, Screenshot, VmiCommand};
 

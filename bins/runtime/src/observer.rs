@@ -1,0 +1,193 @@
+//! From watch events to work: which keys to queue, and which expectations an event fulfils.
+//!
+//! KubeVirt's informer event handlers do two things per event — lower the expectations the
+//! event proves fulfilled, and queue the keys that must look again. Both are decided here from a
+//! small description of the event ([`Change`]), so the simulator's caches and the binaries'
+//! kube-rs reflectors feed the controllers identically.
+
+use crate::expectations::ControllerExpectations;
+
+/// Which watch an event came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Watched {
+    /// VirtualMachines.
+    Vm,
+    /// VirtualMachineInstances.
+    Vmi,
+    /// Launcher pods.
+    Pod,
+    /// Anything else the controllers cache (ControllerRevisions, PVCs, DataVolumes).
+    Other,
+}
+
+/// What the observer needs to know about one version of an object.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// It has a `deletionTimestamp`.
+    pub deleting: bool,
+    /// For a launcher pod: the key (`namespace/name`) of the VMI it runs, from its labels.
+    pub vmi_key: Option<String>,
+}
+
+/// One watch event: the object's key and its versions before and after (`None` = absent).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change<'a> {
+    /// The watch.
+    pub watched: Watched,
+    /// `namespace/name` of the object.
+    pub key: &'a str,
+    /// The version the cache held before.
+    pub old: Option<Seen>,
+    /// The version the cache holds now.
+    pub new: Option<Seen>,
+}
+
+impl Change<'_> {
+    /// Whether the event shows the object created.
+    fn created(&self) -> bool {
+        self.old.is_none() && self.new.is_some()
+    }
+
+    /// Whether the event shows the object deleted, or marked for deletion for the first time
+    /// (KubeVirt counts a deletion as observed once the timestamp appears).
+    fn deleted(&self) -> bool {
+        match (&self.old, &self.new) {
+            (Some(_), None) => true,
+            (Some(old), Some(new)) => !old.deleting && new.deleting,
+            _ => false,
+        }
+    }
+}
+
+/// The keys an event asks to look at again.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Enqueue {
+    /// Keys for the VM controller.
+    pub vm_keys: Vec<String>,
+    /// Keys for the VMI controller.
+    pub vmi_keys: Vec<String>,
+}
+
+/// Lowers the expectations `change` fulfils and says which keys to queue.
+///
+/// - A VM changed: its key goes to the VM controller.
+/// - A VMI appeared or went away: the VM controller's creation or deletion is observed (a VM's
+///   VMI has the VM's name); the VMI controller's own update is observed; both controllers look.
+/// - A launcher pod appeared or went away: the VMI controller's pod creation or deletion is
+///   observed under the VMI's key, and the VMI controller looks.
+pub fn observe(
+    change: &Change<'_>,
+    vm_expectations: &mut ControllerExpectations,
+    vmi_expectations: &mut ControllerExpectations,
+) -> Enqueue {
+    let key = change.key.to_string();
+    let mut out = Enqueue::default();
+    match change.watched {
+        Watched::Vm => out.vm_keys.push(key),
+        Watched::Vmi => {
+            if change.created() {
+                vm_expectations.objects.creation_observed(&key);
+            } else if change.deleted() {
+                vm_expectations.objects.deletion_observed(&key, &key);
+            }
+            vmi_expectations.updates.creation_observed(&key);
+            if change.new.is_none() {
+                vmi_expectations.forget(&key);
+            }
+            out.vm_keys.push(key.clone());
+            out.vmi_keys.push(key);
+        }
+        Watched::Pod => {
+            let vmi_key = change
+                .new
+                .as_ref()
+                .or(change.old.as_ref())
+                .and_then(|s| s.vmi_key.clone());
+            if let Some(vmi_key) = vmi_key {
+                if change.created() {
+                    vmi_expectations.objects.creation_observed(&vmi_key);
+                } else if change.deleted() {
+                    vmi_expectations.objects.deletion_observed(&vmi_key, &key);
+                }
+                out.vmi_keys.push(vmi_key);
+            }
+        }
+        Watched::Other => {}
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kvrs_decide::Expectation;
+    use kvrs_queue::Instant;
+
+    fn seen() -> Option<Seen> {
+        Some(Seen::default())
+    }
+
+    #[test]
+    fn a_vmi_seen_created_fulfils_the_vm_controllers_expectation() {
+        let (mut vm, mut vmi) = (ControllerExpectations::new(), ControllerExpectations::new());
+        let now = Instant::ZERO;
+        vm.raise(
+            &Expectation::Creations {
+                key: "ns/a".into(),
+                count: 1,
+            },
+            now,
+        );
+        let change = Change {
+            watched: Watched::Vmi,
+            key: "ns/a",
+            old: None,
+            new: seen(),
+        };
+        let keys = observe(&change, &mut vm, &mut vmi);
+        assert!(vm.pending("ns/a", now).satisfied());
+        assert_eq!(keys.vm_keys, ["ns/a"]);
+        assert_eq!(keys.vmi_keys, ["ns/a"]);
+    }
+
+    #[test]
+    fn a_pod_marked_deleting_fulfils_the_vmi_controllers_deletion_once() {
+        let (mut vm, mut vmi) = (ControllerExpectations::new(), ControllerExpectations::new());
+        let now = Instant::ZERO;
+        vmi.raise(
+            &Expectation::Deletions {
+                key: "ns/a".into(),
+                objects: vec!["ns/virt-launcher-a-x".into()],
+            },
+            now,
+        );
+        let pod = |deleting| {
+            Some(Seen {
+                deleting,
+                vmi_key: Some("ns/a".into()),
+            })
+        };
+        let marked = Change {
+            watched: Watched::Pod,
+            key: "ns/virt-launcher-a-x",
+            old: pod(false),
+            new: pod(true),
+        };
+        let keys = observe(&marked, &mut vm, &mut vmi);
+        assert!(vmi.pending("ns/a", now).satisfied());
+        assert_eq!(keys.vmi_keys, ["ns/a"]);
+        assert!(keys.vm_keys.is_empty());
+    }
+
+    #[test]
+    fn a_pod_without_a_vmi_label_queues_nothing() {
+        let (mut vm, mut vmi) = (ControllerExpectations::new(), ControllerExpectations::new());
+        let change = Change {
+            watched: Watched::Pod,
+            key: "ns/p",
+            old: None,
+            new: seen(),
+        };
+        assert_eq!(observe(&change, &mut vm, &mut vmi), Enqueue::default());
+    }
+}

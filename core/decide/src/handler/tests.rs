@@ -1,0 +1,203 @@
+//! Unit tests of branches the oracle corpus does not reach.
+
+use serde_json::json;
+
+use super::conditions::unanchored_match;
+use super::facts::{GuestInfo, LauncherFacts};
+use super::*;
+use crate::api::VirtualMachineInstance;
+
+fn vmi(phase: &str) -> VirtualMachineInstance {
+    serde_json::from_value(json!({
+        "metadata": {"name": "v", "namespace": "ns", "uid": "uid-1", "resourceVersion": "7",
+                     "labels": {"kubevirt.io/nodeName": "n1"}},
+        "spec": {"domain": {"devices": {"interfaces": [{"name": "default", "masquerade": {}}]}},
+                 "networks": [{"name": "default", "pod": {}}]},
+        "status": {"phase": phase, "nodeName": "n1"}
+    }))
+    .expect("vmi")
+}
+
+fn domain(uid: &str, status: &str, reason: &str) -> Domain {
+    serde_json::from_value(json!({
+        "ObjectMeta": {"name": "v", "namespace": "ns"},
+        "Spec": {"Metadata": {"KubeVirt": {"UID": uid}},
+                 "Devices": {"Interfaces": [{"Alias": {"Name": "default"}, "MAC": {"MAC": "02:00:00:00:00:01"}}]}},
+        "Status": {"Status": status, "Reason": reason}
+    }))
+    .expect("domain")
+}
+
+fn run(vmi: Option<&VirtualMachineInstance>, d: Option<&Domain>, facts: &NodeFacts) -> HandlerPlan {
+    let config = HandlerConfig::default();
+    decide(&HandlerWorld {
+        node: "n1",
+        key: "ns/v",
+        now: crate::Now::parse("2026-01-01T00:00:00Z").expect("time"),
+        vmi,
+        domain: d,
+        facts,
+        config: &config,
+    })
+}
+
+fn condition<'a>(
+    plan: &'a HandlerPlan,
+    kind: &str,
+) -> Option<&'a crate::api::VirtualMachineInstanceCondition> {
+    plan.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.r#type == kind)
+}
+
+#[test]
+fn agent_version_patterns_match_unanchored_like_go_regexp() {
+    assert!(unanchored_match("2.*", "2.5.0"));
+    assert!(unanchored_match("2.*", "9.2"));
+    assert!(!unanchored_match("2.*", "9.0.0"));
+    assert!(unanchored_match("a.c", "xxabcxx"));
+    assert!(!unanchored_match("a.c", "ac"));
+}
+
+#[test]
+fn stale_domain_waits_for_an_initialising_old_launcher() {
+    let v = vmi("Scheduled");
+    let d = domain("old-uid", "Running", "Unknown");
+    let facts = NodeFacts {
+        old_launcher: LauncherFacts {
+            not_initialized: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let plan = run(Some(&v), Some(&d), &facts);
+    assert_eq!(plan.decision, Decision::StaleDomainWait);
+    assert_eq!(
+        plan.plan.queue.ops(),
+        [QueueOp::AddAfter { delay_seconds: 1 }, QueueOp::Forget]
+    );
+    assert!(plan.status.is_none() && plan.launcher_calls().is_empty());
+}
+
+#[test]
+fn failed_post_copy_domain_is_destroyed_and_the_vmi_fails() {
+    let v = vmi("Running");
+    let d = domain("uid-1", "Paused", "PostcopyFailed");
+    let plan = run(Some(&v), Some(&d), &NodeFacts::default());
+    assert_eq!(plan.decision, Decision::DestroyIrrecoverable);
+    assert_eq!(
+        plan.launcher_calls(),
+        vec![LauncherCall::KillVirtualMachine]
+    );
+    assert_eq!(
+        plan.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Failed")
+    );
+    assert!(
+        plan.plan
+            .error_message()
+            .is_some_and(|e| e.contains("post-copy"))
+    );
+    assert_eq!(plan.plan.queue.ops().last(), Some(&QueueOp::AddRateLimited));
+}
+
+#[test]
+fn io_error_pause_sets_the_paused_condition() {
+    let v = vmi("Running");
+    let d = domain("uid-1", "Paused", "IOError");
+    let plan = run(Some(&v), Some(&d), &NodeFacts::default());
+    let c = condition(&plan, "Paused").expect("Paused condition");
+    assert_eq!(c.reason.as_deref(), Some("PausedIOError"));
+}
+
+#[test]
+fn old_agent_without_command_list_is_judged_by_version() {
+    let v = vmi("Running");
+    let mut d = domain("uid-1", "Running", "Unknown");
+    d.spec.devices.channels = serde_json::from_value(
+        json!([{"Target": {"Name": "org.qemu.guest_agent.0", "State": "connected"}}]),
+    )
+    .expect("channels");
+    let facts = NodeFacts {
+        guest_info: Some(GuestInfo {
+            guest_agent_version: "9.0.0".into(),
+            supported_commands: vec![],
+        }),
+        ..Default::default()
+    };
+    let plan = run(Some(&v), Some(&d), &facts);
+    assert_eq!(
+        plan.launcher_calls(),
+        vec![LauncherCall::SyncVirtualMachine, LauncherCall::GetGuestInfo]
+    );
+    let c = condition(&plan, "AgentVersionNotSupported").expect("unsupported agent");
+    assert_eq!(
+        c.reason.as_deref(),
+        Some("Guest agent version '9.0.0' is not supported")
+    );
+}
+
+#[test]
+fn guest_agent_addresses_join_the_interface_without_link_local_ones_under_masquerade() {
+    let v = vmi("Running");
+    let mut d = domain("uid-1", "Running", "Unknown");
+    d.status.interfaces = serde_json::from_value(json!([
+        {"Mac": "02:00:00:00:00:01", "IPs": ["10.0.2.2", "fe80::1", "fd00::2"], "InterfaceName": "eth0"},
+        {"Mac": "aa:bb:cc:dd:ee:ff", "IPs": ["192.168.1.5"], "InterfaceName": "eth1"}
+    ]))
+    .expect("interfaces");
+    let plan = run(Some(&v), Some(&d), &NodeFacts::default());
+    let ifaces = plan
+        .status
+        .as_ref()
+        .and_then(|s| s.interfaces.clone())
+        .expect("interfaces");
+    assert_eq!(ifaces.len(), 2);
+    assert_eq!(ifaces[0].name.as_deref(), Some("default"));
+    assert_eq!(
+        ifaces[0].ip_addresses,
+        Some(vec!["10.0.2.2".to_string(), "fd00::2".to_string()])
+    );
+    assert_eq!(
+        ifaces[0].info_source.as_deref(),
+        Some("domain, guest-agent")
+    );
+    assert_eq!(ifaces[1].info_source.as_deref(), Some("guest-agent"));
+}
+
+#[test]
+fn running_vmi_whose_launcher_vanished_fails() {
+    let v = vmi("Running");
+    let facts = NodeFacts {
+        launcher: LauncherFacts {
+            gone: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let plan = run(Some(&v), None, &facts);
+    assert_eq!(
+        plan.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Failed")
+    );
+    assert!(plan.launcher_calls().is_empty());
+}
+
+#[test]
+fn own_write_not_yet_observed_means_no_action() {
+    let v = vmi("Running");
+    let facts = NodeFacts {
+        expectations_satisfied: Some(false),
+        ..Default::default()
+    };
+    let plan = run(
+        Some(&v),
+        Some(&domain("uid-1", "Running", "Unknown")),
+        &facts,
+    );
+    assert_eq!(plan.decision, Decision::WaitingForExpectations);
+    assert!(plan.status.is_none() && plan.launcher_calls().is_empty());
+}

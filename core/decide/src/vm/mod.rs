@@ -1,0 +1,355 @@
+//! The VM controller decision: KubeVirt v1.9.0's `pkg/virt-controller/watch/vm` reconcile of one
+//! VirtualMachine key, as a pure function.
+//!
+//! [`decide_vm`] walks the same steps as KubeVirt's controller — API-version annotations, claiming
+//! the VMI of the same name, the expectations gate, deletion and finalizer, the run strategy,
+//! the firmware UUID, then the status — and records every write it would send in a [`Plan`],
+//! in order. Each step assumes the previous writes succeed; the shell stops at the first failure.
+
+mod backoff;
+mod claim;
+mod conditions;
+mod data_volumes;
+mod finalizer;
+mod run_strategy;
+mod start;
+mod status;
+mod sync_meta;
+
+pub use backoff::{
+    MAX_DELAY_SECONDS, base_delay_seconds, jitter_for_extra_seconds, start_backoff_seconds,
+};
+pub use run_strategy::{RunStrategy, RunStrategyError};
+pub use start::revision_name;
+
+use serde_json::Value;
+
+use super::meta;
+use super::{ApiWrite, Now, Plan, WriteOp};
+use crate::ClusterConfig;
+use crate::api::{VirtualMachine, VirtualMachineInstance};
+
+/// The finalizer the VM controller keeps on VMs and the VMIs it starts.
+pub const VM_CONTROLLER_FINALIZER: &str = "kubevirt.io/virtualMachineControllerFinalize";
+/// Annotation on a VMI: the VM generation it was started from (or found equivalent to).
+pub const VM_GENERATION_ANNOTATION: &str = "kubevirt.io/vm-generation";
+/// Annotation marking a VMI as a migration receiver.
+pub const CREATE_MIGRATION_TARGET_ANNOTATION: &str = "kubevirt.io/create-migration-target";
+/// Annotation holding the run strategy to restore once a receiver's migration completed.
+pub const RESTORE_RUN_STRATEGY_ANNOTATION: &str = "kubevirt.io/restore-run-strategy";
+
+/// Outstanding expectations of a controller key: writes the controller made that its caches have
+/// not shown yet. While any are outstanding the decision must not act on the (stale) cache —
+/// that is what keeps a lagging cache from producing a second VMI or pod.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PendingExpectations {
+    /// Creations not yet observed.
+    pub creations: u32,
+    /// Deletions not yet observed.
+    pub deletions: u32,
+}
+
+impl PendingExpectations {
+    /// No outstanding creations or deletions.
+    pub fn satisfied(&self) -> bool {
+        self.creations == 0 && self.deletions == 0
+    }
+}
+
+/// Everything the VM decision reads: the VM, the VMI of the same name from the cache, the
+/// ControllerRevisions, DataVolumes and PVCs in the VM's namespace, the expectations of the key,
+/// the clock reading and a uniform random draw in `[0, 1)` for the start-failure jitter.
+#[derive(Clone, Debug)]
+pub struct VmWorld<'a> {
+    /// The VM as the cache holds it.
+    pub vm: &'a VirtualMachine,
+    /// The VMI with the VM's name, if the cache holds one (ownership is checked here).
+    pub vmi: Option<&'a VirtualMachineInstance>,
+    /// ControllerRevisions of the namespace, as JSON objects.
+    pub revisions: &'a [Value],
+    /// DataVolumes of the namespace, as JSON objects.
+    pub data_volumes: &'a [Value],
+    /// PersistentVolumeClaims of the namespace, as JSON objects.
+    pub pvcs: &'a [Value],
+    /// Outstanding expectations of this VM's key.
+    pub expectations: PendingExpectations,
+    /// Seconds since the epoch.
+    pub now: Now,
+    /// Uniform draw from `[0, 1)` used for the start-failure jitter.
+    pub jitter: f64,
+    /// Cluster configuration.
+    pub config: &'a ClusterConfig,
+}
+
+/// The decision: the plan, and the VM status it writes (absent when the status is unchanged or
+/// the reconcile stopped before the status step).
+#[derive(Clone, Debug, PartialEq)]
+pub struct VmDecision {
+    /// Writes, events, queue outcome and error.
+    pub plan: Plan,
+    /// The complete VM status after the plan's status write.
+    pub status: Option<Value>,
+}
+
+/// An error that ends the reconcile's sync step but still lets the status be written, carrying
+/// the reason shown in the VM's `Failure` condition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SyncError {
+    pub reason: String,
+    pub message: String,
+}
+
+impl SyncError {
+    pub(crate) fn new(reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Working state of one reconcile: the VM and VMI as the controller believes them to be after
+/// its own writes so far, the plan being built and the expectations it raised.
+pub(crate) struct Reconcile<'w, 'a> {
+    pub w: &'w VmWorld<'a>,
+    pub key: String,
+    pub vm: VirtualMachine,
+    pub vmi: Option<VirtualMachineInstance>,
+    pub plan: Plan,
+    pub pending: PendingExpectations,
+    /// The VM status as stored after the status writes already in the plan.
+    pub stored_status: Value,
+}
+
+impl Reconcile<'_, '_> {
+    pub(crate) fn ns(&self) -> String {
+        meta::namespace(&self.vm.metadata).to_string()
+    }
+
+    pub(crate) fn name(&self) -> String {
+        meta::name(&self.vm.metadata).to_string()
+    }
+
+    /// A JSON patch of this VM (its `metadata`/`spec`; add `.on_subresource("status")` for the
+    /// status), the form every VM write of this controller takes.
+    pub(crate) fn vm_patch(&self, patch: Value) -> ApiWrite {
+        ApiWrite::new(
+            "virtualmachines",
+            &self.ns(),
+            &self.name(),
+            WriteOp::Patch {
+                patch_type: super::PatchType::Json,
+                patch,
+            },
+        )
+    }
+
+    /// Records [`Self::vm_patch`] in the plan.
+    pub(crate) fn push_vm_patch(&mut self, patch: Value) {
+        let write = self.vm_patch(patch);
+        self.plan.push_write(write);
+    }
+
+    /// Records the creation of `object` (a `resource` named `name` in the VM's namespace) with a
+    /// creation expectation on this key raised first, so a lagging cache cannot cause a second.
+    pub(crate) fn push_create(&mut self, resource: &str, name: &str, object: Value) {
+        self.pending.creations += 1;
+        let write = ApiWrite::new(resource, &self.ns(), name, WriteOp::Create { object })
+            .expecting(super::Expectation::Creations {
+                key: self.key.clone(),
+                count: 1,
+            });
+        self.plan.push_write(write);
+    }
+
+    pub(crate) fn vm_ref(&self) -> super::ObjectRef {
+        super::ObjectRef {
+            kind: "VirtualMachine".into(),
+            namespace: self.ns(),
+            name: self.name(),
+            uid: self.vm.metadata.uid.clone(),
+        }
+    }
+}
+
+/// Decides one reconcile of a VM key. See the module documentation.
+///
+/// A key whose VM is no longer in the cache needs no decision: the shell forgets the key and
+/// drops its expectations (KubeVirt does the same).
+pub fn decide_vm(world: &VmWorld<'_>) -> VmDecision {
+    let vm = world.vm;
+    let mut r = Reconcile {
+        w: world,
+        key: meta::key(&vm.metadata),
+        vm: vm.clone(),
+        vmi: None,
+        plan: Plan::idle(),
+        pending: world.expectations,
+        stored_status: vm
+            .status
+            .as_ref()
+            .and_then(|s| serde_json::to_value(s).ok())
+            .unwrap_or(Value::Null),
+    };
+
+    // Writing the annotations makes the API server re-store the object at the current version;
+    // nothing else happens until that write has been observed.
+    if !meta::observed_latest_api_version(&vm.metadata) {
+        r.plan.push_write(api_version_annotation_patch(&r));
+        return VmDecision {
+            plan: r.plan,
+            status: None,
+        };
+    }
+
+    r.vmi = claim::claim_vmi(&mut r);
+
+    let (sync_err, fatal) = sync(&mut r);
+    if let Some(err) = fatal {
+        r.plan.fail(crate::ErrorKind::InvalidObject, err);
+        return VmDecision {
+            plan: r.plan,
+            status: None,
+        };
+    }
+    let status = status::update_status(&mut r, sync_err.as_ref());
+    if let Some(e) = sync_err {
+        r.plan.fail(crate::ErrorKind::Sync, e.message);
+    }
+    VmDecision {
+        plan: r.plan,
+        status,
+    }
+}
+
+/// KubeVirt's `sync`: returns the sync error (status is still written) or a fatal error (the
+/// reconcile ends without a status write).
+fn sync(r: &mut Reconcile<'_, '_>) -> (Option<SyncError>, Option<String>) {
+    if !r.pending.satisfied() {
+        return (None, None);
+    }
+    // Whether a VMI existed when the sync began: only then is its start revision compared with
+    // the template (read lazily below, as the steps in between may end the sync first).
+    let had_vmi = r.vmi.is_some();
+
+    if r.vm.metadata.deletion_timestamp.is_some() {
+        let orphan = meta::has_finalizer(&r.vm.metadata, "orphan");
+        if r.vmi.is_none() || orphan {
+            finalizer::remove_vm_finalizer(r);
+            return (None, None);
+        }
+        let vmi = r.vmi.clone();
+        start::stop_vmi(r, vmi.as_ref());
+        return (None, None);
+    }
+    finalizer::add_vm_finalizer(r);
+
+    start::bump_generation_annotation(r);
+
+    let strategy = match RunStrategy::of(&r.vm) {
+        Ok(s) => s,
+        Err(e @ RunStrategyError::Unknown(_)) => {
+            return (
+                Some(SyncError::new(run_strategy::FAILED_CREATE, e.to_string())),
+                None,
+            );
+        }
+        Err(e) => return (None, Some(e.to_string())),
+    };
+
+    if meta::annotation(&r.vm.metadata, data_volumes::IMMEDIATE_DATA_VOLUME_CREATION)
+        != Some("false")
+    {
+        let ready = data_volumes::handle_data_volumes(r);
+        // KubeVirt lets a Halted VM proceed without its DataVolumes (legacy behaviour).
+        if !ready && strategy != RunStrategy::Halted {
+            return (None, None);
+        }
+    }
+
+    if let Some(err) = run_strategy::sync_run_strategy(r, strategy) {
+        return (Some(err), None);
+    }
+
+    if had_vmi {
+        let start_spec = start::last_revision_spec(r);
+        status::sync_restart_required(r, start_spec);
+    }
+
+    if !r.pending.satisfied() {
+        return (None, None);
+    }
+
+    firmware_sync(r);
+    sync_meta::sync_annotations_to_vmi(r);
+    sync_meta::sync_pci_topology_to_vm(r);
+    (None, None)
+}
+
+/// Persists the derived firmware UUID into a VM template that has none, so the VM keeps it even
+/// if it is renamed into a copy later.
+fn firmware_sync(r: &mut Reconcile<'_, '_>) {
+    let Some(spec) = r.vm.spec.template.spec.as_ref() else {
+        return;
+    };
+    let current = spec.domain.firmware.as_ref();
+    if current
+        .and_then(|f| f.uuid.as_deref())
+        .is_some_and(|u| !u.is_empty())
+    {
+        return;
+    }
+    let old = current
+        .and_then(|f| serde_json::to_value(f).ok())
+        .unwrap_or(Value::Null);
+    let mut new = if old.is_object() {
+        old.clone()
+    } else {
+        serde_json::json!({})
+    };
+    let uuid = kvrs_admission::template::firmware_uuid_for_vm(&r.name());
+    new["uuid"] = Value::String(uuid.clone());
+    let path = "/spec/template/spec/domain/firmware";
+    let patch = Value::Array(vec![
+        super::patch::op("test", path, Some(old)),
+        super::patch::op("add", path, Some(new)),
+    ]);
+    r.push_vm_patch(patch);
+    if let Some(spec) = r.vm.spec.template.spec.as_mut() {
+        spec.domain
+            .firmware
+            .get_or_insert_with(Default::default)
+            .uuid = Some(uuid);
+    }
+}
+
+fn api_version_annotation_patch(r: &Reconcile<'_, '_>) -> ApiWrite {
+    let old = r.vm.metadata.annotations.clone();
+    let mut new = old.clone().unwrap_or_default();
+    new.insert(meta::LATEST_OBSERVED_API_VERSION.into(), "v1".into());
+    new.insert(meta::STORAGE_OBSERVED_API_VERSION.into(), "v1".into());
+    r.vm_patch(annotations_patch(old.as_ref(), &new))
+}
+
+/// A JSON patch replacing `/metadata/annotations` (tested against the old map) or adding it.
+pub(crate) fn annotations_patch(
+    old: Option<&std::collections::BTreeMap<String, String>>,
+    new: &std::collections::BTreeMap<String, String>,
+) -> Value {
+    super::patch::replace_map("/metadata/annotations", old, new)
+}
+
+impl VmDecision {
+    /// The decision as oracle-shaped JSON (`actions`, `events`, `queue`, `error`, `vmStatus`).
+    pub fn to_json(&self, key: &str) -> Value {
+        let mut v = self.plan.to_json(key);
+        if let (Some(s), Value::Object(m)) = (&self.status, &mut v) {
+            m.insert("statusUpdated".into(), Value::Bool(true));
+            m.insert("vmStatus".into(), s.clone());
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,272 @@
+//! Starting and stopping: the VMI built from the VM template (by
+//! [`kvrs_admission::template::vmi_to_start`], plus the controller's bookkeeping metadata), the
+//! ControllerRevision recording the spec it was started from, and the deletion that stops it.
+
+use serde_json::{Value, json};
+
+use super::{
+    CREATE_MIGRATION_TARGET_ANNOTATION, Reconcile, SyncError, VM_CONTROLLER_FINALIZER,
+    VM_GENERATION_ANNOTATION, run_strategy,
+};
+use crate::api::{VirtualMachineInstance, VirtualMachineInstanceStatus, VirtualMachineSpec};
+use crate::{ApiWrite, Event, Expectation, WriteOp, meta};
+
+/// `revision-start-vm-<VM UID>-<generation>`: the ControllerRevision holding the VM spec a VMI
+/// was started from, compared later to tell whether the VM needs a restart to apply changes.
+pub fn revision_name(vm_uid: &str, generation: i64) -> String {
+    format!("revision-start-vm-{vm_uid}-{generation}")
+}
+
+fn revision_prefix(vm_uid: &str) -> String {
+    format!("revision-start-vm-{vm_uid}")
+}
+
+/// Revisions in the world owned by this VM and named after its start revisions.
+fn own_revisions<'a>(r: &'a Reconcile<'_, '_>) -> impl Iterator<Item = &'a Value> + 'a {
+    let uid = meta::uid(&r.vm.metadata).to_string();
+    let prefix = revision_prefix(&uid);
+    r.w.revisions.iter().filter(move |cr| {
+        let owned = cr
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|o| o["kind"] == "VirtualMachine" && o["uid"] == uid.as_str());
+        let named = cr
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .is_some_and(|n| n.contains(&prefix));
+        owned && named
+    })
+}
+
+fn revision_by_name<'a>(r: &'a Reconcile<'_, '_>, name: &str) -> Option<&'a Value> {
+    if name.is_empty() {
+        return None;
+    }
+    meta::find_json(r.w.revisions, &r.ns(), name)
+}
+
+fn revision_spec(cr: &Value) -> Option<VirtualMachineSpec> {
+    // Deserialized from the borrowed JSON: no copy of the stored spec first.
+    serde::Deserialize::deserialize(cr.pointer("/data/spec")?).ok()
+}
+
+/// The VM spec of the newest start revision of this VM (what the running VMI was started from).
+pub(super) fn last_revision_spec(r: &Reconcile<'_, '_>) -> Option<VirtualMachineSpec> {
+    own_revisions(r)
+        .filter_map(|cr| {
+            let name = cr.pointer("/metadata/name")?.as_str()?;
+            let generation: i64 = name.rsplit('-').next()?.parse().ok()?;
+            Some((generation, cr))
+        })
+        .max_by_key(|(g, _)| *g)
+        .and_then(|(_, cr)| revision_spec(cr))
+}
+
+/// The generation the VMI's revision was recorded at, from the revision name.
+pub(super) fn revision_generation(
+    r: &Reconcile<'_, '_>,
+    vmi: &VirtualMachineInstance,
+) -> Option<i64> {
+    let name = vmi
+        .status
+        .as_ref()?
+        .virtual_machine_revision_name
+        .as_deref()?;
+    let cr = revision_by_name(r, name)?;
+    cr.pointer("/metadata/name")?
+        .as_str()?
+        .rsplit('-')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Writes the VM generation onto the VMI's annotation and records it in the working copy.
+pub(super) fn patch_generation_annotation(r: &mut Reconcile<'_, '_>, generation: i64) {
+    let Some(vmi) = r.vmi.as_mut() else { return };
+    let old = vmi.metadata.annotations.clone();
+    let mut new = old.clone().unwrap_or_default();
+    new.insert(VM_GENERATION_ANNOTATION.into(), generation.to_string());
+    let write = ApiWrite::new(
+        "virtualmachineinstances",
+        meta::namespace(&vmi.metadata),
+        meta::name(&vmi.metadata),
+        WriteOp::Patch {
+            patch_type: crate::PatchType::Json,
+            patch: super::annotations_patch(old.as_ref(), &new),
+        },
+    );
+    vmi.metadata.annotations = Some(new);
+    r.plan.push_write(write);
+}
+
+/// A VM edit that left the template unchanged (only the run strategy, say) still moves the VMI
+/// to the new generation, so `observedGeneration` does not suggest a pending restart.
+pub(super) fn bump_generation_annotation(r: &mut Reconcile<'_, '_>) {
+    let Some(vmi) = r.vmi.as_ref() else { return };
+    let generation = r.vm.metadata.generation.unwrap_or(0);
+    if meta::annotation(&vmi.metadata, VM_GENERATION_ANNOTATION)
+        == Some(generation.to_string().as_str())
+    {
+        return;
+    }
+    let Some(name) = vmi
+        .status
+        .as_ref()
+        .and_then(|s| s.virtual_machine_revision_name.clone())
+    else {
+        return;
+    };
+    let Some(spec) = revision_by_name(r, &name).and_then(revision_spec) else {
+        return;
+    };
+    // Equal typed templates serialize equally; only a typed difference needs the JSON check.
+    let json = |t: &crate::api::VirtualMachineInstanceTemplateSpec| {
+        serde_json::to_value(t).unwrap_or_default()
+    };
+    if spec.template == r.vm.spec.template
+        || meta::eq_without_zero_values(&json(&spec.template), &json(&r.vm.spec.template))
+    {
+        patch_generation_annotation(r, generation);
+    }
+}
+
+fn remove_restart_required(r: &mut Reconcile<'_, '_>) {
+    if let Some(conds) = r.vm.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+        conds.retain(|c| c.r#type != "RestartRequired");
+    }
+}
+
+/// Creates the start revision (unless this generation already has one) and deletes older ones.
+fn create_revision(r: &mut Reconcile<'_, '_>) -> String {
+    let uid = meta::uid(&r.vm.metadata).to_string();
+    let generation = r.vm.metadata.generation.unwrap_or(0);
+    let name = revision_name(&uid, generation);
+    let mut exists = false;
+    let mut stale = Vec::new();
+    for cr in own_revisions(r) {
+        if cr["revision"].as_i64() == Some(generation) {
+            exists = true;
+        } else if let Some(n) = cr.pointer("/metadata/name").and_then(Value::as_str) {
+            stale.push(n.to_string());
+        }
+    }
+    for n in stale {
+        r.plan.push_write(ApiWrite::new(
+            "controllerrevisions",
+            &r.ns(),
+            &n,
+            WriteOp::Delete {
+                precondition_uid: None,
+            },
+        ));
+    }
+    if !exists {
+        let spec = serde_json::to_value(&r.vm.spec).unwrap_or_default();
+        let object = json!({
+            "data": {"spec": spec},
+            "metadata": {
+                "name": name,
+                "namespace": r.ns(),
+                "ownerReferences": [meta::controller_ref_json("VirtualMachine", &r.name(), &uid)],
+            },
+            "revision": generation,
+        });
+        r.plan.push_write(ApiWrite::new(
+            "controllerrevisions",
+            &r.ns(),
+            &name,
+            WriteOp::Create { object },
+        ));
+    }
+    name
+}
+
+/// Starts the VM: revision, VMI create (with a creation expectation raised first), event.
+pub(super) fn start_vmi(r: &mut Reconcile<'_, '_>) -> Option<SyncError> {
+    let manual_recovery =
+        r.vm.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.r#type == "ManualRecoveryRequired" && c.status == "True")
+            });
+    if manual_recovery || !super::data_volumes::handle_data_volumes(r) {
+        return None;
+    }
+    remove_restart_required(r);
+    let mut vmi = match kvrs_admission::template::vmi_to_start(&r.vm, r.w.config) {
+        Ok(v) => v,
+        Err(e) => {
+            return Some(SyncError::new(
+                run_strategy::FAILED_CREATE,
+                format!("Failure while starting VMI: {e}"),
+            ));
+        }
+    };
+    let revision = create_revision(r);
+    vmi.status = Some(VirtualMachineInstanceStatus {
+        virtual_machine_revision_name: Some(revision),
+        ..Default::default()
+    });
+    let md = &mut vmi.metadata;
+    let annotations = md.annotations.get_or_insert_with(Default::default);
+    let generation = r.vm.metadata.generation.unwrap_or(0).to_string();
+    annotations.insert(VM_GENERATION_ANNOTATION.into(), generation);
+    if r.vm.spec.run_strategy.as_deref() == Some("WaitAsReceiver") {
+        annotations.insert(CREATE_MIGRATION_TARGET_ANNOTATION.into(), "true".into());
+    }
+    md.finalizers
+        .get_or_insert_with(Vec::new)
+        .push(VM_CONTROLLER_FINALIZER.into());
+    let vmi = serde_json::to_value(&vmi).unwrap_or_default();
+
+    let name = r.name();
+    r.push_create("virtualmachineinstances", &name, vmi);
+    let ev = Event::normal(
+        r.vm_ref(),
+        "SuccessfulCreate",
+        format!("Started the virtual machine by creating the new virtual machine instance {name}"),
+    );
+    r.plan.events.push(ev);
+    None
+}
+
+/// Stops the VMI by deleting it (only the VMI the decision saw: the UID is a precondition), with
+/// a deletion expectation raised first. Nothing to do for a VMI already being deleted.
+pub(super) fn stop_vmi(
+    r: &mut Reconcile<'_, '_>,
+    vmi: Option<&VirtualMachineInstance>,
+) -> Option<SyncError> {
+    let vmi = vmi?;
+    if vmi.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let uid = meta::uid(&vmi.metadata).to_string();
+    r.pending.deletions += 1;
+    r.plan.push_write(
+        ApiWrite::new(
+            "virtualmachineinstances",
+            meta::namespace(&vmi.metadata),
+            meta::name(&vmi.metadata),
+            WriteOp::Delete {
+                precondition_uid: Some(uid.clone()).filter(|u| !u.is_empty()),
+            },
+        )
+        .expecting(Expectation::Deletions {
+            key: r.key.clone(),
+            objects: vec![meta::key(&vmi.metadata)],
+        }),
+    );
+    remove_restart_required(r);
+    let ev = Event::normal(
+        r.vm_ref(),
+        "SuccessfulDelete",
+        format!("Stopped the virtual machine by deleting the virtual machine instance {uid}"),
+    );
+    r.plan.events.push(ev);
+    None
+}

@@ -1,0 +1,660 @@
+//! Scenario tables for the VM decision: every run strategy against every VMI state, the
+//! lifecycle from Stopped to Running and back, and the double-create guard.
+
+use serde_json::{Value, json};
+
+use super::{PendingExpectations, VmWorld, decide_vm};
+use crate::ClusterConfig;
+use crate::api::{VirtualMachine, VirtualMachineInstance};
+use crate::store::ObjectStore;
+use crate::{Requeue, WriteOp};
+
+const NOW: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
+
+fn vm(strategy: Option<&str>, running: Option<bool>, status: Value) -> VirtualMachine {
+    let mut v = json!({
+        "metadata": {
+            "name": "vm1", "namespace": "default", "uid": "vm-uid", "generation": 1,
+            "annotations": {"kubevirt.io/latest-observed-api-version": "v1",
+                            "kubevirt.io/storage-observed-api-version": "v1"},
+            "finalizers": ["kubevirt.io/virtualMachineControllerFinalize"],
+        },
+        "spec": {"template": {"metadata": {"labels": {"app": "x"}}, "spec": {
+            "domain": {"devices": {}, "resources": {"requests": {"memory": "64Mi"}},
+                       "firmware": {"uuid": "11111111-2222-3333-4444-555555555555"}},
+            "volumes": [{"name": "root", "containerDisk": {"image": "img"}}],
+        }}},
+        "status": status,
+    });
+    if let Some(s) = strategy {
+        v["spec"]["runStrategy"] = json!(s);
+    }
+    if let Some(r) = running {
+        v["spec"]["running"] = json!(r);
+    }
+    serde_json::from_value(v).unwrap()
+}
+
+fn vmi(phase: &str, ever_running: bool) -> VirtualMachineInstance {
+    let mut ts =
+        vec![json!({"phase": "Pending", "phaseTransitionTimestamp": "2025-12-31T23:50:00Z"})];
+    if ever_running {
+        ts.push(json!({"phase": "Running", "phaseTransitionTimestamp": "2025-12-31T23:51:00Z"}));
+    }
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": "vm1", "namespace": "default", "uid": "vmi-uid",
+            "annotations": {"kubevirt.io/vm-generation": "1"},
+            "finalizers": ["kubevirt.io/virtualMachineControllerFinalize"],
+            "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": "vm1",
+                                 "uid": "vm-uid", "controller": true, "blockOwnerDeletion": true}],
+        },
+        "spec": {"domain": {"devices": {}}},
+        "status": {"phase": phase, "phaseTransitionTimestamps": ts},
+    }))
+    .unwrap()
+}
+
+fn world<'a>(
+    vm: &'a VirtualMachine,
+    vmi: Option<&'a VirtualMachineInstance>,
+    cfg: &'a ClusterConfig,
+) -> VmWorld<'a> {
+    VmWorld {
+        vm,
+        vmi,
+        revisions: &[],
+        data_volumes: &[],
+        pvcs: &[],
+        expectations: PendingExpectations::default(),
+        now: crate::Now::from_unix(NOW),
+        jitter: 0.0,
+        config: cfg,
+    }
+}
+
+/// The writes of a decision as `verb resource[/sub]`, status writes left out.
+fn actions(d: &super::VmDecision) -> Vec<String> {
+    d.plan
+        .writes()
+        .filter(|w| w.subresource.is_none())
+        .map(|w| format!("{} {}", w.op.verb(), w.resource))
+        .collect()
+}
+
+fn printable(d: &super::VmDecision, vm: &VirtualMachine) -> String {
+    d.status
+        .as_ref()
+        .or(vm
+            .status
+            .as_ref()
+            .and_then(|s| serde_json::to_value(s).ok())
+            .as_ref())
+        .and_then(|s| s["printableStatus"].as_str().map(String::from))
+        .unwrap_or_default()
+}
+
+const START: &[&str] = &[
+    "create controllerrevisions",
+    "create virtualmachineinstances",
+];
+const STOP_FINAL: &[&str] = &[
+    "delete virtualmachineinstances",
+    "patch virtualmachineinstances",
+];
+const STOP: &[&str] = &["delete virtualmachineinstances"];
+const NOTHING: &[&str] = &[];
+const FIN: &[&str] = &["patch virtualmachineinstances"];
+
+#[test]
+fn every_run_strategy_against_every_vmi_state() {
+    let cfg = ClusterConfig::default();
+    // (strategy, VMI: None | (phase, ever running), start request, expected writes, printable)
+    #[allow(clippy::type_complexity)]
+    let table: &[(&str, Option<(&str, bool)>, bool, &[&str], &str)] = &[
+        ("Always", None, false, START, "Starting"),
+        ("Always", Some(("Running", true)), false, NOTHING, "Running"),
+        (
+            "Always",
+            Some(("Scheduling", false)),
+            false,
+            NOTHING,
+            "Starting",
+        ),
+        (
+            "Always",
+            Some(("Succeeded", true)),
+            false,
+            STOP_FINAL,
+            "Stopped",
+        ),
+        (
+            "Always",
+            Some(("Failed", false)),
+            false,
+            STOP_FINAL,
+            "CrashLoopBackOff",
+        ),
+        ("RerunOnFailure", None, false, START, "Starting"),
+        (
+            "RerunOnFailure",
+            Some(("Running", true)),
+            false,
+            NOTHING,
+            "Running",
+        ),
+        (
+            "RerunOnFailure",
+            Some(("Succeeded", true)),
+            false,
+            STOP_FINAL,
+            "Stopped",
+        ),
+        (
+            "RerunOnFailure",
+            Some(("Failed", true)),
+            false,
+            STOP_FINAL,
+            "Stopped",
+        ),
+        ("Manual", None, false, NOTHING, "Stopped"),
+        ("Manual", None, true, START, "Starting"),
+        ("Manual", Some(("Running", true)), false, NOTHING, "Running"),
+        ("Manual", Some(("Succeeded", true)), false, FIN, "Stopped"),
+        ("Halted", None, false, NOTHING, "Stopped"),
+        ("Halted", None, true, &["patch virtualmachines"], "Stopped"),
+        ("Halted", Some(("Running", true)), false, STOP, "Stopping"),
+        ("Once", None, false, START, "Starting"),
+        ("Once", Some(("Running", true)), false, NOTHING, "Running"),
+        ("Once", Some(("Succeeded", true)), false, FIN, "Stopped"),
+        (
+            "Once",
+            Some(("Failed", false)),
+            false,
+            FIN,
+            "CrashLoopBackOff",
+        ),
+        ("WaitAsReceiver", None, false, START, "Starting"),
+    ];
+    for (strategy, state, start_req, want, want_printable) in table {
+        let status = if *start_req {
+            json!({"stateChangeRequests": [{"action": "Start"}]})
+        } else {
+            json!({})
+        };
+        let v = vm(Some(strategy), None, status);
+        let i = state.map(|(p, r)| vmi(p, r));
+        let d = decide_vm(&world(&v, i.as_ref(), &cfg));
+        let case = format!("{strategy} {state:?} start={start_req}");
+        assert_eq!(
+            actions(&d),
+            want.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            "{case}"
+        );
+        assert_eq!(printable(&d, &v), *want_printable, "{case}");
+    }
+}
+
+#[test]
+fn legacy_running_maps_to_always_and_halted_and_both_is_an_error() {
+    let cfg = ClusterConfig::default();
+    let d = decide_vm(&world(&vm(None, Some(true), json!({})), None, &cfg));
+    assert_eq!(actions(&d), START);
+    let d = decide_vm(&world(&vm(None, Some(false), json!({})), None, &cfg));
+    assert_eq!(actions(&d), NOTHING);
+    let d = decide_vm(&world(
+        &vm(Some("Always"), Some(true), json!({})),
+        None,
+        &cfg,
+    ));
+    assert_eq!(
+        d.plan.error_message(),
+        Some("running and runstrategy are mutually exclusive")
+    );
+    assert_eq!(d.plan.queue, Requeue::rate_limited());
+    assert!(
+        d.status.is_none(),
+        "no status write after a run strategy error"
+    );
+}
+
+#[test]
+fn stop_request_for_the_running_vmi_stops_it_other_uids_are_dropped() {
+    let cfg = ClusterConfig::default();
+    let i = vmi("Running", true);
+    let req = |uid: &str| json!({"stateChangeRequests": [{"action": "Stop", "uid": uid}]});
+    let v = vm(Some("Manual"), None, req("vmi-uid"));
+    let d = decide_vm(&world(&v, Some(&i), &cfg));
+    assert_eq!(actions(&d), STOP);
+    let WriteOp::Delete { precondition_uid } = &d.plan.write_list()[0].op else {
+        panic!("delete first")
+    };
+    assert_eq!(precondition_uid.as_deref(), Some("vmi-uid"));
+    let v = vm(Some("Manual"), None, req("older-uid"));
+    let d = decide_vm(&world(&v, Some(&i), &cfg));
+    assert_eq!(actions(&d), NOTHING);
+    assert!(
+        d.status.unwrap().get("stateChangeRequests").is_none(),
+        "stale request trimmed"
+    );
+}
+
+#[test]
+fn start_failures_back_off_with_the_jitter_passed_in() {
+    let cfg = ClusterConfig::default();
+    let i = vmi("Failed", false);
+    let v = vm(Some("Always"), None, json!({}));
+    for (jitter, want) in [(0.0, 10), (0.99, 15)] {
+        let mut w = world(&v, Some(&i), &cfg);
+        w.jitter = jitter;
+        let d = decide_vm(&w);
+        let sf = &d.status.unwrap()["startFailure"];
+        assert_eq!(sf["consecutiveFailCount"], 1);
+        assert_eq!(
+            sf["retryAfterTimestamp"],
+            json!(crate::format_rfc3339(NOW + want))
+        );
+    }
+    // While the backoff runs, no start: requeue after the time left.
+    let v = vm(
+        Some("Always"),
+        None,
+        json!({"startFailure": {"consecutiveFailCount": 3, "lastFailedVMIUID": "x",
+                                "retryAfterTimestamp": "2026-01-01T00:01:30Z"}}),
+    );
+    let d = decide_vm(&world(&v, None, &cfg));
+    assert_eq!(actions(&d), NOTHING);
+    assert_eq!(
+        d.plan.queue,
+        Requeue::after(std::time::Duration::from_secs(90))
+    );
+    assert_eq!(d.status.unwrap()["printableStatus"], "CrashLoopBackOff");
+}
+
+#[test]
+fn double_create_guard_cache_lagging_behind_a_create() {
+    let cfg = ClusterConfig::default();
+    let v = vm(Some("Always"), None, json!({}));
+    // First reconcile creates the VMI and raises the expectation before the create.
+    let d = decide_vm(&world(&v, None, &cfg));
+    let create = d
+        .plan
+        .writes()
+        .find(|w| w.resource == "virtualmachineinstances")
+        .unwrap();
+    assert!(matches!(
+        create.expectation,
+        Some(crate::Expectation::Creations { count: 1, .. })
+    ));
+    // Second reconcile: the cache has not seen the VMI yet, the expectation is outstanding.
+    let mut w = world(&v, None, &cfg);
+    w.expectations = PendingExpectations {
+        creations: 1,
+        deletions: 0,
+    };
+    let d = decide_vm(&w);
+    assert!(
+        !d.plan
+            .writes()
+            .any(|w| matches!(w.op, WriteOp::Create { .. })),
+        "no second VMI while the first create is unobserved"
+    );
+    assert_eq!(d.status.unwrap()["printableStatus"], "Starting");
+}
+
+#[test]
+fn deletion_stops_the_vmi_then_releases_the_vm() {
+    let cfg = ClusterConfig::default();
+    let mut v = vm(Some("Always"), None, json!({}));
+    v.metadata.deletion_timestamp = crate::meta::time_at(NOW - 10);
+    let i = vmi("Running", true);
+    let d = decide_vm(&world(&v, Some(&i), &cfg));
+    assert_eq!(actions(&d), STOP);
+    assert_eq!(d.status.unwrap()["printableStatus"], "Terminating");
+    let d = decide_vm(&world(&v, None, &cfg));
+    assert_eq!(actions(&d), ["patch virtualmachines"]);
+}
+
+#[test]
+fn missing_finalizer_and_firmware_uuid_are_added() {
+    let cfg = ClusterConfig::default();
+    let mut v = vm(Some("Halted"), None, json!({}));
+    v.metadata.finalizers = None;
+    if let Some(s) = v.spec.template.spec.as_mut() {
+        s.domain.firmware = None;
+    }
+    let d = decide_vm(&world(&v, None, &cfg));
+    assert_eq!(
+        actions(&d),
+        ["patch virtualmachines", "patch virtualmachines"]
+    );
+    let fw = &d.plan.write_list()[1];
+    let WriteOp::Patch { patch, .. } = &fw.op else {
+        panic!()
+    };
+    assert_eq!(
+        patch[1]["value"]["uuid"],
+        json!(kvrs_admission::template::firmware_uuid_for_vm("vm1"))
+    );
+}
+
+#[test]
+fn restart_required_when_the_template_changed_since_start() {
+    let cfg = ClusterConfig::default();
+    let mut v = vm(Some("Always"), None, json!({}));
+    let revision = json!({
+        "metadata": {"name": "revision-start-vm-vm-uid-1", "namespace": "default",
+                     "ownerReferences": [{"kind": "VirtualMachine", "uid": "vm-uid", "name": "vm1",
+                                          "apiVersion": "kubevirt.io/v1", "controller": true}]},
+        "data": {"spec": serde_json::to_value(&v.spec).unwrap()},
+        "revision": 1,
+    });
+    v.metadata.generation = Some(2);
+    if let Some(s) = v.spec.template.spec.as_mut() {
+        s.hostname = Some("changed".into());
+    }
+    let i = vmi("Running", true);
+    let revs = [revision];
+    let mut w = world(&v, Some(&i), &cfg);
+    w.revisions = &revs;
+    let d = decide_vm(&w);
+    let conds = d.status.unwrap()["conditions"].clone();
+    assert!(
+        conds
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "RestartRequired" && c["status"] == "True")
+    );
+}
+
+/// Drives VM decisions against the in-memory store, feeding each result back as the next
+/// snapshot, with the VMI phase advanced as virt-handler would: Stopped -> Running -> Stopped.
+#[test]
+fn lifecycle_start_run_stop_on_the_store() {
+    let cfg = ClusterConfig::default();
+    let mut store = ObjectStore::new();
+    store.insert(
+        "virtualmachines",
+        serde_json::to_value(vm(Some("Manual"), None, json!({}))).unwrap(),
+    );
+    let step = |store: &mut ObjectStore| {
+        let v: VirtualMachine = serde_json::from_value(
+            store
+                .get("virtualmachines", "default", "vm1")
+                .unwrap()
+                .clone(),
+        )
+        .unwrap();
+        let i: Option<VirtualMachineInstance> = store
+            .get("virtualmachineinstances", "default", "vm1")
+            .map(|x| serde_json::from_value(x.clone()).unwrap());
+        let revs: Vec<Value> = store.list("controllerrevisions").cloned().collect();
+        let mut w = world(&v, i.as_ref(), &cfg);
+        w.revisions = &revs;
+        let d = decide_vm(&w);
+        let (q, e) = store.execute(&d.plan, NOW);
+        assert_eq!(e, None, "{:?}", d.plan.write_list());
+        (d, q)
+    };
+    let (d, _) = step(&mut store);
+    assert_eq!(actions(&d), NOTHING);
+    // virtctl start
+    store
+        .objects
+        .get_mut(&("virtualmachines".into(), "default".into(), "vm1".into()))
+        .unwrap()["status"]["stateChangeRequests"] = json!([{"action": "Start"}]);
+    let (d, _) = step(&mut store);
+    assert_eq!(actions(&d), START);
+    let mut created = store
+        .get("virtualmachineinstances", "default", "vm1")
+        .unwrap()
+        .clone();
+    created["metadata"]["uid"] = json!("vmi-uid");
+    created["status"]["phase"] = json!("Running");
+    created["status"]["phaseTransitionTimestamps"] =
+        json!([{"phase": "Running", "phaseTransitionTimestamp": "2026-01-01T00:00:00Z"}]);
+    created["status"]["conditions"] = json!([{"type": "Ready", "status": "True", "lastProbeTime": null, "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
+    store.insert("virtualmachineinstances", created);
+    let (d, _) = step(&mut store);
+    assert_eq!(d.status.as_ref().unwrap()["printableStatus"], "Running");
+    assert!(
+        d.status
+            .as_ref()
+            .unwrap()
+            .get("stateChangeRequests")
+            .is_none(),
+        "start request consumed"
+    );
+    // virtctl stop
+    store
+        .objects
+        .get_mut(&("virtualmachines".into(), "default".into(), "vm1".into()))
+        .unwrap()["status"]["stateChangeRequests"] = json!([{"action": "Stop", "uid": "vmi-uid"}]);
+    let (d, _) = step(&mut store);
+    assert_eq!(actions(&d), STOP);
+    assert!(
+        store
+            .get("virtualmachineinstances", "default", "vm1")
+            .unwrap()["metadata"]["deletionTimestamp"]
+            .is_string(),
+        "the VMI is terminating (finalizers hold it)"
+    );
+}
+
+#[test]
+fn eviction_annotations_and_pci_topology_are_synced() {
+    let cfg = ClusterConfig::default();
+    let mut v = vm(Some("Always"), None, json!({}));
+    v.spec.template.metadata.annotations = Some(
+        [(
+            "descheduler.alpha.kubernetes.io/evict".to_string(),
+            "true".to_string(),
+        )]
+        .into(),
+    );
+    let mut i = vmi("Running", true);
+    i.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("kubevirt.io/pci-topology-version".into(), "v3".into());
+    let d = decide_vm(&world(&v, Some(&i), &cfg));
+    assert_eq!(
+        actions(&d),
+        ["patch virtualmachineinstances", "patch virtualmachines"]
+    );
+    let WriteOp::Patch { patch, .. } = &d.plan.write_list()[0].op else {
+        panic!()
+    };
+    assert_eq!(
+        patch[1]["value"]["descheduler.alpha.kubernetes.io/evict"],
+        "true"
+    );
+    let WriteOp::Patch { patch, .. } = &d.plan.write_list()[1].op else {
+        panic!()
+    };
+    assert_eq!(patch[0]["path"], "/spec/template/metadata/annotations");
+    assert_eq!(patch[1]["value"]["kubevirt.io/pci-topology-version"], "v3");
+}
+
+mod invariants {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const PRINTABLE: &[&str] = &[
+        "Stopped",
+        "Provisioning",
+        "Starting",
+        "Running",
+        "Paused",
+        "Stopping",
+        "Terminating",
+        "CrashLoopBackOff",
+        "Migrating",
+        "Unknown",
+        "ErrorUnschedulable",
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "ErrorPvcNotFound",
+        "DataVolumeError",
+        "WaitingForVolumeBinding",
+        "WaitingForReceiver",
+    ];
+
+    fn strategy() -> impl Strategy<Value = (Option<&'static str>, Option<bool>)> {
+        prop_oneof![
+            Just((Some("Always"), None)),
+            Just((Some("RerunOnFailure"), None)),
+            Just((Some("Manual"), None)),
+            Just((Some("Halted"), None)),
+            Just((Some("Once"), None)),
+            Just((Some("WaitAsReceiver"), None)),
+            Just((None, Some(true))),
+            Just((None, Some(false))),
+            Just((None, None)),
+        ]
+    }
+
+    fn vmi_state() -> impl Strategy<Value = Option<(&'static str, bool, bool)>> {
+        let phase = prop_oneof![
+            Just("Pending"),
+            Just("Scheduling"),
+            Just("Scheduled"),
+            Just("Running"),
+            Just("Succeeded"),
+            Just("Failed"),
+            Just("WaitingForSync"),
+        ];
+        proptest::option::of((phase, any::<bool>(), any::<bool>()))
+    }
+
+    fn request() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(json!(null)),
+            Just(json!([{"action": "Start"}])),
+            Just(json!([{"action": "Start", "data": {"paused": "true"}}])),
+            Just(json!([{"action": "Stop", "uid": "vmi-uid"}])),
+            Just(json!([{"action": "Stop", "uid": "other"}])),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        /// Whatever the snapshot, a decision never creates more than one VMI, never creates one
+        /// next to an existing VMI or while a create is unobserved, raises the expectation on
+        /// every create and delete, and its writes apply to the snapshot it was made from.
+        #[test]
+        fn vm_decisions_are_safe(
+            (rs, running) in strategy(),
+            state in vmi_state(),
+            req in request(),
+            pending_create in any::<bool>(),
+            vm_deleting in any::<bool>(),
+            backoff_secs in prop_oneof![Just(None), (-100i64..300).prop_map(Some)],
+        ) {
+            let cfg = ClusterConfig::default();
+            let mut status = json!({});
+            if !req.is_null() {
+                status["stateChangeRequests"] = req;
+            }
+            if let Some(b) = backoff_secs {
+                status["startFailure"] = json!({"consecutiveFailCount": 2, "lastFailedVMIUID": "old",
+                    "retryAfterTimestamp": crate::format_rfc3339(NOW + b)});
+            }
+            let mut v = vm(rs, running, status);
+            if vm_deleting {
+                v.metadata.deletion_timestamp = crate::meta::time_at(NOW - 1);
+            }
+            let i = state.map(|(phase, ever_running, deleting)| {
+                let mut i = vmi(phase, ever_running);
+                if deleting {
+                    i.metadata.deletion_timestamp = crate::meta::time_at(NOW - 1);
+                }
+                i
+            });
+            let mut w = world(&v, i.as_ref(), &cfg);
+            if pending_create {
+                w.expectations = PendingExpectations { creations: 1, deletions: 0 };
+            }
+            let d = decide_vm(&w);
+            let creates: Vec<_> = d.plan.writes()
+                .filter(|x| x.resource == "virtualmachineinstances" && matches!(x.op, WriteOp::Create { .. }))
+                .collect();
+            prop_assert!(creates.len() <= 1);
+            if i.is_some() || pending_create || vm_deleting {
+                prop_assert!(creates.is_empty());
+            }
+            for x in &d.plan.write_list() {
+                if x.resource == "virtualmachineinstances" && matches!(x.op, WriteOp::Create { .. } | WriteOp::Delete { .. }) {
+                    prop_assert!(x.expectation.is_some());
+                }
+            }
+            if let Some(s) = &d.status {
+                let p = s["printableStatus"].as_str().unwrap_or_default();
+                prop_assert!(PRINTABLE.contains(&p), "{p}");
+            }
+            let mut store = ObjectStore::new();
+            store.insert("virtualmachines", serde_json::to_value(&v).unwrap());
+            if let Some(i) = &i {
+                store.insert("virtualmachineinstances", serde_json::to_value(i).unwrap());
+            }
+            let (_, err) = store.execute(&d.plan, NOW);
+            if let Some(e) = err.filter(|e| Some(e.as_str()) != d.plan.error_message()) {
+                // Only a VM released by its last finalizer may vanish before its status write.
+                prop_assert!(vm_deleting && e.contains("not found"), "{e}: {:?}", d.plan.write_list());
+            }
+        }
+    }
+}
+
+#[test]
+fn data_volumes_are_created_first_and_the_start_waits_for_them() {
+    let cfg = ClusterConfig::default();
+    let mut v = vm(Some("Always"), None, json!({}));
+    v.spec.data_volume_templates = Some(vec![
+        serde_json::from_value(json!({"metadata": {"name": "disk1"},
+            "spec": {"source": {"http": {"url": "http://x/img"}}, "storage": {}}}))
+        .unwrap(),
+    ]);
+    let d = decide_vm(&world(&v, None, &cfg));
+    assert_eq!(actions(&d), ["create datavolumes"]);
+    let WriteOp::Create { object } = &d.plan.write_list()[0].op else {
+        panic!()
+    };
+    assert_eq!(
+        object["metadata"]["labels"]["kubevirt.io/created-by"],
+        "vm-uid"
+    );
+    assert_eq!(
+        object["metadata"]["annotations"]["cdi.kubevirt.io/allowClaimAdoption"],
+        "true"
+    );
+    assert_eq!(
+        object["metadata"]["ownerReferences"][0]["kind"],
+        "VirtualMachine"
+    );
+    // Importing: no start yet, the VM shows Provisioning.
+    let mut dvs = vec![
+        json!({"metadata": {"name": "disk1", "namespace": "default"},
+                              "status": {"phase": "ImportInProgress"}}),
+    ];
+    if let Some(s) = v.spec.template.spec.as_mut() {
+        s.volumes = Some(vec![
+            serde_json::from_value(json!({"name": "disk1", "dataVolume": {"name": "disk1"}}))
+                .unwrap(),
+        ]);
+    }
+    let mut w = world(&v, None, &cfg);
+    w.data_volumes = &dvs;
+    let d = decide_vm(&w);
+    assert_eq!(actions(&d), NOTHING);
+    assert_eq!(d.status.unwrap()["printableStatus"], "Provisioning");
+    // Imported: start.
+    dvs[0]["status"]["phase"] = json!("Succeeded");
+    let mut w = world(&v, None, &cfg);
+    w.data_volumes = &dvs;
+    let d = decide_vm(&w);
+    assert_eq!(actions(&d), START);
+}

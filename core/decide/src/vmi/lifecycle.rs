@@ -1,0 +1,252 @@
+//! The VMI lifecycle: pod creation and deletion (`sync`) and the status the VMI controller owns
+//! (`updateStatus`): phase, phase transition timestamps, conditions, active pods, node name.
+
+use serde_json::{Value, json};
+
+use super::{LauncherRenderer, VmiDecision, VmiWorld, created_pod_event, pod, state, vmi_ref};
+use crate::api::VirtualMachineInstance;
+use crate::patch::{self, op};
+use crate::{ApiWrite, Event, Expectation, PatchType, Plan, WriteOp, meta};
+
+/// The current VMI finalizer.
+pub const VMI_FINALIZER: &str = "kubevirt.io/foregroundDeleteVirtualMachine";
+/// The pre-domain-qualified VMI finalizer, migrated to [`VMI_FINALIZER`].
+pub const DEPRECATED_VMI_FINALIZER: &str = "foregroundDeleteVirtualMachine";
+/// Label carrying the node a VMI runs on.
+pub const NODE_NAME_LABEL: &str = "kubevirt.io/nodeName";
+/// Label marking a VMI whose launcher runs an older image than the cluster's.
+pub const OUTDATED_LAUNCHER_LABEL: &str = "kubevirt.io/outdatedLauncherImage";
+pub(super) const EVICT_ONLY_ANNOTATION: &str = "descheduler.alpha.kubernetes.io/request-evict-only";
+pub(super) const UNPAUSED_CONDITION: &str = "kubevirt.io/virtual-machine-unpaused";
+pub(super) const MEMORY_OVERHEAD_ANNOTATION: &str = "kubevirt.io/memory-overhead-bytes";
+pub(super) const MIGRATION_TRANSPORT_ANNOTATION: &str = "kubevirt.io/migrationTransportUnix";
+
+pub(super) struct SyncError {
+    pub(super) kind: crate::ErrorKind,
+    pub(super) reason: String,
+    pub(super) message: String,
+}
+
+/// KubeVirt's `sync` then `updateStatus`.
+pub(super) fn reconcile(
+    w: &VmiWorld<'_>,
+    render: LauncherRenderer<'_>,
+    suffix: &str,
+    mut plan: Plan,
+) -> VmiDecision {
+    let vmi = w.vmi;
+    let mut current: Option<Value> = pod::current_pod(vmi, &w.pods).cloned();
+    let sync_err = sync(w, render, suffix, &mut plan, &mut current);
+    let written = super::status::update_status(w, &mut plan, current.as_ref(), sync_err.as_ref());
+    if let Some(e) = sync_err {
+        plan.fail(e.kind, e.message);
+    }
+    VmiDecision { plan, vmi: written }
+}
+
+fn sync(
+    w: &VmiWorld<'_>,
+    render: LauncherRenderer<'_>,
+    suffix: &str,
+    plan: &mut Plan,
+    current: &mut Option<Value>,
+) -> Option<SyncError> {
+    let vmi = w.vmi;
+    let key = meta::key(&vmi.metadata);
+    if state::is_deleting(vmi) {
+        for p in w.pods.iter().filter(|p| pod::is_controlled_by(p, vmi)) {
+            if pod::is_deleting(p) && !pod::is_down(p) {
+                continue;
+            }
+            let name = pod::name(p).to_string();
+            plan.push_write(
+                ApiWrite::new(
+                    "pods",
+                    meta::namespace(&vmi.metadata),
+                    &name,
+                    WriteOp::Delete {
+                        precondition_uid: p
+                            .pointer("/metadata/uid")
+                            .and_then(Value::as_str)
+                            .map(String::from),
+                    },
+                )
+                .expecting(Expectation::Deletions {
+                    key: key.clone(),
+                    objects: vec![format!("{}/{name}", meta::namespace(&vmi.metadata))],
+                }),
+            );
+            plan.events.push(Event::normal(
+                vmi_ref(vmi),
+                "SuccessfulDelete",
+                format!("Deleted virtual machine pod {name}"),
+            ));
+        }
+        return None;
+    }
+    if state::is_final(vmi) {
+        return None;
+    }
+    let is_target = meta::annotation(&vmi.metadata, crate::vm::CREATE_MIGRATION_TARGET_ANNOTATION)
+        == Some("true");
+    if is_target && meta::label(&vmi.metadata, "kubevirt.io/migration-target-node-name").is_none() {
+        return None;
+    }
+    let Some(p) = current.as_ref() else {
+        if !state::is_unprocessed(vmi) {
+            return None;
+        }
+        if active_migration_exists(w) {
+            return Some(SyncError {
+                kind: crate::ErrorKind::Sync,
+                reason: "FailedCreate".into(),
+                message: "active migration exists".into(),
+            });
+        }
+        let mut pod_obj = match render(vmi) {
+            Ok(p) => p,
+            Err(e) => {
+                return Some(SyncError {
+                    kind: crate::ErrorKind::LauncherRender,
+                    reason: "FailedCreate".into(),
+                    message: format!("failed to render launch manifest: {e}"),
+                });
+            }
+        };
+        let prefix = pod_obj
+            .pointer("/metadata/generateName")
+            .and_then(Value::as_str)
+            .map(String::from)
+            .unwrap_or_else(|| format!("virt-launcher-{}-", meta::name(&vmi.metadata)));
+        let name = pod_obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .map(String::from)
+            .unwrap_or_else(|| format!("{prefix}{suffix}"));
+        pod_obj["metadata"]["name"] = json!(name);
+        plan.push_write(
+            ApiWrite::new(
+                "pods",
+                meta::namespace(&vmi.metadata),
+                &name,
+                WriteOp::Create {
+                    object: pod_obj.clone(),
+                },
+            )
+            .expecting(Expectation::Creations { key, count: 1 }),
+        );
+        plan.events.push(created_pod_event(vmi, &name));
+        *current = Some(pod_obj);
+        return None;
+    };
+    if !pod::is_temp(p) && pod::is_ready(p) {
+        let has = p
+            .pointer("/metadata/annotations")
+            .and_then(Value::as_object)
+            .and_then(|a| a.get(EVICT_ONLY_ANNOTATION))
+            .is_some_and(|v| v == "");
+        if !has {
+            // A pod without any annotation has no map to add the key into.
+            let ops = if p
+                .pointer("/metadata/annotations")
+                .is_some_and(Value::is_object)
+            {
+                let path = format!(
+                    "/metadata/annotations/{}",
+                    patch::escape(EVICT_ONLY_ANNOTATION)
+                );
+                json!([op("add", &path, Some(json!("")))])
+            } else {
+                json!([op(
+                    "add",
+                    "/metadata/annotations",
+                    Some(json!({ EVICT_ONLY_ANNOTATION: "" }))
+                )])
+            };
+            plan.push_write(ApiWrite::new(
+                "pods",
+                meta::namespace(&vmi.metadata),
+                pod::name(p),
+                WriteOp::Patch {
+                    patch_type: PatchType::Json,
+                    patch: ops,
+                },
+            ));
+            let mut updated = p.clone();
+            if !updated["metadata"]["annotations"].is_object() {
+                updated["metadata"]["annotations"] = json!({});
+            }
+            updated["metadata"]["annotations"][EVICT_ONLY_ANNOTATION] = json!("");
+            *current = Some(updated);
+        }
+    }
+    None
+}
+
+fn active_migration_exists(w: &VmiWorld<'_>) -> bool {
+    let name = meta::name(&w.vmi.metadata);
+    w.migrations.iter().any(|m| {
+        m.pointer("/spec/vmiName").and_then(Value::as_str) == Some(name)
+            && !matches!(
+                m.pointer("/status/phase").and_then(Value::as_str),
+                Some("Succeeded") | Some("Failed")
+            )
+            && m.pointer("/metadata/deletionTimestamp")
+                .is_none_or(Value::is_null)
+    })
+}
+
+/// The plan for a launcher pod create the API server rejected: the event (a Pod Security
+/// rejection is explained as needing a privileged namespace), the `Synchronized=False` condition
+/// and a rate-limited retry. The shell calls this instead of continuing the failed plan.
+pub fn pod_create_failed(
+    vmi: &VirtualMachineInstance,
+    forbidden: bool,
+    server_message: &str,
+    now: i64,
+) -> Plan {
+    let mut plan = Plan::idle();
+    let (event_msg, err) = if forbidden && server_message.contains("violates PodSecurity") {
+        let e = format!(
+            "failed to create pod for vmi {}/{}, it needs a privileged namespace to run: {server_message}",
+            meta::namespace(&vmi.metadata),
+            meta::name(&vmi.metadata)
+        );
+        (format!("failed to render launch manifest: {e}"), e)
+    } else {
+        (
+            format!("Error creating pod: {server_message}"),
+            format!("failed to create virtual machine pod: {server_message}"),
+        )
+    };
+    plan.events
+        .push(Event::warning(vmi_ref(vmi), "FailedCreate", event_msg));
+    let mut conds = vmi
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .map(|c| serde_json::to_value(c).unwrap_or_default())
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_default();
+    let old = Value::Array(conds.clone());
+    conds.retain(|c| c["type"] != "Synchronized");
+    conds.push(json!({
+        "type": "Synchronized", "status": "False", "reason": "FailedCreate",
+        "message": err, "lastProbeTime": null, "lastTransitionTime": meta::time_json(now),
+    }));
+    plan.push_write(ApiWrite::new(
+        "virtualmachineinstances",
+        meta::namespace(&vmi.metadata),
+        meta::name(&vmi.metadata),
+        WriteOp::Patch {
+            patch_type: PatchType::Json,
+            patch: json!([
+                op("test", "/status/conditions", Some(old)),
+                op("add", "/status/conditions", Some(Value::Array(conds)))
+            ]),
+        },
+    ));
+    plan.fail(crate::ErrorKind::Sync, err);
+    plan
+}

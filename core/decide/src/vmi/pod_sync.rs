@@ -1,0 +1,176 @@
+//! Launcher pod metadata the VMI controller keeps in line with the VMI: the unpaused
+//! readiness-gate condition, the node-name and outdated-image labels, the eviction and backup-hook
+//! annotations.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use super::lifecycle::{NODE_NAME_LABEL, OUTDATED_LAUNCHER_LABEL, UNPAUSED_CONDITION};
+use super::pod;
+use crate::api::VirtualMachineInstance;
+use crate::patch::op;
+use crate::{ApiWrite, PatchType, Plan, WriteOp, meta};
+
+pub(super) fn string_map(v: Option<&Value>) -> Option<BTreeMap<String, String>> {
+    v.and_then(|m| serde_json::from_value(m.clone()).ok())
+}
+
+/// Keeps the pod's unpaused readiness-gate condition in line with the VMI's Paused condition.
+pub(super) fn sync_paused_condition_to_pod(
+    vmi: &Value,
+    p: &Value,
+    plan: &mut Plan,
+    ns: &str,
+    now: i64,
+) {
+    let paused = super::conditions::find_cond(vmi, "Paused").is_some_and(|c| c["status"] == "True");
+    let unpaused_true =
+        pod::condition(p, UNPAUSED_CONDITION).is_some_and(|c| c["status"] == "True");
+    let new = if paused && unpaused_true {
+        json!({"lastProbeTime": meta::time_json(now), "lastTransitionTime": meta::time_json(now),
+               "message": "the virtual machine is paused", "reason": "Paused", "status": "False", "type": UNPAUSED_CONDITION})
+    } else if !paused && !unpaused_true {
+        json!({"lastProbeTime": meta::time_json(now), "lastTransitionTime": meta::time_json(now),
+               "message": "the virtual machine is not paused", "reason": "NotPaused", "status": "True", "type": UNPAUSED_CONDITION})
+    } else {
+        return;
+    };
+    let existing: Vec<Value> = p
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut order: Vec<Value> = existing
+        .iter()
+        .map(|c| json!({"type": c["type"]}))
+        .collect();
+    if !existing.iter().any(|c| c["type"] == UNPAUSED_CONDITION) {
+        order.push(json!({"type": UNPAUSED_CONDITION}));
+    }
+    let mut status = Map::new();
+    if !existing.is_empty() {
+        status.insert("$setElementOrder/conditions".into(), Value::Array(order));
+    }
+    status.insert("conditions".into(), json!([new]));
+    plan.push_write(
+        ApiWrite::new(
+            "pods",
+            ns,
+            pod::name(p),
+            WriteOp::Patch {
+                patch_type: PatchType::StrategicMerge,
+                patch: json!({"status": Value::Object(status)}),
+            },
+        )
+        .on_subresource("status"),
+    );
+}
+
+/// Backup hook annotations the launcher pod should carry (unless backup hooks are skipped).
+fn storage_annotations(vmi: &VirtualMachineInstance) -> BTreeMap<String, String> {
+    let mut a = BTreeMap::new();
+    let skip = meta::annotation(&vmi.metadata, "kubevirt.io/skip-backup-hooks")
+        .is_some_and(|v| v == "true");
+    if skip {
+        return a;
+    }
+    let (name, ns) = (meta::name(&vmi.metadata), meta::namespace(&vmi.metadata));
+    a.insert(
+        "pre.hook.backup.velero.io/container".into(),
+        "compute".into(),
+    );
+    a.insert(
+        "pre.hook.backup.velero.io/command".into(),
+        format!("[\"/usr/bin/virt-freezer\", \"--freeze\", \"--name\", {name:?}, \"--namespace\", {ns:?}]"),
+    );
+    a.insert("pre.hook.backup.velero.io/timeout".into(), "60s".into());
+    a.insert(
+        "post.hook.backup.velero.io/container".into(),
+        "compute".into(),
+    );
+    a.insert(
+        "post.hook.backup.velero.io/command".into(),
+        format!("[\"/usr/bin/virt-freezer\", \"--unfreeze\", \"--name\", {name:?}, \"--namespace\", {ns:?}]"),
+    );
+    a
+}
+
+const MANAGED_STORAGE_ANNOTATIONS: [&str; 5] = [
+    "pre.hook.backup.velero.io/container",
+    "pre.hook.backup.velero.io/command",
+    "pre.hook.backup.velero.io/timeout",
+    "post.hook.backup.velero.io/container",
+    "post.hook.backup.velero.io/command",
+];
+
+/// Copies the "dynamic" VMI labels (node name, outdated image) and annotations (eviction,
+/// backup hooks) onto the launcher pod.
+pub(super) fn sync_dynamic_metadata_to_pod(
+    vmi_copy: &Value,
+    vmi: &VirtualMachineInstance,
+    p: &Value,
+    plan: &mut Plan,
+    ns: &str,
+) {
+    let mut ops = Vec::new();
+    let mut sync_map = |keys: &[&str], source: &BTreeMap<String, String>, sub: &str| {
+        let orig = string_map(p.pointer(&format!("/metadata/{sub}")));
+        let mut new = orig.clone().unwrap_or_default();
+        let mut changed = false;
+        for k in keys {
+            match (source.get(*k), new.get(*k)) {
+                (Some(a), Some(b)) if a == b => {}
+                (None, None) => {}
+                (Some(a), _) => {
+                    new.insert((*k).into(), a.clone());
+                    changed = true;
+                }
+                (None, Some(_)) => {
+                    new.remove(*k);
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            let path = format!("/metadata/{sub}");
+            let new_v = serde_json::to_value(&new).unwrap_or_default();
+            match orig {
+                None => ops.push(op("add", &path, Some(new_v))),
+                Some(o) => {
+                    ops.push(op(
+                        "test",
+                        &path,
+                        Some(serde_json::to_value(o).unwrap_or_default()),
+                    ));
+                    ops.push(op("replace", &path, Some(new_v)));
+                }
+            }
+        }
+    };
+    let vmi_labels = string_map(vmi_copy.pointer("/metadata/labels")).unwrap_or_default();
+    sync_map(
+        &[NODE_NAME_LABEL, OUTDATED_LAUNCHER_LABEL],
+        &vmi_labels,
+        "labels",
+    );
+    let mut annotations = string_map(vmi_copy.pointer("/metadata/annotations")).unwrap_or_default();
+    annotations.extend(storage_annotations(vmi));
+    let mut keys = vec![
+        "descheduler.alpha.kubernetes.io/evict",
+        "descheduler.alpha.kubernetes.io/prefer-no-eviction",
+    ];
+    keys.extend(MANAGED_STORAGE_ANNOTATIONS);
+    sync_map(&keys, &annotations, "annotations");
+    if !ops.is_empty() {
+        plan.push_write(ApiWrite::new(
+            "pods",
+            ns,
+            pod::name(p),
+            WriteOp::Patch {
+                patch_type: PatchType::Json,
+                patch: Value::Array(ops),
+            },
+        ));
+    }
+}

@@ -1,0 +1,436 @@
+//! The status the VMI controller owns (KubeVirt's `updateStatus`): phase and its transition
+//! timestamps, conditions, active pods, node name, launcher image, volume and interface status —
+//! written as a JSON patch tested against the snapshot, or, once virt-handler owns the VMI
+//! (Scheduled, Running), as KubeVirt's field-by-field patch.
+
+use serde_json::{Map, Value, json};
+
+use super::conditions::{cond, conds_mut, find_cond, ready_condition, remove_cond, update_cond};
+use super::handover::{handed_over_patch, tidy};
+use super::lifecycle::{
+    DEPRECATED_VMI_FINALIZER, MEMORY_OVERHEAD_ANNOTATION, MIGRATION_TRANSPORT_ANNOTATION,
+    NODE_NAME_LABEL, OUTDATED_LAUNCHER_LABEL, SyncError, VMI_FINALIZER,
+};
+use super::pod_sync::{sync_dynamic_metadata_to_pod, sync_paused_condition_to_pod};
+use super::{VmiWorld, pod, state};
+use crate::patch::{self, op};
+use crate::vmi::state::phase;
+use crate::{ApiWrite, Expectation, PatchType, Plan, WriteOp, meta};
+
+fn set_phase(v: &mut Value, p: &str) {
+    v["status"]["phase"] = json!(p);
+}
+
+fn has_finalizer(v: &Value, f: &str) -> bool {
+    v.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|x| x == f))
+}
+
+fn remove_finalizer(v: &mut Value, f: &str) {
+    if let Some(a) = v
+        .pointer_mut("/metadata/finalizers")
+        .and_then(Value::as_array_mut)
+    {
+        a.retain(|x| x != f);
+    }
+}
+
+fn add_finalizer(v: &mut Value, f: &str) {
+    if !has_finalizer(v, f) {
+        if !v["metadata"]["finalizers"].is_array() {
+            v["metadata"]["finalizers"] = json!([]);
+        }
+        if let Some(a) = v["metadata"]["finalizers"].as_array_mut() {
+            a.push(json!(f));
+        }
+    }
+}
+
+fn set_label(v: &mut Value, k: &str, val: &str) {
+    if !v["metadata"]["labels"].is_object() {
+        v["metadata"]["labels"] = json!({});
+    }
+    v["metadata"]["labels"][k] = json!(val);
+}
+
+fn remove_label(v: &mut Value, k: &str) {
+    if let Some(m) = v
+        .pointer_mut("/metadata/labels")
+        .and_then(Value::as_object_mut)
+    {
+        m.remove(k);
+    }
+}
+
+fn has_owner_vm(w: &VmiWorld<'_>) -> bool {
+    let Some(owner) = meta::controller_of(&w.vmi.metadata).filter(|o| o.kind == "VirtualMachine")
+    else {
+        return false;
+    };
+    let typed = w.vm.is_some_and(|vm| {
+        meta::name(&vm.metadata) == owner.name && meta::uid(&vm.metadata) == owner.uid
+    });
+    typed
+        || w.vms.iter().any(|vm| {
+            vm.pointer("/metadata/name").and_then(Value::as_str) == Some(owner.name.as_str())
+                && vm.pointer("/metadata/uid").and_then(Value::as_str) == Some(owner.uid.as_str())
+        })
+}
+
+/// A VMI no cached VM owns keeps no VM-controller finalizer: nobody else would remove it.
+fn release_orphan(w: &VmiWorld<'_>, c: &mut Value) {
+    let has_finalizers = c
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    if has_finalizers && !has_owner_vm(w) {
+        remove_finalizer(c, crate::vm::VM_CONTROLLER_FINALIZER);
+    }
+}
+
+/// Rebuilds the status list `status_key` from the spec list `spec_key`, in spec order: an
+/// existing status entry of the same name is kept, otherwise `fresh` may make one. Nothing is
+/// written when the old and the new list are both empty.
+fn rebuild_status_list(
+    v: &mut Value,
+    spec_key: &str,
+    status_key: &str,
+    fresh: impl Fn(&str, &Value) -> Option<Value>,
+) {
+    let old: Vec<Value> = v
+        .pointer(&format!("/status/{status_key}"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let new: Vec<Value> = v
+        .pointer(&format!("/spec/{spec_key}"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|item| {
+            let name = item["name"].as_str()?;
+            match old.iter().find(|o| o["name"] == name) {
+                Some(o) => Some(o.clone()),
+                None => fresh(name, item),
+            }
+        })
+        .collect();
+    if new.is_empty() && old.is_empty() {
+        return;
+    }
+    v["status"][status_key] = Value::Array(new);
+}
+
+/// Volume status entries for every volume (existing entries kept).
+fn update_volume_status(v: &mut Value) {
+    rebuild_status_list(v, "volumes", "volumeStatus", |name, _| {
+        Some(json!({"name": name, "target": ""}))
+    });
+}
+
+/// Interface status entries for pod-network interfaces (`eth0`), existing entries kept.
+fn update_network_status(v: &mut Value) {
+    rebuild_status_list(v, "networks", "interfaces", |name, net| {
+        net.get("pod")
+            .is_some()
+            .then(|| json!({"name": name, "podInterfaceName": "eth0"}))
+    });
+}
+
+pub(super) fn update_status(
+    w: &VmiWorld<'_>,
+    plan: &mut Plan,
+    p: Option<&Value>,
+    sync_err: Option<&SyncError>,
+) -> Option<Value> {
+    let vmi = w.vmi;
+    let now = w.now.unix();
+    let ns = meta::namespace(&vmi.metadata).to_string();
+    let orig = serde_json::to_value(vmi).unwrap_or_default();
+    let mut c = orig.clone();
+    if !c["status"].is_object() {
+        c["status"] = json!({});
+    }
+    if has_finalizer(&c, DEPRECATED_VMI_FINALIZER) {
+        remove_finalizer(&mut c, DEPRECATED_VMI_FINALIZER);
+        add_finalizer(&mut c, VMI_FINALIZER);
+    }
+    let pod_exists = p.is_some_and(|p| !pod::is_temp(p));
+
+    // Active pods: every pod the VMI controls (including one just created), by UID -> node.
+    let mut active = Map::new();
+    let mut controlled: Vec<&Value> = w
+        .pods
+        .iter()
+        .copied()
+        .filter(|x| pod::is_controlled_by(x, vmi))
+        .collect();
+    if let Some(p) = p
+        && !controlled.iter().any(|x| pod::name(x) == pod::name(p))
+    {
+        controlled.push(p);
+    }
+    for x in &controlled {
+        if let Some(uid) = x.pointer("/metadata/uid").and_then(Value::as_str) {
+            active.insert(uid.into(), json!(pod::node_name(x)));
+        }
+    }
+    if !active.is_empty()
+        || c.pointer("/status/activePods")
+            .is_some_and(|a| !a.is_null())
+    {
+        c["status"]["activePods"] = Value::Object(active);
+    }
+
+    update_cond(&mut c, ready_condition(vmi, p, now));
+    if let Some(p) = p.filter(|_| pod_exists) {
+        let image = pod::compute_image(p);
+        if !image.is_empty() && image != w.config.launcher_image {
+            set_label(&mut c, OUTDATED_LAUNCHER_LABEL, "");
+        } else {
+            remove_label(&mut c, OUTDATED_LAUNCHER_LABEL);
+        }
+        c["status"]["launcherContainerImageVersion"] = json!(image);
+        // KubeVirt also patches a pod it has just deleted in this reconcile (the patch then fails
+        // with NotFound and the key is retried); kvrs leaves pods it deletes alone.
+        let deleted_here = plan.writes().any(|w| {
+            w.resource == "pods" && w.name == pod::name(p) && matches!(w.op, WriteOp::Delete { .. })
+        });
+        if !deleted_here {
+            sync_paused_condition_to_pod(&c, p, plan, &ns, now);
+            sync_dynamic_metadata_to_pod(&c, vmi, p, plan, &ns);
+        }
+        if let Some(bytes) = p
+            .pointer(&format!(
+                "/metadata/annotations/{}",
+                patch::escape(MEMORY_OVERHEAD_ANNOTATION)
+            ))
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse::<i64>().ok())
+        {
+            let q = crate::Quantity::from_value(bytes, crate::quantity::QuantityFormat::BinarySI);
+            c["status"]["memory"]["memoryOverhead"] = json!(q.to_string());
+        }
+    }
+
+    let mut sync_err_override: Option<SyncError> = None;
+    let current_phase = state::phase_of(vmi);
+    match current_phase {
+        "" | phase::PENDING => {
+            if pod_exists {
+                set_phase(&mut c, phase::SCHEDULING);
+            } else if state::is_deleting(vmi) {
+                set_phase(&mut c, phase::FAILED);
+            } else {
+                set_phase(&mut c, phase::PENDING);
+            }
+        }
+        phase::SCHEDULING => {
+            remove_cond(&mut c, "Provisioning");
+            match p.filter(|_| pod_exists) {
+                Some(p) => {
+                    match p
+                        .pointer("/status/qosClass")
+                        .and_then(Value::as_str)
+                        .filter(|q| !q.is_empty())
+                    {
+                        Some(q) => c["status"]["qosClass"] = json!(q),
+                        None => {
+                            if let Some(m) = c["status"].as_object_mut() {
+                                m.remove("qosClass");
+                            }
+                        }
+                    }
+                    match pod::condition(p, "PodScheduled") {
+                        Some(pc) if pc["status"] == "False" => {
+                            if find_cond(&c, "PodScheduled").is_none() {
+                                let mut nc =
+                                    json!({"type": "PodScheduled", "status": pc["status"]});
+                                for k in
+                                    ["reason", "message", "lastProbeTime", "lastTransitionTime"]
+                                {
+                                    nc[k] = pc.get(k).cloned().unwrap_or(Value::Null);
+                                }
+                                conds_mut(&mut c).push(nc);
+                            }
+                        }
+                        _ => remove_cond(&mut c, "PodScheduled"),
+                    }
+                    if let Some((reason, message)) = pod::image_error(p) {
+                        sync_err_override = Some(SyncError {
+                            kind: crate::ErrorKind::Sync,
+                            reason,
+                            message,
+                        });
+                    }
+                    if pod::is_ready(p) && !state::is_deleting(vmi) {
+                        update_volume_status(&mut c);
+                        update_network_status(&mut c);
+                        set_phase(&mut c, phase::SCHEDULED);
+                        let node = pod::node_name(p).to_string();
+                        set_label(&mut c, NODE_NAME_LABEL, &node);
+                        c["status"]["nodeName"] = json!(node);
+                        let transport = p
+                            .pointer(&format!(
+                                "/metadata/annotations/{}",
+                                patch::escape(MIGRATION_TRANSPORT_ANNOTATION)
+                            ))
+                            .is_some();
+                        if transport {
+                            c["status"]["migrationTransport"] = json!("Unix");
+                        }
+                    } else if pod::is_down_or_going_down(p) {
+                        set_phase(&mut c, phase::FAILED);
+                    }
+                }
+                None => set_phase(&mut c, phase::FAILED),
+            }
+        }
+        phase::FAILED | phase::SUCCEEDED => {
+            let all_deleted = !w.pods.iter().any(|x| pod::is_controlled_by(x, vmi));
+            if all_deleted {
+                remove_finalizer(&mut c, DEPRECATED_VMI_FINALIZER);
+                remove_finalizer(&mut c, VMI_FINALIZER);
+                remove_label(&mut c, OUTDATED_LAUNCHER_LABEL);
+                if let Some(m) = c["status"].as_object_mut() {
+                    m.remove("launcherContainerImageVersion");
+                }
+            }
+            release_orphan(w, &mut c);
+        }
+        phase::RUNNING => {
+            if !pod_exists {
+                set_phase(&mut c, phase::FAILED);
+            } else {
+                update_volume_status(&mut c);
+                update_network_status(&mut c);
+            }
+        }
+        phase::SCHEDULED => {
+            if !pod_exists {
+                set_phase(&mut c, phase::FAILED);
+            } else {
+                update_volume_status(&mut c);
+            }
+        }
+        phase::WAITING_FOR_SYNC => {
+            if state::is_deleting(vmi) {
+                remove_finalizer(&mut c, DEPRECATED_VMI_FINALIZER);
+                remove_finalizer(&mut c, VMI_FINALIZER);
+                release_orphan(w, &mut c);
+            } else if pod_exists {
+                set_phase(&mut c, phase::SCHEDULING);
+            }
+        }
+        other => {
+            plan.fail(
+                crate::ErrorKind::InvalidObject,
+                format!("unknown vmi phase {other}"),
+            );
+            return None;
+        }
+    }
+
+    let evacuating = c
+        .pointer("/status/evacuationNodeName")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty());
+    if evacuating {
+        if !find_cond(&c, "EvictionRequested").is_some_and(|x| x["status"] == "True") {
+            update_cond(
+                &mut c,
+                cond(
+                    "EvictionRequested",
+                    "True",
+                    "EvictionRequested",
+                    "VMI is marked for eviction",
+                    now,
+                ),
+            );
+        }
+    } else {
+        remove_cond(&mut c, "EvictionRequested");
+    }
+
+    // virt-handler owns Scheduled and Running VMIs: only patch what this controller keeps.
+    if matches!(current_phase, phase::RUNNING | phase::SCHEDULED) {
+        return handed_over_patch(plan, &orig, c, &ns, meta::name(&vmi.metadata));
+    }
+
+    let err = sync_err_override.as_ref().or(sync_err);
+    match err {
+        Some(e) => {
+            let already = find_cond(&c, "Synchronized")
+                .is_some_and(|x| x["status"] == "False" && x["reason"] == e.reason.as_str());
+            if !already {
+                remove_cond(&mut c, "Synchronized");
+                conds_mut(&mut c).push(json!({
+                    "type": "Synchronized", "status": "False", "reason": e.reason, "message": e.message,
+                    "lastProbeTime": null, "lastTransitionTime": meta::time_json(now),
+                }));
+            }
+        }
+        None => remove_cond(&mut c, "Synchronized"),
+    }
+    let new_phase = c
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if new_phase != current_phase {
+        let ts = c["status"]["phaseTransitionTimestamps"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if !ts.iter().any(|t| t["phase"] == new_phase.as_str()) {
+            let mut ts = ts;
+            ts.push(json!({"phase": new_phase, "phaseTransitionTimestamp": meta::time_json(now)}));
+            c["status"]["phaseTransitionTimestamps"] = Value::Array(ts);
+        }
+    }
+    tidy(&mut c);
+    let mut o = orig;
+    tidy(&mut o);
+    let changed = !meta::eq_without_zero_values(&o["status"], &c["status"])
+        || ["finalizers", "annotations", "labels"].iter().any(|f| {
+            !meta::eq_entry_without_zero_values(o["metadata"].get(*f), c["metadata"].get(*f))
+        });
+    if !changed {
+        return None;
+    }
+    let mut ops = patch::field_ops("/status", o.get("status"), &c["status"]);
+    for f in ["labels", "annotations", "finalizers"] {
+        let (a, b) = (o["metadata"].get(f), c["metadata"].get(f));
+        if a != b {
+            let path = format!("/metadata/{f}");
+            match (a, b) {
+                (Some(a), Some(b)) => {
+                    ops.push(op("test", &path, Some(a.clone())));
+                    ops.push(op("replace", &path, Some(b.clone())));
+                }
+                (None, Some(b)) => ops.push(op("add", &path, Some(b.clone()))),
+                (Some(a), None) => {
+                    ops.push(op("test", &path, Some(a.clone())));
+                    ops.push(op("remove", &path, None));
+                }
+                (None, None) => {}
+            }
+        }
+    }
+    plan.push_write(
+        ApiWrite::new(
+            "virtualmachineinstances",
+            &ns,
+            meta::name(&vmi.metadata),
+            WriteOp::Patch {
+                patch_type: PatchType::Json,
+                patch: Value::Array(ops),
+            },
+        )
+        .expecting(Expectation::ObservedUpdate {
+            key: meta::key(&vmi.metadata),
+        }),
+    );
+    Some(c)
+}

@@ -1,0 +1,378 @@
+//! Lifecycle tables for the VMI decision, the double-create guard for launcher pods, and the
+//! Pod Security rejection rewrite.
+
+use serde_json::{Value, json};
+
+use super::{VmiWorld, decide_vmi, pod_create_failed};
+use crate::ClusterConfig;
+use crate::api::VirtualMachineInstance;
+use crate::store::ObjectStore;
+use crate::vm::PendingExpectations;
+use crate::{Expectation, Requeue, WriteOp};
+
+const NOW: i64 = 1_767_225_600;
+
+fn vmi(phase: &str) -> VirtualMachineInstance {
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": "vmi1", "namespace": "default", "uid": "vmi-uid",
+            "annotations": {"kubevirt.io/latest-observed-api-version": "v1",
+                            "kubevirt.io/storage-observed-api-version": "v1"},
+            "finalizers": ["kubevirt.io/foregroundDeleteVirtualMachine"],
+        },
+        "spec": {"domain": {"devices": {}}, "networks": [{"name": "default", "pod": {}}],
+                 "volumes": [{"name": "root", "containerDisk": {"image": "img"}}]},
+        "status": {"phase": phase, "phaseTransitionTimestamps": [
+            {"phase": "Pending", "phaseTransitionTimestamp": "2025-12-31T23:50:00Z"}]},
+    }))
+    .unwrap()
+}
+
+fn pod(phase: &str, node: Option<&str>, compute: Value) -> Value {
+    json!({
+        "metadata": {"name": "virt-launcher-vmi1-abcde", "namespace": "default", "uid": "pod-uid",
+                     "creationTimestamp": "2025-12-31T23:51:00Z",
+                     "labels": {"kubevirt.io": "virt-launcher"},
+                     "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                                          "name": "vmi1", "uid": "vmi-uid", "controller": true}]},
+        "spec": {"nodeName": node, "containers": [{"name": "compute", "image": "quay.io/kubevirt/virt-launcher:v1.9.0"}]},
+        "status": {"phase": phase, "containerStatuses": [{"name": "compute", "ready": true, "state": compute}]},
+    })
+}
+
+fn render(v: &VirtualMachineInstance) -> Result<Value, String> {
+    // A minimal launcher pod: this test is about the lifecycle, not the pod's content.
+    Ok(
+        json!({"metadata": {"generateName": format!("virt-launcher-{}-", crate::meta::name(&v.metadata)),
+                           "namespace": "default",
+                           "labels": {"kubevirt.io": "virt-launcher"},
+                           "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                                                "name": "vmi1", "uid": "vmi-uid", "controller": true}]},
+              "spec": {"containers": [{"name": "compute", "image": "quay.io/kubevirt/virt-launcher:v1.9.0"}]}}),
+    )
+}
+
+fn world<'a>(
+    v: &'a VirtualMachineInstance,
+    pods: Vec<&'a Value>,
+    cfg: &'a ClusterConfig,
+) -> VmiWorld<'a> {
+    VmiWorld {
+        vmi: v,
+        pods,
+        vms: &[],
+        vm: None,
+        migrations: &[],
+        expectations: PendingExpectations::default(),
+        now: crate::Now::from_unix(NOW),
+        config: cfg,
+    }
+}
+
+fn phase_after(d: &super::VmiDecision) -> Option<String> {
+    d.vmi
+        .as_ref()
+        .and_then(|v| v.pointer("/status/phase"))
+        .and_then(Value::as_str)
+        .map(String::from)
+}
+
+#[test]
+fn lifecycle_table() {
+    let cfg = ClusterConfig::default();
+    let running = json!({"running": {"startedAt": "2025-12-31T23:52:00Z"}});
+    let terminated = json!({"terminated": {"exitCode": 1}});
+    let waiting = json!({"waiting": {"reason": "ContainerCreating"}});
+    // (VMI phase, pod, expected phase written, expected node name)
+    type Row<'a> = (&'a str, Option<Value>, Option<&'a str>, Option<&'a str>);
+    let table: Vec<Row> = vec![
+        ("Pending", None, Some("Scheduling"), None),
+        (
+            "Scheduling",
+            Some(pod("Pending", None, waiting.clone())),
+            None,
+            None,
+        ),
+        (
+            "Scheduling",
+            Some(pod("Running", Some("node01"), running.clone())),
+            Some("Scheduled"),
+            Some("node01"),
+        ),
+        (
+            "Scheduling",
+            Some(pod("Failed", Some("node01"), terminated.clone())),
+            Some("Failed"),
+            None,
+        ),
+        ("Scheduling", None, Some("Failed"), None),
+        ("Scheduled", None, Some("Failed"), None),
+        ("Running", None, Some("Failed"), None),
+    ];
+    for (phase, p, want_phase, want_node) in table {
+        let v = vmi(phase);
+        let pods: Vec<&Value> = p.iter().collect();
+        let d = decide_vmi(&world(&v, pods, &cfg), &render, "xyz12");
+        let case = format!(
+            "{phase} pod={:?}",
+            p.as_ref().map(|p| p["status"]["phase"].clone())
+        );
+        let got = phase_after(&d);
+        match want_phase {
+            Some(w) => assert_eq!(got.as_deref(), Some(w), "{case}"),
+            None => assert!(
+                got.is_none() || got.as_deref() == Some(phase),
+                "{case}: {got:?}"
+            ),
+        }
+        if let Some(n) = want_node {
+            let vmi = d.vmi.as_ref().unwrap();
+            assert_eq!(vmi["status"]["nodeName"], n, "{case}");
+            assert_eq!(
+                vmi["metadata"]["labels"]["kubevirt.io/nodeName"], n,
+                "{case}"
+            );
+        }
+        // Handed-over VMIs (Scheduled, Running) are patched field by field; KubeVirt records no
+        // phase transition timestamp there.
+        let handed_over = matches!(phase, "Scheduled" | "Running");
+        if let Some(wp) = want_phase.filter(|w| *w != phase && !handed_over) {
+            let ts = d.vmi.as_ref().unwrap()["status"]["phaseTransitionTimestamps"]
+                .as_array()
+                .unwrap()
+                .clone();
+            assert_eq!(ts.last().unwrap()["phase"], json!(wp), "{case}");
+        }
+    }
+}
+
+#[test]
+fn new_vmi_gets_one_pod_and_a_lagging_cache_does_not_get_a_second() {
+    let cfg = ClusterConfig::default();
+    let v = vmi("Pending");
+    let d = decide_vmi(&world(&v, vec![], &cfg), &render, "xyz12");
+    let creates: Vec<_> = d
+        .plan
+        .writes()
+        .filter(|w| matches!(w.op, WriteOp::Create { .. }))
+        .collect();
+    assert_eq!(creates.len(), 1);
+    assert_eq!(creates[0].name, "virt-launcher-vmi1-xyz12");
+    assert!(matches!(
+        creates[0].expectation,
+        Some(Expectation::Creations { count: 1, .. })
+    ));
+    assert_eq!(
+        d.plan.events[0].message,
+        "Created virtual machine pod virt-launcher-vmi1-xyz12"
+    );
+    // The pod create is not in the cache yet and the expectation is outstanding: hands off.
+    let mut w = world(&v, vec![], &cfg);
+    w.expectations = PendingExpectations {
+        creations: 1,
+        deletions: 0,
+    };
+    let d = decide_vmi(&w, &render, "other");
+    assert!(d.plan.write_list().is_empty());
+    // Even with expectations lost (controller restart), a VMI past Pending never gets a new pod.
+    let v = vmi("Scheduling");
+    let d = decide_vmi(&world(&v, vec![], &cfg), &render, "other");
+    assert!(
+        !d.plan
+            .writes()
+            .any(|w| matches!(w.op, WriteOp::Create { .. }))
+    );
+}
+
+#[test]
+fn deleting_vmi_deletes_its_pods_once() {
+    let cfg = ClusterConfig::default();
+    let mut v = vmi("Running");
+    v.metadata.deletion_timestamp = crate::meta::time_at(NOW - 5);
+    let p = pod("Running", Some("node01"), json!({"running": {}}));
+    let d = decide_vmi(&world(&v, vec![&p], &cfg), &render, "x");
+    let deletes: Vec<_> = d
+        .plan
+        .writes()
+        .filter(|w| matches!(w.op, WriteOp::Delete { .. }))
+        .collect();
+    assert_eq!(deletes.len(), 1);
+    assert_eq!(d.plan.events[0].reason, "SuccessfulDelete");
+    // A pod already terminating is not deleted again.
+    let mut p2 = p.clone();
+    p2["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:30Z");
+    let d = decide_vmi(&world(&v, vec![&p2], &cfg), &render, "x");
+    assert!(
+        !d.plan
+            .writes()
+            .any(|w| matches!(w.op, WriteOp::Delete { .. }))
+    );
+}
+
+#[test]
+fn final_vmi_releases_its_finalizer_when_pods_are_gone() {
+    let cfg = ClusterConfig::default();
+    let v = vmi("Succeeded");
+    let d = decide_vmi(&world(&v, vec![], &cfg), &render, "x");
+    let after = d.vmi.unwrap();
+    assert!(after["metadata"].get("finalizers").is_none(), "{after}");
+}
+
+#[test]
+fn image_pull_errors_become_the_synchronized_condition() {
+    let cfg = ClusterConfig::default();
+    let v = vmi("Scheduling");
+    let p = pod(
+        "Pending",
+        Some("node01"),
+        json!({"waiting": {"reason": "ErrImagePull", "message": "pull failed"}}),
+    );
+    let d = decide_vmi(&world(&v, vec![&p], &cfg), &render, "x");
+    let after = d.vmi.unwrap();
+    let sync = after["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Synchronized")
+        .unwrap()
+        .clone();
+    assert_eq!(sync["reason"], "ErrImagePull");
+    assert_eq!(sync["message"], "pull failed");
+}
+
+#[test]
+fn pod_security_rejection_is_explained() {
+    let v = vmi("Pending");
+    let plan = pod_create_failed(
+        &v,
+        true,
+        "pods \"x\" is forbidden: violates PodSecurity \"restricted:latest\"",
+        NOW,
+    );
+    assert_eq!(plan.queue, Requeue::rate_limited());
+    assert!(
+        plan.events[0]
+            .message
+            .contains("it needs a privileged namespace to run")
+    );
+    assert_eq!(plan.events[0].kind.as_str(), "Warning");
+    let plan = pod_create_failed(&v, false, "quota exceeded", NOW);
+    assert_eq!(plan.events[0].message, "Error creating pod: quota exceeded");
+    assert_eq!(
+        plan.error_message(),
+        Some("failed to create virtual machine pod: quota exceeded")
+    );
+}
+
+/// Pending -> Scheduling -> Scheduled on the in-memory store, the pod advanced by "the kubelet".
+#[test]
+fn pending_to_scheduled_on_the_store() {
+    let cfg = ClusterConfig::default();
+    let mut store = ObjectStore::new();
+    store.insert(
+        "virtualmachineinstances",
+        serde_json::to_value(vmi("Pending")).unwrap(),
+    );
+    let step = |store: &mut ObjectStore| {
+        let v: VirtualMachineInstance = serde_json::from_value(
+            store
+                .get("virtualmachineinstances", "default", "vmi1")
+                .unwrap()
+                .clone(),
+        )
+        .unwrap();
+        let pods: Vec<Value> = store.list("pods").cloned().collect();
+        let d = decide_vmi(&world(&v, pods.iter().collect(), &cfg), &render, "00000");
+        let (_, e) = store.execute(&d.plan, NOW);
+        assert_eq!(e, None, "{:?}", d.plan.write_list());
+    };
+    step(&mut store);
+    let phase = |s: &ObjectStore| {
+        s.get("virtualmachineinstances", "default", "vmi1").unwrap()["status"]["phase"].clone()
+    };
+    assert_eq!(phase(&store), "Scheduling");
+    let key = (
+        "pods".to_string(),
+        "default".to_string(),
+        "virt-launcher-vmi1-00000".to_string(),
+    );
+    let p = store.objects.get_mut(&key).expect("pod created");
+    p["metadata"]["uid"] = json!("pod-uid");
+    p["spec"]["nodeName"] = json!("node07");
+    p["status"] = json!({"phase": "Running", "containerStatuses": [{"name": "compute", "ready": true, "state": {"running": {}}}]});
+    step(&mut store);
+    assert_eq!(phase(&store), "Scheduled");
+    let v = store
+        .get("virtualmachineinstances", "default", "vmi1")
+        .unwrap();
+    assert_eq!(v["status"]["nodeName"], "node07");
+    assert_eq!(v["status"]["activePods"]["pod-uid"], "node07");
+    step(&mut store);
+    assert_eq!(phase(&store), "Scheduled", "steady once handed over");
+}
+
+mod invariants {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// At most one launcher pod per decision, only for an unprocessed VMI without a pod and
+        /// without outstanding expectations; the plan applies to the snapshot it came from.
+        #[test]
+        fn vmi_decisions_are_safe(
+            phase in prop_oneof![Just("Pending"), Just("Scheduling"), Just("Scheduled"), Just("Running"),
+                                 Just("Succeeded"), Just("Failed")],
+            pod_state in proptest::option::of(prop_oneof![
+                Just(("Pending", None, json!({"waiting": {"reason": "ContainerCreating"}}))),
+                Just(("Running", Some("n1"), json!({"running": {}}))),
+                Just(("Failed", Some("n1"), json!({"terminated": {"exitCode": 1}}))),
+                Just(("Succeeded", Some("n1"), json!({"terminated": {"exitCode": 0}}))),
+            ]),
+            pod_deleting in any::<bool>(),
+            vmi_deleting in any::<bool>(),
+            pending in any::<bool>(),
+        ) {
+            let cfg = ClusterConfig::default();
+            let mut v = vmi(phase);
+            if vmi_deleting {
+                v.metadata.deletion_timestamp = crate::meta::time_at(NOW - 1);
+            }
+            let p = pod_state.map(|(ph, node, st)| {
+                let mut p = pod(ph, node, st);
+                if pod_deleting {
+                    p["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:30Z");
+                }
+                p
+            });
+            let mut w = world(&v, p.iter().collect(), &cfg);
+            if pending {
+                w.expectations = PendingExpectations { creations: 1, deletions: 0 };
+            }
+            let d = decide_vmi(&w, &render, "x");
+            let creates = d.plan.write_list().iter().filter(|x| matches!(x.op, WriteOp::Create { .. })).count();
+            prop_assert!(creates <= 1);
+            if p.is_some() || pending || vmi_deleting || !matches!(phase, "Pending") {
+                prop_assert_eq!(creates, 0);
+            }
+            let mut store = ObjectStore::new();
+            store.insert("virtualmachineinstances", serde_json::to_value(&v).unwrap());
+            if let Some(p) = &p {
+                store.insert("pods", p.clone());
+            }
+            let (_, err) = store.execute(&d.plan, NOW);
+            prop_assert_eq!(err.as_deref(), d.plan.error_message(), "{:?}", d.plan.write_list());
+        }
+    }
+}
+
+#[test]
+fn pod_name_suffixes_use_the_api_server_alphabet() {
+    let a = super::pod_name_suffix(0);
+    let b = super::pod_name_suffix(123_456_789);
+    assert_eq!(a.len(), 5);
+    assert_ne!(a, b);
+    assert!(b.chars().all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)));
+}

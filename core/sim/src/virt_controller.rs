@@ -1,0 +1,276 @@
+//! virt-controller in the simulator: the VM controller running kvrs's VM decision and the VMI
+//! controller, sharing one set of informer caches, each with its own queue and expectations.
+
+use std::time::Duration;
+
+use kvrs_decide::vm::{VmWorld, decide_vm};
+use kvrs_decide::{ApiWrite, Event, Expectation, Now, Plan};
+use kvrs_queue::{Instant, WorkQueue};
+use kvrs_runtime::ready::run_ready;
+use kvrs_runtime::{
+    Api, ApiError, Change, ControllerExpectations, Expecting, Seen, Watched, execute, observe,
+    requeue,
+};
+use serde_json::Value;
+
+use super::cache::Cache;
+use super::store::{Obj, WatchEvent, res};
+use super::{Proc, Sim};
+
+/// The virt-controller process.
+pub(super) struct VirtController {
+    pub cache: Cache,
+    pub vm_queue: WorkQueue<String>,
+    pub vmi_queue: WorkQueue<String>,
+    pub vm_expectations: ControllerExpectations,
+    pub vmi_expectations: ControllerExpectations,
+}
+
+impl Default for VirtController {
+    fn default() -> Self {
+        Self {
+            cache: Cache::default(),
+            vm_queue: WorkQueue::new(),
+            vmi_queue: WorkQueue::new(),
+            vm_expectations: ControllerExpectations::new(),
+            vmi_expectations: ControllerExpectations::new(),
+        }
+    }
+}
+
+/// What the observer needs of a cached object.
+fn seen(o: &Obj) -> Seen {
+    let (deleting, vmi_key) = match o {
+        Obj::Vmi(v) => (v.metadata.deletion_timestamp.is_some(), None),
+        Obj::Other(v) => (
+            v.pointer("/metadata/deletionTimestamp").is_some(),
+            pod_vmi_key(v),
+        ),
+        _ => (false, None),
+    };
+    Seen { deleting, vmi_key }
+}
+
+/// The VMI key a launcher pod belongs to.
+pub(super) fn pod_vmi_key(pod: &Value) -> Option<String> {
+    let ns = pod.pointer("/metadata/namespace")?.as_str()?;
+    let name = pod
+        .pointer("/metadata/labels/vm.kubevirt.io~1name")?
+        .as_str()?;
+    Some(format!("{ns}/{name}"))
+}
+
+impl VirtController {
+    /// An event reached the caches: update them, then let the shared observer settle the
+    /// expectations and say which keys to queue.
+    pub fn observe(&mut self, ev: &WatchEvent, now: Instant) {
+        let old = self.cache.get(ev.resource, &ev.key).map(|o| seen(o));
+        self.cache.apply(ev);
+        let watched = match ev.resource {
+            res::VMS => Watched::Vm,
+            res::VMIS => Watched::Vmi,
+            res::PODS => Watched::Pod,
+            _ => Watched::Other,
+        };
+        let change = Change {
+            watched,
+            key: &ev.key,
+            old,
+            new: ev.obj.as_deref().map(seen),
+        };
+        let keys = observe(
+            &change,
+            &mut self.vm_expectations,
+            &mut self.vmi_expectations,
+        );
+        for k in keys.vm_keys {
+            self.vm_queue.add(k, now);
+        }
+        for k in keys.vmi_keys {
+            self.vmi_queue.add(k, now);
+        }
+    }
+
+    /// After a relist: the new cache, and every key queued again.
+    pub fn reset_cache(&mut self, cache: Cache, now: Instant) {
+        self.cache = cache;
+        let vms: Vec<String> = self.cache.iter(res::VMS).map(|(k, _)| k.clone()).collect();
+        let vmis: Vec<String> = self.cache.iter(res::VMIS).map(|(k, _)| k.clone()).collect();
+        for k in vms {
+            self.vm_queue.add(k, now);
+        }
+        for k in vmis {
+            self.vm_queue.add(k.clone(), now);
+            self.vmi_queue.add(k, now);
+        }
+    }
+}
+
+/// Which controller's expectations a plan raises.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Controller {
+    Vm,
+    Vmi,
+}
+
+/// The simulator as the effects of a controller plan: writes go to the simulated API server
+/// (with injected conflicts while faults are on), expectations to the controller's store.
+/// Both live in the one `Sim`, as a write's watch event can reach the caches before the write
+/// returns.
+pub(super) struct ControllerFx<'s> {
+    pub sim: &'s mut Sim,
+    pub controller: Option<Controller>,
+}
+
+impl Api for ControllerFx<'_> {
+    async fn write(&mut self, w: &ApiWrite) -> Result<(), ApiError> {
+        let sim = &mut *self.sim;
+        let inject = sim.faults_on() && sim.rng.chance(sim.cfg.conflict_probability);
+        let unix = sim.now_unix();
+        let result = sim.api.apply(w, unix, inject);
+        sim.flush_events();
+        result.map_err(|e| {
+            sim.stats.failed_writes += 1;
+            ApiError::from(e)
+        })
+    }
+
+    async fn event(&mut self, _: &Event) {}
+}
+
+impl Expecting for ControllerFx<'_> {
+    fn raise(&mut self, e: &Expectation, now: Instant) {
+        match self.controller {
+            Some(Controller::Vm) => self.sim.ctrl.vm_expectations.raise(e, now),
+            Some(Controller::Vmi) => self.sim.ctrl.vmi_expectations.raise(e, now),
+            None => {}
+        }
+    }
+
+    fn lower(&mut self, e: &Expectation) {
+        match self.controller {
+            Some(Controller::Vm) => self.sim.ctrl.vm_expectations.lower(e),
+            Some(Controller::Vmi) => self.sim.ctrl.vmi_expectations.lower(e),
+            None => {}
+        }
+    }
+}
+
+impl Sim {
+    /// Executes a plan for `key` through the shared executor and requeues the key.
+    pub(super) fn execute_plan(&mut self, key: &str, plan: Plan, controller: Controller) {
+        let now = self.now;
+        let mut fx = ControllerFx {
+            sim: self,
+            controller: Some(controller),
+        };
+        let Ok(out) = run_ready(execute(&plan, &mut fx, now)) else {
+            // The simulator's effects never wait; a pending executor is a bug in them.
+            self.stats.failed_writes += 1;
+            return;
+        };
+        if self.traced(key) {
+            let writes: Vec<String> = plan
+                .writes()
+                .map(|w| format!("{} {} {}", w.op.verb(), w.resource, w.to_json()))
+                .collect();
+            eprintln!(
+                "[{:?}] {controller:?} sync {key}: writes {writes:#?} -> {:?}, queue {:?} err {:?}",
+                self.elapsed(),
+                out.failed,
+                out.queue,
+                out.error
+            );
+        }
+        let now = self.now;
+        let q = match controller {
+            Controller::Vmi => &mut self.ctrl.vmi_queue,
+            Controller::Vm => &mut self.ctrl.vm_queue,
+        };
+        requeue(q, key, &out.queue, now);
+    }
+
+    /// Runs every VM and VMI key that is ready now.
+    pub(super) fn run_controller(&mut self) {
+        let budget = self.ctrl.vm_queue.len() + self.ctrl.vmi_queue.len() + 16;
+        let mut done = 0;
+        loop {
+            let now = self.now;
+            let key = self.ctrl.vm_queue.get(now);
+            let Some(key) = key else { break };
+            self.sync_vm(&key);
+            let now = self.now;
+            self.ctrl.vm_queue.done(&key, now);
+            done += 1;
+            if done > budget {
+                break;
+            }
+        }
+        loop {
+            let now = self.now;
+            let Some(key) = self.ctrl.vmi_queue.get(now) else {
+                break;
+            };
+            self.sync_vmi(&key);
+            let now = self.now;
+            self.ctrl.vmi_queue.done(&key, now);
+            done += 1;
+            if done > 2 * budget {
+                break;
+            }
+        }
+        let now = self.now;
+        self.ctrl.vm_queue.handle_timeout(now);
+        self.ctrl.vmi_queue.handle_timeout(now);
+        let busy = !self.ctrl.vm_queue.is_empty() || !self.ctrl.vmi_queue.is_empty();
+        let next = if busy {
+            Some(self.now + Duration::from_millis(1))
+        } else {
+            [
+                self.ctrl.vm_queue.next_wakeup(),
+                self.ctrl.vmi_queue.next_wakeup(),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+        };
+        self.schedule_wakeup(Proc::Controller, next);
+    }
+
+    fn sync_vm(&mut self, key: &str) {
+        self.stats.vm_syncs += 1;
+        let Some(vm) = self.ctrl.cache.get(res::VMS, key).cloned() else {
+            self.ctrl.vm_expectations.forget(key);
+            return;
+        };
+        let Some(vm) = vm.vm() else { return };
+        let vmi = self.ctrl.cache.get(res::VMIS, key).cloned();
+        let uid = vm.metadata.uid.clone().unwrap_or_default();
+        let ns = vm
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let prefix = format!("{ns}/revision-start-vm-{uid}");
+        let revisions: Vec<Value> = self
+            .ctrl
+            .cache
+            .with_prefix(res::REVISIONS, &prefix)
+            .filter_map(|o| o.json().cloned())
+            .collect();
+        let expectations = self.ctrl.vm_expectations.pending(key, self.now);
+        let world = VmWorld {
+            vm,
+            vmi: vmi.as_deref().and_then(Obj::vmi),
+            revisions: &revisions,
+            data_volumes: &[],
+            pvcs: &[],
+            expectations,
+            now: Now::from_unix(self.now_unix()),
+            jitter: self.rng.unit(),
+            config: &self.config,
+        };
+        let decision = decide_vm(&world);
+        self.execute_plan(key, decision.plan, Controller::Vm);
+    }
+}
