@@ -6,6 +6,9 @@
 //! - every case with `NAME.error.txt` is rejected, with a cause on the field KubeVirt names;
 //! - cases that need feature gates are rejected without them;
 //! - defaulting is idempotent on every case.
+//!
+//! Every difference of an admitted VMI from KubeVirt's is checked against
+//! `tests/deliberate-differences.json` (comparison `defaulted`, JSON pointers into the VMI).
 
 use std::fs;
 use std::path::Path;
@@ -13,7 +16,8 @@ use std::path::Path;
 use kvrs_core::admission::admit;
 use kvrs_core::defaults::apply_defaults;
 use kvrs_core::{ClusterConfig, VirtualMachineInstance};
-use kvrs_tests::{cases_with, read_json, shared_dir};
+use kvrs_tests::deliberate::json_differences;
+use kvrs_tests::{Deliberate, cases_with, read_json, shared_dir};
 
 fn config_for(dir: &Path, name: &str) -> ClusterConfig {
     let gates =
@@ -59,13 +63,15 @@ fn first_difference(a: &serde_json::Value, b: &serde_json::Value, path: &str) ->
 fn admitted_vmis_equal_kubevirts_defaulted_vmis() {
     let dir = shared_dir("oracle");
     let cases = cases_with(&dir, "defaulted.json");
+    let mut deliberate = Deliberate::load("oracle", &["defaulted"]);
     let mut failures = Vec::new();
     for name in &cases {
         let expected = read_json(&dir.join(format!("{name}.defaulted.json")));
         match admit(input(&dir, name), &config_for(&dir, name)) {
             Ok(vmi) => {
                 let got = serde_json::to_value(&vmi).unwrap();
-                if let Some(diff) = first_difference(&got, &expected, "") {
+                let diffs = json_differences("defaulted", "", &expected, &got);
+                if let Some(diff) = deliberate.unexpected(name, diffs).first() {
                     failures.push(format!("{name}: {diff}"));
                 }
             }
@@ -77,8 +83,10 @@ fn admitted_vmis_equal_kubevirts_defaulted_vmis() {
         cases.len() - failures.len(),
         cases.len()
     );
+    println!("{}", deliberate.summary());
     assert!(!cases.is_empty(), "no oracle case found");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    deliberate.finish();
 }
 
 #[test]

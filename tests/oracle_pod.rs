@@ -3,60 +3,15 @@
 
 use kvrs_core::pod::{PodInputs, render_launcher_pod};
 use kvrs_core::{ClusterConfig, VirtualMachineInstance};
-use kvrs_tests::{cases_with, read_json, shared_dir};
+use kvrs_tests::deliberate::json_differences;
+use kvrs_tests::{Deliberate, cases_with, read_json, shared_dir};
 use serde_json::Value;
-
-/// Fields where kvrs differs on purpose, with the reason. Each entry is a path prefix.
-const INTENTIONAL: &[(&str, &str)] = &[
-    (
-        "/apiVersion:",
-        "k8s-openapi always serializes a Pod's type meta; KubeVirt's Go struct leaves it empty \
-         and the API server fills in the same v1",
-    ),
-    (
-        "/kind:",
-        "k8s-openapi always serializes a Pod's type meta; the API server fills in the same Pod",
-    ),
-];
 
 /// The corpus prints KubeVirt's random qemu timeout as this literal.
 const JITTER_LITERAL: &str = "QEMU_TIMEOUT_WITH_JITTER";
 
-/// Paths (JSON-pointer style) where `got` and `want` differ.
-fn diff(path: &str, got: &Value, want: &Value, out: &mut Vec<String>) {
-    match (got, want) {
-        (Value::Object(g), Value::Object(w)) => {
-            for (k, wv) in w {
-                let p = format!("{path}/{k}");
-                match g.get(k) {
-                    Some(gv) => diff(&p, gv, wv, out),
-                    None => out.push(format!("{p}: missing (want {wv})")),
-                }
-            }
-            for (k, gv) in g {
-                if !w.contains_key(k) {
-                    out.push(format!("{path}/{k}: unexpected {gv}"));
-                }
-            }
-        }
-        (Value::Array(g), Value::Array(w)) => {
-            for (i, wv) in w.iter().enumerate() {
-                let p = format!("{path}/{i}");
-                match g.get(i) {
-                    Some(gv) => diff(&p, gv, wv, out),
-                    None => out.push(format!("{p}: missing (want {wv})")),
-                }
-            }
-            for (i, gv) in g.iter().enumerate().skip(w.len()) {
-                out.push(format!("{path}/{i}: unexpected {gv}"));
-            }
-        }
-        _ if got == want => {}
-        _ => out.push(format!("{path}: got {got}, want {want}")),
-    }
-}
-
-/// Replaces the rendered `--qemu-timeout` value (which must be base + jitter) by the literal.
+/// Replaces the rendered `--qemu-timeout` value (which must be base + jitter) by the literal: the
+/// corpus's way of writing a random value, not a difference.
 fn normalize_jitter(pod: &mut Value, expected: &str) -> Result<(), String> {
     let Some(cmd) = pod
         .pointer_mut("/spec/containers/0/command")
@@ -84,6 +39,7 @@ fn launcher_pod_matches_kubevirt_for_every_oracle_case() {
         qemu_timeout_jitter_seconds: 37,
         ..PodInputs::default()
     };
+    let mut deliberate = Deliberate::load("oracle", &["pod"]);
     let mut matched = 0;
     let mut failures = Vec::new();
     for name in &cases {
@@ -106,25 +62,21 @@ fn launcher_pod_matches_kubevirt_for_every_oracle_case() {
             failures.push(format!("{name}: {e}"));
             continue;
         }
-        let mut diffs = Vec::new();
-        diff("", &got, &want, &mut diffs);
-        diffs.retain(|d| !INTENTIONAL.iter().any(|(p, _)| d.starts_with(p)));
+        // Every field that differs, checked against the deliberate differences.
+        let diffs = deliberate.unexpected(name, json_differences("pod", "", &want, &got));
         if diffs.is_empty() {
             matched += 1;
         } else {
-            failures.push(format!("{name}:\n  {}", diffs.join("\n  ")));
+            let lines: Vec<String> = diffs.iter().map(ToString::to_string).collect();
+            failures.push(format!("{name}:\n  {}", lines.join("\n  ")));
         }
     }
     println!(
         "launcher pods: {matched}/{} match field by field",
         cases.len()
     );
-    for (path, reason) in INTENTIONAL {
-        println!(
-            "  intentionally different: {} ({reason})",
-            path.trim_end_matches(':')
-        );
-    }
+    println!("{}", deliberate.summary());
     assert!(!cases.is_empty(), "no oracle case compared");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    deliberate.finish();
 }

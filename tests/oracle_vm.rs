@@ -5,7 +5,9 @@
 //! scenario's objects; the test then compares with KubeVirt's NAME.out.json: the writes
 //! (resource, subresource, name, in order; an update may be a patch), the created VMI and
 //! ControllerRevision, the VM status written, the objects as the server holds them afterwards,
-//! the events, the queue outcome and the error.
+//! the events, the queue outcome and the error. Every difference is checked against
+//! `tests/deliberate-differences.json`; a scenario matches when all of its differences are listed
+//! there.
 
 use kvrs_core::ClusterConfig;
 use kvrs_core::decide::meta::without_zero_values;
@@ -14,31 +16,19 @@ use kvrs_core::decide::store::ObjectStore;
 use kvrs_core::decide::vm::{MAX_DELAY_SECONDS, decide_vm, jitter_for_extra_seconds};
 use kvrs_core::decide::vmi::decide_vmi;
 use kvrs_core::decide::{Plan, Requeue, WriteOp};
+use kvrs_tests::deliberate::{align, json_differences, json_differences_opt};
+use kvrs_tests::{Deliberate, Difference};
 use serde_json::{Value, json};
 
-/// Differences kept on purpose: (case, what KubeVirt does, why kvrs differs).
-const DIFFERENCES: &[(&str, &str, &str)] = &[
-    (
-        "vm-no-firmware-uuid",
-        "after patching the firmware UUID into the VM, sends the whole VM again as an update",
-        "the patch already stored it; the second write changes nothing and is left out",
-    ),
-    (
-        "vm-halted-absent-start-request",
-        "ends with runStrategy Halted: the oracle's fake API server applies the status update to the \
-         whole object and reverts the spec update made earlier in the same reconcile",
-        "kvrs patches only /status; the spec keeps runStrategy Always, as on a real API server",
-    ),
-    (
-        "*",
-        "a created VMI carries Go's zero values status.runtimeUser=0 and guestOSInfo={}",
-        "kvrs leaves unset fields unset (same meaning to the API)",
-    ),
-    (
-        "*",
-        "deletes a VMI without preconditions",
-        "kvrs deletes only the VMI it decided about (UID precondition)",
-    ),
+/// The comparisons of each scenario, as `tests/deliberate-differences.json` names them.
+const COMPARISONS: &[&str] = &[
+    "vm-writes",
+    "vm-created",
+    "vm-status",
+    "vm-final",
+    "vm-events",
+    "vm-queue",
+    "vm-error",
 ];
 
 fn oracle_dir() -> std::path::PathBuf {
@@ -67,15 +57,10 @@ fn seed_store(s: &Scenario, raw: &Value) -> ObjectStore {
     st
 }
 
-/// Drops Go zero values, `runtimeUser: 0` and the listed summary-only pod fields.
+/// Go's `omitempty` view: `null`, `false`, `""`, `[]` and `{}` mean "not set" (a semantic
+/// normalization, the same for every scenario).
 fn norm(v: &Value) -> Value {
-    let mut v = without_zero_values(v);
-    if let Some(st) = v.get_mut("status").and_then(Value::as_object_mut)
-        && st.get("runtimeUser") == Some(&json!(0))
-    {
-        st.remove("runtimeUser");
-    }
-    v
+    without_zero_values(v)
 }
 
 fn meta_view(o: &Value) -> Value {
@@ -101,11 +86,6 @@ fn object_view(resource: &str, o: &Value) -> Value {
         return json!({"metadata": meta_view(o), "conditions": norm(&o.pointer("/status/conditions").cloned().unwrap_or(Value::Null))});
     }
     let mut status = norm(&o["status"]);
-    if let Some(m) = status.as_object_mut()
-        && m.get("runtimeUser") == Some(&json!(0))
-    {
-        m.remove("runtimeUser");
-    }
     if status == json!({}) {
         status = Value::Null;
     }
@@ -117,7 +97,44 @@ fn queue_json(q: Requeue, key: &str) -> Value {
 }
 
 struct Outcome {
-    diffs: Vec<String>,
+    diffs: Vec<Difference>,
+}
+
+/// One API write as compared: verb, resource, subresource, name, and a delete's UID precondition.
+#[derive(Debug)]
+struct Write {
+    verb: String,
+    resource: String,
+    subresource: String,
+    name: String,
+    precondition_uid: Option<String>,
+}
+
+impl Write {
+    /// The same write, where an update may be sent as a patch (kvrs patches where KubeVirt
+    /// updates): a semantic normalization, not tied to any scenario, so it stays code.
+    fn same(&self, other: &Write) -> bool {
+        let verb = |w: &Write| match w.verb.as_str() {
+            "update" => "patch".to_string(),
+            v => v.to_string(),
+        };
+        verb(self) == verb(other)
+            && (&self.resource, &self.subresource, &self.name)
+                == (&other.resource, &other.subresource, &other.name)
+    }
+
+    /// What `tests/deliberate-differences.json` calls it: `VERB RESOURCE[/SUBRESOURCE]`.
+    fn selector(&self) -> String {
+        match self.subresource.as_str() {
+            "" => format!("{} {}", self.verb, self.resource),
+            sub => format!("{} {}/{sub}", self.verb, self.resource),
+        }
+    }
+}
+
+fn uid_shown(uid: &Option<String>) -> String {
+    uid.as_ref()
+        .map_or_else(|| "absent".to_string(), |u| format!("{u:?}"))
 }
 
 fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
@@ -167,58 +184,67 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
         _ => plan.writes().count(),
     };
 
-    // Writes: resource, subresource, name, order; update may be patch.
-    let ours: Vec<(String, String, String, String)> = plan
+    // Writes: resource, subresource, name, in order (see `Write::same`). A write only one side
+    // sends differs at its selector; a delete's precondition at `SELECTOR /preconditions/uid`.
+    let ours: Vec<Write> = plan
         .writes()
         .take(sent)
-        .map(|w| {
-            let verb = match w.op.verb() {
-                "update" => "patch",
-                v => v,
-            };
-            (
-                verb.to_string(),
-                w.resource.clone(),
-                w.subresource.clone().unwrap_or_default(),
-                w.name.clone(),
-            )
+        .map(|w| Write {
+            verb: w.op.verb().to_string(),
+            resource: w.resource.clone(),
+            subresource: w.subresource.clone().unwrap_or_default(),
+            name: w.name.clone(),
+            precondition_uid: match &w.op {
+                WriteOp::Delete { precondition_uid } => precondition_uid.clone(),
+                _ => None,
+            },
         })
         .collect();
-    let mut theirs: Vec<(String, String, String, String)> = oracle["actions"]
+    let theirs: Vec<Write> = oracle["actions"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|a| a["verb"] != "get")
-        .map(|a| {
-            let verb = match a["verb"].as_str().unwrap() {
-                "update" => "patch",
-                v => v,
-            };
-            (
-                verb.to_string(),
-                a["resource"].as_str().unwrap().to_string(),
-                a["subresource"].as_str().unwrap_or_default().to_string(),
-                a["name"].as_str().unwrap_or_default().to_string(),
-            )
+        .map(|a| Write {
+            verb: a["verb"].as_str().unwrap().to_string(),
+            resource: a["resource"].as_str().unwrap().to_string(),
+            subresource: a["subresource"].as_str().unwrap_or_default().to_string(),
+            name: a["name"].as_str().unwrap_or_default().to_string(),
+            precondition_uid: a
+                .pointer("/DeleteOptions/preconditions/uid")
+                .and_then(Value::as_str)
+                .map(str::to_string),
         })
         .collect();
-    if name == "vm-no-firmware-uuid" {
-        // Listed difference: KubeVirt's redundant full update after the firmware patch.
-        if let Some(i) = theirs
-            .iter()
-            .position(|t| t.0 == "patch" && t.1 == "virtualmachines" && t.2.is_empty())
-            .map(|i| i + 1)
-            && theirs
-                .get(i)
-                .is_some_and(|t| t.1 == "virtualmachines" && t.2.is_empty())
-        {
-            theirs.remove(i);
+    for pair in align(&theirs, &ours, Write::same) {
+        let test = "vm-writes";
+        match (pair.0.map(|i| &theirs[i]), pair.1.map(|j| &ours[j])) {
+            (Some(t), Some(o)) if t.precondition_uid != o.precondition_uid => {
+                diffs.push(Difference::new(
+                    test,
+                    format!("{} /preconditions/uid", t.selector()),
+                    uid_shown(&t.precondition_uid),
+                    uid_shown(&o.precondition_uid),
+                ))
+            }
+            (Some(t), None) => {
+                diffs.push(Difference::new(
+                    test,
+                    t.selector(),
+                    format!("sends {} {}", t.selector(), t.name),
+                    "absent",
+                ));
+            }
+            (None, Some(o)) => {
+                diffs.push(Difference::new(
+                    test,
+                    o.selector(),
+                    "absent",
+                    format!("sends {} {}", o.selector(), o.name),
+                ));
+            }
+            _ => {}
         }
-    }
-    if ours != theirs {
-        diffs.push(format!(
-            "writes differ:\n  kubevirt {theirs:?}\n  kvrs     {ours:?}"
-        ));
     }
 
     // Created VMIs and ControllerRevisions: the object sent.
@@ -236,14 +262,15 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
             WriteOp::Create { object } if w.resource == res => Some(object.clone()),
             _ => None,
         });
+        let path = format!("/{res}");
         match mine {
-            Some(m) if norm(&m) == norm(&a["object"]) => {}
-            Some(m) => diffs.push(format!(
-                "created {res} differs:\n  kubevirt {}\n  kvrs     {}",
-                norm(&a["object"]),
-                norm(&m)
+            Some(m) => diffs.extend(json_differences(
+                "vm-created",
+                &path,
+                &norm(&a["object"]),
+                &norm(&m),
             )),
-            None => diffs.push(format!("kvrs did not create {res}")),
+            None => diffs.push(Difference::new("vm-created", path, "creates it", "absent")),
         }
     }
 
@@ -251,11 +278,12 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
     if oracle.get("statusUpdated") == Some(&json!(true)) || status.is_some() {
         let theirs = oracle.get("vmStatus").map(norm);
         let mine = status.as_ref().map(norm);
-        if theirs != mine {
-            diffs.push(format!(
-                "vmStatus differs:\n  kubevirt {theirs:?}\n  kvrs     {mine:?}"
-            ));
-        }
+        diffs.extend(json_differences_opt(
+            "vm-status",
+            "",
+            theirs.as_ref(),
+            mine.as_ref(),
+        ));
     }
 
     // The objects as the server holds them afterwards.
@@ -281,21 +309,16 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
         let Some(subject) = subject else { continue };
         let (ns, n) = ns_name(subject);
         let mine = store.get(res, &ns, &n);
-        let (mut t, m) = (
+        let (t, m) = (
             theirs.map(|o| object_view(res, o)),
             mine.map(|o| object_view(res, o)),
         );
-        if name == "vm-halted-absent-start-request"
-            && let Some(t) = t.as_mut()
-        {
-            // Listed difference: the oracle's fake server let the full status update revert the spec.
-            t["spec"]["runStrategy"] = json!("Always");
-        }
-        if t != m {
-            diffs.push(format!(
-                "final {k} differs:\n  kubevirt {t:?}\n  kvrs     {m:?}"
-            ));
-        }
+        diffs.extend(json_differences_opt(
+            "vm-final",
+            &format!("/{k}"),
+            t.as_ref(),
+            m.as_ref(),
+        ));
     }
     let their_pods: Vec<Value> = fin
         .get("pods")
@@ -305,31 +328,29 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
         .map(|p| object_view("pods", p))
         .collect();
     let my_pods: Vec<Value> = store.list("pods").map(|p| object_view("pods", p)).collect();
-    if their_pods != my_pods {
-        diffs.push(format!(
-            "final pods differ:\n  kubevirt {their_pods:?}\n  kvrs     {my_pods:?}"
-        ));
-    }
+    diffs.extend(json_differences(
+        "vm-final",
+        "/pods",
+        &Value::Array(their_pods),
+        &Value::Array(my_pods),
+    ));
 
     // Events, queue, error.
     let my_events: Vec<Value> = plan.events.iter().map(|e| e.to_json()).collect();
-    if Value::Array(my_events.clone()) != oracle["events"] {
-        diffs.push(format!(
-            "events differ:\n  kubevirt {}\n  kvrs     {:?}",
-            oracle["events"], my_events
-        ));
-    }
+    diffs.extend(json_differences(
+        "vm-events",
+        "",
+        &oracle["events"],
+        &Value::Array(my_events),
+    ));
     let q = queue_json(queue, &key);
-    if q != oracle["queue"] {
-        diffs.push(format!(
-            "queue differs: kubevirt {} kvrs {q}",
-            oracle["queue"]
-        ));
-    }
+    diffs.extend(json_differences("vm-queue", "", &oracle["queue"], &q));
     if error.as_deref() != oracle.get("error").and_then(Value::as_str) {
-        diffs.push(format!(
-            "error differs: kubevirt {:?} kvrs {error:?}",
-            oracle.get("error")
+        diffs.push(Difference::new(
+            "vm-error",
+            "",
+            format!("{:?}", oracle.get("error")),
+            format!("{error:?}"),
         ));
     }
     Outcome { diffs }
@@ -340,11 +361,14 @@ fn oracle_vm_scenarios_match_kubevirt() {
     let dir = oracle_dir();
     let cases = kvrs_tests::cases_with(&dir, "out.json");
     assert!(!cases.is_empty(), "no scenarios in {}", dir.display());
+    let mut deliberate = Deliberate::load("oracle-vm", COMPARISONS);
     let mut failed = Vec::new();
     for c in &cases {
         let o = compare_case(&dir, c);
-        if !o.diffs.is_empty() {
-            failed.push(format!("--- {c}\n{}", o.diffs.join("\n")));
+        let diffs = deliberate.unexpected(c, o.diffs);
+        if !diffs.is_empty() {
+            let lines: Vec<String> = diffs.iter().map(|d| format!("  {d}")).collect();
+            failed.push(format!("--- {c}\n{}", lines.join("\n")));
         }
     }
     println!(
@@ -352,10 +376,7 @@ fn oracle_vm_scenarios_match_kubevirt() {
         cases.len() - failed.len(),
         cases.len()
     );
-    println!("differences kept on purpose:");
-    for (case, kv, why) in DIFFERENCES {
-        println!("  {case}: KubeVirt {kv}; {why}");
-    }
+    println!("{}", deliberate.summary());
     assert!(
         failed.is_empty(),
         "{}/{} scenarios differ:\n{}",
@@ -363,4 +384,5 @@ fn oracle_vm_scenarios_match_kubevirt() {
         cases.len(),
         failed.join("\n")
     );
+    deliberate.finish();
 }

@@ -1,4 +1,8 @@
 //! Shared helpers for kvrs's cross-crate tests: where the oracle corpus lives and how to read it
-//! (one locator for every test: [`kvrs_corpus`]).
+//! (one locator for every test: [`kvrs_corpus`]), and the differences from KubeVirt kept on
+//! purpose ([`deliberate`]).
 
+pub mod deliberate;
+
+pub use deliberate::{Deliberate, Difference};
 pub use kvrs_corpus::{cases_with, read_json, shared_dir};
