@@ -279,7 +279,7 @@ fn controller_role_grants_what_virt_controller_uses() {
     );
     assert_eq!(
         g[&gr("kubevirt.io", "virtualmachines/status")],
-        verbs(&["patch", "update"])
+        verbs(&["patch"])
     );
     assert_eq!(
         g[&gr("kubevirt.io", "virtualmachineinstances")],
@@ -289,6 +289,7 @@ fn controller_role_grants_what_virt_controller_uses() {
         g[&gr("", "pods")],
         verbs(&["get", "list", "watch", "create", "patch", "delete"])
     );
+    assert_eq!(g[&gr("", "pods/status")], verbs(&["patch"]));
     assert_eq!(
         g[&gr("apps", "controllerrevisions")],
         verbs(&["get", "list", "watch", "create", "delete"])

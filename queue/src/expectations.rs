@@ -80,10 +80,10 @@ impl<K: Eq + Hash + Clone + Debug, U: Eq + Hash + Clone + Debug> Expectations<K,
     /// Expects the deletion of exactly these controllees, replacing earlier expectations.
     pub fn expect_deletions(&mut self, key: K, uids: impl IntoIterator<Item = U>, now: Instant) {
         let deleting: HashSet<U> = uids.into_iter().collect();
-        if let Some(old) = self.records.get(&key) {
-            if !old.deleting.is_empty() {
-                tracing::warn!(?key, awaited = ?old.deleting, "replacing deletion expectations still awaited");
-            }
+        if let Some(old) = self.records.get(&key)
+            && !old.deleting.is_empty()
+        {
+            tracing::warn!(?key, awaited = ?old.deleting, "replacing deletion expectations still awaited");
         }
         let n = i64::try_from(deleting.len()).unwrap_or(i64::MAX);
         self.set(key, 0, n, deleting, now);
@@ -122,10 +122,10 @@ impl<K: Eq + Hash + Clone + Debug, U: Eq + Hash + Clone + Debug> Expectations<K,
     /// The deletion of `uid` was seen. Counts once per awaited identity: a second sighting of the
     /// same deletion, or a deletion nobody waited for, changes nothing.
     pub fn deletion_observed(&mut self, key: &K, uid: &U) {
-        if let Some(p) = self.records.get_mut(key) {
-            if p.deleting.remove(uid) {
-                p.deletions = p.deletions.saturating_sub(1);
-            }
+        if let Some(p) = self.records.get_mut(key)
+            && p.deleting.remove(uid)
+        {
+            p.deletions = p.deletions.saturating_sub(1);
         }
     }
 

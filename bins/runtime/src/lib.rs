@@ -21,6 +21,8 @@ mod effects;
 mod executor;
 mod expectations;
 mod handler;
+#[cfg(feature = "kube")]
+pub mod kube;
 mod observer;
 mod queue;
 pub mod ready;

@@ -32,6 +32,17 @@ pub fn find_json<'a>(objs: &'a [Value], ns: &str, name: &str) -> Option<&'a Valu
     })
 }
 
+/// The object named `name` in namespace `ns` among cached typed objects of one kind.
+pub fn find<'a, T>(objs: &'a [T], ns: &str, name: &str) -> Option<&'a T>
+where
+    T: k8s_openapi::Metadata<Ty = ObjectMeta>,
+{
+    objs.iter().find(|o| {
+        let m = o.metadata();
+        m.name.as_deref() == Some(name) && namespace(m) == ns
+    })
+}
+
 /// The condition of type `t` in `status.conditions` of an object held as JSON (pod, VMI,
 /// DataVolume: they all list conditions the same way).
 pub fn json_condition<'a>(obj: &'a Value, t: &str) -> Option<&'a Value> {

@@ -5,6 +5,8 @@
 //! without a namespace live in `default`. Only pods labelled `kubevirt.io` are in the VMI
 //! controller's pod cache, as in production.
 
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -57,23 +59,23 @@ pub struct Scenario {
     pub vmi: Option<VirtualMachineInstance>,
     /// Other VMs in the cache.
     #[serde(default)]
-    pub vms: Vec<Value>,
+    pub vms: Vec<VirtualMachine>,
     /// Other VMIs in the cache.
     #[serde(default)]
     pub vmis: Vec<Value>,
     /// Pods (only those labelled `kubevirt.io` are visible to the VMI controller).
     #[serde(default)]
-    pub pods: Vec<Value>,
+    pub pods: Vec<Pod>,
     /// ControllerRevisions.
     #[serde(default)]
-    pub controller_revisions: Vec<Value>,
-    /// DataVolumes.
+    pub controller_revisions: Vec<ControllerRevision>,
+    /// DataVolumes, as JSON (CDI's DataVolume has no Rust type here).
     #[serde(default)]
     pub data_volumes: Vec<Value>,
     /// PersistentVolumeClaims.
     #[serde(default)]
-    pub pvcs: Vec<Value>,
-    /// VirtualMachineInstanceMigrations.
+    pub pvcs: Vec<PersistentVolumeClaim>,
+    /// VirtualMachineInstanceMigrations, as JSON (no Rust type here).
     #[serde(default)]
     pub migrations: Vec<Value>,
     /// Nodes.
@@ -212,7 +214,7 @@ impl Scenario {
             pods: self
                 .pods
                 .iter()
-                .filter(|p| p.pointer("/metadata/labels/kubevirt.io").is_some())
+                .filter(|p| meta::label(&p.metadata, "kubevirt.io").is_some())
                 .collect(),
             vms: &self.vms,
             vm: self.vm.as_ref(),
@@ -225,24 +227,72 @@ impl Scenario {
 }
 
 fn serde_path_to_error_lite(v: Value) -> Result<Scenario, ScenarioError> {
-    // Check the top-level objects one by one so the error names the field that failed.
+    // Check the typed objects one by one so the error names the one that failed.
     if let Value::Object(m) = &v {
         for k in ["vm", "vmi"] {
             if let Some(obj) = m.get(k).filter(|o| !o.is_null()) {
                 let r = if k == "vm" {
-                    serde_json::from_value::<VirtualMachine>(obj.clone()).map(|_| ())
+                    VirtualMachine::deserialize(obj).map(|_| ())
                 } else {
-                    serde_json::from_value::<VirtualMachineInstance>(obj.clone()).map(|_| ())
+                    VirtualMachineInstance::deserialize(obj).map(|_| ())
                 };
-                r.map_err(|e| ScenarioError::Shape {
-                    path: k.into(),
-                    reason: e.to_string(),
-                })?;
+                r.map_err(|e| shape(k.into(), e))?;
             }
         }
+        check_list::<VirtualMachine>(m, "vms")?;
+        check_list::<Pod>(m, "pods")?;
+        check_list::<ControllerRevision>(m, "controllerRevisions")?;
+        check_list::<PersistentVolumeClaim>(m, "pvcs")?;
     }
-    serde_json::from_value(v).map_err(|e| ScenarioError::Shape {
-        path: "$".into(),
+    serde_json::from_value(v).map_err(|e| shape("$".into(), e))
+}
+
+/// Parses each entry of the list `k` (when it is one) as a `T`, naming the first that fails.
+fn check_list<T: for<'de> Deserialize<'de>>(
+    m: &serde_json::Map<String, Value>,
+    k: &str,
+) -> Result<(), ScenarioError> {
+    let Some(items) = m.get(k).and_then(Value::as_array) else {
+        return Ok(());
+    };
+    for (i, obj) in items.iter().enumerate() {
+        T::deserialize(obj).map_err(|e| shape(format!("{k}[{i}]"), e))?;
+    }
+    Ok(())
+}
+
+fn shape(path: String, e: serde_json::Error) -> ScenarioError {
+    ScenarioError::Shape {
+        path,
         reason: e.to_string(),
-    })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_cache_object_that_does_not_parse_is_named() {
+        let v = json!({"vmi": {"metadata": {"name": "a"}, "spec": {"domain": {"devices": {}}}},
+                       "pods": [{"metadata": {"name": "ok"}}, {"metadata": {"labels": 5}}]});
+        match Scenario::from_value(v) {
+            Err(ScenarioError::Shape { path, .. }) => assert_eq!(path, "pods[1]"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_kubevirt_pods_are_in_the_vmi_world() {
+        let v = json!({"vmi": {"metadata": {"name": "a"}, "spec": {"domain": {"devices": {}}}},
+                       "pods": [{"metadata": {"name": "p1", "labels": {"kubevirt.io": "virt-launcher"}}},
+                                {"metadata": {"name": "p2"}}]});
+        let s = Scenario::from_value(v).unwrap();
+        let config = s.config();
+        let w = s.vmi_world(&config).unwrap();
+        let names: Vec<_> = w.pods.iter().map(|p| meta::name(&p.metadata)).collect();
+        assert_eq!(names, ["p1"]);
+    }
 }

@@ -1,10 +1,12 @@
 //! An informer cache: what one controller process believes the cluster looks like, fed by watch
 //! events that arrive late or not at all, and rebuilt from a full list after a relist or restart.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use serde_json::Value;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod;
+use serde::Deserialize;
 
 use super::store::{Obj, WatchEvent, res};
 
@@ -15,8 +17,11 @@ pub const CREATED_BY_LABEL: &str = "kubevirt.io/created-by";
 #[derive(Debug, Default)]
 pub struct Cache {
     objects: HashMap<&'static str, BTreeMap<String, Arc<Obj>>>,
-    /// Pod keys by the VMI UID they belong to.
-    pods_by_vmi: HashMap<String, BTreeSet<String>>,
+    /// Launcher pods by the VMI UID they belong to, then by key, parsed once as they enter the
+    /// cache: the VMI decision reads them typed on every sync of the VMI.
+    pods_by_vmi: HashMap<String, BTreeMap<String, Pod>>,
+    /// ControllerRevisions by key, parsed once as they enter the cache.
+    revisions: BTreeMap<String, ControllerRevision>,
 }
 
 fn pod_owner(obj: &Obj) -> Option<String> {
@@ -26,6 +31,12 @@ fn pod_owner(obj: &Obj) -> Option<String> {
         .get(CREATED_BY_LABEL)?
         .as_str()
         .map(str::to_string)
+}
+
+/// The typed view of a cached JSON object (`None` for one that does not parse, which the
+/// typed readers then do not see, as an informer drops what it cannot decode).
+fn parse<T: for<'de> Deserialize<'de>>(obj: &Obj) -> Option<T> {
+    T::deserialize(obj.json()?).ok()
 }
 
 impl Cache {
@@ -58,13 +69,23 @@ impl Cache {
             .map(|(_, v)| v)
     }
 
+    /// Cached ControllerRevisions whose key starts with `prefix`.
+    pub fn revisions_with_prefix<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> impl Iterator<Item = &'a ControllerRevision> + 'a {
+        self.revisions
+            .range(prefix.to_string()..)
+            .take_while(move |(k, _)| k.starts_with(prefix))
+            .map(|(_, v)| v)
+    }
+
     /// Pods of a VMI UID.
-    pub fn pods_of(&self, vmi_uid: &str) -> Vec<&Value> {
+    pub fn pods_of(&self, vmi_uid: &str) -> Vec<&Pod> {
         self.pods_by_vmi
             .get(vmi_uid)
             .into_iter()
-            .flatten()
-            .filter_map(|k| self.get(res::PODS, k)?.json())
+            .flat_map(BTreeMap::values)
             .collect()
     }
 
@@ -76,35 +97,32 @@ impl Cache {
     /// Sets or removes one object.
     pub fn set(&mut self, resource: &'static str, key: &str, obj: Option<Arc<Obj>>) {
         let map = self.objects.entry(resource).or_default();
-        let old = match obj {
-            Some(o) => {
-                if resource == res::PODS {
-                    if let Some(owner) = pod_owner(&o) {
-                        self.pods_by_vmi
-                            .entry(owner)
-                            .or_default()
-                            .insert(key.to_string());
-                    }
-                }
-                map.insert(key.to_string(), o)
-            }
+        let old = match &obj {
+            Some(o) => map.insert(key.to_string(), o.clone()),
             None => map.remove(key),
         };
-        if let (Some(old), true) = (old, resource == res::PODS) {
-            let still = self
-                .objects
-                .get(resource)
-                .is_some_and(|m| m.contains_key(key));
-            if !still {
-                if let Some(owner) = pod_owner(&old) {
-                    if let Some(set) = self.pods_by_vmi.get_mut(&owner) {
-                        set.remove(key);
-                        if set.is_empty() {
-                            self.pods_by_vmi.remove(&owner);
-                        }
-                    }
+        if resource == res::PODS {
+            if let Some(owner) = old.as_deref().and_then(pod_owner)
+                && let Some(pods) = self.pods_by_vmi.get_mut(&owner)
+            {
+                pods.remove(key);
+                if pods.is_empty() {
+                    self.pods_by_vmi.remove(&owner);
                 }
             }
+            if let Some(o) = obj.as_deref()
+                && let (Some(owner), Some(pod)) = (pod_owner(o), parse::<Pod>(o))
+            {
+                self.pods_by_vmi
+                    .entry(owner)
+                    .or_default()
+                    .insert(key.to_string(), pod);
+            }
+        } else if resource == res::REVISIONS {
+            match obj.as_deref().and_then(parse::<ControllerRevision>) {
+                Some(cr) => self.revisions.insert(key.to_string(), cr),
+                None => self.revisions.remove(key),
+            };
         }
     }
 
@@ -112,5 +130,41 @@ impl Cache {
     pub fn clear(&mut self) {
         self.objects.clear();
         self.pods_by_vmi.clear();
+        self.revisions.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod(owner: &str, phase: &str) -> Option<Arc<Obj>> {
+        Some(Arc::new(Obj::Other(json!({
+            "metadata": {"name": "p", "namespace": "default", "labels": {CREATED_BY_LABEL: owner}},
+            "status": {"phase": phase},
+        }))))
+    }
+
+    /// The typed pods follow every change of the JSON ones: updates, a new owner, removal.
+    #[test]
+    fn typed_pods_follow_the_cache() {
+        let mut c = Cache::default();
+        c.set(res::PODS, "default/p", pod("a", "Pending"));
+        c.set(res::PODS, "default/p", pod("a", "Running"));
+        let phases = |c: &Cache, uid: &str| -> Vec<String> {
+            c.pods_of(uid)
+                .iter()
+                .filter_map(|p| p.status.as_ref()?.phase.clone())
+                .collect()
+        };
+        assert_eq!(phases(&c, "a"), ["Running"]);
+        c.set(res::PODS, "default/p", pod("b", "Running"));
+        assert!(phases(&c, "a").is_empty());
+        assert_eq!(phases(&c, "b"), ["Running"]);
+        c.set(res::PODS, "default/p", None);
+        assert!(c.pods_of("b").is_empty());
+        assert!(c.pods_by_vmi.is_empty());
     }
 }

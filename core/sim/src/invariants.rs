@@ -104,10 +104,10 @@ impl Sim {
                 }
             }
             (Some(old), None) => {
-                if let Some(owner) = owner_uid(old) {
-                    if let Some(set) = self.tracker.vmis_of_vm.get_mut(&owner) {
-                        set.remove(&ev.key);
-                    }
+                if let Some(owner) = owner_uid(old)
+                    && let Some(set) = self.tracker.vmis_of_vm.get_mut(&owner)
+                {
+                    set.remove(&ev.key);
                 }
             }
             _ => {}

@@ -197,10 +197,11 @@ impl Sim {
             return;
         };
         let uid = pod_vmi_uid(&pod);
-        if let Some(l) = self.nodes[node].launchers.get_mut(&uid) {
-            if l.pod_key == key && !l.exited {
-                l.started = true;
-            }
+        if let Some(l) = self.nodes[node].launchers.get_mut(&uid)
+            && l.pod_key == key
+            && !l.exited
+        {
+            l.started = true;
         }
         let now = format_rfc3339(self.now_unix());
         self.api.third_party_edit(res::PODS, key, |p| {

@@ -482,10 +482,10 @@ impl Sim {
         // Ascending node order, as a scan of every node would produce (the RNG draws per target
         // depend on that order).
         let mut out: Vec<usize> = holders.to_vec();
-        if let Some(i) = labelled {
-            if let Err(pos) = out.binary_search(&i) {
-                out.insert(pos, i);
-            }
+        if let Some(i) = labelled
+            && let Err(pos) = out.binary_search(&i)
+        {
+            out.insert(pos, i);
         }
         debug_assert!(out.iter().all(|&i| i < self.handlers.len()));
         out.into_iter().map(Proc::Handler).collect()

@@ -339,16 +339,14 @@ impl ApiServer {
         if let Some(prefix) = value
             .pointer("/metadata/generateName")
             .and_then(Value::as_str)
-        {
-            if value
+            && value
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)
                 .is_none_or(str::is_empty)
-            {
-                self.names += 1;
-                let name = format!("{prefix}{:05x}", self.names);
-                value["metadata"]["name"] = json!(name);
-            }
+        {
+            self.names += 1;
+            let name = format!("{prefix}{:05x}", self.names);
+            value["metadata"]["name"] = json!(name);
         }
         if value.pointer("/metadata/namespace").is_none() {
             value["metadata"]["namespace"] = json!("default");

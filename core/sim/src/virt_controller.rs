@@ -252,11 +252,11 @@ impl Sim {
             .clone()
             .unwrap_or_else(|| "default".into());
         let prefix = format!("{ns}/revision-start-vm-{uid}");
-        let revisions: Vec<Value> = self
+        let revisions: Vec<_> = self
             .ctrl
             .cache
-            .with_prefix(res::REVISIONS, &prefix)
-            .filter_map(|o| o.json().cloned())
+            .revisions_with_prefix(&prefix)
+            .cloned()
             .collect();
         let expectations = self.ctrl.vm_expectations.pending(key, self.now);
         let world = VmWorld {

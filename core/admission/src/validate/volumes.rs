@@ -313,7 +313,7 @@ fn check_cloud_init(path: &str, v: &Volume, causes: &mut Causes) {
 /// Decoded length of standard (padded) base64, or `None` when it is not valid base64.
 fn base64_decoded_len(s: &str) -> Option<usize> {
     let bytes = s.as_bytes();
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return None;
     }
     let pad = bytes.iter().rev().take_while(|b| **b == b'=').count();

@@ -45,21 +45,20 @@ pub(super) fn execute(w: &HandlerWorld<'_>, cx: &mut Ctx) -> SyncResult {
     if !exists && !cached_uid.is_empty() {
         vmi.metadata.uid = Some(cached_uid.to_string());
     }
-    if view::uid(&vmi).is_empty() {
-        if let Some(ghost) = w
+    if view::uid(&vmi).is_empty()
+        && let Some(ghost) = w
             .facts
             .ghost_record_uid
             .as_deref()
             .filter(|u| !u.is_empty())
-        {
-            vmi.metadata.uid = Some(ghost.to_string());
-        }
+    {
+        vmi.metadata.uid = Some(ghost.to_string());
     }
 
-    if let (true, Some(d)) = (exists, domain) {
-        if d.uid() != view::uid(&vmi) {
-            return stale_domain(w, cx, d);
-        }
+    if let (true, Some(d)) = (exists, domain)
+        && d.uid() != view::uid(&vmi)
+    {
+        return stale_domain(w, cx, d);
     }
 
     if domain.is_some_and(Domain::migrated) {
@@ -179,10 +178,10 @@ fn sync(
         Ok(())
     };
 
-    if let Err(e) = &sync_err {
-        if !is_final {
-            cx.event("Warning", "SyncFailed", e.clone());
-        }
+    if let Err(e) = &sync_err
+        && !is_final
+    {
+        cx.event("Warning", "SyncFailed", e.clone());
     }
 
     if exists {

@@ -71,10 +71,10 @@ pub(super) fn update(
 /// Errors that make the VMI fail for good, and the `Synchronized` condition for any error.
 fn handle_sync_error(w: &HandlerWorld<'_>, vmi: &mut VirtualMachineInstance, err: Option<&str>) {
     let status = vmi.status.get_or_insert_with(Default::default);
-    if let Some(e) = err {
-        if e == IRRECOVERABLE_POST_COPY || e.starts_with(SECURE_BOOT_PREFIX) {
-            status.phase = Some(phases::FAILED.into());
-        }
+    if let Some(e) = err
+        && (e == IRRECOVERABLE_POST_COPY || e.starts_with(SECURE_BOOT_PREFIX))
+    {
+        status.phase = Some(phases::FAILED.into());
     }
     conditions::check_failure(
         status,
@@ -104,13 +104,13 @@ fn from_domain(w: &HandlerWorld<'_>, vmi: &mut VirtualMachineInstance, domain: O
             let m = status.machine.get_or_insert_with(Machine::default);
             m.r#type = Some(d.spec.os.r#type.machine.clone());
         }
-        if let Some(mem) = &d.spec.current_memory {
-            if let Some(q) = libvirt_quantity(mem.value, &mem.unit) {
-                status
-                    .memory
-                    .get_or_insert_with(MemoryStatus::default)
-                    .guest_current = Some(q);
-            }
+        if let Some(mem) = &d.spec.current_memory
+            && let Some(q) = libvirt_quantity(mem.value, &mem.unit)
+        {
+            status
+                .memory
+                .get_or_insert_with(MemoryStatus::default)
+                .guest_current = Some(q);
         }
     }
     netstat::update(w, vmi, domain);

@@ -22,6 +22,8 @@ pub use backoff::{
 pub use run_strategy::{RunStrategy, RunStrategyError};
 pub use start::revision_name;
 
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use serde_json::Value;
 
 use super::meta;
@@ -65,12 +67,13 @@ pub struct VmWorld<'a> {
     pub vm: &'a VirtualMachine,
     /// The VMI with the VM's name, if the cache holds one (ownership is checked here).
     pub vmi: Option<&'a VirtualMachineInstance>,
-    /// ControllerRevisions of the namespace, as JSON objects.
-    pub revisions: &'a [Value],
-    /// DataVolumes of the namespace, as JSON objects.
+    /// ControllerRevisions of the namespace (only this VM's start revisions are read).
+    pub revisions: &'a [ControllerRevision],
+    /// DataVolumes of the namespace, as JSON objects: CDI's DataVolume has no Rust type here,
+    /// and the decision reads only its phase and conditions.
     pub data_volumes: &'a [Value],
-    /// PersistentVolumeClaims of the namespace, as JSON objects.
-    pub pvcs: &'a [Value],
+    /// PersistentVolumeClaims of the namespace.
+    pub pvcs: &'a [PersistentVolumeClaim],
     /// Outstanding expectations of this VM's key.
     pub expectations: PendingExpectations,
     /// Seconds since the epoch.

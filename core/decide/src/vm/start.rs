@@ -2,7 +2,8 @@
 //! [`kvrs_admission::template::vmi_to_start`], plus the controller's bookkeeping metadata), the
 //! ControllerRevision recording the spec it was started from, and the deletion that stops it.
 
-use serde_json::{Value, json};
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use serde_json::json;
 
 use super::{
     CREATE_MIGRATION_TARGET_ANNOTATION, Reconcile, SyncError, VM_CONTROLLER_FINALIZER,
@@ -22,44 +23,55 @@ fn revision_prefix(vm_uid: &str) -> String {
 }
 
 /// Revisions in the world owned by this VM and named after its start revisions.
-fn own_revisions<'a>(r: &'a Reconcile<'_, '_>) -> impl Iterator<Item = &'a Value> + 'a {
+fn own_revisions<'a>(
+    r: &'a Reconcile<'_, '_>,
+) -> impl Iterator<Item = &'a ControllerRevision> + 'a {
     let uid = meta::uid(&r.vm.metadata).to_string();
     let prefix = revision_prefix(&uid);
     r.w.revisions.iter().filter(move |cr| {
         let owned = cr
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-            .into_iter()
+            .metadata
+            .owner_references
+            .iter()
             .flatten()
-            .any(|o| o["kind"] == "VirtualMachine" && o["uid"] == uid.as_str());
+            .any(|o| o.kind == "VirtualMachine" && o.uid == uid);
         let named = cr
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
+            .metadata
+            .name
+            .as_deref()
             .is_some_and(|n| n.contains(&prefix));
         owned && named
     })
 }
 
-fn revision_by_name<'a>(r: &'a Reconcile<'_, '_>, name: &str) -> Option<&'a Value> {
+fn revision_by_name<'a>(r: &'a Reconcile<'_, '_>, name: &str) -> Option<&'a ControllerRevision> {
     if name.is_empty() {
         return None;
     }
-    meta::find_json(r.w.revisions, &r.ns(), name)
+    meta::find(r.w.revisions, &r.ns(), name)
 }
 
-fn revision_spec(cr: &Value) -> Option<VirtualMachineSpec> {
+fn revision_spec(cr: &ControllerRevision) -> Option<VirtualMachineSpec> {
     // Deserialized from the borrowed JSON: no copy of the stored spec first.
-    serde::Deserialize::deserialize(cr.pointer("/data/spec")?).ok()
+    serde::Deserialize::deserialize(cr.data.as_ref()?.0.get("spec")?).ok()
+}
+
+/// The generation a start revision was recorded at, from its name
+/// (`revision-start-vm-<UID>-<generation>`).
+fn generation_of(cr: &ControllerRevision) -> Option<i64> {
+    cr.metadata
+        .name
+        .as_deref()?
+        .rsplit('-')
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// The VM spec of the newest start revision of this VM (what the running VMI was started from).
 pub(super) fn last_revision_spec(r: &Reconcile<'_, '_>) -> Option<VirtualMachineSpec> {
     own_revisions(r)
-        .filter_map(|cr| {
-            let name = cr.pointer("/metadata/name")?.as_str()?;
-            let generation: i64 = name.rsplit('-').next()?.parse().ok()?;
-            Some((generation, cr))
-        })
+        .filter_map(|cr| Some((generation_of(cr)?, cr)))
         .max_by_key(|(g, _)| *g)
         .and_then(|(_, cr)| revision_spec(cr))
 }
@@ -74,13 +86,7 @@ pub(super) fn revision_generation(
         .as_ref()?
         .virtual_machine_revision_name
         .as_deref()?;
-    let cr = revision_by_name(r, name)?;
-    cr.pointer("/metadata/name")?
-        .as_str()?
-        .rsplit('-')
-        .next()?
-        .parse()
-        .ok()
+    generation_of(revision_by_name(r, name)?)
 }
 
 /// Writes the VM generation onto the VMI's annotation and records it in the working copy.
@@ -147,9 +153,9 @@ fn create_revision(r: &mut Reconcile<'_, '_>) -> String {
     let mut exists = false;
     let mut stale = Vec::new();
     for cr in own_revisions(r) {
-        if cr["revision"].as_i64() == Some(generation) {
+        if cr.revision == generation {
             exists = true;
-        } else if let Some(n) = cr.pointer("/metadata/name").and_then(Value::as_str) {
+        } else if let Some(n) = cr.metadata.name.as_deref() {
             stale.push(n.to_string());
         }
     }
@@ -207,6 +213,22 @@ pub(super) fn start_vmi(r: &mut Reconcile<'_, '_>) -> Option<SyncError> {
             ));
         }
     };
+    // In KubeVirt, virt-api's validating webhook refuses such a VMI at create and the VM
+    // controller reports the refusal. kvrs runs where no webhook stands in front of the API
+    // server (its own clusters, `kvrs run`), so the controller checks the VMI exactly as the
+    // webhook would before creating it, and reports the refusal the same way.
+    if let Err(e) = kvrs_admission::admit(vmi.clone(), r.w.config) {
+        let ev = Event::warning(
+            r.vm_ref(),
+            run_strategy::FAILED_CREATE,
+            format!("Error creating virtual machine instance: {e}"),
+        );
+        r.plan.events.push(ev);
+        return Some(SyncError::new(
+            run_strategy::FAILED_CREATE,
+            format!("Failure while starting VMI: {e}"),
+        ));
+    }
     let revision = create_revision(r);
     vmi.status = Some(VirtualMachineInstanceStatus {
         virtual_machine_revision_name: Some(revision),

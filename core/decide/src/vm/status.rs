@@ -41,10 +41,10 @@ pub(super) fn update_status(
         st.run_strategy = Some(rs.as_str().into());
     }
 
-    if trim_first_request_needed(&st, vmi.as_ref()) {
-        if let Some(reqs) = st.state_change_requests.as_mut() {
-            reqs.remove(0);
-        }
+    if trim_first_request_needed(&st, vmi.as_ref())
+        && let Some(reqs) = st.state_change_requests.as_mut()
+    {
+        reqs.remove(0);
     }
 
     sync_start_failure(r, &mut st, vmi.as_ref());
@@ -320,8 +320,8 @@ fn unbound_pvc(r: &Reconcile<'_, '_>, volumes: &[crate::api::Volume]) -> bool {
                 .or_else(|| v.data_volume.as_ref().map(|d| d.name.clone()))
         })
         .any(|claim| {
-            meta::find_json(r.w.pvcs, &r.ns(), &claim).is_some_and(|pvc| {
-                pvc.pointer("/status/phase").and_then(Value::as_str) != Some("Bound")
+            meta::find(r.w.pvcs, &r.ns(), &claim).is_some_and(|pvc| {
+                pvc.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Bound")
             })
         })
 }

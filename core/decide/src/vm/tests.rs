@@ -1,6 +1,7 @@
 //! Scenario tables for the VM decision: every run strategy against every VMI state, the
 //! lifecycle from Stopped to Running and back, and the double-create guard.
 
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use serde_json::{Value, json};
 
 use super::{PendingExpectations, VmWorld, decide_vm};
@@ -338,6 +339,33 @@ fn missing_finalizer_and_firmware_uuid_are_added() {
     );
 }
 
+/// Revisions the cache may hold in odd shapes (no data, no name, someone else's) are skipped
+/// rather than trusted or panicked on.
+#[test]
+fn odd_revisions_are_ignored() {
+    let cfg = ClusterConfig::default();
+    let v = vm(Some("Always"), None, json!({}));
+    let mut i = vmi("Running", true);
+    i.status.as_mut().unwrap().virtual_machine_revision_name =
+        Some("revision-start-vm-vm-uid-1".into());
+    let owner = json!([{"kind": "VirtualMachine", "uid": "vm-uid", "name": "vm1",
+                        "apiVersion": "kubevirt.io/v1", "controller": true}]);
+    let revs: Vec<ControllerRevision> = [
+        json!({}),
+        json!({"metadata": {"name": "revision-start-vm-vm-uid-1", "ownerReferences": owner}}),
+        json!({"metadata": {"name": "revision-start-vm-vm-uid-2", "ownerReferences": owner},
+               "data": {"spec": 7}}),
+    ]
+    .into_iter()
+    .map(|r| serde_json::from_value(r).unwrap())
+    .collect();
+    let mut w = world(&v, Some(&i), &cfg);
+    w.revisions = &revs;
+    let d = decide_vm(&w);
+    assert_eq!(d.plan.error, None);
+    assert_eq!(actions(&d), NOTHING);
+}
+
 #[test]
 fn restart_required_when_the_template_changed_since_start() {
     let cfg = ClusterConfig::default();
@@ -354,7 +382,7 @@ fn restart_required_when_the_template_changed_since_start() {
         s.hostname = Some("changed".into());
     }
     let i = vmi("Running", true);
-    let revs = [revision];
+    let revs = [serde_json::from_value(revision).unwrap()];
     let mut w = world(&v, Some(&i), &cfg);
     w.revisions = &revs;
     let d = decide_vm(&w);
@@ -389,7 +417,10 @@ fn lifecycle_start_run_stop_on_the_store() {
         let i: Option<VirtualMachineInstance> = store
             .get("virtualmachineinstances", "default", "vm1")
             .map(|x| serde_json::from_value(x.clone()).unwrap());
-        let revs: Vec<Value> = store.list("controllerrevisions").cloned().collect();
+        let revs: Vec<ControllerRevision> = store
+            .list("controllerrevisions")
+            .map(|x| serde_json::from_value(x.clone()).unwrap())
+            .collect();
         let mut w = world(&v, i.as_ref(), &cfg);
         w.revisions = &revs;
         let d = decide_vm(&w);

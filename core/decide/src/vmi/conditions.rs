@@ -2,6 +2,8 @@
 //! that add, replace and drop conditions the way KubeVirt's condition manager does, and the
 //! `Ready` condition derived from the launcher pod.
 
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 
 use super::{pod, state};
@@ -51,7 +53,13 @@ pub(super) fn cond(t: &str, status: &str, reason: &str, message: &str, now: i64)
     })
 }
 
-pub(super) fn ready_condition(vmi: &VirtualMachineInstance, p: Option<&Value>, now: i64) -> Value {
+/// A pod condition's timestamp as the VMI condition carries it (`null` when unset).
+pub(super) fn time_value(t: Option<&Time>) -> Value {
+    t.and_then(|t| serde_json::to_value(t).ok())
+        .unwrap_or(Value::Null)
+}
+
+pub(super) fn ready_condition(vmi: &VirtualMachineInstance, p: Option<&Pod>, now: i64) -> Value {
     match p {
         None => cond(
             "Ready",
@@ -83,18 +91,14 @@ pub(super) fn ready_condition(vmi: &VirtualMachineInstance, p: Option<&Value>, n
         ),
         Some(p) => match pod::condition(p, "Ready") {
             Some(pc) => {
-                let mut c = json!({"type": "Ready", "status": pc["status"]});
-                for k in ["reason", "message"] {
-                    if let Some(v) = pc
-                        .get(k)
-                        .filter(|v| v.as_str().is_some_and(|s| !s.is_empty()))
-                    {
-                        c[k] = v.clone();
+                let mut c = json!({"type": "Ready", "status": pc.status});
+                for (k, v) in [("reason", &pc.reason), ("message", &pc.message)] {
+                    if let Some(v) = v.as_deref().filter(|s| !s.is_empty()) {
+                        c[k] = json!(v);
                     }
                 }
-                c["lastProbeTime"] = pc.get("lastProbeTime").cloned().unwrap_or(Value::Null);
-                c["lastTransitionTime"] =
-                    pc.get("lastTransitionTime").cloned().unwrap_or(Value::Null);
+                c["lastProbeTime"] = time_value(pc.last_probe_time.as_ref());
+                c["lastTransitionTime"] = time_value(pc.last_transition_time.as_ref());
                 c
             }
             None => cond(

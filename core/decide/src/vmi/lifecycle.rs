@@ -1,6 +1,9 @@
 //! The VMI lifecycle: pod creation and deletion (`sync`) and the status the VMI controller owns
 //! (`updateStatus`): phase, phase transition timestamps, conditions, active pods, node name.
 
+use std::borrow::Cow;
+
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::{LauncherRenderer, VmiDecision, VmiWorld, created_pod_event, pod, state, vmi_ref};
@@ -35,9 +38,10 @@ pub(super) fn reconcile(
     mut plan: Plan,
 ) -> VmiDecision {
     let vmi = w.vmi;
-    let mut current: Option<Value> = pod::current_pod(vmi, &w.pods).cloned();
+    // Borrowed from the cache until this reconcile creates or edits the pod.
+    let mut current: Option<Cow<'_, Pod>> = pod::current_pod(vmi, &w.pods).map(Cow::Borrowed);
     let sync_err = sync(w, render, suffix, &mut plan, &mut current);
-    let written = super::status::update_status(w, &mut plan, current.as_ref(), sync_err.as_ref());
+    let written = super::status::update_status(w, &mut plan, current.as_deref(), sync_err.as_ref());
     if let Some(e) = sync_err {
         plan.fail(e.kind, e.message);
     }
@@ -49,7 +53,7 @@ fn sync(
     render: LauncherRenderer<'_>,
     suffix: &str,
     plan: &mut Plan,
-    current: &mut Option<Value>,
+    current: &mut Option<Cow<'_, Pod>>,
 ) -> Option<SyncError> {
     let vmi = w.vmi;
     let key = meta::key(&vmi.metadata);
@@ -65,10 +69,7 @@ fn sync(
                     meta::namespace(&vmi.metadata),
                     &name,
                     WriteOp::Delete {
-                        precondition_uid: p
-                            .pointer("/metadata/uid")
-                            .and_then(Value::as_str)
-                            .map(String::from),
+                        precondition_uid: p.metadata.uid.clone(),
                     },
                 )
                 .expecting(Expectation::Deletions {
@@ -125,33 +126,38 @@ fn sync(
             .map(String::from)
             .unwrap_or_else(|| format!("{prefix}{suffix}"));
         pod_obj["metadata"]["name"] = json!(name);
+        // The rest of the reconcile reads the pod it just created as it reads a cached one.
+        let created: Pod = match serde::Deserialize::deserialize(&pod_obj) {
+            Ok(p) => p,
+            Err(e) => {
+                return Some(SyncError {
+                    kind: crate::ErrorKind::LauncherRender,
+                    reason: "FailedCreate".into(),
+                    message: format!("failed to render launch manifest: {e}"),
+                });
+            }
+        };
         plan.push_write(
             ApiWrite::new(
                 "pods",
                 meta::namespace(&vmi.metadata),
                 &name,
-                WriteOp::Create {
-                    object: pod_obj.clone(),
-                },
+                WriteOp::Create { object: pod_obj },
             )
             .expecting(Expectation::Creations { key, count: 1 }),
         );
         plan.events.push(created_pod_event(vmi, &name));
-        *current = Some(pod_obj);
+        *current = Some(Cow::Owned(created));
         return None;
     };
     if !pod::is_temp(p) && pod::is_ready(p) {
-        let has = p
-            .pointer("/metadata/annotations")
-            .and_then(Value::as_object)
+        let annotations = p.metadata.annotations.as_ref();
+        let has = annotations
             .and_then(|a| a.get(EVICT_ONLY_ANNOTATION))
-            .is_some_and(|v| v == "");
+            .is_some_and(String::is_empty);
         if !has {
             // A pod without any annotation has no map to add the key into.
-            let ops = if p
-                .pointer("/metadata/annotations")
-                .is_some_and(Value::is_object)
-            {
+            let ops = if annotations.is_some() {
                 let path = format!(
                     "/metadata/annotations/{}",
                     patch::escape(EVICT_ONLY_ANNOTATION)
@@ -173,12 +179,13 @@ fn sync(
                     patch: ops,
                 },
             ));
-            let mut updated = p.clone();
-            if !updated["metadata"]["annotations"].is_object() {
-                updated["metadata"]["annotations"] = json!({});
-            }
-            updated["metadata"]["annotations"][EVICT_ONLY_ANNOTATION] = json!("");
-            *current = Some(updated);
+            let mut updated = p.clone().into_owned();
+            updated
+                .metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(EVICT_ONLY_ANNOTATION.into(), String::new());
+            *current = Some(Cow::Owned(updated));
         }
     }
     None

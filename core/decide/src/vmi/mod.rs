@@ -16,6 +16,7 @@ mod pod_sync;
 pub mod state;
 mod status;
 
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
 use super::vm::PendingExpectations;
@@ -62,13 +63,16 @@ pub fn pod_name_suffix(mut random: u64) -> String {
 pub struct VmiWorld<'a> {
     /// The VMI as the cache holds it.
     pub vmi: &'a VirtualMachineInstance,
-    /// Pods of the VMI's namespace in the controller's cache (labelled `kubevirt.io`).
-    pub pods: Vec<&'a Value>,
-    /// VMs of the namespace, as JSON (to tell whether an owner VM still exists).
-    pub vms: &'a [Value],
-    /// The owner VM when the caller has it typed.
+    /// Pods of the VMI's namespace in the controller's cache (labelled `kubevirt.io`); only
+    /// those the VMI controls are read. Labels and annotations are compared whole in the pod
+    /// patches' `test` operations, so they must be the API server's.
+    pub pods: Vec<&'a Pod>,
+    /// VMs of the namespace (to tell whether an owner VM still exists).
+    pub vms: &'a [VirtualMachine],
+    /// The owner VM when the caller has it at hand (checked before `vms`).
     pub vm: Option<&'a VirtualMachine>,
-    /// Migrations of the namespace, as JSON.
+    /// Migrations of the namespace, as JSON: KubeVirt's VirtualMachineInstanceMigration has no
+    /// Rust type here, and the decision reads only its VMI name, phase and deletion timestamp.
     pub migrations: &'a [Value],
     /// Outstanding pod and VMI expectations of the key.
     pub expectations: PendingExpectations,

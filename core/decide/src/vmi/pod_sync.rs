@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Map, Value, json};
 
 use super::lifecycle::{NODE_NAME_LABEL, OUTDATED_LAUNCHER_LABEL, UNPAUSED_CONDITION};
@@ -19,14 +20,13 @@ pub(super) fn string_map(v: Option<&Value>) -> Option<BTreeMap<String, String>> 
 /// Keeps the pod's unpaused readiness-gate condition in line with the VMI's Paused condition.
 pub(super) fn sync_paused_condition_to_pod(
     vmi: &Value,
-    p: &Value,
+    p: &Pod,
     plan: &mut Plan,
     ns: &str,
     now: i64,
 ) {
     let paused = super::conditions::find_cond(vmi, "Paused").is_some_and(|c| c["status"] == "True");
-    let unpaused_true =
-        pod::condition(p, UNPAUSED_CONDITION).is_some_and(|c| c["status"] == "True");
+    let unpaused_true = pod::condition(p, UNPAUSED_CONDITION).is_some_and(|c| c.status == "True");
     let new = if paused && unpaused_true {
         json!({"lastProbeTime": meta::time_json(now), "lastTransitionTime": meta::time_json(now),
                "message": "the virtual machine is paused", "reason": "Paused", "status": "False", "type": UNPAUSED_CONDITION})
@@ -36,16 +36,13 @@ pub(super) fn sync_paused_condition_to_pod(
     } else {
         return;
     };
-    let existing: Vec<Value> = p
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .cloned()
+    let existing = p
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
         .unwrap_or_default();
-    let mut order: Vec<Value> = existing
-        .iter()
-        .map(|c| json!({"type": c["type"]}))
-        .collect();
-    if !existing.iter().any(|c| c["type"] == UNPAUSED_CONDITION) {
+    let mut order: Vec<Value> = existing.iter().map(|c| json!({"type": c.type_})).collect();
+    if !existing.iter().any(|c| c.type_ == UNPAUSED_CONDITION) {
         order.push(json!({"type": UNPAUSED_CONDITION}));
     }
     let mut status = Map::new();
@@ -109,14 +106,16 @@ const MANAGED_STORAGE_ANNOTATIONS: [&str; 5] = [
 pub(super) fn sync_dynamic_metadata_to_pod(
     vmi_copy: &Value,
     vmi: &VirtualMachineInstance,
-    p: &Value,
+    p: &Pod,
     plan: &mut Plan,
     ns: &str,
 ) {
     let mut ops = Vec::new();
-    let mut sync_map = |keys: &[&str], source: &BTreeMap<String, String>, sub: &str| {
-        let orig = string_map(p.pointer(&format!("/metadata/{sub}")));
-        let mut new = orig.clone().unwrap_or_default();
+    let mut sync_map = |keys: &[&str],
+                        source: &BTreeMap<String, String>,
+                        orig: Option<&BTreeMap<String, String>>,
+                        sub: &str| {
+        let mut new = orig.cloned().unwrap_or_default();
         let mut changed = false;
         for k in keys {
             match (source.get(*k), new.get(*k)) {
@@ -152,6 +151,7 @@ pub(super) fn sync_dynamic_metadata_to_pod(
     sync_map(
         &[NODE_NAME_LABEL, OUTDATED_LAUNCHER_LABEL],
         &vmi_labels,
+        p.metadata.labels.as_ref(),
         "labels",
     );
     let mut annotations = string_map(vmi_copy.pointer("/metadata/annotations")).unwrap_or_default();
@@ -161,7 +161,12 @@ pub(super) fn sync_dynamic_metadata_to_pod(
         "descheduler.alpha.kubernetes.io/prefer-no-eviction",
     ];
     keys.extend(MANAGED_STORAGE_ANNOTATIONS);
-    sync_map(&keys, &annotations, "annotations");
+    sync_map(
+        &keys,
+        &annotations,
+        p.metadata.annotations.as_ref(),
+        "annotations",
+    );
     if !ops.is_empty() {
         plan.push_write(ApiWrite::new(
             "pods",

@@ -3,9 +3,12 @@
 //! written as a JSON patch tested against the snapshot, or, once virt-handler owns the VMI
 //! (Scheduled, Running), as KubeVirt's field-by-field patch.
 
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Map, Value, json};
 
-use super::conditions::{cond, conds_mut, find_cond, ready_condition, remove_cond, update_cond};
+use super::conditions::{
+    cond, conds_mut, find_cond, ready_condition, remove_cond, time_value, update_cond,
+};
 use super::handover::{handed_over_patch, tidy};
 use super::lifecycle::{
     DEPRECATED_VMI_FINALIZER, MEMORY_OVERHEAD_ANNOTATION, MIGRATION_TRANSPORT_ANNOTATION,
@@ -73,8 +76,8 @@ fn has_owner_vm(w: &VmiWorld<'_>) -> bool {
     });
     typed
         || w.vms.iter().any(|vm| {
-            vm.pointer("/metadata/name").and_then(Value::as_str) == Some(owner.name.as_str())
-                && vm.pointer("/metadata/uid").and_then(Value::as_str) == Some(owner.uid.as_str())
+            vm.metadata.name.as_deref() == Some(owner.name.as_str())
+                && vm.metadata.uid.as_deref() == Some(owner.uid.as_str())
         })
 }
 
@@ -141,7 +144,7 @@ fn update_network_status(v: &mut Value) {
 pub(super) fn update_status(
     w: &VmiWorld<'_>,
     plan: &mut Plan,
-    p: Option<&Value>,
+    p: Option<&Pod>,
     sync_err: Option<&SyncError>,
 ) -> Option<Value> {
     let vmi = w.vmi;
@@ -160,7 +163,7 @@ pub(super) fn update_status(
 
     // Active pods: every pod the VMI controls (including one just created), by UID -> node.
     let mut active = Map::new();
-    let mut controlled: Vec<&Value> = w
+    let mut controlled: Vec<&Pod> = w
         .pods
         .iter()
         .copied()
@@ -172,7 +175,7 @@ pub(super) fn update_status(
         controlled.push(p);
     }
     for x in &controlled {
-        if let Some(uid) = x.pointer("/metadata/uid").and_then(Value::as_str) {
+        if let Some(uid) = x.metadata.uid.as_deref() {
             active.insert(uid.into(), json!(pod::node_name(x)));
         }
     }
@@ -201,12 +204,7 @@ pub(super) fn update_status(
             sync_paused_condition_to_pod(&c, p, plan, &ns, now);
             sync_dynamic_metadata_to_pod(&c, vmi, p, plan, &ns);
         }
-        if let Some(bytes) = p
-            .pointer(&format!(
-                "/metadata/annotations/{}",
-                patch::escape(MEMORY_OVERHEAD_ANNOTATION)
-            ))
-            .and_then(Value::as_str)
+        if let Some(bytes) = meta::annotation(&p.metadata, MEMORY_OVERHEAD_ANNOTATION)
             .and_then(|s| s.parse::<i64>().ok())
         {
             let q = crate::Quantity::from_value(bytes, crate::quantity::QuantityFormat::BinarySI);
@@ -231,8 +229,9 @@ pub(super) fn update_status(
             match p.filter(|_| pod_exists) {
                 Some(p) => {
                     match p
-                        .pointer("/status/qosClass")
-                        .and_then(Value::as_str)
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.qos_class.as_deref())
                         .filter(|q| !q.is_empty())
                     {
                         Some(q) => c["status"]["qosClass"] = json!(q),
@@ -243,16 +242,17 @@ pub(super) fn update_status(
                         }
                     }
                     match pod::condition(p, "PodScheduled") {
-                        Some(pc) if pc["status"] == "False" => {
+                        Some(pc) if pc.status == "False" => {
                             if find_cond(&c, "PodScheduled").is_none() {
-                                let mut nc =
-                                    json!({"type": "PodScheduled", "status": pc["status"]});
-                                for k in
-                                    ["reason", "message", "lastProbeTime", "lastTransitionTime"]
-                                {
-                                    nc[k] = pc.get(k).cloned().unwrap_or(Value::Null);
-                                }
-                                conds_mut(&mut c).push(nc);
+                                conds_mut(&mut c).push(json!({
+                                    "type": "PodScheduled",
+                                    "status": pc.status,
+                                    "reason": pc.reason,
+                                    "message": pc.message,
+                                    "lastProbeTime": time_value(pc.last_probe_time.as_ref()),
+                                    "lastTransitionTime":
+                                        time_value(pc.last_transition_time.as_ref()),
+                                }));
                             }
                         }
                         _ => remove_cond(&mut c, "PodScheduled"),
@@ -271,12 +271,8 @@ pub(super) fn update_status(
                         let node = pod::node_name(p).to_string();
                         set_label(&mut c, NODE_NAME_LABEL, &node);
                         c["status"]["nodeName"] = json!(node);
-                        let transport = p
-                            .pointer(&format!(
-                                "/metadata/annotations/{}",
-                                patch::escape(MIGRATION_TRANSPORT_ANNOTATION)
-                            ))
-                            .is_some();
+                        let transport =
+                            meta::annotation(&p.metadata, MIGRATION_TRANSPORT_ANNOTATION).is_some();
                         if transport {
                             c["status"]["migrationTransport"] = json!("Unix");
                         }

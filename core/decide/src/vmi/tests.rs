@@ -1,6 +1,7 @@
 //! Lifecycle tables for the VMI decision, the double-create guard for launcher pods, and the
 //! Pod Security rejection rewrite.
 
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::{VmiWorld, decide_vmi, pod_create_failed};
@@ -40,6 +41,11 @@ fn pod(phase: &str, node: Option<&str>, compute: Value) -> Value {
     })
 }
 
+/// The typed view of a JSON fixture, as an informer cache holds it.
+fn typed(p: &Value) -> Pod {
+    serde_json::from_value(p.clone()).unwrap()
+}
+
 fn render(v: &VirtualMachineInstance) -> Result<Value, String> {
     // A minimal launcher pod: this test is about the lifecycle, not the pod's content.
     Ok(
@@ -54,7 +60,7 @@ fn render(v: &VirtualMachineInstance) -> Result<Value, String> {
 
 fn world<'a>(
     v: &'a VirtualMachineInstance,
-    pods: Vec<&'a Value>,
+    pods: Vec<&'a Pod>,
     cfg: &'a ClusterConfig,
 ) -> VmiWorld<'a> {
     VmiWorld {
@@ -111,8 +117,12 @@ fn lifecycle_table() {
     ];
     for (phase, p, want_phase, want_node) in table {
         let v = vmi(phase);
-        let pods: Vec<&Value> = p.iter().collect();
-        let d = decide_vmi(&world(&v, pods, &cfg), &render, "xyz12");
+        let typed_pod = p.as_ref().map(typed);
+        let d = decide_vmi(
+            &world(&v, typed_pod.iter().collect(), &cfg),
+            &render,
+            "xyz12",
+        );
         let case = format!(
             "{phase} pod={:?}",
             p.as_ref().map(|p| p["status"]["phase"].clone())
@@ -190,7 +200,7 @@ fn deleting_vmi_deletes_its_pods_once() {
     let mut v = vmi("Running");
     v.metadata.deletion_timestamp = crate::meta::time_at(NOW - 5);
     let p = pod("Running", Some("node01"), json!({"running": {}}));
-    let d = decide_vmi(&world(&v, vec![&p], &cfg), &render, "x");
+    let d = decide_vmi(&world(&v, vec![&typed(&p)], &cfg), &render, "x");
     let deletes: Vec<_> = d
         .plan
         .writes()
@@ -201,7 +211,7 @@ fn deleting_vmi_deletes_its_pods_once() {
     // A pod already terminating is not deleted again.
     let mut p2 = p.clone();
     p2["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:30Z");
-    let d = decide_vmi(&world(&v, vec![&p2], &cfg), &render, "x");
+    let d = decide_vmi(&world(&v, vec![&typed(&p2)], &cfg), &render, "x");
     assert!(
         !d.plan
             .writes()
@@ -227,7 +237,7 @@ fn image_pull_errors_become_the_synchronized_condition() {
         Some("node01"),
         json!({"waiting": {"reason": "ErrImagePull", "message": "pull failed"}}),
     );
-    let d = decide_vmi(&world(&v, vec![&p], &cfg), &render, "x");
+    let d = decide_vmi(&world(&v, vec![&typed(&p)], &cfg), &render, "x");
     let after = d.vmi.unwrap();
     let sync = after["status"]["conditions"]
         .as_array()
@@ -238,6 +248,63 @@ fn image_pull_errors_become_the_synchronized_condition() {
         .clone();
     assert_eq!(sync["reason"], "ErrImagePull");
     assert_eq!(sync["message"], "pull failed");
+}
+
+/// Pods without metadata, spec or status (or controlled by someone else) are not the VMI's.
+#[test]
+fn odd_pods_are_not_the_vmis() {
+    let cfg = ClusterConfig::default();
+    let v = vmi("Scheduling");
+    let mut foreign = pod("Running", Some("node01"), json!({"running": {}}));
+    foreign["metadata"]["ownerReferences"][0]["uid"] = json!("other-uid");
+    let pods: Vec<Pod> = [json!({}), json!({"metadata": {"name": "x"}}), foreign]
+        .iter()
+        .map(typed)
+        .collect();
+    let d = decide_vmi(&world(&v, pods.iter().collect(), &cfg), &render, "x");
+    assert_eq!(
+        phase_after(&d).as_deref(),
+        Some("Failed"),
+        "no pod of its own"
+    );
+    assert!(!d.plan.writes().any(|w| w.resource == "pods"));
+}
+
+/// The pod metadata patches test the labels and annotations the decision read from the typed
+/// pod; they must equal what the API server holds, whatever else the pod carries.
+#[test]
+fn pod_metadata_patches_apply_to_the_stored_pod() {
+    let cfg = ClusterConfig::default();
+    let mut v = vmi("Running");
+    v.metadata.labels = Some([("kubevirt.io/nodeName".into(), "node01".into())].into());
+    v.status.as_mut().unwrap().node_name = Some("node01".into());
+    let mut p = pod("Running", Some("node01"), json!({"running": {}}));
+    p["metadata"]["labels"]["zz-unrelated"] = json!("1");
+    p["metadata"]["annotations"] = json!({"zz": "1", "kubevirt.io/domain": "vmi1", "a": ""});
+    p["metadata"]["unknownField"] = json!({"kept": true});
+    p["status"]["conditions"] = json!([{"type": "Ready", "status": "True",
+        "lastTransitionTime": "2025-12-31T23:52:00Z"}]);
+    let d = decide_vmi(&world(&v, vec![&typed(&p)], &cfg), &render, "x");
+    let pod_patches: Vec<_> = d.plan.writes().filter(|w| w.resource == "pods").collect();
+    assert!(
+        pod_patches
+            .iter()
+            .any(|w| w.to_json().to_string().contains("\"test\"")),
+        "{pod_patches:?}"
+    );
+    let mut store = ObjectStore::new();
+    store.insert("virtualmachineinstances", serde_json::to_value(&v).unwrap());
+    store.insert("pods", p);
+    let (_, err) = store.execute(&d.plan, NOW);
+    assert_eq!(err, None, "{:?}", d.plan.write_list());
+    let stored = store
+        .get("pods", "default", "virt-launcher-vmi1-abcde")
+        .unwrap();
+    assert_eq!(
+        stored["metadata"]["labels"]["kubevirt.io/nodeName"],
+        "node01"
+    );
+    assert_eq!(stored["metadata"]["unknownField"], json!({"kept": true}));
 }
 
 #[test]
@@ -281,7 +348,7 @@ fn pending_to_scheduled_on_the_store() {
                 .clone(),
         )
         .unwrap();
-        let pods: Vec<Value> = store.list("pods").cloned().collect();
+        let pods: Vec<Pod> = store.list("pods").map(typed).collect();
         let d = decide_vmi(&world(&v, pods.iter().collect(), &cfg), &render, "00000");
         let (_, e) = store.execute(&d.plan, NOW);
         assert_eq!(e, None, "{:?}", d.plan.write_list());
@@ -347,7 +414,8 @@ mod invariants {
                 }
                 p
             });
-            let mut w = world(&v, p.iter().collect(), &cfg);
+            let typed_pod = p.as_ref().map(typed);
+            let mut w = world(&v, typed_pod.iter().collect(), &cfg);
             if pending {
                 w.expectations = PendingExpectations { creations: 1, deletions: 0 };
             }

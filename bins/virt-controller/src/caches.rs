@@ -1,0 +1,349 @@
+//! The informer caches: one kube-runtime watcher and reflector per resource, and the bridge from
+//! their events to the shared observer (queue keys, fulfilled expectations).
+//!
+//! Each event is looked at *before* the reflector applies it, so the observer sees the object
+//! as the cache held it and as it is now. A relist (after a 410 Gone or a broken stream) replays
+//! every object; objects the relist no longer contains are reported as deleted, so their keys are
+//! queued and a controller waiting for that deletion stops waiting.
+
+use std::collections::HashSet;
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::{Api as KubeResourceApi, ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::{Resource, ResourceExt};
+use kvrs_api::names::labels;
+use kvrs_api::{VirtualMachine, VirtualMachineInstance};
+use kvrs_queue::AsyncQueue;
+use kvrs_runtime::{Change, ControllerExpectations, Seen, Watched, observe};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+/// Everything the controllers share: queues and expectations.
+pub struct Shared {
+    /// The VM controller's queue.
+    pub vm_queue: AsyncQueue<String>,
+    /// The VMI controller's queue.
+    pub vmi_queue: AsyncQueue<String>,
+    /// The VM controller's expectations.
+    pub vm_expectations: Mutex<ControllerExpectations>,
+    /// The VMI controller's expectations.
+    pub vmi_expectations: Mutex<ControllerExpectations>,
+}
+
+impl Shared {
+    /// Empty queues and expectations, the queues reporting to `metrics`.
+    pub fn new(metrics: &crate::metrics::ControllerMetrics) -> Self {
+        let queue = |name| {
+            AsyncQueue::from_queue(
+                kvrs_queue::WorkQueue::new().with_metrics(metrics.queue_hooks(name)),
+            )
+        };
+        Self {
+            vm_queue: queue("vm"),
+            vmi_queue: queue("vmi"),
+            vm_expectations: Mutex::new(ControllerExpectations::new()),
+            vmi_expectations: Mutex::new(ControllerExpectations::new()),
+        }
+    }
+
+    fn observe(&self, change: &Change<'_>) {
+        tracing::debug!(
+            watched = ?change.watched,
+            object = change.key,
+            created = change.old.is_none(),
+            deleted = change.new.is_none(),
+            "watch event"
+        );
+        let keys = {
+            let mut vm = lock(&self.vm_expectations);
+            let mut vmi = lock(&self.vmi_expectations);
+            observe(change, &mut vm, &mut vmi)
+        };
+        for k in keys.vm_keys {
+            let out = self.vm_queue.add(k);
+            tracing::trace!(?out, "vm queue add");
+        }
+        for k in keys.vmi_keys {
+            let out = self.vmi_queue.add(k);
+            tracing::trace!(?out, "vmi queue add");
+        }
+    }
+}
+
+/// A poisoned lock still guards consistent expectations (they are updated in single calls).
+pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The caches the decisions read.
+#[derive(Clone)]
+pub struct Caches {
+    /// VirtualMachines, all namespaces.
+    pub vms: Store<VirtualMachine>,
+    /// VirtualMachineInstances, all namespaces.
+    pub vmis: Store<VirtualMachineInstance>,
+    /// Pods labelled `kubevirt.io` (launcher pods).
+    pub pods: Store<Pod>,
+    /// ControllerRevisions (the VM controller's start revisions).
+    pub revisions: Store<ControllerRevision>,
+    /// PersistentVolumeClaims.
+    pub pvcs: Store<PersistentVolumeClaim>,
+    /// CDI DataVolumes, when the cluster has CDI's CRD.
+    pub data_volumes: Option<Store<DynamicObject>>,
+}
+
+/// `namespace/name` of an object.
+pub fn key_of<K: Resource>(obj: &K) -> String {
+    format!(
+        "{}/{}",
+        obj.meta().namespace.as_deref().unwrap_or_default(),
+        obj.meta().name.as_deref().unwrap_or_default()
+    )
+}
+
+fn seen_vmi(v: &VirtualMachineInstance) -> Seen {
+    Seen {
+        deleting: v.metadata.deletion_timestamp.is_some(),
+        vmi_key: None,
+    }
+}
+
+fn seen_meta<K: Resource>(o: &K) -> Seen {
+    Seen {
+        deleting: o.meta().deletion_timestamp.is_some(),
+        vmi_key: None,
+    }
+}
+
+fn seen_pod(p: &Pod) -> Seen {
+    let vmi_key = p
+        .labels()
+        .get(labels::VM_NAME)
+        .map(|name| format!("{}/{name}", p.namespace().unwrap_or_default()));
+    Seen {
+        deleting: p.metadata.deletion_timestamp.is_some(),
+        vmi_key,
+    }
+}
+
+/// One observed change, owned (computed before the cache applies the event, observed after).
+struct Observed {
+    key: String,
+    old: Option<Seen>,
+    new: Option<Seen>,
+}
+
+/// The changes `event` makes to the cache `view` (which has not applied it yet).
+fn changes<K>(
+    event: &Event<K>,
+    view: &Store<K>,
+    relisted: &mut Option<HashSet<String>>,
+    seen: fn(&K) -> Seen,
+) -> Vec<Observed>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+{
+    let old_of = |obj: &K| {
+        view.get(&reflector::ObjectRef::from_obj(obj))
+            .map(|o| seen(&o))
+    };
+    match event {
+        Event::Apply(obj) | Event::InitApply(obj) => {
+            let key = key_of(obj);
+            if let Some(keys) = relisted.as_mut() {
+                keys.insert(key.clone());
+            }
+            vec![Observed {
+                key,
+                old: old_of(obj),
+                new: Some(seen(obj)),
+            }]
+        }
+        Event::Delete(obj) => vec![Observed {
+            key: key_of(obj),
+            old: old_of(obj).or_else(|| Some(seen(obj))),
+            new: None,
+        }],
+        Event::Init => {
+            *relisted = Some(HashSet::new());
+            Vec::new()
+        }
+        Event::InitDone => {
+            // Objects the relist no longer has were deleted while the watch was down.
+            let keys = relisted.take().unwrap_or_default();
+            view.state()
+                .iter()
+                .map(|obj| (key_of(obj.as_ref()), obj))
+                .filter(|(key, _)| !keys.contains(key))
+                .map(|(key, obj)| Observed {
+                    key,
+                    old: Some(seen(obj)),
+                    new: None,
+                })
+                .collect()
+        }
+    }
+}
+
+/// Starts a watcher for `api` keeping a cache, feeding `shared`'s observer; returns the cache
+/// and the task (which runs until the process stops: watch errors back off and relist).
+///
+/// Each event is compared with the cache before the cache applies it (the observer needs the
+/// old and the new version) and observed after: a worker woken by the queue key must find the
+/// new version in the cache, or it would decide on the old one and nothing would wake it again.
+fn watch<K>(
+    api: KubeResourceApi<K>,
+    config: watcher::Config,
+    watched: Watched,
+    seen: fn(&K) -> Seen,
+    shared: Arc<Shared>,
+) -> (Store<K>, JoinHandle<()>)
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    let (reader, mut writer) = reflector::store();
+    let view = reader.clone();
+    let task = tokio::spawn(async move {
+        let mut relisted: Option<HashSet<String>> = None;
+        let mut stream = std::pin::pin!(watcher::watcher(api, config).default_backoff());
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(event) => {
+                    let observed = changes(&event, &view, &mut relisted, seen);
+                    writer.apply_watcher_event(&event);
+                    for o in observed {
+                        shared.observe(&Change {
+                            watched,
+                            key: &o.key,
+                            old: o.old,
+                            new: o.new,
+                        });
+                    }
+                }
+                Err(e) => warn!(?watched, "watch error, relisting after backoff: {e}"),
+            }
+        }
+    });
+    (reader, task)
+}
+
+/// Starts every watch virt-controller needs; a cluster without CDI runs without DataVolumes.
+pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<JoinHandle<()>>) {
+    let mut tasks = Vec::new();
+    let all = watcher::Config::default();
+    let (vms, t) = watch(
+        KubeResourceApi::<VirtualMachine>::all(client.clone()),
+        all.clone(),
+        Watched::Vm,
+        seen_meta::<VirtualMachine>,
+        shared.clone(),
+    );
+    tasks.push(t);
+    let (vmis, t) = watch(
+        KubeResourceApi::<VirtualMachineInstance>::all(client.clone()),
+        all.clone(),
+        Watched::Vmi,
+        seen_vmi,
+        shared.clone(),
+    );
+    tasks.push(t);
+    let (pods, t) = watch(
+        KubeResourceApi::<Pod>::all(client.clone()),
+        watcher::Config::default().labels(labels::APP),
+        Watched::Pod,
+        seen_pod,
+        shared.clone(),
+    );
+    tasks.push(t);
+    let (revisions, t) = watch(
+        KubeResourceApi::<ControllerRevision>::all(client.clone()),
+        all.clone(),
+        Watched::Other,
+        seen_meta::<ControllerRevision>,
+        shared.clone(),
+    );
+    tasks.push(t);
+    let (pvcs, t) = watch(
+        KubeResourceApi::<PersistentVolumeClaim>::all(client.clone()),
+        all.clone(),
+        Watched::Other,
+        seen_meta::<PersistentVolumeClaim>,
+        shared.clone(),
+    );
+    tasks.push(t);
+    let data_volumes = if has_data_volumes(client).await {
+        let gvk = GroupVersionKind::gvk("cdi.kubevirt.io", "v1beta1", "DataVolume");
+        let ar = ApiResource::from_gvk_with_plural(&gvk, "datavolumes");
+        let (dvs, t) = watch_dynamic(client, &ar);
+        tasks.push(t);
+        Some(dvs)
+    } else {
+        info!("no DataVolume CRD (cdi.kubevirt.io) on this cluster: running without DataVolumes");
+        None
+    };
+    (
+        Caches {
+            vms,
+            vmis,
+            pods,
+            revisions,
+            pvcs,
+            data_volumes,
+        },
+        tasks,
+    )
+}
+
+/// DataVolumes are read by the VM decision but queue nothing themselves: the VM controller
+/// looks at them when its VM is synced.
+fn watch_dynamic(
+    client: &kube::Client,
+    ar: &ApiResource,
+) -> (Store<DynamicObject>, JoinHandle<()>) {
+    let writer = reflector::store::Writer::new(ar.clone());
+    let reader = writer.as_reader();
+    let api = KubeResourceApi::<DynamicObject>::all_with(client.clone(), ar);
+    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    let task = tokio::spawn(async move {
+        reflector::reflector(writer, stream)
+            .for_each(|_| async {})
+            .await;
+    });
+    (reader, task)
+}
+
+async fn has_data_volumes(client: &kube::Client) -> bool {
+    match kube::discovery::group(client, "cdi.kubevirt.io").await {
+        Ok(g) => g
+            .recommended_resources()
+            .iter()
+            .any(|(r, _)| r.plural == "datavolumes"),
+        Err(_) => false,
+    }
+}
+
+impl Caches {
+    /// Waits until every cache has listed once.
+    pub async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
+        self.vms.wait_until_ready().await?;
+        self.vmis.wait_until_ready().await?;
+        self.pods.wait_until_ready().await?;
+        self.revisions.wait_until_ready().await?;
+        self.pvcs.wait_until_ready().await?;
+        if let Some(dvs) = &self.data_volumes {
+            dvs.wait_until_ready().await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,303 @@
+//! The VM and VMI controllers' syncs: read the caches, decide, execute, requeue.
+//!
+//! Everything KubeVirt-specific is in the decisions (`kvrs-decide`); everything about running a
+//! plan is in `kvrs-runtime`. What is left here is reading the caches into a world and drawing
+//! the clock and the random numbers the decisions take as inputs.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use kube::runtime::reflector::ObjectRef;
+use kvrs_admission::ClusterConfig;
+use kvrs_api::names::labels;
+use kvrs_api::{VirtualMachine, VirtualMachineInstance};
+use kvrs_decide::vm::{VmWorld, decide_vm};
+use kvrs_decide::vmi::{
+    VmiWorld, decide_vmi, launcher_renderer, pod_create_failed, pod_name_suffix,
+};
+use kvrs_decide::{ApiWrite, Event, Expectation, Now, Plan, QueueOp, Requeue, WriteOp};
+use kvrs_pod::PodInputs;
+use kvrs_queue::{AsyncQueue, Instant};
+use kvrs_runtime::kube::api::KubeApi;
+use kvrs_runtime::{
+    Api, ApiError, ApiErrorKind, ControllerExpectations, Executed, Expecting, execute,
+};
+use serde_json::Value;
+use tracing::{Instrument, debug, info_span, warn};
+
+use crate::caches::{Caches, Shared, lock};
+use crate::random;
+
+/// What a sync needs besides its key.
+pub struct Controllers {
+    /// The caches.
+    pub caches: Caches,
+    /// Queues and expectations.
+    pub shared: Arc<Shared>,
+    /// The API.
+    pub api: KubeApi,
+    /// Cluster configuration.
+    pub config: ClusterConfig,
+    /// Launcher pod inputs (the jitter is drawn per pod).
+    pub pod_inputs: PodInputs,
+    /// Metrics.
+    pub metrics: Arc<crate::metrics::ControllerMetrics>,
+}
+
+/// The executor's effects for one controller: the shared API and that controller's expectations.
+struct Fx<'a> {
+    api: &'a KubeApi,
+    expectations: &'a Mutex<ControllerExpectations>,
+}
+
+impl Api for Fx<'_> {
+    async fn write(&mut self, write: &ApiWrite) -> Result<(), ApiError> {
+        let mut api = self.api;
+        api.write(write).await
+    }
+    async fn event(&mut self, event: &Event) {
+        let mut api = self.api;
+        api.event(event).await;
+    }
+}
+
+impl Expecting for Fx<'_> {
+    fn raise(&mut self, e: &Expectation, now: Instant) {
+        lock(self.expectations).raise(e, now);
+    }
+    fn lower(&mut self, e: &Expectation) {
+        lock(self.expectations).lower(e);
+    }
+}
+
+fn now() -> Now {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    Now::from_unix(i64::try_from(secs).unwrap_or(i64::MAX))
+}
+
+fn split(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("", key))
+}
+
+fn in_namespace<K: kube::Resource>(store: &[Arc<K>], ns: &str) -> Vec<Arc<K>> {
+    store
+        .iter()
+        .filter(|o| o.meta().namespace.as_deref() == Some(ns))
+        .cloned()
+        .collect()
+}
+
+fn to_values<K: serde::Serialize>(objs: &[Arc<K>]) -> Vec<Value> {
+    objs.iter()
+        .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
+        .collect()
+}
+
+/// Applies the queue operations of a sync to an async queue.
+fn requeue(queue: &AsyncQueue<String>, key: &str, requeue: &Requeue) {
+    for op in requeue.ops() {
+        match op {
+            QueueOp::AddAfter { delay_seconds } => {
+                queue.add_after(key.to_string(), Duration::from_secs(*delay_seconds));
+            }
+            QueueOp::AddRateLimited => {
+                queue.add_rate_limited(key.to_string());
+            }
+            QueueOp::Forget => queue.forget(&key.to_string()),
+        }
+    }
+}
+
+impl Controllers {
+    /// One VM controller sync of `key`.
+    pub async fn sync_vm(&self, key: &str) {
+        let (ns, name) = split(key);
+        let Some(vm) = self
+            .caches
+            .vms
+            .get(&ObjectRef::<VirtualMachine>::new(name).within(ns))
+        else {
+            lock(&self.shared.vm_expectations).forget(key);
+            self.shared.vm_queue.forget(&key.to_string());
+            return;
+        };
+        let vmi = self
+            .caches
+            .vmis
+            .get(&ObjectRef::<VirtualMachineInstance>::new(name).within(ns));
+        let uid = vm.metadata.uid.clone().unwrap_or_default();
+        let prefix = format!("revision-start-vm-{uid}");
+        let revisions: Vec<_> = in_namespace(&self.caches.revisions.state(), ns)
+            .into_iter()
+            .filter(|r| {
+                r.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with(&prefix))
+            })
+            .map(|r| r.as_ref().clone())
+            .collect();
+        let pvcs: Vec<_> = in_namespace(&self.caches.pvcs.state(), ns)
+            .into_iter()
+            .map(|p| p.as_ref().clone())
+            .collect();
+        let data_volumes = self
+            .caches
+            .data_volumes
+            .as_ref()
+            .map(|s| to_values(&in_namespace(&s.state(), ns)))
+            .unwrap_or_default();
+        let queue_now = self.shared.vm_queue.now();
+        let expectations = lock(&self.shared.vm_expectations).pending(key, queue_now);
+        let world = VmWorld {
+            vm: &vm,
+            vmi: vmi.as_deref(),
+            revisions: &revisions,
+            data_volumes: &data_volumes,
+            pvcs: &pvcs,
+            expectations,
+            now: now(),
+            jitter: random::unit(),
+            config: &self.config,
+        };
+        debug!(
+            vmi_phase = vmi
+                .as_ref()
+                .and_then(|v| v.status.as_ref())
+                .and_then(|s| s.phase.as_deref()),
+            revisions = revisions.len(),
+            pending_creations = expectations.creations,
+            pending_deletions = expectations.deletions,
+            "deciding"
+        );
+        let decision = decide_vm(&world);
+        let out = self
+            .run(&decision.plan, &self.shared.vm_expectations, queue_now)
+            .await;
+        self.finish("vm", key, &out);
+        requeue(&self.shared.vm_queue, key, &out.queue);
+    }
+
+    /// One VMI controller sync of `key`.
+    pub async fn sync_vmi(&self, key: &str) {
+        let (ns, name) = split(key);
+        let Some(vmi) = self
+            .caches
+            .vmis
+            .get(&ObjectRef::<VirtualMachineInstance>::new(name).within(ns))
+        else {
+            lock(&self.shared.vmi_expectations).forget(key);
+            self.shared.vmi_queue.forget(&key.to_string());
+            return;
+        };
+        let uid = vmi.metadata.uid.clone().unwrap_or_default();
+        let pods: Vec<_> = in_namespace(&self.caches.pods.state(), ns)
+            .into_iter()
+            .filter(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(labels::CREATED_BY))
+                    == Some(&uid)
+            })
+            .collect();
+        let vm = self
+            .caches
+            .vms
+            .get(&ObjectRef::<VirtualMachine>::new(name).within(ns));
+        let vms: Vec<VirtualMachine> = vm.iter().map(|v| v.as_ref().clone()).collect();
+        let queue_now = self.shared.vmi_queue.now();
+        let expectations = lock(&self.shared.vmi_expectations).pending(key, queue_now);
+        let now = now();
+        let world = VmiWorld {
+            vmi: &vmi,
+            pods: pods.iter().map(|p| p.as_ref()).collect(),
+            vms: &vms,
+            vm: vm.as_deref(),
+            migrations: &[],
+            expectations,
+            now,
+            config: &self.config,
+        };
+        let mut inputs = self.pod_inputs.clone();
+        inputs.qemu_timeout_jitter_seconds = (random::u64() % 120) as u32;
+        let render = launcher_renderer(&self.config, &inputs);
+        let suffix = pod_name_suffix(random::u64());
+        let decision = decide_vmi(&world, &render, &suffix);
+        let mut out = self
+            .run(&decision.plan, &self.shared.vmi_expectations, queue_now)
+            .await;
+        if let Some(failed) = &out.failed {
+            let failed_write = decision.plan.writes().nth(out.writes_sent);
+            let pod_create = failed_write
+                .is_some_and(|w| w.resource == "pods" && matches!(w.op, WriteOp::Create { .. }));
+            if pod_create {
+                // KubeVirt records why the pod could not be created on the VMI, then retries.
+                let forbidden = failed.kind == ApiErrorKind::Forbidden;
+                let plan: Plan = pod_create_failed(&vmi, forbidden, &failed.message, now.unix());
+                let again = self
+                    .run(&plan, &self.shared.vmi_expectations, queue_now)
+                    .await;
+                out.queue = again.queue;
+            }
+        }
+        self.finish("vmi", key, &out);
+        requeue(&self.shared.vmi_queue, key, &out.queue);
+    }
+
+    async fn run(
+        &self,
+        plan: &Plan,
+        expectations: &Mutex<ControllerExpectations>,
+        now: Instant,
+    ) -> Executed {
+        let mut fx = Fx {
+            api: &self.api,
+            expectations,
+        };
+        execute(plan, &mut fx, now).await
+    }
+
+    fn finish(&self, queue: &str, key: &str, out: &Executed) {
+        if let Some(e) = &out.error {
+            self.metrics.reconcile_error(queue, e.label());
+            warn!(
+                object = key,
+                reason = e.label(),
+                "reconcile failed: {}",
+                e.message
+            );
+        } else {
+            debug!(object = key, writes = out.writes_sent, "reconciled");
+        }
+    }
+}
+
+/// Runs `workers` tasks taking keys from `queue` and syncing them with `sync`.
+pub fn spawn_workers<F, Fut>(
+    name: &'static str,
+    queue: AsyncQueue<String>,
+    workers: usize,
+    sync: F,
+) -> Vec<tokio::task::JoinHandle<()>>
+where
+    F: Fn(String) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    (0..workers)
+        .map(|_| {
+            let queue = queue.clone();
+            let sync = sync.clone();
+            tokio::spawn(async move {
+                while let Some(key) = queue.get().await {
+                    let span = info_span!("sync", controller = name, object = %key);
+                    sync(key.clone()).instrument(span).await;
+                    queue.done(&key);
+                }
+            })
+        })
+        .collect()
+}
