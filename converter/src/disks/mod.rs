@@ -74,17 +74,18 @@ pub fn convert_disks(
         }
         device::block_size(env, disk, out, &path)?;
         device::error_policy(disk, out, &path)?;
-        if threads && out.target.bus.as_deref() == Some("virtio") {
-            if let Some(driver) = out.driver.as_mut() {
-                if let Some(p) = &pool {
-                    driver.iothreads = Some(p.clone());
-                } else if has_dedicated(disk) {
-                    driver.iothread = Some(next_dedicated);
-                    next_dedicated += 1;
-                } else {
-                    driver.iothread = Some(next_auto);
-                    next_auto = (next_auto % auto_threads.max(1)) + 1;
-                }
+        if threads
+            && out.target.bus.as_deref() == Some("virtio")
+            && let Some(driver) = out.driver.as_mut()
+        {
+            if let Some(p) = &pool {
+                driver.iothreads = Some(p.clone());
+            } else if has_dedicated(disk) {
+                driver.iothread = Some(next_dedicated);
+                next_dedicated += 1;
+            } else {
+                driver.iothread = Some(next_auto);
+                next_auto = (next_auto % auto_threads.max(1)) + 1;
             }
         }
     }
