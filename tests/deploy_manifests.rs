@@ -456,7 +456,6 @@ fn controller_deployment_is_locked_down() {
     assert_eq!(
         c["args"],
         json!([
-            "--leader-elect",
             "--namespace",
             "kubevirt",
             "--lease-name",

@@ -45,6 +45,88 @@ fn planned_vmi(vm: &Value) -> Value {
         .expect("the decision creates a VMI")
 }
 
+/// The launcher pod `kvrs pod` renders for `vmi` as stored.
+fn rendered_pod(vmi: &Value) -> Value {
+    let vmi: kvrs_api::VirtualMachineInstance = serde_json::from_value(vmi.clone()).expect("VMI");
+    let pod = kvrs_pod::render_launcher_pod(&vmi, &ClusterConfig::default(), &Default::default())
+        .expect("rendered pod");
+    serde_json::to_value(pod).expect("pod json")
+}
+
+/// `field` of a pod with what differs by design blanked: the random `--qemu-timeout` (240 s plus
+/// a jitter drawn per pod) and what the API server defaults into every container (termination
+/// message fields, `fieldRef.apiVersion: v1`, extended-resource requests copied from limits, the
+/// image pull policy).
+fn comparable(pod: &Value, field: &str) -> Value {
+    let mut v = pod.pointer(field).cloned().unwrap_or(Value::Null);
+    if field == "/spec/volumes" {
+        for vol in v.as_array_mut().into_iter().flatten() {
+            if let Some(img) = vol.get_mut("image").and_then(Value::as_object_mut)
+                && !img.contains_key("pullPolicy")
+            {
+                let reference = img["reference"].as_str().unwrap_or_default();
+                img.insert("pullPolicy".into(), json!(default_pull_policy(reference)));
+            }
+        }
+        return v;
+    }
+    let containers = v.as_array_mut().into_iter().flatten();
+    for c in containers.filter(|c| c.get("image").is_some()) {
+        if let Some(m) = c.as_object_mut() {
+            for server_default in ["terminationMessagePath", "terminationMessagePolicy"] {
+                m.remove(server_default);
+            }
+            if !m.contains_key("imagePullPolicy") {
+                let image = m["image"].as_str().unwrap_or_default();
+                m.insert("imagePullPolicy".into(), json!(default_pull_policy(image)));
+            }
+            let limits = m
+                .get("resources")
+                .and_then(|r| r.get("limits"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            if let Some(req) = m
+                .get_mut("resources")
+                .and_then(|r| r.get_mut("requests"))
+                .and_then(Value::as_object_mut)
+            {
+                req.retain(|k, v| !(k.contains('/') && limits.get(k) == Some(v)));
+            }
+            for env in m.get_mut("env").and_then(Value::as_array_mut).into_iter().flatten() {
+                if let Some(f) = env
+                    .pointer_mut("/valueFrom/fieldRef")
+                    .and_then(Value::as_object_mut)
+                    && f.get("apiVersion") == Some(&json!("v1"))
+                {
+                    f.remove("apiVersion");
+                }
+            }
+        }
+        for list in ["command", "args"] {
+            if let Some(args) = c.get_mut(list).and_then(Value::as_array_mut) {
+                let mut after_timeout = false;
+                for a in args.iter_mut() {
+                    if after_timeout {
+                        *a = json!("<240s+jitter>");
+                    }
+                    after_timeout = a == "--qemu-timeout";
+                }
+            }
+        }
+    }
+    v
+}
+
+/// The API server's default pull policy: Always for `:latest` or untagged images.
+fn default_pull_policy(image: &str) -> &'static str {
+    let tagged = image.rsplit('/').next().is_some_and(|n| n.contains(':'));
+    if !tagged || image.ends_with(":latest") {
+        "Always"
+    } else {
+        "IfNotPresent"
+    }
+}
+
 #[test]
 fn an_always_vm_runs_through_vmi_pod_and_node() {
     let mut h = Harness::start();
@@ -77,8 +159,30 @@ fn an_always_vm_runs_through_vmi_pod_and_node() {
         "the VM carries the controller's finalizer"
     );
 
-    let pod_name = h.run_launcher_pod("default", "demo", "node01");
-    let pod = h.get("pod", "default", &pod_name).expect("the pod");
+    // The pod as the controller created it (before the kubelet and the controller's later
+    // metadata sync touch it) is the pod `kvrs pod` renders for the VMI.
+    let pod = h.wait_for("the launcher pod", T, || {
+        h.list("pods", "default", "vm.kubevirt.io/name=demo").into_iter().next()
+    });
+    let rendered = rendered_pod(&vmi);
+    for field in [
+        "/metadata/labels",
+        "/metadata/annotations",
+        "/metadata/ownerReferences",
+        "/spec/containers",
+        "/spec/initContainers",
+        "/spec/volumes",
+        "/spec/nodeSelector",
+        "/spec/readinessGates",
+        "/spec/terminationGracePeriodSeconds",
+    ] {
+        assert_eq!(
+            comparable(&pod, field),
+            comparable(&rendered, field),
+            "launcher pod {field} differs from what `kvrs pod` renders"
+        );
+    }
+    h.run_launcher_pod("default", "demo", "node01");
     assert_eq!(
         pod.pointer("/metadata/ownerReferences/0/kind"),
         Some(&json!("VirtualMachineInstance"))

@@ -1,0 +1,569 @@
+//! The controller burst benchmark (`benches/controller-burst.sh`; not run by CI).
+//!
+//! On one real kube-apiserver + etcd + kube-controller-manager (the GC; no scheduler, no
+//! kubelet) with kvrs's CRDs and virt-controller's RBAC, as the e2e tests set it up:
+//!
+//! 1. the raw create ceiling: N small ConfigMaps created by the admin with 32 requests in
+//!    flight (objects/s, first request sent to last answer);
+//! 2. the real `virt-controller` binary (ServiceAccount token, `--no-leader-elect`) is started
+//!    and waited for (`/readyz` 200);
+//! 3. N VirtualMachines (`runStrategy: Always`, the small VM of the e2e tests) are created with
+//!    the same concurrency, and metadata watches see the VMIs and the launcher pods
+//!    (`kubevirt.io=virt-launcher`) appear: VMs/s from the first create to the N-th pod;
+//! 4. API writes per VM: the deltas of the apiserver's `apiserver_request_total` over write
+//!    verbs (POST, PUT, PATCH, DELETE, APPLY, DELETECOLLECTION) from before (3) until the write
+//!    count settles, minus the benchmark's own N VM creates, minus Lease writes (the controller
+//!    manager's leader election). The metric has no user label, so this counts every client's
+//!    writes — in practice kvrs's, since nothing else writes in that window.
+//!
+//! ```text
+//! cargo run --release -p virt-controller --example burst -- --vms 1000 \
+//!     --controller target/release/virt-controller
+//! ```
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::watcher;
+use kvrs_test_cluster::{Options, TestCluster};
+use serde_json::{Value, json};
+
+/// The burst benchmark's flags.
+#[derive(Debug, Parser)]
+struct Args {
+    /// How many ConfigMaps and VirtualMachines to create.
+    #[arg(long, default_value_t = 1000)]
+    vms: usize,
+    /// The virt-controller binary (relative paths: from the current directory).
+    #[arg(long)]
+    controller: Option<PathBuf>,
+    /// Requests in flight while creating.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Give up when a phase does not converge within this many seconds.
+    #[arg(long, default_value_t = 600)]
+    timeout_secs: u64,
+}
+
+const VM_NS: &str = "burst-vms";
+const RAW_NS: &str = "burst-raw";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// The controller process; killed on drop (also on an error path).
+struct ControllerProc(Child);
+
+impl Drop for ControllerProc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn kubectl_ok(cluster: &TestCluster, args: &[&str], stdin: Option<&str>) -> Result<Vec<u8>> {
+    let out = match stdin {
+        Some(s) => cluster.kubectl_with_stdin(args, s),
+        None => cluster.kubectl(args),
+    };
+    if !out.status.success() {
+        bail!(
+            "kubectl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(out.stdout)
+}
+
+/// CRDs, RBAC and the Node, as `tests/support/mod.rs` applies them.
+fn set_up(cluster: &TestCluster) -> Result<()> {
+    let deploy = root().join("bins/deploy");
+    let crds = deploy.join("crds");
+    kubectl_ok(cluster, &["apply", "-f", crds.to_str().unwrap_or_default()], None)?;
+    let start = Instant::now();
+    for crd in [
+        "virtualmachines.kubevirt.io",
+        "virtualmachineinstances.kubevirt.io",
+    ] {
+        loop {
+            let out = cluster.kubectl([
+                "get",
+                "crd",
+                crd,
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Established\")].status}",
+            ]);
+            if out.stdout == b"True" {
+                break;
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                bail!("CRD {crd} not established within 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    for f in [
+        "00-namespace.yaml",
+        "serviceaccount.yaml",
+        "clusterrole.yaml",
+        "clusterrolebinding.yaml",
+        "role.yaml",
+        "rolebinding.yaml",
+    ] {
+        let path = deploy.join("virt-controller").join(f);
+        kubectl_ok(cluster, &["apply", "-f", path.to_str().unwrap_or_default()], None)
+            .with_context(|| f.to_string())?;
+    }
+    let objects = [
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node01",
+            "labels": {"kubevirt.io/schedulable": "true"}}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": VM_NS}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RAW_NS}}),
+    ];
+    for obj in objects {
+        kubectl_ok(cluster, &["apply", "-f", "-"], Some(&obj.to_string()))?;
+    }
+    // Pods need their namespace's `default` ServiceAccount (the controller manager creates it).
+    let start = Instant::now();
+    while !cluster
+        .kubectl(["get", "serviceaccount", "default", "-n", VM_NS])
+        .status
+        .success()
+    {
+        if start.elapsed() > Duration::from_secs(60) {
+            bail!("no default ServiceAccount in {VM_NS} within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(())
+}
+
+/// The small VM of the e2e tests (`support::vm`), in the benchmark's namespace.
+fn vm(name: &str) -> Value {
+    json!({
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": name, "namespace": VM_NS, "labels": {"app": name}},
+        "spec": {
+            "runStrategy": "Always",
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "domain": {
+                        "memory": {"guest": "128Mi"},
+                        "devices": {
+                            "disks": [{"name": "root", "disk": {"bus": "virtio"}}],
+                            "interfaces": [{"name": "default", "masquerade": {}}],
+                        },
+                    },
+                    "networks": [{"name": "default", "pod": {}}],
+                    "terminationGracePeriodSeconds": 0,
+                    "volumes": [{"name": "root",
+                        "containerDisk": {"image": "quay.io/containerdisks/busybox:1.36"}}],
+                },
+            },
+        },
+    })
+}
+
+fn kubevirt_resource(kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk("kubevirt.io", "v1", kind))
+}
+
+/// `apiserver_request_total` by (verb, group, resource, subresource), summed over the other
+/// labels (code, scope, component, ...).
+type Requests = BTreeMap<(String, String, String, String), f64>;
+
+fn request_totals(cluster: &TestCluster) -> Result<Requests> {
+    let text = kubectl_ok(cluster, &["get", "--raw", "/metrics"], None)?;
+    let text = String::from_utf8_lossy(&text);
+    let mut out = Requests::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let Ok(value) = value.trim().parse::<f64>() else {
+            continue;
+        };
+        let mut get = BTreeMap::new();
+        for pair in labels.split("\",") {
+            if let Some((k, v)) = pair.split_once("=\"") {
+                get.insert(k, v.trim_end_matches('"'));
+            }
+        }
+        let l = |k: &str| get.get(k).copied().unwrap_or_default().to_string();
+        *out.entry((l("verb"), l("group"), l("resource"), l("subresource")))
+            .or_default() += value;
+    }
+    Ok(out)
+}
+
+fn is_write(verb: &str) -> bool {
+    matches!(
+        verb,
+        "POST" | "PUT" | "PATCH" | "DELETE" | "APPLY" | "DELETECOLLECTION"
+    )
+}
+
+/// Write deltas between two samples, without Lease writes.
+fn write_deltas(before: &Requests, after: &Requests) -> Requests {
+    after
+        .iter()
+        .filter(|((verb, _, resource, _), _)| is_write(verb) && resource != "leases")
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or_default()))
+        .filter(|(_, d)| *d > 0.0)
+        .collect()
+}
+
+/// Names seen by a metadata watch, and when the count first reached the target.
+#[derive(Default)]
+struct Seen {
+    names: HashSet<String>,
+    reached: Option<Instant>,
+}
+
+fn watch_names<K>(api: Api<K>, cfg: watcher::Config, target: usize) -> Arc<Mutex<Seen>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let s = seen.clone();
+    tokio::spawn(async move {
+        let mut stream = watcher::metadata_watcher(api, cfg).boxed();
+        loop {
+            match stream.try_next().await {
+                Ok(Some(ev)) => {
+                    let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
+                    match ev {
+                        watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+                            if let Some(n) = o.metadata.name {
+                                s.names.insert(n);
+                            }
+                        }
+                        watcher::Event::Delete(o) => {
+                            if let Some(n) = o.metadata.name {
+                                s.names.remove(&n);
+                            }
+                        }
+                        _ => {}
+                    }
+                    if s.reached.is_none() && s.names.len() >= target {
+                        s.reached = Some(Instant::now());
+                    }
+                }
+                Ok(None) => break,
+                // The watcher retries by itself on the next poll; don't spin.
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    });
+    seen
+}
+
+fn count(seen: &Mutex<Seen>) -> (usize, Option<Instant>) {
+    let s = seen.lock().unwrap_or_else(|e| e.into_inner());
+    (s.names.len(), s.reached)
+}
+
+fn controller_log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+fn http_status(port: u16, path: &str) -> u16 {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return 0;
+    };
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    if write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .is_err()
+    {
+        return 0;
+    }
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok();
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let n = args.vms;
+    let timeout = Duration::from_secs(args.timeout_secs);
+    let controller_bin = args
+        .controller
+        .clone()
+        .unwrap_or_else(|| root().join("target/release/virt-controller"));
+    if !controller_bin.is_file() {
+        bail!(
+            "no virt-controller binary at {} (cargo build --release -p virt-controller)",
+            controller_bin.display()
+        );
+    }
+
+    eprintln!("burst: starting the cluster");
+    let cluster_start = Instant::now();
+    let cluster = TestCluster::start(Options {
+        controller_manager: true,
+        scheduler: false,
+    })
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    set_up(&cluster)?;
+    let cluster_wall = cluster_start.elapsed();
+
+    let kubeconfig = Kubeconfig::read_from(cluster.admin_kubeconfig_path())?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    let client = kube::Client::try_from(config)?;
+
+    // (a) The raw create ceiling.
+    eprintln!("burst: raw ceiling: {n} ConfigMaps, {} in flight", args.concurrency);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), RAW_NS);
+    let raw_start = Instant::now();
+    let results: Vec<Result<ConfigMap, kube::Error>> = futures::stream::iter(0..n)
+        .map(|i| {
+            let cms = cms.clone();
+            async move {
+                let cm: ConfigMap = serde_json::from_value(json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("cm-{i:05}"), "namespace": RAW_NS},
+                    "data": {"key": "value"},
+                }))
+                .expect("a ConfigMap");
+                cms.create(&PostParams::default(), &cm).await
+            }
+        })
+        .buffer_unordered(args.concurrency)
+        .collect()
+        .await;
+    let raw_wall = raw_start.elapsed();
+    if let Some(Err(e)) = results.into_iter().find(Result::is_err) {
+        bail!("creating ConfigMaps: {e}");
+    }
+    let raw_rate = n as f64 / raw_wall.as_secs_f64();
+
+    // (b) The controller.
+    let token = cluster.service_account_token("kubevirt", "kubevirt-controller");
+    let controller_kubeconfig = cluster.kubeconfig_for_token(&token);
+    let port = free_port()?;
+    let log = cluster.dir().join("virt-controller-burst.log");
+    let log_file = std::fs::File::create(&log)?;
+    let child = Command::new(&controller_bin)
+        .arg("--kubeconfig")
+        .arg(&controller_kubeconfig)
+        .args(["--identity", "a", "--no-leader-elect"])
+        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(log_file)
+        .spawn()
+        .with_context(|| format!("starting {}", controller_bin.display()))?;
+    let mut controller = ControllerProc(child);
+    let ready_start = Instant::now();
+    while http_status(port, "/readyz") != 200 {
+        if let Some(status) = controller.0.try_wait()? {
+            bail!(
+                "virt-controller exited ({status}):\n{}",
+                controller_log_tail(&log)
+            );
+        }
+        if ready_start.elapsed() > Duration::from_secs(120) {
+            bail!(
+                "virt-controller not ready within 120 s:\n{}",
+                controller_log_tail(&log)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ready_wall = ready_start.elapsed();
+
+    // (c) The VM burst.
+    let vm_res = kubevirt_resource("VirtualMachine");
+    let vmi_res = kubevirt_resource("VirtualMachineInstance");
+    let vms: Api<DynamicObject> = Api::namespaced_with(client.clone(), VM_NS, &vm_res);
+    let vmis: Api<DynamicObject> = Api::namespaced_with(client.clone(), VM_NS, &vmi_res);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), VM_NS);
+    let seen_vmis = watch_names(vmis, watcher::Config::default(), n);
+    let seen_pods = watch_names(
+        pods,
+        watcher::Config::default().labels("kubevirt.io=virt-launcher"),
+        n,
+    );
+    // Let both watches finish their initial list before the clock starts.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = request_totals(&cluster)?;
+
+    eprintln!("burst: {n} VirtualMachines, {} in flight", args.concurrency);
+    let burst_start = Instant::now();
+    let results: Vec<Result<DynamicObject, kube::Error>> = futures::stream::iter(0..n)
+        .map(|i| {
+            let vms = vms.clone();
+            async move {
+                let obj: DynamicObject =
+                    serde_json::from_value(vm(&format!("vm-{i:05}"))).expect("a VM");
+                vms.create(&PostParams::default(), &obj).await
+            }
+        })
+        .buffer_unordered(args.concurrency)
+        .collect()
+        .await;
+    let creates_wall = burst_start.elapsed();
+    if let Some(Err(e)) = results.into_iter().find(Result::is_err) {
+        bail!("creating VirtualMachines: {e}");
+    }
+    let mut last_report = Instant::now();
+    let (vmis_at, pods_at) = loop {
+        let (nv, tv) = count(&seen_vmis);
+        let (np, tp) = count(&seen_pods);
+        if let (Some(tv), Some(tp)) = (tv, tp) {
+            break (tv, tp);
+        }
+        if let Some(status) = controller.0.try_wait()? {
+            bail!(
+                "virt-controller exited ({status}) with {nv} VMIs and {np} pods of {n}:\n{}",
+                controller_log_tail(&log)
+            );
+        }
+        if burst_start.elapsed() > timeout {
+            bail!(
+                "did not converge within {timeout:?}: {nv} VMIs and {np} launcher pods of {n}\n\
+                 controller log tail:\n{}",
+                controller_log_tail(&log)
+            );
+        }
+        if last_report.elapsed() > Duration::from_secs(10) {
+            eprintln!(
+                "burst: {:>5.1} s: {nv} VMIs, {np} launcher pods",
+                burst_start.elapsed().as_secs_f64()
+            );
+            last_report = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let vmi_wall = vmis_at.duration_since(burst_start);
+    let pod_wall = pods_at.duration_since(burst_start);
+    let vm_rate = n as f64 / pod_wall.as_secs_f64();
+
+    // (d) Writes per VM, once the controller has stopped writing (status updates trail the
+    // pod creates): two samples 2 s apart with the same write count, at most 60 s.
+    let writes = |r: &Requests| write_deltas(&before, r).values().sum::<f64>();
+    let settle_start = Instant::now();
+    let mut after = request_totals(&cluster)?;
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let next = request_totals(&cluster)?;
+        let settled = writes(&next) == writes(&after);
+        after = next;
+        if settled || settle_start.elapsed() > Duration::from_secs(60) {
+            break;
+        }
+    }
+    let settled_wall = burst_start.elapsed();
+    let deltas = write_deltas(&before, &after);
+    let total_writes: f64 = deltas.values().sum();
+    let controller_writes = total_writes - n as f64;
+
+    println!();
+    println!("controller burst: {n} VMs, {} requests in flight", args.concurrency);
+    println!("{:<52} {:>12}", "figure", "value");
+    println!(
+        "{:<52} {:>12.1}",
+        "raw create ceiling (ConfigMaps/s)", raw_rate
+    );
+    println!(
+        "{:<52} {:>12.1}",
+        "kvrs VMs/s (first VM create -> N-th launcher pod)", vm_rate
+    );
+    println!(
+        "{:<52} {:>12.2}",
+        "ratio kvrs / raw (goal >= 0.50)",
+        vm_rate / raw_rate
+    );
+    println!(
+        "{:<52} {:>12.2}",
+        "API writes per VM (see below)",
+        controller_writes / n as f64
+    );
+    println!(
+        "{:<52} {:>11.2}s",
+        "wall: cluster start + setup",
+        cluster_wall.as_secs_f64()
+    );
+    println!(
+        "{:<52} {:>11.2}s",
+        "wall: raw ConfigMap creates",
+        raw_wall.as_secs_f64()
+    );
+    println!(
+        "{:<52} {:>11.2}s",
+        "wall: controller start -> /readyz 200",
+        ready_wall.as_secs_f64()
+    );
+    println!(
+        "{:<52} {:>11.2}s",
+        "wall: VM creates (benchmark's own requests)",
+        creates_wall.as_secs_f64()
+    );
+    println!(
+        "{:<52} {:>11.2}s",
+        "wall: first VM create -> N-th VMI seen",
+        vmi_wall.as_secs_f64()
+    );
+    println!(
+        "{:<52} {:>11.2}s",
+        "wall: first VM create -> N-th launcher pod seen",
+        pod_wall.as_secs_f64()
+    );
+    println!(
+        "{:<52} {:>11.2}s",
+        "wall: first VM create -> writes settled",
+        settled_wall.as_secs_f64()
+    );
+    println!();
+    println!(
+        "writes counted: apiserver_request_total deltas, verbs POST/PUT/PATCH/DELETE/APPLY/\n\
+         DELETECOLLECTION, from before the VM creates until the write count was stable for 2 s;\n\
+         Lease writes excluded; the benchmark's own {n} VM creates subtracted. The metric has no\n\
+         user label: every client's writes are in it (kvrs's, the controller manager's)."
+    );
+    println!("{:<8} {:<40} {:>10} {:>9}", "verb", "resource", "requests", "per VM");
+    for ((verb, group, resource, sub), d) in &deltas {
+        let mut what = if group.is_empty() {
+            resource.clone()
+        } else {
+            format!("{resource}.{group}")
+        };
+        if !sub.is_empty() {
+            what = format!("{what}/{sub}");
+        }
+        println!("{verb:<8} {what:<40} {d:>10} {:>9.2}", d / n as f64);
+    }
+    drop(controller);
+    Ok(())
+}
