@@ -77,13 +77,18 @@ pub enum Workload {
     Vm(Box<VirtualMachine>),
 }
 
-/// Reads a VMI or VM document from `path`.
-pub fn read_workload(path: &Path) -> Result<Workload, CliError> {
-    let origin = if path.as_os_str() == "-" {
+/// How errors name the input `path` (`standard input` for `-`).
+pub fn origin_of(path: &Path) -> String {
+    if path.as_os_str() == "-" {
         "standard input".to_string()
     } else {
         path.display().to_string()
-    };
+    }
+}
+
+/// Reads a VMI or VM document from `path`.
+pub fn read_workload(path: &Path) -> Result<Workload, CliError> {
+    let origin = origin_of(path);
     let doc = parse_document(&read_text(path)?, &origin)?;
     let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or("");
     match kind {

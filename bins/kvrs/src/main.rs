@@ -5,6 +5,7 @@
 
 mod cmd;
 mod input;
+mod pipeline;
 
 use std::process::ExitCode;
 

@@ -9,10 +9,9 @@ use std::path::PathBuf;
 
 use kvrs_converter::{ConverterContext, convert};
 use kvrs_core::ClusterConfig;
-use kvrs_core::admission::admit;
-use kvrs_core::template::vmi_from_vm;
 
-use crate::input::{CliError, Workload, read_workload};
+use crate::input::{CliError, origin_of};
+use crate::pipeline::admitted_vmi;
 
 /// Arguments of `kvrs convert`.
 #[derive(clap::Args)]
@@ -29,18 +28,8 @@ pub struct Args {
 
 /// Runs the subcommand: prints the domain XML.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let origin = if args.file.as_os_str() == "-" {
-        "standard input".to_string()
-    } else {
-        args.file.display().to_string()
-    };
+    let origin = origin_of(&args.file);
     let config = ClusterConfig::with_feature_gates(args.feature_gates.as_deref().unwrap_or(""));
-    let vmi = match read_workload(&args.file)? {
-        Workload::Vmi(vmi) => *vmi,
-        Workload::Vm(vm) => {
-            vmi_from_vm(&vm).map_err(|e| CliError::Input(format!("{origin}: {e}")))?
-        }
-    };
     let ctx = match &args.context {
         None => ConverterContext::default(),
         Some(path) => {
@@ -50,7 +39,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 .map_err(|e| CliError::Input(format!("{}: {e}", path.display())))?
         }
     };
-    let admitted = admit(vmi, &config).map_err(|e| CliError::Rejected(format!("{origin}: {e}")))?;
+    let admitted = admitted_vmi(&args.file, &config)?;
     let domain =
         convert(&admitted, &ctx).map_err(|e| CliError::Rejected(format!("{origin}: {e}")))?;
     let xml = domain

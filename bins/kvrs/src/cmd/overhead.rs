@@ -1,14 +1,13 @@
 //! `kvrs overhead FILE`: the memory overhead and compute-container resources KubeVirt reserves
 //! for a VMI, in the `key: value` layout of the oracle's `NAME.overhead.txt`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use kvrs_core::admission::admit;
+use kvrs_core::ClusterConfig;
 use kvrs_core::resources::ResourceReport;
-use kvrs_core::template::vmi_from_vm;
-use kvrs_core::{ClusterConfig, VirtualMachineInstance};
 
-use crate::input::{CliError, Workload, read_workload};
+use crate::input::CliError;
+use crate::pipeline::admitted_vmi;
 
 /// Arguments of `kvrs overhead`.
 #[derive(clap::Args)]
@@ -18,19 +17,6 @@ pub struct Args {
     /// Cluster feature gates to enable, comma separated (as in `NAME.featuregates.txt`).
     #[arg(long, value_name = "A,B")]
     pub feature_gates: Option<String>,
-}
-
-/// Reads a VMI (or a VM's VMI) and admits it as the cluster would: namespace, defaulting,
-/// validation. Rejections exit with code 2 and KubeVirt's causes.
-pub(crate) fn admitted_vmi(
-    file: &Path,
-    config: &ClusterConfig,
-) -> Result<VirtualMachineInstance, CliError> {
-    let vmi = match read_workload(file)? {
-        Workload::Vmi(vmi) => *vmi,
-        Workload::Vm(vm) => vmi_from_vm(&vm).map_err(|e| CliError::Input(e.to_string()))?,
-    };
-    admit(vmi, config).map_err(|e| CliError::Rejected(e.to_string()))
 }
 
 /// The cluster configuration for `--feature-gates`.

@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 use kvrs_core::pod::{PodInputs, QEMU_TIMEOUT_JITTER_RANGE, render_launcher_pod};
 
-use super::overhead::{admitted_vmi, config_for};
+use super::overhead::config_for;
 use crate::input::CliError;
+use crate::pipeline::admitted_vmi;
 
 /// Output format of `kvrs pod`.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]

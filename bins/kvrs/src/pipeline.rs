@@ -1,0 +1,46 @@
+//! The one way every subcommand that works on a VMI (`defaults`, `convert`, `overhead`, `pod`)
+//! turns its input into the VMI the cluster would store, so that all of them accept and refuse
+//! the same inputs for the same reasons.
+//!
+//! A VirtualMachine is first checked as KubeVirt v1.9.0's VM validating webhook checks it
+//! ([`validate_vm`]: run strategy — `spec.running` alone is accepted, `running` together with
+//! `runStrategy` or neither is refused — DataVolume templates, template metadata), then turned
+//! into the VMI its controller would create ([`vmi_from_vm`]). The VMI (given or derived) is then
+//! admitted like any VMI ([`admit`]: namespace, mutating webhook defaults, validating webhook).
+
+use std::path::Path;
+
+use kvrs_core::admission::admit;
+use kvrs_core::template::vmi_from_vm;
+use kvrs_core::validate::validate_vm;
+use kvrs_core::{ClusterConfig, VirtualMachineInstance};
+
+use crate::input::{CliError, Workload, origin_of, read_workload};
+
+/// Admits one workload read from `origin` (see the module documentation). Every error starts
+/// with `origin`.
+pub fn admit_workload(
+    workload: Workload,
+    origin: &str,
+    config: &ClusterConfig,
+) -> Result<VirtualMachineInstance, CliError> {
+    let vmi = match workload {
+        Workload::Vmi(vmi) => *vmi,
+        Workload::Vm(vm) => {
+            validate_vm(&vm, config).map_err(|e| {
+                CliError::Rejected(format!("{origin}: rejected by validating webhook: {e}"))
+            })?;
+            vmi_from_vm(&vm).map_err(|e| CliError::Input(format!("{origin}: {e}")))?
+        }
+    };
+    admit(vmi, config).map_err(|e| CliError::Rejected(format!("{origin}: {e}")))
+}
+
+/// Reads the VMI or VM in `file` and admits it.
+pub fn admitted_vmi(
+    file: &Path,
+    config: &ClusterConfig,
+) -> Result<VirtualMachineInstance, CliError> {
+    let workload = read_workload(file)?;
+    admit_workload(workload, &origin_of(file), config)
+}
