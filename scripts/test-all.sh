@@ -28,7 +28,7 @@ echo "== kvrs against KubeVirt v1.9.0's oracle corpus"
 cargo test -q -p kvrs-tests \
   --test oracle_roundtrip --test oracle_defaults --test oracle_convert --test oracle_overhead \
   --test oracle_pod --test oracle_vm --test oracle_handler -- --nocapture 2>&1 |
-  grep -E "match|round-tripped|idempotently" || true
+  grep -E "match|round-tripped|idempotently" | sed "s/^\.*//" || true
 
 # One closing line for the whole run, summed over every test binary above.
 awk '/^test result:/ { p += $4; f += $6 } END { printf "kvrs: %d passed, %d failed\n", p, f }' "$log"

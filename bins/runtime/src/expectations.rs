@@ -7,7 +7,7 @@
 //! write fails, so the next reconcile does not wait for something that never happens.
 
 use kvrs_decide::Expectation;
-use kvrs_decide::vm::PendingExpectations;
+use kvrs_decide::PendingExpectations;
 use kvrs_queue::{Expectations, Instant};
 
 /// The two expectation stores of one controller.

@@ -29,6 +29,8 @@ pub mod annotations {
     pub const STORAGE_OBSERVED_API_VERSION: &str = "kubevirt.io/storage-observed-api-version";
     /// On launcher pods: the domain name the launcher defines.
     pub const DOMAIN: &str = "kubevirt.io/domain";
+    /// On VMIs: the VMI is the receiving end of a migration.
+    pub const CREATE_MIGRATION_TARGET: &str = "kubevirt.io/create-migration-target";
     /// On nodes: virt-handler's heartbeat, an RFC 3339 timestamp refreshed periodically.
     pub const HEARTBEAT: &str = "kubevirt.io/heartbeat";
 }

@@ -31,6 +31,7 @@ pub mod scenario;
 pub mod store;
 pub mod vm;
 pub mod vmi;
+pub mod vmi_state;
 mod write;
 
 // The shared crates' modules under the names the code here has always used.
@@ -42,3 +43,21 @@ pub use event::{Event, EventType, ObjectRef};
 pub use kvrs_api::time::{Now, format_rfc3339, parse_rfc3339};
 pub use plan::{DecideError, ErrorKind, Plan, QueueOp, Requeue};
 pub use write::{ApiWrite, Expectation, PatchType, WriteOp};
+
+/// Outstanding expectations of a controller key: writes the controller made that its caches have
+/// not shown yet. While any are outstanding the decision must not act on the (stale) cache —
+/// that is what keeps a lagging cache from producing a second VMI or pod.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PendingExpectations {
+    /// Creations not yet observed.
+    pub creations: u32,
+    /// Deletions not yet observed.
+    pub deletions: u32,
+}
+
+impl PendingExpectations {
+    /// No outstanding creations or deletions.
+    pub fn satisfied(&self) -> bool {
+        self.creations == 0 && self.deletions == 0
+    }
+}

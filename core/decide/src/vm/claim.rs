@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::Reconcile;
 use crate::api::VirtualMachineInstance;
-use crate::vmi::state;
+use crate::vmi_state as state;
 use crate::{ApiWrite, PatchType, WriteOp, meta};
 
 /// The VMI this VM may act on, recording an adoption patch when an orphan VMI of the same name

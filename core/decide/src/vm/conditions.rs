@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::SyncError;
 use crate::api::{VirtualMachineCondition, VirtualMachineInstance, VirtualMachineStatus};
 use crate::meta;
-use crate::vmi::state;
+use crate::vmi_state as state;
 
 /// Conditions the VM owns itself rather than copying from the VMI.
 const NOT_COPIED: [&str; 3] = ["Ready", "Failure", "RestartRequired"];

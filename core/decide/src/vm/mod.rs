@@ -32,31 +32,16 @@ use crate::ClusterConfig;
 use crate::api::{VirtualMachine, VirtualMachineInstance};
 
 /// The finalizer the VM controller keeps on VMs and the VMIs it starts.
-pub const VM_CONTROLLER_FINALIZER: &str = "kubevirt.io/virtualMachineControllerFinalize";
+pub const VM_CONTROLLER_FINALIZER: &str = kvrs_api::names::finalizers::VM_CONTROLLER;
 /// Annotation on a VMI: the VM generation it was started from (or found equivalent to).
 pub const VM_GENERATION_ANNOTATION: &str = "kubevirt.io/vm-generation";
 /// Annotation marking a VMI as a migration receiver.
-pub const CREATE_MIGRATION_TARGET_ANNOTATION: &str = "kubevirt.io/create-migration-target";
+pub const CREATE_MIGRATION_TARGET_ANNOTATION: &str =
+    kvrs_api::names::annotations::CREATE_MIGRATION_TARGET;
 /// Annotation holding the run strategy to restore once a receiver's migration completed.
 pub const RESTORE_RUN_STRATEGY_ANNOTATION: &str = "kubevirt.io/restore-run-strategy";
 
-/// Outstanding expectations of a controller key: writes the controller made that its caches have
-/// not shown yet. While any are outstanding the decision must not act on the (stale) cache —
-/// that is what keeps a lagging cache from producing a second VMI or pod.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PendingExpectations {
-    /// Creations not yet observed.
-    pub creations: u32,
-    /// Deletions not yet observed.
-    pub deletions: u32,
-}
-
-impl PendingExpectations {
-    /// No outstanding creations or deletions.
-    pub fn satisfied(&self) -> bool {
-        self.creations == 0 && self.deletions == 0
-    }
-}
+pub use crate::PendingExpectations;
 
 /// Everything the VM decision reads: the VM, the VMI of the same name from the cache, the
 /// ControllerRevisions, DataVolumes and PVCs in the VM's namespace, the expectations of the key,

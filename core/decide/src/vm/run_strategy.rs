@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::{CREATE_MIGRATION_TARGET_ANNOTATION, Reconcile, SyncError, start};
 use crate::api::VirtualMachine;
 use crate::patch::op;
-use crate::vmi::state::{self, phase};
+use crate::vmi_state::{self as state, phase};
 use crate::{Requeue, meta};
 
 /// Reason of the `Failure` condition when starting failed.

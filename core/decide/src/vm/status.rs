@@ -12,7 +12,7 @@ use crate::api::{
     VirtualMachineCondition, VirtualMachineInstance, VirtualMachineSpec,
     VirtualMachineStartFailure, VirtualMachineStatus,
 };
-use crate::vmi::state::{self, phase};
+use crate::vmi_state::{self as state, phase};
 use crate::{meta, patch};
 
 /// Computes the status, records its write when it changed, and removes the controller finalizer

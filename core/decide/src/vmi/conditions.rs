@@ -10,7 +10,7 @@ use super::{pod, state};
 use crate::api::VirtualMachineInstance;
 use crate::meta;
 pub(super) use crate::meta::json_condition as find_cond;
-use crate::vmi::state::phase;
+use crate::vmi_state::phase;
 
 pub(super) fn conds_mut(v: &mut Value) -> &mut Vec<Value> {
     if !v["status"].is_object() {

@@ -88,8 +88,10 @@ fn sync(
     if state::is_final(vmi) {
         return None;
     }
-    let is_target = meta::annotation(&vmi.metadata, crate::vm::CREATE_MIGRATION_TARGET_ANNOTATION)
-        == Some("true");
+    let is_target = meta::annotation(
+        &vmi.metadata,
+        kvrs_api::names::annotations::CREATE_MIGRATION_TARGET,
+    ) == Some("true");
     if is_target && meta::label(&vmi.metadata, "kubevirt.io/migration-target-node-name").is_none() {
         return None;
     }

@@ -13,17 +13,18 @@ mod handover;
 mod lifecycle;
 pub mod pod;
 mod pod_sync;
-pub mod state;
 mod status;
 
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
-use super::vm::PendingExpectations;
+use super::PendingExpectations;
 use super::{ApiWrite, Event, Expectation, Now, ObjectRef, Plan, WriteOp, meta};
 use crate::ClusterConfig;
 use crate::api::{VirtualMachine, VirtualMachineInstance};
 
+/// The VMI state predicates, shared with the VM decision (at `crate::vmi_state`).
+pub use crate::vmi_state as state;
 pub use lifecycle::pod_create_failed;
 
 /// Renders the launcher pod of a VMI as a JSON Pod object (with `metadata.generateName`), or

@@ -17,7 +17,7 @@ use super::lifecycle::{
 use super::pod_sync::{sync_dynamic_metadata_to_pod, sync_paused_condition_to_pod};
 use super::{VmiWorld, pod, state};
 use crate::patch::{self, op};
-use crate::vmi::state::phase;
+use crate::vmi_state::phase;
 use crate::{ApiWrite, Expectation, PatchType, Plan, WriteOp, meta};
 
 fn set_phase(v: &mut Value, p: &str) {
@@ -88,7 +88,7 @@ fn release_orphan(w: &VmiWorld<'_>, c: &mut Value) {
         .and_then(Value::as_array)
         .is_some_and(|a| !a.is_empty());
     if has_finalizers && !has_owner_vm(w) {
-        remove_finalizer(c, crate::vm::VM_CONTROLLER_FINALIZER);
+        remove_finalizer(c, kvrs_api::names::finalizers::VM_CONTROLLER);
     }
 }
 

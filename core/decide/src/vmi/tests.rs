@@ -6,9 +6,9 @@ use serde_json::{Value, json};
 
 use super::{VmiWorld, decide_vmi, pod_create_failed};
 use crate::ClusterConfig;
+use crate::PendingExpectations;
 use crate::api::VirtualMachineInstance;
 use crate::store::ObjectStore;
-use crate::vm::PendingExpectations;
 use crate::{Expectation, Requeue, WriteOp};
 
 const NOW: i64 = 1_767_225_600;

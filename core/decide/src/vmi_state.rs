@@ -90,10 +90,10 @@ pub fn is_migrating(vmi: &VirtualMachineInstance, now: i64) -> bool {
     let started = ms
         .start_timestamp
         .as_ref()
-        .is_some_and(|t| super::super::meta::unix_of(t) <= now);
+        .is_some_and(|t| crate::meta::unix_of(t) <= now);
     let ended = ms
         .end_timestamp
         .as_ref()
-        .is_some_and(|t| super::super::meta::unix_of(t) <= now);
+        .is_some_and(|t| crate::meta::unix_of(t) <= now);
     started && !ended
 }
