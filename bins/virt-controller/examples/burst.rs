@@ -31,7 +31,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::watcher;
 use kvrs_test_cluster::{Options, TestCluster};
@@ -62,7 +62,9 @@ fn root() -> PathBuf {
 }
 
 fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 /// The controller process; killed on drop (also on an error path).
@@ -94,7 +96,11 @@ fn kubectl_ok(cluster: &TestCluster, args: &[&str], stdin: Option<&str>) -> Resu
 fn set_up(cluster: &TestCluster) -> Result<()> {
     let deploy = root().join("bins/deploy");
     let crds = deploy.join("crds");
-    kubectl_ok(cluster, &["apply", "-f", crds.to_str().unwrap_or_default()], None)?;
+    kubectl_ok(
+        cluster,
+        &["apply", "-f", crds.to_str().unwrap_or_default()],
+        None,
+    )?;
     let start = Instant::now();
     for crd in [
         "virtualmachines.kubevirt.io",
@@ -126,8 +132,12 @@ fn set_up(cluster: &TestCluster) -> Result<()> {
         "rolebinding.yaml",
     ] {
         let path = deploy.join("virt-controller").join(f);
-        kubectl_ok(cluster, &["apply", "-f", path.to_str().unwrap_or_default()], None)
-            .with_context(|| f.to_string())?;
+        kubectl_ok(
+            cluster,
+            &["apply", "-f", path.to_str().unwrap_or_default()],
+            None,
+        )
+        .with_context(|| f.to_string())?;
     }
     let objects = [
         json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node01",
@@ -240,14 +250,18 @@ struct Seen {
     reached: Option<Instant>,
 }
 
-fn watch_names<K>(api: Api<K>, cfg: watcher::Config, target: usize) -> Arc<Mutex<Seen>>
+fn watch_names<K>(
+    api: Api<PartialObjectMeta<K>>,
+    cfg: watcher::Config,
+    target: usize,
+) -> Arc<Mutex<Seen>>
 where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
 {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let s = seen.clone();
     tokio::spawn(async move {
-        let mut stream = watcher::metadata_watcher(api, cfg).boxed();
+        let mut stream = watcher::watcher(api, cfg).boxed();
         loop {
             match stream.try_next().await {
                 Ok(Some(ev)) => {
@@ -343,7 +357,10 @@ async fn main() -> Result<()> {
     let client = kube::Client::try_from(config)?;
 
     // (a) The raw create ceiling.
-    eprintln!("burst: raw ceiling: {n} ConfigMaps, {} in flight", args.concurrency);
+    eprintln!(
+        "burst: raw ceiling: {n} ConfigMaps, {} in flight",
+        args.concurrency
+    );
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), RAW_NS);
     let raw_start = Instant::now();
     let results: Vec<Result<ConfigMap, kube::Error>> = futures::stream::iter(0..n)
@@ -407,8 +424,9 @@ async fn main() -> Result<()> {
     let vm_res = kubevirt_resource("VirtualMachine");
     let vmi_res = kubevirt_resource("VirtualMachineInstance");
     let vms: Api<DynamicObject> = Api::namespaced_with(client.clone(), VM_NS, &vm_res);
-    let vmis: Api<DynamicObject> = Api::namespaced_with(client.clone(), VM_NS, &vmi_res);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), VM_NS);
+    let vmis: Api<PartialObjectMeta<DynamicObject>> =
+        Api::namespaced_with(client.clone(), VM_NS, &vmi_res);
+    let pods: Api<PartialObjectMeta<Pod>> = Api::namespaced(client.clone(), VM_NS);
     let seen_vmis = watch_names(vmis, watcher::Config::default(), n);
     let seen_pods = watch_names(
         pods,
@@ -490,7 +508,10 @@ async fn main() -> Result<()> {
     let controller_writes = total_writes - n as f64;
 
     println!();
-    println!("controller burst: {n} VMs, {} requests in flight", args.concurrency);
+    println!(
+        "controller burst: {n} VMs, {} requests in flight",
+        args.concurrency
+    );
     println!("{:<52} {:>12}", "figure", "value");
     println!(
         "{:<52} {:>12.1}",
@@ -552,7 +573,10 @@ async fn main() -> Result<()> {
          Lease writes excluded; the benchmark's own {n} VM creates subtracted. The metric has no\n\
          user label: every client's writes are in it (kvrs's, the controller manager's)."
     );
-    println!("{:<8} {:<40} {:>10} {:>9}", "verb", "resource", "requests", "per VM");
+    println!(
+        "{:<8} {:<40} {:>10} {:>9}",
+        "verb", "resource", "requests", "per VM"
+    );
     for ((verb, group, resource, sub), d) in &deltas {
         let mut what = if group.is_empty() {
             resource.clone()
