@@ -12,8 +12,8 @@ fn fixture(text: &str) -> VirtualMachineInstance {
 }
 
 fn oracle(name: &str) -> Option<VirtualMachineInstance> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/oracle/");
-    let text = std::fs::read_to_string(format!("{dir}{name}.vmi.json")).ok()?;
+    let dir = kvrs_corpus::shared_dir("oracle");
+    let text = std::fs::read_to_string(dir.join(format!("{name}.vmi.json"))).ok()?;
     serde_json::from_str(&text).ok()
 }
 

@@ -17,10 +17,7 @@ fn fedora() -> VirtualMachineInstance {
 }
 
 fn largest_oracle() -> Option<VirtualMachineInstance> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/oracle/config-volumes.defaulted.json"
-    );
+    let path = kvrs_corpus::shared_dir("oracle").join("config-volumes.defaulted.json");
     let text = std::fs::read_to_string(path).ok()?;
     serde_json::from_str(&text).ok()
 }

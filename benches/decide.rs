@@ -11,7 +11,7 @@ use kvrs_core::decide::vmi::decide_vmi;
 use std::hint::black_box;
 
 fn scenario(name: &str) -> Option<Scenario> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/oracle-vm/").to_string() + name;
+    let path = kvrs_corpus::shared_dir("oracle-vm").join(name);
     let text = std::fs::read_to_string(&path).ok()?;
     Scenario::from_value(serde_json::from_str(&text).ok()?).ok()
 }

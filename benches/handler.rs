@@ -6,7 +6,6 @@
 #![allow(missing_docs)]
 
 use std::hint::black_box;
-use std::path::Path;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use kvrs_core::decide::handler::decide;
@@ -21,7 +20,7 @@ const CASES: [&str; 5] = [
 ];
 
 fn handler(c: &mut Criterion) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/oracle-handler");
+    let dir = kvrs_corpus::shared_dir("oracle-handler");
     let mut group = c.benchmark_group("handler_decide");
     group.throughput(Throughput::Elements(1));
     for name in CASES {

@@ -6,7 +6,6 @@
 // criterion_group! defines an undocumented public function.
 #![allow(missing_docs)]
 
-use std::path::Path;
 use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -28,8 +27,7 @@ impl LauncherService for NoopLauncher {
 }
 
 fn realistic_vmi() -> VirtualMachineInstance {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/oracle/example-vmi-fedora.defaulted.json");
+    let path = kvrs_corpus::shared_dir("oracle").join("example-vmi-fedora.defaulted.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
             "{}: {e} (the oracle corpus provides the realistic VMI)",
