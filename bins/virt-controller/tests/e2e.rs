@@ -92,7 +92,12 @@ fn comparable(pod: &Value, field: &str) -> Value {
             {
                 req.retain(|k, v| !(k.contains('/') && limits.get(k) == Some(v)));
             }
-            for env in m.get_mut("env").and_then(Value::as_array_mut).into_iter().flatten() {
+            for env in m
+                .get_mut("env")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
                 if let Some(f) = env
                     .pointer_mut("/valueFrom/fieldRef")
                     .and_then(Value::as_object_mut)
@@ -162,7 +167,9 @@ fn an_always_vm_runs_through_vmi_pod_and_node() {
     // The pod as the controller created it (before the kubelet and the controller's later
     // metadata sync touch it) is the pod `kvrs pod` renders for the VMI.
     let pod = h.wait_for("the launcher pod", T, || {
-        h.list("pods", "default", "vm.kubevirt.io/name=demo").into_iter().next()
+        h.list("pods", "default", "vm.kubevirt.io/name=demo")
+            .into_iter()
+            .next()
     });
     let rendered = rendered_pod(&vmi);
     for field in [
