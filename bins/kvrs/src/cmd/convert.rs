@@ -4,13 +4,17 @@
 //! The input is admitted first (defaulting + validation, like the cluster), then converted with
 //! the [`ConverterContext`] — by default the context of KubeVirt's oracle corpus; `--context`
 //! reads a JSON or YAML file whose camelCase fields override it.
+//!
+//! The context's `architecture` follows the admitted VMI's `spec.architecture` (virt-launcher
+//! runs on a node of the VMI's architecture), unless the `--context` file sets `architecture`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use kvrs_converter::{ConverterContext, convert};
+use kvrs_converter::{Arch, ConverterContext, convert};
 use kvrs_core::ClusterConfig;
+use kvrs_core::VirtualMachineInstance;
 
-use crate::input::{CliError, origin_of};
+use crate::input::{CliError, origin_of, parse_document, read_text, typed};
 use crate::pipeline::admitted_vmi;
 
 /// Arguments of `kvrs convert`.
@@ -30,16 +34,9 @@ pub struct Args {
 pub fn run(args: Args) -> Result<(), CliError> {
     let origin = origin_of(&args.file);
     let config = ClusterConfig::with_feature_gates(args.feature_gates.as_deref().unwrap_or(""));
-    let ctx = match &args.context {
-        None => ConverterContext::default(),
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| CliError::Input(format!("{}: {e}", path.display())))?;
-            serde_yaml::from_str(&text)
-                .map_err(|e| CliError::Input(format!("{}: {e}", path.display())))?
-        }
-    };
+    let context = load_context(args.context.as_deref())?;
     let admitted = admitted_vmi(&args.file, &config)?;
+    let ctx = context.for_vmi(&admitted);
     let domain =
         convert(&admitted, &ctx).map_err(|e| CliError::Rejected(format!("{origin}: {e}")))?;
     let xml = domain
@@ -47,4 +44,43 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .map_err(|e| CliError::Failed(e.to_string()))?;
     println!("{xml}");
     Ok(())
+}
+
+/// The converter context from `--context` (or the default), and whether it fixes the
+/// architecture.
+struct LoadedContext {
+    ctx: ConverterContext,
+    architecture_given: bool,
+}
+
+impl LoadedContext {
+    /// The context for converting `vmi`: its architecture follows `spec.architecture` unless
+    /// the `--context` file named one.
+    fn for_vmi(&self, vmi: &VirtualMachineInstance) -> ConverterContext {
+        let mut ctx = self.ctx.clone();
+        if !self.architecture_given
+            && let Some(arch) = vmi.spec.architecture.as_deref().and_then(Arch::parse)
+        {
+            ctx.architecture = arch;
+        }
+        ctx
+    }
+}
+
+/// Reads `--context` (JSON or YAML, camelCase fields of [`ConverterContext`]).
+fn load_context(path: Option<&Path>) -> Result<LoadedContext, CliError> {
+    let Some(path) = path else {
+        return Ok(LoadedContext {
+            ctx: ConverterContext::default(),
+            architecture_given: false,
+        });
+    };
+    let origin = origin_of(path);
+    let doc = parse_document(&read_text(path)?, &origin)?;
+    let architecture_given = doc.get("architecture").is_some();
+    let ctx = typed(doc, &origin)?;
+    Ok(LoadedContext {
+        ctx,
+        architecture_given,
+    })
 }
