@@ -21,6 +21,8 @@ mod effects;
 mod executor;
 mod expectations;
 mod handler;
+#[cfg(feature = "ipc")]
+pub mod ipc;
 #[cfg(feature = "kube")]
 pub mod kube;
 mod observer;
