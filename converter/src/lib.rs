@@ -25,7 +25,9 @@ mod memory_backing;
 pub mod topology;
 pub mod xmltree;
 
-pub use configurators::{Configurator, Env};
+pub use configurators::{
+    AttachedElsewhere, Configurator, Env, UnrenderedInterface, check_rendered_interfaces,
+};
 pub use context::{Arch, ConverterContext};
 pub use domain::Domain;
 pub use error::ConvertError;

@@ -28,6 +28,16 @@ fn stdout(out: &Output, what: &str) -> String {
     String::from_utf8(out.stdout.clone()).unwrap()
 }
 
+/// A refused input: exit code 2, nothing on stdout, one line on stderr.
+fn stderr(out: &Output, what: &str) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+    assert!(out.stdout.is_empty(), "{what}: no partial output");
+    assert!(!err.contains("panicked"), "{what}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{what}: {err}");
+    err
+}
+
 fn temp_file(name: &str, text: &str) -> String {
     let dir = std::env::temp_dir().join(format!("kvrs-manifests-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -56,4 +66,29 @@ fn a_context_architecture_overrides_spec_architecture() {
     let ctx = temp_file("no-arch-context.yaml", "allowEmulation: true\n");
     let out = kvrs(&["convert", &manifest("vm-arm64.yaml"), "--context", &ctx]);
     assert!(stdout(&out, "arm64, context without architecture").contains(r#"arch="aarch64""#));
+}
+
+#[test]
+fn a_network_binding_plugin_is_an_error_naming_the_field() {
+    let out = kvrs(&["convert", &manifest("vm-passt-binding.yaml")]);
+    let err = stderr(&out, "passt binding");
+    assert!(err.contains("vm-passt-binding.yaml: "), "{err}");
+    assert!(
+        err.contains(
+            r#"spec.domain.devices.interfaces[0].binding: network binding plugin "passt" is not supported by kvrs convert yet"#
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_sriov_interface_is_an_error_naming_the_field() {
+    let out = kvrs(&["convert", &manifest("vmi-sriov.yaml")]);
+    let err = stderr(&out, "sriov");
+    assert!(
+        err.contains(
+            r#"spec.domain.devices.interfaces[1].sriov: SR-IOV interface "fast" is not supported by kvrs convert yet"#
+        ),
+        "{err}"
+    );
 }

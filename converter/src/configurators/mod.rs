@@ -40,6 +40,8 @@ mod virtiofs;
 mod vsock;
 mod watchdog;
 
+pub use network::{AttachedElsewhere, UnrenderedInterface, check_rendered_interfaces};
+
 pub use balloon::Balloon;
 pub use channels::Channels;
 pub use clock::Clock;

@@ -3,6 +3,7 @@
 //! attachment are attached elsewhere.
 
 use super::{Configurator, Env};
+use crate::context::ConverterContext;
 use crate::domain::{
     Acpi, Address, Alias, BootOrder, Domain, Interface, InterfaceBackend, InterfaceDriver,
     InterfaceSource, LinkState, Mac, Model, PortForward, PortForwardRange, Rom,
@@ -97,15 +98,102 @@ fn derived_attachment(iface: &VmiInterface) -> Option<&'static str> {
     (iface.masquerade.is_some() || iface.bridge.is_some()).then_some("tap")
 }
 
-impl Network<'_> {
-    fn attachment<'v>(&self, iface: &'v VmiInterface) -> Option<Cow<'v, str>> {
-        let map = &self.env.ctx.domain_attachment_by_interface_name;
-        if map.is_empty() {
-            derived_attachment(iface).map(Cow::Borrowed)
-        } else {
-            map.get(&iface.name).map(|s| Cow::Owned(s.clone()))
-        }
+/// The domain attachment of `iface`: the handler's map from the context, or the derived rule.
+fn attachment<'v>(ctx: &ConverterContext, iface: &'v VmiInterface) -> Option<Cow<'v, str>> {
+    let map = &ctx.domain_attachment_by_interface_name;
+    if map.is_empty() {
+        derived_attachment(iface).map(Cow::Borrowed)
+    } else {
+        map.get(&iface.name).map(|s| Cow::Owned(s.clone()))
     }
+}
+
+/// How an interface the domain XML does not carry is attached instead (KubeVirt's converter
+/// leaves these out: the SR-IOV device plugin provides a host device, a binding plugin's sidecar
+/// edits the domain).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttachedElsewhere {
+    /// An SR-IOV interface (`sriov: {}`): a `<hostdev>` from the prepared SR-IOV devices.
+    Sriov,
+    /// A network binding plugin without a `tap` domain attachment (`binding: {name: ...}`).
+    BindingPlugin(String),
+}
+
+/// The one per-interface decision: does the domain carry `iface` itself, or is it attached
+/// elsewhere? (`is_tap`: its domain attachment is `tap`.)
+fn attached_elsewhere(iface: &VmiInterface, is_tap: bool) -> Option<AttachedElsewhere> {
+    if iface.sriov.is_some() {
+        return Some(AttachedElsewhere::Sriov);
+    }
+    match &iface.binding {
+        Some(b) if !is_tap => Some(AttachedElsewhere::BindingPlugin(b.name.clone())),
+        _ => None,
+    }
+}
+
+/// An interface `kvrs convert` cannot render: the domain would come out without it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.message())]
+pub struct UnrenderedInterface {
+    /// Index in `spec.domain.devices.interfaces`.
+    pub index: usize,
+    /// The interface name.
+    pub name: String,
+    /// How KubeVirt would attach it.
+    pub kind: AttachedElsewhere,
+}
+
+impl UnrenderedInterface {
+    /// The VMI field at fault, e.g. `spec.domain.devices.interfaces[0].binding`.
+    pub fn path(&self) -> String {
+        let field = match self.kind {
+            AttachedElsewhere::Sriov => "sriov",
+            AttachedElsewhere::BindingPlugin(_) => "binding",
+        };
+        format!("spec.domain.devices.interfaces[{}].{field}", self.index)
+    }
+
+    fn message(&self) -> String {
+        let what = match &self.kind {
+            AttachedElsewhere::Sriov => format!(
+                "SR-IOV interface {:?} is not supported by kvrs convert yet (its host device comes \
+                 from the SR-IOV device plugin; give it as sriovDevices in --context)",
+                self.name
+            ),
+            AttachedElsewhere::BindingPlugin(plugin) => {
+                format!("network binding plugin {plugin:?} is not supported by kvrs convert yet")
+            }
+        };
+        format!("{}: {what}", self.path())
+    }
+}
+
+/// Refuses a VMI with an interface the domain would silently lack: a network binding plugin
+/// without a `tap` domain attachment, or an SR-IOV interface when the context holds no prepared
+/// SR-IOV device. [`crate::convert`] itself follows KubeVirt and leaves them out; callers that
+/// print a domain for a user (`kvrs convert`) call this first.
+pub fn check_rendered_interfaces(
+    vmi: &VirtualMachineInstance,
+    ctx: &ConverterContext,
+) -> Result<(), UnrenderedInterface> {
+    let ifaces = vmi.spec.domain.devices.interfaces.as_deref().unwrap_or(&[]);
+    for (index, iface) in ifaces.iter().enumerate() {
+        if iface.state.as_deref() == Some("absent") {
+            continue;
+        }
+        let is_tap = attachment(ctx, iface).as_deref() == Some("tap");
+        let kind = match attached_elsewhere(iface, is_tap) {
+            None => continue,
+            Some(AttachedElsewhere::Sriov) if !ctx.sriov_devices.is_empty() => continue,
+            Some(kind) => kind,
+        };
+        return Err(UnrenderedInterface {
+            index,
+            name: iface.name.clone(),
+            kind,
+        });
+    }
+    Ok(())
 }
 
 impl Configurator for Network<'_> {
@@ -129,9 +217,8 @@ impl Configurator for Network<'_> {
                     format!("failed to find network {}", iface.name),
                 ));
             }
-            let attachment = self.attachment(iface);
-            let is_tap = attachment.as_deref() == Some("tap");
-            if (iface.binding.is_some() && !is_tap) || iface.sriov.is_some() {
+            let is_tap = attachment(self.env.ctx, iface).as_deref() == Some("tap");
+            if attached_elsewhere(iface, is_tap).is_some() {
                 continue;
             }
             let model = iface

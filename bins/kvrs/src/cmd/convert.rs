@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kvrs_converter::{Arch, ConverterContext, convert};
+use kvrs_converter::{Arch, ConverterContext, check_rendered_interfaces, convert};
 use kvrs_core::ClusterConfig;
 use kvrs_core::VirtualMachineInstance;
 
@@ -37,6 +37,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let context = load_context(args.context.as_deref())?;
     let admitted = admitted_vmi(&args.file, &config)?;
     let ctx = context.for_vmi(&admitted);
+    check_rendered_interfaces(&admitted, &ctx)
+        .map_err(|e| CliError::Rejected(format!("{origin}: {e}")))?;
     let domain =
         convert(&admitted, &ctx).map_err(|e| CliError::Rejected(format!("{origin}: {e}")))?;
     let xml = domain
