@@ -4,6 +4,7 @@ use std::io::Read;
 use std::path::Path;
 
 use kvrs_core::{VirtualMachine, VirtualMachineInstance};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 /// What went wrong, and the exit code it deserves.
@@ -86,14 +87,96 @@ pub fn origin_of(path: &Path) -> String {
     }
 }
 
+/// Parses YAML (any number of `---`-separated documents) or JSON into generic documents; empty
+/// YAML documents are skipped.
+pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<serde_json::Value>, CliError> {
+    if text.trim_start().starts_with('{') || text.trim_start().starts_with('[') {
+        return Ok(vec![parse_document(text, origin)?]);
+    }
+    let mut docs = Vec::new();
+    for (index, de) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let value = serde_yaml::Value::deserialize(de).map_err(|e| {
+            CliError::Input(format!(
+                "{origin} (document {index}): not valid YAML or JSON: {e}"
+            ))
+        })?;
+        if value.is_null() {
+            continue;
+        }
+        docs.push(serde_json::to_value(value).map_err(|e| {
+            CliError::Input(format!(
+                "{origin} (document {index}): unsupported YAML content: {e}"
+            ))
+        })?);
+    }
+    Ok(docs)
+}
+
+/// Reads every VMI or VM in `path`: each YAML document, and each item of a `kind: List`. Each
+/// comes with the name errors give it: the file, plus the document index and the list item
+/// when the file holds several objects.
+pub fn read_workloads(path: &Path) -> Result<Vec<(String, Workload)>, CliError> {
+    let file = origin_of(path);
+    let docs = parse_documents(&read_text(path)?, &file)?;
+    if docs.is_empty() {
+        return Err(CliError::Input(format!(
+            "{file}: no document; expected a VirtualMachineInstance or VirtualMachine"
+        )));
+    }
+    let several_docs = docs.len() > 1;
+    let mut objects = Vec::new();
+    for (index, doc) in docs.into_iter().enumerate() {
+        let doc_origin = if several_docs {
+            format!("{file} (document {index})")
+        } else {
+            file.clone()
+        };
+        if doc.get("kind").and_then(|k| k.as_str()) == Some("List") {
+            let items = match doc.get("items") {
+                Some(serde_json::Value::Array(items)) => items.clone(),
+                None | Some(serde_json::Value::Null) => Vec::new(),
+                Some(_) => {
+                    return Err(CliError::Input(format!(
+                        "{doc_origin}: items: expected a list of objects"
+                    )));
+                }
+            };
+            for (i, item) in items.into_iter().enumerate() {
+                let origin = if several_docs {
+                    format!("{file} (document {index}, items[{i}])")
+                } else {
+                    format!("{file} (items[{i}])")
+                };
+                objects.push((origin, item));
+            }
+        } else {
+            objects.push((doc_origin, doc));
+        }
+    }
+    if objects.is_empty() {
+        return Err(CliError::Input(format!(
+            "{file}: an empty List; expected a VirtualMachineInstance or VirtualMachine"
+        )));
+    }
+    objects
+        .into_iter()
+        .map(|(origin, doc)| Ok((origin.clone(), workload_of(doc, &origin)?)))
+        .collect()
+}
+
 /// Reads a VMI or VM document from `path`.
 pub fn read_workload(path: &Path) -> Result<Workload, CliError> {
     let origin = origin_of(path);
     let doc = parse_document(&read_text(path)?, &origin)?;
+    workload_of(doc, &origin)
+}
+
+/// The typed VMI or VM of a generic document.
+fn workload_of(doc: serde_json::Value, origin: &str) -> Result<Workload, CliError> {
     let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or("");
     match kind {
-        "VirtualMachineInstance" => Ok(Workload::Vmi(Box::new(typed(doc, &origin)?))),
-        "VirtualMachine" => Ok(Workload::Vm(Box::new(typed(doc, &origin)?))),
+        "VirtualMachineInstance" => Ok(Workload::Vmi(Box::new(typed(doc, origin)?))),
+        "VirtualMachine" => Ok(Workload::Vm(Box::new(typed(doc, origin)?))),
         "" if doc.is_object() => Err(CliError::Input(format!(
             "{origin}: kind: missing; expected VirtualMachineInstance or VirtualMachine"
         ))),

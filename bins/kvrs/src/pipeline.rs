@@ -15,7 +15,7 @@ use kvrs_core::template::vmi_from_vm;
 use kvrs_core::validate::validate_vm;
 use kvrs_core::{ClusterConfig, VirtualMachineInstance};
 
-use crate::input::{CliError, Workload, origin_of, read_workload};
+use crate::input::{CliError, Workload, read_workloads};
 
 /// Admits one workload read from `origin` (see the module documentation). Every error starts
 /// with `origin`.
@@ -36,11 +36,32 @@ pub fn admit_workload(
     admit(vmi, config).map_err(|e| CliError::Rejected(format!("{origin}: {e}")))
 }
 
-/// Reads the VMI or VM in `file` and admits it.
-pub fn admitted_vmi(
+/// Reads every VMI or VM in `file` (YAML documents, `kind: List` items) and admits each; the
+/// first failure is the error (nothing is printed for a file with a bad object). Each VMI comes
+/// with the name its errors use.
+pub fn admitted_vmis(
     file: &Path,
     config: &ClusterConfig,
-) -> Result<VirtualMachineInstance, CliError> {
-    let workload = read_workload(file)?;
-    admit_workload(workload, &origin_of(file), config)
+) -> Result<Vec<(String, VirtualMachineInstance)>, CliError> {
+    read_workloads(file)?
+        .into_iter()
+        .map(|(origin, workload)| {
+            let vmi = admit_workload(workload, &origin, config)?;
+            Ok((origin, vmi))
+        })
+        .collect()
+}
+
+/// Prints one output per object: as it is for one, as YAML documents (`---`) for several.
+pub fn print_outputs(outputs: &[String]) {
+    if let [one] = outputs {
+        print!("{one}");
+        return;
+    }
+    for out in outputs {
+        print!("---\n{out}");
+        if !out.ends_with('\n') {
+            println!();
+        }
+    }
 }

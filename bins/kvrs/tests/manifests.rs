@@ -92,3 +92,92 @@ fn an_sriov_interface_is_an_error_naming_the_field() {
         "{err}"
     );
 }
+
+/// The objects of a `---`-separated output (the part before the first `---` is empty).
+fn documents(text: &str) -> Vec<String> {
+    let mut docs: Vec<String> = text.split("---\n").map(str::to_string).collect();
+    assert_eq!(docs.remove(0), "", "output starts with ---: {text}");
+    docs
+}
+
+#[test]
+fn a_list_of_two_vmis_gives_two_domains() {
+    let xml = stdout(&kvrs(&["convert", &manifest("vmi-list.yaml")]), "list");
+    let docs = documents(&xml);
+    assert_eq!(docs.len(), 2, "{xml}");
+    assert!(
+        docs[0].contains("<name>default_first</name>"),
+        "{}",
+        docs[0]
+    );
+    assert!(
+        docs[1].contains("<name>default_second</name>"),
+        "{}",
+        docs[1]
+    );
+}
+
+#[test]
+fn a_multi_document_file_gives_one_output_per_document_in_every_subcommand() {
+    let file = manifest("multi-document.yaml");
+    let defaults = stdout(&kvrs(&["defaults", &file]), "defaults");
+    let names: Vec<String> = documents(&defaults)
+        .iter()
+        .map(|d| {
+            let v: serde_json::Value = serde_json::from_str(d).expect("each document is JSON");
+            v["metadata"]["name"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(names, ["doc-vm", "doc-vmi"]);
+
+    let overhead = stdout(&kvrs(&["overhead", &file]), "overhead");
+    let docs = documents(&overhead);
+    assert_eq!(docs.len(), 2, "{overhead}");
+    assert!(
+        docs[0].contains("compute.requests.memory: 1292Mi"),
+        "{}",
+        docs[0]
+    );
+    assert!(
+        docs[1].contains("compute.requests.memory: 780Mi"),
+        "{}",
+        docs[1]
+    );
+
+    let pods = stdout(&kvrs(&["pod", "-o", "json", &file]), "pod -o json");
+    let pods: serde_json::Value = serde_json::from_str(&pods).expect("a JSON array");
+    let names: Vec<&str> = pods
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|p| p["metadata"]["generateName"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["virt-launcher-doc-vm-", "virt-launcher-doc-vmi-"]);
+
+    let yaml = stdout(&kvrs(&["pod", &file]), "pod yaml");
+    assert_eq!(documents(&yaml).len(), 2, "{yaml}");
+    let xml = stdout(&kvrs(&["convert", &file]), "convert");
+    assert_eq!(documents(&xml).len(), 2, "{xml}");
+}
+
+#[test]
+fn an_error_in_a_later_document_names_the_file_and_the_document() {
+    for sub in ["defaults", "convert", "overhead", "pod"] {
+        let out = kvrs(&[sub, &manifest("multi-document-bad-second.yaml")]);
+        let err = stderr(&out, sub);
+        assert!(
+            err.starts_with("kvrs: ")
+                && err.contains("multi-document-bad-second.yaml (document 1): ")
+                && err.contains("spec.runStrategy: Invalid RunStrategy (Sometimes)"),
+            "{sub}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_single_object_output_is_unchanged() {
+    let out = stdout(&kvrs(&["defaults", &manifest("vm-running.yaml")]), "one");
+    assert!(out.starts_with('{'), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["metadata"]["name"], "legacy-running");
+}

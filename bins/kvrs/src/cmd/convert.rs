@@ -15,7 +15,7 @@ use kvrs_core::ClusterConfig;
 use kvrs_core::VirtualMachineInstance;
 
 use crate::input::{CliError, origin_of, parse_document, read_text, typed};
-use crate::pipeline::admitted_vmi;
+use crate::pipeline::{admitted_vmis, print_outputs};
 
 /// Arguments of `kvrs convert`.
 #[derive(clap::Args)]
@@ -32,19 +32,21 @@ pub struct Args {
 
 /// Runs the subcommand: prints the domain XML.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let origin = origin_of(&args.file);
     let config = ClusterConfig::with_feature_gates(args.feature_gates.as_deref().unwrap_or(""));
     let context = load_context(args.context.as_deref())?;
-    let admitted = admitted_vmi(&args.file, &config)?;
-    let ctx = context.for_vmi(&admitted);
-    check_rendered_interfaces(&admitted, &ctx)
-        .map_err(|e| CliError::Rejected(format!("{origin}: {e}")))?;
-    let domain =
-        convert(&admitted, &ctx).map_err(|e| CliError::Rejected(format!("{origin}: {e}")))?;
-    let xml = domain
-        .to_xml()
-        .map_err(|e| CliError::Failed(e.to_string()))?;
-    println!("{xml}");
+    let mut outputs = Vec::new();
+    for (origin, admitted) in admitted_vmis(&args.file, &config)? {
+        let ctx = context.for_vmi(&admitted);
+        check_rendered_interfaces(&admitted, &ctx)
+            .map_err(|e| CliError::Rejected(format!("{origin}: {e}")))?;
+        let domain =
+            convert(&admitted, &ctx).map_err(|e| CliError::Rejected(format!("{origin}: {e}")))?;
+        let xml = domain
+            .to_xml()
+            .map_err(|e| CliError::Failed(format!("{origin}: {e}")))?;
+        outputs.push(format!("{xml}\n"));
+    }
+    print_outputs(&outputs);
     Ok(())
 }
 

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use kvrs_core::ClusterConfig;
 
 use crate::input::CliError;
-use crate::pipeline::admitted_vmi;
+use crate::pipeline::{admitted_vmis, print_outputs};
 
 /// Arguments of `kvrs defaults`.
 #[derive(clap::Args)]
@@ -26,9 +26,12 @@ pub struct Args {
 /// Runs the subcommand: prints the admitted VMI as pretty JSON.
 pub fn run(args: Args) -> Result<(), CliError> {
     let config = ClusterConfig::with_feature_gates(args.feature_gates.as_deref().unwrap_or(""));
-    let admitted = admitted_vmi(&args.file, &config)?;
-    let text =
-        serde_json::to_string_pretty(&admitted).map_err(|e| CliError::Failed(e.to_string()))?;
-    println!("{text}");
+    let mut outputs = Vec::new();
+    for (_, admitted) in admitted_vmis(&args.file, &config)? {
+        let text =
+            serde_json::to_string_pretty(&admitted).map_err(|e| CliError::Failed(e.to_string()))?;
+        outputs.push(format!("{text}\n"));
+    }
+    print_outputs(&outputs);
     Ok(())
 }

@@ -7,7 +7,7 @@ use kvrs_core::ClusterConfig;
 use kvrs_core::resources::ResourceReport;
 
 use crate::input::CliError;
-use crate::pipeline::admitted_vmi;
+use crate::pipeline::{admitted_vmis, print_outputs};
 
 /// Arguments of `kvrs overhead`.
 #[derive(clap::Args)]
@@ -27,8 +27,12 @@ pub(crate) fn config_for(gates: Option<&str>) -> ClusterConfig {
 /// Runs the subcommand.
 pub fn run(args: Args) -> Result<(), CliError> {
     let config = config_for(args.feature_gates.as_deref());
-    let vmi = admitted_vmi(&args.file, &config)?;
-    let report = ResourceReport::new(&vmi, &config).map_err(|e| CliError::Input(e.to_string()))?;
-    print!("{}", report.to_lines());
+    let mut outputs = Vec::new();
+    for (origin, vmi) in admitted_vmis(&args.file, &config)? {
+        let report = ResourceReport::new(&vmi, &config)
+            .map_err(|e| CliError::Input(format!("{origin}: {e}")))?;
+        outputs.push(report.to_lines());
+    }
+    print_outputs(&outputs);
     Ok(())
 }

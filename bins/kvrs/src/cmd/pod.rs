@@ -6,7 +6,7 @@ use kvrs_core::pod::{PodInputs, QEMU_TIMEOUT_JITTER_RANGE, render_launcher_pod};
 
 use super::overhead::config_for;
 use crate::input::CliError;
-use crate::pipeline::admitted_vmi;
+use crate::pipeline::{admitted_vmis, print_outputs};
 
 /// Output format of `kvrs pod`.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -40,22 +40,35 @@ pub struct Args {
 pub fn run(args: Args) -> Result<(), CliError> {
     let mut config = config_for(args.feature_gates.as_deref());
     config.launcher_image = args.launcher_image;
-    let vmi = admitted_vmi(&args.file, &config)?;
     let inputs = PodInputs {
         qemu_timeout_jitter_seconds: args.qemu_timeout_jitter,
         ..PodInputs::default()
     };
-    let pod =
-        render_launcher_pod(&vmi, &config, &inputs).map_err(|e| CliError::Input(e.to_string()))?;
-    let text = match args.output {
-        Output::Json => serde_json::to_string_pretty(&pod)
-            .map(|mut s| {
-                s.push('\n');
-                s
-            })
-            .map_err(|e| CliError::Failed(e.to_string()))?,
-        Output::Yaml => serde_yaml::to_string(&pod).map_err(|e| CliError::Failed(e.to_string()))?,
-    };
-    print!("{text}");
+    let mut pods = Vec::new();
+    for (origin, vmi) in admitted_vmis(&args.file, &config)? {
+        let pod = render_launcher_pod(&vmi, &config, &inputs)
+            .map_err(|e| CliError::Input(format!("{origin}: {e}")))?;
+        pods.push(pod);
+    }
+    let failed = |e: String| CliError::Failed(e);
+    match args.output {
+        // One pod as an object, several as a JSON array.
+        Output::Json => {
+            let text = if let [pod] = pods.as_slice() {
+                serde_json::to_string_pretty(pod)
+            } else {
+                serde_json::to_string_pretty(&pods)
+            }
+            .map_err(|e| failed(e.to_string()))?;
+            println!("{text}");
+        }
+        Output::Yaml => {
+            let texts = pods
+                .iter()
+                .map(|pod| serde_yaml::to_string(pod).map_err(|e| failed(e.to_string())))
+                .collect::<Result<Vec<_>, _>>()?;
+            print_outputs(&texts);
+        }
+    }
     Ok(())
 }
