@@ -13,7 +13,7 @@ use std::path::Path;
 use kvrs_core::admission::admit;
 use kvrs_core::template::vmi_from_vm;
 use kvrs_core::validate::validate_vm;
-use kvrs_core::{ClusterConfig, VirtualMachineInstance};
+use kvrs_core::{ClusterConfig, VirtualMachine, VirtualMachineInstance};
 
 use crate::input::{CliError, Workload, read_workloads};
 
@@ -27,6 +27,7 @@ pub fn admit_workload(
     let vmi = match workload {
         Workload::Vmi(vmi) => *vmi,
         Workload::Vm(vm) => {
+            refuse_instancetypes(&vm, origin)?;
             validate_vm(&vm, config).map_err(|e| {
                 CliError::Rejected(format!("{origin}: rejected by validating webhook: {e}"))
             })?;
@@ -34,6 +35,40 @@ pub fn admit_workload(
         }
     };
     admit(vmi, config).map_err(|e| CliError::Rejected(format!("{origin}: {e}")))
+}
+
+/// Refuses a VM that references an instancetype or a preference: virt-api expands them into
+/// the VMI, which kvrs does not model yet, and going on without them would give misleading
+/// answers (e.g. "no memory requested" for a VM whose memory comes from its instancetype).
+fn refuse_instancetypes(vm: &VirtualMachine, origin: &str) -> Result<(), CliError> {
+    let describe = |kind: Option<&str>, name: Option<&str>, default_kind: &str| {
+        format!(
+            "{} {:?}",
+            kind.filter(|k| !k.is_empty()).unwrap_or(default_kind),
+            name.unwrap_or("")
+        )
+    };
+    let (field, what) = if let Some(it) = &vm.spec.instancetype {
+        let what = describe(
+            it.kind.as_deref(),
+            it.name.as_deref(),
+            "VirtualMachineClusterInstancetype",
+        );
+        ("spec.instancetype", what)
+    } else if let Some(p) = &vm.spec.preference {
+        let what = describe(
+            p.kind.as_deref(),
+            p.name.as_deref(),
+            "VirtualMachineClusterPreference",
+        );
+        ("spec.preference", what)
+    } else {
+        return Ok(());
+    };
+    Err(CliError::Rejected(format!(
+        "{origin}: {field}: instancetypes are not supported yet: kvrs does not expand {what} into \
+         the VMI; inline its CPU, memory and devices in spec.template.spec instead"
+    )))
 }
 
 /// Reads every VMI or VM in `file` (YAML documents, `kind: List` items) and admits each; the

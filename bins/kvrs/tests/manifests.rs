@@ -181,3 +181,35 @@ fn a_single_object_output_is_unchanged() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["metadata"]["name"], "legacy-running");
 }
+
+#[test]
+fn an_unknown_context_field_is_refused_with_the_known_ones() {
+    let ctx = temp_file("typo-context.yaml", "architecure: arm64\n");
+    let out = kvrs(&["convert", &manifest("vm-arm64.yaml"), "--context", &ctx]);
+    let err = stderr(&out, "typo in context");
+    assert!(
+        err.contains(
+            "typo-context.yaml: unknown converter context field(s) architecure; known fields: "
+        ) && err.contains("allowEmulation")
+            && err.contains("architecture"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_instancetype_reference_is_a_clear_error_in_every_subcommand() {
+    for sub in ["defaults", "convert", "overhead", "pod"] {
+        let out = kvrs(&[sub, &manifest("vm-instancetype.yaml")]);
+        let err = stderr(&out, sub);
+        assert!(
+            err.contains(
+                "vm-instancetype.yaml: spec.instancetype: instancetypes are not supported yet"
+            ) && err.contains(r#"VirtualMachineClusterInstancetype "u1.medium""#),
+            "{sub}: {err}"
+        );
+        assert!(
+            !err.contains("spec.domain"),
+            "{sub}: not a misleading memory error: {err}"
+        );
+    }
+}

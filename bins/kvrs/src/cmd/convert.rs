@@ -82,9 +82,32 @@ fn load_context(path: Option<&Path>) -> Result<LoadedContext, CliError> {
     let origin = origin_of(path);
     let doc = parse_document(&read_text(path)?, &origin)?;
     let architecture_given = doc.get("architecture").is_some();
+    if let Some(fields) = doc.as_object() {
+        let known = known_context_fields();
+        let unknown: Vec<&str> = fields
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !known.iter().any(|f| f == k))
+            .collect();
+        if !unknown.is_empty() {
+            return Err(CliError::Input(format!(
+                "{origin}: unknown converter context field(s) {}; known fields: {}",
+                unknown.join(", "),
+                known.join(", ")
+            )));
+        }
+    }
     let ctx = typed(doc, &origin)?;
     Ok(LoadedContext {
         ctx,
         architecture_given,
     })
+}
+
+/// The camelCase fields of [`ConverterContext`] (every field serializes, defaults included).
+fn known_context_fields() -> Vec<String> {
+    match serde_json::to_value(ConverterContext::default()) {
+        Ok(serde_json::Value::Object(map)) => map.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
 }
