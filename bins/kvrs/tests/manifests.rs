@@ -213,3 +213,63 @@ fn an_instancetype_reference_is_a_clear_error_in_every_subcommand() {
         );
     }
 }
+
+/// Every manifest of the folder, with what `kvrs convert` must do with it: `Ok(text in the
+/// output)` or `Err(text in the one-line error)`. A new manifest must be added here.
+const EXPECTED: &[(&str, Result<&str, &str>)] = &[
+    ("vm-arm64.yaml", Ok(r#"arch="aarch64""#)),
+    ("vm-running.yaml", Ok("<name>demo_legacy-running</name>")),
+    ("vmi-list.yaml", Ok("<name>default_second</name>")),
+    ("multi-document.yaml", Ok("<name>default_doc-vmi</name>")),
+    (
+        "vm-passt-binding.yaml",
+        Err(r#"interfaces[0].binding: network binding plugin "passt" is not supported"#),
+    ),
+    (
+        "vmi-sriov.yaml",
+        Err(r#"interfaces[1].sriov: SR-IOV interface "fast" is not supported"#),
+    ),
+    (
+        "vm-instancetype.yaml",
+        Err("spec.instancetype: instancetypes are not supported yet"),
+    ),
+    (
+        "vm-running-and-runstrategy.yaml",
+        Err("Running and RunStrategy are mutually exclusive"),
+    ),
+    (
+        "vm-unreferenced-dvt.yaml",
+        Err("spec.dataVolumeTemplate[0]: DataVolumeTemplate entry"),
+    ),
+    (
+        "multi-document-bad-second.yaml",
+        Err("(document 1): rejected by validating webhook: spec.runStrategy"),
+    ),
+];
+
+#[test]
+fn every_manifest_converts_or_fails_as_expected() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/manifests");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    files.sort();
+    let mut listed: Vec<String> = EXPECTED.iter().map(|(f, _)| f.to_string()).collect();
+    listed.sort();
+    assert_eq!(files, listed, "every manifest has an expected outcome");
+    for (file, expected) in EXPECTED {
+        let out = kvrs(&["convert", &manifest(file)]);
+        match expected {
+            Ok(needle) => assert!(stdout(&out, file).contains(needle), "{file}: {needle}"),
+            Err(needle) => {
+                let err = stderr(&out, file);
+                assert!(
+                    err.starts_with(&format!("kvrs: {}", manifest(file))),
+                    "{err}"
+                );
+                assert!(err.contains(needle), "{file}: {err}");
+            }
+        }
+    }
+}
