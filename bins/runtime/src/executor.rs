@@ -77,9 +77,23 @@ fn finish(plan: &Plan, writes_sent: usize, failed: Option<ApiError>) -> Executed
         Some(err) => Executed {
             writes_sent,
             error: Some(DecideError::new(ErrorKind::ApiWrite, err.message.clone())),
+            queue: retry_after(&err),
             failed: Some(err),
-            queue: Requeue::rate_limited(),
         },
+    }
+}
+
+/// How to retry after a failed write.
+///
+/// A conflict means the stored object is newer than the cache the plan was decided on, so the
+/// watch is already delivering that newer version and its event queues the key again. Waiting
+/// out the shared rate limiter's token bucket (10/s in client-go's default) as well would cap a
+/// whole controller at a few syncs per second under load; a short timer is kept only as a safety
+/// net. Every other failure backs off per key, as KubeVirt's controllers do.
+fn retry_after(err: &ApiError) -> Requeue {
+    match err.kind {
+        crate::ApiErrorKind::Conflict => Requeue::after(std::time::Duration::from_secs(1)),
+        _ => Requeue::rate_limited(),
     }
 }
 
@@ -149,7 +163,8 @@ mod tests {
             out.failed.as_ref().map(|e| e.kind),
             Some(ApiErrorKind::Conflict)
         );
-        assert_eq!(out.queue, Requeue::rate_limited());
+        // A conflict waits for the watch (which brings the newer object), not the rate limiter.
+        assert_eq!(out.queue, Requeue::after(std::time::Duration::from_secs(1)));
         assert_eq!(
             out.error.as_ref().map(DecideError::label),
             Some("api_write")

@@ -148,12 +148,21 @@ impl KubeApi {
                         return patch_value(&api, w, sub, &pp, Patch::Strategic(patch)).await;
                     }
                 };
+                let conditional = patch_is_conditional(&w.op);
                 match sub {
                     Some(sub) => api.patch_subresource(sub, &w.name, &pp, &patch).await,
                     None => api.patch(&w.name, &pp, &patch).await,
                 }
                 .map(drop)
-                .map_err(api_error)
+                .map_err(|e| {
+                    let mut err = api_error(e);
+                    // The API server answers a failed JSON-patch `test` with 422: for kvrs's
+                    // conditional patches that means the object changed — a conflict.
+                    if conditional && err.kind == ApiErrorKind::Invalid {
+                        err.kind = ApiErrorKind::Conflict;
+                    }
+                    err
+                })
             }
             WriteOp::Delete { precondition_uid } => {
                 let dp = DeleteParams {
@@ -189,6 +198,16 @@ async fn patch_value(
     }
     .map(drop)
     .map_err(api_error)
+}
+
+/// Whether a JSON patch carries `test` operations (its 422 then means a failed precondition).
+fn patch_is_conditional(op: &WriteOp) -> bool {
+    match op {
+        WriteOp::Patch { patch, .. } => patch
+            .as_array()
+            .is_some_and(|ops| ops.iter().any(|o| o["op"] == "test")),
+        _ => false,
+    }
 }
 
 /// The API server's answer as an [`ApiError`].
