@@ -216,12 +216,28 @@ where
     let view = reader.clone();
     let task = tokio::spawn(async move {
         let mut relisted: Option<HashSet<String>> = None;
+        // A relist's objects reach the cache all at once, when it completes: their changes are
+        // held until then, or a worker would read the pre-relist cache (a pod missing from it
+        // looks deleted).
+        let mut held: Vec<Observed> = Vec::new();
         let mut stream = std::pin::pin!(watcher::watcher(api, config).default_backoff());
         while let Some(event) = stream.next().await {
             match event {
                 Ok(event) => {
-                    let observed = changes(&event, &view, &mut relisted, seen);
+                    let mut observed = changes(&event, &view, &mut relisted, seen);
                     writer.apply_watcher_event(&event);
+                    match event {
+                        Event::Init => held.clear(),
+                        Event::InitApply(_) => {
+                            held.append(&mut observed);
+                            continue;
+                        }
+                        Event::InitDone => {
+                            held.append(&mut observed);
+                            observed = std::mem::take(&mut held);
+                        }
+                        Event::Apply(_) | Event::Delete(_) => {}
+                    }
                     for o in observed {
                         shared.observe(&Change {
                             watched,
