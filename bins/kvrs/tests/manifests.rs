@@ -82,12 +82,15 @@ fn a_network_binding_plugin_is_an_error_naming_the_field() {
 }
 
 #[test]
-fn an_sriov_interface_is_an_error_naming_the_field() {
+fn an_sriov_interface_without_its_device_is_converted_as_kubevirt_does_with_a_warning() {
     let out = kvrs(&["convert", &manifest("vmi-sriov.yaml")]);
-    let err = stderr(&out, "sriov");
+    let xml = stdout(&out, "sriov");
+    assert!(xml.contains("<name>"), "{xml}");
+    assert!(!xml.contains("<hostdev"), "{xml}");
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(
-            r#"spec.domain.devices.interfaces[1].sriov: SR-IOV interface "fast" is not supported by kvrs convert yet"#
+            r#"warning: spec.domain.devices.interfaces[1].sriov: SR-IOV interface "fast" is not rendered without its device"#
         ),
         "{err}"
     );
@@ -225,10 +228,7 @@ const EXPECTED: &[(&str, Result<&str, &str>)] = &[
         "vm-passt-binding.yaml",
         Err(r#"interfaces[0].binding: network binding plugin "passt" is not supported"#),
     ),
-    (
-        "vmi-sriov.yaml",
-        Err(r#"interfaces[1].sriov: SR-IOV interface "fast" is not supported"#),
-    ),
+    ("vmi-sriov.yaml", Ok("<name>default_sriov-box</name>")),
     (
         "vm-instancetype.yaml",
         Err("spec.instancetype: instancetypes are not supported yet"),

@@ -156,8 +156,8 @@ impl UnrenderedInterface {
     fn message(&self) -> String {
         let what = match &self.kind {
             AttachedElsewhere::Sriov => format!(
-                "SR-IOV interface {:?} is not supported by kvrs convert yet (its host device comes \
-                 from the SR-IOV device plugin; give it as sriovDevices in --context)",
+                "SR-IOV interface {:?} is not rendered without its device (it comes from the \
+                 SR-IOV device plugin; give it as sriovDevices in --context)",
                 self.name
             ),
             AttachedElsewhere::BindingPlugin(plugin) => {
@@ -168,10 +168,10 @@ impl UnrenderedInterface {
     }
 }
 
-/// Refuses a VMI with an interface the domain would silently lack: a network binding plugin
-/// without a `tap` domain attachment, or an SR-IOV interface when the context holds no prepared
-/// SR-IOV device. [`crate::convert`] itself follows KubeVirt and leaves them out; callers that
-/// print a domain for a user (`kvrs convert`) call this first.
+/// Names an interface the domain would silently lack: a network binding plugin without a `tap`
+/// domain attachment, or an SR-IOV interface when the context holds no prepared SR-IOV device.
+/// [`crate::convert`] itself follows KubeVirt and leaves them out; callers that print a domain
+/// for a user (`kvrs convert`) call this first and refuse or warn.
 pub fn check_rendered_interfaces(
     vmi: &VirtualMachineInstance,
     ctx: &ConverterContext,

@@ -10,7 +10,9 @@
 
 use std::path::{Path, PathBuf};
 
-use kvrs_converter::{Arch, ConverterContext, check_rendered_interfaces, convert};
+use kvrs_converter::{
+    Arch, AttachedElsewhere, ConverterContext, check_rendered_interfaces, convert,
+};
 use kvrs_core::ClusterConfig;
 use kvrs_core::VirtualMachineInstance;
 
@@ -37,8 +39,15 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let mut outputs = Vec::new();
     for (origin, admitted) in admitted_vmis(&args.file, &config)? {
         let ctx = context.for_vmi(&admitted);
-        check_rendered_interfaces(&admitted, &ctx)
-            .map_err(|e| CliError::Rejected(format!("{origin}: {e}")))?;
+        match check_rendered_interfaces(&admitted, &ctx) {
+            Ok(()) => {}
+            // KubeVirt's own converter renders an SR-IOV VMI without the interface when it is
+            // given no prepared device (the oracle's example-vmi-sriov): do the same, but say so.
+            Err(e) if e.kind == AttachedElsewhere::Sriov => {
+                eprintln!("{origin}: warning: {e}; the domain has no <hostdev> for it");
+            }
+            Err(e) => return Err(CliError::Rejected(format!("{origin}: {e}"))),
+        }
         let domain =
             convert(&admitted, &ctx).map_err(|e| CliError::Rejected(format!("{origin}: {e}")))?;
         let xml = domain
