@@ -24,10 +24,8 @@ use kvrs_ipc::{
 };
 
 const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-00000000e2e0";
-/// Printed once the power-button listeners run, so an ACPI shutdown after it is never lost.
-const BOOT_MARKER: &str = "KVRS-E2E: init running";
+use kvrs_test_guest::{BOOT_MARKER, POWER_MARKER};
 const CLOUD_INIT_MARKER: &str = "KVRS-E2E: cloud-init user-data seen";
-const POWER_MARKER: &str = "KVRS-E2E: power button";
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -87,110 +85,10 @@ fn binaries() -> (PathBuf, PathBuf) {
     (monitor, launcher)
 }
 
-/// Kernel + initramfs, built once per target dir from Debian packages.
+/// Kernel + initramfs, built once per target dir from Debian packages (kvrs-test-guest).
 fn guest() -> (PathBuf, PathBuf) {
-    static BUILD: Mutex<()> = Mutex::new(());
-    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
-    // Versioned: a change of /init below must not reuse an old cached initramfs.
-    let dir = target_dir().join("kvrs-e2e-guest-v2");
-    let (kernel, initrd) = (dir.join("vmlinuz"), dir.join("initramfs.gz"));
-    if kernel.is_file() && initrd.is_file() {
-        return (kernel, initrd);
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    // The kernel package the `linux-image-cloud-amd64` metapackage points at.
-    let depends = run(Command::new("apt-cache").args(["depends", "linux-image-cloud-amd64"]));
-    let kpkg = depends
-        .lines()
-        .find_map(|l| {
-            l.trim()
-                .strip_prefix("Depends: ")
-                .filter(|p| p.starts_with("linux-image-"))
-        })
-        .expect("linux-image-cloud-amd64 depends on a kernel package")
-        .to_string();
-    let debs = dir.join("debs");
-    std::fs::create_dir_all(&debs).unwrap();
-    run(Command::new("apt-get").current_dir(&debs).args([
-        "download",
-        "-q",
-        &kpkg,
-        "busybox-static",
-    ]));
-    let root = dir.join("root");
-    for deb in std::fs::read_dir(&debs).unwrap().map(|e| e.unwrap().path()) {
-        run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&root));
-    }
-    let boot = std::fs::read_dir(root.join("boot"))
-        .unwrap()
-        .map(|e| e.unwrap().path());
-    let vmlinuz = boot
-        .into_iter()
-        .find(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("vmlinuz-")
-        })
-        .unwrap();
-    std::fs::copy(&vmlinuz, &kernel).unwrap();
-
-    let init = dir.join("initrd");
-    for sub in ["bin", "lib/modules", "proc", "sys", "dev", "ci"] {
-        std::fs::create_dir_all(init.join(sub)).unwrap();
-    }
-    std::fs::copy(root.join("bin/busybox"), init.join("bin/busybox")).unwrap();
-    let modules_root = std::fs::read_dir(root.join("lib/modules"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path()
-        .join("kernel");
-    let modules = [
-        "drivers/virtio/virtio_ring",
-        "drivers/virtio/virtio",
-        "drivers/virtio/virtio_pci_modern_dev",
-        "drivers/virtio/virtio_pci_legacy_dev",
-        "drivers/virtio/virtio_pci",
-        "drivers/block/virtio_blk",
-        "drivers/cdrom/cdrom",
-        "fs/isofs/isofs",
-        "drivers/acpi/button",
-        "drivers/input/evdev",
-    ];
-    let mut names = Vec::new();
-    for m in modules {
-        let src = modules_root.join(format!("{m}.ko"));
-        let name = Path::new(m)
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
-        if src.is_file() {
-            std::fs::copy(&src, init.join(format!("lib/modules/{name}.ko"))).unwrap();
-            names.push(name);
-        }
-    }
-    let script = format!(
-        "#!/bin/busybox sh\n/bin/busybox --install -s /bin\nexport PATH=/bin\n\
-         mount -t proc proc /proc\nmount -t sysfs sys /sys\nmount -t devtmpfs dev /dev\n\
-         for m in {}; do insmod /lib/modules/$m.ko 2>/dev/null; done\n\
-         for e in /dev/input/event*; do ( head -c 1 \"$e\" >/dev/null && echo '{POWER_MARKER}' && poweroff -f ) & done\n\
-         sleep 1\n\
-         echo '{BOOT_MARKER}'\n\
-         if mount -t iso9660 -o ro /dev/vdb /ci; then grep -h '^KVRS-E2E' /ci/user-data; else echo 'KVRS-E2E: no cloud-init disk'; fi\n\
-         while true; do sleep 3600; done\n",
-        names.join(" ")
-    );
-    std::fs::write(init.join("init"), script).unwrap();
-    run(Command::new("chmod").arg("755").arg(init.join("init")));
-    run(Command::new("sh")
-        .current_dir(&init)
-        .arg("-c")
-        .arg("find . | cpio -o -H newc --quiet | gzip -1 > ../initramfs.gz"));
-    (kernel, initrd)
+    let g = kvrs_test_guest::guest(&target_dir());
+    (g.kernel, g.initrd)
 }
 
 /// The pod's `/run`, world-traversable and owned by 107 like a pod's emptyDirs.

@@ -29,6 +29,7 @@ pub fn resource_of(plural: &str) -> Option<(&'static str, &'static str, &'static
             ("kubevirt.io", "v1", "VirtualMachineInstanceMigration")
         }
         "pods" => ("", "v1", "Pod"),
+        "nodes" => ("", "v1", "Node"),
         "persistentvolumeclaims" => ("", "v1", "PersistentVolumeClaim"),
         "controllerrevisions" => ("apps", "v1", "ControllerRevision"),
         "datavolumes" => ("cdi.kubevirt.io", "v1beta1", "DataVolume"),
@@ -72,6 +73,7 @@ impl KubeApi {
             "virtualmachineinstances",
             "virtualmachineinstancemigrations",
             "pods",
+            "nodes",
             "persistentvolumeclaims",
             "controllerrevisions",
             "datavolumes",
@@ -107,11 +109,12 @@ impl KubeApi {
                 format!("kvrs does not write resource {:?}", w.resource),
             )
         })?;
-        Ok(KubeResourceApi::namespaced_with(
-            self.client.clone(),
-            &w.namespace,
-            ar,
-        ))
+        // Cluster-scoped resources (nodes) are written with an empty namespace.
+        Ok(if w.namespace.is_empty() {
+            KubeResourceApi::all_with(self.client.clone(), ar)
+        } else {
+            KubeResourceApi::namespaced_with(self.client.clone(), &w.namespace, ar)
+        })
     }
 
     async fn send(&self, w: &ApiWrite) -> Result<(), ApiError> {

@@ -1,0 +1,165 @@
+//! A guest for the end-to-end tests: the Debian cloud kernel and a busybox initramfs, built from
+//! Debian packages fetched with `apt-get download` and unpacked with `dpkg-deb -x` (nothing is
+//! installed on the host), cached per target directory.
+//!
+//! Its `/init` prints marker lines on the serial console: [`BOOT_MARKER`] once the power-button
+//! listeners run (so an ACPI shutdown after it is never lost), the cloud-init NoCloud disk's
+//! `KVRS-E2E` lines, and — when the VM has a NIC — the DHCP lease it got ([`LEASE_MARKER`]) and
+//! whether the gateway answered a ping ([`PING_MARKER`]).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// Printed once the power-button listeners run.
+pub const BOOT_MARKER: &str = "KVRS-E2E: init running";
+/// Printed when the guest sees the ACPI power button.
+pub const POWER_MARKER: &str = "KVRS-E2E: power button";
+/// Followed by `ip=<a.b.c.d> mask=<n> router=<r> mtu=<m> dns=<d>` once DHCP configured eth0.
+pub const LEASE_MARKER: &str = "KVRS-E2E: lease";
+/// Printed when the DHCP router answered a ping.
+pub const PING_MARKER: &str = "KVRS-E2E: gateway answers ping";
+/// Printed when DHCP gave no lease on eth0.
+pub const NO_LEASE_MARKER: &str = "KVRS-E2E: no lease";
+
+/// The guest's kernel and initramfs.
+#[derive(Clone, Debug)]
+pub struct Guest {
+    /// `vmlinuz`.
+    pub kernel: PathBuf,
+    /// `initramfs.gz`.
+    pub initrd: PathBuf,
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Modules loaded in this order (dependencies first); missing ones are skipped.
+const MODULES: &[&str] = &[
+    "drivers/virtio/virtio_ring",
+    "drivers/virtio/virtio",
+    "drivers/virtio/virtio_pci_modern_dev",
+    "drivers/virtio/virtio_pci_legacy_dev",
+    "drivers/virtio/virtio_pci",
+    "drivers/block/virtio_blk",
+    "drivers/cdrom/cdrom",
+    "fs/isofs/isofs",
+    "drivers/acpi/button",
+    "drivers/input/evdev",
+    "net/core/failover",
+    "drivers/net/net_failover",
+    "drivers/net/virtio_net",
+];
+
+/// The udhcpc hook: configures eth0 from the lease and prints it.
+const UDHCPC_SCRIPT: &str = "#!/bin/sh\ncase \"$1\" in\n  bound|renew)\n    ip addr flush dev \"$interface\"\n    ip addr add \"$ip/$mask\" dev \"$interface\"\n    [ -n \"$mtu\" ] && ip link set dev \"$interface\" mtu \"$mtu\"\n    for r in $router; do ip route add default via \"$r\" dev \"$interface\"; break; done\n    echo \"KVRS-E2E: lease ip=$ip mask=$mask router=$router mtu=$mtu dns=$dns\"\n    ;;\nesac\nexit 0\n";
+
+/// Builds the guest once per `target_dir` (e.g. `target/debug`).
+pub fn guest(target_dir: &Path) -> Guest {
+    static BUILD: Mutex<()> = Mutex::new(());
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    // Versioned: a change of /init below must not reuse an old cached initramfs.
+    let dir = target_dir.join("kvrs-e2e-guest-v3");
+    let (kernel, initrd) = (dir.join("vmlinuz"), dir.join("initramfs.gz"));
+    if kernel.is_file() && initrd.is_file() {
+        return Guest { kernel, initrd };
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // The kernel package the `linux-image-cloud-amd64` metapackage points at.
+    let depends = run(Command::new("apt-cache").args(["depends", "linux-image-cloud-amd64"]));
+    let kpkg = depends
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("Depends: ")
+                .filter(|p| p.starts_with("linux-image-"))
+        })
+        .expect("linux-image-cloud-amd64 depends on a kernel package")
+        .to_string();
+    let debs = dir.join("debs");
+    std::fs::create_dir_all(&debs).unwrap();
+    run(Command::new("apt-get").current_dir(&debs).args([
+        "download",
+        "-q",
+        &kpkg,
+        "busybox-static",
+    ]));
+    let root = dir.join("root");
+    for deb in std::fs::read_dir(&debs).unwrap().map(|e| e.unwrap().path()) {
+        run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&root));
+    }
+    let vmlinuz = std::fs::read_dir(root.join("boot"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("vmlinuz-")
+        })
+        .expect("the kernel package has /boot/vmlinuz-*");
+    std::fs::copy(&vmlinuz, &kernel).unwrap();
+
+    let init = dir.join("initrd");
+    for sub in ["bin", "lib/modules", "proc", "sys", "dev", "ci", "etc"] {
+        std::fs::create_dir_all(init.join(sub)).unwrap();
+    }
+    std::fs::copy(root.join("bin/busybox"), init.join("bin/busybox")).unwrap();
+    let modules_root = std::fs::read_dir(root.join("lib/modules"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("kernel");
+    let mut names = Vec::new();
+    for m in MODULES {
+        let src = modules_root.join(format!("{m}.ko"));
+        let name = Path::new(m)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if src.is_file() {
+            std::fs::copy(&src, init.join(format!("lib/modules/{name}.ko"))).unwrap();
+            names.push(name);
+        }
+    }
+    std::fs::write(init.join("bin/udhcpc.script"), UDHCPC_SCRIPT).unwrap();
+    let script = format!(
+        "#!/bin/busybox sh\n/bin/busybox --install -s /bin\nexport PATH=/bin\n\
+         mount -t proc proc /proc\nmount -t sysfs sys /sys\nmount -t devtmpfs dev /dev\n\
+         for m in {}; do insmod /lib/modules/$m.ko 2>/dev/null; done\n\
+         for e in /dev/input/event*; do ( head -c 1 \"$e\" >/dev/null && echo '{POWER_MARKER}' && poweroff -f ) & done\n\
+         sleep 1\n\
+         echo '{BOOT_MARKER}'\n\
+         if mount -t iso9660 -o ro /dev/vdb /ci 2>/dev/null; then grep -h '^KVRS-E2E' /ci/user-data; else echo 'KVRS-E2E: no cloud-init disk'; fi\n\
+         if [ -e /sys/class/net/eth0 ]; then (\n\
+           ip link set lo up; ip link set eth0 up\n\
+           if udhcpc -i eth0 -s /bin/udhcpc.script -q -n -t 20 -T 1 -O mtu -O dns >/dev/null 2>&1; then\n\
+             gw=$(ip route | sed -n 's/^default via \\([0-9.]*\\).*/\\1/p')\n\
+             if ping -c 1 -W 2 \"$gw\" >/dev/null 2>&1 || ping -c 3 -W 2 \"$gw\" >/dev/null 2>&1; then echo '{PING_MARKER}'; fi\n\
+           else echo '{NO_LEASE_MARKER}'; fi\n\
+         ) & fi\n\
+         while true; do sleep 3600; done\n",
+        names.join(" ")
+    );
+    std::fs::write(init.join("init"), script).unwrap();
+    run(Command::new("chmod")
+        .arg("755")
+        .arg(init.join("init"))
+        .arg(init.join("bin/udhcpc.script")));
+    run(Command::new("sh")
+        .current_dir(&init)
+        .arg("-c")
+        .arg("find . | cpio -o -H newc --quiet | gzip -1 > ../initramfs.gz"));
+    Guest { kernel, initrd }
+}
