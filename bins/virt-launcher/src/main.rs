@@ -16,6 +16,7 @@ mod flags;
 mod host;
 mod libvirt;
 mod log;
+mod network;
 mod paths;
 mod prestart;
 mod service;

@@ -14,7 +14,7 @@ use tokio::sync::Mutex;
 use crate::flags::Flags;
 use crate::libvirt::{Connection, DomainRef, LibvirtError};
 use crate::state::{Owner, domain_json};
-use crate::{host, log, prestart};
+use crate::{host, log, network, prestart};
 
 /// `VIR_ERR_OPERATION_INVALID`: e.g. destroying a domain that is not running.
 const ERR_OPERATION_INVALID: i32 = 55;
@@ -174,7 +174,7 @@ impl LauncherService for Launcher {
     async fn sync_vmi(&self, cmd: VmiCommand) -> CmdResult {
         self.adopt(&cmd.vmi)?;
         let _guard = self.lock.lock().await;
-        let wanted = self.convert(&cmd).await?;
+        let mut wanted = self.convert(&cmd).await?;
         if let Some(dom) = self.find().await? {
             let (state, _) = self
                 .conn
@@ -190,6 +190,13 @@ impl LauncherService for Launcher {
         prestart::prepare(&cmd.vmi, &wanted, &self.flags)
             .await
             .map_err(CmdError::Failed)?;
+        network::setup_phase2(
+            &cmd.vmi,
+            &cmd.options.interface_domain_attachment,
+            &mut wanted,
+            &network::dhcp::DhcpEnv::pod(),
+        )
+        .map_err(|e| failed("preparing the pod network failed", e))?;
         let xml = wanted.to_xml().map_err(|e| failed("write domain XML", e))?;
         let t1 = std::time::Instant::now();
         let dom = self

@@ -1,0 +1,137 @@
+//! The launcher's DHCPv4 server for tap-attached interfaces, started once per pod interface:
+//! KubeVirt records a started server as `dhcp_started-<pod interface>` in the private directory,
+//! so a second SyncVMI (or a restarted sync after a failed define) does not start a second one.
+
+pub mod config;
+pub mod options;
+pub mod packet;
+pub mod resolv;
+pub mod server;
+pub mod vif_cache;
+
+#[cfg(test)]
+mod netns_tests;
+
+use std::path::{Path, PathBuf};
+
+use kvrs_api::api::DHCPOptions;
+
+use crate::log;
+use crate::network::error::NetworkError;
+use config::DhcpConfig;
+use resolv::Resolver;
+use server::Lease;
+
+/// Where the server's facts come from (the pod's files outside tests).
+#[derive(Debug, Clone)]
+pub struct DhcpEnv {
+    /// `/var/run/kubevirt-private`: marker files and the handler's vif caches.
+    pub private_dir: PathBuf,
+    /// `/etc/resolv.conf`.
+    pub resolv_conf: PathBuf,
+    /// The pod's host name; `None` reads it from the kernel.
+    pub hostname: Option<String>,
+    /// The server port (67 outside tests).
+    pub port: u16,
+}
+
+impl DhcpEnv {
+    /// The pod's own files.
+    pub fn pod() -> DhcpEnv {
+        DhcpEnv {
+            private_dir: PathBuf::from("/var/run/kubevirt-private"),
+            resolv_conf: PathBuf::from("/etc/resolv.conf"),
+            hostname: None,
+            port: server::SERVER_PORT,
+        }
+    }
+
+    fn marker(&self, pod_iface: &str) -> PathBuf {
+        self.private_dir.join(format!("dhcp_started-{pod_iface}"))
+    }
+}
+
+/// The lease of `cfg`, with the pod's resolver settings and host name; `None` without IPv4.
+pub fn lease(
+    cfg: &DhcpConfig,
+    resolver: &Resolver,
+    hostname: &str,
+    custom: Option<&DHCPOptions>,
+) -> Result<Option<Lease>, options::OptionsError> {
+    let Some((client_ip, mask)) = cfg.ip else {
+        return Ok(None);
+    };
+    let search = resolver.search_with_subdomain(&cfg.subdomain);
+    let options = options::build(&options::OptionInputs {
+        mask: Some(mask),
+        router: cfg.gateway,
+        dns: &resolver.ipv4,
+        routes: &cfg.routes,
+        search: &search,
+        mtu: cfg.mtu,
+        hostname,
+        custom,
+    })?;
+    Ok(Some(Lease {
+        server_ip: cfg.server_ip,
+        client_ip,
+        client_mac: cfg.mac,
+        options,
+    }))
+}
+
+fn hostname(env: &DhcpEnv) -> Result<String, String> {
+    match &env.hostname {
+        Some(h) => Ok(h.clone()),
+        None => nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .map_err(|e| format!("reading the pod's hostname failed: {e}")),
+    }
+}
+
+fn read_resolver(path: &Path) -> Result<Resolver, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("failed to get DNS servers from {}: {e}", path.display()))?;
+    Ok(Resolver::parse(&text))
+}
+
+/// Starts the server of VMI interface `iface` (pod interface `cfg.name`) on `bridge`, unless it
+/// runs already or the handler found no IP management.
+pub fn ensure_started(
+    env: &DhcpEnv,
+    iface: &str,
+    bridge: &str,
+    cfg: &DhcpConfig,
+    custom: Option<&DHCPOptions>,
+) -> Result<(), NetworkError> {
+    if cfg.ipam_disabled {
+        return Ok(());
+    }
+    let marker = env.marker(&cfg.name);
+    if marker.exists() {
+        return Ok(());
+    }
+    let start_err = |reason: String| NetworkError::DhcpStart {
+        iface: iface.to_string(),
+        bridge: bridge.to_string(),
+        reason,
+    };
+    let resolver = read_resolver(&env.resolv_conf).map_err(start_err)?;
+    let host = hostname(env).map_err(start_err)?;
+    let lease = lease(cfg, &resolver, &host, custom)
+        .map_err(|e| NetworkError::config(iface, e.to_string()))?;
+    if let Some(lease) = lease {
+        let socket = server::bind_socket(bridge, env.port).map_err(start_err)?;
+        log::info(format_args!(
+            "Starting DHCP server for interface {iface} on {bridge}: {} for {}",
+            lease.client_ip,
+            lease.client_mac.map_or("any client".to_string(), |m| {
+                crate::network::link::format_mac(&m)
+            }),
+        ));
+        server::spawn(iface, socket, lease).map_err(|e| start_err(format!("thread: {e}")))?;
+    }
+    std::fs::File::create(&marker)
+        .map_err(|e| start_err(format!("create {}: {e}", marker.display())))?;
+    Ok(())
+}
