@@ -127,6 +127,36 @@ impl Namespaces {
         run(&["ip", "-n", &self.guest, "link", "set", "eth0", "up"]);
     }
 
+    /// What the handler builds for a bridge-binding interface: the pod NIC renamed `eth0-nic`
+    /// in the bridge, a stand-in `eth0`, the fake server address on the bridge. Returns the
+    /// guest NIC's MAC.
+    fn build_bridge_pod(&self) -> String {
+        let mtu = MTU.to_string();
+        self.pod("link set lo up");
+        self.pod("link add name k6t-eth0 type bridge");
+        self.pod("addr add 169.254.75.10/32 dev k6t-eth0");
+        self.pod(&format!(
+            "link add name eth0-nic mtu {mtu} type veth peer name pod-peer0"
+        ));
+        self.pod("link set eth0-nic master k6t-eth0");
+        self.pod("link set eth0-nic up");
+        self.pod("link add name eth0 mtu 1500 type veth peer name pod-peer1");
+        self.pod(&format!(
+            "link add name tap0 mtu {mtu} type veth peer name eth0 netns {}",
+            self.guest
+        ));
+        self.pod("link set tap0 master k6t-eth0");
+        self.pod("link set tap0 up");
+        self.pod("link set k6t-eth0 up");
+        run(&["ip", "-n", &self.guest, "link", "set", "eth0", "up"]);
+        let link = run(&["ip", "-n", &self.guest, "-o", "link", "show", "dev", "eth0"]);
+        link.split_whitespace()
+            .skip_while(|w| *w != "link/ether")
+            .nth(1)
+            .expect("guest MAC")
+            .to_string()
+    }
+
     /// Runs `f` on a thread inside the pod namespace.
     fn in_pod<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
         let path = format!("/run/netns/{}", self.pod);
@@ -148,14 +178,14 @@ impl Drop for Namespaces {
     }
 }
 
-fn masquerade_vmi() -> kvrs_api::VirtualMachineInstance {
+fn vmi(iface: serde_json::Value) -> kvrs_api::VirtualMachineInstance {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachineInstance",
         "metadata": {"name": "dhcp", "namespace": "default", "uid": "u-dhcp"},
         "spec": {
             "domain": {
-                "devices": {"interfaces": [{"name": "default", "masquerade": {}}]},
+                "devices": {"interfaces": [iface]},
                 "resources": {"requests": {"memory": "128Mi"}}
             },
             "networks": [{"name": "default", "pod": {}}],
@@ -178,7 +208,8 @@ fn udhcpc(ns: &Namespaces, dir: &Path) -> String {
              [ \"$1\" = bound ] || exit 0\n\
              {bb} ip addr add \"$ip/$mask\" dev \"$interface\"\n\
              echo \"ip=$ip mask=$mask router=$router dns=$dns mtu=$mtu hostname=$hostname \
-             domain=$domain search=$search lease=$lease serverid=$serverid\"\n"
+             domain=$domain search=$search lease=$lease serverid=$serverid \
+             staticroutes=$staticroutes\"\n"
         ),
     )
     .unwrap();
@@ -203,16 +234,15 @@ fn udhcpc(ns: &Namespaces, dir: &Path) -> String {
         "search",
         "-O",
         "mtu",
+        "-O",
+        "staticroutes",
         "-s",
         script.to_str().unwrap(),
     ])
 }
 
-#[test]
-fn a_masquerade_guest_gets_its_lease_from_the_launcher() {
-    assert!(is_root(), "this test needs root (network namespaces)");
-    let ns = Namespaces::new("dhcp");
-    ns.build_masquerade_pod();
+/// The pod's private directory and resolv.conf.
+fn pod_files() -> (tempfile::TempDir, DhcpEnv) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("resolv.conf"), RESOLV).unwrap();
     let env = DhcpEnv {
@@ -221,13 +251,26 @@ fn a_masquerade_guest_gets_its_lease_from_the_launcher() {
         hostname: Some("dhcp".into()),
         port: super::server::SERVER_PORT,
     };
+    (dir, env)
+}
 
-    let vmi = masquerade_vmi();
+fn converted(vmi: &kvrs_api::VirtualMachineInstance) -> kvrs_converter::Domain {
     let ctx = kvrs_converter::ConverterContext {
         allow_emulation: true,
         ..Default::default()
     };
-    let domain = kvrs_converter::convert(&vmi, &ctx).unwrap();
+    kvrs_converter::convert(vmi, &ctx).unwrap()
+}
+
+#[test]
+fn a_masquerade_guest_gets_its_lease_from_the_launcher() {
+    assert!(is_root(), "this test needs root (network namespaces)");
+    let ns = Namespaces::new("dhcp");
+    ns.build_masquerade_pod();
+    let (dir, env) = pod_files();
+
+    let vmi = vmi(serde_json::json!({"name": "default", "masquerade": {}}));
+    let domain = converted(&vmi);
     let (env2, vmi2) = (env.clone(), vmi.clone());
     let (domain, pod_mac, again) = ns.in_pod(move || {
         let mut domain = domain;
@@ -270,4 +313,67 @@ fn a_masquerade_guest_gets_its_lease_from_the_launcher() {
     }
     let addrs = run(&["ip", "-n", &ns.guest, "-4", "addr", "show", "dev", "eth0"]);
     assert!(addrs.contains("inet 10.0.2.2/24"), "guest eth0: {addrs}");
+}
+
+#[test]
+fn a_bridge_guest_gets_the_lease_the_handler_cached() {
+    assert!(is_root(), "this test needs root (network namespaces)");
+    let ns = Namespaces::new("dhcpbr");
+    let guest_mac = ns.build_bridge_pod();
+    let (dir, env) = pod_files();
+    // The handler's cache for this guest, in the shape Go writes (see vif_cache.rs).
+    let mac_b64 = {
+        use base64::Engine;
+        let mac = crate::network::names::parse_mac(&guest_mac).unwrap();
+        base64::engine::general_purpose::STANDARD.encode(mac)
+    };
+    let cache = serde_json::json!({
+        "Name": "eth0",
+        "IP": {"IP": "10.244.1.7", "Mask": "////AA==", "Label": "", "Flags": 0, "Scope": 0,
+               "Peer": null, "Broadcast": "", "PreferedLft": 0, "ValidLft": 0, "LinkIndex": 0},
+        "IPv6": {"Label": "", "Flags": 0, "Scope": 0, "Peer": null, "Broadcast": "",
+                 "PreferedLft": 0, "ValidLft": 0, "LinkIndex": 0},
+        "MAC": mac_b64,
+        "AdvertisingIPAddr": "", "AdvertisingIPv6Addr": "",
+        "Routes": [
+            {"Dst": null, "Gw": "10.244.1.1", "Src": ""},
+            {"Dst": {"IP": "10.96.0.0", "Mask": "//AAAA=="}, "Gw": "10.244.1.254", "Src": ""}
+        ],
+        "Mtu": 1500, "IPAMDisabled": false, "Gateway": "10.244.1.1", "Subdomain": ""
+    });
+    std::fs::write(
+        dir.path().join("vif-cache-eth0.json"),
+        serde_json::to_vec(&cache).unwrap(),
+    )
+    .unwrap();
+
+    let vmi = vmi(serde_json::json!({
+        "name": "default", "bridge": {}, "macAddress": guest_mac
+    }));
+    let domain = converted(&vmi);
+    let env2 = env.clone();
+    let domain = ns.in_pod(move || {
+        let mut domain = domain;
+        setup_phase2(&vmi, &HashMap::new(), &mut domain, &env2).expect("phase 2");
+        domain
+    });
+    let di = &domain.devices.interfaces[0];
+    assert_eq!(di.target.as_ref().map(|t| t.dev.as_str()), Some("tap0"));
+    assert_eq!(
+        di.mac.as_ref().map(|m| m.address.as_str()),
+        Some(guest_mac.as_str())
+    );
+
+    let lease = udhcpc(&ns, dir.path());
+    for want in [
+        "ip=10.244.1.7 ",
+        "mask=24 ",
+        "router=10.244.1.1 ",
+        "dns=10.96.0.10 ",
+        "mtu=1400 ",
+        "serverid=169.254.75.10 ",
+        "staticroutes=10.96.0.0/12 10.244.1.254 0.0.0.0/0 10.244.1.1",
+    ] {
+        assert!(lease.contains(want), "lease lacks {want:?}: {lease}");
+    }
 }

@@ -6,8 +6,9 @@
 //! the guest's broadcasts on that bridge reach it and broadcast replies leave through it.
 //! KubeVirt filters on the arrival interface with `IP_PKTINFO` instead; the device binding does
 //! the same with less code and needs no privilege since Linux 5.7 (an unbound socket may bind to
-//! a device without `CAP_NET_RAW`). Port 67 itself needs `CAP_NET_BIND_SERVICE` or
-//! `net.ipv4.ip_unprivileged_port_start=0` in the pod's network namespace.
+//! a device without `CAP_NET_RAW`; checked as UID 107 on 6.18). Port 67 itself needs
+//! `CAP_NET_BIND_SERVICE` or `net.ipv4.ip_unprivileged_port_start=0` in the pod's network
+//! namespace.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
