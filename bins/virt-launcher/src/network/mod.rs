@@ -67,10 +67,7 @@ pub fn setup_phase2(
             .enumerate()
             .find(|(_, i)| i.name == network.name)
         else {
-            return Err(NetworkError::config(
-                &network.name,
-                format!("no interface matches network {}", network.name),
-            ));
+            continue; // KubeVirt sets up only networks with a (non-absent) interface
         };
         if !live(&iface) || !is_tap(iface, attachments) {
             continue;
@@ -82,7 +79,8 @@ pub fn setup_phase2(
             ));
             continue;
         }
-        setup_pod_iface(vmi, index, iface, network, domain, env)?;
+        setup_pod_iface(vmi, index, iface, network, domain, env)
+            .inspect_err(|e| log::error(format_args!("network phase 2 failed: {e}")))?;
     }
     Ok(())
 }
@@ -172,4 +170,132 @@ fn bridge_config(
     cfg.mtu = dhcp_config::mtu16(nic_link.mtu);
     cfg.subdomain = subdomain.to_string();
     Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vmi(spec: serde_json::Value) -> VirtualMachineInstance {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachineInstance",
+            "metadata": {"name": "n", "namespace": "default"},
+            "spec": spec
+        }))
+        .unwrap()
+    }
+
+    fn env(dir: &std::path::Path) -> DhcpEnv {
+        DhcpEnv {
+            private_dir: dir.to_path_buf(),
+            resolv_conf: dir.join("resolv.conf"),
+            hostname: Some("n".into()),
+            port: 0,
+        }
+    }
+
+    #[test]
+    fn a_vmi_without_interfaces_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = vmi(serde_json::json!({
+            "domain": {"devices": {"autoattachPodInterface": false}},
+        }));
+        let mut d = Domain::default();
+        assert_eq!(
+            setup_phase2(&v, &HashMap::new(), &mut d, &env(dir.path())),
+            Ok(())
+        );
+        assert_eq!(d, Domain::default());
+        assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
+    }
+
+    #[test]
+    fn only_tap_attached_pod_interfaces_are_set_up() {
+        let dir = tempfile::tempdir().unwrap();
+        // Nothing here may touch the host's links: every interface is skipped.
+        let v = vmi(serde_json::json!({
+            "domain": {"devices": {"interfaces": [
+                {"name": "absent", "masquerade": {}, "state": "absent"},
+                {"name": "multus", "bridge": {}},
+                {"name": "sriov", "sriov": {}},
+            ]}},
+            "networks": [
+                {"name": "absent", "pod": {}},
+                {"name": "multus", "multus": {"networkName": "br"}},
+                {"name": "sriov", "multus": {"networkName": "sr"}},
+                {"name": "orphan", "pod": {}},
+            ]
+        }));
+        let mut d = Domain::default();
+        assert_eq!(
+            setup_phase2(&v, &HashMap::new(), &mut d, &env(dir.path())),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn the_handlers_attachment_map_wins() {
+        let iface: Interface =
+            serde_json::from_value(serde_json::json!({"name": "default", "masquerade": {}}))
+                .unwrap();
+        assert!(is_tap(&iface, &HashMap::new()));
+        let map = HashMap::from([("other".to_string(), TAP.to_string())]);
+        assert!(!is_tap(&iface, &map));
+        let map = HashMap::from([("default".to_string(), TAP.to_string())]);
+        assert!(is_tap(&iface, &map));
+    }
+
+    fn masquerade_cfg() -> DhcpConfig {
+        let nic = PodNic {
+            name: "eth0".into(),
+            mtu: 1500,
+            has_ipv4: true,
+        };
+        dhcp_config::masquerade("default", &nic, None, "").unwrap()
+    }
+
+    #[test]
+    fn a_server_that_cannot_start_names_the_interface() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("resolv.conf"), "nameserver 10.96.0.10\n").unwrap();
+        let err = dhcp::ensure_started(
+            &env(dir.path()),
+            "default",
+            "kvrs-nobr0",
+            &masquerade_cfg(),
+            None,
+        )
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("interface default: failed to start DHCP server on kvrs-nobr0: "),
+            "{msg}"
+        );
+        assert!(!dir.path().join("dhcp_started-eth0").exists());
+        let no_resolv = dhcp::ensure_started(
+            &env(&dir.path().join("sub")),
+            "default",
+            "kvrs-nobr0",
+            &masquerade_cfg(),
+            None,
+        )
+        .unwrap_err();
+        assert!(no_resolv.to_string().contains("resolv.conf"), "{no_resolv}");
+    }
+
+    #[test]
+    fn a_started_marker_means_no_second_server() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("dhcp_started-eth0"), "").unwrap();
+        // The bridge does not exist: only skipping the start can succeed.
+        let r = dhcp::ensure_started(
+            &env(dir.path()),
+            "default",
+            "kvrs-nobr0",
+            &masquerade_cfg(),
+            None,
+        );
+        assert_eq!(r, Ok(()));
+    }
 }

@@ -116,6 +116,10 @@ pub fn ensure_started(
         bridge: bridge.to_string(),
         reason,
     };
+    // The marker must be writable before a server starts: a server without its marker would
+    // be started again by the next sync.
+    std::fs::create_dir_all(&env.private_dir)
+        .map_err(|e| start_err(format!("create {}: {e}", env.private_dir.display())))?;
     let resolver = read_resolver(&env.resolv_conf).map_err(start_err)?;
     let host = hostname(env).map_err(start_err)?;
     let lease = lease(cfg, &resolver, &host, custom)
@@ -130,8 +134,59 @@ pub fn ensure_started(
             }),
         ));
         server::spawn(iface, socket, lease).map_err(|e| start_err(format!("thread: {e}")))?;
+    } else {
+        log::warn(format_args!(
+            "interface {iface}: pod interface {} has no IPv4 address; no DHCPv4 server (kvrs serves no DHCPv6 yet)",
+            cfg.name
+        ));
     }
     std::fs::File::create(&marker)
         .map_err(|e| start_err(format!("create {}: {e}", marker.display())))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::dhcp::config::{PodNic, masquerade};
+    use crate::network::dhcp::options::code;
+    use crate::network::dhcp::packet::{MessageType, Packet};
+
+    const RESOLV: &str = include_str!("../../../testdata/resolv.conf");
+
+    #[test]
+    fn a_masquerade_offer_carries_kubevirts_options() {
+        let nic = PodNic {
+            name: "eth0".into(),
+            mtu: 1450,
+            has_ipv4: true,
+        };
+        let cfg = masquerade("default", &nic, None, "").unwrap();
+        let lease = lease(&cfg, &Resolver::parse(RESOLV), "vm-1", None)
+            .unwrap()
+            .unwrap();
+        let mut discover = Packet::default();
+        discover.chaddr[..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        discover.options.push((53, vec![1]));
+        let offer = Packet::parse(&lease.reply(&discover).unwrap().encode()).unwrap();
+        assert_eq!(offer.message_type(), Some(MessageType::Offer));
+        assert_eq!(offer.yiaddr, std::net::Ipv4Addr::new(10, 0, 2, 2));
+        let opt = |c| offer.option(c).unwrap();
+        assert_eq!(opt(code::SERVER_ID), [10, 0, 2, 1]);
+        assert_eq!(opt(code::ROUTER), [10, 0, 2, 1]);
+        assert_eq!(opt(code::SUBNET_MASK), [255, 255, 255, 0]);
+        assert_eq!(opt(code::MTU), 1450u16.to_be_bytes());
+        assert_eq!(opt(code::DNS), [10, 96, 0, 10, 10, 96, 0, 11]);
+        assert_eq!(opt(code::LEASE_TIME), 86_313_600u32.to_be_bytes());
+        assert_eq!(opt(code::HOST_NAME), b"vm-1");
+        assert_eq!(opt(code::DOMAIN_NAME), b"default.svc.cluster.local");
+        assert_eq!(
+            opt(code::DOMAIN_SEARCH),
+            b"\x07default\x03svc\x07cluster\x05local\x00\x03svc\x07cluster\x05local\x00\x07cluster\x05local\x00"
+        );
+        assert_eq!(offer.option(code::CLASSLESS_ROUTES), None);
+        // Option order on the wire: type, server id, lease time, then by code.
+        let codes: Vec<u8> = offer.options.iter().map(|(c, _)| *c).collect();
+        assert_eq!(codes, [53, 54, 51, 1, 3, 6, 12, 15, 26, 119]);
+    }
 }
