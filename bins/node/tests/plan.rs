@@ -1,0 +1,229 @@
+//! The pure planner: VMI + pod facts -> NetPlan, pinned with snapshots.
+
+use kvrs_api::VirtualMachineInstance;
+use kvrs_node::network::{IfAddr, NetPlan, PodFacts, PodLink, Route4, plan};
+use proptest::prelude::*;
+use serde_json::json;
+
+fn vmi(interfaces: serde_json::Value, networks: serde_json::Value) -> VirtualMachineInstance {
+    serde_json::from_value(json!({
+        "metadata": {"name": "vm1", "namespace": "default"},
+        "spec": {
+            "domain": {"devices": {"interfaces": interfaces}},
+            "networks": networks,
+        },
+        "status": {"runtimeUser": 107},
+    }))
+    .expect("fixture VMI")
+}
+
+fn masquerade_vmi() -> VirtualMachineInstance {
+    vmi(
+        json!([{"name": "default", "masquerade": {}}]),
+        json!([{"name": "default", "pod": {}}]),
+    )
+}
+
+fn eth0(addrs: &[&str]) -> PodLink {
+    PodLink {
+        index: 2,
+        name: "eth0".into(),
+        kind: Some("veth".into()),
+        mtu: 1450,
+        mac: Some([0x0a, 0x58, 0x0a, 0xf4, 0x01, 0x07]),
+        controller: None,
+        up: true,
+        addresses: addrs
+            .iter()
+            .map(|a| {
+                let (ip, p) = a.split_once('/').expect("cidr");
+                IfAddr::new(ip.parse().expect("ip"), p.parse().expect("prefix"))
+            })
+            .collect(),
+    }
+}
+
+fn facts(links: Vec<PodLink>) -> PodFacts {
+    PodFacts {
+        links,
+        routes4: vec![
+            Route4 {
+                destination: None,
+                gateway: Some("10.244.1.1".parse().unwrap()),
+                oif: Some(2),
+            },
+            Route4 {
+                destination: Some(("10.244.1.0".parse().unwrap(), 24)),
+                gateway: None,
+                oif: Some(2),
+            },
+        ],
+        ..Default::default()
+    }
+}
+
+fn ipv4_pod() -> PodFacts {
+    facts(vec![eth0(&["10.244.1.7/24", "fe80::858:aff:fef4:107/64"])])
+}
+
+fn summary(p: &NetPlan) -> serde_json::Value {
+    json!({
+        "links": p.links,
+        "sysctls": p.sysctls,
+        "interfaces": p.interfaces,
+        "dhcp_caches": p.dhcp_caches.iter().map(|c| json!({
+            "pod_iface": c.pod_iface,
+            "json": serde_json::to_value(&c.config).expect("json"),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+#[test]
+fn masquerade_default_subnet() {
+    let p = plan(&masquerade_vmi(), &ipv4_pod()).expect("plan");
+    insta::assert_yaml_snapshot!(summary(&p));
+    insta::assert_snapshot!(p.nft_script.expect("nat"));
+}
+
+#[test]
+fn masquerade_ports_custom_cidr_and_dual_stack() {
+    let v = vmi(
+        json!([{"name": "default", "masquerade": {}, "ports": [
+            {"port": 22}, {"name": "dns", "port": 53, "protocol": "UDP"}
+        ]}]),
+        json!([{"name": "default", "pod": {"vmNetworkCIDR": "192.168.50.0/24"}}]),
+    );
+    let f = facts(vec![eth0(&["10.244.1.7/24", "fd00:10:244:1::7/64"])]);
+    let p = plan(&v, &f).expect("plan");
+    insta::assert_yaml_snapshot!(summary(&p));
+    insta::assert_snapshot!(p.nft_script.expect("nat"));
+}
+
+#[test]
+fn masquerade_nat_already_present_is_not_planned_again() {
+    let mut f = ipv4_pod();
+    f.nat_present_v4 = true;
+    let p = plan(&masquerade_vmi(), &f).expect("plan");
+    assert_eq!(p.nft_script, None);
+    assert_eq!(p.links.len(), 2);
+}
+
+#[test]
+fn multiqueue_taps_for_virtio_only() {
+    let mut v = masquerade_vmi();
+    v.spec.domain.devices.network_interface_multiqueue = Some(true);
+    v.spec.domain.cpu = serde_json::from_value(json!({"cores": 4})).ok();
+    let p = plan(&v, &ipv4_pod()).expect("plan");
+    assert!(p.interfaces[0].multi_queue);
+    let ifaces = v.spec.domain.devices.interfaces.as_mut().expect("ifaces");
+    ifaces[0].model = Some("e1000".into());
+    let p = plan(&v, &ipv4_pod()).expect("plan");
+    assert!(!p.interfaces[0].multi_queue);
+}
+
+#[test]
+fn bridge_binding_rewires_the_pod_interface() {
+    let v = vmi(
+        json!([{"name": "default", "bridge": {}}]),
+        json!([{"name": "default", "pod": {}}]),
+    );
+    let p = plan(&v, &ipv4_pod()).expect("plan");
+    insta::assert_yaml_snapshot!(summary(&p));
+    assert_eq!(p.nft_script, None);
+}
+
+#[test]
+fn bridge_binding_on_a_rewired_pod_keeps_the_cache_and_the_end_state() {
+    let v = vmi(
+        json!([{"name": "default", "bridge": {}}]),
+        json!([{"name": "default", "pod": {}}]),
+    );
+    let first = plan(&v, &ipv4_pod()).expect("plan");
+    let mut nic = eth0(&[]);
+    nic.name = "eth0-nic".into();
+    let mut dummy = eth0(&["10.244.1.7/24", "fe80::858:aff:fef4:107/64"]);
+    dummy.index = 5;
+    dummy.kind = Some("dummy".into());
+    dummy.up = false;
+    let again = plan(&v, &facts(vec![nic, dummy])).expect("plan");
+    assert!(again.dhcp_caches.is_empty());
+    assert_eq!(again.links, first.links);
+}
+
+#[test]
+fn secondary_bridge_network_uses_hashed_names() {
+    let v = vmi(
+        json!([{"name": "default", "masquerade": {}}, {"name": "blue", "bridge": {}}]),
+        json!([{"name": "default", "pod": {}}, {"name": "blue", "multus": {"networkName": "br"}}]),
+    );
+    let mut sec = eth0(&[]);
+    sec.index = 3;
+    sec.name = "pod16477688c0e".into();
+    let f = facts(vec![eth0(&["10.244.1.7/24"]), sec]);
+    let p = plan(&v, &f).expect("plan");
+    let names: Vec<_> = p.links.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["k6t-eth0", "tap0", "k6t-16477688c0e", "16477688c0e-nic", "tap16477688c0e", "pod16477688c0e"]
+    );
+    // No IPv4 on the secondary: no placeholder address, no DHCP.
+    assert_eq!(p.dhcp_caches[0].config.ipam_disabled, true);
+}
+
+#[test]
+fn unsupported_bindings_name_the_interface() {
+    for (binding, label) in [
+        (json!({"passtBinding": {}}), "passt"),
+        (json!({"sriov": {}}), "sriov"),
+        (json!({"slirp": {}}), "slirp"),
+        (json!({"binding": {"name": "mybind"}}), "network binding plugin \"mybind\""),
+    ] {
+        let mut iface = binding.clone();
+        iface["name"] = json!("default");
+        let v = vmi(json!([iface]), json!([{"name": "default", "pod": {}}]));
+        let err = plan(&v, &ipv4_pod()).expect_err("unsupported");
+        assert_eq!(err.label(), "unsupported");
+        let msg = err.to_string();
+        assert!(msg.starts_with("spec.domain.devices.interfaces[0]: "), "{msg}");
+        assert!(msg.contains(label), "{msg}");
+    }
+}
+
+#[test]
+fn missing_pod_interface_and_bad_cidr_are_errors() {
+    let err = plan(&masquerade_vmi(), &PodFacts::default()).expect_err("missing");
+    assert_eq!(err.label(), "pod_interface");
+    assert!(err.to_string().contains("eth0"), "{err}");
+    let v = vmi(
+        json!([{"name": "default", "masquerade": {}}]),
+        json!([{"name": "default", "pod": {"vmNetworkCIDR": "10.0.0.0/31"}}]),
+    );
+    let err = plan(&v, &ipv4_pod()).expect_err("cidr");
+    assert_eq!(err.label(), "invalid_spec");
+    assert!(err.to_string().starts_with("spec.networks[0].pod.vmNetworkCIDR: "), "{err}");
+}
+
+proptest! {
+    /// Whatever the pod's MTU and address, the plan keeps the MTU on bridge and tap, the
+    /// guest on the subnet's second host, and the NAT pointed at it.
+    #[test]
+    fn masquerade_plan_follows_the_pod(mtu in 576u32..9001, host in 2u8..250, port in proptest::option::of(1u16..)) {
+        let mut v = masquerade_vmi();
+        if let Some(port) = port {
+            v.spec.domain.devices.interfaces.as_mut().unwrap()[0].ports =
+                serde_json::from_value(json!([{"port": port}])).ok();
+        }
+        let mut link = eth0(&[&format!("10.244.3.{host}/24")]);
+        link.mtu = mtu;
+        let p = plan(&v, &facts(vec![link])).unwrap();
+        prop_assert_eq!(p.links[0].mtu, Some(mtu));
+        prop_assert_eq!(p.links[1].mtu, Some(mtu));
+        prop_assert_eq!(p.interfaces[0].guest_ipv4.unwrap().to_string(), "10.0.2.2/24");
+        let nat = p.nft_script.unwrap();
+        prop_assert!(nat.contains("dnat to 10.0.2.2"));
+        if let Some(port) = port {
+            let needle = format!("tcp dport {{ {port} }}");
+            prop_assert!(nat.contains(&needle));
+        }
+    }
+}
