@@ -14,6 +14,7 @@ mod daemons;
 mod events;
 mod flags;
 mod host;
+mod image_volume;
 mod libvirt;
 mod log;
 mod network;

@@ -4,6 +4,7 @@
 //! the same VMI see each other's result (a second sync of a running domain is a no-op).
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::sync::Arc;
 
 use kvrs_api::VirtualMachineInstance;
@@ -14,7 +15,7 @@ use tokio::sync::Mutex;
 use crate::flags::Flags;
 use crate::libvirt::{Connection, DomainRef, LibvirtError};
 use crate::state::{Owner, domain_json};
-use crate::{host, log, network, prestart};
+use crate::{host, image_volume, log, network, prestart};
 
 /// `VIR_ERR_OPERATION_INVALID`: e.g. destroying a domain that is not running.
 const ERR_OPERATION_INVALID: i32 = 55;
@@ -174,6 +175,15 @@ impl LauncherService for Launcher {
     async fn sync_vmi(&self, cmd: VmiCommand) -> CmdResult {
         self.adopt(&cmd.vmi)?;
         let _guard = self.lock.lock().await;
+        if self.flags.image_volume {
+            image_volume::link_image_volumes(
+                &cmd.vmi,
+                Path::new(image_volume::IMAGE_VOLUME_DIR),
+                Path::new(image_volume::KERNEL_BOOT_VOLUME_DIR),
+                &self.flags.container_disk_dir,
+            )
+            .map_err(|e| failed("linking the image volumes", e))?;
+        }
         let mut wanted = self.convert(&cmd).await?;
         if let Some(dom) = self.find().await? {
             let (state, _) = self
