@@ -18,11 +18,11 @@
 
 use crate::error::NodeError;
 use crate::pod::PodRef;
-use crate::safepath::{Resolve, open_beneath};
+use crate::safepath::{Resolve, open_at, open_beneath};
 use kvrs_api::VirtualMachineInstance;
 use nix::fcntl::OFlag;
 use nix::sys::stat::{SFlag, fstat};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 
 /// Where the pod mounts container-disk image volumes (KubeVirt's `VirtImageVolumeDir`).
 pub const IMAGE_VOLUME_DIR: &str = "var/run/kubevirt-image-volume";
@@ -47,21 +47,29 @@ pub fn check_container_disks(pod: &PodRef, vmi: &VirtualMachineInstance) -> Resu
 
 fn check_one(pod: &PodRef, field: &str, index: usize, path: Option<&str>) -> Result<(), NodeError> {
     let volume_dir = format!("disk_{index}");
-    let image_root = pod.root.join(IMAGE_VOLUME_DIR);
     let fail = |path: &str, reason: String| NodeError::ContainerDisk {
         field: field.to_string(),
         path: format!("/{IMAGE_VOLUME_DIR}/{path}"),
         reason,
     };
     // The image volume itself must be there; if it is not but the init-container target is,
-    // the pod was rendered for the other mode.
-    if let Err(reason) = open_beneath(
-        &image_root,
-        &volume_dir,
+    // the pod was rendered for the other mode. Symlinks up to it (`/var/run` -> `/run`)
+    // resolve inside the pod root; below it, inside the image volume directory.
+    let volume = open_beneath(
+        &pod.root,
+        &format!("{IMAGE_VOLUME_DIR}/{volume_dir}"),
         OFlag::O_PATH | OFlag::O_DIRECTORY,
         Resolve::InRoot,
-    ) {
-        if pod.root.join(INIT_CONTAINER_DISK_DIR).is_dir() {
+    );
+    if let Err(reason) = volume {
+        if open_beneath(
+            &pod.root,
+            INIT_CONTAINER_DISK_DIR,
+            OFlag::O_PATH | OFlag::O_DIRECTORY,
+            Resolve::InRoot,
+        )
+        .is_ok()
+        {
             return Err(NodeError::Unsupported {
                 field: field.to_string(),
                 reason: format!(
@@ -72,6 +80,13 @@ fn check_one(pod: &PodRef, field: &str, index: usize, path: Option<&str>) -> Res
         }
         return Err(fail(&volume_dir, format!("image volume {reason}")));
     }
+    let image_root = open_beneath(
+        &pod.root,
+        IMAGE_VOLUME_DIR,
+        OFlag::O_PATH | OFlag::O_DIRECTORY,
+        Resolve::InRoot,
+    )
+    .map_err(|r| fail("", r))?;
     let rel = match path
         .map(|p| p.trim_start_matches('/'))
         .filter(|p| !p.is_empty())
@@ -80,8 +95,8 @@ fn check_one(pod: &PodRef, field: &str, index: usize, path: Option<&str>) -> Res
         None => fallback_disk(&image_root, &volume_dir)
             .map_err(|r| fail(&format!("{volume_dir}/{DISK_FALLBACK_DIR}"), r))?,
     };
-    let fd = open_beneath(&image_root, &rel, OFlag::O_RDONLY, Resolve::InRoot)
-        .map_err(|r| fail(&rel, r))?;
+    let fd =
+        open_at(&image_root, &rel, OFlag::O_RDONLY, Resolve::InRoot).map_err(|r| fail(&rel, r))?;
     let st = fstat(&fd).map_err(|e| fail(&rel, format!("stat: {}", e.desc())))?;
     let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
     if kind != SFlag::S_IFREG {
@@ -103,9 +118,9 @@ fn check_one(pod: &PodRef, field: &str, index: usize, path: Option<&str>) -> Res
 }
 
 /// The single entry of the image's `/disk` directory, relative to the image volume dir.
-fn fallback_disk(image_root: &std::path::Path, volume_dir: &str) -> Result<String, String> {
+fn fallback_disk(image_root: &OwnedFd, volume_dir: &str) -> Result<String, String> {
     let dir_rel = format!("{volume_dir}/{DISK_FALLBACK_DIR}");
-    let fd = open_beneath(
+    let fd = open_at(
         image_root,
         &dir_rel,
         OFlag::O_RDONLY | OFlag::O_DIRECTORY,

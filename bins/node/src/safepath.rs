@@ -13,7 +13,7 @@ use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
 use nix::sys::stat::Mode;
 use std::fs::File;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path};
 
 /// How symlinks beneath the root are treated.
@@ -56,8 +56,18 @@ pub(crate) fn open_beneath(
     flags: OFlag,
     resolve: Resolve,
 ) -> Result<OwnedFd, String> {
-    let rel = check_relative(rel)?;
     let root_dir = File::open(root).map_err(|e| format!("opening root {}: {e}", root.display()))?;
+    open_at(&root_dir, rel, flags, resolve)
+}
+
+/// As [`open_beneath`], with the root given as an open directory.
+pub(crate) fn open_at<Fd: AsFd>(
+    root_dir: Fd,
+    rel: &str,
+    flags: OFlag,
+    resolve: Resolve,
+) -> Result<OwnedFd, String> {
+    let rel = check_relative(rel)?;
     let resolve_flags = match resolve {
         Resolve::NoSymlinks => ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS,
         Resolve::InRoot => ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS,
@@ -66,7 +76,7 @@ pub(crate) fn open_beneath(
         .flags(flags | OFlag::O_CLOEXEC)
         .mode(Mode::empty())
         .resolve(resolve_flags);
-    openat2(&root_dir, rel, how).map_err(|e| match e {
+    openat2(root_dir, rel, how).map_err(|e| match e {
         Errno::ELOOP if resolve == Resolve::NoSymlinks => {
             "is or passes through a symlink (refused)".to_string()
         }

@@ -64,19 +64,38 @@ fn masquerade_builds_kubevirts_bridge_tap_and_nat_and_is_idempotent() {
 
     let done = setup_pod_network(&pod(&ns, &root), &vmi).expect("setup");
     let i = &done.interfaces[0];
-    assert_eq!((i.bridge.as_str(), i.tap.as_str(), i.mtu), ("k6t-eth0", "tap0", 1450));
-    assert_eq!(i.guest_ipv4.map(|a| a.to_string()).as_deref(), Some("10.0.2.2/24"));
-    assert_eq!(i.gateway_ipv4.map(|a| a.to_string()).as_deref(), Some("10.0.2.1"));
+    assert_eq!(
+        (i.bridge.as_str(), i.tap.as_str(), i.mtu),
+        ("k6t-eth0", "tap0", 1450)
+    );
+    assert_eq!(
+        i.guest_ipv4.map(|a| a.to_string()).as_deref(),
+        Some("10.0.2.2/24")
+    );
+    assert_eq!(
+        i.gateway_ipv4.map(|a| a.to_string()).as_deref(),
+        Some("10.0.2.1")
+    );
 
     let check = |ns: &PodNetns| {
         let br = ns.link("k6t-eth0");
         assert_eq!(br["linkinfo"]["info_kind"], "bridge");
         assert_eq!(br["address"], "02:00:00:00:00:00");
         assert_eq!(br["mtu"], 1450);
-        assert!(br["flags"].as_array().unwrap().contains(&json!("UP")), "{br}");
+        assert!(
+            br["flags"].as_array().unwrap().contains(&json!("UP")),
+            "{br}"
+        );
         let br_addrs = ns.addrs("k6t-eth0");
-        assert!(br_addrs.contains(&"10.0.2.1/24".to_string()), "{br_addrs:?}");
-        assert_eq!(br_addrs.iter().filter(|a| !a.starts_with("fe80")).count(), 1, "{br_addrs:?}");
+        assert!(
+            br_addrs.contains(&"10.0.2.1/24".to_string()),
+            "{br_addrs:?}"
+        );
+        assert_eq!(
+            br_addrs.iter().filter(|a| !a.starts_with("fe80")).count(),
+            1,
+            "{br_addrs:?}"
+        );
 
         let tap = ns.link("tap0");
         let data = &tap["linkinfo"]["info_data"];
@@ -84,7 +103,10 @@ fn masquerade_builds_kubevirts_bridge_tap_and_nat_and_is_idempotent() {
         assert_eq!(data["type"], "tap");
         assert_eq!(data["persist"], true);
         assert_eq!(data["multi_queue"], false);
-        assert_eq!(data["pi"], true, "KubeVirt's single-queue flags keep packet info");
+        assert_eq!(
+            data["pi"], true,
+            "KubeVirt's single-queue flags keep packet info"
+        );
         assert_eq!(data["vnet_hdr"], false);
         assert_eq!(data["user"], 107);
         let group_107 = nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(107))
@@ -92,13 +114,17 @@ fn masquerade_builds_kubevirts_bridge_tap_and_nat_and_is_idempotent() {
             .flatten()
             .map(|g| g.name);
         assert!(
-            data["group"] == 107 || Some(data["group"].as_str().unwrap_or("")) == group_107.as_deref(),
+            data["group"] == 107
+                || Some(data["group"].as_str().unwrap_or("")) == group_107.as_deref(),
             "tap group: {}",
             data["group"]
         );
         assert_eq!(tap["master"], "k6t-eth0");
         assert_eq!(tap["mtu"], 1450);
-        assert!(tap["flags"].as_array().unwrap().contains(&json!("UP")), "{tap}");
+        assert!(
+            tap["flags"].as_array().unwrap().contains(&json!("UP")),
+            "{tap}"
+        );
 
         // The pod interface is left as the CNI made it.
         assert!(ns.addrs("eth0").contains(&format!("{}/24", ns.pod_ip())));
@@ -151,5 +177,8 @@ fn missing_netns_is_a_netns_enter_error() {
     };
     let err = setup_pod_network(&pod, &vmi(None)).expect_err("no netns");
     assert_eq!(err.label(), "netns_enter");
-    assert!(err.to_string().contains("kvrs-node-test-does-not-exist"), "{err}");
+    assert!(
+        err.to_string().contains("kvrs-node-test-does-not-exist"),
+        "{err}"
+    );
 }

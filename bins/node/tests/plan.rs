@@ -164,7 +164,14 @@ fn secondary_bridge_network_uses_hashed_names() {
     let names: Vec<_> = p.links.iter().map(|l| l.name.as_str()).collect();
     assert_eq!(
         names,
-        ["k6t-eth0", "tap0", "k6t-16477688c0e", "16477688c0e-nic", "tap16477688c0e", "pod16477688c0e"]
+        [
+            "k6t-eth0",
+            "tap0",
+            "k6t-16477688c0e",
+            "16477688c0e-nic",
+            "tap16477688c0e",
+            "pod16477688c0e"
+        ]
     );
     // No IPv4 on the secondary: no placeholder address, no DHCP.
     assert_eq!(p.dhcp_caches[0].config.ipam_disabled, true);
@@ -176,7 +183,10 @@ fn unsupported_bindings_name_the_interface() {
         (json!({"passtBinding": {}}), "passt"),
         (json!({"sriov": {}}), "sriov"),
         (json!({"slirp": {}}), "slirp"),
-        (json!({"binding": {"name": "mybind"}}), "network binding plugin \"mybind\""),
+        (
+            json!({"binding": {"name": "mybind"}}),
+            "network binding plugin \"mybind\"",
+        ),
     ] {
         let mut iface = binding.clone();
         iface["name"] = json!("default");
@@ -184,7 +194,10 @@ fn unsupported_bindings_name_the_interface() {
         let err = plan(&v, &ipv4_pod()).expect_err("unsupported");
         assert_eq!(err.label(), "unsupported");
         let msg = err.to_string();
-        assert!(msg.starts_with("spec.domain.devices.interfaces[0]: "), "{msg}");
+        assert!(
+            msg.starts_with("spec.domain.devices.interfaces[0]: "),
+            "{msg}"
+        );
         assert!(msg.contains(label), "{msg}");
     }
 }
@@ -200,7 +213,11 @@ fn missing_pod_interface_and_bad_cidr_are_errors() {
     );
     let err = plan(&v, &ipv4_pod()).expect_err("cidr");
     assert_eq!(err.label(), "invalid_spec");
-    assert!(err.to_string().starts_with("spec.networks[0].pod.vmNetworkCIDR: "), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("spec.networks[0].pod.vmNetworkCIDR: "),
+        "{err}"
+    );
 }
 
 proptest! {

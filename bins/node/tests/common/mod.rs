@@ -56,7 +56,9 @@ impl PodNetns {
         let ns = PodNetns { name, octet };
         run(
             "ip",
-            &["link", "add", &host_end, "type", "veth", "peer", "name", "eth0", "netns", &ns.name],
+            &[
+                "link", "add", &host_end, "type", "veth", "peer", "name", "eth0", "netns", &ns.name,
+            ],
         );
         run("ip", &["link", "set", &host_end, "up"]);
         let addr = format!("10.244.{}.7/24", ns.octet % 250);
@@ -65,7 +67,9 @@ impl PodNetns {
         ns.ip(&["link", "set", "eth0", "mtu", "1450"]);
         ns.ip(&["addr", "add", &addr, "dev", "eth0"]);
         ns.ip(&["link", "set", "eth0", "up"]);
-        ns.ip(&["route", "add", "default", "via", &gw, "dev", "eth0", "onlink"]);
+        ns.ip(&[
+            "route", "add", "default", "via", &gw, "dev", "eth0", "onlink",
+        ]);
         ns
     }
 
@@ -109,20 +113,37 @@ impl PodNetns {
 
     /// A `/proc/sys` value read inside the namespace.
     pub fn sysctl(&self, key: &str) -> String {
-        run("ip", &["netns", "exec", &self.name, "cat", &format!("/proc/sys/{key}")])
-            .trim()
-            .to_string()
+        run(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                &self.name,
+                "cat",
+                &format!("/proc/sys/{key}"),
+            ],
+        )
+        .trim()
+        .to_string()
     }
 
     /// `nft -j list ruleset` inside the namespace.
     pub fn nft_ruleset(&self) -> Value {
-        let text = run("ip", &["netns", "exec", &self.name, "nft", "-j", "list", "ruleset"]);
+        let text = run(
+            "ip",
+            &["netns", "exec", &self.name, "nft", "-j", "list", "ruleset"],
+        );
         serde_json::from_str(&text).expect("nft -j prints JSON")
     }
 
     /// `nft list table <family> nat` inside the namespace, counters zeroed for comparison.
     pub fn nat_table_text(&self, family: &str) -> String {
-        let text = run("ip", &["netns", "exec", &self.name, "nft", "list", "table", family, "nat"]);
+        let text = run(
+            "ip",
+            &[
+                "netns", "exec", &self.name, "nft", "list", "table", family, "nat",
+            ],
+        );
         text.lines()
             .map(|l| match l.find("counter packets") {
                 Some(i) => {
@@ -143,6 +164,8 @@ impl PodNetns {
 impl Drop for PodNetns {
     fn drop(&mut self) {
         // Deleting the namespace destroys its eth0 and with it the host end of the pair.
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
     }
 }
