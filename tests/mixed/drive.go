@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	v1 "kubevirt.io/api/core/v1"
+	"kubevirt.io/client-go/log"
+
+	cmdv1 "kubevirt.io/kubevirt/pkg/handler-launcher-com/cmd/v1"
+	cmdclient "kubevirt.io/kubevirt/pkg/virt-handler/cmd-client"
+	notifyserver "kubevirt.io/kubevirt/pkg/virt-handler/notify-server"
+	"kubevirt.io/kubevirt/pkg/virt-handler/notify-server/pipe"
+	"kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/api"
+)
+
+// driver records each call and whether a required one failed.
+type driver struct {
+	failed []string
+}
+
+// call prints the outcome of one RPC; a failed required call fails the run.
+func (d *driver) call(name string, required bool, err error, extra map[string]any) bool {
+	line := map[string]any{"call": name, "ok": err == nil, "required": required}
+	if err != nil {
+		line["error"] = err.Error()
+		if required {
+			d.failed = append(d.failed, name)
+		}
+	}
+	for k, v := range extra {
+		line[k] = v
+	}
+	emit(line)
+	return err == nil
+}
+
+func parseOwner(s string) (int, int, error) {
+	u, g, ok := strings.Cut(s, ":")
+	if !ok {
+		return 0, 0, fmt.Errorf("--notify-owner %q: want UID:GID", s)
+	}
+	uid, err := strconv.Atoi(u)
+	if err != nil {
+		return 0, 0, fmt.Errorf("--notify-owner %q: %w", s, err)
+	}
+	gid, err := strconv.Atoi(g)
+	if err != nil {
+		return 0, 0, fmt.Errorf("--notify-owner %q: %w", s, err)
+	}
+	return uid, gid, nil
+}
+
+// startNotify runs KubeVirt's notify server in a private share dir (it always serves
+// <dir>/domain-notify.sock) and KubeVirt's notify pipe from notifySocket to it, as virt-handler
+// does for each launcher pod: the launcher dials notifySocket.
+func startNotify(ctx context.Context, notifySocket, owner string, vmi *v1.VirtualMachineInstance) (func(), error) {
+	shareDir, err := os.MkdirTemp("", "kvrs-mixed-handler-")
+	if err != nil {
+		return nil, err
+	}
+	events := make(chan watch.Event, 100)
+	recorder := record.NewFakeRecorder(100)
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	if err := store.Add(vmi); err != nil {
+		return nil, err
+	}
+	stop := make(chan struct{})
+	serverDone := make(chan error, 1)
+	go func() { serverDone <- notifyserver.RunServer(shareDir, stop, events, recorder, store) }()
+
+	go func() {
+		for ev := range events {
+			line := map[string]any{"event": string(ev.Type)}
+			switch o := ev.Object.(type) {
+			case *api.Domain:
+				line["name"] = o.Name
+				line["status"] = string(o.Status.Status)
+				line["reason"] = string(o.Status.Reason)
+			case *metav1.Status:
+				line["message"] = o.Message
+			}
+			emit(line)
+		}
+	}()
+	go func() {
+		for ev := range recorder.Events {
+			emit(map[string]any{"k8s_event": ev})
+		}
+	}()
+
+	handlerSock := filepath.Join(shareDir, "domain-notify.sock")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(handlerSock); err == nil {
+			break
+		}
+		select {
+		case err := <-serverDone:
+			return nil, fmt.Errorf("notify server exited: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("notify server did not create %s", handlerSock)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	_ = os.Remove(notifySocket)
+	listener, err := net.Listen("unix", notifySocket)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", notifySocket, err)
+	}
+	if owner != "" {
+		uid, gid, err := parseOwner(owner)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.Chown(notifySocket, uid, gid); err != nil {
+			return nil, err
+		}
+	}
+	connect := pipe.NewConnectToNotifyFunc(shareDir)
+	go pipe.Pipe(ctx, pipe.ChanFromListener(ctx, log.Log, listener), func(c net.Conn) {
+		pipe.Proxy(log.Log, c, connect)
+	})
+	return func() {
+		close(stop)
+		_ = os.Remove(notifySocket)
+		_ = os.RemoveAll(shareDir)
+	}, nil
+}
+
+// waitFor polls GetDomain until the domain reaches want; it prints one line for the whole wait.
+func (d *driver) waitFor(client cmdclient.LauncherClient, want api.LifeCycle, timeout time.Duration) bool {
+	start := time.Now()
+	polls := 0
+	var last string
+	var lastErr error
+	for time.Since(start) < timeout {
+		polls++
+		domain, exists, err := client.GetDomain()
+		lastErr = err
+		if err == nil && exists {
+			last = string(domain.Status.Status)
+			if domain.Status.Status == want {
+				return d.call("GetDomain", true, nil, map[string]any{
+					"until": string(want), "status": last, "reason": string(domain.Status.Reason),
+					"name": domain.Spec.Name, "polls": polls, "seconds": time.Since(start).Seconds(),
+				})
+			}
+		} else if err == nil {
+			last = "<no domain>"
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	err := fmt.Errorf("domain not %s after %s (last status %q, last error %v)", want, timeout, last, lastErr)
+	return d.call("GetDomain", true, err, map[string]any{"until": string(want), "polls": polls})
+}
+
+func driveLauncher(args []string) error {
+	fs := flag.NewFlagSet("drive-launcher", flag.ExitOnError)
+	socket := fs.String("socket", "", "the launcher's cmd socket (launcher-sock)")
+	vmiFile := fs.String("vmi", "", "the VMI to sync, kubevirt.io/v1 JSON")
+	notifySocket := fs.String("notify-socket", "", "where the launcher dials the handler's notify pipe (domain-notify-pipe.sock)")
+	notifyOwner := fs.String("notify-owner", "", "UID:GID to own the notify socket (a non-root launcher)")
+	runTimeout := fs.Duration("running-timeout", 60*time.Second, "how long to wait for Running")
+	offTimeout := fs.Duration("shutoff-timeout", 90*time.Second, "how long to wait for Shutoff after Shutdown")
+	fs.Parse(args)
+	if *socket == "" || *vmiFile == "" || *notifySocket == "" {
+		return errors.New("--socket, --vmi and --notify-socket are required")
+	}
+	raw, err := os.ReadFile(*vmiFile)
+	if err != nil {
+		return err
+	}
+	vmi := &v1.VirtualMachineInstance{}
+	if err := json.Unmarshal(raw, vmi); err != nil {
+		return fmt.Errorf("%s: %w", *vmiFile, err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopNotify, err := startNotify(ctx, *notifySocket, *notifyOwner, vmi)
+	if err != nil {
+		return fmt.Errorf("notify server: %w", err)
+	}
+	defer stopNotify()
+	emit(map[string]any{"notify": *notifySocket})
+
+	d := &driver{}
+	client, err := cmdclient.NewClient(*socket)
+	if !d.call("NewClient", true, err, nil) {
+		return fmt.Errorf("required calls failed: %v", d.failed)
+	}
+	defer client.Close()
+
+	d.call("Ping", true, client.Ping(), nil)
+	if d.call("SyncVirtualMachine", true, client.SyncVirtualMachine(vmi, &cmdv1.VirtualMachineOptions{}), nil) {
+		d.waitFor(client, api.Running, *runTimeout)
+	}
+	// What else virt-handler asks a running launcher; reported, not required.
+	version, err := client.GetQemuVersion()
+	d.call("GetQemuVersion", false, err, map[string]any{"version": version})
+	domStats, exists, err := client.GetDomainStats()
+	extra := map[string]any{"exists": exists}
+	if domStats != nil {
+		extra["name"] = domStats.Name
+	}
+	d.call("GetDomainStats", false, err, extra)
+	_, err = client.GetGuestInfo()
+	d.call("GetGuestInfo", false, err, nil)
+	d.call("SyncVirtualMachine(repeat)", true, client.SyncVirtualMachine(vmi, &cmdv1.VirtualMachineOptions{}), nil)
+
+	if d.call("ShutdownVirtualMachine", true, client.ShutdownVirtualMachine(vmi), nil) {
+		d.waitFor(client, api.Shutoff, *offTimeout)
+	}
+	d.call("DeleteDomain", true, client.DeleteDomain(vmi), nil)
+	// Late domain events still in flight through the pipe.
+	time.Sleep(500 * time.Millisecond)
+	if len(d.failed) > 0 {
+		return fmt.Errorf("required calls failed: %v", d.failed)
+	}
+	return nil
+}
