@@ -174,7 +174,7 @@ fn secondary_bridge_network_uses_hashed_names() {
         ]
     );
     // No IPv4 on the secondary: no placeholder address, no DHCP.
-    assert_eq!(p.dhcp_caches[0].config.ipam_disabled, true);
+    assert!(p.dhcp_caches[0].config.ipam_disabled);
 }
 
 #[test]

@@ -261,47 +261,6 @@ mod b64_bytes_required {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn masks_are_sized_like_go() {
-        assert_eq!(
-            IpNet::new("10.0.0.1".parse().unwrap(), 24).mask,
-            vec![255, 255, 255, 0]
-        );
-        assert_eq!(IpNet::new("10.0.0.1".parse().unwrap(), 0).mask, vec![0; 4]);
-        assert_eq!(
-            IpNet::new("10.0.0.1".parse().unwrap(), 20).mask,
-            vec![255, 255, 240, 0]
-        );
-        assert_eq!(IpNet::new("fd00::1".parse().unwrap(), 64).mask.len(), 16);
-    }
-
-    #[test]
-    fn go_json_shape_round_trips() {
-        let config = DhcpConfig {
-            ip: NetlinkAddr {
-                ipnet: Some(IpNet::new("10.244.1.7".parse().unwrap(), 24)),
-                ..Default::default()
-            },
-            mac: Some(vec![0x0a, 0x58, 0x0a, 0xf4, 0x01, 0x07]),
-            gateway: Some("10.244.1.1".parse().unwrap()),
-            routes: Some(vec![NetlinkRoute {
-                gw: Some("10.244.1.1".parse().unwrap()),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        };
-        let bytes = to_go_json(&config).unwrap();
-        let text = String::from_utf8(bytes.clone()).unwrap();
-        insta::assert_snapshot!(text);
-        let back: DhcpConfig = serde_json::from_slice(&bytes).unwrap();
-        assert_eq!(back, config);
-    }
-}
-
 /// The directory, relative to the pod root, where the launcher reads the cache (KubeVirt's
 /// `VirtPrivateDir`).
 pub const VIRT_PRIVATE_DIR: &str = "var/run/kubevirt-private";
@@ -377,4 +336,45 @@ pub fn read_cache_file(
         path,
         reason: format!("decoding: {e}"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_are_sized_like_go() {
+        assert_eq!(
+            IpNet::new("10.0.0.1".parse().unwrap(), 24).mask,
+            vec![255, 255, 255, 0]
+        );
+        assert_eq!(IpNet::new("10.0.0.1".parse().unwrap(), 0).mask, vec![0; 4]);
+        assert_eq!(
+            IpNet::new("10.0.0.1".parse().unwrap(), 20).mask,
+            vec![255, 255, 240, 0]
+        );
+        assert_eq!(IpNet::new("fd00::1".parse().unwrap(), 64).mask.len(), 16);
+    }
+
+    #[test]
+    fn go_json_shape_round_trips() {
+        let config = DhcpConfig {
+            ip: NetlinkAddr {
+                ipnet: Some(IpNet::new("10.244.1.7".parse().unwrap(), 24)),
+                ..Default::default()
+            },
+            mac: Some(vec![0x0a, 0x58, 0x0a, 0xf4, 0x01, 0x07]),
+            gateway: Some("10.244.1.1".parse().unwrap()),
+            routes: Some(vec![NetlinkRoute {
+                gw: Some("10.244.1.1".parse().unwrap()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        let bytes = to_go_json(&config).unwrap();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        insta::assert_snapshot!(text);
+        let back: DhcpConfig = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(back, config);
+    }
 }

@@ -36,6 +36,19 @@ pub fn run(cmd: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Whether the kernel can make dummy links (bridge binding needs one).
+pub fn kernel_has_dummy_links() -> bool {
+    let name = format!("kvrsdp{}", std::process::id() % 100_000);
+    let ok = Command::new("ip")
+        .args(["link", "add", &name, "type", "dummy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        let _ = Command::new("ip").args(["link", "del", &name]).status();
+    }
+    ok
+}
+
 /// A network namespace shaped like a launcher pod's: `lo` up and `eth0` (one end of a veth
 /// pair) with a pod address, MTU 1450 and a default route.
 pub struct PodNetns {
