@@ -1,0 +1,73 @@
+//! Command-line flags, named as KubeVirt's virt-handler names them where it has them.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// kvrs virt-handler: KubeVirt v1.9.0's node daemon.
+///
+/// It watches the VMIs scheduled to this node, reaches their launchers through the kubelet's
+/// pods directory, prepares each launcher pod (container disks, pod network, devices) and keeps
+/// the VMI status in line with the domain.
+///
+/// By hand on a node (as root), against the cluster of a kubeconfig:
+///   virt-handler --kubeconfig /etc/kubernetes/admin.conf --hostname-override node01 \
+///     --pods-dir /var/lib/kubelet/pods
+#[derive(Debug, Clone, Parser)]
+#[command(name = "virt-handler", version)]
+pub struct Flags {
+    /// Kubeconfig to use; without it the in-cluster service account (or $KUBECONFIG) is used.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// This node's name (KubeVirt: `--hostname-override`, else $NODE_NAME, else the host name).
+    #[arg(long)]
+    pub hostname_override: Option<String>,
+    /// The kubelet's pods directory as this process sees it (KubeVirt mounts it at /pods).
+    #[arg(long, default_value = kvrs_ipc::layout::DEFAULT_PODS_DIR)]
+    pub pods_dir: PathBuf,
+    /// The directory shared with the launchers (`virtShareDir`): the notify socket lives here.
+    #[arg(long, default_value = kvrs_ipc::layout::DEFAULT_SHARE_DIR)]
+    pub kubevirt_share_dir: PathBuf,
+    /// virt-handler's private state (pod interface caches), kept across restarts.
+    #[arg(long, default_value = "/var/run/kubevirt-private")]
+    pub private_dir: PathBuf,
+    /// Seconds between the periodic `GetDomain` of every launcher (KubeVirt: 300).
+    #[arg(long, default_value_t = 300)]
+    pub resync_period_seconds: u64,
+    /// Seconds between node heartbeats (KubeVirt: 60).
+    #[arg(long, default_value_t = 60)]
+    pub heartbeat_seconds: u64,
+    /// Concurrent VMI syncs (KubeVirt: 10).
+    #[arg(long, default_value_t = 10)]
+    pub workers: usize,
+    /// Address of `/metrics`, `/healthz` and `/readyz`.
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    pub metrics_addr: SocketAddr,
+    /// Software emulation is allowed (KubeVirt's `developerConfiguration.useEmulation`): a node
+    /// without `/dev/kvm` runs guests under TCG, and vhost-net is not required.
+    #[arg(long)]
+    pub allow_emulation: bool,
+    /// Feature gates enabled beyond KubeVirt's defaults, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub feature_gates: Vec<String>,
+}
+
+impl Flags {
+    /// The node name: the flag, $NODE_NAME, or the kernel's host name.
+    pub fn node_name(&self) -> anyhow::Result<String> {
+        if let Some(n) = self.hostname_override.as_deref().filter(|n| !n.is_empty()) {
+            return Ok(n.to_string());
+        }
+        if let Some(n) = std::env::var("NODE_NAME").ok().filter(|n| !n.is_empty()) {
+            return Ok(n);
+        }
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_default();
+        if host.is_empty() {
+            anyhow::bail!("no node name: pass --hostname-override or set NODE_NAME");
+        }
+        Ok(host)
+    }
+}

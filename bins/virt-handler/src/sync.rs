@@ -1,0 +1,373 @@
+//! One handler sync of a VMI key: gather the node facts, decide, execute, requeue.
+//!
+//! Everything KubeVirt-specific is in `kvrs_decide::handler::decide`; running the plan is
+//! `kvrs_runtime::execute_handler`. What is left here is reading the caches and the launcher into
+//! facts, and mapping the plan's node steps and launcher calls onto kvrs-node and kvrs-ipc.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use kube::runtime::reflector::{ObjectRef, Store};
+use kvrs_api::VirtualMachineInstance;
+use kvrs_decide::handler::facts::PodInterface;
+use kvrs_decide::handler::{HandlerConfig, HandlerWorld, NodeFacts, decide, format_time};
+use kvrs_decide::{ApiWrite, Event, LauncherCall, NodeStep, Now, QueueOp};
+use kvrs_queue::AsyncQueue;
+use kvrs_runtime::ipc::IpcLauncher;
+use kvrs_runtime::kube::api::KubeApi;
+use kvrs_runtime::{Api, ApiError, Launcher, Node, execute_handler};
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::domains::DomainCache;
+use crate::launchers::Launchers;
+use crate::{lock, options, podcache};
+
+/// How long the handler waits for its own status write to come back through the watch before
+/// deciding again anyway (a write the server found to change nothing sends no event).
+const OWN_WRITE_WAIT: Duration = Duration::from_secs(5);
+
+/// What every sync shares.
+pub struct Handler {
+    /// This node.
+    pub node: String,
+    /// VMIs of this node (label selector `kubevirt.io/nodeName=<node>`).
+    pub vmis: Store<VirtualMachineInstance>,
+    /// Domains the launchers reported.
+    pub domains: Arc<DomainCache>,
+    /// Launcher clients.
+    pub launchers: Launchers,
+    /// The VMI queue.
+    pub queue: AsyncQueue<String>,
+    /// The API.
+    pub api: KubeApi,
+    /// Cluster settings.
+    pub config: HandlerConfig,
+    /// Own private state (pod interface caches).
+    pub private_dir: PathBuf,
+    /// Software emulation is allowed (no `/dev/kvm` needed, vhost-net optional).
+    pub allow_emulation: bool,
+    /// Own status writes not yet seen back: key -> (resourceVersion decided from, since when).
+    pub own_writes: Mutex<HashMap<String, (String, Instant)>>,
+    /// Metrics.
+    pub metrics: Arc<crate::metrics::HandlerMetrics>,
+}
+
+fn now() -> Now {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    Now::from_unix(i64::try_from(secs).unwrap_or(i64::MAX))
+}
+
+fn split(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("", key))
+}
+
+/// The VMI KubeVirt sends to a launcher whose VMI is gone: only its identity, from the domain.
+fn vmi_from_domain(key: &str, uid: &str) -> VirtualMachineInstance {
+    let (ns, name) = split(key);
+    let mut vmi = VirtualMachineInstance::default();
+    vmi.metadata.namespace = Some(ns.to_string());
+    vmi.metadata.name = Some(name.to_string());
+    vmi.metadata.uid = Some(uid.to_string());
+    vmi
+}
+
+impl Handler {
+    /// Whether the handler's last status write for `key` has come back (or waited long enough).
+    fn expectations_satisfied(&self, key: &str, vmi: Option<&VirtualMachineInstance>) -> bool {
+        let mut own = lock(&self.own_writes);
+        let Some((rv, since)) = own.get(key) else {
+            return true;
+        };
+        let current = vmi.and_then(|v| v.metadata.resource_version.as_deref());
+        if current != Some(rv.as_str()) || since.elapsed() >= OWN_WRITE_WAIT {
+            own.remove(key);
+            return true;
+        }
+        false
+    }
+
+    /// The VMI of `key` when this node's cache no longer has it but a domain is left: a VMI
+    /// that left the node's label selector (moved, or relabelled) is not a deleted one.
+    async fn vmi_outside_node_cache(&self, key: &str) -> Option<VirtualMachineInstance> {
+        let (ns, name) = split(key);
+        let api: kube::Api<VirtualMachineInstance> =
+            kube::Api::namespaced(self.api.client().clone(), ns);
+        match api.get_opt(name).await {
+            Ok(vmi) => vmi,
+            Err(e) => {
+                warn!(key, "cannot read the VMI outside the node cache: {e}");
+                None
+            }
+        }
+    }
+
+    /// One sync of `key`.
+    pub async fn sync(&self, key: &str) {
+        let span = info_span!("sync", vmi = key);
+        self.sync_inner(key).instrument(span).await;
+    }
+
+    async fn sync_inner(&self, key: &str) {
+        let started = Instant::now();
+        let (ns, name) = split(key);
+        let mut vmi = self
+            .vmis
+            .get(&ObjectRef::new(name).within(ns))
+            .map(|v| (*v).clone());
+        let mut domain = self.domains.get(key);
+        let mut facts = NodeFacts::default();
+        if vmi.is_none() && domain.is_some() {
+            vmi = self.vmi_outside_node_cache(key).await;
+            facts.vmi_in_global_store_only = vmi.is_some();
+        }
+        let vmi_uid = vmi
+            .as_ref()
+            .and_then(|v| v.metadata.uid.clone())
+            .unwrap_or_default();
+        let domain_uid = domain
+            .as_ref()
+            .map(|d| d.uid().to_string())
+            .unwrap_or_default();
+        let uid = if vmi_uid.is_empty() {
+            domain_uid.clone()
+        } else {
+            vmi_uid.clone()
+        };
+        let now = now();
+        let now_text = format_time(now.timestamp());
+        let reached = self.launchers.reach(&uid, vmi.as_ref(), &now_text).await;
+        facts.launcher = reached.facts.clone();
+        if !domain_uid.is_empty() && domain_uid != uid {
+            facts.old_launcher = self
+                .launchers
+                .reach(&domain_uid, None, &now_text)
+                .await
+                .facts;
+        }
+        // A launcher that stopped answering (killed, or its pod gone) takes its domain with it,
+        // as KubeVirt's domain informer reports such a domain deleted.
+        if let Some(d) = domain.as_mut()
+            && d.uid() == uid
+            && (facts.launcher.unresponsive || facts.launcher.gone)
+            && d.meta.deletion_timestamp.is_none()
+        {
+            d.meta.deletion_timestamp = Some(now_text.clone());
+            self.domains.put(d.clone());
+        }
+        facts.pod_interface_cache = podcache::read(&self.private_dir, &uid);
+        facts.expectations_satisfied = Some(self.expectations_satisfied(key, vmi.as_ref()));
+
+        let config = &self.config;
+        let node = self.node.as_str();
+        let decide_now = |facts: &NodeFacts| {
+            decide(&HandlerWorld {
+                node,
+                key,
+                now,
+                vmi: vmi.as_ref(),
+                domain: domain.as_ref(),
+                facts,
+                config,
+            })
+        };
+        let sent_vmi = vmi
+            .clone()
+            .unwrap_or_else(|| vmi_from_domain(key, &domain_uid));
+        let mut fx = Fx {
+            handler: self,
+            key,
+            uid: &uid,
+            launcher: reached
+                .client
+                .map(|c| IpcLauncher::new(c, options::sync_options(&sent_vmi))),
+            pod: reached.pid.map(kvrs_node::PodRef::of_pid),
+        };
+        let out = execute_handler(decide_now, &mut facts, Some(&sent_vmi), &mut fx).await;
+        if out.status_written
+            && let Some(rv) = vmi.as_ref().and_then(|v| v.metadata.resource_version.clone())
+        {
+            lock(&self.own_writes).insert(key.to_string(), (rv, Instant::now()));
+        }
+        let actions: Vec<String> = out.plan.plan.actions.iter().map(|a| a.label()).collect();
+        if let Some(err) = &out.error {
+            self.metrics.reconcile_error(err.kind.label());
+            warn!(decision = ?out.plan.decision, ?actions, "sync failed: {}", err.message);
+        } else if !actions.is_empty() {
+            info!(decision = ?out.plan.decision, ?actions, phase = ?out.plan.status.as_ref().and_then(|s| s.phase.clone()), "synced");
+        } else {
+            debug!(decision = ?out.plan.decision, "nothing to do");
+        }
+        self.metrics.observe_sync(started.elapsed());
+        for op in out.queue.ops() {
+            match op {
+                QueueOp::AddAfter { delay_seconds } => {
+                    self.queue
+                        .add_after(key.to_string(), Duration::from_secs(*delay_seconds));
+                }
+                QueueOp::AddRateLimited => {
+                    self.queue.add_rate_limited(key.to_string());
+                }
+                QueueOp::Forget => {
+                    self.queue.forget(&key.to_string());
+                }
+            }
+        }
+        // Waiting for an own write: look again once it is overdue.
+        if !facts.expectations_satisfied.unwrap_or(true) {
+            self.queue.add_after(key.to_string(), OWN_WRITE_WAIT);
+        }
+    }
+}
+
+/// One sync's effects: the API, the VMI's launcher, the node.
+struct Fx<'a> {
+    handler: &'a Handler,
+    key: &'a str,
+    uid: &'a str,
+    launcher: Option<IpcLauncher>,
+    pod: Option<kvrs_node::PodRef>,
+}
+
+impl Api for Fx<'_> {
+    async fn write(&mut self, write: &ApiWrite) -> Result<(), ApiError> {
+        let mut api = &self.handler.api;
+        api.write(write).await
+    }
+    async fn event(&mut self, event: &Event) {
+        let mut api = &self.handler.api;
+        api.event(event).await;
+    }
+}
+
+impl Launcher for Fx<'_> {
+    async fn call(
+        &mut self,
+        vmi: Option<&VirtualMachineInstance>,
+        call: LauncherCall,
+    ) -> Result<(), String> {
+        match self.launcher.as_mut() {
+            Some(l) => l.call(vmi, call).await,
+            None => Err(format!(
+                "{}: the launcher of {} does not answer",
+                call.name(),
+                self.key
+            )),
+        }
+    }
+}
+
+impl Node for Fx<'_> {
+    async fn step(
+        &mut self,
+        vmi: Option<&VirtualMachineInstance>,
+        step: &NodeStep,
+    ) -> Result<(), String> {
+        let h = self.handler;
+        match step {
+            NodeStep::Cleanup { uid } => {
+                h.launchers.close(uid);
+                podcache::remove(&h.private_dir, uid);
+                if self.handler.domains.get(self.key).is_some_and(|d| d.uid() == uid) {
+                    h.domains.remove(self.key);
+                }
+                Ok(())
+            }
+            NodeStep::CloseLauncherClient => {
+                h.launchers.close(self.uid);
+                self.launcher = None;
+                Ok(())
+            }
+            // kvrs does not hotplug volumes yet; a VMI without hotplug volumes needs nothing.
+            NodeStep::MountHotplugVolumes | NodeStep::UnmountHotplugVolumes => Ok(()),
+            NodeStep::MountContainerDisks => {
+                let (pod, vmi) = self.pod_and_vmi(vmi, step)?;
+                kvrs_node::check_container_disks(&pod, vmi).map_err(|e| e.to_string())
+            }
+            NodeStep::ClaimDevices { paths } => {
+                let (pod, vmi) = self.pod_and_vmi(vmi, step)?;
+                let paths = devices_to_claim(paths, vmi, &pod, h.allow_emulation);
+                kvrs_node::claim_devices(&pod, &paths).map_err(|e| e.to_string())
+            }
+            NodeStep::SetupNetworks { .. } => {
+                let (pod, vmi) = self.pod_and_vmi(vmi, step)?;
+                let vmi = vmi.clone();
+                // The pod IPs are read before the setup: bridge binding moves them to the guest.
+                let (before, setup) = tokio::task::spawn_blocking(move || {
+                    let before = kvrs_node::network::discover(&pod)?;
+                    let setup = kvrs_node::setup_pod_network(&pod, &vmi)?;
+                    Ok::<_, kvrs_node::NodeError>((before, setup))
+                })
+                .await
+                .map_err(|e| format!("network setup task: {e}"))?
+                .map_err(|e| e.to_string())?;
+                for iface in &setup.interfaces {
+                    let pod_ips: Vec<String> = before
+                        .link(&iface.pod_iface)
+                        .map(|l| {
+                            l.addresses
+                                .iter()
+                                .filter(|a| a.is_global_unicast())
+                                .map(|a| a.ip.to_string())
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let cached = PodInterface {
+                        pod_ip: pod_ips.first().cloned().unwrap_or_default(),
+                        pod_ips,
+                    };
+                    podcache::write(&h.private_dir, self.uid, &iface.network, &cached)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Fx<'_> {
+    fn pod_and_vmi<'v>(
+        &self,
+        vmi: Option<&'v VirtualMachineInstance>,
+        step: &NodeStep,
+    ) -> Result<(kvrs_node::PodRef, &'v VirtualMachineInstance), String> {
+        let pod = self
+            .pod
+            .clone()
+            .ok_or_else(|| format!("{}: the launcher's PID is not known", step.name()))?;
+        let vmi = vmi.ok_or_else(|| format!("{}: no VMI", step.name()))?;
+        Ok((pod, vmi))
+    }
+}
+
+/// The device nodes KubeVirt's handler actually claims among those the decision lists: with
+/// software emulation allowed a missing `/dev/kvm` is fine and vhost-net is not required; the
+/// tun device only for interfaces attached through a tap (masquerade, bridge).
+fn devices_to_claim(
+    paths: &[String],
+    vmi: &VirtualMachineInstance,
+    pod: &kvrs_node::PodRef,
+    allow_emulation: bool,
+) -> Vec<String> {
+    let taps = vmi
+        .spec
+        .domain
+        .devices
+        .interfaces
+        .iter()
+        .flatten()
+        .any(|i| i.masquerade.is_some() || i.bridge.is_some());
+    paths
+        .iter()
+        .filter(|p| match p.as_str() {
+            "/dev/kvm" => !allow_emulation || pod.root.join("dev/kvm").exists(),
+            "/dev/vhost-net" => !allow_emulation,
+            "/dev/net/tun" => taps,
+            _ => true,
+        })
+        .cloned()
+        .collect()
+}
