@@ -146,8 +146,12 @@ func startNotify(ctx context.Context, notifySocket, owner string, vmi *v1.Virtua
 }
 
 // waitFor polls GetDomain until the domain reaches want; it prints one line for the whole wait.
-func (d *driver) waitFor(client cmdclient.LauncherClient, want api.LifeCycle, timeout time.Duration) bool {
+// A non-nil resend runs every resendEvery meanwhile, as virt-handler repeats a pending command
+// on each sync of the VMI.
+func (d *driver) waitFor(client cmdclient.LauncherClient, want api.LifeCycle, timeout time.Duration, resend func()) bool {
+	const resendEvery = 5 * time.Second
 	start := time.Now()
+	lastSend := start
 	polls := 0
 	var last string
 	var lastErr error
@@ -165,6 +169,10 @@ func (d *driver) waitFor(client cmdclient.LauncherClient, want api.LifeCycle, ti
 			}
 		} else if err == nil {
 			last = "<no domain>"
+		}
+		if resend != nil && time.Since(lastSend) >= resendEvery {
+			resend()
+			lastSend = time.Now()
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -211,7 +219,7 @@ func driveLauncher(args []string) error {
 
 	d.call("Ping", true, client.Ping(), nil)
 	if d.call("SyncVirtualMachine", true, client.SyncVirtualMachine(vmi, &cmdv1.VirtualMachineOptions{}), nil) {
-		d.waitFor(client, api.Running, *runTimeout)
+		d.waitFor(client, api.Running, *runTimeout, nil)
 	}
 	// What else virt-handler asks a running launcher; reported, not required.
 	version, err := client.GetQemuVersion()
@@ -227,7 +235,10 @@ func driveLauncher(args []string) error {
 	d.call("SyncVirtualMachine(repeat)", true, client.SyncVirtualMachine(vmi, &cmdv1.VirtualMachineOptions{}), nil)
 
 	if d.call("ShutdownVirtualMachine", true, client.ShutdownVirtualMachine(vmi), nil) {
-		d.waitFor(client, api.Shutoff, *offTimeout)
+		// ACPI needs a guest that listens for the power button: repeat until it powers off.
+		d.waitFor(client, api.Shutoff, *offTimeout, func() {
+			d.call("ShutdownVirtualMachine(repeat)", false, client.ShutdownVirtualMachine(vmi), nil)
+		})
 	}
 	d.call("DeleteDomain", true, client.DeleteDomain(vmi), nil)
 	// Late domain events still in flight through the pipe.

@@ -1,0 +1,662 @@
+//! Mixed fleet: kvrs and KubeVirt v1.9.0's own Go code on the two ends of the handler<->launcher
+//! gRPC protocol. The Go side is `kvrs-mixed` (tests/mixed, built by scripts/mixed-harness.sh),
+//! which imports KubeVirt's packages from the kubevirt.io/kubevirt module:
+//! pkg/virt-handler/cmd-client, pkg/virt-handler/notify-server (+ its pipe) and
+//! pkg/virt-launcher/virtwrap/cmd-server.
+//!
+//! (a) `kubevirt_handler_drives_kvrs_launcher`: the real kvrs virt-launcher-monitor +
+//!     virt-launcher (real libvirt + QEMU, UID 107, pod-like /run, as in e2e_launcher.rs) booting
+//!     the kvrs-test-guest guest, driven by KubeVirt's cmd client, with KubeVirt's notify server
+//!     behind KubeVirt's notify pipe on the pod's `domain-notify-pipe.sock`.
+//! (b) `kvrs_handler_drives_kubevirt_launcher`: kvrs-ipc's `LauncherClient` against KubeVirt's
+//!     cmd server (backed by the harness's in-memory domain manager, no libvirt).
+//!
+//! What passes (last run; the tests print the table):
+//! (a) KubeVirt client -> kvrs launcher: NewClient (Info / version negotiation -> v1), Ping,
+//!     SyncVirtualMachine (the VMI as Go's json.Marshal writes it), GetDomain until Running
+//!     (kvrs's domain JSON decoded into KubeVirt's api.Domain), GetQemuVersion, GetDomainStats,
+//!     SyncVirtualMachine again, ShutdownVirtualMachine (ACPI, repeated until the guest powers
+//!     off), GetDomain until Shutoff, DeleteDomain (the launcher exits, the monitor exits 0).
+//!     GetGuestInfo fails as expected (kvrs has no guest agent support; reported, not required).
+//!     KubeVirt's notify server decodes kvrs's domain events: ADDED, MODIFIED Running,
+//!     MODIFIED Shutoff.
+//! (b) kvrs client -> KubeVirt server: connect (Info / version negotiation -> v1), Ping,
+//!     SyncVirtualMachine, GetDomain (Running), GetQemuVersion, GetDomainStats, GetGuestInfo,
+//!     GetUsers, GetFilesystems, Pause/Unpause, SoftReboot, Reset, Shutdown (Shutoff/Shutdown),
+//!     Kill (Shutoff/Destroyed), Delete (no domain); an RPC the harness's manager does not
+//!     implement (Freeze) comes back as an error carrying the server's message.
+//!
+//! Both need root (e2e: mount namespace, UID 107) and fail — never skip — when Go or the harness
+//! cannot be built.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use kvrs_ipc::{LauncherClient, VirtualMachineOptions};
+
+const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-00000000f1ee";
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `target/<profile>`, from this test binary's path.
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
+}
+
+/// kvrs-mixed, built (or found in ~/.cache/kvrs) by scripts/mixed-harness.sh. Panics with the
+/// script's output when Go or the build fails: the mixed-fleet tests never skip.
+fn harness() -> PathBuf {
+    static BUILT: Mutex<Option<PathBuf>> = Mutex::new(None);
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = built.as_ref() {
+        return p.clone();
+    }
+    let script = repo_root().join("scripts/mixed-harness.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the mixed-fleet Go harness could not be built (Go >= 1.26, the Go module proxy and \
+         libvirt-dev are needed): {} exited {}\n{}{}",
+        script.display(),
+        out.status,
+        stdout,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = PathBuf::from(stdout.lines().last().unwrap_or("").trim());
+    assert!(
+        path.is_file(),
+        "{} printed {path:?}, which is not a file",
+        script.display()
+    );
+    *built = Some(path.clone());
+    path
+}
+
+/// The monitor and launcher binaries of this checkout, built if missing (as e2e_launcher.rs).
+fn launcher_binaries() -> (PathBuf, PathBuf) {
+    static BUILD: Mutex<()> = Mutex::new(());
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = target_dir();
+    let (monitor, launcher) = (dir.join("virt-launcher-monitor"), dir.join("virt-launcher"));
+    if !monitor.is_file() || !launcher.is_file() || std::env::var_os("KVRS_E2E_REBUILD").is_some() {
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.current_dir(repo_root()).args([
+            "build",
+            "-p",
+            "virt-launcher",
+            "-p",
+            "virt-launcher-monitor",
+        ]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        run(&mut cmd);
+    }
+    (monitor, launcher)
+}
+
+/// A child process killed (SIGTERM, then SIGKILL) if the test ends without reaping it.
+struct Reaped(Option<Child>);
+
+impl Reaped {
+    fn child(&mut self) -> &mut Child {
+        self.0.as_mut().unwrap()
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let Some(mut child) = self.0.take() else {
+            return;
+        };
+        if child.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if child.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// The pod's `/run`, world-traversable and owned by 107 like a pod's emptyDirs.
+struct Pod {
+    dir: PathBuf,
+}
+
+impl Pod {
+    fn new(tag: &str) -> Pod {
+        let dir = std::env::temp_dir().join(format!("kvrs-mixed-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for sub in [
+            "kubevirt/container-disks/kernel-boot",
+            "kubevirt/sockets",
+            "kubevirt-private",
+            "kubevirt-ephemeral-disks",
+        ] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        Pod { dir }
+    }
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.join(rel)
+    }
+    fn serial_log(&self) -> String {
+        std::fs::read(self.path(&format!("kubevirt-private/{VMI_UID}/virt-serial0-log")))
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+    fn launcher_log(&self) -> String {
+        std::fs::read_to_string(self.dir.with_extension("log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Pod {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+            let _ = std::fs::remove_file(self.dir.with_extension("log"));
+        }
+    }
+}
+
+/// The guest's kernel, initramfs and container disk in the pod, handed to UID 107.
+fn prepare_pod(pod: &Pod) {
+    let g = kvrs_test_guest::guest(&target_dir());
+    std::fs::copy(
+        &g.kernel,
+        pod.path("kubevirt/container-disks/kernel-boot/vmlinuz"),
+    )
+    .unwrap();
+    std::fs::copy(
+        &g.initrd,
+        pod.path("kubevirt/container-disks/kernel-boot/initramfs.gz"),
+    )
+    .unwrap();
+    run(Command::new("qemu-img")
+        .args(["create", "-q", "-f", "qcow2"])
+        .arg(pod.path("kubevirt/container-disks/disk_0.img"))
+        .arg("64M"));
+    run(Command::new("chown").arg("-R").arg("107:107").arg(&pod.dir));
+    run(Command::new("chmod").arg("755").arg(&pod.dir));
+}
+
+/// The monitor as UID 107 in the pod's mount namespace (every wrapper `exec`s).
+fn start_monitor(pod: &Pod) -> Child {
+    let (monitor, _) = launcher_binaries();
+    let log = std::fs::File::create(pod.dir.with_extension("log")).unwrap();
+    Command::new("bash")
+        .arg(repo_root().join("scripts/libvirt-sandbox.sh"))
+        .args(["--uid", "107", "--state-dir"])
+        .arg(pod.dir.with_extension("sandbox"))
+        .arg("--bind")
+        .arg(format!("{}:/run", pod.dir.display()))
+        .arg("--")
+        .arg(monitor)
+        .args(["--qemu-timeout", "60s", "--name", "mixed", "--uid", VMI_UID])
+        .args([
+            "--namespace",
+            "kvrs",
+            "--kubevirt-share-dir",
+            "/var/run/kubevirt",
+        ])
+        .args(["--ephemeral-disk-dir", "/var/run/kubevirt-ephemeral-disks"])
+        .args(["--container-disk-dir", "/var/run/kubevirt/container-disks"])
+        .args(["--grace-period-seconds", "5", "--hook-sidecars", "0"])
+        .args([
+            "--hypervisor",
+            "kvm",
+            "--run-as-nonroot",
+            "--allow-emulation",
+        ])
+        .env("XDG_RUNTIME_DIR", "/var/run")
+        .env("XDG_CONFIG_HOME", "/var/run/kubevirt-private")
+        .env("XDG_CACHE_HOME", "/var/run/kubevirt-private")
+        .env("HOME", "/var/run/kubevirt-private")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("start virt-launcher-monitor through libvirt-sandbox.sh")
+}
+
+/// The e2e guest's VMI, admitted (defaults applied) as virt-handler would receive it.
+fn mixed_vmi() -> kvrs_core::VirtualMachineInstance {
+    let vmi: kvrs_core::VirtualMachineInstance = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": {"name": "mixed", "namespace": "kvrs", "uid": VMI_UID},
+        "spec": {
+            "domain": {
+                "firmware": {"kernelBoot": {
+                    "kernelArgs": "console=ttyS0 panic=-1",
+                    "container": {"image": "example/kernel-boot", "kernelPath": "/boot/vmlinuz", "initrdPath": "/boot/initramfs.gz"}
+                }},
+                "resources": {"requests": {"memory": "128Mi"}},
+                "devices": {
+                    "autoattachPodInterface": false,
+                    "disks": [{"name": "rootdisk", "disk": {"bus": "virtio"}}]
+                }
+            },
+            "volumes": [{"name": "rootdisk", "containerDisk": {"image": "example/disk"}}]
+        }
+    }))
+    .unwrap();
+    kvrs_core::admission::admit(vmi, &kvrs_core::ClusterConfig::default())
+        .expect("the mixed-fleet VMI is admitted")
+}
+
+fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ok() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The harness's JSON lines.
+fn json_lines(out: &str) -> Vec<serde_json::Value> {
+    out.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn kubevirt_handler_drives_kvrs_launcher() {
+    assert!(
+        is_root(),
+        "mixed_fleet needs root (mount namespace, UID 107); run scripts/test-all.sh as root"
+    );
+    let harness = harness();
+    launcher_binaries();
+    let pod = Pod::new("launcher");
+    prepare_pod(&pod);
+    let vmi_file = pod.dir.with_extension("vmi.json");
+    std::fs::write(&vmi_file, serde_json::to_vec(&mixed_vmi()).unwrap()).unwrap();
+
+    let mut monitor = Reaped(Some(start_monitor(&pod)));
+    let socket = pod.path("kubevirt/sockets/launcher-sock");
+    wait_until("launcher-sock", Duration::from_secs(30), || socket.exists());
+
+    let out = Command::new(&harness)
+        .arg("drive-launcher")
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--vmi")
+        .arg(&vmi_file)
+        .arg("--notify-socket")
+        .arg(pod.path("kubevirt/domain-notify-pipe.sock"))
+        .args(["--notify-owner", "107:107"])
+        .args(["--running-timeout", "60s", "--shutoff-timeout", "180s"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run kvrs-mixed drive-launcher");
+    let _ = std::fs::remove_file(&vmi_file);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines = json_lines(&stdout);
+
+    println!("KubeVirt v1.9.0 handler (cmd client + notify server) -> kvrs launcher:");
+    for l in &lines {
+        if let Some(call) = l["call"].as_str() {
+            println!(
+                "  {:<32} {}{}",
+                call,
+                if l["ok"] == true { "ok" } else { "FAILED" },
+                l["error"]
+                    .as_str()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
+            );
+        } else if let Some(ev) = l["event"].as_str() {
+            println!(
+                "  notify event {ev:<19} {} {}",
+                l["status"].as_str().unwrap_or(""),
+                l["reason"].as_str().unwrap_or("")
+            );
+        }
+    }
+    let context = || {
+        format!(
+            "\n--- kvrs-mixed stdout\n{stdout}\n--- kvrs-mixed stderr (last 4000 bytes)\n{}\n--- launcher log (last 6000 bytes)\n{}",
+            tail(&stderr, 4000),
+            tail(&pod.launcher_log(), 6000)
+        )
+    };
+    assert!(
+        out.status.success(),
+        "kvrs-mixed drive-launcher exited {}{}",
+        out.status,
+        context()
+    );
+    let passed = |call: &str, until: Option<&str>| {
+        lines.iter().any(|l| {
+            l["call"] == call
+                && l["ok"] == true
+                && until.is_none_or(|u| l["until"] == u && l["status"] == u)
+        })
+    };
+    for (call, until) in [
+        ("NewClient", None),
+        ("Ping", None),
+        ("SyncVirtualMachine", None),
+        ("GetDomain", Some("Running")),
+        ("SyncVirtualMachine(repeat)", None),
+        ("ShutdownVirtualMachine", None),
+        ("GetDomain", Some("Shutoff")),
+        ("DeleteDomain", None),
+    ] {
+        assert!(
+            passed(call, until),
+            "{call} {until:?} did not pass{}",
+            context()
+        );
+    }
+    let events: Vec<(String, String)> = lines
+        .iter()
+        .filter_map(|l| {
+            Some((
+                l["event"].as_str()?.to_string(),
+                l["status"].as_str().unwrap_or("").to_string(),
+            ))
+        })
+        .collect();
+    for (ty, status) in [
+        ("ADDED", None),
+        ("MODIFIED", Some("Running")),
+        ("MODIFIED", Some("Shutoff")),
+    ] {
+        assert!(
+            events
+                .iter()
+                .any(|(t, s)| t == ty && status.is_none_or(|st| s == st)),
+            "KubeVirt's notify server did not receive {ty} {status:?} (got {events:?}){}",
+            context()
+        );
+    }
+    assert!(
+        pod.serial_log().contains(kvrs_test_guest::POWER_MARKER),
+        "the guest saw the ACPI power button\n{}",
+        pod.serial_log()
+    );
+
+    // DeleteDomain: the launcher exits and the monitor follows, successfully.
+    let started = Instant::now();
+    let exit = loop {
+        if let Some(status) = monitor.child().try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "monitor did not exit after DeleteDomain\n{}",
+            pod.launcher_log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        exit.success(),
+        "monitor exit {exit:?}\n{}",
+        pod.launcher_log()
+    );
+}
+
+fn tail(s: &str, n: usize) -> &str {
+    let mut start = s.len().saturating_sub(n);
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+/// `Status.Status` and `Status.Reason` of the domain JSON GetDomain returned.
+fn status_of(json: &str) -> (String, String) {
+    let v: serde_json::Value = serde_json::from_str(json).expect("domain JSON");
+    (
+        v["Status"]["Status"].as_str().unwrap_or("").to_string(),
+        v["Status"]["Reason"].as_str().unwrap_or("").to_string(),
+    )
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn kvrs_handler_drives_kubevirt_launcher() {
+    let harness = harness();
+    let dir = std::env::temp_dir().join(format!("kvrs-mixed-server-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("launcher-sock");
+    let mut server = Reaped(Some(
+        Command::new(&harness)
+            .args(["serve-launcher", "--socket"])
+            .arg(&socket)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start kvrs-mixed serve-launcher"),
+    ));
+    let stdout = server.child().stdout.take().unwrap();
+    let manager_calls = std::thread::spawn(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<_>>()
+    });
+    wait_until(
+        "KubeVirt's cmd server socket",
+        Duration::from_secs(20),
+        || socket.exists(),
+    );
+
+    let vmi = mixed_vmi();
+    let mut table: Vec<(&str, Result<String, String>)> = Vec::new();
+    let client = LauncherClient::connect(&socket).await;
+    let client = match client {
+        Ok(c) => {
+            table.push((
+                "connect (Info, version negotiation)",
+                Ok(format!("v{}", c.version())),
+            ));
+            c
+        }
+        Err(e) => panic!("connect to KubeVirt's cmd server: {e}"),
+    };
+    let domain = async || {
+        client
+            .get_domain()
+            .await
+            .map(|d| d.map(|j| status_of(&j)))
+            .map_err(|e| e.to_string())
+    };
+    let s =
+        |r: Result<(), kvrs_ipc::IpcError>| r.map(|()| String::new()).map_err(|e| e.to_string());
+
+    table.push(("Ping", s(client.ping().await)));
+    table.push((
+        "SyncVirtualMachine",
+        s(client
+            .sync_vmi(&vmi, VirtualMachineOptions::default())
+            .await),
+    ));
+    let d = domain().await;
+    table.push(("GetDomain", d.clone().map(|d| format!("{d:?}"))));
+    assert_eq!(
+        d,
+        Ok(Some(("Running".to_string(), "Unknown".to_string()))),
+        "GetDomain after Sync"
+    );
+    let version = client.get_qemu_version().await.map_err(|e| e.to_string());
+    assert_eq!(version.as_deref(), Ok("9.2.0"), "GetQemuVersion");
+    table.push(("GetQemuVersion", version));
+    let stats = client.get_domain_stats().await.map_err(|e| e.to_string());
+    let stats_name = stats
+        .clone()
+        .ok()
+        .flatten()
+        .map(|j| serde_json::from_str::<serde_json::Value>(&j).unwrap()["Name"].clone());
+    assert_eq!(
+        stats_name,
+        Some(serde_json::json!("kvrs_mixed")),
+        "GetDomainStats: {stats:?}"
+    );
+    table.push(("GetDomainStats", stats.map(|j| j.unwrap_or_default())));
+    table.push((
+        "GetGuestInfo",
+        client.get_guest_info().await.map_err(|e| e.to_string()),
+    ));
+    table.push((
+        "GetUsers",
+        client.get_users().await.map_err(|e| e.to_string()),
+    ));
+    table.push((
+        "GetFilesystems",
+        client.get_filesystems().await.map_err(|e| e.to_string()),
+    ));
+
+    let mut expect_state = async |call: &'static str,
+                                  r: Result<(), kvrs_ipc::IpcError>,
+                                  want: Option<(&str, &str)>| {
+        let r = s(r);
+        let got = domain().await;
+        let want = want.map(|(a, b)| (a.to_string(), b.to_string()));
+        let ok = r.is_ok() && got == Ok(want.clone());
+        table.push((
+            call,
+            if ok {
+                Ok(format!("{:?}", got.unwrap()))
+            } else {
+                Err(format!("{r:?}, then GetDomain {got:?}, wanted {want:?}"))
+            },
+        ));
+    };
+    expect_state(
+        "PauseVirtualMachine",
+        client.pause(&vmi).await,
+        Some(("Paused", "User")),
+    )
+    .await;
+    expect_state(
+        "UnpauseVirtualMachine",
+        client.unpause(&vmi).await,
+        Some(("Running", "Unknown")),
+    )
+    .await;
+    expect_state(
+        "SoftRebootVirtualMachine",
+        client.soft_reboot(&vmi).await,
+        Some(("Running", "Unknown")),
+    )
+    .await;
+    expect_state(
+        "ResetVirtualMachine",
+        client.reset(&vmi).await,
+        Some(("Running", "Unknown")),
+    )
+    .await;
+    expect_state(
+        "ShutdownVirtualMachine",
+        client.shutdown(&vmi).await,
+        Some(("Shutoff", "Shutdown")),
+    )
+    .await;
+    expect_state(
+        "KillVirtualMachine",
+        client.kill(&vmi).await,
+        Some(("Shutoff", "Destroyed")),
+    )
+    .await;
+    expect_state("DeleteVirtualMachine", client.delete(&vmi).await, None).await;
+
+    // A command the harness's domain manager does not implement: the server's message arrives.
+    let freeze = client.freeze(&vmi, 30).await;
+    let freeze_msg = freeze
+        .as_ref()
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    table.push((
+        "FreezeVirtualMachine (expected error)",
+        if freeze_msg.contains("not implemented in the harness") {
+            Ok(freeze_msg.clone())
+        } else {
+            Err(format!("{freeze:?}"))
+        },
+    ));
+    drop(client);
+    drop(server);
+    let lines = manager_calls.join().unwrap();
+
+    println!("kvrs handler (kvrs-ipc LauncherClient) -> KubeVirt v1.9.0 cmd server:");
+    for (call, r) in &table {
+        match r {
+            Ok(d) => println!("  {call:<40} ok {}", tail(d, 80)),
+            Err(e) => println!("  {call:<40} FAILED: {e}"),
+        }
+    }
+    let manager: Vec<String> = json_lines(&lines.join("\n"))
+        .iter()
+        .filter_map(|l| l["manager"].as_str().map(str::to_string))
+        .collect();
+    println!("  domain manager calls made by KubeVirt's server: {manager:?}");
+    let failed: Vec<_> = table.iter().filter(|(_, r)| r.is_err()).collect();
+    assert!(
+        failed.is_empty(),
+        "calls failed against KubeVirt's cmd server: {failed:#?}"
+    );
+    for want in [
+        "SyncVMI",
+        "PauseVMI",
+        "UnpauseVMI",
+        "SignalShutdownVMI",
+        "KillVMI",
+        "DeleteVMI",
+    ] {
+        assert!(
+            manager.iter().any(|m| m == want),
+            "KubeVirt's server never called {want}: {manager:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
