@@ -11,20 +11,25 @@
 //! (b) `kvrs_handler_drives_kubevirt_launcher`: kvrs-ipc's `LauncherClient` against KubeVirt's
 //!     cmd server (backed by the harness's in-memory domain manager, no libvirt).
 //!
-//! What passes (last run; the tests print the table):
+//! What passes (both directions, real run of `cargo test -p kvrs-tests --test mixed_fleet`):
 //! (a) KubeVirt client -> kvrs launcher: NewClient (Info / version negotiation -> v1), Ping,
 //!     SyncVirtualMachine (the VMI as Go's json.Marshal writes it), GetDomain until Running
-//!     (kvrs's domain JSON decoded into KubeVirt's api.Domain), GetQemuVersion, GetDomainStats,
-//!     SyncVirtualMachine again, ShutdownVirtualMachine (ACPI, repeated until the guest powers
-//!     off), GetDomain until Shutoff, DeleteDomain (the launcher exits, the monitor exits 0).
-//!     GetGuestInfo fails as expected (kvrs has no guest agent support; reported, not required).
-//!     KubeVirt's notify server decodes kvrs's domain events: ADDED, MODIFIED Running,
-//!     MODIFIED Shutoff.
+//!     (kvrs's domain JSON decoded into KubeVirt's api.Domain), GetQemuVersion (QEMU's real
+//!     version), GetDomainStats, SyncVirtualMachine again, ShutdownVirtualMachine (ACPI; repeated
+//!     every 5 s, as virt-handler's resyncs do, until the guest listens and powers off), GetDomain
+//!     until Shutoff/Shutdown, DeleteDomain (the launcher exits, the monitor exits 0).
+//!     KubeVirt's notify server, reached through KubeVirt's notify pipe, decodes every kvrs
+//!     domain event: ADDED (Paused/StartingUp), MODIFIED Running, MODIFIED ShuttingDown,
+//!     MODIFIED Shutoff/Shutdown, MODIFIED NoState/NonExistent after the delete.
+//!     Not passing, by design and reported only: GetGuestInfo -> gRPC Unimplemented ("GetGuestInfo
+//!     is not implemented by this launcher"; KubeVirt's launcher answers an empty info without a
+//!     guest agent — virt-api only asks when the AgentConnected condition is set).
 //! (b) kvrs client -> KubeVirt server: connect (Info / version negotiation -> v1), Ping,
 //!     SyncVirtualMachine, GetDomain (Running), GetQemuVersion, GetDomainStats, GetGuestInfo,
 //!     GetUsers, GetFilesystems, Pause/Unpause, SoftReboot, Reset, Shutdown (Shutoff/Shutdown),
 //!     Kill (Shutoff/Destroyed), Delete (no domain); an RPC the harness's manager does not
-//!     implement (Freeze) comes back as an error carrying the server's message.
+//!     implement (Freeze) comes back as kvrs's error carrying the server's message. KubeVirt's
+//!     server decodes kvrs's VMI JSON for every command (SyncVMI ... DeleteVMI reach the manager).
 //!
 //! Both need root (e2e: mount namespace, UID 107) and fail — never skip — when Go or the harness
 //! cannot be built.
@@ -342,14 +347,20 @@ fn kubevirt_handler_drives_kvrs_launcher() {
     println!("KubeVirt v1.9.0 handler (cmd client + notify server) -> kvrs launcher:");
     for l in &lines {
         if let Some(call) = l["call"].as_str() {
+            let detail: Vec<String> = ["until", "status", "reason", "polls", "seconds", "version"]
+                .iter()
+                .filter(|k| !l[**k].is_null())
+                .map(|k| format!("{k}={}", l[*k]))
+                .collect();
             println!(
-                "  {:<32} {}{}",
+                "  {:<32} {}{} {}",
                 call,
                 if l["ok"] == true { "ok" } else { "FAILED" },
                 l["error"]
                     .as_str()
                     .map(|e| format!(": {e}"))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                detail.join(" ")
             );
         } else if let Some(ev) = l["event"].as_str() {
             println!(
