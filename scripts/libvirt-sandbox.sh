@@ -51,7 +51,7 @@ fi
 for b in "${binds[@]}"; do
   src=${b%%:*}
   dst=${b#*:}
-  [ -d "$src" ] || [ -f "$src" ] || { echo "libvirt-sandbox.sh: --bind source $src missing" >&2; exit 2; }
+  [ -e "$src" ] || { echo "libvirt-sandbox.sh: --bind source $src missing" >&2; exit 2; }
   mount --bind "$src" "$dst"
 done
 if [ "$keep_kvm" = 0 ] && [ -e /dev/kvm ]; then

@@ -301,15 +301,18 @@ pub struct NodeDirs {
 
 impl NodeDirs {
     pub fn new(tag: &str) -> Self {
-        let root = std::env::temp_dir().join(format!("kvrs-handler-e2e-{tag}-{}", std::process::id()));
+        // Short: a launcher socket path under the pods directory must fit a Unix socket
+        // address (107 bytes), as KubeVirt's `/pods` does on a node.
+        let tag: String = tag.chars().take(1).collect();
+        let root = PathBuf::from(format!("/tmp/kh{tag}{}", std::process::id() % 100_000));
         let _ = std::fs::remove_dir_all(&root);
-        for d in ["pods", "share", "private"] {
+        for d in ["p", "share", "private"] {
             std::fs::create_dir_all(root.join(d)).unwrap();
         }
         Self { root }
     }
     pub fn pods(&self) -> PathBuf {
-        self.root.join("pods")
+        self.root.join("p")
     }
 
     /// Starts virt-handler for this node with `extra` flags.
