@@ -17,7 +17,9 @@
 //!     (kvrs's domain JSON decoded into KubeVirt's api.Domain), GetQemuVersion (QEMU's real
 //!     version), GetDomainStats, SyncVirtualMachine again, ShutdownVirtualMachine (ACPI; repeated
 //!     every 5 s, as virt-handler's resyncs do, until the guest listens and powers off), GetDomain
-//!     until Shutoff/Shutdown, DeleteDomain (the launcher exits, the monitor exits 0).
+//!     until Shutoff/Shutdown, then — once the notify server has the Shutoff event, as
+//!     virt-handler waits for its domain informer — DeleteDomain (the launcher exits, the
+//!     monitor exits 0).
 //!     KubeVirt's notify server, reached through KubeVirt's notify pipe, decodes every kvrs
 //!     domain event: ADDED (Paused/StartingUp), MODIFIED Running, MODIFIED ShuttingDown,
 //!     MODIFIED Shutoff/Shutdown, MODIFIED NoState/NonExistent after the delete.
@@ -395,9 +397,11 @@ fn kubevirt_handler_drives_kvrs_launcher() {
         ("Ping", None),
         ("SyncVirtualMachine", None),
         ("GetDomain", Some("Running")),
+        ("notify:Running", None),
         ("SyncVirtualMachine(repeat)", None),
         ("ShutdownVirtualMachine", None),
         ("GetDomain", Some("Shutoff")),
+        ("notify:Shutoff", None),
         ("DeleteDomain", None),
     ] {
         assert!(

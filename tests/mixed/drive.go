@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,37 @@ import (
 // driver records each call and whether a required one failed.
 type driver struct {
 	failed []string
+}
+
+// seenStatuses holds the Status.Status of every domain event the notify server received.
+var seenStatuses = struct {
+	sync.Mutex
+	list []string
+}{}
+
+func sawStatus(want api.LifeCycle) bool {
+	seenStatuses.Lock()
+	defer seenStatuses.Unlock()
+	for _, s := range seenStatuses.list {
+		if s == string(want) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitEvent waits for a domain event with the given status, as virt-handler acts on what its
+// domain informer (fed by these events) shows; it prints one line.
+func (d *driver) waitEvent(want api.LifeCycle, timeout time.Duration) bool {
+	start := time.Now()
+	for !sawStatus(want) {
+		if time.Since(start) > timeout {
+			err := fmt.Errorf("no %s domain event within %s", want, timeout)
+			return d.call("notify:"+string(want), true, err, nil)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return d.call("notify:"+string(want), true, nil, map[string]any{"seconds": time.Since(start).Seconds()})
 }
 
 // call prints the outcome of one RPC; a failed required call fails the run.
@@ -69,9 +101,15 @@ func parseOwner(s string) (int, int, error) {
 // <dir>/domain-notify.sock) and KubeVirt's notify pipe from notifySocket to it, as virt-handler
 // does for each launcher pod: the launcher dials notifySocket.
 func startNotify(ctx context.Context, notifySocket, owner string, vmi *v1.VirtualMachineInstance) (func(), error) {
-	shareDir, err := os.MkdirTemp("", "kvrs-mixed-handler-")
-	if err != nil {
-		return nil, err
+	// N named domain-notify.sock: the notify server itself serves it, no pipe.
+	direct := filepath.Base(notifySocket) == "domain-notify.sock"
+	shareDir := filepath.Dir(notifySocket)
+	if !direct {
+		dir, err := os.MkdirTemp("", "kvrs-mixed-handler-")
+		if err != nil {
+			return nil, err
+		}
+		shareDir = dir
 	}
 	events := make(chan watch.Event, 100)
 	recorder := record.NewFakeRecorder(100)
@@ -91,6 +129,9 @@ func startNotify(ctx context.Context, notifySocket, owner string, vmi *v1.Virtua
 				line["name"] = o.Name
 				line["status"] = string(o.Status.Status)
 				line["reason"] = string(o.Status.Reason)
+				seenStatuses.Lock()
+				seenStatuses.list = append(seenStatuses.list, string(o.Status.Status))
+				seenStatuses.Unlock()
 			case *metav1.Status:
 				line["message"] = o.Message
 			}
@@ -120,19 +161,31 @@ func startNotify(ctx context.Context, notifySocket, owner string, vmi *v1.Virtua
 		time.Sleep(20 * time.Millisecond)
 	}
 
+	// The socket the launcher dials belongs to its (non-root) user, as virt-handler arranges.
+	chown := func(path string) error {
+		if owner == "" {
+			return nil
+		}
+		uid, gid, err := parseOwner(owner)
+		if err != nil {
+			return err
+		}
+		return os.Chown(path, uid, gid)
+	}
+	if direct {
+		if err := chown(handlerSock); err != nil {
+			return nil, err
+		}
+		return func() { close(stop) }, nil
+	}
+
 	_ = os.Remove(notifySocket)
 	listener, err := net.Listen("unix", notifySocket)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", notifySocket, err)
 	}
-	if owner != "" {
-		uid, gid, err := parseOwner(owner)
-		if err != nil {
-			return nil, err
-		}
-		if err := os.Chown(notifySocket, uid, gid); err != nil {
-			return nil, err
-		}
+	if err := chown(notifySocket); err != nil {
+		return nil, err
 	}
 	connect := pipe.NewConnectToNotifyFunc(shareDir)
 	go pipe.Pipe(ctx, pipe.ChanFromListener(ctx, log.Log, listener), func(c net.Conn) {
@@ -219,7 +272,9 @@ func driveLauncher(args []string) error {
 
 	d.call("Ping", true, client.Ping(), nil)
 	if d.call("SyncVirtualMachine", true, client.SyncVirtualMachine(vmi, &cmdv1.VirtualMachineOptions{}), nil) {
-		d.waitFor(client, api.Running, *runTimeout, nil)
+		if d.waitFor(client, api.Running, *runTimeout, nil) {
+			d.waitEvent(api.Running, 30*time.Second)
+		}
 	}
 	// What else virt-handler asks a running launcher; reported, not required.
 	version, err := client.GetQemuVersion()
@@ -240,6 +295,8 @@ func driveLauncher(args []string) error {
 			d.call("ShutdownVirtualMachine(repeat)", false, client.ShutdownVirtualMachine(vmi), nil)
 		})
 	}
+	// virt-handler deletes the domain once its informer shows it stopped.
+	d.waitEvent(api.Shutoff, 30*time.Second)
 	d.call("DeleteDomain", true, client.DeleteDomain(vmi), nil)
 	// Late domain events still in flight through the pipe.
 	time.Sleep(500 * time.Millisecond)

@@ -3,7 +3,8 @@
 //
 //	kvrs-mixed drive-launcher --socket S --vmi FILE.json --notify-socket N [--notify-owner UID:GID]
 //	    KubeVirt's virt-handler side drives a launcher on S: its notify server (behind its own
-//	    notify pipe, listening on N) and its cmd client.
+//	    notify pipe, listening on N; a N named domain-notify.sock is served by the notify server
+//	    itself) and its cmd client.
 //	kvrs-mixed serve-launcher --socket S
 //	    KubeVirt's launcher cmd server on S, backed by an in-memory domain manager.
 //
