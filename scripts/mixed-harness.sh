@@ -6,8 +6,9 @@
 #
 # The binary goes to ${KVRS_CACHE:-$HOME/.cache/kvrs}/mixed-<hash>/kvrs-mixed, <hash> covering
 # tests/mixed's go.mod, go.sum and Go files (stand-ins included), the Go version and the build
-# flags: when the binary is there the script does nothing. About 5 minutes on 2 cores the first
-# time (cgo: KubeVirt's launcher packages link libvirt, so libvirt-dev must be installed).
+# flags: when the binary is there the script does nothing; a new build removes older ones. About
+# 5 minutes on 2 cores the first time (cgo: KubeVirt's launcher packages link libvirt, so
+# libvirt-dev must be installed).
 #
 # Safe to run concurrently (a lock file serializes builds). Environment: KVRS_CACHE (cache root),
 # GO (the go command; default: go on PATH, else /usr/local/go/bin/go).
@@ -80,5 +81,9 @@ if ! "$GO_CMD" build -trimpath -ldflags="-s -w" -o "$BIN.tmp.$$" . >>"$LOG" 2>&1
   die "go build of tests/mixed failed (GOPROXY=$("$GO_CMD" env GOPROXY)); full log: $LOG"
 fi
 mv "$BIN.tmp.$$" "$BIN"
+# Builds of older harness sources (about 50 MB each) are not needed any more.
+for old in "${CACHE_DIR%/*}"/mixed-*; do
+  [ "$old" != "$CACHE_DIR" ] && [ -f "$old/kvrs-mixed" -o -f "$old/lock" ] && rm -rf "$old"
+done
 echo "mixed-harness.sh: built in $(($(date +%s) - start)) s: $BIN" >&2
 echo "$BIN"
