@@ -40,7 +40,11 @@ pub async fn beat(client: &kube::Client, node: &str, schedulable: bool) -> Resul
         ..PatchParams::default()
     };
     nodes
-        .patch(node, &pp, &Patch::Strategic(heartbeat_patch(schedulable, &now_text())))
+        .patch(
+            node,
+            &pp,
+            &Patch::Strategic(heartbeat_patch(schedulable, &now_text())),
+        )
         .await
         .map(drop)
 }

@@ -189,7 +189,9 @@ impl Handler {
         };
         let out = execute_handler(decide_now, &mut facts, Some(&sent_vmi), &mut fx).await;
         if out.status_written
-            && let Some(rv) = vmi.as_ref().and_then(|v| v.metadata.resource_version.clone())
+            && let Some(rv) = vmi
+                .as_ref()
+                .and_then(|v| v.metadata.resource_version.clone())
         {
             lock(&self.own_writes).insert(key.to_string(), (rv, Instant::now()));
         }
@@ -272,7 +274,12 @@ impl Node for Fx<'_> {
             NodeStep::Cleanup { uid } => {
                 h.launchers.close(uid);
                 podcache::remove(&h.private_dir, uid);
-                if self.handler.domains.get(self.key).is_some_and(|d| d.uid() == uid) {
+                if self
+                    .handler
+                    .domains
+                    .get(self.key)
+                    .is_some_and(|d| d.uid() == uid)
+                {
                     h.domains.remove(self.key);
                 }
                 Ok(())

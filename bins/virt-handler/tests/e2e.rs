@@ -55,7 +55,9 @@ fn two_vmis_boot_with_dhcp_run_quietly_and_shut_down_gracefully() {
             Duration::from_secs(180),
             || {
                 let v = cluster.vmi(name)?;
-                let ip = v["status"]["interfaces"][0]["ipAddress"].as_str().unwrap_or("");
+                let ip = v["status"]["interfaces"][0]["ipAddress"]
+                    .as_str()
+                    .unwrap_or("");
                 (phase(&v) == "Running" && ip == pod.pod_ip).then_some(v)
             },
             ctx,
@@ -84,7 +86,10 @@ fn two_vmis_boot_with_dhcp_run_quietly_and_shut_down_gracefully() {
         // The pod network as KubeVirt builds it for masquerade.
         let state = pod.netns_state();
         for needle in ["k6t-eth0", "tap0", "masquerade", "KUBEVIRT_PREINBOUND"] {
-            assert!(state.contains(needle), "{needle} missing in the pod netns:\n{state}");
+            assert!(
+                state.contains(needle),
+                "{needle} missing in the pod netns:\n{state}"
+            );
         }
     }
 
@@ -100,12 +105,22 @@ fn two_vmis_boot_with_dhcp_run_quietly_and_shut_down_gracefully() {
     };
     let before = writes(&cluster);
     std::thread::sleep(Duration::from_secs(10));
-    assert_eq!(writes(&cluster), before, "VMI writes in steady state\n{}", ctx());
+    assert_eq!(
+        writes(&cluster),
+        before,
+        "VMI writes in steady state\n{}",
+        ctx()
+    );
     assert_eq!((rv("guest-a"), rv("guest-b")), (rv_a, rv_b));
 
     // Deleting a VMI shuts its guest down through ACPI; the VMI ends Succeeded.
     let out = cluster.cluster.kubectl([
-        "delete", "virtualmachineinstances", "guest-a", "-n", NS, "--wait=false",
+        "delete",
+        "virtualmachineinstances",
+        "guest-a",
+        "-n",
+        NS,
+        "--wait=false",
     ]);
     assert!(out.status.success());
     wait_for(
@@ -113,13 +128,17 @@ fn two_vmis_boot_with_dhcp_run_quietly_and_shut_down_gracefully() {
         Duration::from_secs(90),
         || {
             let v = cluster.vmi("guest-a")?;
-            (a.serial_log(&a_uid).contains(POWER_MARKER) && phase(&v) == "Succeeded")
-                .then_some(())
+            (a.serial_log(&a_uid).contains(POWER_MARKER) && phase(&v) == "Succeeded").then_some(())
         },
         ctx,
     );
     // The launcher exits once its domain is gone; the "kubelet" then removes the pod.
-    wait_for("guest-a's launcher to exit", Duration::from_secs(60), || a.exited().then_some(()), ctx);
+    wait_for(
+        "guest-a's launcher to exit",
+        Duration::from_secs(60),
+        || a.exited().then_some(()),
+        ctx,
+    );
     cluster.release("guest-a");
     a.delete();
     let gone = std::process::Command::new("ip")

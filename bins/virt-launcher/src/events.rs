@@ -1,7 +1,7 @@
 //! libvirt lifecycle events -> the handler's notify socket (`HandleDomainEvent` with the domain
 //! JSON and the watch event type), and a coarse copy to the launcher's supervisor.
 //!
-//! Events are sent one at a time, in order. While the notify socket is absent (the handler has
+//! Notifications are sent one at a time, in order. While the notify socket is absent (the handler has
 //! not placed it yet, or is restarting) each event is retried for a while, as KubeVirt does.
 
 use std::path::PathBuf;
@@ -49,6 +49,13 @@ impl Lifecycle {
 }
 
 /// Forwards events until libvirt's connection closes (the supervisor sees its channel close).
+///
+/// The supervisor hears of every event at once; the notifications go through a second, ordered
+/// queue, so a handler that is not listening delays neither the supervisor nor later events'
+/// arrival. Each notification reads the domain's state right before it is sent (once connected):
+/// a state read at event time and sent late would tell the handler a domain that has started
+/// meanwhile is still shut off — and the handler deletes an inactive domain of a VMI that is
+/// not final.
 pub async fn forward(
     mut events: mpsc::UnboundedReceiver<LifecycleEvent>,
     launcher: Arc<Launcher>,
@@ -56,7 +63,13 @@ pub async fn forward(
     notify_socket: PathBuf,
     supervisor: mpsc::UnboundedSender<Lifecycle>,
 ) {
-    let mut client: Option<NotifyClient> = None;
+    let (queue, pending) = mpsc::unbounded_channel::<LifecycleEvent>();
+    let notifier = tokio::spawn(notify_in_order(
+        pending,
+        launcher.clone(),
+        conn,
+        notify_socket,
+    ));
     while let Some(ev) = events.recv().await {
         if ev.domain.name != launcher.domain_name() {
             continue;
@@ -67,7 +80,31 @@ pub async fn forward(
             ev.event, ev.detail, ev.domain.name
         ));
         let _ = supervisor.send(kind);
+        let _ = queue.send(ev);
+    }
+    drop(queue);
+    let _ = notifier.await;
+}
 
+/// Sends the notification of each event, in order.
+async fn notify_in_order(
+    mut pending: mpsc::UnboundedReceiver<LifecycleEvent>,
+    launcher: Arc<Launcher>,
+    conn: Arc<Connection>,
+    notify_socket: PathBuf,
+) {
+    let mut client: Option<NotifyClient> = None;
+    while let Some(ev) = pending.recv().await {
+        if client.is_none() && notify_socket.exists() {
+            match NotifyClient::connect(&notify_socket).await {
+                Ok(c) => client = Some(c),
+                Err(e) => log::warn(format_args!(
+                    "notify socket {}: {e}",
+                    notify_socket.display()
+                )),
+            }
+        }
+        let kind = Lifecycle::of(ev.event);
         let owner = launcher.owner();
         let json = if kind == Lifecycle::Undefined {
             match conn.lookup(&ev.domain.name).await {

@@ -42,6 +42,7 @@ impl Launcher {
             namespace: flags.namespace.clone(),
             name: flags.name.clone(),
             uid: flags.uid.clone(),
+            grace: None,
         };
         Launcher {
             conn,
@@ -106,6 +107,12 @@ impl Launcher {
         if let Some(uid) = vmi.metadata.uid.as_deref().filter(|u| !u.is_empty()) {
             owner.uid = uid.to_string();
         }
+        // KubeVirt's default grace period is 30 s when the VMI sets none.
+        let seconds = vmi.spec.termination_grace_period_seconds.unwrap_or(30);
+        owner
+            .grace
+            .get_or_insert_with(Default::default)
+            .deletion_grace_period_seconds = seconds;
         if let (Ok(mut g), Some(secs)) = (
             self.vmi_grace.lock(),
             vmi.spec.termination_grace_period_seconds,
@@ -234,6 +241,21 @@ impl LauncherService for Launcher {
 
     async fn shutdown(&self, cmd: VmiCommand) -> CmdResult {
         let _ = cmd;
+        // The grace period starts with the first graceful shutdown (KubeVirt marks it in the
+        // domain's metadata, which the handler reads to know when to kill).
+        if let Ok(mut owner) = self.owner.lock() {
+            let grace =
+                owner
+                    .grace
+                    .get_or_insert_with(|| kvrs_converter::domain::GracePeriodMetadata {
+                        deletion_grace_period_seconds: 30,
+                        ..Default::default()
+                    });
+            if grace.deletion_timestamp.is_none() {
+                grace.deletion_timestamp = Some(crate::state::rfc3339_now());
+                grace.marked_for_graceful_shutdown = Some(true);
+            }
+        }
         self.on_domain(
             "shut down domain",
             |c, d| async move { c.shutdown(&d).await },

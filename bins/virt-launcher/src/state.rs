@@ -54,7 +54,7 @@ pub fn reason(state: i32, reason: i32) -> StateChangeReason {
     }
 }
 
-/// Who the domain belongs to.
+/// Who the domain belongs to, and the KubeVirt metadata the launcher keeps for it.
 #[derive(Debug, Clone, Default)]
 pub struct Owner {
     /// VMI namespace.
@@ -63,6 +63,11 @@ pub struct Owner {
     pub name: String,
     /// VMI UID.
     pub uid: String,
+    /// The grace period bookkeeping KubeVirt's launcher reports in the domain's
+    /// `Spec.Metadata.KubeVirt.GracePeriod`: the VMI's grace period once synced, and when the
+    /// first graceful shutdown was sent. virt-handler reads it to decide between another ACPI
+    /// signal and a kill; without it every shutdown would be a kill.
+    pub grace: Option<kvrs_converter::domain::GracePeriodMetadata>,
 }
 
 /// The domain's `api.Domain` JSON from libvirt: live XML as the spec, state and reason.
@@ -71,11 +76,18 @@ pub async fn domain_json(
     dom: &DomainRef,
     owner: &Owner,
 ) -> Result<Vec<u8>, LibvirtError> {
-    let (state, why) = conn.state(dom).await?;
+    // The XML first, the state last: the state is what the handler acts on, and a call queued
+    // behind a running `create` would otherwise deliver the pre-start state after the start.
     let xml = conn.xml_desc(dom).await?;
+    let (state, why) = conn.state(dom).await?;
     // libvirt's own XML always parses; if it ever does not, report the state with an empty spec
     // rather than nothing.
     let spec = Domain::from_xml(&xml).unwrap_or_default();
+    let mut spec = spec;
+    spec.metadata.kubevirt.uid = owner.uid.clone();
+    if owner.grace.is_some() {
+        spec.metadata.kubevirt.graceperiod = owner.grace.clone();
+    }
     let mut env = DomainEnvelope::new(&owner.namespace, &owner.name, spec);
     env.meta.uid = owner.uid.clone();
     env.status.status = life_cycle(state);
@@ -151,6 +163,7 @@ mod tests {
             namespace: "ns".into(),
             name: "vm".into(),
             uid: "u".into(),
+            grace: None,
         };
         let v: serde_json::Value =
             serde_json::from_slice(&deleted_domain_json(&owner, rfc3339(0))).unwrap();

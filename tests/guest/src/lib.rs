@@ -59,14 +59,14 @@ const MODULES: &[&str] = &[
 ];
 
 /// The udhcpc hook: configures eth0 from the lease and prints it.
-const UDHCPC_SCRIPT: &str = "#!/bin/sh\ncase \"$1\" in\n  bound|renew)\n    ip addr flush dev \"$interface\"\n    ip addr add \"$ip/$mask\" dev \"$interface\"\n    [ -n \"$mtu\" ] && ip link set dev \"$interface\" mtu \"$mtu\"\n    for r in $router; do ip route add default via \"$r\" dev \"$interface\"; break; done\n    echo \"KVRS-E2E: lease ip=$ip mask=$mask router=$router mtu=$mtu dns=$dns\"\n    ;;\nesac\nexit 0\n";
+const UDHCPC_SCRIPT: &str = "#!/bin/sh\ncase \"$1\" in\n  bound|renew)\n    ip addr flush dev \"$interface\"\n    ip addr add \"$ip/$mask\" dev \"$interface\"\n    [ -n \"$mtu\" ] && ip link set dev \"$interface\" mtu \"$mtu\"\n    for r in $router; do ip route add default via \"$r\" dev \"$interface\"; break; done\n    echo \"KVRS-E2E: lease ip=$ip mask=$mask router=$router mtu=$mtu dns=$dns\" >/dev/console\n    ;;\nesac\nexit 0\n";
 
 /// Builds the guest once per `target_dir` (e.g. `target/debug`).
 pub fn guest(target_dir: &Path) -> Guest {
     static BUILD: Mutex<()> = Mutex::new(());
     let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     // Versioned: a change of /init below must not reuse an old cached initramfs.
-    let dir = target_dir.join("kvrs-e2e-guest-v3");
+    let dir = target_dir.join("kvrs-e2e-guest-v4");
     let (kernel, initrd) = (dir.join("vmlinuz"), dir.join("initramfs.gz"));
     if kernel.is_file() && initrd.is_file() {
         return Guest { kernel, initrd };

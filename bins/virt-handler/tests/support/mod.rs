@@ -62,8 +62,13 @@ pub fn monitor_binary() -> PathBuf {
     let (monitor, launcher) = (dir.join("virt-launcher-monitor"), dir.join("virt-launcher"));
     if !monitor.is_file() || !launcher.is_file() || std::env::var_os("KVRS_E2E_REBUILD").is_some() {
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.current_dir(root())
-            .args(["build", "-p", "virt-launcher", "-p", "virt-launcher-monitor"]);
+        cmd.current_dir(root()).args([
+            "build",
+            "-p",
+            "virt-launcher",
+            "-p",
+            "virt-launcher-monitor",
+        ]);
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
@@ -109,8 +114,8 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start() -> Self {
-        let cluster = TestCluster::start(Options::apiserver_only())
-            .expect("a real kube-apiserver and etcd");
+        let cluster =
+            TestCluster::start(Options::apiserver_only()).expect("a real kube-apiserver and etcd");
         let deploy = root().join("bins/deploy");
         let ok = |out: Output, what: &str| {
             assert!(
@@ -135,14 +140,20 @@ impl Cluster {
             if out.stdout == b"True" {
                 break;
             }
-            assert!(start.elapsed() < Duration::from_secs(60), "CRD not established");
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "CRD not established"
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
         ok(
             cluster.kubectl([
                 "apply",
                 "-f",
-                deploy.join("virt-controller/00-namespace.yaml").to_str().unwrap(),
+                deploy
+                    .join("virt-controller/00-namespace.yaml")
+                    .to_str()
+                    .unwrap(),
             ]),
             "namespace",
         );
@@ -217,7 +228,8 @@ impl Cluster {
         text.lines()
             .filter(|l| l.starts_with("apiserver_request_total{"))
             .filter(|l| {
-                l.contains(&format!("verb=\"{verb}\"")) && l.contains(&format!("resource=\"{resource}\""))
+                l.contains(&format!("verb=\"{verb}\""))
+                    && l.contains(&format!("resource=\"{resource}\""))
             })
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .map(|v| v as u64)
@@ -226,8 +238,7 @@ impl Cluster {
 
     /// Creates the VMI `spec` (admitted as virt-api would) and returns its UID.
     pub fn create_vmi(&self, vmi: Value) -> String {
-        let typed: kvrs_api::VirtualMachineInstance =
-            serde_json::from_value(vmi).expect("a VMI");
+        let typed: kvrs_api::VirtualMachineInstance = serde_json::from_value(vmi).expect("a VMI");
         let admitted = kvrs_admission::admit(typed, &kvrs_admission::ClusterConfig::default())
             .expect("the test VMI is admitted");
         let mut obj = serde_json::to_value(&admitted).unwrap();
@@ -267,7 +278,11 @@ impl Cluster {
 
     /// Removes the VMI's finalizers (what virt-controller does once it is final).
     pub fn release(&self, name: &str) {
-        self.merge_patch("virtualmachineinstances", name, &json!({"metadata": {"finalizers": null}}));
+        self.merge_patch(
+            "virtualmachineinstances",
+            name,
+            &json!({"metadata": {"finalizers": null}}),
+        );
     }
 }
 
@@ -378,22 +393,44 @@ impl LauncherPod {
         let host_veth = format!("kvh{n}-{}", std::process::id() % 10000);
         let pod_ip = format!("10.250.{n}.2");
         let _ = Command::new("ip").args(["netns", "del", &netns]).output();
-        let _ = Command::new("ip").args(["link", "del", &host_veth]).output();
+        let _ = Command::new("ip")
+            .args(["link", "del", &host_veth])
+            .output();
         run(Command::new("ip").args(["netns", "add", &netns]));
         run(Command::new("ip").args([
             "link", "add", &host_veth, "type", "veth", "peer", "name", "eth0", "netns", &netns,
         ]));
-        run(Command::new("ip").args(["addr", "add", &format!("10.250.{n}.1/24"), "dev", &host_veth]));
+        run(Command::new("ip").args([
+            "addr",
+            "add",
+            &format!("10.250.{n}.1/24"),
+            "dev",
+            &host_veth,
+        ]));
         run(Command::new("ip").args(["link", "set", &host_veth, "up"]));
         let in_ns = |args: &[&str]| {
-            run(Command::new("ip").args(["netns", "exec", &netns]).args(args));
+            run(Command::new("ip")
+                .args(["netns", "exec", &netns])
+                .args(args));
         };
         in_ns(&["ip", "link", "set", "lo", "up"]);
         in_ns(&["ip", "addr", "add", &format!("{pod_ip}/24"), "dev", "eth0"]);
         in_ns(&["ip", "link", "set", "eth0", "up"]);
-        in_ns(&["ip", "route", "add", "default", "via", &format!("10.250.{n}.1")]);
+        in_ns(&[
+            "ip",
+            "route",
+            "add",
+            "default",
+            "via",
+            &format!("10.250.{n}.1"),
+        ]);
         // KubeVirt's launcher pod sets this sysctl: the DHCP server binds port 67 as UID 107.
-        in_ns(&["sysctl", "-q", "-w", "net.ipv4.ip_unprivileged_port_start=0"]);
+        in_ns(&[
+            "sysctl",
+            "-q",
+            "-w",
+            "net.ipv4.ip_unprivileged_port_start=0",
+        ]);
 
         let run_dir = dirs.root.join(format!("pod-{n}"));
         // Image volumes (KubeVirt v1.9.0's default) as the kubelet mounts them: the kernel-boot
@@ -408,8 +445,7 @@ impl LauncherPod {
         ] {
             std::fs::create_dir_all(run_dir.join(sub)).unwrap();
         }
-        let sockets_dir =
-            kvrs_ipc::layout::pod_sockets_dir_on_host(&dirs.pods(), &uid).unwrap();
+        let sockets_dir = kvrs_ipc::layout::pod_sockets_dir_on_host(&dirs.pods(), &uid).unwrap();
         std::fs::create_dir_all(&sockets_dir).unwrap();
         let guest = kvrs_test_guest::guest(&target_dir());
         let kb = run_dir.join("kubevirt-kernel-boot/boot");
@@ -427,8 +463,12 @@ impl LauncherPod {
         for d in [&run_dir, &sockets_dir] {
             run(Command::new("chown").arg("-R").arg("107:107").arg(d));
         }
-        run(Command::new("chown").arg("0:0").arg(run_dir.join("dev-net-tun")));
-        run(Command::new("chmod").arg("600").arg(run_dir.join("dev-net-tun")));
+        run(Command::new("chown")
+            .arg("0:0")
+            .arg(run_dir.join("dev-net-tun")));
+        run(Command::new("chmod")
+            .arg("600")
+            .arg(run_dir.join("dev-net-tun")));
         run(Command::new("chmod").arg("755").arg(&run_dir));
         Self {
             name: vmi_name.to_string(),
@@ -456,18 +496,37 @@ impl LauncherPod {
             .arg("--bind")
             .arg(format!("{}:/run", self.run_dir.display()))
             .arg("--bind")
-            .arg(format!("{}:/run/kubevirt/sockets", self.sockets_dir.display()))
+            .arg(format!(
+                "{}:/run/kubevirt/sockets",
+                self.sockets_dir.display()
+            ))
             .arg("--bind")
-            .arg(format!("{}:/dev/net/tun", self.run_dir.join("dev-net-tun").display()))
+            .arg(format!(
+                "{}:/dev/net/tun",
+                self.run_dir.join("dev-net-tun").display()
+            ))
             .arg("--")
             .arg(monitor)
-            .args(["--qemu-timeout", "120s", "--name", &self.name, "--uid", vmi_uid])
+            .args([
+                "--qemu-timeout",
+                "120s",
+                "--name",
+                &self.name,
+                "--uid",
+                vmi_uid,
+            ])
             .args(["--namespace", NS])
             .args(["--kubevirt-share-dir", "/var/run/kubevirt"])
             .args(["--ephemeral-disk-dir", "/var/run/kubevirt-ephemeral-disks"])
             .args(["--container-disk-dir", "/var/run/kubevirt/container-disks"])
             .args(["--grace-period-seconds", "20", "--hook-sidecars", "0"])
-            .args(["--hypervisor", "kvm", "--run-as-nonroot", "--allow-emulation", "--image-volume"])
+            .args([
+                "--hypervisor",
+                "kvm",
+                "--run-as-nonroot",
+                "--allow-emulation",
+                "--image-volume",
+            ])
             .env("XDG_RUNTIME_DIR", "/var/run")
             .env("XDG_CONFIG_HOME", "/var/run/kubevirt-private")
             .env("XDG_CACHE_HOME", "/var/run/kubevirt-private")
@@ -481,9 +540,12 @@ impl LauncherPod {
     }
 
     pub fn serial_log(&self, vmi_uid: &str) -> String {
-        std::fs::read(self.run_dir.join(format!("kubevirt-private/{vmi_uid}/virt-serial0-log")))
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
+        std::fs::read(
+            self.run_dir
+                .join(format!("kubevirt-private/{vmi_uid}/virt-serial0-log")),
+        )
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
     }
 
     pub fn launcher_log(&self) -> String {
@@ -496,7 +558,12 @@ impl LauncherPod {
             return true;
         };
         std::fs::read_to_string(format!("/proc/{}/stat", c.id()))
-            .map(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) == Some("Z"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .and_then(|r| r.split_whitespace().next())
+                    == Some("Z")
+            })
             .unwrap_or(true)
     }
 
@@ -519,14 +586,20 @@ impl LauncherPod {
                 .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
                 .unwrap_or_default()
         };
-        format!("{}\n{}", out(&["ip", "-br", "link"]), out(&["nft", "list", "ruleset"]))
+        format!(
+            "{}\n{}",
+            out(&["ip", "-br", "link"]),
+            out(&["nft", "list", "ruleset"])
+        )
     }
 
     /// What the kubelet does when the pod is deleted: SIGTERM, grace, SIGKILL, and the netns
     /// with its links and rules removed.
     pub fn delete(&mut self) {
         if let Some(mut c) = self.monitor.take() {
-            let _ = Command::new("kill").args(["-TERM", &c.id().to_string()]).output();
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .output();
             let deadline = Instant::now() + Duration::from_secs(30);
             while c.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(100));
@@ -534,8 +607,12 @@ impl LauncherPod {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let _ = Command::new("ip").args(["netns", "del", &self.netns]).output();
-        let _ = Command::new("ip").args(["link", "del", &self.host_veth]).output();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.netns])
+            .output();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.host_veth])
+            .output();
     }
 }
 
