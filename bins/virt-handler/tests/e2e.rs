@@ -165,6 +165,27 @@ fn a_killed_launcher_fails_its_vmi() {
         || (phase(&cluster.vmi("guest-k")?) == "Running").then_some(()),
         ctx,
     );
+    // The node carries KubeVirt's schedulable label and heartbeat; health and metrics answer.
+    let node = cluster.get("node", None, NODE).expect("the node");
+    assert_eq!(
+        node["metadata"]["labels"]["kubevirt.io/schedulable"],
+        "true"
+    );
+    assert!(node["metadata"]["annotations"]["kubevirt.io/heartbeat"].is_string());
+    let get = |path: &str| {
+        let out = std::process::Command::new("curl")
+            .args([
+                "-sf",
+                &format!("http://127.0.0.1:{}{path}", handler.metrics_port),
+            ])
+            .output()
+            .expect("curl");
+        assert!(out.status.success(), "GET {path}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    get("/healthz");
+    get("/readyz");
+    assert!(get("/metrics").contains("kubevirt_workqueue_adds_total"));
     let launcher = pod.launcher_pid().expect("the launcher runs");
     support::run(std::process::Command::new("kill").args(["-KILL", &launcher.to_string()]));
     wait_for(
@@ -174,6 +195,19 @@ fn a_killed_launcher_fails_its_vmi() {
         ctx,
     );
     pod.delete();
+    // A handler stopping gracefully marks its node unschedulable.
+    support::run(
+        std::process::Command::new("kill").args(["-TERM", &handler.child.id().to_string()]),
+    );
+    wait_for(
+        "the node to be unschedulable after the handler's SIGTERM",
+        Duration::from_secs(20),
+        || {
+            let node = cluster.get("node", None, NODE)?;
+            (node["metadata"]["labels"]["kubevirt.io/schedulable"] == "false").then_some(())
+        },
+        || handler.log(),
+    );
 }
 
 #[test]
