@@ -48,7 +48,7 @@ fi
 BPO=bookworm-backports
 # Packages from backports, every one required (the whole QEMU/libvirt stack comes from one build).
 BPO_PKGS=(
-  libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev pkgconf curl libvirt0
+  libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev pkgconf libvirt0
   libvirt-common libvirt-daemon-common libvirt-daemon-log
   qemu-system-x86 qemu-system-common qemu-system-data qemu-utils seabios
 )
