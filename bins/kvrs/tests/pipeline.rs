@@ -65,3 +65,34 @@ fn vm_webhook_refusals_are_the_same_for_every_subcommand() {
         );
     }
 }
+
+#[test]
+fn an_unknown_feature_gate_is_refused_by_every_subcommand_and_a_known_one_accepted() {
+    for sub in SUBCOMMANDS {
+        let run = |gates: &str| {
+            Command::new(KVRS)
+                .arg(sub)
+                .arg(manifest("vm-running.yaml"))
+                .args(["--feature-gates", gates])
+                .output()
+                .expect("run kvrs")
+        };
+        let out = run("Sidecar,sidcar");
+        assert_eq!(out.status.code(), Some(2), "{sub}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--feature-gates: unknown feature gate \"sidcar\""),
+            "{sub}: {err}"
+        );
+        assert!(
+            err.contains("HostDisk"),
+            "the known gates are listed: {err}"
+        );
+        let out = run("Sidecar,HostDisk");
+        assert!(
+            out.status.success(),
+            "{sub}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -108,7 +108,10 @@ async fn run(flags: Flags) -> anyhow::Result<ExitCode> {
     info!("caches synced");
 
     let config = ClusterConfig {
-        feature_gates: flags.feature_gates.iter().cloned().collect(),
+        feature_gates: kvrs_admission::feature_gates::parse_feature_gates(
+            &flags.feature_gates.join(","),
+        )
+        .context("--feature-gates")?,
         launcher_image: flags.launcher_image.clone(),
         ..ClusterConfig::default()
     };

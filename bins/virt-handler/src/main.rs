@@ -78,6 +78,8 @@ async fn client(flags: &Flags) -> anyhow::Result<kube::Client> {
 
 async fn run(flags: Flags) -> anyhow::Result<ExitCode> {
     let node = flags.node_name()?;
+    kvrs_admission::feature_gates::parse_feature_gates(&flags.feature_gates.join(","))
+        .context("--feature-gates")?;
     let client = client(&flags).await?;
     let metrics = Arc::new(HandlerMetrics::new());
     metrics.serve(flags.metrics_addr).await?;

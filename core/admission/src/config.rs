@@ -96,6 +96,17 @@ impl ClusterConfig {
         }
     }
 
+    /// As [`with_feature_gates`](Self::with_feature_gates), refusing a gate KubeVirt v1.9.0
+    /// does not know (what a command line wants: a typo is an error, not a silent no-op).
+    pub fn try_with_feature_gates(
+        gates: &str,
+    ) -> Result<Self, crate::feature_gates::UnknownFeatureGate> {
+        Ok(Self {
+            feature_gates: crate::feature_gates::parse_feature_gates(gates)?,
+            ..Self::default()
+        })
+    }
+
     /// Whether a feature gate is on.
     pub fn gate(&self, name: &str) -> bool {
         self.feature_gates.contains(name)

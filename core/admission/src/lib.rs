@@ -11,6 +11,7 @@
 mod admit;
 pub mod config;
 pub mod defaults;
+pub mod feature_gates;
 pub mod template;
 pub mod validate;
 

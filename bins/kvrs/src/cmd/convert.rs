@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 use kvrs_converter::{
     Arch, AttachedElsewhere, ConverterContext, check_rendered_interfaces, convert,
 };
-use kvrs_core::ClusterConfig;
 use kvrs_core::VirtualMachineInstance;
 
 use crate::input::{CliError, origin_of, parse_document, read_text, typed};
@@ -34,7 +33,7 @@ pub struct Args {
 
 /// Runs the subcommand: prints the domain XML.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let config = ClusterConfig::with_feature_gates(args.feature_gates.as_deref().unwrap_or(""));
+    let config = crate::cmd::overhead::config_for(args.feature_gates.as_deref())?;
     let context = load_context(args.context.as_deref())?;
     let mut outputs = Vec::new();
     for (origin, admitted) in admitted_vmis(&args.file, &config)? {

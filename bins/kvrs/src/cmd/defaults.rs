@@ -8,7 +8,6 @@
 
 use std::path::PathBuf;
 
-use kvrs_core::ClusterConfig;
 
 use crate::input::CliError;
 use crate::pipeline::{admitted_vmis, print_outputs};
@@ -25,7 +24,7 @@ pub struct Args {
 
 /// Runs the subcommand: prints the admitted VMI as pretty JSON.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let config = ClusterConfig::with_feature_gates(args.feature_gates.as_deref().unwrap_or(""));
+    let config = crate::cmd::overhead::config_for(args.feature_gates.as_deref())?;
     let mut outputs = Vec::new();
     for (_, admitted) in admitted_vmis(&args.file, &config)? {
         let text =

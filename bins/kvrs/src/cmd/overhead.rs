@@ -19,14 +19,16 @@ pub struct Args {
     pub feature_gates: Option<String>,
 }
 
-/// The cluster configuration for `--feature-gates`.
-pub(crate) fn config_for(gates: Option<&str>) -> ClusterConfig {
-    ClusterConfig::with_feature_gates(gates.unwrap_or_default())
+/// The cluster configuration for `--feature-gates`; a gate KubeVirt v1.9.0 does not know is
+/// refused with the list of those it does.
+pub(crate) fn config_for(gates: Option<&str>) -> Result<ClusterConfig, CliError> {
+    ClusterConfig::try_with_feature_gates(gates.unwrap_or_default())
+        .map_err(|e| CliError::Input(format!("--feature-gates: {e}")))
 }
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let config = config_for(args.feature_gates.as_deref());
+    let config = config_for(args.feature_gates.as_deref())?;
     let mut outputs = Vec::new();
     for (origin, vmi) in admitted_vmis(&args.file, &config)? {
         let report = ResourceReport::new(&vmi, &config)

@@ -38,7 +38,7 @@ pub struct Args {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let mut config = config_for(args.feature_gates.as_deref());
+    let mut config = config_for(args.feature_gates.as_deref())?;
     config.launcher_image = args.launcher_image;
     let inputs = PodInputs {
         qemu_timeout_jitter_seconds: args.qemu_timeout_jitter,
