@@ -4,7 +4,8 @@
 # `<maxMemory slots="0">`), qemu-utils from the same QEMU build (the tests and virt-launcher call
 # `qemu-img`), xorriso for the cloud-init ISO (KubeVirt builds it with xorrisofs too),
 # libxml2-utils for `virt-xml-validate`, nftables for the masquerade network, swtpm for TPM 2.0
-# devices, cpio, and iproute2/iputils-ping/curl/openssl for the network and cluster tests.
+# devices, cpio, iproute2/iputils-ping/curl/openssl for the network and cluster tests, procps
+# (sysctl, kill) for the handler tests, pkgconf for the mixed-fleet harness (cgo libvirt binding).
 #
 # Idempotent: the backports suite and its pin are added through a PRIVATE apt directory passed with
 # `-o Dir::Etc::sourceparts=... -o Dir::Etc::preferencesparts=...`, so nothing under /etc/apt
@@ -48,7 +49,7 @@ fi
 BPO=bookworm-backports
 # Packages from backports, every one required (the whole QEMU/libvirt stack comes from one build).
 BPO_PKGS=(
-  libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev pkgconf libvirt0
+  libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev libvirt0
   libvirt-common libvirt-daemon-common libvirt-daemon-log
   qemu-system-x86 qemu-system-common qemu-system-data qemu-utils seabios
 )
@@ -60,11 +61,11 @@ BPO_SOURCES=(qemu libvirt seabios)
 MIN_QEMU=1:10
 MIN_LIBVIRT=11
 # Packages from bookworm itself (swtpm: libvirt refuses TPM 2.0 devices without it).
-MAIN_PKGS=(libxml2-utils nftables xorriso cpio swtpm swtpm-tools iproute2 iputils-ping curl openssl)
+MAIN_PKGS=(libxml2-utils nftables xorriso cpio swtpm swtpm-tools iproute2 iputils-ping curl openssl pkgconf procps)
 # Tools the tests run (have_all checks each one).
 NEED_CMDS=(
   libvirtd virtlogd virsh qemu-system-x86_64 qemu-img xorrisofs virt-xml-validate nft cpio
-  swtpm swtpm_setup ip ping curl openssl
+  swtpm swtpm_setup ip ping curl openssl pkg-config sysctl kill
 )
 
 # --- already done? -----------------------------------------------------------------------------
