@@ -219,6 +219,52 @@ pub fn mark_socket_unresponsive(socket: &Path) -> std::io::Result<()> {
         .map(drop)
 }
 
+/// `path` (absolute, as the pod sees it) under `root` — a pod's `/proc/<pid>/root` from the node,
+/// or an image volume's mount point from the launcher — every symlink on the way resolved with
+/// `root` as `/`, and `..` never leaving it. Following an absolute symlink through
+/// `/proc/<pid>/root` with the kernel would land in the *caller's* root instead (`/var/run` is
+/// usually a symlink to `/run`).
+pub fn resolve_in_root(root: &Path, path: &str) -> Result<PathBuf, String> {
+    const MAX_LINKS: usize = 40;
+    let parts = |p: &str| -> Vec<String> {
+        p.split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .map(str::to_string)
+            .rev()
+            .collect()
+    };
+    let mut pending = parts(path);
+    let mut current = root.to_path_buf();
+    let mut links = 0;
+    while let Some(part) = pending.pop() {
+        if part == ".." {
+            if current != root {
+                current.pop();
+            }
+            continue;
+        }
+        let next = current.join(&part);
+        match std::fs::symlink_metadata(&next) {
+            Ok(m) if m.file_type().is_symlink() => {
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(format!("{path}: too many symlinks"));
+                }
+                let target =
+                    std::fs::read_link(&next).map_err(|e| format!("{}: {e}", next.display()))?;
+                let target = target.to_string_lossy().into_owned();
+                if target.starts_with('/') {
+                    current = root.to_path_buf();
+                }
+                pending.extend(parts(&target));
+            }
+            Ok(_) => current = next,
+            Err(e) => return Err(format!("{}: {e}", next.display())),
+        }
+    }
+    Ok(current)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,5 +366,24 @@ mod tests {
         assert!(is_socket_unresponsive(
             &tmp.path().join("gone/launcher-sock")
         ));
+    }
+
+    #[test]
+    fn absolute_symlinks_resolve_inside_the_pod_root() {
+        let root = std::env::temp_dir().join(format!("kvrs-resolve-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("run/kubevirt")).unwrap();
+        std::fs::create_dir_all(root.join("var")).unwrap();
+        std::os::unix::fs::symlink("/run", root.join("var/run")).unwrap();
+        assert_eq!(
+            resolve_in_root(&root, "/var/run/kubevirt").unwrap(),
+            root.join("run/kubevirt")
+        );
+        assert_eq!(
+            resolve_in_root(&root, "/../../run").unwrap(),
+            root.join("run")
+        );
+        assert!(resolve_in_root(&root, "/nope/x").is_err());
+        let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -35,3 +35,5 @@ pub use expectations::ControllerExpectations;
 pub use handler::{HandlerExecuted, execute_handler};
 pub use observer::{Change, Enqueue, Seen, Watched, observe};
 pub use queue::requeue;
+#[cfg(feature = "kube")]
+pub use queue::{requeue_async, spawn_workers};

@@ -31,19 +31,13 @@ use tracing::{error, info};
 use crate::caches::Shared;
 use crate::flags::Flags;
 use crate::metrics::ControllerMetrics;
-use crate::workers::{Controllers, spawn_workers};
+use crate::workers::Controllers;
+use kvrs_runtime::spawn_workers;
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let flags = Flags::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_target(false)
-        .with_writer(std::io::stderr)
-        .init();
+    kvrs_runtime::kube::setup::init_logging();
     match run(flags).await {
         Ok(code) => code,
         Err(e) => {
@@ -53,24 +47,8 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn client(flags: &Flags) -> anyhow::Result<kube::Client> {
-    let config = match &flags.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .with_context(|| format!("using kubeconfig {}", path.display()))?
-        }
-        None => kube::Config::infer().await.context(
-            "no kubeconfig given and none found (in-cluster, $KUBECONFIG, ~/.kube/config)",
-        )?,
-    };
-    kube::Client::try_from(config).context("building the Kubernetes client")
-}
-
 async fn run(flags: Flags) -> anyhow::Result<ExitCode> {
-    let client = client(&flags).await?;
+    let client = kvrs_runtime::kube::setup::connect(flags.kubeconfig.as_deref()).await?;
     let identity = flags.identity();
     let metrics = Arc::new(ControllerMetrics::new());
     metrics.serve(flags.metrics_addr).await?;

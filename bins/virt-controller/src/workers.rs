@@ -5,7 +5,7 @@
 //! the clock and the random numbers the decisions take as inputs.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use kube::runtime::reflector::ObjectRef;
 use kvrs_admission::ClusterConfig;
@@ -15,15 +15,16 @@ use kvrs_decide::vm::{VmWorld, decide_vm};
 use kvrs_decide::vmi::{
     VmiWorld, decide_vmi, launcher_renderer, pod_create_failed, pod_name_suffix,
 };
-use kvrs_decide::{ApiWrite, Event, Expectation, Now, Plan, QueueOp, Requeue, WriteOp};
+use kvrs_decide::{ApiWrite, Event, Expectation, Now, Plan, WriteOp};
 use kvrs_pod::PodInputs;
-use kvrs_queue::{AsyncQueue, Instant};
+use kvrs_queue::Instant;
 use kvrs_runtime::kube::api::KubeApi;
 use kvrs_runtime::{
     Api, ApiError, ApiErrorKind, ControllerExpectations, Executed, Expecting, execute,
+    requeue_async,
 };
 use serde_json::Value;
-use tracing::{Instrument, debug, info_span, warn};
+use tracing::{debug, warn};
 
 use crate::caches::{Caches, Shared, lock};
 use crate::random;
@@ -96,21 +97,6 @@ fn to_values<K: serde::Serialize>(objs: &[Arc<K>]) -> Vec<Value> {
         .collect()
 }
 
-/// Applies the queue operations of a sync to an async queue.
-fn requeue(queue: &AsyncQueue<String>, key: &str, requeue: &Requeue) {
-    for op in requeue.ops() {
-        match op {
-            QueueOp::AddAfter { delay_seconds } => {
-                queue.add_after(key.to_string(), Duration::from_secs(*delay_seconds));
-            }
-            QueueOp::AddRateLimited => {
-                queue.add_rate_limited(key.to_string());
-            }
-            QueueOp::Forget => queue.forget(&key.to_string()),
-        }
-    }
-}
-
 impl Controllers {
     /// One VM controller sync of `key`.
     pub async fn sync_vm(&self, key: &str) {
@@ -178,7 +164,7 @@ impl Controllers {
             .run(&decision.plan, &self.shared.vm_expectations, queue_now)
             .await;
         self.finish("vm", key, &out);
-        requeue(&self.shared.vm_queue, key, &out.queue);
+        requeue_async(&self.shared.vm_queue, key, &out.queue);
     }
 
     /// One VMI controller sync of `key`.
@@ -245,7 +231,7 @@ impl Controllers {
             }
         }
         self.finish("vmi", key, &out);
-        requeue(&self.shared.vmi_queue, key, &out.queue);
+        requeue_async(&self.shared.vmi_queue, key, &out.queue);
     }
 
     async fn run(
@@ -274,30 +260,4 @@ impl Controllers {
             debug!(object = key, writes = out.writes_sent, "reconciled");
         }
     }
-}
-
-/// Runs `workers` tasks taking keys from `queue` and syncing them with `sync`.
-pub fn spawn_workers<F, Fut>(
-    name: &'static str,
-    queue: AsyncQueue<String>,
-    workers: usize,
-    sync: F,
-) -> Vec<tokio::task::JoinHandle<()>>
-where
-    F: Fn(String) -> Fut + Send + Sync + Clone + 'static,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    (0..workers)
-        .map(|_| {
-            let queue = queue.clone();
-            let sync = sync.clone();
-            tokio::spawn(async move {
-                while let Some(key) = queue.get().await {
-                    let span = info_span!("sync", controller = name, object = %key);
-                    sync(key.clone()).instrument(span).await;
-                    queue.done(&key);
-                }
-            })
-        })
-        .collect()
 }

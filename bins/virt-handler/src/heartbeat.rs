@@ -2,7 +2,7 @@
 //! annotation on this node, refreshed periodically; on a graceful stop the node is marked
 //! unschedulable, so the scheduler stops sending VMIs to a node without a handler.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use kube::api::{Patch, PatchParams};
 use kvrs_api::names::{annotations, labels};
@@ -24,14 +24,6 @@ pub fn heartbeat_patch(schedulable: bool, now: &str) -> serde_json::Value {
     })
 }
 
-fn now_text() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default();
-    kvrs_api::time::Now::from_unix(i64::try_from(secs).unwrap_or(i64::MAX)).rfc3339()
-}
-
 /// Sends one heartbeat.
 pub async fn beat(client: &kube::Client, node: &str, schedulable: bool) -> Result<(), kube::Error> {
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
@@ -43,7 +35,7 @@ pub async fn beat(client: &kube::Client, node: &str, schedulable: bool) -> Resul
         .patch(
             node,
             &pp,
-            &Patch::Strategic(heartbeat_patch(schedulable, &now_text())),
+            &Patch::Strategic(heartbeat_patch(schedulable, &crate::sync::now().rfc3339())),
         )
         .await
         .map(drop)

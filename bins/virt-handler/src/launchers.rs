@@ -186,13 +186,14 @@ impl Launchers {
         // `/var/run` is a symlink to `/run` in most images: an absolute symlink followed
         // through `/proc/<pid>/root` would land in *this* process's root, so the share dir is
         // resolved with the pod's root standing for `/`.
-        let share = match resolve_in_root(&root, kvrs_ipc::layout::DEFAULT_SHARE_DIR) {
-            Ok(p) => p,
-            Err(e) => {
-                warn!("cannot find the launcher's share dir: {e}");
-                return None;
-            }
-        };
+        let share =
+            match kvrs_ipc::layout::resolve_in_root(&root, kvrs_ipc::layout::DEFAULT_SHARE_DIR) {
+                Ok(p) => p,
+                Err(e) => {
+                    warn!("cannot find the launcher's share dir: {e}");
+                    return None;
+                }
+            };
         let pipe = share.join(kvrs_ipc::layout::NOTIFY_PIPE_SOCKET);
         let handler = kvrs_ipc::layout::handler_notify_socket(&self.share_dir);
         let non_root =
@@ -213,72 +214,5 @@ impl Launchers {
     /// Closes and forgets the launcher of `uid` (its pod is gone or the VMI is final).
     pub fn close(&self, uid: &str) {
         lock(&self.entries).remove(uid);
-    }
-}
-
-/// `path` (absolute, as the pod sees it) under `root`, every symlink on the way resolved with
-/// `root` as `/` (and `..` never leaving it).
-pub fn resolve_in_root(root: &Path, path: &str) -> Result<PathBuf, String> {
-    const MAX_LINKS: usize = 40;
-    let parts = |p: &str| -> Vec<String> {
-        p.split('/')
-            .filter(|c| !c.is_empty() && *c != ".")
-            .map(str::to_string)
-            .rev()
-            .collect()
-    };
-    let mut pending = parts(path);
-    let mut current = root.to_path_buf();
-    let mut links = 0;
-    while let Some(part) = pending.pop() {
-        if part == ".." {
-            if current != root {
-                current.pop();
-            }
-            continue;
-        }
-        let next = current.join(&part);
-        match std::fs::symlink_metadata(&next) {
-            Ok(m) if m.file_type().is_symlink() => {
-                links += 1;
-                if links > MAX_LINKS {
-                    return Err(format!("{path}: too many symlinks"));
-                }
-                let target =
-                    std::fs::read_link(&next).map_err(|e| format!("{}: {e}", next.display()))?;
-                let target = target.to_string_lossy().into_owned();
-                if target.starts_with('/') {
-                    current = root.to_path_buf();
-                }
-                pending.extend(parts(&target));
-            }
-            Ok(_) => current = next,
-            Err(e) => return Err(format!("{}: {e}", next.display())),
-        }
-    }
-    Ok(current)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn absolute_symlinks_resolve_inside_the_pod_root() {
-        let root = std::env::temp_dir().join(format!("kvrs-resolve-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(root.join("run/kubevirt")).unwrap();
-        std::fs::create_dir_all(root.join("var")).unwrap();
-        std::os::unix::fs::symlink("/run", root.join("var/run")).unwrap();
-        assert_eq!(
-            resolve_in_root(&root, "/var/run/kubevirt").unwrap(),
-            root.join("run/kubevirt")
-        );
-        assert_eq!(
-            resolve_in_root(&root, "/../../run").unwrap(),
-            root.join("run")
-        );
-        assert!(resolve_in_root(&root, "/nope/x").is_err());
-        let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -27,7 +27,7 @@ use kvrs_ipc::ServeOptions;
 use kvrs_queue::{AsyncQueue, ShutdownMode, WorkQueue};
 use kvrs_runtime::kube::api::KubeApi;
 use tokio::signal::unix::{SignalKind, signal};
-use tracing::{Instrument, error, info, info_span};
+use tracing::{error, info};
 
 use crate::domains::{DomainCache, Notifications};
 use crate::flags::Flags;
@@ -43,14 +43,7 @@ pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let flags = Flags::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_target(false)
-        .with_writer(std::io::stderr)
-        .init();
+    kvrs_runtime::kube::setup::init_logging();
     match run(flags).await {
         Ok(code) => code,
         Err(e) => {
@@ -60,27 +53,11 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn client(flags: &Flags) -> anyhow::Result<kube::Client> {
-    let config = match &flags.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .with_context(|| format!("using kubeconfig {}", path.display()))?
-        }
-        None => kube::Config::infer().await.context(
-            "no kubeconfig given and none found (in-cluster, $KUBECONFIG, ~/.kube/config)",
-        )?,
-    };
-    kube::Client::try_from(config).context("building the Kubernetes client")
-}
-
 async fn run(flags: Flags) -> anyhow::Result<ExitCode> {
     let node = flags.node_name()?;
     kvrs_admission::feature_gates::parse_feature_gates(&flags.feature_gates.join(","))
         .context("--feature-gates")?;
-    let client = client(&flags).await?;
+    let client = kvrs_runtime::kube::setup::connect(flags.kubeconfig.as_deref()).await?;
     let metrics = Arc::new(HandlerMetrics::new());
     metrics.serve(flags.metrics_addr).await?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
@@ -136,21 +113,13 @@ async fn run(flags: Flags) -> anyhow::Result<ExitCode> {
         metrics: metrics.clone(),
     });
 
-    let workers: Vec<_> = (0..flags.workers.max(1))
-        .map(|_| {
-            let queue = queue.clone();
+    let workers = kvrs_runtime::spawn_workers("virt-handler", queue.clone(), flags.workers, {
+        let handler = handler.clone();
+        move |key: String| {
             let handler = handler.clone();
-            tokio::spawn(
-                async move {
-                    while let Some(key) = queue.get().await {
-                        handler.sync(&key).await;
-                        queue.done(&key);
-                    }
-                }
-                .instrument(info_span!("worker")),
-            )
-        })
-        .collect();
+            async move { handler.sync(&key).await }
+        }
+    });
 
     let resync = {
         let (pods_dir, domains, queue) = (flags.pods_dir.clone(), domains.clone(), queue.clone());

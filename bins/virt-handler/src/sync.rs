@@ -13,12 +13,12 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kvrs_api::VirtualMachineInstance;
 use kvrs_decide::handler::facts::PodInterface;
 use kvrs_decide::handler::{HandlerConfig, HandlerWorld, NodeFacts, decide, format_time};
-use kvrs_decide::{ApiWrite, Event, LauncherCall, NodeStep, Now, QueueOp};
+use kvrs_decide::{ApiWrite, Event, LauncherCall, NodeStep, Now};
 use kvrs_queue::AsyncQueue;
 use kvrs_runtime::ipc::IpcLauncher;
 use kvrs_runtime::kube::api::KubeApi;
 use kvrs_runtime::{Api, ApiError, Launcher, Node, execute_handler};
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{debug, info, warn};
 
 use crate::domains::DomainCache;
 use crate::launchers::Launchers;
@@ -54,7 +54,8 @@ pub struct Handler {
     pub metrics: Arc<crate::metrics::HandlerMetrics>,
 }
 
-fn now() -> Now {
+/// The clock, in the whole seconds decisions take.
+pub(crate) fn now() -> Now {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -108,11 +109,6 @@ impl Handler {
 
     /// One sync of `key`.
     pub async fn sync(&self, key: &str) {
-        let span = info_span!("sync", vmi = key);
-        self.sync_inner(key).instrument(span).await;
-    }
-
-    async fn sync_inner(&self, key: &str) {
         let started = Instant::now();
         let (ns, name) = split(key);
         let mut vmi = self
@@ -205,20 +201,7 @@ impl Handler {
             debug!(decision = ?out.plan.decision, "nothing to do");
         }
         self.metrics.observe_sync(started.elapsed());
-        for op in out.queue.ops() {
-            match op {
-                QueueOp::AddAfter { delay_seconds } => {
-                    self.queue
-                        .add_after(key.to_string(), Duration::from_secs(*delay_seconds));
-                }
-                QueueOp::AddRateLimited => {
-                    self.queue.add_rate_limited(key.to_string());
-                }
-                QueueOp::Forget => {
-                    self.queue.forget(&key.to_string());
-                }
-            }
-        }
+        kvrs_runtime::requeue_async(&self.queue, key, &out.queue);
         // Waiting for an own write: look again once it is overdue.
         if !facts.expectations_satisfied.unwrap_or(true) {
             self.queue.add_after(key.to_string(), OWN_WRITE_WAIT);

@@ -9,9 +9,10 @@
 //! whose disk is a symlink to `/disk/real.qcow2` links to the file in *that image*, never to the
 //! pod's own filesystem.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use kvrs_api::VirtualMachineInstance;
+use kvrs_ipc::layout::resolve_in_root;
 
 /// Where the pod mounts container-disk images.
 pub const IMAGE_VOLUME_DIR: &str = "/var/run/kubevirt-image-volume";
@@ -19,66 +20,12 @@ pub const IMAGE_VOLUME_DIR: &str = "/var/run/kubevirt-image-volume";
 pub const KERNEL_BOOT_VOLUME_DIR: &str = "/var/run/kubevirt-kernel-boot";
 /// The directory inside an image that holds the disk when the volume names no `path`.
 const DISK_FALLBACK_DIR: &str = "disk";
-/// How many symlinks one resolution may follow.
-const MAX_LINKS: usize = 40;
-
-/// Resolves `rel` under `root`, following symlinks with `root` as `/`.
-pub fn resolve_under(root: &Path, rel: &str) -> Result<PathBuf, String> {
-    let mut pending: Vec<String> = components(rel);
-    pending.reverse();
-    let mut current = root.to_path_buf();
-    let mut links = 0;
-    while let Some(part) = pending.pop() {
-        match part.as_str() {
-            "." | "" => continue,
-            ".." => {
-                if current != root {
-                    current.pop();
-                }
-                continue;
-            }
-            _ => {}
-        }
-        let next = current.join(&part);
-        match std::fs::symlink_metadata(&next) {
-            Ok(m) if m.file_type().is_symlink() => {
-                links += 1;
-                if links > MAX_LINKS {
-                    return Err(format!("{rel}: too many symlinks under {}", root.display()));
-                }
-                let target =
-                    std::fs::read_link(&next).map_err(|e| format!("{}: {e}", next.display()))?;
-                let target = target.to_string_lossy().into_owned();
-                if target.starts_with('/') {
-                    current = root.to_path_buf();
-                }
-                let mut more = components(&target);
-                more.reverse();
-                pending.extend(more);
-            }
-            Ok(_) => current = next,
-            Err(e) => return Err(format!("{}: {e}", next.display())),
-        }
-    }
-    Ok(current)
-}
-
-fn components(p: &str) -> Vec<String> {
-    Path::new(p)
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
-            Component::ParentDir => Some("..".into()),
-            _ => None,
-        })
-        .collect()
-}
 
 /// The disk file of container-disk volume `index` inside its image volume.
 fn disk_in_image(images: &Path, index: usize, path: Option<&str>) -> Result<PathBuf, String> {
     let root = images.join(format!("disk_{index}"));
     if let Some(p) = path.filter(|p| !p.is_empty()) {
-        return resolve_under(&root, p);
+        return resolve_in_root(&root, p);
     }
     let dir = root.join(DISK_FALLBACK_DIR);
     let entries: Vec<_> = std::fs::read_dir(&dir)
@@ -90,7 +37,7 @@ fn disk_in_image(images: &Path, index: usize, path: Option<&str>) -> Result<Path
             "no file found in folder {}, no disk present",
             dir.display()
         )),
-        [one] => resolve_under(
+        [one] => resolve_in_root(
             &root,
             &format!("{DISK_FALLBACK_DIR}/{}", one.file_name().to_string_lossy()),
         ),
@@ -150,7 +97,7 @@ pub fn link_image_volumes(
             let Some(a) = artifact.as_deref().filter(|a| !a.is_empty()) else {
                 continue;
             };
-            let file = resolve_under(kernel_boot, a)
+            let file = resolve_in_root(kernel_boot, a)
                 .map_err(|e| format!("spec.domain.firmware.kernelBoot.container.{field}: {e}"))?;
             let name = Path::new(a).file_name().ok_or_else(|| {
                 format!("spec.domain.firmware.kernelBoot.container.{field}: {a:?} names no file")
@@ -219,7 +166,7 @@ mod tests {
     fn dot_dot_never_leaves_the_image() {
         let t = tmp("dots");
         std::fs::write(t.join("f"), b"x").unwrap();
-        assert_eq!(resolve_under(&t, "../../f").unwrap(), t.join("f"));
+        assert_eq!(resolve_in_root(&t, "../../f").unwrap(), t.join("f"));
         let _ = std::fs::remove_dir_all(&t);
     }
 }

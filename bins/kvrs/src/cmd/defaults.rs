@@ -8,7 +8,6 @@
 
 use std::path::PathBuf;
 
-
 use crate::input::CliError;
 use crate::pipeline::{admitted_vmis, print_outputs};
 
