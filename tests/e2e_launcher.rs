@@ -15,7 +15,7 @@
 //! With `KVRS_E2E_FIGURES=1` the test prints the launcher's figures (benches/launcher-figures.sh).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,66 +24,9 @@ use kvrs_ipc::{
 };
 
 const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-00000000e2e0";
+use kvrs_test_guest::pod::{MonitorCommand, is_root, launcher_binaries, run, target_dir};
 use kvrs_test_guest::{BOOT_MARKER, POWER_MARKER};
 const CLOUD_INIT_MARKER: &str = "KVRS-E2E: cloud-init user-data seen";
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// `target/<profile>`, from this test binary's path (`target/<profile>/deps/e2e_launcher-...`).
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
-}
-
-/// The monitor and launcher binaries of this checkout, built if missing.
-fn binaries() -> (PathBuf, PathBuf) {
-    static BUILD: Mutex<()> = Mutex::new(());
-    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
-    // benches/launcher-figures.sh measures release binaries with this (debug) test.
-    if let Some(dir) = std::env::var_os("KVRS_E2E_BIN_DIR").map(PathBuf::from) {
-        return (dir.join("virt-launcher-monitor"), dir.join("virt-launcher"));
-    }
-    let dir = target_dir();
-    let (monitor, launcher) = (dir.join("virt-launcher-monitor"), dir.join("virt-launcher"));
-    if !monitor.is_file() || !launcher.is_file() || std::env::var_os("KVRS_E2E_REBUILD").is_some() {
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.current_dir(repo_root()).args([
-            "build",
-            "-p",
-            "virt-launcher",
-            "-p",
-            "virt-launcher-monitor",
-        ]);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        run(&mut cmd);
-    }
-    (monitor, launcher)
-}
 
 /// Kernel + initramfs, built once per target dir from Debian packages (kvrs-test-guest).
 fn guest() -> (PathBuf, PathBuf) {
@@ -142,51 +85,11 @@ impl Drop for Pod {
 /// Starts the monitor as UID 107 in the pod's mount namespace. The returned child IS the monitor
 /// (every wrapper `exec`s).
 fn start_monitor(pod: &Pod, qemu_timeout: &str) -> Child {
-    let (monitor, _) = binaries();
     let log = std::fs::File::create(pod.dir.with_extension("log")).unwrap();
-    Command::new("bash")
-        .arg(repo_root().join("scripts/libvirt-sandbox.sh"))
-        .args(["--uid", "107", "--state-dir"])
-        .arg(pod.dir.with_extension("sandbox"))
-        .arg("--bind")
-        .arg(format!("{}:/run", pod.dir.display()))
-        .arg("--")
-        .arg(monitor)
-        .args([
-            "--qemu-timeout",
-            qemu_timeout,
-            "--name",
-            "e2e",
-            "--uid",
-            VMI_UID,
-            "--namespace",
-            "kvrs",
-        ])
-        .args([
-            "--kubevirt-share-dir",
-            "/var/run/kubevirt",
-            "--ephemeral-disk-dir",
-            "/var/run/kubevirt-ephemeral-disks",
-        ])
-        .args([
-            "--container-disk-dir",
-            "/var/run/kubevirt/container-disks",
-            "--grace-period-seconds",
-            "5",
-        ])
-        .args([
-            "--hook-sidecars",
-            "0",
-            "--hypervisor",
-            "kvm",
-            "--run-as-nonroot",
-            "--allow-emulation",
-        ])
-        .env("XDG_RUNTIME_DIR", "/var/run")
-        .env("XDG_CONFIG_HOME", "/var/run/kubevirt-private")
-        .env("XDG_CACHE_HOME", "/var/run/kubevirt-private")
-        .env("HOME", "/var/run/kubevirt-private")
-        .stdin(Stdio::null())
+    let mut monitor = MonitorCommand::new("kvrs", "e2e", VMI_UID, &pod.dir);
+    monitor.qemu_timeout = qemu_timeout.into();
+    monitor
+        .command()
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .spawn()
@@ -319,7 +222,7 @@ async fn launcher_boots_a_guest_and_cleans_up() {
         "e2e_launcher needs root (mount namespace, UID 107); run scripts/test-all.sh as root"
     );
     let figures = std::env::var_os("KVRS_E2E_FIGURES").is_some();
-    binaries();
+    launcher_binaries();
     let (kernel, initrd) = guest();
     let pod = Pod::new("boot");
     std::fs::copy(
@@ -536,7 +439,7 @@ async fn no_sync_within_qemu_timeout_fails_clearly() {
         is_root(),
         "e2e_launcher needs root (mount namespace, UID 107); run scripts/test-all.sh as root"
     );
-    binaries();
+    launcher_binaries();
     let pod = Pod::new("timeout");
     pod.hand_to_qemu_user();
     let started = Instant::now();
@@ -567,7 +470,7 @@ async fn monitor_cleans_up_after_a_killed_launcher() {
         is_root(),
         "e2e_launcher needs root (mount namespace, UID 107); run scripts/test-all.sh as root"
     );
-    binaries();
+    launcher_binaries();
     let (kernel, initrd) = guest();
     let pod = Pod::new("crash");
     std::fs::copy(

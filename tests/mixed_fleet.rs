@@ -37,45 +37,17 @@
 //! cannot be built.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use kvrs_ipc::{LauncherClient, VirtualMachineOptions};
+use kvrs_test_guest::pod::{
+    MonitorCommand, is_root, launcher_binaries, repo_root, run, target_dir,
+};
 
 const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-00000000f1ee";
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// `target/<profile>`, from this test binary's path.
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
-}
 
 /// kvrs-mixed, built (or found in ~/.cache/kvrs) by scripts/mixed-harness.sh. Panics with the
 /// script's output when Go or the build fails: the mixed-fleet tests never skip.
@@ -109,29 +81,6 @@ fn harness() -> PathBuf {
     );
     *built = Some(path.clone());
     path
-}
-
-/// The monitor and launcher binaries of this checkout, built if missing (as e2e_launcher.rs).
-fn launcher_binaries() -> (PathBuf, PathBuf) {
-    static BUILD: Mutex<()> = Mutex::new(());
-    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = target_dir();
-    let (monitor, launcher) = (dir.join("virt-launcher-monitor"), dir.join("virt-launcher"));
-    if !monitor.is_file() || !launcher.is_file() || std::env::var_os("KVRS_E2E_REBUILD").is_some() {
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.current_dir(repo_root()).args([
-            "build",
-            "-p",
-            "virt-launcher",
-            "-p",
-            "virt-launcher-monitor",
-        ]);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        run(&mut cmd);
-    }
-    (monitor, launcher)
 }
 
 /// A child process killed (SIGTERM, then SIGKILL) if the test ends without reaping it.
@@ -230,37 +179,9 @@ fn prepare_pod(pod: &Pod) {
 
 /// The monitor as UID 107 in the pod's mount namespace (every wrapper `exec`s).
 fn start_monitor(pod: &Pod) -> Child {
-    let (monitor, _) = launcher_binaries();
     let log = std::fs::File::create(pod.dir.with_extension("log")).unwrap();
-    Command::new("bash")
-        .arg(repo_root().join("scripts/libvirt-sandbox.sh"))
-        .args(["--uid", "107", "--state-dir"])
-        .arg(pod.dir.with_extension("sandbox"))
-        .arg("--bind")
-        .arg(format!("{}:/run", pod.dir.display()))
-        .arg("--")
-        .arg(monitor)
-        .args(["--qemu-timeout", "60s", "--name", "mixed", "--uid", VMI_UID])
-        .args([
-            "--namespace",
-            "kvrs",
-            "--kubevirt-share-dir",
-            "/var/run/kubevirt",
-        ])
-        .args(["--ephemeral-disk-dir", "/var/run/kubevirt-ephemeral-disks"])
-        .args(["--container-disk-dir", "/var/run/kubevirt/container-disks"])
-        .args(["--grace-period-seconds", "5", "--hook-sidecars", "0"])
-        .args([
-            "--hypervisor",
-            "kvm",
-            "--run-as-nonroot",
-            "--allow-emulation",
-        ])
-        .env("XDG_RUNTIME_DIR", "/var/run")
-        .env("XDG_CONFIG_HOME", "/var/run/kubevirt-private")
-        .env("XDG_CACHE_HOME", "/var/run/kubevirt-private")
-        .env("HOME", "/var/run/kubevirt-private")
-        .stdin(Stdio::null())
+    MonitorCommand::new("kvrs", "mixed", VMI_UID, &pod.dir)
+        .command()
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .spawn()

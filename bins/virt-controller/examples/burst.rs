@@ -34,7 +34,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::watcher;
-use kvrs_test_cluster::{Options, TestCluster};
+use kvrs_test_cluster::{Options, TestCluster, free_loopback_port};
 use serde_json::{Value, json};
 
 /// The burst benchmark's flags.
@@ -59,12 +59,6 @@ const RAW_NS: &str = "burst-raw";
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }
 
 /// The controller process; killed on drop (also on an error path).
@@ -95,34 +89,14 @@ fn kubectl_ok(cluster: &TestCluster, args: &[&str], stdin: Option<&str>) -> Resu
 /// CRDs, RBAC and the Node, as `tests/support/mod.rs` applies them.
 fn set_up(cluster: &TestCluster) -> Result<()> {
     let deploy = root().join("bins/deploy");
-    let crds = deploy.join("crds");
-    kubectl_ok(
-        cluster,
-        &["apply", "-f", crds.to_str().unwrap_or_default()],
-        None,
+    cluster.apply_path(&deploy.join("crds"))?;
+    cluster.wait_for_crds(
+        &[
+            "virtualmachines.kubevirt.io",
+            "virtualmachineinstances.kubevirt.io",
+        ],
+        Duration::from_secs(60),
     )?;
-    let start = Instant::now();
-    for crd in [
-        "virtualmachines.kubevirt.io",
-        "virtualmachineinstances.kubevirt.io",
-    ] {
-        loop {
-            let out = cluster.kubectl([
-                "get",
-                "crd",
-                crd,
-                "-o",
-                "jsonpath={.status.conditions[?(@.type==\"Established\")].status}",
-            ]);
-            if out.stdout == b"True" {
-                break;
-            }
-            if start.elapsed() > Duration::from_secs(60) {
-                bail!("CRD {crd} not established within 60 s");
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
     for f in [
         "00-namespace.yaml",
         "serviceaccount.yaml",
@@ -388,7 +362,7 @@ async fn main() -> Result<()> {
     // (b) The controller.
     let token = cluster.service_account_token("kubevirt", "kubevirt-controller");
     let controller_kubeconfig = cluster.kubeconfig_for_token(&token);
-    let port = free_port()?;
+    let port = free_loopback_port();
     let log = cluster.dir().join("virt-controller-burst.log");
     let log_file = std::fs::File::create(&log)?;
     let child = Command::new(&controller_bin)

@@ -137,6 +137,14 @@ pub enum ClusterError {
         /// Its standard error (and output).
         stderr: String,
     },
+    /// A CustomResourceDefinition was not Established in time.
+    #[error("CRD {crd} not established within {timeout:?}")]
+    CrdNotEstablished {
+        /// The CRD's name.
+        crd: String,
+        /// How long it was waited for.
+        timeout: Duration,
+    },
     /// A component did not become healthy in time.
     #[error(
         "{component} did not become ready within {timeout:?} (last check: {last_check}); last lines of {}:\n{log_tail}",
@@ -357,6 +365,47 @@ impl TestCluster {
         S: AsRef<OsStr>,
     {
         self.kubectl_with_kubeconfig(&self.admin_kubeconfig, args)
+    }
+
+    /// `kubectl apply -f path` (a file or a directory), failing with kubectl's stderr.
+    pub fn apply_path(&self, path: &Path) -> Result<(), ClusterError> {
+        let out = self.kubectl([OsStr::new("apply"), OsStr::new("-f"), path.as_os_str()]);
+        if out.status.success() {
+            return Ok(());
+        }
+        Err(ClusterError::Command {
+            command: format!("kubectl apply -f {}", path.display()),
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+
+    /// Waits until each CRD in `names` is Established (`kubectl wait` fails on a CRD whose
+    /// status is not written yet, so this polls).
+    pub fn wait_for_crds(&self, names: &[&str], timeout: Duration) -> Result<(), ClusterError> {
+        let start = std::time::Instant::now();
+        for crd in names {
+            loop {
+                let out = self.kubectl([
+                    "get",
+                    "crd",
+                    crd,
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"Established\")].status}",
+                ]);
+                if out.stdout == b"True" {
+                    break;
+                }
+                if start.elapsed() > timeout {
+                    return Err(ClusterError::CrdNotEstablished {
+                        crd: (*crd).to_string(),
+                        timeout,
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+        Ok(())
     }
 
     /// Like [`kubectl`](Self::kubectl), but writes `stdin` to kubectl's standard input
@@ -1221,6 +1270,17 @@ fn etcd_http(
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| ClusterError::Etcd(format!("no status in answer to {path}: {head:?}")))?;
     Ok((status, body.to_owned()))
+}
+
+/// A loopback TCP port free right now (for a daemon's metrics address in a test).
+///
+/// # Panics
+/// If no port can be bound at all.
+pub fn free_loopback_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
 }
 
 #[cfg(test)]

@@ -6,6 +6,10 @@
 //! listeners run (so an ACPI shutdown after it is never lost), the cloud-init NoCloud disk's
 //! `KVRS-E2E` lines, and — when the VM has a NIC — the DHCP lease it got ([`LEASE_MARKER`]) and
 //! whether the gateway answered a ping ([`PING_MARKER`]).
+//!
+//! [`pod`] holds what the launcher-pod tests share: the binaries, the sandboxed monitor command.
+
+pub mod pod;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,15 +35,7 @@ pub struct Guest {
     pub initrd: PathBuf,
 }
 
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use pod::run;
 
 /// Modules loaded in this order (dependencies first); missing ones are skipped.
 const MODULES: &[&str] = &[

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kvrs_test_cluster::{Options, TestCluster};
+use kvrs_test_cluster::{Options, TestCluster, free_loopback_port};
 use serde_json::{Value, json};
 
 /// The workspace root.
@@ -39,13 +39,6 @@ impl Drop for Controller {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
-
 impl Harness {
     /// Starts the cluster and applies `bins/deploy/crds` and virt-controller's RBAC.
     pub fn start() -> Self {
@@ -55,36 +48,16 @@ impl Harness {
         })
         .expect("a real kube-apiserver, etcd and kube-controller-manager");
         let deploy = root().join("bins/deploy");
-        let out = cluster.kubectl(["apply", "-f", deploy.join("crds").to_str().unwrap()]);
-        assert!(
-            out.status.success(),
-            "CRDs: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        // `kubectl wait` fails on a CRD whose status is not written yet: poll instead.
-        let start = Instant::now();
-        for crd in [
-            "virtualmachines.kubevirt.io",
-            "virtualmachineinstances.kubevirt.io",
-        ] {
-            loop {
-                let out = cluster.kubectl([
-                    "get",
-                    "crd",
-                    crd,
-                    "-o",
-                    "jsonpath={.status.conditions[?(@.type==\"Established\")].status}",
-                ]);
-                if out.stdout == b"True" {
-                    break;
-                }
-                assert!(
-                    start.elapsed() < Duration::from_secs(60),
-                    "CRD {crd} not established"
-                );
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        }
+        cluster.apply_path(&deploy.join("crds")).expect("CRDs");
+        cluster
+            .wait_for_crds(
+                &[
+                    "virtualmachines.kubevirt.io",
+                    "virtualmachineinstances.kubevirt.io",
+                ],
+                Duration::from_secs(60),
+            )
+            .expect("CRDs established");
         for f in [
             "00-namespace.yaml",
             "serviceaccount.yaml",
@@ -132,7 +105,7 @@ impl Harness {
         } else {
             &short_lease
         };
-        let port = free_port();
+        let port = free_loopback_port();
         let log = self
             .cluster
             .dir()

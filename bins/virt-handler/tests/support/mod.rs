@@ -13,12 +13,13 @@
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use kvrs_test_cluster::{Options, TestCluster};
+use kvrs_test_cluster::{Options, TestCluster, free_loopback_port};
+use kvrs_test_guest::pod::MonitorCommand;
 use serde_json::{Value, json};
 
 /// The node the handler runs as.
@@ -26,62 +27,12 @@ pub const NODE: &str = "kvrs-node-e2e";
 /// The namespace of the test VMIs.
 pub const NS: &str = "kvrs-e2e";
 
-/// The workspace root.
-pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// `target/<profile>` of this test binary.
-pub fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
-}
-
-/// Runs `cmd`, panicking with its stderr when it fails.
-pub fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+pub use kvrs_test_guest::pod::{repo_root as root, run, target_dir};
 
 /// Tests of this binary boot guests: one at a time keeps the 2-core machine responsive.
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     static ONE: Mutex<()> = Mutex::new(());
     ONE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The monitor binary of this checkout, built if missing.
-pub fn monitor_binary() -> PathBuf {
-    static BUILD: Mutex<()> = Mutex::new(());
-    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = target_dir();
-    let (monitor, launcher) = (dir.join("virt-launcher-monitor"), dir.join("virt-launcher"));
-    if !monitor.is_file() || !launcher.is_file() || std::env::var_os("KVRS_E2E_REBUILD").is_some() {
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.current_dir(root()).args([
-            "build",
-            "-p",
-            "virt-launcher",
-            "-p",
-            "virt-launcher-monitor",
-        ]);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        run(&mut cmd);
-    }
-    monitor
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
 }
 
 /// Polls `probe` every 100 ms until it returns `Some`, or panics after `timeout` with `what`
@@ -117,50 +68,19 @@ impl Cluster {
         let cluster =
             TestCluster::start(Options::apiserver_only()).expect("a real kube-apiserver and etcd");
         let deploy = root().join("bins/deploy");
-        let ok = |out: Output, what: &str| {
-            assert!(
-                out.status.success(),
-                "{what}: {}",
-                String::from_utf8_lossy(&out.stderr)
+        cluster.apply_path(&deploy.join("crds")).expect("CRDs");
+        cluster
+            .wait_for_crds(
+                &["virtualmachineinstances.kubevirt.io"],
+                Duration::from_secs(60),
             )
-        };
-        ok(
-            cluster.kubectl(["apply", "-f", deploy.join("crds").to_str().unwrap()]),
-            "CRDs",
-        );
-        let start = Instant::now();
-        loop {
-            let out = cluster.kubectl([
-                "get",
-                "crd",
-                "virtualmachineinstances.kubevirt.io",
-                "-o",
-                "jsonpath={.status.conditions[?(@.type==\"Established\")].status}",
-            ]);
-            if out.stdout == b"True" {
-                break;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "CRD not established"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        ok(
-            cluster.kubectl([
-                "apply",
-                "-f",
-                deploy
-                    .join("virt-controller/00-namespace.yaml")
-                    .to_str()
-                    .unwrap(),
-            ]),
-            "namespace",
-        );
-        ok(
-            cluster.kubectl(["apply", "-f", deploy.join("virt-handler").to_str().unwrap()]),
-            "virt-handler manifests",
-        );
+            .expect("CRDs established");
+        cluster
+            .apply_path(&deploy.join("virt-controller/00-namespace.yaml"))
+            .expect("namespace");
+        cluster
+            .apply_path(&deploy.join("virt-handler"))
+            .expect("virt-handler manifests");
         let token = cluster.service_account_token("kubevirt", "kubevirt-handler");
         let handler_kubeconfig = cluster.kubeconfig_for_token(&token);
         let c = Self {
@@ -332,7 +252,7 @@ impl NodeDirs {
 
     /// Starts virt-handler for this node with `extra` flags.
     pub fn start_handler(&self, cluster: &Cluster, run: usize, extra: &[&str]) -> Handler {
-        let port = free_port();
+        let port = free_loopback_port();
         let log = self.root.join(format!("virt-handler-{run}.log"));
         let file = std::fs::File::create(&log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_virt-handler"))
@@ -486,52 +406,20 @@ impl LauncherPod {
     /// Starts the `compute` container: the monitor as UID 107, in the pod's network namespace
     /// and its own mount namespace, for the VMI with `vmi_uid`.
     pub fn start(&mut self, vmi_uid: &str) {
-        let monitor = monitor_binary();
         let log = std::fs::File::create(&self.log).unwrap();
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.netns, "bash"])
-            .arg(root().join("scripts/libvirt-sandbox.sh"))
-            .args(["--uid", "107", "--state-dir"])
-            .arg(self.run_dir.with_extension("sandbox"))
-            .arg("--bind")
-            .arg(format!("{}:/run", self.run_dir.display()))
-            .arg("--bind")
-            .arg(format!(
-                "{}:/run/kubevirt/sockets",
-                self.sockets_dir.display()
-            ))
-            .arg("--bind")
-            .arg(format!(
-                "{}:/dev/net/tun",
-                self.run_dir.join("dev-net-tun").display()
-            ))
-            .arg("--")
-            .arg(monitor)
-            .args([
-                "--qemu-timeout",
-                "120s",
-                "--name",
-                &self.name,
-                "--uid",
-                vmi_uid,
-            ])
-            .args(["--namespace", NS])
-            .args(["--kubevirt-share-dir", "/var/run/kubevirt"])
-            .args(["--ephemeral-disk-dir", "/var/run/kubevirt-ephemeral-disks"])
-            .args(["--container-disk-dir", "/var/run/kubevirt/container-disks"])
-            .args(["--grace-period-seconds", "20", "--hook-sidecars", "0"])
-            .args([
-                "--hypervisor",
-                "kvm",
-                "--run-as-nonroot",
-                "--allow-emulation",
-                "--image-volume",
-            ])
-            .env("XDG_RUNTIME_DIR", "/var/run")
-            .env("XDG_CONFIG_HOME", "/var/run/kubevirt-private")
-            .env("XDG_CACHE_HOME", "/var/run/kubevirt-private")
-            .env("HOME", "/var/run/kubevirt-private")
-            .stdin(Stdio::null())
+        let mut monitor = MonitorCommand::new(NS, &self.name, vmi_uid, &self.run_dir);
+        monitor.qemu_timeout = "120s".into();
+        monitor.grace_period_seconds = 20;
+        monitor.image_volume = true;
+        monitor.netns = Some(self.netns.clone());
+        monitor
+            .binds
+            .push((self.sockets_dir.clone(), "/run/kubevirt/sockets".into()));
+        monitor
+            .binds
+            .push((self.run_dir.join("dev-net-tun"), "/dev/net/tun".into()));
+        let child = monitor
+            .command()
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
