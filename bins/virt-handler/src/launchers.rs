@@ -79,13 +79,19 @@ impl Launchers {
         vmi: Option<&VirtualMachineInstance>,
         now: &str,
     ) -> Reached {
-        let candidates = vmi
-            .map(|v| sockets_of(v, &self.node, &self.pods_dir))
-            .unwrap_or_default();
-        let existing = candidates.iter().find(|s| s.exists()).cloned();
-        let mut facts = LauncherFacts::default();
         // Take the entry out while talking to the socket: no lock across an await.
         let entry = lock(&self.entries).remove(uid);
+        // The VMI's pods name the socket; once the VMI is gone from the cluster, the socket
+        // its launcher was reached on still serves the domain that is left.
+        let candidates = match vmi {
+            Some(v) => sockets_of(v, &self.node, &self.pods_dir),
+            None => entry.iter().map(|e| e.socket.clone()).collect(),
+        };
+        let existing = candidates
+            .iter()
+            .find(|s| !s.as_os_str().is_empty() && s.exists())
+            .cloned();
+        let mut facts = LauncherFacts::default();
         let mut entry = match (entry, existing) {
             (Some(e), Some(socket)) if e.socket == socket => e,
             (_, Some(socket)) => Entry {

@@ -148,6 +148,24 @@ fn two_vmis_boot_with_dhcp_run_quietly_and_shut_down_gracefully() {
     assert!(!String::from_utf8_lossy(&gone.stdout).contains(&a.netns));
     // guest-b is untouched.
     assert_eq!(phase(&cluster.vmi("guest-b").unwrap()), "Running");
+    // A VMI removed from the cluster outright (no finalizer holding it) still gets its guest
+    // shut down: the handler finds the launcher through the socket it reached it on.
+    cluster.release("guest-b");
+    let out = cluster.cluster.kubectl([
+        "delete",
+        "virtualmachineinstances",
+        "guest-b",
+        "-n",
+        NS,
+        "--wait=true",
+    ]);
+    assert!(out.status.success());
+    wait_for(
+        "guest-b to see the power button and its launcher to exit after its VMI was removed",
+        Duration::from_secs(90),
+        || (b.serial_log(&b_uid).contains(POWER_MARKER) && b.exited()).then_some(()),
+        || context(&handler, &[&b], &[&b_uid]),
+    );
     b.delete();
 }
 
