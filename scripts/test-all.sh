@@ -21,6 +21,9 @@ bash scripts/kube-components.sh
 # module, built into ~/.cache/kvrs (about 5 minutes the first time).
 bash scripts/mixed-harness.sh
 
+# A fresh clone builds once: incremental artefacts would only double the target directory.
+export CARGO_INCREMENTAL=0
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
