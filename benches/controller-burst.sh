@@ -18,6 +18,6 @@ n=${1:-1000}
 KVRS_KUBE_BIN=$(bash scripts/kube-components.sh | tail -n 1)
 export KVRS_KUBE_BIN
 
-cargo build --release -p virt-controller --bins --examples
+cargo build --release -p kvrs-virt-controller --bins --examples
 target_dir=$(cargo metadata -q --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 "$target_dir/release/examples/burst" --vms "$n" --controller "$target_dir/release/virt-controller"

@@ -17,7 +17,7 @@
 //!    writes — in practice kvrs's, since nothing else writes in that window.
 //!
 //! ```text
-//! cargo run --release -p virt-controller --example burst -- --vms 1000 \
+//! cargo run --release -p kvrs-virt-controller --example burst -- --vms 1000 \
 //!     --controller target/release/virt-controller
 //! ```
 
@@ -310,7 +310,7 @@ async fn main() -> Result<()> {
         .unwrap_or_else(|| root().join("target/release/virt-controller"));
     if !controller_bin.is_file() {
         bail!(
-            "no virt-controller binary at {} (cargo build --release -p virt-controller)",
+            "no virt-controller binary at {} (cargo build --release -p kvrs-virt-controller)",
             controller_bin.display()
         );
     }

@@ -54,6 +54,10 @@ pub struct Flags {
     /// Base of virt-launcher's `--qemu-timeout` in seconds (a random 0..119 s is added per pod).
     #[arg(long, default_value_t = 240)]
     pub qemu_timeout_seconds: u32,
+    /// KubeVirt's `developerConfiguration.useEmulation`: launcher pods request no
+    /// `devices.kubevirt.io/kvm` and run QEMU under TCG when the node has no usable /dev/kvm.
+    #[arg(long)]
+    pub allow_emulation: bool,
 }
 
 impl Flags {

@@ -1,158 +1,34 @@
-//! kvrs virt-handler: KubeVirt v1.9.0's node daemon on kube-rs.
-//!
-//! Thin wiring: flags, a client, this node's VMI watch, the domain sources (the notify server
-//! and the periodic `GetDomain` resync), the workers, the heartbeat, the metrics endpoints.
-//! What each sync does is decided by `kvrs_decide::handler` and executed by `kvrs-runtime`;
-//! the node-side preparation (pod network, devices, container disks) is `kvrs-node`.
+//! kvrs virt-handler: the binary. Flags, logging, the client and the signals; the handler itself
+//! is the library (`kvrs_virt_handler::run`), which `kvrs run` embeds too.
 
-mod domains;
-mod flags;
-mod heartbeat;
-mod launchers;
-mod metrics;
-mod options;
-mod podcache;
-mod sync;
-mod vmis;
-
-use std::collections::HashMap;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use anyhow::Context;
 use clap::Parser;
-use kvrs_decide::handler::HandlerConfig;
-use kvrs_ipc::ServeOptions;
-use kvrs_queue::{AsyncQueue, ShutdownMode, WorkQueue};
-use kvrs_runtime::kube::api::KubeApi;
+use kvrs_virt_handler::{Flags, run};
 use tokio::signal::unix::{SignalKind, signal};
-use tracing::{error, info};
-
-use crate::domains::{DomainCache, Notifications};
-use crate::flags::Flags;
-use crate::launchers::Launchers;
-use crate::metrics::HandlerMetrics;
-use crate::sync::Handler;
-
-/// A poisoned lock still guards consistent data (every update is a single call).
-pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use tracing::error;
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let flags = Flags::parse();
     kvrs_runtime::kube::setup::init_logging();
-    match run(flags).await {
+    let result: anyhow::Result<ExitCode> = async {
+        let client = kvrs_runtime::kube::setup::connect(flags.kubeconfig.as_deref()).await?;
+        let mut sigterm = signal(SignalKind::terminate())?;
+        let stop = async move {
+            tokio::select! {
+                _ = sigterm.recv() => tracing::info!("SIGTERM"),
+                _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
+            }
+        };
+        run(flags, client, stop).await
+    }
+    .await;
+    match result {
         Ok(code) => code,
         Err(e) => {
             error!("virt-handler: {e:#}");
             ExitCode::from(1)
         }
     }
-}
-
-async fn run(flags: Flags) -> anyhow::Result<ExitCode> {
-    let node = flags.node_name()?;
-    kvrs_admission::feature_gates::parse_feature_gates(&flags.feature_gates.join(","))
-        .context("--feature-gates")?;
-    let client = kvrs_runtime::kube::setup::connect(flags.kubeconfig.as_deref()).await?;
-    let metrics = Arc::new(HandlerMetrics::new());
-    metrics.serve(flags.metrics_addr).await?;
-    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-
-    std::fs::create_dir_all(&flags.kubevirt_share_dir)
-        .with_context(|| format!("creating {}", flags.kubevirt_share_dir.display()))?;
-    std::fs::create_dir_all(&flags.private_dir)
-        .with_context(|| format!("creating {}", flags.private_dir.display()))?;
-
-    let queue = AsyncQueue::from_queue(WorkQueue::new().with_metrics(metrics.queue_hooks()));
-    let domains = Arc::new(DomainCache::default());
-
-    // Launchers push domain events here (through the pipe socket placed in each pod).
-    let notify_socket = kvrs_ipc::layout::handler_notify_socket(&flags.kubevirt_share_dir);
-    let _ = std::fs::remove_file(&notify_socket);
-    let notifications = Arc::new(Notifications {
-        cache: domains.clone(),
-        queue: queue.clone(),
-    });
-    let _notify = kvrs_ipc::serve_notify(&notify_socket, notifications, ServeOptions::default())
-        .await
-        .with_context(|| format!("serving notifications on {}", notify_socket.display()))?;
-    info!(socket = %notify_socket.display(), "notify server up");
-
-    // The domains of launchers already running (a restarted handler), before the first sync.
-    domains::resync(&flags.pods_dir, &domains, &queue).await;
-
-    let (vmis, _watch) = vmis::start(&client, &node, queue.clone(), domains.clone());
-    vmis.wait_until_ready()
-        .await
-        .context("waiting for the VMI cache to sync")?;
-    metrics.set_ready(true);
-    info!(node, selector = %vmis::node_selector(&node), "VMI cache synced");
-
-    let handler = Arc::new(Handler {
-        node: node.clone(),
-        vmis,
-        domains: domains.clone(),
-        launchers: Launchers::new(
-            flags.pods_dir.clone(),
-            flags.kubevirt_share_dir.clone(),
-            node.clone(),
-        ),
-        queue: queue.clone(),
-        api: KubeApi::new(client.clone(), "virt-handler", &node),
-        config: HandlerConfig {
-            feature_gates: flags.feature_gates.clone(),
-            ..HandlerConfig::default()
-        },
-        private_dir: flags.private_dir.clone(),
-        allow_emulation: flags.allow_emulation,
-        own_writes: Mutex::new(HashMap::new()),
-        metrics: metrics.clone(),
-    });
-
-    let workers = kvrs_runtime::spawn_workers("virt-handler", queue.clone(), flags.workers, {
-        let handler = handler.clone();
-        move |key: String| {
-            let handler = handler.clone();
-            async move { handler.sync(&key).await }
-        }
-    });
-
-    let resync = {
-        let (pods_dir, domains, queue) = (flags.pods_dir.clone(), domains.clone(), queue.clone());
-        let period = Duration::from_secs(flags.resync_period_seconds.max(1));
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(period).await;
-                domains::resync(&pods_dir, &domains, &queue).await;
-            }
-        })
-    };
-    let heartbeat = tokio::spawn(heartbeat::run(
-        client.clone(),
-        node.clone(),
-        Duration::from_secs(flags.heartbeat_seconds.max(1)),
-    ));
-
-    tokio::select! {
-        _ = sigterm.recv() => info!("SIGTERM: stopping"),
-        _ = tokio::signal::ctrl_c() => info!("interrupted: stopping"),
-    }
-    heartbeat.abort();
-    resync.abort();
-    queue.shutdown(ShutdownMode::InFlightOnly);
-    let drained =
-        tokio::time::timeout(Duration::from_secs(10), futures::future::join_all(workers)).await;
-    if drained.is_err() {
-        error!("workers did not finish within 10 s");
-    }
-    // A node without a running handler must not receive VMIs.
-    if let Err(e) = heartbeat::beat(&client, &node, false).await {
-        error!(node, "marking the node unschedulable: {e}");
-    }
-    let _ = std::fs::remove_file(&notify_socket);
-    Ok(ExitCode::SUCCESS)
 }

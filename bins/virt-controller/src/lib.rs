@@ -1,0 +1,150 @@
+//! kvrs virt-controller: KubeVirt v1.9.0's VM and VMI controllers on kube-rs, leader-elected.
+//!
+//! Thin wiring: flags, a client, the leader election, the caches, the workers, the metrics and
+//! health endpoints. What each sync does is decided by `kvrs-decide` and executed by
+//! `kvrs-runtime`; nothing here knows KubeVirt's rules.
+//!
+//! A standby replica runs nothing but the election (and its health endpoints). A leader that
+//! loses its lease exits at once, so two replicas never write at the same time for longer than
+//! one in-flight request.
+
+mod caches;
+pub mod flags;
+mod metrics;
+mod random;
+mod workers;
+
+pub use crate::flags::Flags;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use kvrs_admission::ClusterConfig;
+use kvrs_pod::PodInputs;
+use kvrs_queue::ShutdownMode;
+use kvrs_runtime::kube::api::KubeApi;
+use kvrs_runtime::kube::lease::{LeaderElector, LeaseConfig};
+use tracing::{error, info};
+
+use crate::caches::Shared;
+use crate::metrics::ControllerMetrics;
+use crate::workers::Controllers;
+use kvrs_runtime::spawn_workers;
+
+/// Runs the controllers with `client` until `shutdown` resolves (the binary passes SIGTERM or
+/// Ctrl-C; `kvrs run` its own stop), then drains the in-flight syncs and releases the lease.
+///
+/// A leader that loses its lease exits the process: nothing else is safe.
+pub async fn run(
+    flags: Flags,
+    client: kube::Client,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<ExitCode> {
+    let mut shutdown = std::pin::pin!(shutdown);
+    let identity = flags.identity();
+    let metrics = Arc::new(ControllerMetrics::new());
+    metrics.serve(flags.metrics_addr).await?;
+
+    let mut elector = flags.leader_elect.then(|| {
+        let mut config = LeaseConfig::kubevirt(&flags.namespace, &flags.lease_name, &identity);
+        config.lease_duration = Duration::from_secs(flags.lease_duration_seconds);
+        config.renew_deadline = Duration::from_secs(flags.renew_deadline_seconds);
+        config.retry_period = Duration::from_secs(flags.retry_period_seconds);
+        LeaderElector::new(client.clone(), config)
+    });
+    if let Some(el) = elector.as_mut() {
+        metrics.watch_leading(el.leading());
+        metrics.set_ready(true);
+        info!(identity, lease = %format!("{}/{}", flags.namespace, flags.lease_name), "standby: waiting for the lease");
+        tokio::select! {
+            acquired = el.acquire() => acquired.context("leader election")?,
+            _ = &mut shutdown => return Ok(ExitCode::SUCCESS),
+        }
+    } else {
+        metrics.set_leading(true);
+    }
+    info!(identity, "leading: starting the VM and VMI controllers");
+    metrics.set_ready(false);
+
+    let shared = Arc::new(Shared::new(&metrics));
+    let (caches, _watches) = caches::start(&client, shared.clone()).await;
+    caches
+        .wait_until_ready()
+        .await
+        .context("waiting for the caches to sync")?;
+    metrics.set_ready(true);
+    info!("caches synced");
+
+    let config = ClusterConfig {
+        feature_gates: kvrs_admission::feature_gates::parse_feature_gates(
+            &flags.feature_gates.join(","),
+        )
+        .context("--feature-gates")?,
+        launcher_image: flags.launcher_image.clone(),
+        use_emulation: flags.allow_emulation,
+        ..ClusterConfig::default()
+    };
+    let pod_inputs = PodInputs {
+        qemu_timeout_seconds: flags.qemu_timeout_seconds,
+        ..PodInputs::default()
+    };
+    let controllers = Arc::new(Controllers {
+        caches,
+        shared: shared.clone(),
+        api: KubeApi::new(client.clone(), "virt-controller", &identity),
+        config,
+        pod_inputs,
+        metrics: metrics.clone(),
+    });
+    let vm = controllers.clone();
+    let mut workers = spawn_workers(
+        "vm",
+        shared.vm_queue.clone(),
+        flags.vm_workers,
+        move |key| {
+            let c = vm.clone();
+            async move { c.sync_vm(&key).await }
+        },
+    );
+    let vmi = controllers.clone();
+    workers.extend(spawn_workers(
+        "vmi",
+        shared.vmi_queue.clone(),
+        flags.vmi_workers,
+        move |key| {
+            let c = vmi.clone();
+            async move { c.sync_vmi(&key).await }
+        },
+    ));
+
+    let lost = async {
+        match elector.as_mut() {
+            Some(el) => el.hold().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        why = lost => {
+            // Fencing: another replica may already be writing. Stop at once, write nothing more.
+            error!(?why, "lost the lease: exiting without another write");
+            std::process::exit(1);
+        }
+        _ = &mut shutdown => info!("stopping"),
+    }
+    shared.vm_queue.shutdown(ShutdownMode::InFlightOnly);
+    shared.vmi_queue.shutdown(ShutdownMode::InFlightOnly);
+    let drained =
+        tokio::time::timeout(Duration::from_secs(10), futures::future::join_all(workers)).await;
+    if drained.is_err() {
+        error!("workers did not finish within 10 s");
+    }
+    if let Some(el) = elector.as_mut() {
+        // Hand the lease over now rather than after it expires.
+        if let Err(e) = el.release().await {
+            error!("releasing the lease: {e}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
