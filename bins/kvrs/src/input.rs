@@ -78,6 +78,26 @@ pub enum Workload {
     Vm(Box<VirtualMachine>),
 }
 
+impl Workload {
+    /// The object as JSON, as it is sent to an API server.
+    pub fn document(&self) -> serde_json::Value {
+        let value = match self {
+            Workload::Vmi(vmi) => serde_json::to_value(vmi),
+            Workload::Vm(vm) => serde_json::to_value(vm),
+        };
+        let mut value = value.unwrap_or_default();
+        let (kind, api_version) = match self {
+            Workload::Vmi(_) => ("VirtualMachineInstance", "kubevirt.io/v1"),
+            Workload::Vm(_) => ("VirtualMachine", "kubevirt.io/v1"),
+        };
+        if let Some(map) = value.as_object_mut() {
+            map.entry("kind").or_insert(kind.into());
+            map.entry("apiVersion").or_insert(api_version.into());
+        }
+        value
+    }
+}
+
 /// How errors name the input `path` (`standard input` for `-`).
 pub fn origin_of(path: &Path) -> String {
     if path.as_os_str() == "-" {

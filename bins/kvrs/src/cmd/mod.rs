@@ -6,3 +6,4 @@ pub mod defaults;
 pub mod launcher;
 pub mod overhead;
 pub mod pod;
+pub mod run;

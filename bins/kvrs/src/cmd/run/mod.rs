@@ -1,0 +1,184 @@
+//! `kvrs run VM.yaml`: boots a KubeVirt VirtualMachine (or VirtualMachineInstance) on this
+//! machine with no cluster, through the same code the cluster binaries run:
+//!
+//! - an embedded Kubernetes API server (kvrs-apiserver over kvrs-store) on loopback, with
+//!   KubeVirt's admission (defaulting and validation, what virt-api's webhooks do) plugged in;
+//! - kvrs's virt-controller (VM and VMI controllers) and virt-handler, in this process, talking
+//!   to it through kube-rs exactly as they talk to a real cluster;
+//! - kvrs-kubelet as this node's kubelet: it binds the launcher pod here, gives it a network
+//!   namespace, its volumes and devices, and runs its `compute` container (kvrs's
+//!   virt-launcher-monitor) as UID 107 in its own mount namespace.
+//!
+//! It prints KubeVirt's phases as they happen, the guest's address, and (with `--console`) the
+//! serial console. Ctrl-C or SIGTERM stops the VM gracefully (runStrategy Halted, the guest gets
+//! its ACPI shutdown), then stops every component and removes everything it made.
+//!
+//! The manifest is checked first, with the same one-line errors as `kvrs convert`: nothing
+//! starts for a manifest KubeVirt would refuse.
+
+mod console;
+mod progress;
+mod stack;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use kvrs_core::ClusterConfig;
+
+use crate::input::{CliError, read_workloads};
+use crate::pipeline::admit_workload;
+
+/// Arguments of `kvrs run`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Args {
+    /// The VirtualMachine or VirtualMachineInstance to boot (YAML or JSON; `-` for stdin).
+    pub manifest: PathBuf,
+    /// Where container-disk and kernel-boot images are: image `registry/name:tag` is the
+    /// directory `DIR/registry_name_tag` (`/` and `:` as `_`), holding what the image holds
+    /// (e.g. `disk/disk.qcow2`). No registry is contacted.
+    #[arg(long, value_name = "DIR")]
+    pub images: Option<PathBuf>,
+    /// A map file of `reference=path` lines, for images whose directory is elsewhere.
+    #[arg(long, value_name = "FILE")]
+    pub image_map: Option<PathBuf>,
+    /// Show the guest's serial console and forward standard input to it.
+    #[arg(long)]
+    pub console: bool,
+    /// Stop the VM gracefully, clean up and exit 0 once this text appears on the serial
+    /// console (e.g. a boot marker; for scripts and demos).
+    #[arg(long, value_name = "TEXT")]
+    pub stop_after_console: Option<String>,
+    /// Give up (and clean up) when the VM is not Running after this many seconds.
+    #[arg(long, default_value_t = 300)]
+    pub timeout_seconds: u64,
+    /// Where the run keeps its pods, sockets and kubeconfig; removed on exit.
+    #[arg(long, default_value = "/run/kvrs")]
+    pub state_dir: PathBuf,
+    /// The name of this machine's node.
+    #[arg(long, default_value = "kvrs-local")]
+    pub node_name: String,
+    /// Feature gates enabled beyond KubeVirt's defaults, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub feature_gates: Vec<String>,
+}
+
+/// Runs `kvrs run`.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let config = ClusterConfig::try_with_feature_gates(&args.feature_gates.join(","))
+        .map_err(|e| CliError::Input(format!("--feature-gates: {e}")))?;
+    // Every object is checked before anything starts: the same errors as `kvrs convert`.
+    let workloads = read_workloads(&args.manifest)?;
+    let mut manifests = Vec::new();
+    for (origin, workload) in workloads {
+        let document = workload.document();
+        admit_workload(workload, &origin, &config)?;
+        manifests.push(document);
+    }
+    stack::preflight()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Failed(format!("starting the async runtime: {e}")))?;
+    runtime.block_on(drive(args, manifests))
+}
+
+/// What ended the run.
+#[derive(Debug)]
+enum Outcome {
+    /// Ctrl-C or SIGTERM.
+    Interrupted,
+    /// `--stop-after-console` text seen.
+    ConsoleText,
+    /// The VMI reached a final phase by itself.
+    Finished(String),
+    /// Not Running in time.
+    TimedOut,
+}
+
+async fn drive(args: Args, manifests: Vec<serde_json::Value>) -> Result<(), CliError> {
+    let started = Instant::now();
+    let stack = stack::Stack::start(&args).await?;
+    let result = watch_until_done(&args, &stack, &manifests, started).await;
+    let stopped = stack.stop(&manifests, started).await;
+    let outcome = result?;
+    stopped?;
+    match outcome {
+        Outcome::Interrupted | Outcome::ConsoleText => Ok(()),
+        Outcome::Finished(phase) if phase == "Succeeded" => Ok(()),
+        Outcome::Finished(phase) => Err(CliError::Failed(format!("the VMI ended {phase}"))),
+        Outcome::TimedOut => Err(CliError::Failed(format!(
+            "the VM was not Running after {} s (--timeout-seconds)",
+            args.timeout_seconds
+        ))),
+    }
+}
+
+async fn watch_until_done(
+    args: &Args,
+    stack: &stack::Stack,
+    manifests: &[serde_json::Value],
+    started: Instant,
+) -> Result<Outcome, CliError> {
+    stack.apply(manifests).await?;
+    let mut progress = progress::Progress::default();
+    let mut tail: Option<console::ConsoleTail> = None;
+    let mut running = false;
+    let mut signals = stack::Signals::new()?;
+    let deadline = started + Duration::from_secs(args.timeout_seconds);
+    loop {
+        for change in stack.vmi_changes().await {
+            let elapsed = started.elapsed();
+            match change {
+                stack::VmiChange::Changed(vmi) => {
+                    for line in progress.observe(&vmi, elapsed) {
+                        println!("{line}");
+                    }
+                    let phase = progress::phase(&vmi).to_string();
+                    running |= phase == "Running";
+                    if tail.is_none() {
+                        if let Some((dir, _)) = stack.console_of(&vmi) {
+                            tail = Some(console::ConsoleTail::new(dir.join("virt-serial0-log")));
+                            if args.console {
+                                console::forward_stdin(dir.join("virt-serial0"));
+                            }
+                        }
+                    }
+                    if phase == "Succeeded" || phase == "Failed" {
+                        return Ok(Outcome::Finished(phase));
+                    }
+                }
+                stack::VmiChange::Removed(vmi) => println!("{}", progress.removed(&vmi, elapsed)),
+            }
+        }
+        if let Some(t) = tail.as_mut() {
+            for line in t.poll() {
+                if args.console {
+                    println!("{line}");
+                }
+                if let Some(text) = &args.stop_after_console {
+                    if line.contains(text.as_str()) {
+                        if !args.console {
+                            println!("{line}");
+                        }
+                        println!(
+                            "{:>7.2}s console printed {text:?}: stopping the VM",
+                            started.elapsed().as_secs_f64()
+                        );
+                        return Ok(Outcome::ConsoleText);
+                    }
+                }
+            }
+        }
+        if !running && Instant::now() > deadline {
+            return Ok(Outcome::TimedOut);
+        }
+        tokio::select! {
+            _ = signals.recv() => {
+                println!("{:>7.2}s interrupted: stopping the VM", started.elapsed().as_secs_f64());
+                return Ok(Outcome::Interrupted);
+            }
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! What `kvrs run` prints while a VM starts and stops: KubeVirt's phases as the VMI passes
+//! through them, with the time since the manifest was applied, the node, and the guest's
+//! address once the guest agent or DHCP lease reports it.
+//!
+//! Plain data in (each VMI as the API server last sent it, and the elapsed time), lines out: the
+//! watch loop owns the clock and the printing, so these rules are tested without either.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// What was last printed for one VMI, so a line is printed only when something changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Seen {
+    phase: String,
+    node: String,
+    address: String,
+}
+
+/// The lines still to print, VMI by VMI.
+#[derive(Debug, Default)]
+pub struct Progress {
+    seen: BTreeMap<String, Seen>,
+}
+
+/// `12.34s` — seconds with two decimals, padded so the columns line up.
+fn stamp(elapsed: Duration) -> String {
+    format!("{:>7.2}s", elapsed.as_secs_f64())
+}
+
+/// The first IPv4 address the VMI reports on an interface (KubeVirt fills
+/// `status.interfaces[].ipAddress` from the guest agent, or the pod IP for masquerade).
+pub fn guest_address(vmi: &Value) -> Option<String> {
+    vmi.pointer("/status/interfaces")?
+        .as_array()?
+        .iter()
+        .filter_map(|i| i.get("ipAddress").and_then(Value::as_str))
+        .find(|a| !a.is_empty())
+        .map(str::to_string)
+}
+
+/// `status.phase`, empty when the VMI has none yet.
+pub fn phase(vmi: &Value) -> &str {
+    vmi.pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+fn key(vmi: &Value) -> String {
+    let md = &vmi["metadata"];
+    format!(
+        "{}/{}",
+        md["namespace"].as_str().unwrap_or("default"),
+        md["name"].as_str().unwrap_or("")
+    )
+}
+
+impl Progress {
+    /// The lines `vmi` (as just received) adds after `elapsed`.
+    pub fn observe(&mut self, vmi: &Value, elapsed: Duration) -> Vec<String> {
+        let key = key(vmi);
+        let now = Seen {
+            phase: phase(vmi).to_string(),
+            node: vmi
+                .pointer("/status/nodeName")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            address: guest_address(vmi).unwrap_or_default(),
+        };
+        let before = self.seen.entry(key.clone()).or_default();
+        let mut lines = Vec::new();
+        if now.phase != before.phase && !now.phase.is_empty() {
+            let mut line = format!("{} {key} {}", stamp(elapsed), now.phase);
+            if now.phase == "Scheduled" && !now.node.is_empty() {
+                line.push_str(&format!(" on node {}", now.node));
+            }
+            if now.phase == "Failed" {
+                if let Some(why) = failure_reason(vmi) {
+                    line.push_str(&format!(": {why}"));
+                }
+            }
+            lines.push(line);
+        }
+        if now.address != before.address && !now.address.is_empty() {
+            lines.push(format!(
+                "{} {key} guest address {}",
+                stamp(elapsed),
+                now.address
+            ));
+        }
+        *before = now;
+        lines
+    }
+
+    /// The line for a VMI that is gone from the API server.
+    pub fn removed(&mut self, vmi: &Value, elapsed: Duration) -> String {
+        let key = key(vmi);
+        self.seen.remove(&key);
+        format!("{} {key} deleted", stamp(elapsed))
+    }
+}
+
+/// The message of the first condition that says why the VMI failed, if any.
+fn failure_reason(vmi: &Value) -> Option<String> {
+    vmi.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .filter(|c| c["status"] == "False" || c["type"] == "Failure")
+        .find_map(|c| c["message"].as_str().filter(|m| !m.is_empty()))
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn vmi(phase: &str, status_extra: Value) -> Value {
+        let mut status = json!({"phase": phase});
+        if let (Some(s), Some(extra)) = (status.as_object_mut(), status_extra.as_object()) {
+            s.extend(extra.clone());
+        }
+        json!({"metadata": {"name": "guest", "namespace": "default"}, "status": status})
+    }
+
+    #[test]
+    fn prints_each_phase_once_with_its_time_and_the_node_when_scheduled() {
+        let mut p = Progress::default();
+        let ms = Duration::from_millis;
+        let mut out = Vec::new();
+        out.extend(p.observe(&json!({"metadata": {"name": "guest", "namespace": "default"}}), ms(5)));
+        out.extend(p.observe(&vmi("Pending", json!({})), ms(10)));
+        out.extend(p.observe(&vmi("Pending", json!({})), ms(20)));
+        out.extend(p.observe(&vmi("Scheduling", json!({})), ms(120)));
+        out.extend(p.observe(&vmi("Scheduled", json!({"nodeName": "kvrs-local"})), ms(900)));
+        out.extend(p.observe(
+            &vmi("Running", json!({"nodeName": "kvrs-local", "interfaces": [{"name": "default", "ipAddress": "10.251.0.2"}]})),
+            ms(2345),
+        ));
+        out.extend(p.observe(
+            &vmi("Running", json!({"nodeName": "kvrs-local", "interfaces": [{"name": "default", "ipAddress": "10.251.0.2"}]})),
+            ms(3000),
+        ));
+        assert_eq!(
+            out,
+            [
+                "   0.01s default/guest Pending",
+                "   0.12s default/guest Scheduling",
+                "   0.90s default/guest Scheduled on node kvrs-local",
+                "   2.35s default/guest Running",
+                "   2.35s default/guest guest address 10.251.0.2",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_failed_vmi_says_why() {
+        let mut p = Progress::default();
+        let failed = vmi(
+            "Failed",
+            json!({"conditions": [{"type": "Ready", "status": "False", "message": "launcher exited"}]}),
+        );
+        assert_eq!(
+            p.observe(&failed, Duration::from_secs(3)),
+            ["   3.00s default/guest Failed: launcher exited"]
+        );
+    }
+
+    #[test]
+    fn a_deleted_vmi_starts_afresh() {
+        let mut p = Progress::default();
+        let running = vmi("Running", json!({}));
+        p.observe(&running, Duration::from_secs(1));
+        assert_eq!(p.removed(&running, Duration::from_secs(2)), "   2.00s default/guest deleted");
+        assert_eq!(
+            p.observe(&running, Duration::from_secs(3)),
+            ["   3.00s default/guest Running"]
+        );
+    }
+}
