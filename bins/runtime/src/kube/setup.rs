@@ -56,10 +56,16 @@ pub async fn connect(kubeconfig: Option<&Path>) -> Result<kube::Client, ConnectE
 
 /// Logs to stderr, filtered by `RUST_LOG` (default `info`).
 pub fn init_logging() {
+    init_logging_with_default("info");
+}
+
+/// Logs to stderr, filtered by `RUST_LOG`, or by `default` when it is unset (`kvrs run` prints
+/// its own progress and keeps the components' logs to warnings).
+pub fn init_logging_with_default(default: &str) {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
         )
         .with_target(false)
         .with_writer(std::io::stderr)

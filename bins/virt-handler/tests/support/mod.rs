@@ -268,7 +268,7 @@ impl NodeDirs {
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
             .arg("--allow-emulation")
             .args(extra)
-            .env("RUST_LOG", "info,virt_handler=debug")
+            .env("RUST_LOG", "info,kvrs_virt_handler=debug")
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()

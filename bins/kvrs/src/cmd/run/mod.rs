@@ -74,7 +74,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
         admit_workload(workload, &origin, &config)?;
         manifests.push(document);
     }
-    stack::preflight()?;
+    stack::preflight(&args)?;
+    kvrs_runtime::kube::setup::init_logging_with_default("warn");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -49,7 +49,17 @@ impl Signals {
 
 /// What must hold before anything starts: root (network namespaces, mounts, UID 107), the
 /// launcher binaries next to `kvrs`, libvirt and QEMU installed.
-pub fn preflight() -> Result<(), CliError> {
+pub fn preflight(args: &Args) -> Result<(), CliError> {
+    // virt-handler dials `<pods>/<pod uid>/volumes/kubernetes.io~empty-dir/sockets/launcher-sock`:
+    // it must fit a Unix socket address (107 bytes).
+    let socket_len = Dirs::new(&args.state_dir).pods.as_os_str().len()
+        + "/00000000-0000-0000-0000-000000000000/volumes/kubernetes.io~empty-dir/sockets/launcher-sock".len();
+    if socket_len > 107 {
+        return Err(CliError::Input(format!(
+            "--state-dir {}: too long, the launcher's socket path under it would be {socket_len} bytes (a Unix socket address holds 107)",
+            args.state_dir.display()
+        )));
+    }
     let uid = std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
