@@ -37,6 +37,44 @@ pub struct Guest {
 
 use pod::run;
 
+/// The kernel-boot image of `fixtures/run/guest-vm.yaml`.
+pub const KERNEL_IMAGE: &str = "kvrs.local/test-guest-kernel:v4";
+/// The (empty) container-disk image of `fixtures/run/guest-vm.yaml`.
+pub const DISK_IMAGE: &str = "kvrs.local/empty-disk:64m";
+
+/// How `kvrs run --images DIR` names an image's directory: the reference with `/` and `:` as `_`.
+pub fn image_dir_name(reference: &str) -> String {
+    reference.replace(['/', ':'], "_")
+}
+
+/// Writes the guest built for `target_dir` as the two image directories `kvrs run --images
+/// out` maps the fixture VM's images to: [`KERNEL_IMAGE`] (`boot/vmlinuz`,
+/// `boot/initramfs.gz`) and [`DISK_IMAGE`] (`disk/disk.qcow2`, 64 MiB, empty).
+pub fn write_images(target_dir: &Path, out: &Path) -> std::io::Result<()> {
+    let guest = guest(target_dir);
+    let boot = out.join(image_dir_name(KERNEL_IMAGE)).join("boot");
+    let disk = out.join(image_dir_name(DISK_IMAGE)).join("disk");
+    std::fs::create_dir_all(&boot)?;
+    std::fs::create_dir_all(&disk)?;
+    std::fs::copy(&guest.kernel, boot.join("vmlinuz"))?;
+    std::fs::copy(&guest.initrd, boot.join("initramfs.gz"))?;
+    let qcow2 = disk.join("disk.qcow2");
+    if !qcow2.is_file() {
+        let status = Command::new("qemu-img")
+            .args(["create", "-q", "-f", "qcow2"])
+            .arg(&qcow2)
+            .arg("64M")
+            .status()?;
+        if !status.success() {
+            return Err(std::io::Error::other(format!(
+                "qemu-img create {} failed ({status})",
+                qcow2.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Modules loaded in this order (dependencies first); missing ones are skipped.
 const MODULES: &[&str] = &[
     "drivers/virtio/virtio_ring",
