@@ -1,0 +1,167 @@
+//! Stored objects: the JSON patches apply to, and for VMs and VMIs (when the store is typed) the
+//! parsed struct, re-serialised on every write so that stored JSON and what a decision serialises
+//! from its typed snapshot compare equal — the `test` operations of JSON patches depend on that.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use kvrs_api::{VirtualMachine, VirtualMachineInstance};
+
+use crate::resource::Typed;
+
+/// A stored object, parsed once per write and shared with every event and reader of it.
+// Always behind an `Arc`, so the size difference of the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Obj {
+    /// A VirtualMachine.
+    Vm(VirtualMachine),
+    /// A VirtualMachineInstance.
+    Vmi(VirtualMachineInstance),
+    /// Anything else, as JSON.
+    Other(Value),
+}
+
+impl Obj {
+    /// The VM, if this is one.
+    pub fn vm(&self) -> Option<&VirtualMachine> {
+        match self {
+            Obj::Vm(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The VMI, if this is one.
+    pub fn vmi(&self) -> Option<&VirtualMachineInstance> {
+        match self {
+            Obj::Vmi(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The JSON, if this is an untyped object.
+    pub fn json(&self) -> Option<&Value> {
+        match self {
+            Obj::Other(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The object as JSON (a copy for typed objects, which serialise to exactly what is stored).
+    pub fn to_json(&self) -> Value {
+        match self {
+            Obj::Vm(v) => serde_json::to_value(v).unwrap_or(Value::Null),
+            Obj::Vmi(v) => serde_json::to_value(v).unwrap_or(Value::Null),
+            Obj::Other(v) => v.clone(),
+        }
+    }
+
+    /// The object's UID.
+    pub fn uid(&self) -> Option<&str> {
+        match self {
+            Obj::Vm(v) => v.metadata.uid.as_deref(),
+            Obj::Vmi(v) => v.metadata.uid.as_deref(),
+            Obj::Other(v) => v.pointer("/metadata/uid").and_then(Value::as_str),
+        }
+    }
+}
+
+/// Parses `value` as the resource's typed struct (when `typed`) and makes `value` exactly what
+/// that struct serialises to; untyped objects are kept as they are.
+pub(crate) fn parse(typed: Typed, value: &mut Value) -> Arc<Obj> {
+    // Deserialising from a borrowed `Value` avoids a deep copy of the object on every write.
+    let obj = match typed {
+        Typed::Vm => VirtualMachine::deserialize(&*value).ok().map(Obj::Vm),
+        Typed::Vmi => VirtualMachineInstance::deserialize(&*value)
+            .ok()
+            .map(Obj::Vmi),
+        Typed::Json => None,
+    };
+    let obj = obj.unwrap_or_else(|| Obj::Other(value.clone()));
+    match &obj {
+        Obj::Vm(v) => *value = serde_json::to_value(v).unwrap_or_else(|_| value.clone()),
+        Obj::Vmi(v) => *value = serde_json::to_value(v).unwrap_or_else(|_| value.clone()),
+        Obj::Other(_) => {}
+    }
+    Arc::new(obj)
+}
+
+/// `metadata.<field>` as a string.
+pub(crate) fn meta_str<'a>(v: &'a Value, field: &str) -> Option<&'a str> {
+    v.get("metadata")?.get(field)?.as_str()
+}
+
+/// `metadata`, created as an empty map when missing or not a map.
+pub(crate) fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {
+    if !v.is_object() {
+        *v = Value::Object(Map::new());
+    }
+    let Value::Object(map) = v else {
+        unreachable!("made an object above")
+    };
+    let md = map
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !md.is_object() {
+        *md = Value::Object(Map::new());
+    }
+    match md {
+        Value::Object(m) => m,
+        _ => unreachable!("made an object above"),
+    }
+}
+
+/// Whether `metadata.finalizers` is missing or empty.
+pub(crate) fn finalizers_empty(v: &Value) -> bool {
+    v.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
+}
+
+/// The UIDs of `metadata.ownerReferences`.
+pub(crate) fn owner_uids(v: &Value) -> Vec<String> {
+    v.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|o| o.get("uid").and_then(Value::as_str).map(str::to_string))
+        .collect()
+}
+
+/// A copy of `cur` whose status is `status` (or no status when `None`), copying every other
+/// field but never the old status it replaces; field order is kept.
+pub(crate) fn with_status(cur: &Value, status: Option<Value>) -> Value {
+    let Some(map) = cur.as_object() else {
+        return cur.clone();
+    };
+    let mut status = status;
+    let mut out = Map::with_capacity(map.len() + 1);
+    for (k, v) in map {
+        if k == "status" {
+            if let Some(s) = status.take() {
+                out.insert(k.clone(), s);
+            }
+        } else {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    if let Some(s) = status {
+        out.insert("status".to_string(), s);
+    }
+    Value::Object(out)
+}
+
+/// Whether two objects differ outside `metadata` and `status` (what bumps a CRD's generation).
+pub(crate) fn spec_differs(a: &Value, b: &Value) -> bool {
+    fn rest(v: &Value) -> Option<BTreeMap<&String, &Value>> {
+        v.as_object().map(|m| {
+            m.iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
+                .collect()
+        })
+    }
+    rest(a) != rest(b)
+}
