@@ -12,6 +12,7 @@ mod admit;
 pub mod config;
 pub mod defaults;
 pub mod feature_gates;
+pub mod kubevirt_cr;
 pub mod template;
 pub mod validate;
 

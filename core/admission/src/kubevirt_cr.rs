@@ -1,0 +1,745 @@
+//! The [`ClusterConfig`] a KubeVirt CR (`kind: KubeVirt`) gives, read from its
+//! `spec.configuration` the way KubeVirt v1.9.0 reads it.
+//!
+//! KubeVirt lays the CR's configuration over its built-in one, and a zero value counts as not
+//! set (`cpuAllocationRatio: 0` keeps 10, `smbios.product: ""` keeps `None`), except for
+//! `memBalloonStatsPeriod`, where 0 turns the statistics off. A configuration KubeVirt would
+//! refuse (a negative ratio, an unknown default interface) is refused here too: the cluster would
+//! keep its previous configuration, and an answer computed from that would be a surprise.
+//!
+//! Fields kvrs does not model are accepted untouched (KubeVirt has dozens); a field it models
+//! with the wrong JSON type is an error naming its path. kvrs also refuses, naming the path,
+//! what it models but cannot honour yet: an arm64 or s390x machine type other than KubeVirt's, or
+//! turning off a beta gate that VMI validation consults. Network binding plugins are kept by name
+//! ([`KubevirtCr::network_bindings`]) so callers can tell "not configured" from "configured, but
+//! not supported by kvrs".
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::config::ClusterConfig;
+use crate::feature_gates::{GateState, UnknownFeatureGate, gate_state};
+use crate::quantity::Quantity;
+use crate::validate::DEFAULT_ON_FEATURE_GATES;
+
+/// Why a KubeVirt CR gives no cluster configuration. Every message starts with the JSON path.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum KubevirtCrError {
+    /// The document is not a `kubevirt.io` KubeVirt object.
+    #[error("{path}: {found} is not {expected}")]
+    NotKubevirt {
+        /// `kind` or `apiVersion`.
+        path: &'static str,
+        /// What the document says.
+        found: String,
+        /// What a KubeVirt CR says.
+        expected: &'static str,
+    },
+    /// A field kvrs models has the wrong JSON type.
+    #[error("{path}: expected {expected}")]
+    WrongType {
+        /// Path of the field, e.g. `spec.configuration.developerConfiguration.cpuAllocationRatio`.
+        path: String,
+        /// What the field must be, e.g. `an integer`.
+        expected: &'static str,
+    },
+    /// The value has the right type but KubeVirt v1.9.0 would refuse it.
+    #[error("{path}: {reason}")]
+    Invalid {
+        /// Path of the field.
+        path: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// A feature gate KubeVirt v1.9.0 does not know.
+    #[error("{path}: {source}")]
+    UnknownGate {
+        /// Path of the list entry, e.g. `...featureGates[1]`.
+        path: String,
+        /// The unknown gate.
+        source: UnknownFeatureGate,
+    },
+    /// KubeVirt would accept it, but kvrs cannot model it yet.
+    #[error("{path}: {reason}")]
+    Unsupported {
+        /// Path of the field.
+        path: String,
+        /// What kvrs cannot do.
+        reason: String,
+    },
+}
+
+impl KubevirtCrError {
+    /// A stable label for metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            KubevirtCrError::NotKubevirt { .. } => "not_kubevirt_cr",
+            KubevirtCrError::WrongType { .. } => "wrong_type",
+            KubevirtCrError::Invalid { .. } => "invalid_value",
+            KubevirtCrError::UnknownGate { .. } => "unknown_feature_gate",
+            KubevirtCrError::Unsupported { .. } => "unsupported",
+        }
+    }
+}
+
+/// A network binding plugin the CR configures (`spec.configuration.network.binding.<name>`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NetworkBindingPlugin {
+    /// The plugin's sidecar image, if any.
+    pub sidecar_image: Option<String>,
+    /// `namespace/name` of its NetworkAttachmentDefinition, if any.
+    pub network_attachment_definition: Option<String>,
+    /// How the domain attaches the interface (`tap`, `managedTap`), if set.
+    pub domain_attachment_type: Option<String>,
+}
+
+/// What kvrs reads from a KubeVirt CR.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KubevirtCr {
+    /// The cluster configuration.
+    pub config: ClusterConfig,
+    /// Network binding plugins by name (`spec.configuration.network.binding`).
+    pub network_bindings: BTreeMap<String, NetworkBindingPlugin>,
+}
+
+/// The cluster configuration of a KubeVirt CR (see the module documentation).
+pub fn cluster_config_from_kubevirt_cr(doc: &Value) -> Result<ClusterConfig, KubevirtCrError> {
+    read_kubevirt_cr(doc).map(|cr| cr.config)
+}
+
+/// The cluster configuration and network binding plugins of a KubeVirt CR.
+pub fn read_kubevirt_cr(doc: &Value) -> Result<KubevirtCr, KubevirtCrError> {
+    let root = Field::root(doc);
+    check_kind(&root)?;
+    let conf = root.get("spec")?.get("configuration")?;
+    let mut config = ClusterConfig::default();
+    read_developer(&conf.get("developerConfiguration")?, &mut config)?;
+    if let Some(q) = conf.get("cpuRequest")?.quantity()? {
+        config.cpu_request = q;
+    }
+    read_architecture(&conf, &mut config)?;
+    let network = conf.get("network")?;
+    if let Some(iface) = network.get("defaultNetworkInterface")?.string()? {
+        match iface.as_str() {
+            "" => {}
+            "bridge" | "masquerade" | "slirp" => config.default_network_interface = iface,
+            other => return Err(network.get("defaultNetworkInterface")?.invalid(format!(
+                "{other:?} is not a default network interface KubeVirt accepts (bridge, masquerade, slirp)"
+            ))),
+        }
+    }
+    let network_bindings = read_bindings(&network.get("binding")?)?;
+    read_smbios(&conf.get("smbios")?, &mut config)?;
+    if let Some(period) = conf.get("memBalloonStatsPeriod")?.unsigned()? {
+        config.mem_balloon_stats_period = period;
+    }
+    let ratio = conf.get("additionalGuestMemoryOverheadRatio")?;
+    if let Some(text) = ratio.string()? {
+        match text.parse::<f64>() {
+            Ok(r) if r >= 1.0 => config.additional_guest_memory_overhead_ratio = Some(text),
+            Ok(_) => return Err(ratio.invalid(format!("{text:?} cannot be smaller than 1.0"))),
+            Err(_) => return Err(ratio.invalid(format!("{text:?} is not a number"))),
+        }
+    }
+    let live = conf.get("liveUpdateConfiguration")?;
+    if let Some(r) = live.get("maxHotplugRatio")?.unsigned()?.filter(|r| *r != 0) {
+        config.max_hotplug_ratio = r;
+    }
+    let rollout = conf.get("vmRolloutStrategy")?;
+    match rollout.string()?.as_deref() {
+        None | Some("LiveUpdate") => {}
+        Some("Stage") => config.live_update = false,
+        Some(other) => {
+            return Err(rollout.invalid(format!("{other:?} is not LiveUpdate or Stage")));
+        }
+    }
+    Ok(KubevirtCr {
+        config,
+        network_bindings,
+    })
+}
+
+fn check_kind(root: &Field<'_>) -> Result<(), KubevirtCrError> {
+    if !root.value.is_some_and(Value::is_object) {
+        return Err(KubevirtCrError::WrongType {
+            path: "(top level)".into(),
+            expected: "a KubeVirt object",
+        });
+    }
+    let kind = root.get("kind")?.string()?.unwrap_or_default();
+    if kind != "KubeVirt" {
+        return Err(KubevirtCrError::NotKubevirt {
+            path: "kind",
+            found: format!("{kind:?}"),
+            expected: "KubeVirt",
+        });
+    }
+    let api_version = root.get("apiVersion")?.string()?.unwrap_or_default();
+    if !matches!(
+        api_version.as_str(),
+        "kubevirt.io/v1" | "kubevirt.io/v1alpha3"
+    ) {
+        return Err(KubevirtCrError::NotKubevirt {
+            path: "apiVersion",
+            found: format!("{api_version:?}"),
+            expected: "kubevirt.io/v1",
+        });
+    }
+    Ok(())
+}
+
+fn read_developer(dev: &Field<'_>, config: &mut ClusterConfig) -> Result<(), KubevirtCrError> {
+    let enabled = gate_list(&dev.get("featureGates")?)?;
+    let disabled = gate_list(&dev.get("disabledFeatureGates")?)?;
+    for (path, gate) in &disabled {
+        if enabled.iter().any(|(_, g)| g == gate) {
+            return Err(KubevirtCrError::Invalid {
+                path: path.clone(),
+                reason: format!(
+                    "feature gate {gate:?} is both in featureGates and disabledFeatureGates"
+                ),
+            });
+        }
+        // Disabling an alpha gate changes nothing (it is off), nor a GA one (it cannot be
+        // turned off); a beta gate is on by default, which kvrs's configuration cannot undo.
+        if gate_state(gate) == Some(GateState::Beta)
+            && DEFAULT_ON_FEATURE_GATES.contains(&gate.as_str())
+        {
+            return Err(KubevirtCrError::Unsupported {
+                path: path.clone(),
+                reason: format!("kvrs cannot turn off the beta feature gate {gate:?} yet"),
+            });
+        }
+    }
+    config
+        .feature_gates
+        .extend(enabled.into_iter().map(|(_, g)| g));
+    if let Some(on) = dev.get("useEmulation")?.boolean()? {
+        config.use_emulation = on;
+    }
+    let ratio = dev.get("cpuAllocationRatio")?;
+    if let Some(r) = ratio.integer()?.filter(|r| *r != 0) {
+        config.cpu_allocation_ratio = positive(&ratio, r, "the cpu allocation ratio")?;
+    }
+    let overcommit = dev.get("memoryOvercommit")?;
+    if let Some(p) = overcommit.integer()?.filter(|p| *p != 0) {
+        config.memory_overcommit_percent = positive(&overcommit, p, "the memory overcommit")?;
+    }
+    Ok(())
+}
+
+/// A positive integer that fits the configuration's `u32`.
+fn positive(field: &Field<'_>, n: i64, what: &str) -> Result<u32, KubevirtCrError> {
+    if n < 0 {
+        return Err(field.invalid(format!("{what} must be positive, got {n}")));
+    }
+    u32::try_from(n).map_err(|_| field.invalid(format!("{what} {n} is too large")))
+}
+
+/// The entries of a gate list, each with its path; unknown names are refused.
+fn gate_list(list: &Field<'_>) -> Result<Vec<(String, String)>, KubevirtCrError> {
+    let mut out = Vec::new();
+    for (i, item) in list.array()?.into_iter().enumerate() {
+        let path = format!("{}[{i}]", list.path);
+        let Some(Value::String(name)) = item else {
+            return Err(KubevirtCrError::WrongType {
+                path,
+                expected: "a feature gate name (a string)",
+            });
+        };
+        crate::feature_gates::parse_feature_gates(name).map_err(|source| {
+            KubevirtCrError::UnknownGate {
+                path: path.clone(),
+                source,
+            }
+        })?;
+        out.push((path, name.trim().to_string()));
+    }
+    Ok(out)
+}
+
+/// The machine types kvrs's defaulting gives arm64 and s390x guests (KubeVirt's defaults); it
+/// cannot give them another.
+const FIXED_MACHINE_TYPES: &[(&str, &str)] = &[("arm64", "virt"), ("s390x", "s390-ccw-virtio")];
+
+fn read_architecture(conf: &Field<'_>, config: &mut ClusterConfig) -> Result<(), KubevirtCrError> {
+    let arch = conf.get("architectureConfiguration")?;
+    let default_arch = arch.get("defaultArchitecture")?;
+    match default_arch.string()?.as_deref() {
+        None | Some("") => {}
+        Some(a @ ("amd64" | "arm64" | "s390x")) => config.architecture = a.to_string(),
+        Some(other) => {
+            return Err(default_arch.invalid(format!(
+                "{other:?} is not an architecture kvrs knows (amd64, arm64, s390x)"
+            )));
+        }
+    }
+    if let Some(m) = arch
+        .get("amd64")?
+        .get("machineType")?
+        .string()?
+        .filter(|m| !m.is_empty())
+    {
+        config.machine_type = m;
+    }
+    for (name, fixed) in FIXED_MACHINE_TYPES {
+        let field = arch.get(name)?.get("machineType")?;
+        if let Some(m) = field.string()?.filter(|m| !m.is_empty() && m != fixed) {
+            return Err(KubevirtCrError::Unsupported {
+                path: field.path,
+                reason: format!("kvrs gives {name} guests the machine type {fixed:?}, not {m:?}"),
+            });
+        }
+    }
+    // The deprecated cluster-wide machine type wins over the per-architecture ones.
+    let legacy = conf.get("machineType")?;
+    if let Some(m) = legacy.string()?.filter(|m| !m.is_empty()) {
+        if config.architecture != "amd64" {
+            return Err(KubevirtCrError::Unsupported {
+                path: legacy.path,
+                reason: format!(
+                    "kvrs applies a cluster-wide machine type to amd64 guests only, and the \
+                     default architecture is {}",
+                    config.architecture
+                ),
+            });
+        }
+        config.machine_type = m;
+    }
+    Ok(())
+}
+
+fn read_bindings(
+    binding: &Field<'_>,
+) -> Result<BTreeMap<String, NetworkBindingPlugin>, KubevirtCrError> {
+    let mut out = BTreeMap::new();
+    for name in binding.keys()? {
+        let plugin = binding.get(&name)?;
+        if !plugin.value.is_some_and(Value::is_object) {
+            return Err(plugin.wrong("an object (a network binding plugin)"));
+        }
+        let text = |key: &str| -> Result<Option<String>, KubevirtCrError> {
+            Ok(plugin.get(key)?.string()?.filter(|s| !s.is_empty()))
+        };
+        out.insert(
+            name.clone(),
+            NetworkBindingPlugin {
+                sidecar_image: text("sidecarImage")?,
+                network_attachment_definition: text("networkAttachmentDefinition")?,
+                domain_attachment_type: text("domainAttachmentType")?,
+            },
+        );
+    }
+    Ok(out)
+}
+
+fn read_smbios(smbios: &Field<'_>, config: &mut ClusterConfig) -> Result<(), KubevirtCrError> {
+    let s = &mut config.smbios;
+    let slots: [(&str, &mut String); 5] = [
+        ("family", &mut s.family),
+        ("manufacturer", &mut s.manufacturer),
+        ("product", &mut s.product),
+        ("sku", &mut s.sku),
+        ("version", &mut s.version),
+    ];
+    for (key, slot) in slots {
+        if let Some(v) = smbios.get(key)?.string()?.filter(|v| !v.is_empty()) {
+            *slot = v;
+        }
+    }
+    Ok(())
+}
+
+/// A place in the document: its JSON path and value (`None` when absent or null).
+struct Field<'a> {
+    path: String,
+    value: Option<&'a Value>,
+}
+
+impl<'a> Field<'a> {
+    fn root(doc: &'a Value) -> Self {
+        Field {
+            path: String::new(),
+            value: Some(doc),
+        }
+    }
+
+    fn wrong(&self, expected: &'static str) -> KubevirtCrError {
+        KubevirtCrError::WrongType {
+            path: self.path.clone(),
+            expected,
+        }
+    }
+
+    fn invalid(&self, reason: String) -> KubevirtCrError {
+        KubevirtCrError::Invalid {
+            path: self.path.clone(),
+            reason,
+        }
+    }
+
+    /// The member `key`; absent when this field is absent. A field that has members but is not
+    /// an object is a type error.
+    fn get(&self, key: &str) -> Result<Field<'a>, KubevirtCrError> {
+        let path = if self.path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}.{key}", self.path)
+        };
+        match self.value {
+            None => Ok(Field { path, value: None }),
+            Some(Value::Object(map)) => Ok(Field {
+                path,
+                value: map.get(key).filter(|v| !v.is_null()),
+            }),
+            Some(_) => Err(self.wrong("an object")),
+        }
+    }
+
+    fn keys(&self) -> Result<Vec<String>, KubevirtCrError> {
+        match self.value {
+            None => Ok(Vec::new()),
+            Some(Value::Object(map)) => Ok(map.keys().cloned().collect()),
+            Some(_) => Err(self.wrong("an object")),
+        }
+    }
+
+    fn array(&self) -> Result<Vec<Option<&'a Value>>, KubevirtCrError> {
+        match self.value {
+            None => Ok(Vec::new()),
+            Some(Value::Array(items)) => Ok(items.iter().map(Some).collect()),
+            Some(_) => Err(self.wrong("a list")),
+        }
+    }
+
+    fn string(&self) -> Result<Option<String>, KubevirtCrError> {
+        match self.value {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(self.wrong("a string")),
+        }
+    }
+
+    fn boolean(&self) -> Result<Option<bool>, KubevirtCrError> {
+        match self.value {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(_) => Err(self.wrong("true or false")),
+        }
+    }
+
+    fn integer(&self) -> Result<Option<i64>, KubevirtCrError> {
+        match self.value {
+            None => Ok(None),
+            Some(Value::Number(n)) => n.as_i64().map(Some).ok_or_else(|| self.wrong("an integer")),
+            Some(_) => Err(self.wrong("an integer")),
+        }
+    }
+
+    fn unsigned(&self) -> Result<Option<u32>, KubevirtCrError> {
+        match self.value {
+            None => Ok(None),
+            Some(Value::Number(n)) => n
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .map(Some)
+                .ok_or_else(|| self.wrong("a non-negative integer (32 bits)")),
+            Some(_) => Err(self.wrong("a non-negative integer (32 bits)")),
+        }
+    }
+
+    /// A Kubernetes quantity, written as a string (`100m`) or a number (`1`).
+    fn quantity(&self) -> Result<Option<String>, KubevirtCrError> {
+        let text = match self.value {
+            None => return Ok(None),
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            Some(_) => return Err(self.wrong("a quantity (e.g. \"100m\")")),
+        };
+        Quantity::new(text.clone())
+            .milli_value()
+            .map_err(|e| self.invalid(format!("{text:?} is not a quantity: {e}")))?;
+        Ok(Some(text))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cr(configuration: Value) -> Value {
+        json!({
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "KubeVirt",
+            "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+            "spec": {"configuration": configuration},
+        })
+    }
+
+    fn config(configuration: Value) -> ClusterConfig {
+        cluster_config_from_kubevirt_cr(&cr(configuration)).unwrap()
+    }
+
+    fn error(configuration: Value) -> KubevirtCrError {
+        cluster_config_from_kubevirt_cr(&cr(configuration)).unwrap_err()
+    }
+
+    #[test]
+    fn an_empty_configuration_is_kubevirts_default() {
+        assert_eq!(config(json!({})), ClusterConfig::default());
+        let bare = json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt"});
+        assert_eq!(
+            cluster_config_from_kubevirt_cr(&bare).unwrap(),
+            ClusterConfig::default()
+        );
+    }
+
+    #[test]
+    fn developer_configuration_is_read() {
+        let c = config(json!({"developerConfiguration": {
+            "featureGates": ["Sidecar", "HostDisk"],
+            "useEmulation": true,
+            "cpuAllocationRatio": 4,
+            "memoryOvercommit": 150,
+            "pvcTolerateLessSpaceUpToPercent": 5,
+        }}));
+        assert_eq!(
+            c.feature_gates.iter().collect::<Vec<_>>(),
+            ["HostDisk", "Sidecar"]
+        );
+        assert!(c.use_emulation);
+        assert_eq!(c.cpu_allocation_ratio, 4);
+        assert_eq!(c.memory_overcommit_percent, 150);
+    }
+
+    #[test]
+    fn zero_values_keep_the_defaults_as_in_kubevirt() {
+        let c = config(json!({
+            "developerConfiguration": {"cpuAllocationRatio": 0, "memoryOvercommit": 0, "useEmulation": false},
+            "liveUpdateConfiguration": {"maxHotplugRatio": 0},
+            "smbios": {"product": ""},
+            "network": {"defaultNetworkInterface": ""},
+        }));
+        assert_eq!(c, ClusterConfig::default());
+        // memBalloonStatsPeriod is a pointer in KubeVirt: 0 is a value (statistics off).
+        assert_eq!(
+            config(json!({"memBalloonStatsPeriod": 0})).mem_balloon_stats_period,
+            0
+        );
+    }
+
+    #[test]
+    fn the_rest_of_the_modelled_fields_are_read() {
+        let c = config(json!({
+            "cpuRequest": "250m",
+            "architectureConfiguration": {
+                "defaultArchitecture": "arm64",
+                "amd64": {"machineType": "pc-q35-rhel9.4.0", "ovmfPath": "/x"},
+                "arm64": {"machineType": "virt"},
+            },
+            "network": {"defaultNetworkInterface": "masquerade", "permitBridgeInterfaceOnPodNetwork": false},
+            "smbios": {"manufacturer": "Acme", "sku": "A1"},
+            "memBalloonStatsPeriod": 30,
+            "additionalGuestMemoryOverheadRatio": "1.5",
+            "liveUpdateConfiguration": {"maxHotplugRatio": 2, "maxCpuSockets": 8},
+            "vmRolloutStrategy": "Stage",
+            "migrations": {"parallelMigrationsPerCluster": 3},
+        }));
+        assert_eq!(c.cpu_request, "250m");
+        assert_eq!(c.architecture, "arm64");
+        assert_eq!(c.machine_type, "pc-q35-rhel9.4.0");
+        assert_eq!(c.default_network_interface, "masquerade");
+        assert_eq!(c.smbios.manufacturer, "Acme");
+        assert_eq!(c.smbios.sku, "A1");
+        assert_eq!(c.smbios.family, "KubeVirt");
+        assert_eq!(c.smbios.product, "None");
+        assert_eq!(c.mem_balloon_stats_period, 30);
+        assert_eq!(
+            c.additional_guest_memory_overhead_ratio.as_deref(),
+            Some("1.5")
+        );
+        assert_eq!(c.max_hotplug_ratio, 2);
+        assert!(!c.live_update);
+        assert_eq!(config(json!({"cpuRequest": 1})).cpu_request, "1");
+        assert!(config(json!({"vmRolloutStrategy": "LiveUpdate"})).live_update);
+        assert_eq!(
+            config(json!({"machineType": "pc-q35-8.0"})).machine_type,
+            "pc-q35-8.0"
+        );
+    }
+
+    #[test]
+    fn network_binding_plugins_are_kept_by_name() {
+        let doc = cr(json!({"network": {"binding": {
+            "passt": {"sidecarImage": "quay.io/kubevirt/network-passt-binding:v1.9.0", "networkAttachmentDefinition": "default/netbindingpasst"},
+            "managedtap": {"domainAttachmentType": "managedTap"},
+        }}}));
+        let read = read_kubevirt_cr(&doc).unwrap();
+        assert_eq!(
+            read.network_bindings.keys().collect::<Vec<_>>(),
+            ["managedtap", "passt"]
+        );
+        assert_eq!(
+            read.network_bindings["managedtap"]
+                .domain_attachment_type
+                .as_deref(),
+            Some("managedTap")
+        );
+        assert_eq!(read.config, ClusterConfig::default());
+    }
+
+    #[test]
+    fn a_modelled_field_of_the_wrong_type_names_its_path() {
+        let cases = [
+            (
+                json!({"developerConfiguration": {"cpuAllocationRatio": "4"}}),
+                "spec.configuration.developerConfiguration.cpuAllocationRatio: expected an integer",
+            ),
+            (
+                json!({"developerConfiguration": {"cpuAllocationRatio": 1.5}}),
+                "spec.configuration.developerConfiguration.cpuAllocationRatio: expected an integer",
+            ),
+            (
+                json!({"developerConfiguration": {"useEmulation": "yes"}}),
+                "spec.configuration.developerConfiguration.useEmulation: expected true or false",
+            ),
+            (
+                json!({"developerConfiguration": {"featureGates": "Sidecar"}}),
+                "spec.configuration.developerConfiguration.featureGates: expected a list",
+            ),
+            (
+                json!({"developerConfiguration": {"featureGates": ["Sidecar", 3]}}),
+                "spec.configuration.developerConfiguration.featureGates[1]: expected a feature gate name (a string)",
+            ),
+            (
+                json!({"developerConfiguration": []}),
+                "spec.configuration.developerConfiguration: expected an object",
+            ),
+            (
+                json!({"memBalloonStatsPeriod": -1}),
+                "spec.configuration.memBalloonStatsPeriod: expected a non-negative integer (32 bits)",
+            ),
+            (
+                json!({"additionalGuestMemoryOverheadRatio": 1.5}),
+                "spec.configuration.additionalGuestMemoryOverheadRatio: expected a string",
+            ),
+            (
+                json!({"network": {"binding": {"passt": "yes"}}}),
+                "spec.configuration.network.binding.passt: expected an object (a network binding plugin)",
+            ),
+            (
+                json!({"smbios": {"sku": 7}}),
+                "spec.configuration.smbios.sku: expected a string",
+            ),
+        ];
+        for (conf, want) in cases {
+            let err = error(conf);
+            assert_eq!(err.to_string(), want);
+            assert_eq!(err.label(), "wrong_type");
+        }
+        let top = cluster_config_from_kubevirt_cr(
+            &json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt", "spec": 1}),
+        );
+        assert_eq!(top.unwrap_err().to_string(), "spec: expected an object");
+    }
+
+    #[test]
+    fn values_kubevirt_refuses_are_refused() {
+        let cases = [
+            (
+                json!({"developerConfiguration": {"cpuAllocationRatio": -2}}),
+                "spec.configuration.developerConfiguration.cpuAllocationRatio: the cpu allocation ratio must be positive, got -2",
+            ),
+            (
+                json!({"developerConfiguration": {"memoryOvercommit": -1}}),
+                "spec.configuration.developerConfiguration.memoryOvercommit: the memory overcommit must be positive, got -1",
+            ),
+            (
+                json!({"network": {"defaultNetworkInterface": "passt"}}),
+                "spec.configuration.network.defaultNetworkInterface: \"passt\" is not a default network interface KubeVirt accepts (bridge, masquerade, slirp)",
+            ),
+            (
+                json!({"additionalGuestMemoryOverheadRatio": "0.5"}),
+                "spec.configuration.additionalGuestMemoryOverheadRatio: \"0.5\" cannot be smaller than 1.0",
+            ),
+            (
+                json!({"vmRolloutStrategy": "Rolling"}),
+                "spec.configuration.vmRolloutStrategy: \"Rolling\" is not LiveUpdate or Stage",
+            ),
+            (
+                json!({"developerConfiguration": {"featureGates": ["Sidecar"], "disabledFeatureGates": ["Sidecar"]}}),
+                "spec.configuration.developerConfiguration.disabledFeatureGates[0]: feature gate \"Sidecar\" is both in featureGates and disabledFeatureGates",
+            ),
+        ];
+        for (conf, want) in cases {
+            let err = error(conf);
+            assert_eq!(err.to_string(), want);
+            assert_eq!(err.label(), "invalid_value");
+        }
+        let err = error(json!({"cpuRequest": "lots"}));
+        assert!(
+            err.to_string()
+                .starts_with("spec.configuration.cpuRequest: \"lots\" is not a quantity"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unknown_gates_are_named_with_their_index() {
+        let err =
+            error(json!({"developerConfiguration": {"featureGates": ["Sidecar", "hostdisk"]}}));
+        assert_eq!(err.label(), "unknown_feature_gate");
+        let text = err.to_string();
+        assert!(text.starts_with("spec.configuration.developerConfiguration.featureGates[1]: unknown feature gate \"hostdisk\", did you mean \"HostDisk\"?"), "{text}");
+    }
+
+    #[test]
+    fn what_kvrs_cannot_honour_is_refused_and_the_harmless_is_accepted() {
+        let err =
+            error(json!({"architectureConfiguration": {"arm64": {"machineType": "virt-8.2"}}}));
+        assert_eq!(err.label(), "unsupported");
+        assert_eq!(
+            err.to_string(),
+            "spec.configuration.architectureConfiguration.arm64.machineType: kvrs gives arm64 guests the machine type \"virt\", not \"virt-8.2\""
+        );
+        let err =
+            error(json!({"developerConfiguration": {"disabledFeatureGates": ["ImageVolume"]}}));
+        assert_eq!(err.label(), "unsupported");
+        // An alpha gate is off anyway, a GA one cannot be turned off: both are no-ops.
+        assert_eq!(
+            config(
+                json!({"developerConfiguration": {"disabledFeatureGates": ["Sidecar", "NUMA"]}})
+            ),
+            ClusterConfig::default()
+        );
+        let err = error(
+            json!({"machineType": "pc", "architectureConfiguration": {"defaultArchitecture": "s390x"}}),
+        );
+        assert_eq!(err.label(), "unsupported");
+        let err = error(json!({"architectureConfiguration": {"defaultArchitecture": "riscv64"}}));
+        assert_eq!(err.label(), "invalid_value");
+    }
+
+    #[test]
+    fn only_a_kubevirt_cr_is_read() {
+        let vm = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine"});
+        let err = cluster_config_from_kubevirt_cr(&vm).unwrap_err();
+        assert_eq!(err.to_string(), "kind: \"VirtualMachine\" is not KubeVirt");
+        assert_eq!(err.label(), "not_kubevirt_cr");
+        let other = json!({"apiVersion": "example.com/v1", "kind": "KubeVirt"});
+        assert_eq!(
+            cluster_config_from_kubevirt_cr(&other)
+                .unwrap_err()
+                .to_string(),
+            "apiVersion: \"example.com/v1\" is not kubevirt.io/v1"
+        );
+        assert_eq!(
+            cluster_config_from_kubevirt_cr(&json!([1]))
+                .unwrap_err()
+                .to_string(),
+            "(top level): expected a KubeVirt object"
+        );
+    }
+}
