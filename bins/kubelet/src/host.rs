@@ -1,0 +1,238 @@
+//! Carries out a [`PodPlan`] on this machine, and undoes it: directories, device nodes, the
+//! network namespace with its veth (`ip`, `sysctl`), the pod's cgroup, and the container process
+//! started through the exec helper.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::stat::{Mode, SFlag, makedev, mknod};
+use nix::unistd::Pid;
+use tracing::warn;
+
+use crate::config::ExecHelper;
+use crate::error::HostError;
+use crate::plan::{NetworkPlan, PodKey, PodPlan};
+
+/// What a pod leaves on the host, derivable from its key alone (so a pod found after a
+/// restart, with no plan, can still be cleaned up).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Footprint {
+    /// The network namespace.
+    pub netns: String,
+    /// The host end of the veth.
+    pub host_veth: String,
+    /// `<pods dir>/<uid>`.
+    pub pod_dir: PathBuf,
+    /// `<state dir>/pods/<uid>`.
+    pub state_dir: PathBuf,
+    /// The pod's cgroup, when cgroup v2 is available.
+    pub cgroup: Option<PathBuf>,
+}
+
+impl Footprint {
+    /// The footprint of `key` under `pods_dir`/`state_dir`, with its cgroup under
+    /// `cgroup_root`.
+    pub fn of(key: &PodKey, pods_dir: &Path, state_dir: &Path, cgroup_root: Option<&Path>) -> Self {
+        let short = key.short_id();
+        Self {
+            netns: format!("kvrs-{short}"),
+            host_veth: format!("kvh{short}"),
+            pod_dir: pods_dir.join(&key.uid),
+            state_dir: state_dir.join("pods").join(&key.uid),
+            cgroup: cgroup_root.map(|r| r.join(&short)),
+        }
+    }
+}
+
+/// `<cgroup2 mount>/kvrs-kubelet-<node>`, created; `None` when there is no writable cgroup2.
+/// Every process of a pod lives in the pod's child cgroup, so stopping a pod kills them all as
+/// the end of a container's PID namespace would.
+pub fn cgroup_root(node: &str) -> Option<PathBuf> {
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = info.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        (post.split_whitespace().next() == Some("cgroup2")).then(|| pre.split_whitespace().nth(4))?
+    })?;
+    let root = Path::new(mount).join(format!("kvrs-kubelet-{node}"));
+    fs::create_dir_all(&root).ok()?;
+    Some(root)
+}
+
+fn run_ip(args: &[&str]) -> Result<(), HostError> {
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| HostError::Command { command: format!("ip {}", args.join(" ")), stderr: e.to_string() })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(HostError::Command {
+        command: format!("ip {}", args.join(" ")),
+        stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+    })
+}
+
+/// Creates the network namespace with `eth0` (the pod IP, default route via the host end),
+/// `lo` up and the sysctls set; a stale namespace or veth of the same name is removed first.
+pub fn setup_network(n: &NetworkPlan) -> Result<(), HostError> {
+    remove_network(&n.netns, &n.host_veth);
+    let a = n.address;
+    let gw = format!("{}/{}", a.gateway, a.prefix_len);
+    let ip = format!("{}/{}", a.pod_ip, a.prefix_len);
+    let ns = n.netns.as_str();
+    run_ip(&["netns", "add", ns])?;
+    run_ip(&["link", "add", &n.host_veth, "type", "veth", "peer", "name", "eth0", "netns", ns])?;
+    run_ip(&["addr", "add", &gw, "dev", &n.host_veth])?;
+    run_ip(&["link", "set", &n.host_veth, "up"])?;
+    run_ip(&["-n", ns, "link", "set", "lo", "up"])?;
+    run_ip(&["-n", ns, "addr", "add", &ip, "dev", "eth0"])?;
+    run_ip(&["-n", ns, "link", "set", "eth0", "up"])?;
+    run_ip(&["-n", ns, "route", "add", "default", "via", &a.gateway.to_string()])?;
+    for (k, v) in &n.sysctls {
+        let kv = format!("{k}={v}");
+        run_ip(&["netns", "exec", ns, "sysctl", "-q", "-w", &kv])?;
+    }
+    Ok(())
+}
+
+/// Removes the namespace (its `eth0` and so the veth pair go with it) and the host end, if
+/// they exist.
+pub fn remove_network(netns: &str, host_veth: &str) {
+    if Path::new("/run/netns").join(netns).exists() {
+        if let Err(e) = run_ip(&["netns", "del", netns]) {
+            warn!(netns, error = %e, "removing network namespace");
+        }
+    }
+    if Path::new("/sys/class/net").join(host_veth).exists() {
+        let _ = run_ip(&["link", "del", host_veth]);
+    }
+}
+
+/// Creates the plan's directories, files and device nodes.
+pub fn setup_files(plan: &PodPlan) -> Result<(), HostError> {
+    for d in &plan.dirs {
+        fs::create_dir_all(&d.path).map_err(HostError::io(&d.path))?;
+        fs::set_permissions(&d.path, fs::Permissions::from_mode(d.mode)).map_err(HostError::io(&d.path))?;
+        std::os::unix::fs::chown(&d.path, Some(d.uid), Some(d.gid)).map_err(HostError::io(&d.path))?;
+    }
+    for f in &plan.files {
+        if let Some(parent) = f.path.parent() {
+            fs::create_dir_all(parent).map_err(HostError::io(parent))?;
+        }
+        fs::write(&f.path, &f.contents).map_err(HostError::io(&f.path))?;
+        fs::set_permissions(&f.path, fs::Permissions::from_mode(f.mode)).map_err(HostError::io(&f.path))?;
+    }
+    for d in &plan.devices {
+        let _ = fs::remove_file(&d.path);
+        mknod(&d.path, SFlag::S_IFCHR, Mode::from_bits_truncate(0o600), makedev(d.major, d.minor))
+            .map_err(|e| HostError::Io { path: d.path.clone(), source: e.into() })?;
+    }
+    if let Some(parent) = plan.log_path.parent() {
+        fs::create_dir_all(parent).map_err(HostError::io(parent))?;
+    }
+    Ok(())
+}
+
+/// Starts the container: the exec helper with the plan's spec (and `cgroup`) written to
+/// `<state dir>/exec.json`, stdin closed, stdout and stderr appended to the log, in its own
+/// process group (a terminal's Ctrl-C is the runner's to handle, not the container's).
+pub fn spawn(plan: &PodPlan, helper: &ExecHelper, cgroup: Option<&Path>) -> Result<tokio::process::Child, HostError> {
+    let mut spec = plan.exec.clone();
+    if let Some(cg) = cgroup {
+        if fs::create_dir_all(cg).is_ok() {
+            spec.cgroup = Some(cg.to_path_buf());
+        } else {
+            warn!(pod = %plan.key, cgroup = %cg.display(), "cannot create the pod's cgroup");
+        }
+    }
+    let spec_path = plan.state_dir.join("exec.json");
+    let json = serde_json::to_vec_pretty(&spec).map_err(|e| HostError::Io { path: spec_path.clone(), source: e.into() })?;
+    fs::write(&spec_path, json).map_err(HostError::io(&spec_path))?;
+    let log = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&plan.log_path)
+        .map_err(HostError::io(&plan.log_path))?;
+    let log2 = log.try_clone().map_err(HostError::io(&plan.log_path))?;
+    tokio::process::Command::new(&helper.program)
+        .args(&helper.args)
+        .arg(&spec_path)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2)
+        .process_group(0)
+        .spawn()
+        .map_err(HostError::io(&helper.program))
+}
+
+/// Sends `sig` to one process; a process already gone is not an error.
+pub fn signal(pid: u32, sig: Signal) {
+    if let Ok(p) = i32::try_from(pid) {
+        let _ = kill(Pid::from_raw(p), sig);
+    }
+}
+
+/// Kills every process left of the pod: the whole cgroup (`cgroup.kill`), else the process
+/// group led by `pid`; waits (up to 5 s) for the cgroup to empty and removes it.
+pub async fn kill_all(cgroup: Option<&Path>, pid: Option<u32>) {
+    if let Some(p) = pid.and_then(|p| i32::try_from(p).ok()) {
+        let _ = killpg(Pid::from_raw(p), Signal::SIGKILL);
+    }
+    let Some(cg) = cgroup.filter(|c| c.exists()) else { return };
+    let procs = cg.join("cgroup.procs");
+    for _ in 0..50 {
+        let left = fs::read_to_string(&procs).unwrap_or_default();
+        if left.trim().is_empty() {
+            break;
+        }
+        if fs::write(cg.join("cgroup.kill"), "1").is_err() {
+            for p in left.split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
+                signal(p, Signal::SIGKILL);
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    if let Err(e) = fs::remove_dir(cg) {
+        warn!(cgroup = %cg.display(), error = %e, "removing the pod's cgroup");
+    }
+}
+
+/// Removes everything of the pod but its log: processes, network, directories.
+pub async fn teardown(fp: &Footprint, pid: Option<u32>) {
+    kill_all(fp.cgroup.as_deref(), pid).await;
+    remove_network(&fp.netns, &fp.host_veth);
+    for d in [&fp.pod_dir, &fp.state_dir] {
+        if let Err(e) = fs::remove_dir_all(d)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            warn!(dir = %d.display(), error = %e, "removing pod directory");
+        }
+    }
+}
+
+/// The start time of `pid` in clock ticks since boot (`/proc/<pid>/stat` field 22): with the
+/// pid, it tells the process apart from a later one that reused the number.
+pub fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    if fields.first() == Some(&"Z") {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
+}
+
+/// The last lines of a log (at most 4 KiB): the termination message of a failed container.
+pub fn log_tail(path: &Path) -> Option<String> {
+    let bytes = fs::read(path).ok()?;
+    let start = bytes.len().saturating_sub(4096);
+    let text = String::from_utf8_lossy(&bytes[start..]);
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(10)..].join("\n");
+    (!tail.trim().is_empty()).then_some(tail)
+}

@@ -1,0 +1,570 @@
+//! Pod + configuration → [`PodPlan`]: everything the runner will do on the host for one pod,
+//! as plain data. Pure (no file system, no API): the executor ([`crate::host`]) carries it out,
+//! and the one host fact the plan cannot know — whether an image directory exists — is checked
+//! by [`PodPlan::missing_image`] before anything is set up.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, Volume, VolumeMount};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{KubeletConfig, PodAddress};
+use crate::error::PlanError;
+use crate::pod_exec::{BindMount, ExecSpec, KvmAccess};
+
+/// The container the runner runs: KubeVirt's launcher container.
+pub const COMPUTE: &str = "compute";
+/// The default of `spec.terminationGracePeriodSeconds`.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+/// `PATH` when the container sets none (an image's usual default).
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Who a pod is: the key of logs and of the runner's records.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PodKey {
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid`.
+    pub uid: String,
+}
+
+impl std::fmt::Display for PodKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+impl PodKey {
+    /// The key of `pod`, or which metadata field is missing.
+    pub fn of(pod: &Pod) -> Result<Self, PlanError> {
+        let m = &pod.metadata;
+        let get = |v: &Option<String>, field| {
+            v.clone()
+                .filter(|s| !s.is_empty())
+                .ok_or(PlanError::Missing { field })
+        };
+        Ok(Self {
+            namespace: m.namespace.clone().unwrap_or_else(|| "default".into()),
+            name: get(&m.name, "metadata.name")?,
+            uid: get(&m.uid, "metadata.uid")?,
+        })
+    }
+
+    /// A short hex digest of the UID: names of host objects (netns, veth) that must be short.
+    pub fn short_id(&self) -> String {
+        use sha2::Digest;
+        let d = sha2::Sha256::digest(self.uid.as_bytes());
+        d.iter().take(5).map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// Everything done on the host for one pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodPlan {
+    /// The pod.
+    pub key: PodKey,
+    /// Its network namespace.
+    pub network: NetworkPlan,
+    /// `<pods dir>/<uid>`: removed when the pod ends.
+    pub pod_dir: PathBuf,
+    /// `<state dir>/pods/<uid>`: the pod's `/run`, device nodes, passwd copies; removed too.
+    pub state_dir: PathBuf,
+    /// The container's stdout and stderr (kept after the pod, like a kubelet's logs).
+    pub log_path: PathBuf,
+    /// Directories to create before the container starts, in order.
+    pub dirs: Vec<DirPlan>,
+    /// Files to write (downwardAPI volumes).
+    pub files: Vec<FilePlan>,
+    /// Private device nodes to create.
+    pub devices: Vec<DevicePlan>,
+    /// Image volumes whose directory must exist.
+    pub images: Vec<ImageCheck>,
+    /// What the exec helper does (its `cgroup` is filled in by the executor).
+    pub exec: ExecSpec,
+    /// The container's name.
+    pub container: String,
+    /// The container's image (reported in its status).
+    pub image: String,
+    /// The file whose appearance makes the pod Ready (the launcher's command socket in the
+    /// `sockets` emptyDir, KubeVirt's readiness probe in effect); `None`: ready once running.
+    pub readiness_file: Option<PathBuf>,
+    /// How long SIGTERM is given before SIGKILL when the pod is deleted.
+    pub grace: Duration,
+    /// What was not run or not mounted, for the log.
+    pub skipped: Vec<String>,
+}
+
+/// The pod's network namespace and veth.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetworkPlan {
+    /// The namespace's name (`ip netns`): `kvrs-<short id>`.
+    pub netns: String,
+    /// The host end of the veth: `kvh<short id>` (the pod end is `eth0`).
+    pub host_veth: String,
+    /// The addresses.
+    pub address: PodAddress,
+    /// Sysctls set inside, in order (runtime defaults first, the pod's own last).
+    pub sysctls: Vec<(String, String)>,
+}
+
+/// An image volume's directory, which must exist before the pod starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageCheck {
+    /// The volume name.
+    pub volume: String,
+    /// The image reference.
+    pub reference: String,
+    /// The directory standing for the image.
+    pub path: PathBuf,
+    /// Where it was looked for, for the error: `--images DIR (looked for DIR/x)`.
+    pub looked_in: String,
+}
+
+/// A directory to create with an owner and mode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirPlan {
+    /// The host path.
+    pub path: PathBuf,
+    /// Owner UID.
+    pub uid: u32,
+    /// Owner GID.
+    pub gid: u32,
+    /// Permission bits.
+    pub mode: u32,
+}
+
+/// A file to write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilePlan {
+    /// The host path.
+    pub path: PathBuf,
+    /// Its contents.
+    pub contents: String,
+    /// Permission bits.
+    pub mode: u32,
+}
+
+/// A private character device node, root-owned 0600 (virt-handler hands it to the launcher's
+/// user through `/proc/<pid>/root`; a node shared with the host would change the host's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DevicePlan {
+    /// The node's host path (in the pod's state dir).
+    pub path: PathBuf,
+    /// Major number.
+    pub major: u64,
+    /// Minor number.
+    pub minor: u64,
+}
+
+/// Private device nodes for KubeVirt's device-plugin resources: (resource, major, minor, path).
+const DEVICES: [(&str, u64, u64, &str); 3] = [
+    ("devices.kubevirt.io/tun", 10, 200, "/dev/net/tun"),
+    ("devices.kubevirt.io/vhost-net", 10, 238, "/dev/vhost-net"),
+    ("devices.kubevirt.io/vhost-vsock", 10, 241, "/dev/vhost-vsock"),
+];
+const KVM_RESOURCE: &str = "devices.kubevirt.io/kvm";
+
+/// Plans `pod` for this node with `address` (its slot of the pod CIDR).
+pub fn plan_pod(
+    pod: &Pod,
+    config: &KubeletConfig,
+    address: PodAddress,
+) -> Result<PodPlan, PlanError> {
+    let key = PodKey::of(pod)?;
+    let spec = pod.spec.as_ref().ok_or(PlanError::Missing { field: "spec" })?;
+    let pod_dir = kvrs_ipc::layout::pod_sockets_dir_on_host(&config.pods_dir, &key.uid)?
+        .ancestors()
+        .nth(3)
+        .map(Path::to_path_buf)
+        .ok_or(PlanError::Missing { field: "metadata.uid" })?;
+    let state_dir = config.state_dir.join("pods").join(&key.uid);
+    let mut skipped = Vec::new();
+    for c in spec.init_containers.iter().flatten() {
+        skipped.push(format!("init container {}", c.name));
+    }
+    let container = spec
+        .containers
+        .iter()
+        .find(|c| c.name == COMPUTE)
+        .or_else(|| spec.containers.first())
+        .ok_or(PlanError::NoContainer)?;
+    for c in spec.containers.iter().filter(|c| c.name != container.name) {
+        skipped.push(format!("container {}", c.name));
+    }
+
+    let pod_sc = spec.security_context.as_ref();
+    let sc = container.security_context.as_ref();
+    let id = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok());
+    let uid = id(sc.and_then(|s| s.run_as_user))
+        .or(id(pod_sc.and_then(|s| s.run_as_user)))
+        .unwrap_or(0);
+    let gid = id(sc.and_then(|s| s.run_as_group))
+        .or(id(pod_sc.and_then(|s| s.run_as_group)))
+        .unwrap_or(0);
+
+    let mut sysctls = config.default_sysctls.clone();
+    for s in pod_sc.and_then(|s| s.sysctls.as_ref()).into_iter().flatten() {
+        sysctls.retain(|(k, _)| k != &s.name);
+        sysctls.push((s.name.clone(), s.value.clone()));
+    }
+    let short = key.short_id();
+    let network = NetworkPlan {
+        netns: format!("kvrs-{short}"),
+        host_veth: format!("kvh{short}"),
+        address,
+        sysctls,
+    };
+
+    let run_dir = state_dir.join("run");
+    let dev_dir = state_dir.join("dev");
+    let mut dirs = vec![
+        DirPlan { path: pod_dir.clone(), uid: 0, gid: 0, mode: 0o750 },
+        DirPlan { path: state_dir.clone(), uid: 0, gid: 0, mode: 0o755 },
+        DirPlan { path: run_dir.clone(), uid, gid, mode: 0o755 },
+        DirPlan { path: dev_dir.clone(), uid: 0, gid: 0, mode: 0o755 },
+        DirPlan { path: state_dir.join("etc"), uid: 0, gid: 0, mode: 0o755 },
+    ];
+    let mut files = vec![FilePlan {
+        path: dev_dir.join("kvm-mask"),
+        contents: String::new(),
+        mode: 0,
+    }];
+    let mut images = Vec::new();
+    let volumes: BTreeMap<&str, &Volume> =
+        spec.volumes.iter().flatten().map(|v| (v.name.as_str(), v)).collect();
+    for v in spec.volumes.iter().flatten().filter(|v| v.empty_dir.is_some()) {
+        // Every emptyDir, mounted by the run container or not (as the kubelet does);
+        // world-writable as the kubelet makes them, owned by the container's user as fsGroup
+        // and the handler's e2e harness leave them.
+        let path = pod_dir.join("volumes/kubernetes.io~empty-dir").join(&v.name);
+        dirs.push(DirPlan { path, uid, gid, mode: 0o777 });
+    }
+    let mut mounts = Vec::new();
+    let mut mounted = std::collections::BTreeSet::new();
+    for vm in container.volume_mounts.iter().flatten() {
+        let volume = volumes.get(vm.name.as_str()).ok_or_else(|| PlanError::NoSuchVolume {
+            container: container.name.clone(),
+            mount: vm.name.clone(),
+        })?;
+        let source = volume_source(volume, &pod_dir, config, pod, &key, &mut dirs, &mut files, &mut images, mounted.insert(vm.name.as_str()))?;
+        mounts.push(mount_of(vm, source.path, source.read_only)?);
+    }
+    for v in spec.volumes.iter().flatten() {
+        if !mounted.contains(v.name.as_str()) && v.empty_dir.is_none() {
+            skipped.push(format!("volume {} (not mounted by {})", v.name, container.name));
+        }
+    }
+    // Parents before children, whatever the spelling (/var/run is /run).
+    mounts.sort_by(|a, b| a.target.cmp(&b.target));
+
+    let limits: Vec<&str> = container
+        .resources
+        .iter()
+        .flat_map(|r| r.limits.iter().chain(r.requests.iter()))
+        .flat_map(|m| m.keys().map(String::as_str))
+        .collect();
+    let mut devices = Vec::new();
+    for (resource, major, minor, target) in DEVICES {
+        if limits.contains(&resource) {
+            let name = Path::new(target).file_name().unwrap_or_default();
+            let path = dev_dir.join(name);
+            devices.push(DevicePlan { path: path.clone(), major, minor });
+            mounts.push(BindMount { source: path, target: target.into(), read_only: false, device: true });
+        }
+    }
+    for r in limits.iter().filter(|r| r.contains('/') && !r.starts_with("hugepages")) {
+        if *r != KVM_RESOURCE && !DEVICES.iter().any(|d| d.0 == *r) {
+            skipped.push(format!("resource {r} (no such device on this node)"));
+        }
+    }
+    let kvm = if limits.contains(&KVM_RESOURCE) { KvmAccess::IfUsable } else { KvmAccess::Masked };
+
+    let command = container_command(container, config)?;
+    let env = container_env(container, pod, &key, config, address)?;
+    let hostname = spec.hostname.clone().unwrap_or_else(|| key.name.clone());
+    let readiness_file = volumes
+        .get(kvrs_ipc::layout::SOCKETS_VOLUME)
+        .filter(|v| v.empty_dir.is_some())
+        .map(|_| kvrs_ipc::layout::launcher_socket_on_host(&config.pods_dir, &key.uid))
+        .transpose()?;
+    let grace = spec
+        .termination_grace_period_seconds
+        .and_then(|s| u64::try_from(s).ok())
+        .map_or(DEFAULT_GRACE, Duration::from_secs);
+    let log_path = config.state_dir.join("logs").join(format!(
+        "{}_{}_{}.log",
+        key.namespace, key.name, key.uid
+    ));
+    let exec = ExecSpec {
+        netns: Some(Path::new("/run/netns").join(&network.netns)),
+        hostname: Some(hostname),
+        cgroup: None,
+        run_dir: Some(run_dir),
+        mounts,
+        kvm,
+        kvm_mask: dev_dir.join("kvm-mask"),
+        passwd_dir: Some(state_dir.join("etc")),
+        uid,
+        gid,
+        working_dir: container.working_dir.clone().map_or_else(|| "/".into(), PathBuf::from),
+        command: command.0,
+        args: command.1,
+        env,
+    };
+    Ok(PodPlan {
+        key,
+        network,
+        pod_dir,
+        state_dir,
+        log_path,
+        dirs,
+        files,
+        devices,
+        images,
+        exec,
+        container: container.name.clone(),
+        image: container.image.clone().unwrap_or_default(),
+        readiness_file,
+        grace,
+        skipped,
+    })
+}
+
+impl PodPlan {
+    /// The first image volume whose directory is missing, as the error the pod fails with.
+    pub fn missing_image(&self, exists: impl Fn(&Path) -> bool) -> Option<PlanError> {
+        self.images
+            .iter()
+            .find(|i| !exists(&i.path))
+            .map(|i| PlanError::UnknownImage {
+                volume: i.volume.clone(),
+                reference: i.reference.clone(),
+                where_: i.looked_in.clone(),
+            })
+    }
+}
+
+struct Source {
+    path: PathBuf,
+    read_only: bool,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn volume_source(
+    v: &Volume,
+    pod_dir: &Path,
+    config: &KubeletConfig,
+    pod: &Pod,
+    key: &PodKey,
+    dirs: &mut Vec<DirPlan>,
+    files: &mut Vec<FilePlan>,
+    images: &mut Vec<ImageCheck>,
+    first_use: bool,
+) -> Result<Source, PlanError> {
+    let volumes = pod_dir.join("volumes");
+    if v.empty_dir.is_some() {
+        let path = volumes.join("kubernetes.io~empty-dir").join(&v.name);
+        return Ok(Source { path, read_only: false });
+    }
+    if let Some(image) = &v.image {
+        let reference = image.reference.clone().unwrap_or_default();
+        let Some(path) = config.images.candidate(&reference) else {
+            return Err(PlanError::UnknownImage {
+                volume: v.name.clone(),
+                reference,
+                where_: "the image map (no --images directory or map entry)".into(),
+            });
+        };
+        let looked_in = match config.images.dir() {
+            Some(d) if !config.images.is_explicit(&reference) => format!(
+                "--images {} (looked for {})",
+                d.display(),
+                path.display()
+            ),
+            _ => format!("the image map (looked for {})", path.display()),
+        };
+        if first_use {
+            images.push(ImageCheck {
+                volume: v.name.clone(),
+                reference,
+                path: path.clone(),
+                looked_in,
+            });
+        }
+        return Ok(Source { path, read_only: true });
+    }
+    if let Some(hp) = &v.host_path {
+        let path = absolute(&format!("volume {}: hostPath.path", v.name), &hp.path)?;
+        if first_use && hp.type_.as_deref() == Some("DirectoryOrCreate") {
+            dirs.push(DirPlan { path: path.clone(), uid: 0, gid: 0, mode: 0o755 });
+        }
+        return Ok(Source { path, read_only: false });
+    }
+    if let Some(d) = &v.downward_api {
+        let dir = volumes.join("kubernetes.io~downward-api").join(&v.name);
+        if first_use {
+            dirs.push(DirPlan { path: dir.clone(), uid: 0, gid: 0, mode: 0o755 });
+            for item in d.items.iter().flatten() {
+                let field = format!("volume {}: downwardAPI item {}", v.name, item.path);
+                let rel = relative(&field, &item.path)?;
+                let Some(f) = &item.field_ref else {
+                    return Err(PlanError::Unsupported { what: format!("{field}: resourceFieldRef") });
+                };
+                let contents = field_value(pod, key, &f.field_path, None, config)
+                    .ok_or_else(|| PlanError::Unsupported { what: format!("{field}: fieldRef {}", f.field_path) })?;
+                let mode = item.mode.or(d.default_mode).unwrap_or(0o644);
+                files.push(FilePlan { path: dir.join(rel), contents, mode: mode as u32 & 0o777 });
+            }
+        }
+        return Ok(Source { path: dir, read_only: true });
+    }
+    let kind = if v.persistent_volume_claim.is_some() {
+        "persistentVolumeClaim"
+    } else if v.config_map.is_some() {
+        "configMap"
+    } else if v.secret.is_some() {
+        "secret"
+    } else {
+        "this volume type"
+    };
+    Err(PlanError::Unsupported { what: format!("volume {}: {kind}", v.name) })
+}
+
+fn mount_of(vm: &VolumeMount, source: PathBuf, read_only: bool) -> Result<BindMount, PlanError> {
+    let field = format!("volumeMount {}: mountPath", vm.name);
+    let mut target = absolute(&field, &vm.mount_path)?;
+    // FHS 3.0: /var/run is a symlink to /run, over which the pod's own /run is mounted.
+    if let Ok(rest) = target.strip_prefix("/var/run") {
+        target = Path::new("/run").join(rest);
+    }
+    let mut source = source;
+    if let Some(sub) = vm.sub_path.as_deref().filter(|s| !s.is_empty()) {
+        source = source.join(relative(&format!("volumeMount {}: subPath", vm.name), sub)?);
+    }
+    if vm.sub_path_expr.as_deref().is_some_and(|s| !s.is_empty()) {
+        return Err(PlanError::Unsupported { what: format!("volumeMount {}: subPathExpr", vm.name) });
+    }
+    Ok(BindMount {
+        source,
+        target,
+        read_only: read_only || vm.read_only == Some(true),
+        device: false,
+    })
+}
+
+fn absolute(field: &str, path: &str) -> Result<PathBuf, PlanError> {
+    let p = Path::new(path);
+    let bad = |reason| PlanError::BadPath { field: field.to_string(), path: path.to_string(), reason };
+    if !p.is_absolute() {
+        return Err(bad("is not absolute"));
+    }
+    if p.components().any(|c| c == Component::ParentDir) {
+        return Err(bad("contains .."));
+    }
+    Ok(p.components().collect())
+}
+
+fn relative(field: &str, path: &str) -> Result<PathBuf, PlanError> {
+    let p = Path::new(path);
+    let ok = p.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    if !ok || path.is_empty() {
+        return Err(PlanError::BadPath {
+            field: field.to_string(),
+            path: path.to_string(),
+            reason: "must be a relative path without ..",
+        });
+    }
+    Ok(p.to_path_buf())
+}
+
+/// The command (mapped to a local binary) and its arguments, with the configured extra
+/// arguments appended to the `compute` container's.
+fn container_command(c: &Container, config: &KubeletConfig) -> Result<(PathBuf, Vec<String>), PlanError> {
+    let mut argv: Vec<String> = c.command.iter().flatten().chain(c.args.iter().flatten()).cloned().collect();
+    if argv.is_empty() {
+        return Err(PlanError::Unsupported {
+            what: format!("container {}: no command (image entrypoints)", c.name),
+        });
+    }
+    let program = argv.remove(0);
+    let local = config.binaries.get(&program).ok_or_else(|| PlanError::UnknownBinary {
+        container: c.name.clone(),
+        command: program.clone(),
+    })?;
+    if c.name == COMPUTE {
+        argv.extend(config.extra_compute_args.iter().cloned());
+    }
+    Ok((local.to_path_buf(), argv))
+}
+
+fn container_env(
+    c: &Container,
+    pod: &Pod,
+    key: &PodKey,
+    config: &KubeletConfig,
+    address: PodAddress,
+) -> Result<Vec<(String, String)>, PlanError> {
+    if c.env_from.as_ref().is_some_and(|e| !e.is_empty()) {
+        return Err(PlanError::Unsupported { what: format!("container {}: envFrom", c.name) });
+    }
+    let mut env: Vec<(String, String)> = vec![
+        ("PATH".into(), DEFAULT_PATH.into()),
+        ("HOSTNAME".into(), pod.spec.as_ref().and_then(|s| s.hostname.clone()).unwrap_or_else(|| key.name.clone())),
+    ];
+    for EnvVar { name, value, value_from } in c.env.iter().flatten() {
+        let v = match (value, value_from) {
+            (_, Some(from)) => {
+                let field = from.field_ref.as_ref().ok_or_else(|| PlanError::Unsupported {
+                    what: format!("container {}: env {name}: valueFrom other than fieldRef", c.name),
+                })?;
+                field_value(pod, key, &field.field_path, Some(address), config).ok_or_else(|| {
+                    PlanError::Unsupported {
+                        what: format!("container {}: env {name}: fieldRef {}", c.name, field.field_path),
+                    }
+                })?
+            }
+            (Some(v), None) => v.clone(),
+            (None, None) => String::new(),
+        };
+        env.retain(|(k, _)| k != name);
+        env.push((name.clone(), v));
+    }
+    Ok(env)
+}
+
+/// A downward-API field: the pod's identity, labels/annotations, node and addresses.
+fn field_value(
+    pod: &Pod,
+    key: &PodKey,
+    path: &str,
+    address: Option<PodAddress>,
+    config: &KubeletConfig,
+) -> Option<String> {
+    let map_entry = |m: &Option<BTreeMap<String, String>>, prefix: &str| -> Option<String> {
+        let k = path.strip_prefix(prefix)?.strip_suffix("']")?;
+        Some(m.as_ref().and_then(|m| m.get(k)).cloned().unwrap_or_default())
+    };
+    let map_all = |m: &Option<BTreeMap<String, String>>| {
+        m.iter().flatten().map(|(k, v)| format!("{k}={v:?}\n")).collect::<String>()
+    };
+    let spec = pod.spec.as_ref();
+    Some(match path {
+        "metadata.name" => key.name.clone(),
+        "metadata.namespace" => key.namespace.clone(),
+        "metadata.uid" => key.uid.clone(),
+        "metadata.labels" => map_all(&pod.metadata.labels),
+        "metadata.annotations" => map_all(&pod.metadata.annotations),
+        "spec.nodeName" => spec.and_then(|s| s.node_name.clone()).unwrap_or_else(|| config.node_name.clone()),
+        "spec.serviceAccountName" => spec.and_then(|s| s.service_account_name.clone()).unwrap_or_default(),
+        "status.podIP" | "status.podIPs" => address?.pod_ip.to_string(),
+        "status.hostIP" | "status.hostIPs" => config.host_ip.to_string(),
+        _ => {
+            return map_entry(&pod.metadata.labels, "metadata.labels['")
+                .or_else(|| map_entry(&pod.metadata.annotations, "metadata.annotations['"));
+        }
+    })
+}

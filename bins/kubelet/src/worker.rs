@@ -1,0 +1,479 @@
+//! One pod's life on this node, from its first sight to its final deletion: plan, set up,
+//! start, report, stop (deleted, or the runner shutting down) and clean up.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use nix::sys::signal::Signal;
+use serde_json::Value;
+use tokio::sync::watch;
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::config::KubeletConfig;
+use crate::error::PlanError;
+use crate::host::{self, Footprint};
+use crate::plan::{PodKey, PodPlan, plan_pod};
+use crate::state::{self, PodRecord};
+use crate::status::{ContainerState, Phase, PodReport, now, status_patch};
+
+/// How long a pod removed from the API outright (force-deleted) gets to stop.
+const FORCED_GRACE: Duration = Duration::from_secs(2);
+/// How often the readiness file is looked for.
+const READINESS_POLL: Duration = Duration::from_millis(250);
+
+/// What every pod worker shares.
+pub(crate) struct Ctx {
+    pub client: kube::Client,
+    pub config: KubeletConfig,
+    pub cgroup_root: Option<PathBuf>,
+    pub slots: Mutex<BTreeSet<u32>>,
+}
+
+impl Ctx {
+    fn footprint(&self, key: &PodKey) -> Footprint {
+        Footprint::of(key, &self.config.pods_dir, &self.config.state_dir, self.cgroup_root.as_deref())
+    }
+
+    fn take_slot(&self) -> Option<u32> {
+        let mut used = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let free = (0..self.config.pod_cidr.slots()).find(|s| !used.contains(s))?;
+        used.insert(free);
+        Some(free)
+    }
+
+    fn release_slot(&self, slot: u32) {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner()).remove(&slot);
+    }
+}
+
+/// The container process: started by this runner, or found running after a restart.
+enum Proc {
+    Child { child: tokio::process::Child, pid: u32 },
+    Adopted { pid: u32, ticks: u64 },
+}
+
+/// How the container ended: its wait status, or unknown (an adopted process is not our child).
+enum Exit {
+    Status(std::process::ExitStatus),
+    Unknown,
+}
+
+impl Proc {
+    fn pid(&self) -> u32 {
+        match self {
+            Self::Child { pid, .. } | Self::Adopted { pid, .. } => *pid,
+        }
+    }
+
+    async fn wait(&mut self) -> Exit {
+        match self {
+            Self::Child { child, .. } => match child.wait().await {
+                Ok(s) => Exit::Status(s),
+                Err(_) => Exit::Unknown,
+            },
+            Self::Adopted { pid, ticks } => loop {
+                if host::start_ticks(*pid) != Some(*ticks) {
+                    return Exit::Unknown;
+                }
+                tokio::time::sleep(READINESS_POLL).await;
+            },
+        }
+    }
+}
+
+/// Runs one pod until it is deleted from the API or the runner stops.
+pub(crate) async fn run_pod(
+    ctx: Arc<Ctx>,
+    key: PodKey,
+    pods: watch::Receiver<Option<Pod>>,
+    stop: watch::Receiver<bool>,
+    record: Option<PodRecord>,
+) {
+    let span = info_span!("pod", pod = %key);
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    let mut w = Worker { ctx, key, api, pods, stop, last_patch: None };
+    w.run(record).instrument(span).await;
+}
+
+struct Worker {
+    ctx: Arc<Ctx>,
+    key: PodKey,
+    api: Api<Pod>,
+    pods: watch::Receiver<Option<Pod>>,
+    stop: watch::Receiver<bool>,
+    last_patch: Option<Value>,
+}
+
+/// Why the running loop ended.
+enum End {
+    Exited(Exit),
+    Deleted(Duration),
+    Gone,
+    Shutdown,
+}
+
+impl Worker {
+    fn current(&self) -> Option<Pod> {
+        self.pods.borrow().clone()
+    }
+
+    async fn run(&mut self, record: Option<PodRecord>) {
+        let Some(pod) = self.current() else { return };
+        let fp = self.ctx.footprint(&self.key);
+        let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+        if matches!(phase.as_str(), "Succeeded" | "Failed") {
+            if let Some(r) = &record {
+                self.ctx.release_slot(r.slot);
+            }
+            host::teardown(&fp, None).await;
+            return self.await_deletion().await;
+        }
+        if pod.metadata.deletion_timestamp.is_some() && record.is_none() {
+            host::teardown(&fp, None).await;
+            return self.final_delete().await;
+        }
+        let started_before = pod
+            .status
+            .as_ref()
+            .is_some_and(|s| s.start_time.is_some() || phase == "Running");
+        let (slot, proc, started_at) = match record {
+            Some(r) if r.process_alive() => {
+                info!(pid = ?r.pid, "adopting the container still running from before the restart");
+                let (Some(pid), Some(ticks)) = (r.pid, r.start_ticks) else { return };
+                (r.slot, Some(Proc::Adopted { pid, ticks }), r.started_at.clone())
+            }
+            Some(r) => {
+                self.ctx.release_slot(r.slot);
+                return self.lost_after_restart(&fp).await;
+            }
+            None if started_before => return self.lost_after_restart(&fp).await,
+            None => {
+                let Some(slot) = self.ctx.take_slot() else {
+                    let e = crate::error::HostError::CidrExhausted(self.ctx.config.pod_cidr.to_string());
+                    return self.cannot_start(None, "OutOfAddresses", &e.to_string()).await;
+                };
+                (slot, None, None)
+            }
+        };
+        let Some(address) = self.ctx.config.pod_cidr.address(slot) else { return };
+        let plan = match plan_pod(&pod, &self.ctx.config, address)
+            .and_then(|p| p.missing_image(|d| d.is_dir()).map_or(Ok(p), Err))
+        {
+            Ok(p) => p,
+            Err(e) => {
+                self.ctx.release_slot(slot);
+                warn!(error = %e, label = e.label(), "pod cannot run");
+                let image_error = matches!(e, PlanError::UnknownImage { .. });
+                return self.cannot_start(image_error.then_some(&e), e.reason(), &e.to_string()).await;
+            }
+        };
+        for s in &plan.skipped {
+            info!(skipped = %s, "not run by the kvrs pod runner");
+        }
+        let (proc, started_at) = match proc {
+            Some(p) => (p, started_at.unwrap_or_else(now)),
+            None => match self.start(&plan, &fp, slot).await {
+                Some(p) => p,
+                None => {
+                    self.ctx.release_slot(slot);
+                    return self.await_deletion().await;
+                }
+            },
+        };
+        self.run_container(plan, fp, slot, proc, started_at).await;
+    }
+
+    /// Sets the pod up and starts its container; on failure cleans up and reports Failed.
+    async fn start(&mut self, plan: &PodPlan, fp: &Footprint, slot: u32) -> Option<(Proc, String)> {
+        host::teardown(fp, None).await;
+        let setup = host::setup_files(plan)
+            .and_then(|()| host::setup_network(&plan.network))
+            .and_then(|()| host::spawn(plan, &self.ctx.config.exec_helper, fp.cgroup.as_deref()));
+        let child = match setup {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(error = %e, label = e.label(), "pod set-up failed");
+                host::teardown(fp, None).await;
+                self.report_failed("CreateContainerError", &e.to_string(), None).await;
+                return None;
+            }
+        };
+        let pid = child.id().unwrap_or(0);
+        let started_at = now();
+        let record = PodRecord {
+            key: self.key.clone(),
+            slot,
+            pid: Some(pid),
+            start_ticks: host::start_ticks(pid),
+            started_at: Some(started_at.clone()),
+        };
+        if let Err(e) = state::save(&self.ctx.config.state_dir, &record) {
+            warn!(error = %e, "cannot record the pod's process");
+        }
+        info!(pid, ip = %plan.network.address.pod_ip, netns = %plan.network.netns, "container started");
+        Some((Proc::Child { child, pid }, started_at))
+    }
+
+    async fn run_container(&mut self, plan: PodPlan, fp: Footprint, slot: u32, mut proc: Proc, started_at: String) {
+        let mut ready = plan.readiness_file.is_none();
+        let running = ContainerState::Running { started_at: started_at.clone() };
+        let first = self.report(&plan, Phase::Running, running.clone(), ready);
+        self.send(first).await;
+        let mut tick = tokio::time::interval(READINESS_POLL);
+        let end = loop {
+            tokio::select! {
+                exit = proc.wait() => break End::Exited(exit),
+                changed = self.pods.changed() => {
+                    let Ok(()) = changed else { break End::Shutdown };
+                    match self.current() {
+                        None => break End::Gone,
+                        Some(p) if p.metadata.deletion_timestamp.is_some() => {
+                            let grace = p.metadata.deletion_grace_period_seconds
+                                .and_then(|s| u64::try_from(s).ok())
+                                .map_or(plan.grace, Duration::from_secs);
+                            break End::Deleted(grace);
+                        }
+                        Some(_) => {
+                            let r = self.report(&plan, Phase::Running, running.clone(), ready);
+                            self.send(r).await;
+                        }
+                    }
+                }
+                _ = self.stop.changed() => break End::Shutdown,
+                _ = tick.tick() => {
+                    if !ready && plan.readiness_file.as_ref().is_some_and(|f| f.exists()) {
+                        ready = true;
+                        info!("ready");
+                        let r = self.report(&plan, Phase::Running, running.clone(), ready);
+                        self.send(r).await;
+                    }
+                }
+            }
+        };
+        let finished = |exit: Exit| terminated(&plan, &started_at, exit);
+        match end {
+            End::Exited(exit) => {
+                let state = finished(exit);
+                host::kill_all(fp.cgroup.as_deref(), Some(proc.pid())).await;
+                host::remove_network(&fp.netns, &fp.host_veth);
+                self.ctx.release_slot(slot);
+                let phase = match &state {
+                    ContainerState::Terminated { exit_code: 0, .. } => Phase::Succeeded,
+                    _ => Phase::Failed,
+                };
+                info!(phase = phase.as_str(), "container exited");
+                let r = self.report(&plan, phase, state, false);
+                self.send(r).await;
+                self.await_deletion().await;
+            }
+            End::Deleted(grace) => {
+                info!(?grace, "pod deleted: stopping its container");
+                let exit = stop_container(&mut proc, grace).await;
+                host::teardown(&fp, Some(proc.pid())).await;
+                self.ctx.release_slot(slot);
+                let state = finished(exit);
+                let phase = match &state {
+                    ContainerState::Terminated { exit_code: 0, .. } => Phase::Succeeded,
+                    _ => Phase::Failed,
+                };
+                let r = self.report(&plan, phase, state, false);
+                self.send(r).await;
+                self.final_delete().await;
+            }
+            End::Gone => {
+                info!("pod removed from the API: stopping its container");
+                stop_container(&mut proc, FORCED_GRACE).await;
+                host::teardown(&fp, Some(proc.pid())).await;
+                self.ctx.release_slot(slot);
+            }
+            End::Shutdown => {
+                info!(grace = ?plan.grace, "runner shutting down: stopping the container");
+                let exit = stop_container(&mut proc, plan.grace).await;
+                host::teardown(&fp, Some(proc.pid())).await;
+                self.ctx.release_slot(slot);
+                let mut r = self.report(&plan, Phase::Failed, finished(exit), false);
+                r.reason = Some("Terminated".into());
+                r.message = Some("the kvrs pod runner of this node shut down".into());
+                self.send(r).await;
+            }
+        }
+    }
+
+    fn report(&self, plan: &PodPlan, phase: Phase, state: ContainerState, ready: bool) -> PodReport {
+        PodReport {
+            phase,
+            reason: None,
+            message: None,
+            pod_ip: Some(plan.network.address.pod_ip),
+            host_ip: self.ctx.config.host_ip,
+            start_time: self
+                .current()
+                .and_then(|p| p.status?.start_time)
+                .and_then(|t| serde_json::to_value(t).ok()?.as_str().map(String::from))
+                .or_else(|| match &state {
+                    ContainerState::Running { started_at } => Some(started_at.clone()),
+                    _ => None,
+                }),
+            container: plan.container.clone(),
+            image: plan.image.clone(),
+            state,
+            ready,
+        }
+    }
+
+    /// Patches `pods/status` with `r` unless it says what the last patch said.
+    async fn send(&mut self, r: PodReport) {
+        let Some(pod) = self.current() else { return };
+        let patch = status_patch(&r, &pod, &now());
+        if self.last_patch.as_ref() == Some(&patch) {
+            return;
+        }
+        for attempt in 0..5u32 {
+            match self.api.patch_status(&self.key.name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
+                Ok(_) => {
+                    self.last_patch = Some(patch);
+                    return;
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 => return,
+                Err(e) => {
+                    warn!(error = %e, attempt, "status patch failed");
+                    tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+                }
+            }
+        }
+    }
+
+    async fn report_failed(&mut self, reason: &str, message: &str, waiting: Option<&PlanError>) {
+        let Some(pod) = self.current() else { return };
+        let container = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.iter().find(|c| c.name == crate::plan::COMPUTE).or(s.containers.first()));
+        let state = match waiting {
+            Some(e) => ContainerState::Waiting { reason: e.reason().into(), message: message.into() },
+            None => ContainerState::Terminated {
+                exit_code: 128,
+                signal: None,
+                reason: reason.into(),
+                message: Some(message.into()),
+                started_at: None,
+                finished_at: now(),
+            },
+        };
+        let r = PodReport {
+            phase: Phase::Failed,
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+            pod_ip: None,
+            host_ip: self.ctx.config.host_ip,
+            start_time: Some(now()),
+            container: container.map(|c| c.name.clone()).unwrap_or_else(|| crate::plan::COMPUTE.into()),
+            image: container.and_then(|c| c.image.clone()).unwrap_or_default(),
+            state,
+            ready: false,
+        };
+        self.send(r).await;
+    }
+
+    async fn cannot_start(&mut self, waiting: Option<&PlanError>, reason: &str, message: &str) {
+        self.report_failed(reason, message, waiting).await;
+        self.await_deletion().await;
+    }
+
+    /// A pod this node had started whose container did not survive the runner's restart: a
+    /// kubelet after a reboot fails such pods (restartPolicy Never), it does not rerun them.
+    async fn lost_after_restart(&mut self, fp: &Footprint) {
+        warn!("container not running after the runner restarted: marking the pod Failed");
+        host::teardown(fp, None).await;
+        self.report_failed(
+            "NodeRestart",
+            "the container is no longer running after the kvrs pod runner restarted",
+            None,
+        )
+        .await;
+        self.await_deletion().await;
+    }
+
+    /// Waits until the (finished) pod gets a deletionTimestamp, then removes what is left and
+    /// deletes it for good.
+    async fn await_deletion(&mut self) {
+        loop {
+            match self.current() {
+                None => break,
+                Some(p) if p.metadata.deletion_timestamp.is_some() => {
+                    host::teardown(&self.ctx.footprint(&self.key), None).await;
+                    self.final_delete().await;
+                    break;
+                }
+                Some(_) => {}
+            }
+            tokio::select! {
+                r = self.pods.changed() => if r.is_err() { break },
+                _ = self.stop.changed() => break,
+            }
+        }
+    }
+
+    /// What a kubelet does once a deleted pod's containers are gone: delete it with grace 0,
+    /// only if it is still the same pod (UID precondition).
+    async fn final_delete(&mut self) {
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions { uid: Some(self.key.uid.clone()), resource_version: None }),
+            ..DeleteParams::default()
+        };
+        for attempt in 0..5u32 {
+            match self.api.delete(&self.key.name, &dp).await {
+                Ok(_) => {
+                    info!("pod deleted");
+                    return;
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => return,
+                Err(e) => {
+                    warn!(error = %e, attempt, "final delete failed");
+                    tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+                }
+            }
+        }
+    }
+}
+
+/// SIGTERM to the container's first process (PID 1 of a container), SIGKILL to all of it once
+/// `grace` has passed.
+async fn stop_container(proc: &mut Proc, grace: Duration) -> Exit {
+    let pid = proc.pid();
+    host::signal(pid, Signal::SIGTERM);
+    match tokio::time::timeout(grace, proc.wait()).await {
+        Ok(exit) => exit,
+        Err(_) => {
+            warn!(?grace, "grace period over: SIGKILL");
+            host::signal(pid, Signal::SIGKILL);
+            proc.wait().await
+        }
+    }
+}
+
+fn terminated(plan: &PodPlan, started_at: &str, exit: Exit) -> ContainerState {
+    use std::os::unix::process::ExitStatusExt;
+    let (exit_code, signal, reason) = match exit {
+        Exit::Status(s) => match (s.code(), s.signal()) {
+            (Some(0), _) => (0, None, "Completed"),
+            (Some(c), _) => (c, None, "Error"),
+            (None, Some(sig)) => (128 + sig, Some(sig), "Error"),
+            (None, None) => (128, None, "Error"),
+        },
+        Exit::Unknown => (137, None, "ContainerStatusUnknown"),
+    };
+    ContainerState::Terminated {
+        exit_code,
+        signal,
+        reason: reason.into(),
+        message: (exit_code != 0).then(|| host::log_tail(&plan.log_path)).flatten(),
+        started_at: Some(started_at.to_string()),
+        finished_at: now(),
+    }
+}
