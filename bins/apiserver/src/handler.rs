@@ -1,0 +1,282 @@
+//! The verbs: GET (object, list, watch), POST (create, `pods/binding`), PUT, PATCH, DELETE,
+//! each checked for the bearer token and answered with the object or a `Status`.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tracing::{debug, info_span};
+
+use kvrs_store::{
+    CreateOptions, DeleteOptions, Deleted, PatchType, Propagation, Selector, json_of, lookup,
+};
+
+use crate::error::{ApiError, success};
+use crate::route::{ObjectPath, Route, route};
+use crate::{State, discovery, now, table};
+
+/// Response bodies: whole JSON documents, or a watch stream.
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// The largest request body read (the real API server's limit is 3 MiB).
+const MAX_BODY: usize = 8 << 20;
+
+pub(crate) fn json_response(code: u16, v: &Value) -> Response<Body> {
+    let body = serde_json::to_vec(v).unwrap_or_default();
+    let mut r = Response::new(Full::new(Bytes::from(body)).boxed_unsync());
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut()
+        .insert(CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    r
+}
+
+/// Serves one request; never fails (errors become `Status` responses).
+pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
+    let span = info_span!("request", method = %req.method(), path = %req.uri().path());
+    let _e = span.enter();
+    let (method, path) = (req.method().clone(), req.uri().path().to_string());
+    drop(_e);
+    match serve(state, req).await {
+        Ok(r) => r,
+        Err(e) => {
+            debug!(%method, %path, error = %e, label = e.label(), "request refused");
+            json_response(e.code(), &e.status())
+        }
+    }
+}
+
+fn query(req: &Request<Incoming>) -> HashMap<String, String> {
+    form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
+        .into_owned()
+        .collect()
+}
+
+async fn body_bytes(req: Request<Incoming>) -> Result<Bytes, ApiError> {
+    Limited::new(req.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .map_err(|e| ApiError::BadRequest(format!("reading the request body: {e}")))
+}
+
+/// Parses a JSON body; the error names the field path.
+fn parse<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, ApiError> {
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        ApiError::BadRequest(format!("error decoding the body at {path}: {}", e.into_inner()))
+    })
+}
+
+async fn serve(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+    let authorized = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .is_some_and(|t| t.trim() == state.token)
+        || req
+            .headers()
+            .get("impersonate-user")
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| h.strip_prefix(crate::kubeconfig::IMPERSONATE_PREFIX))
+            .is_some_and(|t| t == state.token);
+    if !authorized {
+        return Err(ApiError::Unauthorized);
+    }
+    let path = req.uri().path().to_string();
+    let route = route(&path)?;
+    if req.method() != Method::GET && !matches!(route, Route::Object(_)) {
+        return Err(ApiError::MethodNotAllowed(format!("{} {path}", req.method())));
+    }
+    match route {
+        Route::Health => {
+            let mut r = Response::new(Full::new(Bytes::from_static(b"ok")).boxed_unsync());
+            r.headers_mut()
+                .insert(CONTENT_TYPE, hyper::header::HeaderValue::from_static("text/plain"));
+            Ok(r)
+        }
+        Route::Version => Ok(json_response(200, &discovery::version())),
+        Route::CoreVersions => Ok(json_response(200, &discovery::core_versions(&state.addr))),
+        Route::Groups => Ok(json_response(200, &discovery::group_list())),
+        Route::Group(g) => discovery::group(&g)
+            .map(|d| json_response(200, &d))
+            .ok_or(ApiError::NoRoute(path)),
+        Route::Resources(g, v) => discovery::resource_list(&g, &v)
+            .map(|d| json_response(200, &d))
+            .ok_or(ApiError::NoRoute(path)),
+        Route::Object(op) => object(state, req, op).await,
+    }
+}
+
+fn store_err(e: kvrs_store::StoreError) -> ApiError {
+    ApiError::Store(e)
+}
+
+fn not_allowed(req: &Request<Incoming>, op: &ObjectPath) -> ApiError {
+    ApiError::MethodNotAllowed(format!(
+        "{} {}{}",
+        req.method(),
+        op.rt.id(),
+        op.sub.as_deref().map(|s| format!("/{s}")).unwrap_or_default()
+    ))
+}
+
+async fn object(state: Arc<State>, req: Request<Incoming>, op: ObjectPath) -> Result<Response<Body>, ApiError> {
+    let q = query(&req);
+    let sub = op.sub.as_deref();
+    let key = op.key();
+    let rt = op.rt.clone();
+    match (req.method().clone(), key, sub) {
+        (Method::GET, Some(key), None | Some("status")) => {
+            let obj = state.read(|s| s.get(&rt, &key)).ok_or_else(|| {
+                store_err(kvrs_store::StoreError::NotFound { resource: rt.id(), name: key.clone() })
+            })?;
+            let accept = req.headers().get(ACCEPT).and_then(|h| h.to_str().ok()).unwrap_or("");
+            let v = json_of(&obj).into_owned();
+            if table::wants_table(accept) {
+                return Ok(json_response(200, &table::table(&[v], 0, now())));
+            }
+            Ok(json_response(200, &v))
+        }
+        (Method::GET, None, None) => {
+            let selector = Selector::parse(
+                op.namespace.as_deref(),
+                q.get("labelSelector").map(String::as_str),
+                q.get("fieldSelector").map(String::as_str),
+            )
+            .map_err(store_err)?;
+            if matches!(q.get("watch").map(String::as_str), Some("true" | "1")) {
+                return crate::watch::watch(state, rt, selector, &q);
+            }
+            let list = state.read(|s| s.list(&rt, &selector));
+            let items: Vec<Value> = list.items.iter().map(|o| json_of(o).into_owned()).collect();
+            let accept = req.headers().get(ACCEPT).and_then(|h| h.to_str().ok()).unwrap_or("");
+            if table::wants_table(accept) {
+                return Ok(json_response(200, &table::table(&items, list.resource_version, now())));
+            }
+            // `limit` is ignored and no `continue` is returned: a client that paginates gets
+            // everything in the first page, consistent with the resourceVersion given.
+            Ok(json_response(
+                200,
+                &json!({
+                    "kind": format!("{}List", rt.kind),
+                    "apiVersion": rt.api_version(),
+                    "metadata": {"resourceVersion": list.resource_version.to_string()},
+                    "items": items,
+                }),
+            ))
+        }
+        (Method::POST, None, None) => {
+            let body: Value = parse(&body_bytes(req).await?)?;
+            if let Some(ns) = &op.namespace {
+                ensure_namespace(&state, ns);
+            }
+            let opts = CreateOptions { now: now(), uid: Some(state.uid()), name_suffix: Some(state.name_suffix()) };
+            let obj = state.write(|s| s.create(&rt, op.namespace.as_deref(), body, &opts)).map_err(store_err)?;
+            Ok(json_response(201, &json_of(&obj)))
+        }
+        (Method::POST, Some(key), Some("binding")) if rt.group.is_empty() && rt.plural == "pods" => {
+            #[derive(Deserialize)]
+            struct Target {
+                name: String,
+            }
+            #[derive(Deserialize)]
+            struct Binding {
+                target: Target,
+            }
+            let b: Binding = parse(&body_bytes(req).await?)?;
+            state.write(|s| s.bind(&rt, &key, &b.target.name, now())).map_err(store_err)?;
+            Ok(json_response(201, &success(201)))
+        }
+        (Method::PUT, Some(key), None | Some("status")) => {
+            let body: Value = parse(&body_bytes(req).await?)?;
+            let obj = state.write(|s| s.update(&rt, &key, sub, body, now())).map_err(store_err)?;
+            Ok(json_response(200, &json_of(&obj)))
+        }
+        (Method::PATCH, Some(key), None | Some("status")) => {
+            let ct = req.headers().get(CONTENT_TYPE).and_then(|h| h.to_str().ok()).unwrap_or("").to_string();
+            let patch_type = match ct.split(';').next().unwrap_or("").trim() {
+                "application/json-patch+json" => PatchType::Json,
+                "application/merge-patch+json" => PatchType::Merge,
+                "application/strategic-merge-patch+json" => PatchType::StrategicMerge,
+                other => return Err(ApiError::UnsupportedMediaType(other.to_string())),
+            };
+            let patch: Value = parse(&body_bytes(req).await?)?;
+            let obj = state.write(|s| s.patch(&rt, &key, sub, patch_type, &patch, now())).map_err(store_err)?;
+            Ok(json_response(200, &json_of(&obj)))
+        }
+        (Method::DELETE, Some(key), None) => {
+            let bytes = body_bytes(req).await?;
+            let opts = delete_options(&bytes, &q)?;
+            match state.write(|s| s.delete(&rt, &key, &opts, now())).map_err(store_err)? {
+                Deleted::Removed(o) => Ok(json_response(200, &json_of(&o))),
+                Deleted::Pending(o) => Ok(json_response(202, &json_of(&o))),
+            }
+        }
+        _ => Err(not_allowed(&req, &op)),
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Preconditions {
+    uid: Option<String>,
+    resource_version: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct DeleteBody {
+    grace_period_seconds: Option<i64>,
+    preconditions: Option<Preconditions>,
+    propagation_policy: Option<String>,
+    orphan_dependents: Option<bool>,
+}
+
+fn propagation(p: &str) -> Result<Propagation, ApiError> {
+    match p {
+        "Background" => Ok(Propagation::Background),
+        "Foreground" => Ok(Propagation::Foreground),
+        "Orphan" => Ok(Propagation::Orphan),
+        other => Err(ApiError::BadRequest(format!("propagationPolicy: unsupported value {other:?}"))),
+    }
+}
+
+/// DeleteOptions from the body (kube-rs sends them there) and the query (kubectl's flags).
+fn delete_options(bytes: &[u8], q: &HashMap<String, String>) -> Result<DeleteOptions, ApiError> {
+    let body: DeleteBody = if bytes.iter().all(u8::is_ascii_whitespace) { DeleteBody::default() } else { parse(bytes)? };
+    let pre = body.preconditions.unwrap_or_default();
+    let grace = match q.get("gracePeriodSeconds") {
+        Some(g) => Some(g.parse::<i64>().map_err(|e| ApiError::BadRequest(format!("gracePeriodSeconds: {e}")))?),
+        None => body.grace_period_seconds,
+    };
+    let policy = q.get("propagationPolicy").cloned().or(body.propagation_policy);
+    let orphan = q.get("orphanDependents").map(|v| v == "true").or(body.orphan_dependents);
+    let propagation = match (policy, orphan) {
+        (Some(p), _) => propagation(&p)?,
+        (None, Some(true)) => Propagation::Orphan,
+        _ => Propagation::Background,
+    };
+    Ok(DeleteOptions { uid: pre.uid, resource_version: pre.resource_version, grace_period_seconds: grace, propagation })
+}
+
+/// Creates the Namespace object of `ns` when there is none: objects may go into any namespace,
+/// and `kubectl get ns` then lists it.
+pub(crate) fn ensure_namespace(state: &State, ns: &str) {
+    let Some(rt) = lookup("", "namespaces") else { return };
+    if state.read(|s| s.get(&rt, ns).is_some()) {
+        return;
+    }
+    let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}, "spec": {}, "status": {"phase": "Active"}});
+    let opts = CreateOptions { now: now(), uid: Some(state.uid()), name_suffix: None };
+    let _ = state.write(|s| s.create(&rt, None, body, &opts));
+}
