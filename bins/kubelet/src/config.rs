@@ -134,7 +134,9 @@ impl std::str::FromStr for PodCidr {
             value: s.to_string(),
             reason: why.to_string(),
         };
-        let (addr, prefix) = s.split_once('/').ok_or_else(|| bad("expected ADDRESS/PREFIX"))?;
+        let (addr, prefix) = s
+            .split_once('/')
+            .ok_or_else(|| bad("expected ADDRESS/PREFIX"))?;
         let addr: Ipv4Addr = addr.parse().map_err(|_| bad("not an IPv4 address"))?;
         let prefix: u8 = prefix.parse().map_err(|_| bad("prefix is not a number"))?;
         if prefix > 30 {
@@ -333,7 +335,10 @@ mod tests {
         );
         m.parse_map_file("# c\n\nexample/disk = disk\n", Path::new("/maps"))
             .unwrap();
-        assert_eq!(m.candidate("example/disk").unwrap(), Path::new("/maps/disk"));
+        assert_eq!(
+            m.candidate("example/disk").unwrap(),
+            Path::new("/maps/disk")
+        );
         assert!(m.parse_map_file("nope", Path::new("/")).is_err());
         assert_eq!(ImageMap::default().candidate("x"), None);
     }

@@ -54,7 +54,8 @@ pub fn cgroup_root(node: &str) -> Option<PathBuf> {
     let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
     let mount = info.lines().find_map(|l| {
         let (pre, post) = l.split_once(" - ")?;
-        (post.split_whitespace().next() == Some("cgroup2")).then(|| pre.split_whitespace().nth(4))?
+        (post.split_whitespace().next() == Some("cgroup2"))
+            .then(|| pre.split_whitespace().nth(4))?
     })?;
     let root = Path::new(mount).join(format!("kvrs-kubelet-{node}"));
     fs::create_dir_all(&root).ok()?;
@@ -66,7 +67,10 @@ fn run_ip(args: &[&str]) -> Result<(), HostError> {
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| HostError::Command { command: format!("ip {}", args.join(" ")), stderr: e.to_string() })?;
+        .map_err(|e| HostError::Command {
+            command: format!("ip {}", args.join(" ")),
+            stderr: e.to_string(),
+        })?;
     if out.status.success() {
         return Ok(());
     }
@@ -85,13 +89,32 @@ pub fn setup_network(n: &NetworkPlan) -> Result<(), HostError> {
     let ip = format!("{}/{}", a.pod_ip, a.prefix_len);
     let ns = n.netns.as_str();
     run_ip(&["netns", "add", ns])?;
-    run_ip(&["link", "add", &n.host_veth, "type", "veth", "peer", "name", "eth0", "netns", ns])?;
+    run_ip(&[
+        "link",
+        "add",
+        &n.host_veth,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "eth0",
+        "netns",
+        ns,
+    ])?;
     run_ip(&["addr", "add", &gw, "dev", &n.host_veth])?;
     run_ip(&["link", "set", &n.host_veth, "up"])?;
     run_ip(&["-n", ns, "link", "set", "lo", "up"])?;
     run_ip(&["-n", ns, "addr", "add", &ip, "dev", "eth0"])?;
     run_ip(&["-n", ns, "link", "set", "eth0", "up"])?;
-    run_ip(&["-n", ns, "route", "add", "default", "via", &a.gateway.to_string()])?;
+    run_ip(&[
+        "-n",
+        ns,
+        "route",
+        "add",
+        "default",
+        "via",
+        &a.gateway.to_string(),
+    ])?;
     for (k, v) in &n.sysctls {
         let kv = format!("{k}={v}");
         run_ip(&["netns", "exec", ns, "sysctl", "-q", "-w", &kv])?;
@@ -102,10 +125,10 @@ pub fn setup_network(n: &NetworkPlan) -> Result<(), HostError> {
 /// Removes the namespace (its `eth0` and so the veth pair go with it) and the host end, if
 /// they exist.
 pub fn remove_network(netns: &str, host_veth: &str) {
-    if Path::new("/run/netns").join(netns).exists() {
-        if let Err(e) = run_ip(&["netns", "del", netns]) {
-            warn!(netns, error = %e, "removing network namespace");
-        }
+    if Path::new("/run/netns").join(netns).exists()
+        && let Err(e) = run_ip(&["netns", "del", netns])
+    {
+        warn!(netns, error = %e, "removing network namespace");
     }
     if Path::new("/sys/class/net").join(host_veth).exists() {
         let _ = run_ip(&["link", "del", host_veth]);
@@ -116,20 +139,31 @@ pub fn remove_network(netns: &str, host_veth: &str) {
 pub fn setup_files(plan: &PodPlan) -> Result<(), HostError> {
     for d in &plan.dirs {
         fs::create_dir_all(&d.path).map_err(HostError::io(&d.path))?;
-        fs::set_permissions(&d.path, fs::Permissions::from_mode(d.mode)).map_err(HostError::io(&d.path))?;
-        std::os::unix::fs::chown(&d.path, Some(d.uid), Some(d.gid)).map_err(HostError::io(&d.path))?;
+        fs::set_permissions(&d.path, fs::Permissions::from_mode(d.mode))
+            .map_err(HostError::io(&d.path))?;
+        std::os::unix::fs::chown(&d.path, Some(d.uid), Some(d.gid))
+            .map_err(HostError::io(&d.path))?;
     }
     for f in &plan.files {
         if let Some(parent) = f.path.parent() {
             fs::create_dir_all(parent).map_err(HostError::io(parent))?;
         }
         fs::write(&f.path, &f.contents).map_err(HostError::io(&f.path))?;
-        fs::set_permissions(&f.path, fs::Permissions::from_mode(f.mode)).map_err(HostError::io(&f.path))?;
+        fs::set_permissions(&f.path, fs::Permissions::from_mode(f.mode))
+            .map_err(HostError::io(&f.path))?;
     }
     for d in &plan.devices {
         let _ = fs::remove_file(&d.path);
-        mknod(&d.path, SFlag::S_IFCHR, Mode::from_bits_truncate(0o600), makedev(d.major, d.minor))
-            .map_err(|e| HostError::Io { path: d.path.clone(), source: e.into() })?;
+        mknod(
+            &d.path,
+            SFlag::S_IFCHR,
+            Mode::from_bits_truncate(0o600),
+            makedev(d.major, d.minor),
+        )
+        .map_err(|e| HostError::Io {
+            path: d.path.clone(),
+            source: e.into(),
+        })?;
     }
     if let Some(parent) = plan.log_path.parent() {
         fs::create_dir_all(parent).map_err(HostError::io(parent))?;
@@ -140,7 +174,11 @@ pub fn setup_files(plan: &PodPlan) -> Result<(), HostError> {
 /// Starts the container: the exec helper with the plan's spec (and `cgroup`) written to
 /// `<state dir>/exec.json`, stdin closed, stdout and stderr appended to the log, in its own
 /// process group (a terminal's Ctrl-C is the runner's to handle, not the container's).
-pub fn spawn(plan: &PodPlan, helper: &ExecHelper, cgroup: Option<&Path>) -> Result<tokio::process::Child, HostError> {
+pub fn spawn(
+    plan: &PodPlan,
+    helper: &ExecHelper,
+    cgroup: Option<&Path>,
+) -> Result<tokio::process::Child, HostError> {
     let mut spec = plan.exec.clone();
     if let Some(cg) = cgroup {
         if fs::create_dir_all(cg).is_ok() {
@@ -150,7 +188,10 @@ pub fn spawn(plan: &PodPlan, helper: &ExecHelper, cgroup: Option<&Path>) -> Resu
         }
     }
     let spec_path = plan.state_dir.join("exec.json");
-    let json = serde_json::to_vec_pretty(&spec).map_err(|e| HostError::Io { path: spec_path.clone(), source: e.into() })?;
+    let json = serde_json::to_vec_pretty(&spec).map_err(|e| HostError::Io {
+        path: spec_path.clone(),
+        source: e.into(),
+    })?;
     fs::write(&spec_path, json).map_err(HostError::io(&spec_path))?;
     let log = fs::OpenOptions::new()
         .create(true)
@@ -183,7 +224,9 @@ pub async fn kill_all(cgroup: Option<&Path>, pid: Option<u32>) {
     if let Some(p) = pid.and_then(|p| i32::try_from(p).ok()) {
         let _ = killpg(Pid::from_raw(p), Signal::SIGKILL);
     }
-    let Some(cg) = cgroup.filter(|c| c.exists()) else { return };
+    let Some(cg) = cgroup.filter(|c| c.exists()) else {
+        return;
+    };
     let procs = cg.join("cgroup.procs");
     for _ in 0..50 {
         let left = fs::read_to_string(&procs).unwrap_or_default();
@@ -191,7 +234,10 @@ pub async fn kill_all(cgroup: Option<&Path>, pid: Option<u32>) {
             break;
         }
         if fs::write(cg.join("cgroup.kill"), "1").is_err() {
-            for p in left.split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
+            for p in left
+                .split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok())
+            {
                 signal(p, Signal::SIGKILL);
             }
         }

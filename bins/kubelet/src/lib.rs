@@ -81,7 +81,11 @@ impl Kubelet {
     /// registered; API errors while running are logged and retried.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), KubeletError> {
         let config = self.config;
-        for d in [&config.state_dir.join("pods"), &config.state_dir.join("logs"), &config.pods_dir] {
+        for d in [
+            &config.state_dir.join("pods"),
+            &config.state_dir.join("logs"),
+            &config.pods_dir,
+        ] {
             std::fs::create_dir_all(d).map_err(HostError::io(d))?;
         }
         let cgroup_root = host::cgroup_root(&config.node_name);
@@ -116,7 +120,10 @@ impl Kubelet {
 
         let mut background = Vec::new();
         if bind {
-            background.push(tokio::spawn(bind_unscheduled(self.client.clone(), node_name.clone())));
+            background.push(tokio::spawn(bind_unscheduled(
+                self.client.clone(),
+                node_name.clone(),
+            )));
         }
         if register {
             background.push(tokio::spawn(async move {
@@ -227,13 +234,23 @@ fn dispatch(
     }
     let (tx, rx) = watch::channel(Some(pod));
     let record = records.remove(&key.uid);
-    let handle = tokio::spawn(worker::run_pod(ctx.clone(), key.clone(), rx, stop.clone(), record));
+    let handle = tokio::spawn(worker::run_pod(
+        ctx.clone(),
+        key.clone(),
+        rx,
+        stop.clone(),
+        record,
+    ));
     tasks.insert(key.uid, PodTask { pods: tx, handle });
 }
 
 /// At start, after the first full listing: removes what is left of pods this node no longer
 /// has (their records, or bare state directories), killing any process still running.
-async fn sweep(ctx: &Arc<Ctx>, seen: &HashSet<String>, records: &mut HashMap<String, state::PodRecord>) {
+async fn sweep(
+    ctx: &Arc<Ctx>,
+    seen: &HashSet<String>,
+    records: &mut HashMap<String, state::PodRecord>,
+) {
     let gone: Vec<String> = state::pod_uids(&ctx.config.state_dir)
         .into_iter()
         .filter(|uid| !seen.contains(uid))
@@ -246,11 +263,22 @@ async fn sweep(ctx: &Arc<Ctx>, seen: &HashSet<String>, records: &mut HashMap<Str
             uid: uid.clone(),
         });
         info!(uid, "removing what is left of a pod no longer on this node");
-        let fp = host::Footprint::of(&key, &ctx.config.pods_dir, &ctx.config.state_dir, ctx.cgroup_root.as_deref());
-        let pid = record.as_ref().filter(|r| r.process_alive()).and_then(|r| r.pid);
+        let fp = host::Footprint::of(
+            &key,
+            &ctx.config.pods_dir,
+            &ctx.config.state_dir,
+            ctx.cgroup_root.as_deref(),
+        );
+        let pid = record
+            .as_ref()
+            .filter(|r| r.process_alive())
+            .and_then(|r| r.pid);
         host::teardown(&fp, pid).await;
         if let Some(r) = record {
-            ctx.slots.lock().unwrap_or_else(|e| e.into_inner()).remove(&r.slot);
+            ctx.slots
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&r.slot);
         }
     }
 }
@@ -260,7 +288,11 @@ async fn sweep(ctx: &Arc<Ctx>, seen: &HashSet<String>, records: &mut HashMap<Str
 async fn bind_unscheduled(client: kube::Client, node: String) {
     let all: Api<Pod> = Api::all(client.clone());
     let wc = watcher::Config::default().fields("spec.nodeName=");
-    let mut events = std::pin::pin!(watcher::watcher(all, wc).default_backoff().applied_objects());
+    let mut events = std::pin::pin!(
+        watcher::watcher(all, wc)
+            .default_backoff()
+            .applied_objects()
+    );
     while let Some(ev) = events.next().await {
         let pod = match ev {
             Ok(p) => p,
@@ -269,11 +301,16 @@ async fn bind_unscheduled(client: kube::Client, node: String) {
                 continue;
             }
         };
-        let scheduled = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+        let scheduled = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty());
         if scheduled || pod.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        let (Some(name), Some(ns)) = (pod.metadata.name.clone(), pod.metadata.namespace.clone()) else {
+        let (Some(name), Some(ns)) = (pod.metadata.name.clone(), pod.metadata.namespace.clone())
+        else {
             continue;
         };
         let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
@@ -285,7 +322,15 @@ async fn bind_unscheduled(client: kube::Client, node: String) {
             Ok(b) => b,
             Err(_) => continue,
         };
-        match api.create_subresource::<_, serde_json::Value>("binding", &name, &PostParams::default(), &binding).await {
+        match api
+            .create_subresource::<_, serde_json::Value>(
+                "binding",
+                &name,
+                &PostParams::default(),
+                &binding,
+            )
+            .await
+        {
             Ok(_) => info!(pod = %format!("{ns}/{name}"), node = %node, "bound"),
             Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
             Err(e) => warn!(pod = %format!("{ns}/{name}"), error = %e, "binding failed"),

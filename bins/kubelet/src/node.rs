@@ -33,7 +33,12 @@ pub struct NodeFacts {
 
 impl NodeFacts {
     /// This machine's CPUs and memory, for `name`.
-    pub fn of_this_machine(name: &str, host_ip: Ipv4Addr, max_pods: u32, labels: BTreeMap<String, String>) -> Self {
+    pub fn of_this_machine(
+        name: &str,
+        host_ip: Ipv4Addr,
+        max_pods: u32,
+        labels: BTreeMap<String, String>,
+    ) -> Self {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         let memory_kib = std::fs::read_to_string("/proc/meminfo")
             .ok()
@@ -46,7 +51,14 @@ impl NodeFacts {
                     .ok()
             })
             .unwrap_or(0);
-        Self { name: name.to_string(), host_ip, cpus, memory_kib, max_pods, labels }
+        Self {
+            name: name.to_string(),
+            host_ip,
+            cpus,
+            memory_kib,
+            max_pods,
+            labels,
+        }
     }
 }
 
@@ -55,7 +67,12 @@ pub fn default_labels(name: &str) -> BTreeMap<String, String> {
     let mut l = BTreeMap::new();
     l.insert("kubernetes.io/hostname".to_string(), name.to_string());
     l.insert("kubernetes.io/os".to_string(), "linux".to_string());
-    l.insert("kubernetes.io/arch".to_string(), std::env::consts::ARCH.replace("x86_64", "amd64").replace("aarch64", "arm64"));
+    l.insert(
+        "kubernetes.io/arch".to_string(),
+        std::env::consts::ARCH
+            .replace("x86_64", "amd64")
+            .replace("aarch64", "arm64"),
+    );
     l
 }
 
@@ -113,7 +130,10 @@ pub async fn register(api: &Api<Node>, f: &NodeFacts, now: &str) -> Result<(), K
                 "metadata": {"name": f.name, "labels": labels},
                 "status": node_status(f, now),
             }))
-            .map_err(|e| KubeletError::Api { what: format!("build Node {}", f.name), source: kube::Error::SerdeError(e) })?;
+            .map_err(|e| KubeletError::Api {
+                what: format!("build Node {}", f.name),
+                source: kube::Error::SerdeError(e),
+            })?;
             match api.create(&PostParams::default(), &node).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 409 => {}
@@ -121,14 +141,22 @@ pub async fn register(api: &Api<Node>, f: &NodeFacts, now: &str) -> Result<(), K
             }
         }
         Some(_) => {
-            api.patch(&f.name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": labels}})))
-                .await
-                .map_err(err("label"))?;
+            api.patch(
+                &f.name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": labels}})),
+            )
+            .await
+            .map_err(err("label"))?;
         }
     }
-    api.patch_status(&f.name, &PatchParams::default(), &Patch::Merge(json!({"status": node_status(f, now)})))
-        .await
-        .map_err(err("update status of"))?;
+    api.patch_status(
+        &f.name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": node_status(f, now)})),
+    )
+    .await
+    .map_err(err("update status of"))?;
     Ok(())
 }
 
@@ -147,7 +175,11 @@ mod tests {
             labels: default_labels("n1"),
         };
         let s = node_status(&f, "t");
-        for r in ["devices.kubevirt.io/kvm", "devices.kubevirt.io/tun", "devices.kubevirt.io/vhost-net"] {
+        for r in [
+            "devices.kubevirt.io/kvm",
+            "devices.kubevirt.io/tun",
+            "devices.kubevirt.io/vhost-net",
+        ] {
             assert_eq!(s["allocatable"][r], "1000");
             assert_eq!(s["capacity"][r], "1000");
         }

@@ -164,7 +164,12 @@ pub struct DevicePlan {
 const DEVICES: [(&str, u64, u64, &str); 3] = [
     ("devices.kubevirt.io/tun", 10, 200, "/dev/net/tun"),
     ("devices.kubevirt.io/vhost-net", 10, 238, "/dev/vhost-net"),
-    ("devices.kubevirt.io/vhost-vsock", 10, 241, "/dev/vhost-vsock"),
+    (
+        "devices.kubevirt.io/vhost-vsock",
+        10,
+        241,
+        "/dev/vhost-vsock",
+    ),
 ];
 const KVM_RESOURCE: &str = "devices.kubevirt.io/kvm";
 
@@ -175,12 +180,17 @@ pub fn plan_pod(
     address: PodAddress,
 ) -> Result<PodPlan, PlanError> {
     let key = PodKey::of(pod)?;
-    let spec = pod.spec.as_ref().ok_or(PlanError::Missing { field: "spec" })?;
+    let spec = pod
+        .spec
+        .as_ref()
+        .ok_or(PlanError::Missing { field: "spec" })?;
     let pod_dir = kvrs_ipc::layout::pod_sockets_dir_on_host(&config.pods_dir, &key.uid)?
         .ancestors()
         .nth(3)
         .map(Path::to_path_buf)
-        .ok_or(PlanError::Missing { field: "metadata.uid" })?;
+        .ok_or(PlanError::Missing {
+            field: "metadata.uid",
+        })?;
     let state_dir = config.state_dir.join("pods").join(&key.uid);
     let mut skipped = Vec::new();
     for c in spec.init_containers.iter().flatten() {
@@ -207,7 +217,11 @@ pub fn plan_pod(
         .unwrap_or(0);
 
     let mut sysctls = config.default_sysctls.clone();
-    for s in pod_sc.and_then(|s| s.sysctls.as_ref()).into_iter().flatten() {
+    for s in pod_sc
+        .and_then(|s| s.sysctls.as_ref())
+        .into_iter()
+        .flatten()
+    {
         sysctls.retain(|(k, _)| k != &s.name);
         sysctls.push((s.name.clone(), s.value.clone()));
     }
@@ -222,11 +236,36 @@ pub fn plan_pod(
     let run_dir = state_dir.join("run");
     let dev_dir = state_dir.join("dev");
     let mut dirs = vec![
-        DirPlan { path: pod_dir.clone(), uid: 0, gid: 0, mode: 0o750 },
-        DirPlan { path: state_dir.clone(), uid: 0, gid: 0, mode: 0o755 },
-        DirPlan { path: run_dir.clone(), uid, gid, mode: 0o755 },
-        DirPlan { path: dev_dir.clone(), uid: 0, gid: 0, mode: 0o755 },
-        DirPlan { path: state_dir.join("etc"), uid: 0, gid: 0, mode: 0o755 },
+        DirPlan {
+            path: pod_dir.clone(),
+            uid: 0,
+            gid: 0,
+            mode: 0o750,
+        },
+        DirPlan {
+            path: state_dir.clone(),
+            uid: 0,
+            gid: 0,
+            mode: 0o755,
+        },
+        DirPlan {
+            path: run_dir.clone(),
+            uid,
+            gid,
+            mode: 0o755,
+        },
+        DirPlan {
+            path: dev_dir.clone(),
+            uid: 0,
+            gid: 0,
+            mode: 0o755,
+        },
+        DirPlan {
+            path: state_dir.join("etc"),
+            uid: 0,
+            gid: 0,
+            mode: 0o755,
+        },
     ];
     let mut files = vec![FilePlan {
         path: dev_dir.join("kvm-mask"),
@@ -234,28 +273,59 @@ pub fn plan_pod(
         mode: 0,
     }];
     let mut images = Vec::new();
-    let volumes: BTreeMap<&str, &Volume> =
-        spec.volumes.iter().flatten().map(|v| (v.name.as_str(), v)).collect();
-    for v in spec.volumes.iter().flatten().filter(|v| v.empty_dir.is_some()) {
+    let volumes: BTreeMap<&str, &Volume> = spec
+        .volumes
+        .iter()
+        .flatten()
+        .map(|v| (v.name.as_str(), v))
+        .collect();
+    for v in spec
+        .volumes
+        .iter()
+        .flatten()
+        .filter(|v| v.empty_dir.is_some())
+    {
         // Every emptyDir, mounted by the run container or not (as the kubelet does);
         // world-writable as the kubelet makes them, owned by the container's user as fsGroup
         // and the handler's e2e harness leave them.
-        let path = pod_dir.join("volumes/kubernetes.io~empty-dir").join(&v.name);
-        dirs.push(DirPlan { path, uid, gid, mode: 0o777 });
+        let path = pod_dir
+            .join("volumes/kubernetes.io~empty-dir")
+            .join(&v.name);
+        dirs.push(DirPlan {
+            path,
+            uid,
+            gid,
+            mode: 0o777,
+        });
     }
     let mut mounts = Vec::new();
     let mut mounted = std::collections::BTreeSet::new();
     for vm in container.volume_mounts.iter().flatten() {
-        let volume = volumes.get(vm.name.as_str()).ok_or_else(|| PlanError::NoSuchVolume {
-            container: container.name.clone(),
-            mount: vm.name.clone(),
-        })?;
-        let source = volume_source(volume, &pod_dir, config, pod, &key, &mut dirs, &mut files, &mut images, mounted.insert(vm.name.as_str()))?;
+        let volume = volumes
+            .get(vm.name.as_str())
+            .ok_or_else(|| PlanError::NoSuchVolume {
+                container: container.name.clone(),
+                mount: vm.name.clone(),
+            })?;
+        let source = volume_source(
+            volume,
+            &pod_dir,
+            config,
+            pod,
+            &key,
+            &mut dirs,
+            &mut files,
+            &mut images,
+            mounted.insert(vm.name.as_str()),
+        )?;
         mounts.push(mount_of(vm, source.path, source.read_only)?);
     }
     for v in spec.volumes.iter().flatten() {
         if !mounted.contains(v.name.as_str()) && v.empty_dir.is_none() {
-            skipped.push(format!("volume {} (not mounted by {})", v.name, container.name));
+            skipped.push(format!(
+                "volume {} (not mounted by {})",
+                v.name, container.name
+            ));
         }
     }
     // Parents before children, whatever the spelling (/var/run is /run).
@@ -272,16 +342,32 @@ pub fn plan_pod(
         if limits.contains(&resource) {
             let name = Path::new(target).file_name().unwrap_or_default();
             let path = dev_dir.join(name);
-            devices.push(DevicePlan { path: path.clone(), major, minor });
-            mounts.push(BindMount { source: path, target: target.into(), read_only: false, device: true });
+            devices.push(DevicePlan {
+                path: path.clone(),
+                major,
+                minor,
+            });
+            mounts.push(BindMount {
+                source: path,
+                target: target.into(),
+                read_only: false,
+                device: true,
+            });
         }
     }
-    for r in limits.iter().filter(|r| r.contains('/') && !r.starts_with("hugepages")) {
+    for r in limits
+        .iter()
+        .filter(|r| r.contains('/') && !r.starts_with("hugepages"))
+    {
         if *r != KVM_RESOURCE && !DEVICES.iter().any(|d| d.0 == *r) {
             skipped.push(format!("resource {r} (no such device on this node)"));
         }
     }
-    let kvm = if limits.contains(&KVM_RESOURCE) { KvmAccess::IfUsable } else { KvmAccess::Masked };
+    let kvm = if limits.contains(&KVM_RESOURCE) {
+        KvmAccess::IfUsable
+    } else {
+        KvmAccess::Masked
+    };
 
     let command = container_command(container, config)?;
     let env = container_env(container, pod, &key, config, address)?;
@@ -295,10 +381,10 @@ pub fn plan_pod(
         .termination_grace_period_seconds
         .and_then(|s| u64::try_from(s).ok())
         .map_or(DEFAULT_GRACE, Duration::from_secs);
-    let log_path = config.state_dir.join("logs").join(format!(
-        "{}_{}_{}.log",
-        key.namespace, key.name, key.uid
-    ));
+    let log_path = config
+        .state_dir
+        .join("logs")
+        .join(format!("{}_{}_{}.log", key.namespace, key.name, key.uid));
     let exec = ExecSpec {
         netns: Some(Path::new("/run/netns").join(&network.netns)),
         hostname: Some(hostname),
@@ -310,7 +396,10 @@ pub fn plan_pod(
         passwd_dir: Some(state_dir.join("etc")),
         uid,
         gid,
-        working_dir: container.working_dir.clone().map_or_else(|| "/".into(), PathBuf::from),
+        working_dir: container
+            .working_dir
+            .clone()
+            .map_or_else(|| "/".into(), PathBuf::from),
         command: command.0,
         args: command.1,
         env,
@@ -368,7 +457,10 @@ fn volume_source(
     let volumes = pod_dir.join("volumes");
     if v.empty_dir.is_some() {
         let path = volumes.join("kubernetes.io~empty-dir").join(&v.name);
-        return Ok(Source { path, read_only: false });
+        return Ok(Source {
+            path,
+            read_only: false,
+        });
     }
     if let Some(image) = &v.image {
         let reference = image.reference.clone().unwrap_or_default();
@@ -380,11 +472,9 @@ fn volume_source(
             });
         };
         let looked_in = match config.images.dir() {
-            Some(d) if !config.images.is_explicit(&reference) => format!(
-                "--images {} (looked for {})",
-                d.display(),
-                path.display()
-            ),
+            Some(d) if !config.images.is_explicit(&reference) => {
+                format!("--images {} (looked for {})", d.display(), path.display())
+            }
             _ => format!("the image map (looked for {})", path.display()),
         };
         if first_use {
@@ -395,32 +485,61 @@ fn volume_source(
                 looked_in,
             });
         }
-        return Ok(Source { path, read_only: true });
+        return Ok(Source {
+            path,
+            read_only: true,
+        });
     }
     if let Some(hp) = &v.host_path {
         let path = absolute(&format!("volume {}: hostPath.path", v.name), &hp.path)?;
         if first_use && hp.type_.as_deref() == Some("DirectoryOrCreate") {
-            dirs.push(DirPlan { path: path.clone(), uid: 0, gid: 0, mode: 0o755 });
+            dirs.push(DirPlan {
+                path: path.clone(),
+                uid: 0,
+                gid: 0,
+                mode: 0o755,
+            });
         }
-        return Ok(Source { path, read_only: false });
+        return Ok(Source {
+            path,
+            read_only: false,
+        });
     }
     if let Some(d) = &v.downward_api {
         let dir = volumes.join("kubernetes.io~downward-api").join(&v.name);
         if first_use {
-            dirs.push(DirPlan { path: dir.clone(), uid: 0, gid: 0, mode: 0o755 });
+            dirs.push(DirPlan {
+                path: dir.clone(),
+                uid: 0,
+                gid: 0,
+                mode: 0o755,
+            });
             for item in d.items.iter().flatten() {
                 let field = format!("volume {}: downwardAPI item {}", v.name, item.path);
                 let rel = relative(&field, &item.path)?;
                 let Some(f) = &item.field_ref else {
-                    return Err(PlanError::Unsupported { what: format!("{field}: resourceFieldRef") });
+                    return Err(PlanError::Unsupported {
+                        what: format!("{field}: resourceFieldRef"),
+                    });
                 };
-                let contents = field_value(pod, key, &f.field_path, None, config)
-                    .ok_or_else(|| PlanError::Unsupported { what: format!("{field}: fieldRef {}", f.field_path) })?;
+                let contents =
+                    field_value(pod, key, &f.field_path, None, config).ok_or_else(|| {
+                        PlanError::Unsupported {
+                            what: format!("{field}: fieldRef {}", f.field_path),
+                        }
+                    })?;
                 let mode = item.mode.or(d.default_mode).unwrap_or(0o644);
-                files.push(FilePlan { path: dir.join(rel), contents, mode: mode as u32 & 0o777 });
+                files.push(FilePlan {
+                    path: dir.join(rel),
+                    contents,
+                    mode: mode as u32 & 0o777,
+                });
             }
         }
-        return Ok(Source { path: dir, read_only: true });
+        return Ok(Source {
+            path: dir,
+            read_only: true,
+        });
     }
     let kind = if v.persistent_volume_claim.is_some() {
         "persistentVolumeClaim"
@@ -431,7 +550,9 @@ fn volume_source(
     } else {
         "this volume type"
     };
-    Err(PlanError::Unsupported { what: format!("volume {}: {kind}", v.name) })
+    Err(PlanError::Unsupported {
+        what: format!("volume {}: {kind}", v.name),
+    })
 }
 
 fn mount_of(vm: &VolumeMount, source: PathBuf, read_only: bool) -> Result<BindMount, PlanError> {
@@ -446,7 +567,9 @@ fn mount_of(vm: &VolumeMount, source: PathBuf, read_only: bool) -> Result<BindMo
         source = source.join(relative(&format!("volumeMount {}: subPath", vm.name), sub)?);
     }
     if vm.sub_path_expr.as_deref().is_some_and(|s| !s.is_empty()) {
-        return Err(PlanError::Unsupported { what: format!("volumeMount {}: subPathExpr", vm.name) });
+        return Err(PlanError::Unsupported {
+            what: format!("volumeMount {}: subPathExpr", vm.name),
+        });
     }
     Ok(BindMount {
         source,
@@ -458,7 +581,11 @@ fn mount_of(vm: &VolumeMount, source: PathBuf, read_only: bool) -> Result<BindMo
 
 fn absolute(field: &str, path: &str) -> Result<PathBuf, PlanError> {
     let p = Path::new(path);
-    let bad = |reason| PlanError::BadPath { field: field.to_string(), path: path.to_string(), reason };
+    let bad = |reason| PlanError::BadPath {
+        field: field.to_string(),
+        path: path.to_string(),
+        reason,
+    };
     if !p.is_absolute() {
         return Err(bad("is not absolute"));
     }
@@ -470,7 +597,9 @@ fn absolute(field: &str, path: &str) -> Result<PathBuf, PlanError> {
 
 fn relative(field: &str, path: &str) -> Result<PathBuf, PlanError> {
     let p = Path::new(path);
-    let ok = p.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    let ok = p
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
     if !ok || path.is_empty() {
         return Err(PlanError::BadPath {
             field: field.to_string(),
@@ -483,18 +612,30 @@ fn relative(field: &str, path: &str) -> Result<PathBuf, PlanError> {
 
 /// The command (mapped to a local binary) and its arguments, with the configured extra
 /// arguments appended to the `compute` container's.
-fn container_command(c: &Container, config: &KubeletConfig) -> Result<(PathBuf, Vec<String>), PlanError> {
-    let mut argv: Vec<String> = c.command.iter().flatten().chain(c.args.iter().flatten()).cloned().collect();
+fn container_command(
+    c: &Container,
+    config: &KubeletConfig,
+) -> Result<(PathBuf, Vec<String>), PlanError> {
+    let mut argv: Vec<String> = c
+        .command
+        .iter()
+        .flatten()
+        .chain(c.args.iter().flatten())
+        .cloned()
+        .collect();
     if argv.is_empty() {
         return Err(PlanError::Unsupported {
             what: format!("container {}: no command (image entrypoints)", c.name),
         });
     }
     let program = argv.remove(0);
-    let local = config.binaries.get(&program).ok_or_else(|| PlanError::UnknownBinary {
-        container: c.name.clone(),
-        command: program.clone(),
-    })?;
+    let local = config
+        .binaries
+        .get(&program)
+        .ok_or_else(|| PlanError::UnknownBinary {
+            container: c.name.clone(),
+            command: program.clone(),
+        })?;
     if c.name == COMPUTE {
         argv.extend(config.extra_compute_args.iter().cloned());
     }
@@ -509,23 +650,45 @@ fn container_env(
     address: PodAddress,
 ) -> Result<Vec<(String, String)>, PlanError> {
     if c.env_from.as_ref().is_some_and(|e| !e.is_empty()) {
-        return Err(PlanError::Unsupported { what: format!("container {}: envFrom", c.name) });
+        return Err(PlanError::Unsupported {
+            what: format!("container {}: envFrom", c.name),
+        });
     }
     let mut env: Vec<(String, String)> = vec![
         ("PATH".into(), DEFAULT_PATH.into()),
-        ("HOSTNAME".into(), pod.spec.as_ref().and_then(|s| s.hostname.clone()).unwrap_or_else(|| key.name.clone())),
+        (
+            "HOSTNAME".into(),
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.hostname.clone())
+                .unwrap_or_else(|| key.name.clone()),
+        ),
     ];
-    for EnvVar { name, value, value_from } in c.env.iter().flatten() {
+    for EnvVar {
+        name,
+        value,
+        value_from,
+    } in c.env.iter().flatten()
+    {
         let v = match (value, value_from) {
             (_, Some(from)) => {
-                let field = from.field_ref.as_ref().ok_or_else(|| PlanError::Unsupported {
-                    what: format!("container {}: env {name}: valueFrom other than fieldRef", c.name),
-                })?;
-                field_value(pod, key, &field.field_path, Some(address), config).ok_or_else(|| {
-                    PlanError::Unsupported {
-                        what: format!("container {}: env {name}: fieldRef {}", c.name, field.field_path),
-                    }
-                })?
+                let field = from
+                    .field_ref
+                    .as_ref()
+                    .ok_or_else(|| PlanError::Unsupported {
+                        what: format!(
+                            "container {}: env {name}: valueFrom other than fieldRef",
+                            c.name
+                        ),
+                    })?;
+                field_value(pod, key, &field.field_path, Some(address), config).ok_or_else(
+                    || PlanError::Unsupported {
+                        what: format!(
+                            "container {}: env {name}: fieldRef {}",
+                            c.name, field.field_path
+                        ),
+                    },
+                )?
             }
             (Some(v), None) => v.clone(),
             (None, None) => String::new(),
@@ -546,10 +709,18 @@ fn field_value(
 ) -> Option<String> {
     let map_entry = |m: &Option<BTreeMap<String, String>>, prefix: &str| -> Option<String> {
         let k = path.strip_prefix(prefix)?.strip_suffix("']")?;
-        Some(m.as_ref().and_then(|m| m.get(k)).cloned().unwrap_or_default())
+        Some(
+            m.as_ref()
+                .and_then(|m| m.get(k))
+                .cloned()
+                .unwrap_or_default(),
+        )
     };
     let map_all = |m: &Option<BTreeMap<String, String>>| {
-        m.iter().flatten().map(|(k, v)| format!("{k}={v:?}\n")).collect::<String>()
+        m.iter()
+            .flatten()
+            .map(|(k, v)| format!("{k}={v:?}\n"))
+            .collect::<String>()
     };
     let spec = pod.spec.as_ref();
     Some(match path {
@@ -558,8 +729,12 @@ fn field_value(
         "metadata.uid" => key.uid.clone(),
         "metadata.labels" => map_all(&pod.metadata.labels),
         "metadata.annotations" => map_all(&pod.metadata.annotations),
-        "spec.nodeName" => spec.and_then(|s| s.node_name.clone()).unwrap_or_else(|| config.node_name.clone()),
-        "spec.serviceAccountName" => spec.and_then(|s| s.service_account_name.clone()).unwrap_or_default(),
+        "spec.nodeName" => spec
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_else(|| config.node_name.clone()),
+        "spec.serviceAccountName" => spec
+            .and_then(|s| s.service_account_name.clone())
+            .unwrap_or_default(),
         "status.podIP" | "status.podIPs" => address?.pod_ip.to_string(),
         "status.hostIP" | "status.hostIPs" => config.host_ip.to_string(),
         _ => {

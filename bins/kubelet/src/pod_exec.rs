@@ -109,7 +109,10 @@ enum Never {}
 fn run(args: impl IntoIterator<Item = OsString>) -> Result<Never, String> {
     let args: Vec<OsString> = args.into_iter().collect();
     let [spec_path] = args.as_slice() else {
-        return Err(format!("usage: kvrs-pod-exec SPEC.json (got {} arguments)", args.len()));
+        return Err(format!(
+            "usage: kvrs-pod-exec SPEC.json (got {} arguments)",
+            args.len()
+        ));
     };
     let text = fs::read_to_string(spec_path)
         .map_err(|e| format!("{}: {e}", Path::new(spec_path).display()))?;
@@ -174,7 +177,12 @@ fn enter(spec: &ExecSpec) -> Result<(), String> {
                 .map_err(|e| format!("volume source {}: {e}", m.source.display()))
         })
         .collect::<Result<_, String>>()?;
-    let kvm_mask = open(&spec.kvm_mask, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty()).ok();
+    let kvm_mask = open(
+        &spec.kvm_mask,
+        OFlag::O_PATH | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ok();
     if let Some(run) = &spec.run_dir {
         bind(run, Path::new("/run"), false)?;
     }
@@ -203,7 +211,10 @@ fn enter(spec: &ExecSpec) -> Result<(), String> {
         && spec.uid != 0
     {
         add_qemu_entry(dir, "passwd", spec.uid, |id| {
-            format!("qemu:x:{id}:{}:qemu user:/home/qemu:/usr/sbin/nologin\n", spec.gid)
+            format!(
+                "qemu:x:{id}:{}:qemu user:/home/qemu:/usr/sbin/nologin\n",
+                spec.gid
+            )
         })?;
         add_qemu_entry(dir, "group", spec.gid, |id| format!("qemu:x:{id}:\n"))?;
     }
@@ -248,9 +259,7 @@ fn make_target(target: &Path, dir: bool, spec: &ExecSpec) -> Result<(), String> 
     let under_run = spec.run_dir.is_some()
         && fs::canonicalize(target.parent().unwrap_or(Path::new("/")))
             .map(|p| p.starts_with("/run"))
-            .unwrap_or_else(|_| {
-                target.starts_with("/run") || target.starts_with("/var/run")
-            });
+            .unwrap_or_else(|_| target.starts_with("/run") || target.starts_with("/var/run"));
     if !under_run {
         return Err(format!(
             "mount point {} does not exist on this host (only paths under /run are created)",
@@ -286,12 +295,20 @@ fn chown(path: &Path, uid: u32, gid: u32) -> Result<(), String> {
 /// effective IDs, then back to root.
 fn usable_as(dev: &Path, uid: u32, gid: u32) -> Result<bool, String> {
     if uid == 0 {
-        return Ok(fs::OpenOptions::new().read(true).write(true).open(dev).is_ok());
+        return Ok(fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(dev)
+            .is_ok());
     }
     setgroups(&[]).map_err(|e| format!("setgroups: {e}"))?;
     setegid(Gid::from_raw(gid)).map_err(|e| format!("setegid: {e}"))?;
     seteuid(Uid::from_raw(uid)).map_err(|e| format!("seteuid: {e}"))?;
-    let ok = fs::OpenOptions::new().read(true).write(true).open(dev).is_ok();
+    let ok = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dev)
+        .is_ok();
     seteuid(Uid::from_raw(0)).map_err(|e| format!("seteuid back to root: {e}"))?;
     setegid(Gid::from_raw(0)).map_err(|e| format!("setegid back to root: {e}"))?;
     Ok(ok)

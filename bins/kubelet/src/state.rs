@@ -46,7 +46,10 @@ pub fn save(state_dir: &Path, r: &PodRecord) -> Result<(), HostError> {
         fs::create_dir_all(dir).map_err(HostError::io(dir))?;
     }
     let tmp = p.with_extension("tmp");
-    let json = serde_json::to_vec_pretty(r).map_err(|e| HostError::Io { path: p.clone(), source: e.into() })?;
+    let json = serde_json::to_vec_pretty(r).map_err(|e| HostError::Io {
+        path: p.clone(),
+        source: e.into(),
+    })?;
     fs::write(&tmp, json).map_err(HostError::io(&tmp))?;
     fs::rename(&tmp, &p).map_err(HostError::io(&p))
 }
@@ -62,7 +65,9 @@ pub fn load_all(state_dir: &Path) -> Vec<PodRecord> {
         let p = e.path().join("record.json");
         match fs::read(&p).map(|b| serde_json::from_slice::<PodRecord>(&b)) {
             Ok(Ok(r)) => out.push(r),
-            Ok(Err(err)) => tracing::warn!(record = %p.display(), error = %err, "unreadable pod record"),
+            Ok(Err(err)) => {
+                tracing::warn!(record = %p.display(), error = %err, "unreadable pod record")
+            }
             Err(_) => {}
         }
     }

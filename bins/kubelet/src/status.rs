@@ -141,17 +141,21 @@ pub fn status_patch(r: &PodReport, current: &Pod, now: &str) -> Value {
         "ReadinessGatesNotReady"
     };
     let conditions = vec![
-        condition("PodReadyToStartContainers", r.pod_ip.is_some() && !done, None),
-        condition("Initialized", true, None),
         condition(
-            "Ready",
-            containers_ready && gates_ok,
-            Some(not_ready),
+            "PodReadyToStartContainers",
+            r.pod_ip.is_some() && !done,
+            None,
         ),
+        condition("Initialized", true, None),
+        condition("Ready", containers_ready && gates_ok, Some(not_ready)),
         condition(
             "ContainersReady",
             containers_ready,
-            Some(if done { "PodCompleted" } else { "ContainersNotReady" }),
+            Some(if done {
+                "PodCompleted"
+            } else {
+                "ContainersNotReady"
+            }),
         ),
         condition("PodScheduled", true, None),
     ];
@@ -253,7 +257,10 @@ mod tests {
         .unwrap();
         let p = status_patch(&report(running.clone(), Phase::Running, false), &pod, "t");
         assert_eq!(cond(&p, "ContainersReady"), "False");
-        assert_eq!(p["status"]["containerStatuses"][0]["state"]["running"]["startedAt"], "2025-01-01T00:00:01Z");
+        assert_eq!(
+            p["status"]["containerStatuses"][0]["state"]["running"]["startedAt"],
+            "2025-01-01T00:00:01Z"
+        );
         let p = status_patch(&report(running.clone(), Phase::Running, true), &pod, "t");
         assert_eq!(cond(&p, "ContainersReady"), "True");
         assert_eq!(cond(&p, "Ready"), "False", "the gate is not True yet");

@@ -35,7 +35,12 @@ pub(crate) struct Ctx {
 
 impl Ctx {
     fn footprint(&self, key: &PodKey) -> Footprint {
-        Footprint::of(key, &self.config.pods_dir, &self.config.state_dir, self.cgroup_root.as_deref())
+        Footprint::of(
+            key,
+            &self.config.pods_dir,
+            &self.config.state_dir,
+            self.cgroup_root.as_deref(),
+        )
     }
 
     fn take_slot(&self) -> Option<u32> {
@@ -46,14 +51,23 @@ impl Ctx {
     }
 
     fn release_slot(&self, slot: u32) {
-        self.slots.lock().unwrap_or_else(|e| e.into_inner()).remove(&slot);
+        self.slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&slot);
     }
 }
 
 /// The container process: started by this runner, or found running after a restart.
 enum Proc {
-    Child { child: tokio::process::Child, pid: u32 },
-    Adopted { pid: u32, ticks: u64 },
+    Child {
+        child: tokio::process::Child,
+        pid: u32,
+    },
+    Adopted {
+        pid: u32,
+        ticks: u64,
+    },
 }
 
 /// How the container ended: its wait status, or unknown (an adopted process is not our child).
@@ -95,7 +109,14 @@ pub(crate) async fn run_pod(
 ) {
     let span = info_span!("pod", pod = %key);
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &key.namespace);
-    let mut w = Worker { ctx, key, api, pods, stop, last_patch: None };
+    let mut w = Worker {
+        ctx,
+        key,
+        api,
+        pods,
+        stop,
+        last_patch: None,
+    };
     w.run(record).instrument(span).await;
 }
 
@@ -124,7 +145,11 @@ impl Worker {
     async fn run(&mut self, record: Option<PodRecord>) {
         let Some(pod) = self.current() else { return };
         let fp = self.ctx.footprint(&self.key);
-        let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+        let phase = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default();
         if matches!(phase.as_str(), "Succeeded" | "Failed") {
             if let Some(r) = &record {
                 self.ctx.release_slot(r.slot);
@@ -143,8 +168,14 @@ impl Worker {
         let (slot, proc, started_at) = match record {
             Some(r) if r.process_alive() => {
                 info!(pid = ?r.pid, "adopting the container still running from before the restart");
-                let (Some(pid), Some(ticks)) = (r.pid, r.start_ticks) else { return };
-                (r.slot, Some(Proc::Adopted { pid, ticks }), r.started_at.clone())
+                let (Some(pid), Some(ticks)) = (r.pid, r.start_ticks) else {
+                    return;
+                };
+                (
+                    r.slot,
+                    Some(Proc::Adopted { pid, ticks }),
+                    r.started_at.clone(),
+                )
             }
             Some(r) => {
                 self.ctx.release_slot(r.slot);
@@ -153,13 +184,19 @@ impl Worker {
             None if started_before => return self.lost_after_restart(&fp).await,
             None => {
                 let Some(slot) = self.ctx.take_slot() else {
-                    let e = crate::error::HostError::CidrExhausted(self.ctx.config.pod_cidr.to_string());
-                    return self.cannot_start(None, "OutOfAddresses", &e.to_string()).await;
+                    let e = crate::error::HostError::CidrExhausted(
+                        self.ctx.config.pod_cidr.to_string(),
+                    );
+                    return self
+                        .cannot_start(None, "OutOfAddresses", &e.to_string())
+                        .await;
                 };
                 (slot, None, None)
             }
         };
-        let Some(address) = self.ctx.config.pod_cidr.address(slot) else { return };
+        let Some(address) = self.ctx.config.pod_cidr.address(slot) else {
+            return;
+        };
         let plan = match plan_pod(&pod, &self.ctx.config, address)
             .and_then(|p| p.missing_image(|d| d.is_dir()).map_or(Ok(p), Err))
         {
@@ -168,7 +205,9 @@ impl Worker {
                 self.ctx.release_slot(slot);
                 warn!(error = %e, label = e.label(), "pod cannot run");
                 let image_error = matches!(e, PlanError::UnknownImage { .. });
-                return self.cannot_start(image_error.then_some(&e), e.reason(), &e.to_string()).await;
+                return self
+                    .cannot_start(image_error.then_some(&e), e.reason(), &e.to_string())
+                    .await;
             }
         };
         for s in &plan.skipped {
@@ -198,7 +237,8 @@ impl Worker {
             Err(e) => {
                 warn!(error = %e, label = e.label(), "pod set-up failed");
                 host::teardown(fp, None).await;
-                self.report_failed("CreateContainerError", &e.to_string(), None).await;
+                self.report_failed("CreateContainerError", &e.to_string(), None)
+                    .await;
                 return None;
             }
         };
@@ -218,9 +258,18 @@ impl Worker {
         Some((Proc::Child { child, pid }, started_at))
     }
 
-    async fn run_container(&mut self, plan: PodPlan, fp: Footprint, slot: u32, mut proc: Proc, started_at: String) {
+    async fn run_container(
+        &mut self,
+        plan: PodPlan,
+        fp: Footprint,
+        slot: u32,
+        mut proc: Proc,
+        started_at: String,
+    ) {
         let mut ready = plan.readiness_file.is_none();
-        let running = ContainerState::Running { started_at: started_at.clone() };
+        let running = ContainerState::Running {
+            started_at: started_at.clone(),
+        };
         let first = self.report(&plan, Phase::Running, running.clone(), ready);
         self.send(first).await;
         let mut tick = tokio::time::interval(READINESS_POLL);
@@ -303,7 +352,13 @@ impl Worker {
         }
     }
 
-    fn report(&self, plan: &PodPlan, phase: Phase, state: ContainerState, ready: bool) -> PodReport {
+    fn report(
+        &self,
+        plan: &PodPlan,
+        phase: Phase,
+        state: ContainerState,
+        ready: bool,
+    ) -> PodReport {
         PodReport {
             phase,
             reason: None,
@@ -333,7 +388,15 @@ impl Worker {
             return;
         }
         for attempt in 0..5u32 {
-            match self.api.patch_status(&self.key.name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
+            match self
+                .api
+                .patch_status(
+                    &self.key.name,
+                    &PatchParams::default(),
+                    &Patch::Strategic(&patch),
+                )
+                .await
+            {
                 Ok(_) => {
                     self.last_patch = Some(patch);
                     return;
@@ -349,12 +412,17 @@ impl Worker {
 
     async fn report_failed(&mut self, reason: &str, message: &str, waiting: Option<&PlanError>) {
         let Some(pod) = self.current() else { return };
-        let container = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.containers.iter().find(|c| c.name == crate::plan::COMPUTE).or(s.containers.first()));
+        let container = pod.spec.as_ref().and_then(|s| {
+            s.containers
+                .iter()
+                .find(|c| c.name == crate::plan::COMPUTE)
+                .or(s.containers.first())
+        });
         let state = match waiting {
-            Some(e) => ContainerState::Waiting { reason: e.reason().into(), message: message.into() },
+            Some(e) => ContainerState::Waiting {
+                reason: e.reason().into(),
+                message: message.into(),
+            },
             None => ContainerState::Terminated {
                 exit_code: 128,
                 signal: None,
@@ -371,7 +439,9 @@ impl Worker {
             pod_ip: None,
             host_ip: self.ctx.config.host_ip,
             start_time: Some(now()),
-            container: container.map(|c| c.name.clone()).unwrap_or_else(|| crate::plan::COMPUTE.into()),
+            container: container
+                .map(|c| c.name.clone())
+                .unwrap_or_else(|| crate::plan::COMPUTE.into()),
             image: container.and_then(|c| c.image.clone()).unwrap_or_default(),
             state,
             ready: false,
@@ -423,7 +493,10 @@ impl Worker {
     async fn final_delete(&mut self) {
         let dp = DeleteParams {
             grace_period_seconds: Some(0),
-            preconditions: Some(Preconditions { uid: Some(self.key.uid.clone()), resource_version: None }),
+            preconditions: Some(Preconditions {
+                uid: Some(self.key.uid.clone()),
+                resource_version: None,
+            }),
             ..DeleteParams::default()
         };
         for attempt in 0..5u32 {
@@ -472,7 +545,9 @@ fn terminated(plan: &PodPlan, started_at: &str, exit: Exit) -> ContainerState {
         exit_code,
         signal,
         reason: reason.into(),
-        message: (exit_code != 0).then(|| host::log_tail(&plan.log_path)).flatten(),
+        message: (exit_code != 0)
+            .then(|| host::log_tail(&plan.log_path))
+            .flatten(),
         started_at: Some(started_at.to_string()),
         finished_at: now(),
     }

@@ -41,7 +41,10 @@ fn a_container_disk_launcher_pod() {
 
     // Network: a short netns name from the UID, the pod's /30.
     assert!(plan.network.netns.starts_with("kvrs-") && plan.network.netns.len() <= 15);
-    assert!(plan.network.host_veth.len() <= 15, "an interface name fits IFNAMSIZ");
+    assert!(
+        plan.network.host_veth.len() <= 15,
+        "an interface name fits IFNAMSIZ"
+    );
     assert_eq!(plan.network.address.pod_ip, Ipv4Addr::new(10, 251, 0, 2));
     assert_eq!(plan.network.address.gateway, Ipv4Addr::new(10, 251, 0, 1));
     assert!(
@@ -51,17 +54,27 @@ fn a_container_disk_launcher_pod() {
         "the runtime default KubeVirt relies on: {:?}",
         plan.network.sysctls
     );
-    assert_eq!(e.netns.as_deref(), Some(Path::new("/run/netns").join(&plan.network.netns).as_path()));
+    assert_eq!(
+        e.netns.as_deref(),
+        Some(Path::new("/run/netns").join(&plan.network.netns).as_path())
+    );
 
     // The compute container: the monitor mapped to the local binary, KubeVirt's arguments, the
     // extra one appended; UID/GID 107.
     assert_eq!(e.command, Path::new("/opt/kvrs/bin/virt-launcher-monitor"));
     assert_eq!(e.args.first().map(String::as_str), Some("--qemu-timeout"));
-    assert!(e.args.windows(2).any(|w| w == ["--name", "clock-utc-timers"]));
+    assert!(
+        e.args
+            .windows(2)
+            .any(|w| w == ["--name", "clock-utc-timers"])
+    );
     assert_eq!(e.args.last().map(String::as_str), Some("--allow-emulation"));
     assert_eq!((e.uid, e.gid), (107, 107));
     let env = |k: &str| e.env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-    assert_eq!(env("POD_NAME"), Some("virt-launcher-clock-utc-timers-abcde"));
+    assert_eq!(
+        env("POD_NAME"),
+        Some("virt-launcher-clock-utc-timers-abcde")
+    );
     assert_eq!(env("XDG_RUNTIME_DIR"), Some("/var/run"));
     assert!(env("PATH").is_some());
     assert_eq!(e.hostname.as_deref(), Some("clock-utc-timers"));
@@ -69,41 +82,103 @@ fn a_container_disk_launcher_pod() {
     // Volumes: emptyDirs under the pods dir (sockets where virt-handler looks), the container
     // disk from the images dir read-only, targets under the pod's own /run, parents first.
     let empty = |n: &str| PathBuf::from(format!("/p/{UID}/volumes/kubernetes.io~empty-dir/{n}"));
-    let target = |t: &str| e.mounts.iter().find(|m| m.target == Path::new(t)).unwrap_or_else(|| panic!("no mount at {t}: {:#?}", e.mounts));
+    let target = |t: &str| {
+        e.mounts
+            .iter()
+            .find(|m| m.target == Path::new(t))
+            .unwrap_or_else(|| panic!("no mount at {t}: {:#?}", e.mounts))
+    };
     assert_eq!(target("/run/kubevirt-private").source, empty("private"));
     assert_eq!(target("/run/kubevirt").source, empty("public"));
     assert_eq!(target("/run/libvirt").source, empty("libvirt-runtime"));
-    assert_eq!(target("/run/kubevirt-ephemeral-disks").source, empty("ephemeral-disks"));
-    assert_eq!(target("/run/kubevirt/hotplug-disks").source, empty("hotplug-disks"));
+    assert_eq!(
+        target("/run/kubevirt-ephemeral-disks").source,
+        empty("ephemeral-disks")
+    );
+    assert_eq!(
+        target("/run/kubevirt/hotplug-disks").source,
+        empty("hotplug-disks")
+    );
     assert_eq!(
         target("/run/kubevirt/sockets").source,
         kvrs_ipc::layout::pod_sockets_dir_on_host(Path::new("/p"), UID).unwrap()
     );
     let disk = target("/run/kubevirt-image-volume/disk_0");
-    assert_eq!(disk.source, Path::new("/images/quay.io_containerdisks_fedora_41"));
+    assert_eq!(
+        disk.source,
+        Path::new("/images/quay.io_containerdisks_fedora_41")
+    );
     assert!(disk.read_only);
-    let pos = |t: &str| e.mounts.iter().position(|m| m.target == Path::new(t)).unwrap();
+    let pos = |t: &str| {
+        e.mounts
+            .iter()
+            .position(|m| m.target == Path::new(t))
+            .unwrap()
+    };
     assert!(pos("/run/kubevirt") < pos("/run/kubevirt/sockets"));
     assert!(pos("/run/kubevirt") < pos("/run/kubevirt/hotplug-disks"));
-    assert_eq!(e.run_dir.as_deref(), Some(Path::new(&format!("/var/lib/kvrs/pods/{UID}/run"))));
-    for n in ["private", "public", "sockets", "virt-bin-share-dir", "libvirt-runtime", "ephemeral-disks", "hotplug-disks"] {
-        assert!(plan.dirs.iter().any(|d| d.path == empty(n)), "emptyDir {n} is created");
+    assert_eq!(
+        e.run_dir.as_deref(),
+        Some(Path::new(&format!("/var/lib/kvrs/pods/{UID}/run")))
+    );
+    for n in [
+        "private",
+        "public",
+        "sockets",
+        "virt-bin-share-dir",
+        "libvirt-runtime",
+        "ephemeral-disks",
+        "hotplug-disks",
+    ] {
+        assert!(
+            plan.dirs.iter().any(|d| d.path == empty(n)),
+            "emptyDir {n} is created"
+        );
     }
-    assert_eq!(plan.images.len(), 1, "only the mounted image volume: {:?}", plan.images);
+    assert_eq!(
+        plan.images.len(),
+        1,
+        "only the mounted image volume: {:?}",
+        plan.images
+    );
 
     // Devices: private tun and vhost-net nodes bound over /dev; /dev/kvm requested.
-    let dev = |t: &str| e.mounts.iter().find(|m| m.target == Path::new(t) && m.device).unwrap_or_else(|| panic!("no device at {t}"));
+    let dev = |t: &str| {
+        e.mounts
+            .iter()
+            .find(|m| m.target == Path::new(t) && m.device)
+            .unwrap_or_else(|| panic!("no device at {t}"))
+    };
     let tun = dev("/dev/net/tun");
-    assert!(plan.devices.iter().any(|d| d.path == tun.source && (d.major, d.minor) == (10, 200)));
+    assert!(
+        plan.devices
+            .iter()
+            .any(|d| d.path == tun.source && (d.major, d.minor) == (10, 200))
+    );
     let vhost = dev("/dev/vhost-net");
-    assert!(plan.devices.iter().any(|d| d.path == vhost.source && (d.major, d.minor) == (10, 238)));
+    assert!(
+        plan.devices
+            .iter()
+            .any(|d| d.path == vhost.source && (d.major, d.minor) == (10, 238))
+    );
     assert_eq!(e.kvm, KvmAccess::IfUsable);
 
     // Ready once the launcher's socket exists; the pod's grace period; what is not run.
-    assert_eq!(plan.readiness_file, Some(kvrs_ipc::layout::launcher_socket_on_host(Path::new("/p"), UID).unwrap()));
+    assert_eq!(
+        plan.readiness_file,
+        Some(kvrs_ipc::layout::launcher_socket_on_host(Path::new("/p"), UID).unwrap())
+    );
     assert_eq!(plan.grace.as_secs(), 60);
-    for s in ["init container guest-console-log", "init container volumerootdisk", "volume launcher-volume (not mounted by compute)"] {
-        assert!(plan.skipped.iter().any(|k| k == s), "{s} in {:?}", plan.skipped);
+    for s in [
+        "init container guest-console-log",
+        "init container volumerootdisk",
+        "volume launcher-volume (not mounted by compute)",
+    ] {
+        assert!(
+            plan.skipped.iter().any(|k| k == s),
+            "{s} in {:?}",
+            plan.skipped
+        );
     }
 }
 
@@ -112,8 +187,16 @@ fn a_kernel_boot_launcher_pod_needs_both_images() {
     let cfg = config();
     let pod = oracle_pod("firmware-kernel-boot");
     let plan = plan_pod(&pod, &cfg, cfg.pod_cidr.address(3).unwrap()).expect("planned");
-    let kb = plan.exec.mounts.iter().find(|m| m.target == Path::new("/run/kubevirt-kernel-boot")).unwrap();
-    assert_eq!(kb.source, Path::new("/images/quay.io_example_kernel-boot_1.0"));
+    let kb = plan
+        .exec
+        .mounts
+        .iter()
+        .find(|m| m.target == Path::new("/run/kubevirt-kernel-boot"))
+        .unwrap();
+    assert_eq!(
+        kb.source,
+        Path::new("/images/quay.io_example_kernel-boot_1.0")
+    );
     assert!(kb.read_only);
     // Only the disk image is present: the pod fails naming the kernel-boot volume.
     let err = plan
@@ -133,14 +216,19 @@ fn every_oracle_pod_plans_or_fails_with_a_typed_error() {
     let mut planned = 0;
     for entry in std::fs::read_dir(ORACLE).expect("the oracle directory") {
         let name = entry.unwrap().file_name().into_string().unwrap();
-        let Some(stem) = name.strip_suffix(".pod.json") else { continue };
+        let Some(stem) = name.strip_suffix(".pod.json") else {
+            continue;
+        };
         match plan_pod(&oracle_pod(stem), &cfg, cfg.pod_cidr.address(1).unwrap()) {
             Ok(p) => {
                 planned += 1;
                 assert_eq!(p.container, "compute", "{stem}");
             }
             Err(e) => assert!(
-                matches!(e, PlanError::Unsupported { .. } | PlanError::UnknownBinary { .. }),
+                matches!(
+                    e,
+                    PlanError::Unsupported { .. } | PlanError::UnknownBinary { .. }
+                ),
                 "{stem}: {e}"
             ),
         }
@@ -156,11 +244,18 @@ fn unmapped_commands_and_images_are_errors() {
     let pod = oracle_pod("clock-utc-timers");
     let err = plan_pod(&pod, &cfg, cfg.pod_cidr.address(0).unwrap()).unwrap_err();
     assert_eq!(err.label(), "unknown_binary");
-    assert!(err.to_string().contains("/usr/bin/virt-launcher-monitor"), "{err}");
+    assert!(
+        err.to_string().contains("/usr/bin/virt-launcher-monitor"),
+        "{err}"
+    );
 
     let mut cfg = config();
     cfg.images = ImageMap::default();
     let err = plan_pod(&pod, &cfg, cfg.pod_cidr.address(0).unwrap()).unwrap_err();
     assert_eq!(err.label(), "unknown_image");
-    assert!(err.to_string().starts_with("volume rootdisk: image quay.io/containerdisks/fedora:41"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("volume rootdisk: image quay.io/containerdisks/fedora:41"),
+        "{err}"
+    );
 }
