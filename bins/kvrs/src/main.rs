@@ -32,7 +32,8 @@ enum Command {
     Overhead(cmd::overhead::Args),
     /// Print the virt-launcher pod virt-controller would create (YAML, or JSON with -o json).
     Pod(cmd::pod::Args),
-    /// One reconcile of the VM or VMI controller on a scenario, printed as the plan (JSON).
+    /// One reconcile of the VM or VMI controller (or a virt-handler sync) on a scenario file,
+    /// printed as the plan (JSON); `--help` describes the scenario format.
     Decide(cmd::decide::Args),
     /// Talk to a virt-launcher's cmd socket: ping, info, get-domain, sync, shutdown, kill,
     /// pause, unpause.

@@ -1,5 +1,5 @@
-//! `kvrs convert FILE [--context FILE] [--feature-gates A,B]`: the libvirt domain XML KubeVirt's
-//! virt-launcher would define for a VMI (or a VM's VMI).
+//! `kvrs convert FILE [--context FILE] [--kubevirt-cr FILE] [--feature-gates A,B]`: the libvirt
+//! domain XML KubeVirt's virt-launcher would define for a VMI (or a VM's VMI).
 //!
 //! The input is admitted first (defaulting + validation, like the cluster), then converted with
 //! the [`ConverterContext`] — by default the context of KubeVirt's oracle corpus; `--context`
@@ -7,36 +7,60 @@
 //!
 //! The context's `architecture` follows the admitted VMI's `spec.architecture` (virt-launcher
 //! runs on a node of the VMI's architecture), unless the `--context` file sets `architecture`.
+//!
+//! With `--kubevirt-cr`, the context also takes what the cluster configuration tells the
+//! launcher — SMBIOS, `memBalloonStatsPeriod`, `useEmulation` — except the fields the
+//! `--context` file sets. `useEmulation: true` also means no `/dev/kvm` in the pod (the pod
+//! requests no `devices.kubevirt.io/kvm`), so the domain is `type="qemu"`.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use kvrs_converter::context::SmBios;
 use kvrs_converter::{
     Arch, AttachedElsewhere, ConverterContext, check_rendered_interfaces, convert,
 };
-use kvrs_core::VirtualMachineInstance;
+use kvrs_core::{ClusterConfig, VirtualMachineInstance};
 
+use crate::cmd::cluster::ClusterArgs;
 use crate::input::{CliError, origin_of, parse_document, read_text, typed};
 use crate::pipeline::{admitted_vmis, print_outputs};
 
+/// Examples shown by `kvrs convert --help` (each is run by `tests/help_examples.rs`).
+const EXAMPLES: &str = "\
+Examples (paths relative to a kvrs checkout):
+  # The domain of a VMI, and of the VMI a VM starts
+  kvrs convert fixtures/vmi/minimal.yaml
+  kvrs convert fixtures/vm/fedora-always.yaml
+  # On a cluster with useEmulation: <domain type=\"qemu\">
+  kvrs convert fixtures/vmi/minimal.yaml --kubevirt-cr fixtures/kubevirt-cr/emulation.yaml
+  # With the cluster's SMBIOS and balloon period
+  kvrs convert fixtures/vmi/fedora-cloudinit.yaml --kubevirt-cr fixtures/kubevirt-cr/production.yaml";
+
 /// Arguments of `kvrs convert`.
 #[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct Args {
     /// A VMI or VM as YAML or JSON, or `-` for standard input.
     pub file: PathBuf,
     /// Converter context (JSON or YAML, camelCase fields of `ConverterContext`).
     #[arg(long, value_name = "FILE")]
     pub context: Option<PathBuf>,
-    /// Cluster feature gates to enable, comma separated.
-    #[arg(long, value_name = "A,B")]
-    pub feature_gates: Option<String>,
+    /// The cluster's configuration.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 /// Runs the subcommand: prints the domain XML.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let config = crate::cmd::overhead::config_for(args.feature_gates.as_deref())?;
-    let context = load_context(args.context.as_deref())?;
+    let cluster = args.cluster.load()?;
+    let config = &cluster.config;
+    let mut context = load_context(args.context.as_deref())?;
+    if cluster.cr_origin.is_some() {
+        context.apply_cluster(config);
+    }
     let mut outputs = Vec::new();
-    for (origin, admitted) in admitted_vmis(&args.file, &config)? {
+    for (origin, admitted) in admitted_vmis(&args.file, config)? {
         let ctx = context.for_vmi(&admitted);
         match check_rendered_interfaces(&admitted, &ctx) {
             Ok(()) => {}
@@ -58,19 +82,43 @@ pub fn run(args: Args) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The converter context from `--context` (or the default), and whether it fixes the
-/// architecture.
+/// The converter context from `--context` (or the default), and the fields that file sets.
 struct LoadedContext {
     ctx: ConverterContext,
-    architecture_given: bool,
+    given: BTreeSet<String>,
 }
 
 impl LoadedContext {
+    /// What the cluster configuration tells the launcher, for the fields `--context` leaves.
+    fn apply_cluster(&mut self, config: &ClusterConfig) {
+        let given = |f: &str| self.given.contains(f);
+        let ctx = &mut self.ctx;
+        if !given("smbios") {
+            let s = &config.smbios;
+            ctx.smbios = Some(SmBios {
+                manufacturer: s.manufacturer.clone(),
+                product: s.product.clone(),
+                version: s.version.clone(),
+                sku: s.sku.clone(),
+                family: s.family.clone(),
+            });
+        }
+        if !given("memBalloonStatsPeriod") {
+            ctx.mem_balloon_stats_period = config.mem_balloon_stats_period;
+        }
+        if !given("allowEmulation") {
+            ctx.allow_emulation = config.use_emulation;
+        }
+        if config.use_emulation && !given("hypervisorDeviceAvailable") {
+            ctx.hypervisor_device_available = false;
+        }
+    }
+
     /// The context for converting `vmi`: its architecture follows `spec.architecture` unless
     /// the `--context` file named one.
     fn for_vmi(&self, vmi: &VirtualMachineInstance) -> ConverterContext {
         let mut ctx = self.ctx.clone();
-        if !self.architecture_given
+        if !self.given.contains("architecture")
             && let Some(arch) = vmi.spec.architecture.as_deref().and_then(Arch::parse)
         {
             ctx.architecture = arch;
@@ -84,12 +132,15 @@ fn load_context(path: Option<&Path>) -> Result<LoadedContext, CliError> {
     let Some(path) = path else {
         return Ok(LoadedContext {
             ctx: ConverterContext::default(),
-            architecture_given: false,
+            given: BTreeSet::new(),
         });
     };
     let origin = origin_of(path);
     let doc = parse_document(&read_text(path)?, &origin)?;
-    let architecture_given = doc.get("architecture").is_some();
+    let given = doc
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
     if let Some(fields) = doc.as_object() {
         let known = known_context_fields();
         let unknown: Vec<&str> = fields
@@ -106,10 +157,7 @@ fn load_context(path: Option<&Path>) -> Result<LoadedContext, CliError> {
         }
     }
     let ctx = typed(doc, &origin)?;
-    Ok(LoadedContext {
-        ctx,
-        architecture_given,
-    })
+    Ok(LoadedContext { ctx, given })
 }
 
 /// The camelCase fields of [`ConverterContext`] (every field serializes, defaults included).

@@ -1,4 +1,4 @@
-//! `kvrs defaults FILE [--feature-gates A,B]`: the VMI as the cluster would store it after
+//! `kvrs defaults FILE [--kubevirt-cr FILE] [--feature-gates A,B]`: the VMI as the cluster would store it after
 //! KubeVirt's admission (namespace default, mutating webhook defaults, validating webhook).
 //!
 //! A VirtualMachine is first checked as KubeVirt's VM webhook checks it
@@ -8,22 +8,36 @@
 
 use std::path::PathBuf;
 
+use crate::cmd::cluster::ClusterArgs;
 use crate::input::CliError;
 use crate::pipeline::{admitted_vmis, print_outputs};
 
+/// Examples shown by `kvrs defaults --help` (each is run by `tests/help_examples.rs`).
+const EXAMPLES: &str = "\
+Examples (paths relative to a kvrs checkout):
+  # A VMI after virt-api's defaulting and validation
+  kvrs defaults fixtures/vmi/minimal.yaml
+  # The VMI a VM's controller would create, as the cluster stores it
+  kvrs defaults fixtures/vm/fedora-always.yaml
+  # With a cluster's configuration (masquerade default interface, 200m CPU request)
+  kvrs defaults fixtures/vmi/minimal.yaml --kubevirt-cr fixtures/kubevirt-cr/production.yaml
+  # Feature gates, added to the cluster's (a gate KubeVirt v1.9.0 does not know is an error)
+  kvrs defaults fixtures/vmi/storage-mix.yaml --feature-gates Sidecar,HostDisk";
+
 /// Arguments of `kvrs defaults`.
 #[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct Args {
     /// A VMI or VM as YAML or JSON, or `-` for standard input.
     pub file: PathBuf,
-    /// Cluster feature gates to enable, comma separated.
-    #[arg(long, value_name = "A,B")]
-    pub feature_gates: Option<String>,
+    /// The cluster's configuration.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 /// Runs the subcommand: prints the admitted VMI as pretty JSON.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let config = crate::cmd::overhead::config_for(args.feature_gates.as_deref())?;
+    let config = args.cluster.load()?.config;
     let mut outputs = Vec::new();
     for (_, admitted) in admitted_vmis(&args.file, &config)? {
         let text =

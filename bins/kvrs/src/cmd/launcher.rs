@@ -31,8 +31,21 @@ pub enum Action {
     Unpause,
 }
 
+/// Examples shown by `kvrs launcher --help`. `tests/help_examples.rs` runs each against a
+/// launcher it serves, with that launcher's socket in place of the path shown.
+const EXAMPLES: &str = "\
+Examples (on a node, as root; paths relative to a kvrs checkout):
+  # Is the launcher of this pod alive, and which cmd versions does it speak?
+  kvrs launcher ping /var/run/kubevirt/sockets/launcher-sock
+  kvrs launcher info /var/run/kubevirt/sockets/launcher-sock
+  # The domain it runs (JSON, null when none)
+  kvrs launcher get-domain /var/run/kubevirt/sockets/launcher-sock
+  # Define and start a VMI's domain, as virt-handler's sync does
+  kvrs launcher sync /var/run/kubevirt/sockets/launcher-sock fixtures/vmi/minimal.yaml --timeout 30";
+
 /// Arguments of `kvrs launcher`.
 #[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct Args {
     /// The request to send.
     #[arg(value_enum)]

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod cluster;
 pub mod convert;
 pub mod decide;
 pub mod defaults;

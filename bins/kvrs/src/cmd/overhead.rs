@@ -1,34 +1,38 @@
-//! `kvrs overhead FILE`: the memory overhead and compute-container resources KubeVirt reserves
+//! `kvrs overhead FILE [--kubevirt-cr FILE] [--feature-gates A,B]`: the memory overhead and compute-container resources KubeVirt reserves
 //! for a VMI, in the `key: value` layout of the oracle's `NAME.overhead.txt`.
 
 use std::path::PathBuf;
 
-use kvrs_core::ClusterConfig;
 use kvrs_core::resources::ResourceReport;
 
+use crate::cmd::cluster::ClusterArgs;
 use crate::input::CliError;
 use crate::pipeline::{admitted_vmis, print_outputs};
 
+/// Examples shown by `kvrs overhead --help` (each is run by `tests/help_examples.rs`).
+const EXAMPLES: &str = "\
+Examples (paths relative to a kvrs checkout):
+  kvrs overhead fixtures/vmi/minimal.yaml
+  kvrs overhead fixtures/vmi/dedicated-hugepages.yaml
+  # cpuAllocationRatio 1: a whole CPU requested per vCPU instead of 100m
+  kvrs overhead fixtures/vmi/minimal.yaml --kubevirt-cr fixtures/kubevirt-cr/cpu-allocation-ratio.yaml
+  # memoryOvercommit 150 and an additionalGuestMemoryOverheadRatio of 1.5
+  kvrs overhead fixtures/vm/fedora-always.yaml --kubevirt-cr fixtures/kubevirt-cr/production.yaml";
+
 /// Arguments of `kvrs overhead`.
 #[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct Args {
     /// A VMI or VM as YAML or JSON, or `-` for standard input.
     pub file: PathBuf,
-    /// Cluster feature gates to enable, comma separated (as in `NAME.featuregates.txt`).
-    #[arg(long, value_name = "A,B")]
-    pub feature_gates: Option<String>,
-}
-
-/// The cluster configuration for `--feature-gates`; a gate KubeVirt v1.9.0 does not know is
-/// refused with the list of those it does.
-pub(crate) fn config_for(gates: Option<&str>) -> Result<ClusterConfig, CliError> {
-    ClusterConfig::try_with_feature_gates(gates.unwrap_or_default())
-        .map_err(|e| CliError::Input(format!("--feature-gates: {e}")))
+    /// The cluster's configuration.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let config = config_for(args.feature_gates.as_deref())?;
+    let config = args.cluster.load()?.config;
     let mut outputs = Vec::new();
     for (origin, vmi) in admitted_vmis(&args.file, &config)? {
         let report = ResourceReport::new(&vmi, &config)

@@ -1,10 +1,10 @@
-//! `kvrs pod FILE`: the virt-launcher pod virt-controller would create for a VMI.
+//! `kvrs pod FILE [--kubevirt-cr FILE] [--feature-gates A,B]`: the virt-launcher pod virt-controller would create for a VMI.
 
 use std::path::PathBuf;
 
-use kvrs_core::pod::{PodInputs, QEMU_TIMEOUT_JITTER_RANGE, render_launcher_pod};
+use kvrs_core::pod::{PodError, PodInputs, QEMU_TIMEOUT_JITTER_RANGE, render_launcher_pod};
 
-use super::overhead::config_for;
+use crate::cmd::cluster::{Cluster, ClusterArgs};
 use crate::input::CliError;
 use crate::pipeline::{admitted_vmis, print_outputs};
 
@@ -17,14 +17,25 @@ pub enum Output {
     Json,
 }
 
+/// Examples shown by `kvrs pod --help` (each is run by `tests/help_examples.rs`).
+const EXAMPLES: &str = "\
+Examples (paths relative to a kvrs checkout):
+  kvrs pod fixtures/vmi/minimal.yaml
+  kvrs pod fixtures/vm/windows-halted.yaml -o json
+  # useEmulation: no devices.kubevirt.io/kvm, --allow-emulation for the launcher
+  kvrs pod fixtures/vmi/minimal.yaml --kubevirt-cr fixtures/kubevirt-cr/emulation.yaml
+  # cpuAllocationRatio 1: the compute container requests one CPU per vCPU
+  kvrs pod fixtures/vmi/conv-fedora-two-nics.yaml --kubevirt-cr fixtures/kubevirt-cr/cpu-allocation-ratio.yaml";
+
 /// Arguments of `kvrs pod`.
 #[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct Args {
     /// A VMI or VM as YAML or JSON, or `-` for standard input.
     pub file: PathBuf,
-    /// Cluster feature gates to enable, comma separated (as in `NAME.featuregates.txt`).
-    #[arg(long, value_name = "A,B")]
-    pub feature_gates: Option<String>,
+    /// The cluster's configuration.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "yaml")]
     pub output: Output,
@@ -38,7 +49,8 @@ pub struct Args {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let mut config = config_for(args.feature_gates.as_deref())?;
+    let cluster = args.cluster.load()?;
+    let mut config = cluster.config.clone();
     config.launcher_image = args.launcher_image;
     let inputs = PodInputs {
         qemu_timeout_jitter_seconds: args.qemu_timeout_jitter,
@@ -47,7 +59,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let mut pods = Vec::new();
     for (origin, vmi) in admitted_vmis(&args.file, &config)? {
         let pod = render_launcher_pod(&vmi, &config, &inputs)
-            .map_err(|e| CliError::Input(format!("{origin}: {e}")))?;
+            .map_err(|e| CliError::Input(format!("{origin}: {}", pod_error(&e, &cluster))))?;
         pods.push(pod);
     }
     let failed = |e: String| CliError::Failed(e);
@@ -71,4 +83,21 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// The renderer's error, saying so when a binding plugin it does not know is one the CR
+/// configures: the cluster has it, kvrs cannot render its sidecar yet.
+fn pod_error(err: &PodError, cluster: &Cluster) -> String {
+    match (err, &cluster.cr_origin) {
+        (PodError::UnknownNetworkBinding(i, name), Some(cr))
+            if cluster.network_bindings.contains_key(name) =>
+        {
+            format!(
+                "spec.domain.devices.interfaces[{i}].binding: network binding plugin {name:?} is \
+                 configured in {cr} (spec.configuration.network.binding.{name}), but kvrs does \
+                 not render binding plugins' pods yet"
+            )
+        }
+        _ => err.to_string(),
+    }
 }
