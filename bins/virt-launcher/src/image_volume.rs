@@ -68,6 +68,10 @@ pub fn link_image_volumes(
     kernel_boot: &Path,
     container_disk_dir: &Path,
 ) -> Result<(), String> {
+    // In image-volume mode nothing else makes this directory: the pod mounts the `public`
+    // emptyDir over its parent and no container-disk container runs.
+    std::fs::create_dir_all(container_disk_dir)
+        .map_err(|e| format!("{}: {e}", container_disk_dir.display()))?;
     for (i, v) in vmi.spec.volumes.iter().flatten().enumerate() {
         let Some(cd) = &v.container_disk else {
             continue;

@@ -371,6 +371,19 @@ impl Store {
         admit(op, rt, &resource, value).map_err(|e| invalid(rt, key, format!("admission webhook denied the request: {e}")))
     }
 
+    /// Stores an update unless it changes nothing: as the real API server, a write that leaves
+    /// the object as it was (resourceVersion aside) is not a write — no new resourceVersion, no
+    /// watch event. Without this, a controller that re-sends the status it already wrote
+    /// would wake itself through its own watch, forever.
+    fn commit_if_changed(&mut self, rt: &Arc<ResourceType>, key: &str, next: Value, now: i64) -> Arc<Obj> {
+        if let Some(cur) = self.table_mut(rt).objects.get(key) {
+            if same_but_resource_version(&cur.value, &next) {
+                return cur.obj.clone();
+            }
+        }
+        self.commit(rt, key, next, now)
+    }
+
     /// Stores `value` under `key` with a new resourceVersion, records the event, keeps the
     /// ownership indexes, and removes an object whose deletion nothing holds any more.
     fn commit(&mut self, rt: &Arc<ResourceType>, key: &str, mut value: Value, now: i64) -> Arc<Obj> {
@@ -669,7 +682,7 @@ impl Store {
             }
         };
         self.admit(Operation::Update, rt, sub, key, &mut next)?;
-        Ok(self.commit(rt, key, next, now))
+        Ok(self.commit_if_changed(rt, key, next, now))
     }
 
     /// Patches an object (`sub` = `Some("status")`: only its status changes).
@@ -719,7 +732,7 @@ impl Store {
             }
         };
         self.admit(Operation::Update, rt, sub, key, &mut next)?;
-        Ok(self.commit(rt, key, next, now))
+        Ok(self.commit_if_changed(rt, key, next, now))
     }
 
     /// Edits an object as a third party would, without preconditions or status rules (the
@@ -763,4 +776,21 @@ impl Store {
         next["spec"]["nodeName"] = json!(node);
         Ok(self.commit(rt, key, next, now))
     }
+}
+
+/// Whether `a` and `b` are the same object, their `metadata.resourceVersion` aside (compared
+/// in place: no copy of either).
+fn same_but_resource_version(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let meta = |m: &serde_json::Map<String, Value>| m.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
+    let without_rv = |m: &serde_json::Map<String, Value>| m.iter().filter(|(k, _)| *k != "resourceVersion").count();
+    a.len() == b.len()
+        && a.iter().all(|(k, v)| k == "metadata" || b.get(k) == Some(v))
+        && {
+            let (ma, mb) = (meta(a), meta(b));
+            without_rv(&ma) == without_rv(&mb)
+                && ma.iter().all(|(k, v)| k == "resourceVersion" || mb.get(k) == Some(v))
+        }
 }

@@ -279,6 +279,24 @@ fn admission_can_default_and_refuse() {
     assert!(e.to_string().contains("bad label"), "{e}");
 }
 
+#[test]
+fn a_write_that_changes_nothing_is_no_write() {
+    let mut s = Store::default();
+    let r = rt("configmaps");
+    s.create(&r, None, json!({"metadata": {"name": "c"}, "data": {"a": "1"}}), &at(0)).unwrap();
+    let rv = s.resource_version();
+    let same = s.patch(&r, "default/c", None, PatchType::Merge, &json!({"data": {"a": "1"}}), 5).unwrap();
+    assert_eq!(json(&same)["metadata"]["resourceVersion"], rv.to_string());
+    assert_eq!(s.resource_version(), rv, "no new resourceVersion");
+    assert_eq!(s.watch_from(&r, rv, &Selector::all(), usize::MAX).unwrap().len(), 0, "no event");
+    let mut replace = s.get_json(&r, "default/c").unwrap().clone();
+    replace["metadata"]["resourceVersion"] = json!(rv.to_string());
+    s.update(&r, "default/c", None, replace, 6).unwrap();
+    assert_eq!(s.resource_version(), rv, "a replace with the same content is no write either");
+    s.patch(&r, "default/c", None, PatchType::Merge, &json!({"data": {"a": "2"}}), 7).unwrap();
+    assert_eq!(s.resource_version(), rv + 1, "a real change is");
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Create(u8),

@@ -42,8 +42,7 @@ impl ConsoleTail {
             return Vec::new();
         };
         let mut new = Vec::new();
-        if file.seek(SeekFrom::Start(self.offset)).is_err() || file.read_to_end(&mut new).is_err()
-        {
+        if file.seek(SeekFrom::Start(self.offset)).is_err() || file.read_to_end(&mut new).is_err() {
             return Vec::new();
         }
         self.offset += new.len() as u64;
@@ -92,7 +91,8 @@ mod tests {
         let mut tail = ConsoleTail::new(path.clone());
         assert!(tail.poll().is_empty(), "a missing log reads as empty");
         let mut f = std::fs::File::create(&path).unwrap();
-        f.write_all(b"[    0.0] Linux version\r\nKVRS-E2E: ini").unwrap();
+        f.write_all(b"[    0.0] Linux version\r\nKVRS-E2E: ini")
+            .unwrap();
         assert_eq!(tail.poll(), ["[    0.0] Linux version"]);
         f.write_all(b"t running\n").unwrap();
         assert_eq!(tail.poll(), ["KVRS-E2E: init running"]);

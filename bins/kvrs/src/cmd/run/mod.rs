@@ -16,6 +16,7 @@
 //! The manifest is checked first, with the same one-line errors as `kvrs convert`: nothing
 //! starts for a manifest KubeVirt would refuse.
 
+mod admission;
 mod console;
 mod progress;
 mod stack;
@@ -51,9 +52,15 @@ pub struct Args {
     /// Give up (and clean up) when the VM is not Running after this many seconds.
     #[arg(long, default_value_t = 300)]
     pub timeout_seconds: u64,
-    /// Where the run keeps its pods, sockets and kubeconfig; removed on exit.
-    #[arg(long, default_value = "/run/kvrs")]
+    /// Where the run keeps its kubeconfig, the kubelet's state (per-pod device nodes: not a
+    /// `nodev` mount) and virt-handler's directories; removed on exit.
+    #[arg(long, default_value = "/var/lib/kvrs/run")]
     pub state_dir: PathBuf,
+    /// The kubelet's pods directory (emptyDirs, virt-handler's `--pods-dir`); default
+    /// `/run/kvrs/pods`, or `STATE_DIR/pods` when `--state-dir` is given. Short: the launcher's
+    /// socket path under it must fit a Unix socket address. Removed on exit.
+    #[arg(long)]
+    pub pods_dir: Option<PathBuf>,
     /// The name of this machine's node.
     #[arg(long, default_value = "kvrs-local")]
     pub node_name: String,
@@ -81,7 +88,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::Failed(format!("starting the async runtime: {e}")))?;
-    runtime.block_on(drive(args, manifests))
+    runtime.block_on(drive(args, config, manifests))
 }
 
 /// What ended the run.
@@ -97,9 +104,13 @@ enum Outcome {
     TimedOut,
 }
 
-async fn drive(args: Args, manifests: Vec<serde_json::Value>) -> Result<(), CliError> {
+async fn drive(
+    args: Args,
+    config: ClusterConfig,
+    manifests: Vec<serde_json::Value>,
+) -> Result<(), CliError> {
     let started = Instant::now();
-    let stack = stack::Stack::start(&args).await?;
+    let stack = stack::Stack::start(&args, config).await?;
     let result = watch_until_done(&args, &stack, &manifests, started).await;
     let stopped = stack.stop(&manifests, started).await;
     let outcome = result?;

@@ -130,11 +130,17 @@ mod tests {
         let mut p = Progress::default();
         let ms = Duration::from_millis;
         let mut out = Vec::new();
-        out.extend(p.observe(&json!({"metadata": {"name": "guest", "namespace": "default"}}), ms(5)));
+        out.extend(p.observe(
+            &json!({"metadata": {"name": "guest", "namespace": "default"}}),
+            ms(5),
+        ));
         out.extend(p.observe(&vmi("Pending", json!({})), ms(10)));
         out.extend(p.observe(&vmi("Pending", json!({})), ms(20)));
         out.extend(p.observe(&vmi("Scheduling", json!({})), ms(120)));
-        out.extend(p.observe(&vmi("Scheduled", json!({"nodeName": "kvrs-local"})), ms(900)));
+        out.extend(p.observe(
+            &vmi("Scheduled", json!({"nodeName": "kvrs-local"})),
+            ms(900),
+        ));
         out.extend(p.observe(
             &vmi("Running", json!({"nodeName": "kvrs-local", "interfaces": [{"name": "default", "ipAddress": "10.251.0.2"}]})),
             ms(2345),
@@ -173,7 +179,10 @@ mod tests {
         let mut p = Progress::default();
         let running = vmi("Running", json!({}));
         p.observe(&running, Duration::from_secs(1));
-        assert_eq!(p.removed(&running, Duration::from_secs(2)), "   2.00s default/guest deleted");
+        assert_eq!(
+            p.removed(&running, Duration::from_secs(2)),
+            "   2.00s default/guest deleted"
+        );
         assert_eq!(
             p.observe(&running, Duration::from_secs(3)),
             ["   3.00s default/guest Running"]

@@ -7,19 +7,19 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use kvrs_core::ClusterConfig;
+
 use super::Args;
 use super::progress::Progress;
 use crate::input::CliError;
-
-fn failed(context: &str) -> impl FnOnce(String) -> CliError + '_ {
-    move |e| CliError::Failed(format!("{context}: {e}"))
-}
 
 /// Ctrl-C and SIGTERM.
 pub struct Signals {
@@ -31,7 +31,9 @@ impl Signals {
     /// Listens for both from now on.
     pub fn new() -> Result<Self, CliError> {
         use tokio::signal::unix::{SignalKind, signal};
-        let install = |k| signal(k).map_err(|e| CliError::Failed(format!("installing a signal handler: {e}")));
+        let install = |k| {
+            signal(k).map_err(|e| CliError::Failed(format!("installing a signal handler: {e}")))
+        };
         Ok(Self {
             term: install(SignalKind::terminate())?,
             int: install(SignalKind::interrupt())?,
@@ -52,12 +54,12 @@ impl Signals {
 pub fn preflight(args: &Args) -> Result<(), CliError> {
     // virt-handler dials `<pods>/<pod uid>/volumes/kubernetes.io~empty-dir/sockets/launcher-sock`:
     // it must fit a Unix socket address (107 bytes).
-    let socket_len = Dirs::new(&args.state_dir).pods.as_os_str().len()
+    let socket_len = Dirs::new(args).pods.as_os_str().len()
         + "/00000000-0000-0000-0000-000000000000/volumes/kubernetes.io~empty-dir/sockets/launcher-sock".len();
     if socket_len > 107 {
         return Err(CliError::Input(format!(
-            "--state-dir {}: too long, the launcher's socket path under it would be {socket_len} bytes (a Unix socket address holds 107)",
-            args.state_dir.display()
+            "--pods-dir {}: too long, the launcher's socket path under it would be {socket_len} bytes (a Unix socket address holds 107)",
+            Dirs::new(args).pods.display()
         )));
     }
     let uid = std::fs::read_to_string("/proc/self/status")
@@ -87,9 +89,13 @@ pub fn preflight(args: &Args) -> Result<(), CliError> {
             "libvirt is not installed (no /usr/sbin/virtqemud or libvirtd): run scripts/install-test-deps.sh".into(),
         ));
     }
-    if !["/usr/bin/qemu-system-x86_64", "/usr/libexec/qemu-kvm"].iter().any(|p| Path::new(p).exists()) {
+    if !["/usr/bin/qemu-system-x86_64", "/usr/libexec/qemu-kvm"]
+        .iter()
+        .any(|p| Path::new(p).exists())
+    {
         return Err(CliError::Failed(
-            "QEMU is not installed (no qemu-system-x86_64): run scripts/install-test-deps.sh".into(),
+            "QEMU is not installed (no qemu-system-x86_64): run scripts/install-test-deps.sh"
+                .into(),
         ));
     }
     Ok(())
@@ -97,7 +103,8 @@ pub fn preflight(args: &Args) -> Result<(), CliError> {
 
 /// `virt-launcher-monitor` and `virt-launcher`, next to this executable.
 fn launcher_binaries() -> Result<(PathBuf, PathBuf), CliError> {
-    let exe = std::env::current_exe().map_err(|e| CliError::Failed(format!("locating kvrs: {e}")))?;
+    let exe =
+        std::env::current_exe().map_err(|e| CliError::Failed(format!("locating kvrs: {e}")))?;
     let dir = exe.parent().unwrap_or(Path::new("/"));
     Ok((dir.join("virt-launcher-monitor"), dir.join("virt-launcher")))
 }
@@ -108,14 +115,16 @@ fn kvm_usable() -> bool {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     std::fs::metadata("/dev/kvm").is_ok_and(|m| {
         let mode = m.permissions().mode();
-        mode & 0o006 == 0o006 || (m.gid() == 107 && mode & 0o060 == 0o060) || (m.uid() == 107 && mode & 0o600 == 0o600)
+        mode & 0o006 == 0o006
+            || (m.gid() == 107 && mode & 0o060 == 0o060)
+            || (m.uid() == 107 && mode & 0o600 == 0o600)
     })
 }
 
 /// The directories under `--state-dir`.
 #[derive(Clone, Debug)]
 pub struct Dirs {
-    /// `--state-dir` itself.
+    /// `--state-dir` itself (the pods directory is elsewhere by default).
     pub root: PathBuf,
     /// The kubelet's pods directory (and virt-handler's `--pods-dir`).
     pub pods: PathBuf,
@@ -128,10 +137,16 @@ pub struct Dirs {
 }
 
 impl Dirs {
-    fn new(root: &Path) -> Self {
+    fn new(args: &Args) -> Self {
+        let root = args.state_dir.as_path();
+        let pods = match &args.pods_dir {
+            Some(p) => p.clone(),
+            None if root == Path::new("/var/lib/kvrs/run") => PathBuf::from("/run/kvrs/pods"),
+            None => root.join("pods"),
+        };
         Self {
             root: root.to_path_buf(),
-            pods: root.join("pods"),
+            pods,
             share: root.join("share"),
             private: root.join("private"),
             kubelet: root.join("kubelet"),
@@ -159,39 +174,65 @@ pub struct Stack {
 }
 
 fn vmi_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstance"), "virtualmachineinstances")
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstance"),
+        "virtualmachineinstances",
+    )
 }
 
 fn vm_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachine"), "virtualmachines")
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachine"),
+        "virtualmachines",
+    )
 }
 
 fn namespace_of(doc: &Value) -> String {
-    doc.pointer("/metadata/namespace").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or("default").to_string()
+    doc.pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .unwrap_or("default")
+        .to_string()
 }
 
 fn name_of(doc: &Value) -> String {
-    doc.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string()
+    doc.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
 }
 
 impl Stack {
     /// Starts every component and waits until the API server answers.
-    pub async fn start(args: &Args) -> Result<Self, CliError> {
-        let dirs = Dirs::new(&args.state_dir);
+    pub async fn start(args: &Args, config: ClusterConfig) -> Result<Self, CliError> {
+        let dirs = Dirs::new(args);
         if dirs.root.join("kubeconfig").exists() {
             return Err(CliError::Failed(format!(
                 "{} is in use by another kvrs run (or one that was killed: remove the directory after checking no kvrs run is alive)",
                 dirs.root.display()
             )));
         }
-        for d in [&dirs.root, &dirs.pods, &dirs.share, &dirs.private, &dirs.kubelet] {
-            std::fs::create_dir_all(d).map_err(|e| CliError::Failed(format!("creating {}: {e}", d.display())))?;
+        for d in [
+            &dirs.root,
+            &dirs.pods,
+            &dirs.share,
+            &dirs.private,
+            &dirs.kubelet,
+        ] {
+            std::fs::create_dir_all(d)
+                .map_err(|e| CliError::Failed(format!("creating {}: {e}", d.display())))?;
         }
         let emulation = !kvm_usable();
         if emulation {
-            println!("no /dev/kvm usable by the launcher: the guest runs under QEMU's TCG emulation (KubeVirt's useEmulation)");
+            println!(
+                "no /dev/kvm usable by the launcher: the guest runs under QEMU's TCG emulation (KubeVirt's useEmulation)"
+            );
         }
-        let apiserver = adapters::start_apiserver(&dirs).await?;
+        let config = ClusterConfig {
+            use_emulation: emulation,
+            ..config
+        };
+        let apiserver = adapters::start_apiserver(&dirs, config).await?;
         let client = apiserver.client.clone();
         let (stop, stopped) = watch::channel(false);
         let until_stopped = move || {
@@ -202,7 +243,12 @@ impl Stack {
         };
         let mut tasks = Vec::new();
 
-        let mut controller_argv = vec!["virt-controller", "--no-leader-elect", "--metrics-addr", "127.0.0.1:0"];
+        let mut controller_argv = vec![
+            "virt-controller",
+            "--no-leader-elect",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ];
         if emulation {
             controller_argv.push("--allow-emulation");
         }
@@ -213,14 +259,33 @@ impl Stack {
         let flags = <kvrs_virt_controller::Flags as clap::Parser>::try_parse_from(&controller_argv)
             .map_err(|e| CliError::Failed(format!("virt-controller flags: {e}")))?;
         let (c, s) = (client.clone(), until_stopped());
-        tasks.push(("virt-controller", tokio::spawn(async move {
-            kvrs_virt_controller::run(flags, c, s).await.map(drop).map_err(|e| format!("{e:#}"))
-        })));
+        tasks.push((
+            "virt-controller",
+            tokio::spawn(async move {
+                kvrs_virt_controller::run(flags, c, s)
+                    .await
+                    .map(drop)
+                    .map_err(|e| format!("{e:#}"))
+            }),
+        ));
 
-        let (pods, share, private) = (dirs.pods.display().to_string(), dirs.share.display().to_string(), dirs.private.display().to_string());
+        let (pods, share, private) = (
+            dirs.pods.display().to_string(),
+            dirs.share.display().to_string(),
+            dirs.private.display().to_string(),
+        );
         let mut handler_argv = vec![
-            "virt-handler", "--hostname-override", &args.node_name, "--pods-dir", &pods,
-            "--kubevirt-share-dir", &share, "--private-dir", &private, "--metrics-addr", "127.0.0.1:0",
+            "virt-handler",
+            "--hostname-override",
+            &args.node_name,
+            "--pods-dir",
+            &pods,
+            "--kubevirt-share-dir",
+            &share,
+            "--private-dir",
+            &private,
+            "--metrics-addr",
+            "127.0.0.1:0",
         ];
         if emulation {
             handler_argv.push("--allow-emulation");
@@ -231,42 +296,80 @@ impl Stack {
         let flags = <kvrs_virt_handler::Flags as clap::Parser>::try_parse_from(&handler_argv)
             .map_err(|e| CliError::Failed(format!("virt-handler flags: {e}")))?;
         let (c, s) = (client.clone(), until_stopped());
-        tasks.push(("virt-handler", tokio::spawn(async move {
-            kvrs_virt_handler::run(flags, c, s).await.map(drop).map_err(|e| format!("{e:#}"))
-        })));
+        tasks.push((
+            "virt-handler",
+            tokio::spawn(async move {
+                kvrs_virt_handler::run(flags, c, s)
+                    .await
+                    .map(drop)
+                    .map_err(|e| format!("{e:#}"))
+            }),
+        ));
 
         let kubelet = adapters::kubelet(args, &dirs, client.clone(), emulation)?;
         let s = until_stopped();
-        tasks.push(("kubelet", tokio::spawn(async move { adapters::run_kubelet(kubelet, s).await })));
+        tasks.push((
+            "kubelet",
+            tokio::spawn(async move { adapters::run_kubelet(kubelet, s).await }),
+        ));
 
         let (tx, rx) = mpsc::unbounded_channel();
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &vmi_resource());
-        tasks.push(("vmi watch", tokio::spawn(async move {
-            let mut stream = std::pin::pin!(kube::runtime::WatchStreamExt::default_backoff(watcher::watcher(api, watcher::Config::default())));
-            while let Some(ev) = stream.next().await {
-                let change = match ev {
-                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => VmiChange::Changed(serde_json::to_value(o).unwrap_or_default()),
-                    Ok(watcher::Event::Delete(o)) => VmiChange::Removed(serde_json::to_value(o).unwrap_or_default()),
-                    Ok(_) | Err(_) => continue,
-                };
-                if tx.send(change).is_err() {
-                    break;
+        tasks.push((
+            "vmi watch",
+            tokio::spawn(async move {
+                let mut stream = std::pin::pin!(kube::runtime::WatchStreamExt::default_backoff(
+                    watcher::watcher(api, watcher::Config::default())
+                ));
+                while let Some(ev) = stream.next().await {
+                    let change = match ev {
+                        Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                            VmiChange::Changed(serde_json::to_value(o).unwrap_or_default())
+                        }
+                        Ok(watcher::Event::Delete(o)) => {
+                            VmiChange::Removed(serde_json::to_value(o).unwrap_or_default())
+                        }
+                        Ok(_) | Err(_) => continue,
+                    };
+                    if tx.send(change).is_err() {
+                        break;
+                    }
                 }
-            }
-            Ok(())
-        })));
-        Ok(Self { client, dirs, stop, tasks, changes: Mutex::new(rx), apiserver })
+                Ok(())
+            }),
+        ));
+        Ok(Self {
+            client,
+            dirs,
+            stop,
+            tasks,
+            changes: Mutex::new(rx),
+            apiserver,
+        })
     }
 
     /// Creates the manifest's objects.
     pub async fn apply(&self, manifests: &[Value]) -> Result<(), CliError> {
         for doc in manifests {
-            let ar = if doc["kind"] == "VirtualMachine" { vm_resource() } else { vmi_resource() };
-            let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &namespace_of(doc), &ar);
-            let obj: DynamicObject = serde_json::from_value(doc.clone()).map_err(|e| CliError::Failed(format!("{}: {e}", name_of(doc))))?;
+            let ar = if doc["kind"] == "VirtualMachine" {
+                vm_resource()
+            } else {
+                vmi_resource()
+            };
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &namespace_of(doc), &ar);
+            let obj: DynamicObject = serde_json::from_value(doc.clone())
+                .map_err(|e| CliError::Failed(format!("{}: {e}", name_of(doc))))?;
             api.create(&PostParams::default(), &obj)
                 .await
-                .map_err(|e| CliError::Failed(format!("creating {} {}/{}: {e}", doc["kind"].as_str().unwrap_or(""), namespace_of(doc), name_of(doc))))?;
+                .map_err(|e| {
+                    CliError::Failed(format!(
+                        "creating {} {}/{}: {e}",
+                        doc["kind"].as_str().unwrap_or(""),
+                        namespace_of(doc),
+                        name_of(doc)
+                    ))
+                })?;
         }
         Ok(())
     }
@@ -284,8 +387,16 @@ impl Stack {
     /// The console directory of a VMI that has a launcher pod, and the pod's UID.
     pub fn console_of(&self, vmi: &Value) -> Option<(PathBuf, String)> {
         let vmi_uid = vmi.pointer("/metadata/uid")?.as_str()?;
-        let pod_uid = vmi.pointer("/status/activePods")?.as_object()?.keys().next()?.clone();
-        Some((super::console::console_dir(&self.dirs.pods, &pod_uid, vmi_uid), pod_uid))
+        let pod_uid = vmi
+            .pointer("/status/activePods")?
+            .as_object()?
+            .keys()
+            .next()?
+            .clone();
+        Some((
+            super::console::console_dir(&self.dirs.pods, &pod_uid, vmi_uid),
+            pod_uid,
+        ))
     }
 
     /// Stops the VMs the way a user would (runStrategy Halted; a bare VMI is deleted), waits
@@ -306,8 +417,13 @@ impl Stack {
         loop {
             for change in self.vmi_changes().await {
                 match change {
-                    VmiChange::Changed(vmi) => progress.observe(&vmi, started.elapsed()).into_iter().for_each(|l| println!("{l}")),
-                    VmiChange::Removed(vmi) => println!("{}", progress.removed(&vmi, started.elapsed())),
+                    VmiChange::Changed(vmi) => progress
+                        .observe(&vmi, started.elapsed())
+                        .into_iter()
+                        .for_each(|l| println!("{l}")),
+                    VmiChange::Removed(vmi) => {
+                        println!("{}", progress.removed(&vmi, started.elapsed()))
+                    }
                 }
             }
             let left = self.left_over().await;
@@ -315,7 +431,10 @@ impl Stack {
                 break;
             }
             if Instant::now() > deadline {
-                eprintln!("kvrs: still there after 120 s, stopping them by force: {}", left.join(", "));
+                eprintln!(
+                    "kvrs: still there after 120 s, stopping them by force: {}",
+                    left.join(", ")
+                );
                 break;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -335,38 +454,61 @@ impl Stack {
             }
         }
         adapters::stop_apiserver(self.apiserver).await;
-        if let Err(e) = std::fs::remove_dir_all(&self.dirs.root) {
-            eprintln!("kvrs: removing {}: {e}", self.dirs.root.display());
+        for dir in [&self.dirs.pods, &self.dirs.root] {
+            if let Err(e) = std::fs::remove_dir_all(dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    eprintln!("kvrs: removing {}: {e}", dir.display());
+                }
+            }
         }
-        println!("{:>7.2}s stopped; nothing left behind", started.elapsed().as_secs_f64());
+        println!(
+            "{:>7.2}s stopped; nothing left behind",
+            started.elapsed().as_secs_f64()
+        );
         first_error.map_or(Ok(()), Err)
     }
 
     async fn stop_one(&self, doc: &Value) -> Result<(), CliError> {
         let (ns, name) = (namespace_of(doc), name_of(doc));
         if doc["kind"] == "VirtualMachine" {
-            let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &ns, &vm_resource());
-            let vm = api.get(&name).await.map_err(|e| CliError::Failed(format!("reading VirtualMachine {ns}/{name}: {e}")))?;
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &ns, &vm_resource());
+            let vm = api.get(&name).await.map_err(|e| {
+                CliError::Failed(format!("reading VirtualMachine {ns}/{name}: {e}"))
+            })?;
             let vm = serde_json::to_value(vm).unwrap_or_default();
             // As `virtctl stop` does: the run strategy becomes Halted (or `running` false),
             // tested against what was read so a concurrent edit is not overwritten.
             let patch = match vm.pointer("/spec/running") {
-                Some(running) => json!([{"op": "test", "path": "/spec/running", "value": running}, {"op": "replace", "path": "/spec/running", "value": false}]),
+                Some(running) => {
+                    json!([{"op": "test", "path": "/spec/running", "value": running}, {"op": "replace", "path": "/spec/running", "value": false}])
+                }
                 None => {
-                    let strategy = vm.pointer("/spec/runStrategy").cloned().unwrap_or(Value::Null);
+                    let strategy = vm
+                        .pointer("/spec/runStrategy")
+                        .cloned()
+                        .unwrap_or(Value::Null);
                     json!([{"op": "test", "path": "/spec/runStrategy", "value": strategy}, {"op": "replace", "path": "/spec/runStrategy", "value": "Halted"}])
                 }
             };
-            let patch: json_patch::Patch = serde_json::from_value(patch).map_err(|e| CliError::Failed(e.to_string()))?;
+            let patch: json_patch::Patch =
+                serde_json::from_value(patch).map_err(|e| CliError::Failed(e.to_string()))?;
             api.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
                 .await
-                .map_err(|e| CliError::Failed(format!("stopping VirtualMachine {ns}/{name}: {e}")))?;
+                .map_err(|e| {
+                    CliError::Failed(format!("stopping VirtualMachine {ns}/{name}: {e}"))
+                })?;
         } else {
-            let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &ns, &vmi_resource());
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &ns, &vmi_resource());
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(e) => return Err(CliError::Failed(format!("deleting VirtualMachineInstance {ns}/{name}: {e}"))),
+                Err(e) => {
+                    return Err(CliError::Failed(format!(
+                        "deleting VirtualMachineInstance {ns}/{name}: {e}"
+                    )));
+                }
             }
         }
         Ok(())
@@ -378,11 +520,23 @@ impl Stack {
         let vmis: Api<DynamicObject> = Api::all_with(self.client.clone(), &vmi_resource());
         let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(self.client.clone());
         match vmis.list(&Default::default()).await {
-            Ok(l) => left.extend(l.items.iter().map(|o| format!("VirtualMachineInstance {}/{}", o.metadata.namespace.as_deref().unwrap_or(""), o.metadata.name.as_deref().unwrap_or("")))),
+            Ok(l) => left.extend(l.items.iter().map(|o| {
+                format!(
+                    "VirtualMachineInstance {}/{}",
+                    o.metadata.namespace.as_deref().unwrap_or(""),
+                    o.metadata.name.as_deref().unwrap_or("")
+                )
+            })),
             Err(e) => left.push(format!("(listing VMIs failed: {e})")),
         }
         match pods.list(&Default::default()).await {
-            Ok(l) => left.extend(l.items.iter().map(|o| format!("Pod {}/{}", o.metadata.namespace.as_deref().unwrap_or(""), o.metadata.name.as_deref().unwrap_or("")))),
+            Ok(l) => left.extend(l.items.iter().map(|o| {
+                format!(
+                    "Pod {}/{}",
+                    o.metadata.namespace.as_deref().unwrap_or(""),
+                    o.metadata.name.as_deref().unwrap_or("")
+                )
+            })),
             Err(e) => left.push(format!("(listing pods failed: {e})")),
         }
         left
@@ -395,22 +549,86 @@ mod adapters {
 
     pub struct ApiServerHandle {
         pub client: kube::Client,
+        running: kvrs_apiserver::Running,
     }
 
-    pub async fn start_apiserver(_dirs: &Dirs) -> Result<ApiServerHandle, CliError> {
-        Err(CliError::Failed("not wired yet".into()))
+    pub async fn start_apiserver(
+        dirs: &Dirs,
+        config: ClusterConfig,
+    ) -> Result<ApiServerHandle, CliError> {
+        let options = kvrs_apiserver::Options {
+            kubeconfig_path: Some(dirs.root.join("kubeconfig")),
+            admission: Some(std::sync::Arc::new(
+                super::super::admission::KubevirtWebhooks { config },
+            )),
+            ..kvrs_apiserver::Options::default()
+        };
+        let running = kvrs_apiserver::ApiServer::start(options)
+            .await
+            .map_err(|e| CliError::Failed(format!("starting the embedded API server: {e}")))?;
+        let client = kvrs_runtime::kube::setup::connect(Some(&running.kubeconfig_path))
+            .await
+            .map_err(|e| CliError::Failed(format!("connecting to the embedded API server: {e}")))?;
+        println!(
+            "API server on {} (kubectl --kubeconfig {})",
+            running.url,
+            running.kubeconfig_path.display()
+        );
+        Ok(ApiServerHandle { client, running })
     }
 
-    pub async fn stop_apiserver(_h: ApiServerHandle) {}
-
-    pub struct KubeletHandle;
-
-    pub fn kubelet(_args: &Args, _dirs: &Dirs, _client: kube::Client, _emulation: bool) -> Result<KubeletHandle, CliError> {
-        Err(CliError::Failed("not wired yet".into()))
+    pub async fn stop_apiserver(h: ApiServerHandle) {
+        h.running.shutdown.stop().await;
     }
 
-    pub async fn run_kubelet(_k: KubeletHandle, s: impl std::future::Future<Output = ()>) -> Result<(), String> {
-        s.await;
-        Ok(())
+    /// The kubelet of this machine's node: binds every pod here (there is no scheduler),
+    /// registers the Node with KubeVirt's device resources, runs launcher pods with kvrs's
+    /// launcher binaries (next to `kvrs`) and `kvrs __pod-exec` as each container's entry.
+    pub fn kubelet(
+        args: &Args,
+        dirs: &Dirs,
+        client: kube::Client,
+        emulation: bool,
+    ) -> Result<kvrs_kubelet::Kubelet, CliError> {
+        let mut config = kvrs_kubelet::KubeletConfig::new(
+            &args.node_name,
+            dirs.pods.clone(),
+            dirs.kubelet.clone(),
+        );
+        let mut images = match &args.images {
+            Some(dir) => kvrs_kubelet::ImageMap::from_dir(dir),
+            None => kvrs_kubelet::ImageMap::default(),
+        };
+        if let Some(file) = &args.image_map {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| CliError::Input(format!("--image-map {}: {e}", file.display())))?;
+            let base = file.parent().unwrap_or(Path::new("."));
+            images
+                .parse_map_file(&text, base)
+                .map_err(|e| CliError::Input(format!("--image-map {}: {e}", file.display())))?;
+        }
+        config.images = images;
+        let (monitor, _) = launcher_binaries()?;
+        config.binaries =
+            kvrs_kubelet::BinaryMap::kubevirt_launcher(monitor.parent().unwrap_or(Path::new("/")));
+        // With emulation, virt-controller renders `--allow-emulation` into the pod itself
+        // (KubeVirt's useEmulation), so nothing is appended here.
+        let _ = emulation;
+        config.bind_unscheduled = true;
+        config.register_node = true;
+        let exe =
+            std::env::current_exe().map_err(|e| CliError::Failed(format!("locating kvrs: {e}")))?;
+        config.exec_helper = kvrs_kubelet::ExecHelper {
+            program: exe,
+            args: vec!["__pod-exec".into()],
+        };
+        Ok(kvrs_kubelet::Kubelet::new(client, config))
+    }
+
+    pub async fn run_kubelet(
+        k: kvrs_kubelet::Kubelet,
+        s: impl std::future::Future<Output = ()>,
+    ) -> Result<(), String> {
+        k.run(s).await.map_err(|e| e.to_string())
     }
 }
