@@ -125,11 +125,19 @@ fn rebuild_status_list(
     v["status"][status_key] = Value::Array(new);
 }
 
-/// Volume status entries for every volume (existing entries kept).
+/// Volume status entries for every volume (existing entries kept), sorted by name as KubeVirt's
+/// VMI controller sorts them — virt-handler writes them in that order too, and a list the two
+/// order differently is rewritten by each in turn, forever.
 fn update_volume_status(v: &mut Value) {
     rebuild_status_list(v, "volumes", "volumeStatus", |name, _| {
         Some(json!({"name": name, "target": ""}))
     });
+    if let Some(list) = v
+        .pointer_mut("/status/volumeStatus")
+        .and_then(Value::as_array_mut)
+    {
+        list.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    }
 }
 
 /// Interface status entries for pod-network interfaces (`eth0`), existing entries kept.

@@ -444,3 +444,24 @@ fn pod_name_suffixes_use_the_api_server_alphabet() {
     assert_ne!(a, b);
     assert!(b.chars().all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)));
 }
+
+#[test]
+fn volume_status_is_sorted_by_name_as_virt_handler_writes_it() {
+    let cfg = ClusterConfig::default();
+    let mut v = vmi("Running");
+    v.spec.volumes = serde_json::from_value(json!([
+        {"name": "rootdisk", "containerDisk": {"image": "img"}},
+        {"name": "cloudinitdisk", "cloudInitNoCloud": {"userData": "#cloud-config"}}
+    ]))
+    .unwrap();
+    let p = pod("Running", Some("node01"), json!({"running": {}}));
+    let d = decide_vmi(&world(&v, vec![&typed(&p)], &cfg), &render, "x");
+    let after = d.vmi.expect("the controller writes the volume status");
+    let names: Vec<&str> = after["status"]["volumeStatus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["cloudinitdisk", "rootdisk"]);
+}
