@@ -33,9 +33,14 @@ fn images() -> PathBuf {
     dir
 }
 
-/// A short state directory (the launcher socket path under it must fit 107 bytes).
+/// The run's state directory.
 fn state_dir(tag: &str) -> PathBuf {
-    PathBuf::from(format!("/tmp/kr{tag}{}", std::process::id() % 100_000))
+    PathBuf::from(format!("/tmp/kvrs-run-{tag}-{}", std::process::id()))
+}
+
+/// Its pods directory: short, the launcher socket path under it must fit 107 bytes.
+fn pods_dir(tag: &str) -> PathBuf {
+    PathBuf::from(format!("/tmp/kp{tag}{}", std::process::id() % 10_000))
 }
 
 fn lines_of(cmd: &mut Command) -> BTreeSet<String> {
@@ -62,7 +67,11 @@ struct MachineState {
 fn machine_state() -> MachineState {
     let links = lines_of(Command::new("ip").args(["-o", "link", "show"]))
         .into_iter()
-        .filter_map(|l| l.split(':').nth(1).map(|n| n.trim().split('@').next().unwrap_or("").to_string()))
+        .filter_map(|l| {
+            l.split(':')
+                .nth(1)
+                .map(|n| n.trim().split('@').next().unwrap_or("").to_string())
+        })
         .collect();
     let nft = Command::new("nft")
         .args(["list", "ruleset"])
@@ -75,7 +84,16 @@ fn machine_state() -> MachineState {
             continue;
         };
         let comm = comm.trim();
-        if ["virt-launcher", "virt-launcher-m", "virtqemud", "virtlogd", "qemu-system-x86", "kvrs-pod-exec"].contains(&comm) {
+        if [
+            "virt-launcher",
+            "virt-launcher-m",
+            "virtqemud",
+            "virtlogd",
+            "qemu-system-x86",
+            "kvrs-pod-exec",
+        ]
+        .contains(&comm)
+        {
             stack_processes.insert(format!("{} {comm}", entry.file_name().to_string_lossy()));
         }
     }
@@ -87,7 +105,8 @@ fn machine_state() -> MachineState {
     }
 }
 
-fn kvrs_run(state: &Path, extra: &[&str]) -> Command {
+/// `kvrs run` of the fixture with the state and pods directories of `tag`.
+fn kvrs_run(tag: &str, extra: &[&str]) -> Command {
     // kvrs run starts the launcher from next to itself.
     let (monitor, _) = launcher_binaries();
     assert_eq!(
@@ -101,7 +120,9 @@ fn kvrs_run(state: &Path, extra: &[&str]) -> Command {
         .arg("--images")
         .arg(images())
         .arg("--state-dir")
-        .arg(state)
+        .arg(state_dir(tag))
+        .arg("--pods-dir")
+        .arg(pods_dir(tag))
         .args(["--timeout-seconds", "240"])
         .args(extra)
         .stdin(Stdio::null());
@@ -121,16 +142,23 @@ fn assert_in_order(haystack: &str, needles: &[&str]) {
 
 #[test]
 fn boots_the_fixture_vm_prints_its_phases_and_address_then_stops_and_leaves_nothing() {
-    assert!(is_root(), "kvrs run needs root (network namespaces, mounts, UID 107): run the tests as root");
+    assert!(
+        is_root(),
+        "kvrs run needs root (network namespaces, mounts, UID 107): run the tests as root"
+    );
     let _one = serial();
     let before = machine_state();
     let state = state_dir("a");
-    let out = kvrs_run(&state, &["--stop-after-console", PING_MARKER])
+    let out = kvrs_run("a", &["--stop-after-console", PING_MARKER])
         .output()
         .expect("run kvrs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "kvrs run failed ({}):\n{stdout}\n{stderr}", out.status);
+    assert!(
+        out.status.success(),
+        "kvrs run failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
     assert_in_order(
         &stdout,
         &[
@@ -144,18 +172,32 @@ fn boots_the_fixture_vm_prints_its_phases_and_address_then_stops_and_leaves_noth
             "stopped; nothing left behind",
         ],
     );
-    assert!(stdout.contains("default/guest guest address 10.251."), "the pod IP as the guest's address:\n{stdout}");
-    assert!(!state.exists(), "the state directory {} is removed", state.display());
-    assert_eq!(machine_state(), before, "the run left something behind:\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("default/guest guest address 10.251."),
+        "the pod IP as the guest's address:\n{stdout}"
+    );
+    assert!(
+        !state.exists(),
+        "the state directory {} is removed",
+        state.display()
+    );
+    assert_eq!(
+        machine_state(),
+        before,
+        "the run left something behind:\n{stdout}\n{stderr}"
+    );
 }
 
 #[test]
 fn sigterm_shuts_the_guest_down_through_acpi_then_cleans_up() {
-    assert!(is_root(), "kvrs run needs root (network namespaces, mounts, UID 107): run the tests as root");
+    assert!(
+        is_root(),
+        "kvrs run needs root (network namespaces, mounts, UID 107): run the tests as root"
+    );
     let _one = serial();
     let before = machine_state();
     let state = state_dir("b");
-    let mut child = kvrs_run(&state, &["--console"])
+    let mut child = kvrs_run("b", &["--console"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -172,12 +214,19 @@ fn sigterm_shuts_the_guest_down_through_acpi_then_cleans_up() {
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(240);
     while !seen.iter().any(|l: &String| l.contains(BOOT_MARKER)) {
-        assert!(Instant::now() < deadline, "no boot marker within 240 s:\n{}", seen.join("\n"));
+        assert!(
+            Instant::now() < deadline,
+            "no boot marker within 240 s:\n{}",
+            seen.join("\n")
+        );
         if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
             seen.push(line);
         }
     }
-    let kill = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(kill.success());
     let status = child.wait().expect("kvrs run exits");
     seen.extend(rx.try_iter());
@@ -190,17 +239,39 @@ fn sigterm_shuts_the_guest_down_through_acpi_then_cleans_up() {
         use std::io::Read;
         let _ = e.read_to_string(&mut stderr);
     }
-    assert!(status.success(), "kvrs run after SIGTERM: {status}\n{stdout}\n{stderr}");
-    assert_in_order(&stdout, &[BOOT_MARKER, "interrupted: stopping the VM", POWER_MARKER, "default/guest deleted", "stopped; nothing left behind"]);
-    assert!(!state.exists(), "the state directory {} is removed", state.display());
-    assert_eq!(machine_state(), before, "the run left something behind:\n{stdout}\n{stderr}");
+    assert!(
+        status.success(),
+        "kvrs run after SIGTERM: {status}\n{stdout}\n{stderr}"
+    );
+    assert_in_order(
+        &stdout,
+        &[
+            BOOT_MARKER,
+            "interrupted: stopping the VM",
+            POWER_MARKER,
+            "default/guest deleted",
+            "stopped; nothing left behind",
+        ],
+    );
+    assert!(
+        !state.exists(),
+        "the state directory {} is removed",
+        state.display()
+    );
+    assert_eq!(
+        machine_state(),
+        before,
+        "the run left something behind:\n{stdout}\n{stderr}"
+    );
 }
 
 #[test]
 fn a_manifest_kubevirt_would_refuse_is_refused_before_anything_starts() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.yaml");
-    let text = std::fs::read_to_string(fixture()).unwrap().replace("memory: 128Mi", "memory: lots");
+    let text = std::fs::read_to_string(fixture())
+        .unwrap()
+        .replace("memory: 128Mi", "memory: lots");
     std::fs::write(&bad, text).unwrap();
     let state = dir.path().join("state");
     let out = Command::new(env!("CARGO_BIN_EXE_kvrs"))

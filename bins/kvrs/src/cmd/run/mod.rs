@@ -111,8 +111,11 @@ async fn drive(
 ) -> Result<(), CliError> {
     let started = Instant::now();
     let stack = stack::Stack::start(&args, config).await?;
-    let result = watch_until_done(&args, &stack, &manifests, started).await;
-    let stopped = stack.stop(&manifests, started).await;
+    let mut console = None;
+    let result = watch_until_done(&args, &stack, &manifests, started, &mut console).await;
+    // While the VM stops, the console still shows (the guest's shutdown) with `--console`.
+    let console = console.filter(|_| args.console);
+    let stopped = stack.stop(&manifests, started, console).await;
     let outcome = result?;
     stopped?;
     match outcome {
@@ -131,10 +134,10 @@ async fn watch_until_done(
     stack: &stack::Stack,
     manifests: &[serde_json::Value],
     started: Instant,
+    tail: &mut Option<console::ConsoleTail>,
 ) -> Result<Outcome, CliError> {
     stack.apply(manifests).await?;
     let mut progress = progress::Progress::default();
-    let mut tail: Option<console::ConsoleTail> = None;
     let mut running = false;
     let mut signals = stack::Signals::new()?;
     let deadline = started + Duration::from_secs(args.timeout_seconds);
@@ -150,7 +153,7 @@ async fn watch_until_done(
                     running |= phase == "Running";
                     if tail.is_none() {
                         if let Some((dir, _)) = stack.console_of(&vmi) {
-                            tail = Some(console::ConsoleTail::new(dir.join("virt-serial0-log")));
+                            *tail = Some(console::ConsoleTail::new(dir.join("virt-serial0-log")));
                             if args.console {
                                 console::forward_stdin(dir.join("virt-serial0"));
                             }

@@ -402,7 +402,12 @@ impl Stack {
     /// Stops the VMs the way a user would (runStrategy Halted; a bare VMI is deleted), waits
     /// until no VMI and no pod is left, then stops every component and removes the state
     /// directory.
-    pub async fn stop(self, manifests: &[Value], started: Instant) -> Result<(), CliError> {
+    pub async fn stop(
+        self,
+        manifests: &[Value],
+        started: Instant,
+        mut console: Option<super::console::ConsoleTail>,
+    ) -> Result<(), CliError> {
         let mut progress = Progress::default();
         let mut first_error = None;
         for doc in manifests {
@@ -425,6 +430,9 @@ impl Stack {
                         println!("{}", progress.removed(&vmi, started.elapsed()))
                     }
                 }
+            }
+            if let Some(tail) = console.as_mut() {
+                tail.poll().into_iter().for_each(|l| println!("{l}"));
             }
             let left = self.left_over().await;
             if left.is_empty() {
