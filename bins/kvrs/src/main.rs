@@ -24,6 +24,9 @@ enum Command {
     /// Boot a VirtualMachine (or VMI) on this machine, no cluster needed: an embedded API
     /// server, virt-controller, virt-handler and a local kubelet run it as a cluster would.
     Run(cmd::run::Args),
+    /// Be this machine's kubelet for virt-launcher pods in a real cluster (no container
+    /// runtime needed): registers the Node, runs the launcher pods scheduled here.
+    Kubelet(cmd::kubelet::Args),
     /// Print the libvirt domain XML virt-launcher would define for a VMI (or a VM's VMI).
     Convert(cmd::convert::Args),
     /// Print a VMI (or a VM's template) after KubeVirt's defaulting, as JSON.
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => cmd::run::run(args),
+        Command::Kubelet(args) => cmd::kubelet::run(args),
         Command::Convert(args) => cmd::convert::run(args),
         Command::Defaults(args) => cmd::defaults::run(args),
         Command::Overhead(args) => cmd::overhead::run(args),

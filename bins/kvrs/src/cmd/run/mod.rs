@@ -21,6 +21,8 @@ mod console;
 mod progress;
 mod stack;
 
+pub use stack::Signals;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -31,6 +33,12 @@ use crate::pipeline::admit_workload;
 
 /// Arguments of `kvrs run`.
 #[derive(clap::Args, Clone, Debug)]
+#[command(after_help = "Examples:\n  \
+    bash scripts/run-demo.sh   # installs libvirt/QEMU, builds kvrs and the guest images, runs:\n  \
+    kvrs run fixtures/run/guest-vm.yaml --images ~/.cache/kvrs/images --console\n  \
+    kvrs run fixtures/run/guest-vm.yaml --images ~/.cache/kvrs/images \\\n      \
+    --stop-after-console 'KVRS-E2E: gateway answers ping'\n\n\
+    While it runs: kubectl --kubeconfig /var/lib/kvrs/run/kubeconfig get vmi,pods")]
 pub struct Args {
     /// The VirtualMachine or VirtualMachineInstance to boot (YAML or JSON; `-` for stdin).
     pub manifest: PathBuf,

@@ -306,7 +306,7 @@ impl Stack {
             }),
         ));
 
-        let kubelet = adapters::kubelet(args, &dirs, client.clone(), emulation)?;
+        let kubelet = adapters::kubelet(args, &dirs, client.clone())?;
         let s = until_stopped();
         tasks.push((
             "kubelet",
@@ -596,40 +596,18 @@ mod adapters {
         args: &Args,
         dirs: &Dirs,
         client: kube::Client,
-        emulation: bool,
     ) -> Result<kvrs_kubelet::Kubelet, CliError> {
-        let mut config = kvrs_kubelet::KubeletConfig::new(
+        let images =
+            crate::cmd::kubelet::image_map(args.images.as_deref(), args.image_map.as_deref())?;
+        let mut config = crate::cmd::kubelet::config(
             &args.node_name,
             dirs.pods.clone(),
             dirs.kubelet.clone(),
-        );
-        let mut images = match &args.images {
-            Some(dir) => kvrs_kubelet::ImageMap::from_dir(dir),
-            None => kvrs_kubelet::ImageMap::default(),
-        };
-        if let Some(file) = &args.image_map {
-            let text = std::fs::read_to_string(file)
-                .map_err(|e| CliError::Input(format!("--image-map {}: {e}", file.display())))?;
-            let base = file.parent().unwrap_or(Path::new("."));
-            images
-                .parse_map_file(&text, base)
-                .map_err(|e| CliError::Input(format!("--image-map {}: {e}", file.display())))?;
-        }
-        config.images = images;
-        let (monitor, _) = launcher_binaries()?;
-        config.binaries =
-            kvrs_kubelet::BinaryMap::kubevirt_launcher(monitor.parent().unwrap_or(Path::new("/")));
+            images,
+        )?;
         // With emulation, virt-controller renders `--allow-emulation` into the pod itself
-        // (KubeVirt's useEmulation), so nothing is appended here.
-        let _ = emulation;
+        // (KubeVirt's useEmulation): nothing is appended to the container's command here.
         config.bind_unscheduled = true;
-        config.register_node = true;
-        let exe =
-            std::env::current_exe().map_err(|e| CliError::Failed(format!("locating kvrs: {e}")))?;
-        config.exec_helper = kvrs_kubelet::ExecHelper {
-            program: exe,
-            args: vec!["__pod-exec".into()],
-        };
         Ok(kvrs_kubelet::Kubelet::new(client, config))
     }
 
