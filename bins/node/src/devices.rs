@@ -40,8 +40,15 @@ fn claim_one(pod: &PodRef, path: &str) -> Result<(), NodeError> {
     )
     .map_err(fail)?;
     let st = fstat(&fd).map_err(|e| fail(format!("stat: {}", e.desc())))?;
-    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK {
+    let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+    if kind == SFlag::S_IFLNK {
         return Err(fail("is a symlink (refused)".into()));
+    }
+    if kind != SFlag::S_IFCHR {
+        // A runtime masks a device the pod did not get (an empty file bound over /dev/kvm
+        // under emulation): handing the mask to qemu would make it look usable.
+        tracing::debug!(device = path, "not a character device (masked): left alone");
+        return Ok(());
     }
     if st.st_uid == QEMU_UID && st.st_gid == QEMU_UID {
         tracing::debug!(device = path, "already owned by qemu");

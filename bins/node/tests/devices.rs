@@ -71,3 +71,15 @@ fn a_missing_device_is_named() {
     assert_eq!(err.label(), "device");
     assert_eq!(err.to_string(), "device dev/vhost-vsock: does not exist");
 }
+
+#[test]
+fn a_masked_device_is_not_handed_to_qemu() {
+    // An empty file bound over /dev/kvm is how a runtime hides a device the pod did not get;
+    // chowning it to 107 would make it look usable to the launcher.
+    let (root, pod) = pod_with_dev();
+    let kvm = root.path().join("dev/kvm");
+    std::fs::remove_file(&kvm).unwrap();
+    std::fs::write(&kvm, b"").unwrap();
+    claim_devices(&pod, &["dev/kvm".into()]).expect("a mask is no error");
+    assert_eq!(owner(&kvm), (0, 0), "the mask stays root's");
+}

@@ -13,9 +13,13 @@ use tokio::process::Command;
 use crate::flags::Flags;
 use crate::paths::check_name;
 
-/// `/dev/kvm` exists and this process can open it read-write (what QEMU needs).
+/// `/dev/kvm` is a character device this process can open read-write (what QEMU needs); an
+/// empty file bound over it (a runtime's mask) is not.
 pub fn kvm_usable() -> bool {
-    std::fs::OpenOptions::new()
+    use std::os::unix::fs::FileTypeExt;
+    let is_device = std::fs::metadata("/dev/kvm").is_ok_and(|m| m.file_type().is_char_device());
+    is_device
+        && std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/kvm")

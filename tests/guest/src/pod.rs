@@ -155,3 +155,22 @@ impl MonitorCommand {
         cmd
     }
 }
+
+/// The binary `name` of workspace package `package` in the test's target dir, built there if
+/// missing or when `KVRS_E2E_REBUILD` is set (`cargo test --workspace --all-targets` builds
+/// every binary fresh first).
+pub fn workspace_binary(package: &str, name: &str) -> PathBuf {
+    static BUILD: Mutex<()> = Mutex::new(());
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let path = target_dir().join(name);
+    if !path.is_file() || std::env::var_os("KVRS_E2E_REBUILD").is_some() {
+        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cmd.current_dir(repo_root())
+            .args(["build", "-p", package, "--bin", name]);
+        if target_dir().file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        run(&mut cmd);
+    }
+    path
+}
