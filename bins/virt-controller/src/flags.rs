@@ -58,6 +58,11 @@ pub struct Flags {
     /// `devices.kubevirt.io/kvm` and run QEMU under TCG when the node has no usable /dev/kvm.
     #[arg(long)]
     pub allow_emulation: bool,
+    /// KubeVirt's virt-api webhooks run in front of this cluster's API server: VMIs are created
+    /// bare and the webhook mutates them. Without it (a kvrs cluster, the default), the VM
+    /// controller stores each VMI it creates as that webhook would return it.
+    #[arg(long)]
+    pub virt_api_webhooks: bool,
 }
 
 impl Flags {

@@ -84,6 +84,7 @@ pub async fn run(
         .context("--feature-gates")?,
         launcher_image: flags.launcher_image.clone(),
         use_emulation: flags.allow_emulation,
+        admit_created_vmis: !flags.virt_api_webhooks,
         ..ClusterConfig::default()
     };
     let pod_inputs = PodInputs {

@@ -32,4 +32,3 @@ async fn main() -> ExitCode {
         }
     }
 }
-

@@ -37,6 +37,12 @@ pub struct ClusterConfig {
     pub use_emulation: bool,
     /// The launcher image rendered into pods.
     pub launcher_image: String,
+    /// Whether the VM controller stores the VMI it creates as virt-api's mutating webhook
+    /// would return it (defaults, `status.runtimeUser`, ...). KubeVirt's controller creates the
+    /// bare VMI and the webhook in front of the API server mutates it; a cluster running kvrs
+    /// without KubeVirt's virt-api has no such webhook, so its controller applies the mutation
+    /// itself (off by default: the decision then matches KubeVirt's controller exactly).
+    pub admit_created_vmis: bool,
 }
 
 /// SMBIOS strings the converter writes into `<sysinfo type="smbios">`.
@@ -77,6 +83,7 @@ impl Default for ClusterConfig {
             mem_balloon_stats_period: 10,
             use_emulation: false,
             launcher_image: "quay.io/kubevirt/virt-launcher:v1.9.0".into(),
+            admit_created_vmis: false,
         }
     }
 }

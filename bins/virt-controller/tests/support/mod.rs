@@ -118,7 +118,10 @@ impl Harness {
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
             .args(lease)
             .args(extra)
-            .env("RUST_LOG", "info,kvrs_virt_controller=trace,kvrs_runtime=debug")
+            .env(
+                "RUST_LOG",
+                "info,kvrs_virt_controller=trace,kvrs_runtime=debug",
+            )
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()

@@ -217,23 +217,35 @@ pub(super) fn start_vmi(r: &mut Reconcile<'_, '_>) -> Option<SyncError> {
     // controller reports the refusal. kvrs runs where no webhook stands in front of the API
     // server (its own clusters, `kvrs run`), so the controller checks the VMI exactly as the
     // webhook would before creating it, and reports the refusal the same way.
-    if let Err(e) = kvrs_admission::admit(vmi.clone(), r.w.config) {
-        let ev = Event::warning(
-            r.vm_ref(),
-            run_strategy::FAILED_CREATE,
-            format!("Error creating virtual machine instance: {e}"),
-        );
-        r.plan.events.push(ev);
-        return Some(SyncError::new(
-            run_strategy::FAILED_CREATE,
-            format!("Failure while starting VMI: {e}"),
-        ));
+    match kvrs_admission::admit(vmi.clone(), r.w.config) {
+        // No webhook in front of the API server: the VMI is stored as it would have returned it.
+        Ok(admitted) if r.w.config.admit_created_vmis => vmi = admitted,
+        Ok(_) => {}
+        Err(e) => {
+            let ev = Event::warning(
+                r.vm_ref(),
+                run_strategy::FAILED_CREATE,
+                format!("Error creating virtual machine instance: {e}"),
+            );
+            r.plan.events.push(ev);
+            return Some(SyncError::new(
+                run_strategy::FAILED_CREATE,
+                format!("Failure while starting VMI: {e}"),
+            ));
+        }
     }
     let revision = create_revision(r);
-    vmi.status = Some(VirtualMachineInstanceStatus {
-        virtual_machine_revision_name: Some(revision),
-        ..Default::default()
-    });
+    if r.w.config.admit_created_vmis {
+        // The webhook's status (e.g. `runtimeUser`) stays.
+        vmi.status
+            .get_or_insert_with(Default::default)
+            .virtual_machine_revision_name = Some(revision);
+    } else {
+        vmi.status = Some(VirtualMachineInstanceStatus {
+            virtual_machine_revision_name: Some(revision),
+            ..Default::default()
+        });
+    }
     let md = &mut vmi.metadata;
     let annotations = md.annotations.get_or_insert_with(Default::default);
     let generation = r.vm.metadata.generation.unwrap_or(0).to_string();

@@ -689,3 +689,40 @@ fn data_volumes_are_created_first_and_the_start_waits_for_them() {
     let d = decide_vm(&w);
     assert_eq!(actions(&d), START);
 }
+
+#[test]
+fn without_a_webhook_the_created_vmi_is_stored_as_virt_api_would_return_it() {
+    let bare = ClusterConfig::default();
+    let admitting = ClusterConfig {
+        admit_created_vmis: true,
+        ..ClusterConfig::default()
+    };
+    let v = vm(Some("Always"), None, json!({}));
+    let created = |cfg: &ClusterConfig| -> Value {
+        let d = super::decide_vm(&world(&v, None, cfg));
+        d.plan
+            .writes()
+            .find_map(|w| match &w.op {
+                WriteOp::Create { object } if w.resource == "virtualmachineinstances" => {
+                    Some(object.clone())
+                }
+                _ => None,
+            })
+            .expect("a VMI is created")
+    };
+    let (plain, admitted) = (created(&bare), created(&admitting));
+    // KubeVirt's controller creates the bare VMI; the webhook adds the runtime user and defaults.
+    assert!(plain["status"].get("runtimeUser").is_none(), "{plain}");
+    assert_eq!(admitted["status"]["runtimeUser"], 107, "{admitted}");
+    assert!(
+        admitted["spec"]["domain"]["machine"]["type"].is_string(),
+        "defaults applied: {admitted}"
+    );
+    // Both carry what the controller itself adds.
+    for vmi in [&plain, &admitted] {
+        assert!(
+            vmi["status"]["virtualMachineRevisionName"].is_string(),
+            "{vmi}"
+        );
+    }
+}

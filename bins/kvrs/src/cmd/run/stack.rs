@@ -243,8 +243,10 @@ impl Stack {
         };
         let mut tasks = Vec::new();
 
+        // The embedded API server runs KubeVirt's webhooks itself (admission.rs).
         let mut controller_argv = vec![
             "virt-controller",
+            "--virt-api-webhooks",
             "--no-leader-elect",
             "--metrics-addr",
             "127.0.0.1:0",
