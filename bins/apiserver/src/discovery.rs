@@ -65,7 +65,9 @@ pub fn group(name: &str) -> Option<Value> {
 }
 
 fn resource_entry(r: &ResourceType) -> Vec<Value> {
-    let verbs = ["create", "delete", "get", "list", "patch", "update", "watch"];
+    let verbs = [
+        "create", "delete", "get", "list", "patch", "update", "watch",
+    ];
     let mut out = vec![json!({
         "name": r.plural,
         "singularName": r.kind.to_lowercase(),
@@ -110,5 +112,7 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     } else {
         format!("{group}/{version}")
     };
-    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
 }

@@ -23,7 +23,9 @@ pub enum ApiError {
     #[error("{0}")]
     BadRequest(String),
     /// A patch content type this server does not apply.
-    #[error("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json ({0})")]
+    #[error(
+        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json ({0})"
+    )]
     UnsupportedMediaType(String),
 }
 

@@ -33,8 +33,10 @@ pub(crate) fn json_response(code: u16, v: &Value) -> Response<Body> {
     let body = serde_json::to_vec(v).unwrap_or_default();
     let mut r = Response::new(Full::new(Bytes::from(body)).boxed_unsync());
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    r.headers_mut()
-        .insert(CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
     r
 }
 
@@ -72,7 +74,10 @@ fn parse<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, ApiError> {
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
-        ApiError::BadRequest(format!("error decoding the body at {path}: {}", e.into_inner()))
+        ApiError::BadRequest(format!(
+            "error decoding the body at {path}: {}",
+            e.into_inner()
+        ))
     })
 }
 
@@ -95,13 +100,18 @@ async fn serve(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bod
     let path = req.uri().path().to_string();
     let route = route(&path)?;
     if req.method() != Method::GET && !matches!(route, Route::Object(_)) {
-        return Err(ApiError::MethodNotAllowed(format!("{} {path}", req.method())));
+        return Err(ApiError::MethodNotAllowed(format!(
+            "{} {path}",
+            req.method()
+        )));
     }
     match route {
         Route::Health => {
             let mut r = Response::new(Full::new(Bytes::from_static(b"ok")).boxed_unsync());
-            r.headers_mut()
-                .insert(CONTENT_TYPE, hyper::header::HeaderValue::from_static("text/plain"));
+            r.headers_mut().insert(
+                CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("text/plain"),
+            );
             Ok(r)
         }
         Route::Version => Ok(json_response(200, &discovery::version())),
@@ -126,11 +136,18 @@ fn not_allowed(req: &Request<Incoming>, op: &ObjectPath) -> ApiError {
         "{} {}{}",
         req.method(),
         op.rt.id(),
-        op.sub.as_deref().map(|s| format!("/{s}")).unwrap_or_default()
+        op.sub
+            .as_deref()
+            .map(|s| format!("/{s}"))
+            .unwrap_or_default()
     ))
 }
 
-async fn object(state: Arc<State>, req: Request<Incoming>, op: ObjectPath) -> Result<Response<Body>, ApiError> {
+async fn object(
+    state: Arc<State>,
+    req: Request<Incoming>,
+    op: ObjectPath,
+) -> Result<Response<Body>, ApiError> {
     let q = query(&req);
     let sub = op.sub.as_deref();
     let key = op.key();
@@ -138,9 +155,16 @@ async fn object(state: Arc<State>, req: Request<Incoming>, op: ObjectPath) -> Re
     match (req.method().clone(), key, sub) {
         (Method::GET, Some(key), None | Some("status")) => {
             let obj = state.read(|s| s.get(&rt, &key)).ok_or_else(|| {
-                store_err(kvrs_store::StoreError::NotFound { resource: rt.id(), name: key.clone() })
+                store_err(kvrs_store::StoreError::NotFound {
+                    resource: rt.id(),
+                    name: key.clone(),
+                })
             })?;
-            let accept = req.headers().get(ACCEPT).and_then(|h| h.to_str().ok()).unwrap_or("");
+            let accept = req
+                .headers()
+                .get(ACCEPT)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("");
             let v = json_of(&obj).into_owned();
             if table::wants_table(accept) {
                 return Ok(json_response(200, &table::table(&[v], 0, now())));
@@ -159,9 +183,16 @@ async fn object(state: Arc<State>, req: Request<Incoming>, op: ObjectPath) -> Re
             }
             let list = state.read(|s| s.list(&rt, &selector));
             let items: Vec<Value> = list.items.iter().map(|o| json_of(o).into_owned()).collect();
-            let accept = req.headers().get(ACCEPT).and_then(|h| h.to_str().ok()).unwrap_or("");
+            let accept = req
+                .headers()
+                .get(ACCEPT)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("");
             if table::wants_table(accept) {
-                return Ok(json_response(200, &table::table(&items, list.resource_version, now())));
+                return Ok(json_response(
+                    200,
+                    &table::table(&items, list.resource_version, now()),
+                ));
             }
             // `limit` is ignored and no `continue` is returned: a client that paginates gets
             // everything in the first page, consistent with the resourceVersion given.
@@ -180,11 +211,19 @@ async fn object(state: Arc<State>, req: Request<Incoming>, op: ObjectPath) -> Re
             if let Some(ns) = &op.namespace {
                 ensure_namespace(&state, ns);
             }
-            let opts = CreateOptions { now: now(), uid: Some(state.uid()), name_suffix: Some(state.name_suffix()) };
-            let obj = state.write(|s| s.create(&rt, op.namespace.as_deref(), body, &opts)).map_err(store_err)?;
+            let opts = CreateOptions {
+                now: now(),
+                uid: Some(state.uid()),
+                name_suffix: Some(state.name_suffix()),
+            };
+            let obj = state
+                .write(|s| s.create(&rt, op.namespace.as_deref(), body, &opts))
+                .map_err(store_err)?;
             Ok(json_response(201, &json_of(&obj)))
         }
-        (Method::POST, Some(key), Some("binding")) if rt.group.is_empty() && rt.plural == "pods" => {
+        (Method::POST, Some(key), Some("binding"))
+            if rt.group.is_empty() && rt.plural == "pods" =>
+        {
             #[derive(Deserialize)]
             struct Target {
                 name: String,
@@ -194,16 +233,25 @@ async fn object(state: Arc<State>, req: Request<Incoming>, op: ObjectPath) -> Re
                 target: Target,
             }
             let b: Binding = parse(&body_bytes(req).await?)?;
-            state.write(|s| s.bind(&rt, &key, &b.target.name, now())).map_err(store_err)?;
+            state
+                .write(|s| s.bind(&rt, &key, &b.target.name, now()))
+                .map_err(store_err)?;
             Ok(json_response(201, &success(201)))
         }
         (Method::PUT, Some(key), None | Some("status")) => {
             let body: Value = parse(&body_bytes(req).await?)?;
-            let obj = state.write(|s| s.update(&rt, &key, sub, body, now())).map_err(store_err)?;
+            let obj = state
+                .write(|s| s.update(&rt, &key, sub, body, now()))
+                .map_err(store_err)?;
             Ok(json_response(200, &json_of(&obj)))
         }
         (Method::PATCH, Some(key), None | Some("status")) => {
-            let ct = req.headers().get(CONTENT_TYPE).and_then(|h| h.to_str().ok()).unwrap_or("").to_string();
+            let ct = req
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("")
+                .to_string();
             let patch_type = match ct.split(';').next().unwrap_or("").trim() {
                 "application/json-patch+json" => PatchType::Json,
                 "application/merge-patch+json" => PatchType::Merge,
@@ -211,13 +259,18 @@ async fn object(state: Arc<State>, req: Request<Incoming>, op: ObjectPath) -> Re
                 other => return Err(ApiError::UnsupportedMediaType(other.to_string())),
             };
             let patch: Value = parse(&body_bytes(req).await?)?;
-            let obj = state.write(|s| s.patch(&rt, &key, sub, patch_type, &patch, now())).map_err(store_err)?;
+            let obj = state
+                .write(|s| s.patch(&rt, &key, sub, patch_type, &patch, now()))
+                .map_err(store_err)?;
             Ok(json_response(200, &json_of(&obj)))
         }
         (Method::DELETE, Some(key), None) => {
             let bytes = body_bytes(req).await?;
             let opts = delete_options(&bytes, &q)?;
-            match state.write(|s| s.delete(&rt, &key, &opts, now())).map_err(store_err)? {
+            match state
+                .write(|s| s.delete(&rt, &key, &opts, now()))
+                .map_err(store_err)?
+            {
                 Deleted::Removed(o) => Ok(json_response(200, &json_of(&o))),
                 Deleted::Pending(o) => Ok(json_response(202, &json_of(&o))),
             }
@@ -247,36 +300,62 @@ fn propagation(p: &str) -> Result<Propagation, ApiError> {
         "Background" => Ok(Propagation::Background),
         "Foreground" => Ok(Propagation::Foreground),
         "Orphan" => Ok(Propagation::Orphan),
-        other => Err(ApiError::BadRequest(format!("propagationPolicy: unsupported value {other:?}"))),
+        other => Err(ApiError::BadRequest(format!(
+            "propagationPolicy: unsupported value {other:?}"
+        ))),
     }
 }
 
 /// DeleteOptions from the body (kube-rs sends them there) and the query (kubectl's flags).
 fn delete_options(bytes: &[u8], q: &HashMap<String, String>) -> Result<DeleteOptions, ApiError> {
-    let body: DeleteBody = if bytes.iter().all(u8::is_ascii_whitespace) { DeleteBody::default() } else { parse(bytes)? };
+    let body: DeleteBody = if bytes.iter().all(u8::is_ascii_whitespace) {
+        DeleteBody::default()
+    } else {
+        parse(bytes)?
+    };
     let pre = body.preconditions.unwrap_or_default();
     let grace = match q.get("gracePeriodSeconds") {
-        Some(g) => Some(g.parse::<i64>().map_err(|e| ApiError::BadRequest(format!("gracePeriodSeconds: {e}")))?),
+        Some(g) => Some(
+            g.parse::<i64>()
+                .map_err(|e| ApiError::BadRequest(format!("gracePeriodSeconds: {e}")))?,
+        ),
         None => body.grace_period_seconds,
     };
-    let policy = q.get("propagationPolicy").cloned().or(body.propagation_policy);
-    let orphan = q.get("orphanDependents").map(|v| v == "true").or(body.orphan_dependents);
+    let policy = q
+        .get("propagationPolicy")
+        .cloned()
+        .or(body.propagation_policy);
+    let orphan = q
+        .get("orphanDependents")
+        .map(|v| v == "true")
+        .or(body.orphan_dependents);
     let propagation = match (policy, orphan) {
         (Some(p), _) => propagation(&p)?,
         (None, Some(true)) => Propagation::Orphan,
         _ => Propagation::Background,
     };
-    Ok(DeleteOptions { uid: pre.uid, resource_version: pre.resource_version, grace_period_seconds: grace, propagation })
+    Ok(DeleteOptions {
+        uid: pre.uid,
+        resource_version: pre.resource_version,
+        grace_period_seconds: grace,
+        propagation,
+    })
 }
 
 /// Creates the Namespace object of `ns` when there is none: objects may go into any namespace,
 /// and `kubectl get ns` then lists it.
 pub(crate) fn ensure_namespace(state: &State, ns: &str) {
-    let Some(rt) = lookup("", "namespaces") else { return };
+    let Some(rt) = lookup("", "namespaces") else {
+        return;
+    };
     if state.read(|s| s.get(&rt, ns).is_some()) {
         return;
     }
     let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}, "spec": {}, "status": {"phase": "Active"}});
-    let opts = CreateOptions { now: now(), uid: Some(state.uid()), name_suffix: None };
+    let opts = CreateOptions {
+        now: now(),
+        uid: Some(state.uid()),
+        name_suffix: None,
+    };
     let _ = state.write(|s| s.create(&rt, None, body, &opts));
 }

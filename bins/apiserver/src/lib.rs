@@ -123,7 +123,9 @@ pub(crate) struct State {
 
 impl std::fmt::Debug for State {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("State").field("addr", &self.addr).finish_non_exhaustive()
+        f.debug_struct("State")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
     }
 }
 
@@ -258,7 +260,9 @@ impl ApiServer {
         let url = format!("http://{addr}");
         let random = kubeconfig::random_bytes(40).map_err(StartError::Random)?;
         let token = kubeconfig::hex(&random[..32]);
-        let seed = random[32..40].iter().fold(0u64, |a, b| (a << 8) | u64::from(*b));
+        let seed = random[32..40]
+            .iter()
+            .fold(0u64, |a, b| (a << 8) | u64::from(*b));
         let kubeconfig_path = options.kubeconfig_path.clone().unwrap_or_else(|| {
             std::env::temp_dir().join(format!(
                 "kvrs-apiserver-{}-{}.kubeconfig",
@@ -311,7 +315,11 @@ impl ApiServer {
     }
 }
 
-async fn serve(listener: TcpListener, state: Arc<State>, mut stopped: tokio::sync::oneshot::Receiver<()>) {
+async fn serve(
+    listener: TcpListener,
+    state: Arc<State>,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) {
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new());
     let mut connections = JoinSet::new();

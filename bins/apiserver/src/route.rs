@@ -24,7 +24,10 @@ pub struct ObjectPath {
 impl ObjectPath {
     /// The store key of the named object.
     pub fn key(&self) -> Option<String> {
-        Some(self.rt.key(self.namespace.as_deref(), self.name.as_deref()?))
+        Some(
+            self.rt
+                .key(self.namespace.as_deref(), self.name.as_deref()?),
+        )
     }
 }
 
@@ -53,7 +56,11 @@ fn no_route(path: &str) -> ApiError {
 
 /// Resolves `path` (already without the query).
 pub fn route(path: &str) -> Result<Route, ApiError> {
-    let segs: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let segs: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
     let (group, version, rest) = match segs.as_slice() {
         ["healthz" | "livez" | "readyz", ..] => return Ok(Route::Health),
         ["version"] => return Ok(Route::Version),
@@ -114,13 +121,27 @@ mod tests {
     #[test]
     fn paths() {
         let o = obj("/api/v1/namespaces/ns/pods/p/binding");
-        assert_eq!((o.rt.plural.as_str(), o.namespace.as_deref(), o.name.as_deref(), o.sub.as_deref()), ("pods", Some("ns"), Some("p"), Some("binding")));
+        assert_eq!(
+            (
+                o.rt.plural.as_str(),
+                o.namespace.as_deref(),
+                o.name.as_deref(),
+                o.sub.as_deref()
+            ),
+            ("pods", Some("ns"), Some("p"), Some("binding"))
+        );
         let o = obj("/api/v1/pods");
         assert!(o.namespace.is_none() && o.name.is_none());
         let o = obj("/api/v1/namespaces/ns");
-        assert_eq!((o.rt.plural.as_str(), o.name.as_deref()), ("namespaces", Some("ns")));
+        assert_eq!(
+            (o.rt.plural.as_str(), o.name.as_deref()),
+            ("namespaces", Some("ns"))
+        );
         let o = obj("/api/v1/namespaces/ns/status");
-        assert_eq!((o.rt.plural.as_str(), o.sub.as_deref()), ("namespaces", Some("status")));
+        assert_eq!(
+            (o.rt.plural.as_str(), o.sub.as_deref()),
+            ("namespaces", Some("status"))
+        );
         let o = obj("/apis/kubevirt.io/v1/namespaces/d/virtualmachines/vm/status");
         assert_eq!(o.key().unwrap(), "d/vm");
         let o = obj("/api/v1/nodes/n1");
@@ -128,6 +149,9 @@ mod tests {
         assert!(route("/apis/cdi.kubevirt.io/v1beta1/datavolumes").is_err());
         assert!(route("/api/v1/namespaces/ns/nodes/n").is_err());
         assert!(route("/api/v1/pods/p").is_err());
-        assert!(matches!(route("/apis/cdi.kubevirt.io").unwrap(), Route::Group(_)));
+        assert!(matches!(
+            route("/apis/cdi.kubevirt.io").unwrap(),
+            Route::Group(_)
+        ));
     }
 }

@@ -75,7 +75,10 @@ mod tests {
     #[test]
     fn parses_timestamps() {
         assert_eq!(super::parse_rfc3339("1970-01-01T00:02:10Z"), Some(130));
-        assert_eq!(super::parse_rfc3339("2026-12-01T13:42:43Z"), Some(1_796_132_563));
+        assert_eq!(
+            super::parse_rfc3339("2026-12-01T13:42:43Z"),
+            Some(1_796_132_563)
+        );
         assert_eq!(super::parse_rfc3339("bad"), None);
     }
 }

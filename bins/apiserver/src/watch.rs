@@ -14,9 +14,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::stream;
 use http_body_util::{BodyExt, StreamBody};
+use hyper::Response;
 use hyper::body::Frame;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
-use hyper::Response;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -42,7 +42,10 @@ fn bookmark(rt: &ResourceType, rv: u64, initial_end: bool) -> Bytes {
     if initial_end {
         md["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    line("BOOKMARK", &json!({"kind": rt.kind, "apiVersion": rt.api_version(), "metadata": md}))
+    line(
+        "BOOKMARK",
+        &json!({"kind": rt.kind, "apiVersion": rt.api_version(), "metadata": md}),
+    )
 }
 
 fn gone(e: &StoreError) -> Bytes {
@@ -66,12 +69,19 @@ impl Watch {
     /// Moves the next batch of selected events into the queue; false when the watch ended.
     fn pull(&mut self) -> bool {
         let (batch, current) = self.state.read(|s| {
-            (s.watch_from(&self.rt, self.rv, &self.selector, BATCH), s.resource_version())
+            (
+                s.watch_from(&self.rt, self.rv, &self.selector, BATCH),
+                s.resource_version(),
+            )
         });
         match batch {
             Ok(events) => {
                 // Fewer than a batch: everything up to `current` was scanned.
-                let through = if events.len() < BATCH { current } else { events.last().map_or(current, |e| e.rv) };
+                let through = if events.len() < BATCH {
+                    current
+                } else {
+                    events.last().map_or(current, |e| e.rv)
+                };
                 for e in &events {
                     let kind = match e.kind {
                         EventKind::Added => "ADDED",
@@ -107,7 +117,11 @@ impl Watch {
             if self.done {
                 continue;
             }
-            let bookmark_at = if self.bookmarks { self.next_bookmark } else { self.deadline };
+            let bookmark_at = if self.bookmarks {
+                self.next_bookmark
+            } else {
+                self.deadline
+            };
             tokio::select! {
                 r = self.changed.changed() => if r.is_err() { self.done = true },
                 () = tokio::time::sleep_until(self.deadline) => self.done = true,
@@ -132,7 +146,8 @@ pub fn watch(
     let rv_param = q.get("resourceVersion").map(String::as_str).unwrap_or("");
     let timeout = match q.get("timeoutSeconds") {
         Some(t) => Duration::from_secs(
-            t.parse::<u64>().map_err(|e| ApiError::BadRequest(format!("timeoutSeconds: {e}")))?,
+            t.parse::<u64>()
+                .map_err(|e| ApiError::BadRequest(format!("timeoutSeconds: {e}")))?,
         ),
         None => DEFAULT_TIMEOUT,
     };
@@ -148,9 +163,9 @@ pub fn watch(
         }
         list.resource_version
     } else {
-        rv_param
-            .parse::<u64>()
-            .map_err(|_| ApiError::BadRequest(format!("resourceVersion: invalid value {rv_param:?}")))?
+        rv_param.parse::<u64>().map_err(|_| {
+            ApiError::BadRequest(format!("resourceVersion: invalid value {rv_param:?}"))
+        })?
     };
     let now = Instant::now();
     let w = Watch {

@@ -8,7 +8,7 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
     PatchParams, PostParams, Preconditions, PropagationPolicy,
 };
-use kube::runtime::{reflector, watcher, WatchStreamExt};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
@@ -47,17 +47,24 @@ fn code(e: kube::Error) -> u16 {
 async fn crud_patches_and_kubeconfig() {
     let (running, client) = start(Options::default()).await;
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&running.kubeconfig_path).unwrap().permissions().mode();
+    let mode = std::fs::metadata(&running.kubeconfig_path)
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600);
 
     let info = client.apiserver_version().await.unwrap();
     assert_eq!(info.git_version, "v1.36.0-kvrs");
 
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "team");
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "c"}, "data": {"a": "1"}})).unwrap();
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "c"}, "data": {"a": "1"}})).unwrap();
     let created = cms.create(&PostParams::default(), &cm).await.unwrap();
     assert!(created.metadata.uid.is_some());
-    assert_eq!(code(cms.create(&PostParams::default(), &cm).await.unwrap_err()), 409);
+    assert_eq!(
+        code(cms.create(&PostParams::default(), &cm).await.unwrap_err()),
+        409
+    );
     assert_eq!(cms.get("c").await.unwrap().data.unwrap()["a"], "1");
     assert_eq!(code(cms.get("nope").await.unwrap_err()), 404);
     let list = cms.list(&ListParams::default()).await.unwrap();
@@ -68,39 +75,73 @@ async fn crud_patches_and_kubeconfig() {
     assert!(nss.get("team").await.is_ok());
 
     // JSON patch with a failing test: Invalid, nothing changed.
-    let failing = json_patch::Patch(serde_json::from_value(json!([
-        {"op": "test", "path": "/data/a", "value": "2"},
-        {"op": "replace", "path": "/data/a", "value": "3"},
-    ])).unwrap());
-    let e = cms.patch("c", &PatchParams::default(), &Patch::Json::<()>(failing)).await.unwrap_err();
+    let failing = json_patch::Patch(
+        serde_json::from_value(json!([
+            {"op": "test", "path": "/data/a", "value": "2"},
+            {"op": "replace", "path": "/data/a", "value": "3"},
+        ]))
+        .unwrap(),
+    );
+    let e = cms
+        .patch("c", &PatchParams::default(), &Patch::Json::<()>(failing))
+        .await
+        .unwrap_err();
     assert_eq!(code(e), 422);
     let merged = cms
-        .patch("c", &PatchParams::default(), &Patch::Merge(json!({"data": {"b": "2"}})))
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"b": "2"}})),
+        )
         .await
         .unwrap();
     assert_eq!(merged.data.unwrap().len(), 2);
     // Stale resourceVersion in a replace: Conflict.
     let mut stale = created.clone();
     stale.data = Some([("a".to_string(), "9".to_string())].into());
-    assert_eq!(code(cms.replace("c", &PostParams::default(), &stale).await.unwrap_err()), 409);
+    assert_eq!(
+        code(
+            cms.replace("c", &PostParams::default(), &stale)
+                .await
+                .unwrap_err()
+        ),
+        409
+    );
 
     // Strategic merge on a Node (cluster-scoped, registered with its status).
     let nodes: Api<Node> = Api::all(client.clone());
     let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1", "labels": {"a": "1"}}, "status": {"capacity": {"cpu": "4"}}})).unwrap();
     nodes.create(&PostParams::default(), &node).await.unwrap();
     let n = nodes
-        .patch("n1", &PatchParams::default(), &Patch::Strategic(json!({"metadata": {"labels": {"b": "2"}}})))
+        .patch(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"metadata": {"labels": {"b": "2"}}})),
+        )
         .await
         .unwrap();
     assert_eq!(n.labels().len(), 2);
     assert!(n.status.unwrap().capacity.unwrap().contains_key("cpu"));
-    let apply = nodes.patch("n1", &PatchParams::apply("t"), &Patch::Apply(json!({}))).await.unwrap_err();
+    let apply = nodes
+        .patch("n1", &PatchParams::apply("t"), &Patch::Apply(json!({})))
+        .await
+        .unwrap_err();
     assert_eq!(code(apply), 415);
 
     // Unknown groups are 404, as virt-controller's CDI probe needs.
-    assert!(kube::discovery::group(&client, "cdi.kubevirt.io").await.is_err());
-    let kv = kube::discovery::group(&client, "kubevirt.io").await.unwrap();
-    assert!(kv.recommended_resources().iter().any(|(r, _)| r.plural == "virtualmachineinstances"));
+    assert!(
+        kube::discovery::group(&client, "cdi.kubevirt.io")
+            .await
+            .is_err()
+    );
+    let kv = kube::discovery::group(&client, "kubevirt.io")
+        .await
+        .unwrap();
+    assert!(
+        kv.recommended_resources()
+            .iter()
+            .any(|(r, _)| r.plural == "virtualmachineinstances")
+    );
 
     // No token: 401.
     let raw = reqwest_like_get(&running.url, "/api/v1/pods", None).await;
@@ -109,12 +150,20 @@ async fn crud_patches_and_kubeconfig() {
     assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
     // Malformed JSON: 400 naming the field.
     let truncated = client
-        .request::<Value>(http::Request::post("/api/v1/namespaces/team/configmaps").body(br#"{"metadata": "#.to_vec()).unwrap())
+        .request::<Value>(
+            http::Request::post("/api/v1/namespaces/team/configmaps")
+                .body(br#"{"metadata": "#.to_vec())
+                .unwrap(),
+        )
         .await
         .unwrap_err();
     assert_eq!(code(truncated), 400);
     let bad = client
-        .request::<Value>(http::Request::delete("/api/v1/namespaces/team/configmaps/c").body(br#"{"gracePeriodSeconds": "x"}"#.to_vec()).unwrap())
+        .request::<Value>(
+            http::Request::delete("/api/v1/namespaces/team/configmaps/c")
+                .body(br#"{"gracePeriodSeconds": "x"}"#.to_vec())
+                .unwrap(),
+        )
         .await
         .unwrap_err();
     match bad {
@@ -130,16 +179,33 @@ async fn crud_patches_and_kubeconfig() {
     match kubectl {
         Some(k) => {
             let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-            pods.create(&PostParams::default(), &pod("shown", json!({}))).await.unwrap();
+            pods.create(&PostParams::default(), &pod("shown", json!({})))
+                .await
+                .unwrap();
             let out = std::process::Command::new(k)
-                .args(["--kubeconfig", running.kubeconfig_path.to_str().unwrap(), "get", "pods", "-A"])
+                .args([
+                    "--kubeconfig",
+                    running.kubeconfig_path.to_str().unwrap(),
+                    "get",
+                    "pods",
+                    "-A",
+                ])
                 .output()
                 .unwrap();
             let text = String::from_utf8_lossy(&out.stdout);
-            assert!(out.status.success(), "{text} {}", String::from_utf8_lossy(&out.stderr));
-            assert!(text.contains("shown") && text.contains("NAMESPACE"), "{text}");
+            assert!(
+                out.status.success(),
+                "{text} {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                text.contains("shown") && text.contains("NAMESPACE"),
+                "{text}"
+            );
         }
-        None => println!("SKIPPED the kubectl assertion: no kubectl under ~/.cache/kvrs/kube-*/bin"),
+        None => {
+            println!("SKIPPED the kubectl assertion: no kubectl under ~/.cache/kvrs/kube-*/bin")
+        }
     }
     running.shutdown.stop().await;
 }
@@ -160,7 +226,9 @@ async fn reqwest_like_get(url: &str, path: &str, token: Option<&str>) -> String 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let addr = url.trim_start_matches("http://");
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
     let mut out = String::new();
@@ -171,30 +239,71 @@ async fn reqwest_like_get(url: &str, path: &str, token: Option<&str>) -> String 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_subresources_of_vms_and_vmis() {
     let (running, client) = start(Options::default()).await;
-    let vms: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &vm_resource("VirtualMachine", "virtualmachines"));
+    let vms: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &vm_resource("VirtualMachine", "virtualmachines"),
+    );
     let vm: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
         "metadata": {"name": "vm"}, "spec": {"runStrategy": "Halted"},
-    })).unwrap();
+    }))
+    .unwrap();
     vms.create(&PostParams::default(), &vm).await.unwrap();
     let pp = PatchParams::default();
-    let after = vms.patch_status("vm", &pp, &Patch::Merge(json!({"status": {"ready": true}, "spec": {"runStrategy": "Always"}}))).await.unwrap();
+    let after = vms
+        .patch_status(
+            "vm",
+            &pp,
+            &Patch::Merge(json!({"status": {"ready": true}, "spec": {"runStrategy": "Always"}})),
+        )
+        .await
+        .unwrap();
     assert_eq!(after.data["status"]["ready"], true);
     assert_eq!(after.data["spec"]["runStrategy"], "Halted");
-    let after = vms.patch("vm", &pp, &Patch::Merge(json!({"status": {"ready": false}, "spec": {"runStrategy": "Always"}}))).await.unwrap();
+    let after = vms
+        .patch(
+            "vm",
+            &pp,
+            &Patch::Merge(json!({"status": {"ready": false}, "spec": {"runStrategy": "Always"}})),
+        )
+        .await
+        .unwrap();
     assert_eq!(after.data["status"]["ready"], true);
     assert_eq!(after.data["spec"]["runStrategy"], "Always");
     assert_eq!(after.metadata.generation, Some(2));
 
-    let vmis: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &vm_resource("VirtualMachineInstance", "virtualmachineinstances"));
+    let vmis: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &vm_resource("VirtualMachineInstance", "virtualmachineinstances"),
+    );
     let vmi: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
         "metadata": {"name": "vmi"}, "spec": {},
-    })).unwrap();
+    }))
+    .unwrap();
     vmis.create(&PostParams::default(), &vmi).await.unwrap();
-    let after = vmis.patch("vmi", &pp, &Patch::Merge(json!({"status": {"phase": "Scheduling"}}))).await.unwrap();
-    assert_eq!(after.data["status"]["phase"], "Scheduling", "VMIs have no status subresource");
-    assert_eq!(code(vmis.patch_status("vmi", &pp, &Patch::Merge(json!({}))).await.unwrap_err()), 404);
+    let after = vmis
+        .patch(
+            "vmi",
+            &pp,
+            &Patch::Merge(json!({"status": {"phase": "Scheduling"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        after.data["status"]["phase"], "Scheduling",
+        "VMIs have no status subresource"
+    );
+    assert_eq!(
+        code(
+            vmis.patch_status("vmi", &pp, &Patch::Merge(json!({})))
+                .await
+                .unwrap_err()
+        ),
+        404
+    );
     running.shutdown.stop().await;
 }
 
@@ -214,17 +323,35 @@ impl Admission for RefuseBadLabel {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admission_defaults_and_refuses() {
-    let options = Options { admission: Some(std::sync::Arc::new(RefuseBadLabel)), ..Options::default() };
+    let options = Options {
+        admission: Some(std::sync::Arc::new(RefuseBadLabel)),
+        ..Options::default()
+    };
     let (running, client) = start(options).await;
-    let vms: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &vm_resource("VirtualMachine", "virtualmachines"));
+    let vms: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &vm_resource("VirtualMachine", "virtualmachines"),
+    );
     let vm: DynamicObject = serde_json::from_value(json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "vm"}, "spec": {}})).unwrap();
     let created = vms.create(&PostParams::default(), &vm).await.unwrap();
     assert_eq!(created.annotations()["defaulted"], "true");
-    let e = vms.patch("vm", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"bad": "x"}}}))).await.unwrap_err();
+    let e = vms
+        .patch(
+            "vm",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"bad": "x"}}})),
+        )
+        .await
+        .unwrap_err();
     match e {
         kube::Error::Api(s) => {
             assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"));
-            assert!(s.message.contains("label bad is not allowed"), "{}", s.message);
+            assert!(
+                s.message.contains("label bad is not allowed"),
+                "{}",
+                s.message
+            );
         }
         other => panic!("{other}"),
     }
@@ -235,51 +362,145 @@ async fn admission_defaults_and_refuses() {
 async fn deletion_finalizers_graceful_pods_gc_and_binding() {
     let (running, client) = start(Options::default()).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let held: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "held", "finalizers": ["x/y"]}})).unwrap();
+    let held: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "held", "finalizers": ["x/y"]}}))
+            .unwrap();
     cms.create(&PostParams::default(), &held).await.unwrap();
     // Preconditions.
-    let dp = DeleteParams { preconditions: Some(Preconditions { uid: Some("wrong".into()), resource_version: None }), ..Default::default() };
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some("wrong".into()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
     assert_eq!(code(cms.delete("held", &dp).await.unwrap_err()), 409);
-    let marked = cms.delete("held", &DeleteParams::default()).await.unwrap().left().unwrap();
+    let marked = cms
+        .delete("held", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .unwrap();
     assert!(marked.metadata.deletion_timestamp.is_some());
-    cms.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     assert_eq!(code(cms.get("held").await.unwrap_err()), 404);
 
     // Binding, then a graceful delete the kubelet finishes.
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    pods.create(&PostParams::default(), &pod("p", json!({}))).await.unwrap();
+    pods.create(&PostParams::default(), &pod("p", json!({})))
+        .await
+        .unwrap();
     let binding = Binding {
-        metadata: kube::api::ObjectMeta { name: Some("p".into()), ..Default::default() },
-        target: ObjectReference { kind: Some("Node".into()), name: Some("n1".into()), ..Default::default() },
+        metadata: kube::api::ObjectMeta {
+            name: Some("p".into()),
+            ..Default::default()
+        },
+        target: ObjectReference {
+            kind: Some("Node".into()),
+            name: Some("n1".into()),
+            ..Default::default()
+        },
     };
     let body = binding;
-    let _: Value = pods.create_subresource("binding", "p", &PostParams::default(), &body).await.unwrap();
-    assert_eq!(pods.get("p").await.unwrap().spec.unwrap().node_name.as_deref(), Some("n1"));
-    let e = pods.create_subresource::<Binding, Value>("binding", "p", &PostParams::default(), &body).await.unwrap_err();
+    let _: Value = pods
+        .create_subresource("binding", "p", &PostParams::default(), &body)
+        .await
+        .unwrap();
+    assert_eq!(
+        pods.get("p")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .node_name
+            .as_deref(),
+        Some("n1")
+    );
+    let e = pods
+        .create_subresource::<Binding, Value>("binding", "p", &PostParams::default(), &body)
+        .await
+        .unwrap_err();
     assert_eq!(code(e), 409);
-    let marked = pods.delete("p", &DeleteParams::default()).await.unwrap().left().unwrap();
+    let marked = pods
+        .delete("p", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .unwrap();
     assert_eq!(marked.metadata.deletion_grace_period_seconds, Some(30));
     assert!(pods.get("p").await.is_ok());
-    pods.delete("p", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
+    pods.delete(
+        "p",
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!(code(pods.get("p").await.unwrap_err()), 404);
     // Unbound pods go at once.
-    pods.create(&PostParams::default(), &pod("u", json!({}))).await.unwrap();
+    pods.create(&PostParams::default(), &pod("u", json!({})))
+        .await
+        .unwrap();
     pods.delete("u", &DeleteParams::default()).await.unwrap();
     assert_eq!(code(pods.get("u").await.unwrap_err()), 404);
 
     // ownerReference GC: background removes dependents, orphan keeps them.
-    let owner = cms.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "owner"}})).unwrap()).await.unwrap();
+    let owner = cms
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "owner"}})).unwrap(),
+        )
+        .await
+        .unwrap();
     let oref = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.uid().unwrap()}]);
-    let dep = |n: &str| serde_json::from_value::<ConfigMap>(json!({"metadata": {"name": n, "ownerReferences": oref}})).unwrap();
-    cms.create(&PostParams::default(), &dep("dep")).await.unwrap();
+    let dep = |n: &str| {
+        serde_json::from_value::<ConfigMap>(
+            json!({"metadata": {"name": n, "ownerReferences": oref}}),
+        )
+        .unwrap()
+    };
+    cms.create(&PostParams::default(), &dep("dep"))
+        .await
+        .unwrap();
     cms.delete("owner", &DeleteParams::default()).await.unwrap();
     assert_eq!(code(cms.get("dep").await.unwrap_err()), 404);
-    let owner = cms.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "owner"}})).unwrap()).await.unwrap();
+    let owner = cms
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "owner"}})).unwrap(),
+        )
+        .await
+        .unwrap();
     let oref = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.uid().unwrap()}]);
-    cms.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "kept", "ownerReferences": oref}})).unwrap()).await.unwrap();
-    let orphan = DeleteParams { propagation_policy: Some(PropagationPolicy::Orphan), ..Default::default() };
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "kept", "ownerReferences": oref}}))
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let orphan = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Orphan),
+        ..Default::default()
+    };
     cms.delete("owner", &orphan).await.unwrap();
-    assert!(cms.get("kept").await.unwrap().metadata.owner_references.unwrap_or_default().is_empty());
+    assert!(
+        cms.get("kept")
+            .await
+            .unwrap()
+            .metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty()
+    );
     running.shutdown.stop().await;
 }
 
@@ -295,10 +516,18 @@ async fn eventually(mut f: impl FnMut() -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reflector_follows_adds_changes_deletes_and_label_changes() {
-    let options = Options { bookmark_interval: Duration::from_millis(200), ..Options::default() };
+    let options = Options {
+        bookmark_interval: Duration::from_millis(200),
+        ..Options::default()
+    };
     let (running, client) = start(options).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    pods.create(&PostParams::default(), &pod("before", json!({"app": "web"}))).await.unwrap();
+    pods.create(
+        &PostParams::default(),
+        &pod("before", json!({"app": "web"})),
+    )
+    .await
+    .unwrap();
     let (reader, writer) = reflector::store::<Pod>();
     let cfg = watcher::Config::default().labels("app=web");
     let stream = reflector(writer, watcher(pods.clone(), cfg)).applied_objects();
@@ -309,17 +538,47 @@ async fn reflector_follows_adds_changes_deletes_and_label_changes() {
         v
     };
     eventually(|| names(&reader) == ["before"]).await;
-    pods.create(&PostParams::default(), &pod("p", json!({"app": "web"}))).await.unwrap();
-    pods.create(&PostParams::default(), &pod("other", json!({"app": "db"}))).await.unwrap();
+    pods.create(&PostParams::default(), &pod("p", json!({"app": "web"})))
+        .await
+        .unwrap();
+    pods.create(&PostParams::default(), &pod("other", json!({"app": "db"})))
+        .await
+        .unwrap();
     eventually(|| names(&reader) == ["before", "p"]).await;
-    pods.patch("p", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"x": "1"}}}))).await.unwrap();
-    eventually(|| reader.state().iter().any(|p| p.annotations().contains_key("x"))).await;
+    pods.patch(
+        "p",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"x": "1"}}})),
+    )
+    .await
+    .unwrap();
+    eventually(|| {
+        reader
+            .state()
+            .iter()
+            .any(|p| p.annotations().contains_key("x"))
+    })
+    .await;
     // Leaving the selector is a DELETED, entering it an ADDED.
-    pods.patch("p", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "db"}}}))).await.unwrap();
+    pods.patch(
+        "p",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "db"}}})),
+    )
+    .await
+    .unwrap();
     eventually(|| names(&reader) == ["before"]).await;
-    pods.patch("other", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "web"}}}))).await.unwrap();
+    pods.patch(
+        "other",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "web"}}})),
+    )
+    .await
+    .unwrap();
     eventually(|| names(&reader) == ["before", "other"]).await;
-    pods.delete("before", &DeleteParams::default()).await.unwrap();
+    pods.delete("before", &DeleteParams::default())
+        .await
+        .unwrap();
     eventually(|| names(&reader) == ["other"]).await;
     task.abort();
 
@@ -335,15 +594,25 @@ async fn reflector_follows_adds_changes_deletes_and_label_changes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_old_resource_version_is_gone_and_the_watcher_relists() {
-    let options = Options { history: 5, ..Options::default() };
+    let options = Options {
+        history: 5,
+        ..Options::default()
+    };
     let (running, client) = start(options).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let cm = |n: &str| serde_json::from_value::<ConfigMap>(json!({"metadata": {"name": n}})).unwrap();
+    let cm =
+        |n: &str| serde_json::from_value::<ConfigMap>(json!({"metadata": {"name": n}})).unwrap();
     for i in 0..10 {
-        cms.create(&PostParams::default(), &cm(&format!("c{i}"))).await.unwrap();
+        cms.create(&PostParams::default(), &cm(&format!("c{i}")))
+            .await
+            .unwrap();
     }
     // A raw watch from rv 1: an ERROR event with a 410 Status.
-    let mut events = cms.watch(&kube::api::WatchParams::default(), "1").await.unwrap().boxed();
+    let mut events = cms
+        .watch(&kube::api::WatchParams::default(), "1")
+        .await
+        .unwrap()
+        .boxed();
     match events.next().await {
         Some(Err(kube::Error::Api(s))) => assert_eq!(s.code, 410),
         Some(Ok(kube::api::WatchEvent::Error(s))) => assert_eq!(s.code, 410),
@@ -351,17 +620,22 @@ async fn too_old_resource_version_is_gone_and_the_watcher_relists() {
     }
     // The watcher relists after a 410 and converges anyway.
     let (reader, writer) = reflector::store::<ConfigMap>();
-    let stream = reflector(writer, watcher(cms.clone(), watcher::Config::default())).applied_objects();
+    let stream =
+        reflector(writer, watcher(cms.clone(), watcher::Config::default())).applied_objects();
     let task = tokio::spawn(async move {
         let _ = stream.for_each(|_| async {}).await;
     });
     eventually(|| reader.state().len() == 10).await;
     // Many writes while the reflector runs; it may be expired and relist, but ends exact.
     for i in 10..30 {
-        cms.create(&PostParams::default(), &cm(&format!("c{i}"))).await.unwrap();
+        cms.create(&PostParams::default(), &cm(&format!("c{i}")))
+            .await
+            .unwrap();
     }
     for i in 0..15 {
-        cms.delete(&format!("c{i}"), &DeleteParams::default()).await.unwrap();
+        cms.delete(&format!("c{i}"), &DeleteParams::default())
+            .await
+            .unwrap();
     }
     eventually(|| reader.state().len() == 15).await;
     task.abort();

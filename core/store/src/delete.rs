@@ -73,21 +73,19 @@ impl Store {
             }),
             _ => Ok(()),
         };
-        if let Err(e) = precondition("UID", &opts.uid, "uid")
-            .and_then(|()| precondition("ResourceVersion", &opts.resource_version, "resourceVersion"))
-        {
+        if let Err(e) = precondition("UID", &opts.uid, "uid").and_then(|()| {
+            precondition("ResourceVersion", &opts.resource_version, "resourceVersion")
+        }) {
             self.stats.refused += 1;
             return Err(e);
         }
         let grace = grace_of(rt, cur, opts.grace_period_seconds);
         let uid = meta_str(cur, "uid").unwrap_or_default().to_string();
-        let marked_grace = cur
-            .pointer("/metadata/deletionTimestamp")
-            .map(|_| {
-                cur.pointer("/metadata/deletionGracePeriodSeconds")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0)
-            });
+        let marked_grace = cur.pointer("/metadata/deletionTimestamp").map(|_| {
+            cur.pointer("/metadata/deletionGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+        });
         let no_finalizers = finalizers_empty(cur);
         match opts.propagation {
             Propagation::Background => {}
@@ -95,7 +93,9 @@ impl Store {
             Propagation::Foreground => self.delete_dependents_now(&uid, now),
         }
         if no_finalizers && grace == 0 {
-            let last = self.remove(rt, key, now).ok_or_else(|| not_found(rt, key))?;
+            let last = self
+                .remove(rt, key, now)
+                .ok_or_else(|| not_found(rt, key))?;
             return Ok(Deleted::Removed(last));
         }
         // Marked already, and not shortened: nothing to write.
@@ -105,11 +105,20 @@ impl Store {
             let cur = self.get(rt, key).ok_or_else(|| not_found(rt, key))?;
             return Ok(Deleted::Pending(cur));
         }
-        let mut next = self.get_json(rt, key).cloned().ok_or_else(|| not_found(rt, key))?;
+        let mut next = self
+            .get_json(rt, key)
+            .cloned()
+            .ok_or_else(|| not_found(rt, key))?;
         let md = meta_mut(&mut next);
-        md.insert("deletionTimestamp".into(), json!(format_rfc3339(now + grace)));
+        md.insert(
+            "deletionTimestamp".into(),
+            json!(format_rfc3339(now + grace)),
+        );
         md.insert("deletionGracePeriodSeconds".into(), json!(grace));
-        Ok(Deleted::Pending(self.edit_unchecked(rt, key, |v| *v = next, now).ok_or_else(|| not_found(rt, key))?))
+        Ok(Deleted::Pending(
+            self.edit_unchecked(rt, key, |v| *v = next, now)
+                .ok_or_else(|| not_found(rt, key))?,
+        ))
     }
 
     /// Every current dependent of `owner_uid`: `(resource, key)`.

@@ -26,8 +26,8 @@ pub use object::Obj;
 pub use resource::{ResourceType, Typed, by_plural, catalogue, lookup, res};
 pub use selector::{FieldSelector, LabelSelector, Selector};
 pub use store::{
-    AdmitFn, CreateOptions, DeleteOptions, Deleted, Event, EventKind, List, Operation,
-    Propagation, Store, StoreOptions, StoreStats,
+    AdmitFn, CreateOptions, DeleteOptions, Deleted, Event, EventKind, List, Operation, Propagation,
+    Store, StoreOptions, StoreStats,
 };
 pub use watch::{WatchEvent, json_of};
 

@@ -104,7 +104,15 @@ pub fn catalogue() -> &'static [Arc<ResourceType>] {
     static CATALOGUE: std::sync::OnceLock<Vec<Arc<ResourceType>>> = std::sync::OnceLock::new();
     CATALOGUE.get_or_init(|| {
         let k = ResourceType::known;
-        let mut vm = k("kubevirt.io", "v1", "virtualmachines", "VirtualMachine", true, true, &["vm", "vms"]);
+        let mut vm = k(
+            "kubevirt.io",
+            "v1",
+            "virtualmachines",
+            "VirtualMachine",
+            true,
+            true,
+            &["vm", "vms"],
+        );
         vm.typed = Typed::Vm;
         let mut vmi = k(
             "kubevirt.io",
@@ -122,15 +130,63 @@ pub fn catalogue() -> &'static [Arc<ResourceType>] {
             k("", "v1", "nodes", "Node", false, true, &["no"]),
             k("", "v1", "namespaces", "Namespace", false, true, &["ns"]),
             k("", "v1", "events", "Event", true, false, &["ev"]),
-            k("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true, true, &["pvc"]),
-            k("", "v1", "persistentvolumes", "PersistentVolume", false, true, &["pv"]),
+            k(
+                "",
+                "v1",
+                "persistentvolumeclaims",
+                "PersistentVolumeClaim",
+                true,
+                true,
+                &["pvc"],
+            ),
+            k(
+                "",
+                "v1",
+                "persistentvolumes",
+                "PersistentVolume",
+                false,
+                true,
+                &["pv"],
+            ),
             k("", "v1", "configmaps", "ConfigMap", true, false, &["cm"]),
             k("", "v1", "secrets", "Secret", true, false, &[]),
-            k("", "v1", "serviceaccounts", "ServiceAccount", true, false, &["sa"]),
+            k(
+                "",
+                "v1",
+                "serviceaccounts",
+                "ServiceAccount",
+                true,
+                false,
+                &["sa"],
+            ),
             k("", "v1", "services", "Service", true, true, &["svc"]),
-            k("apps", "v1", "controllerrevisions", "ControllerRevision", true, false, &[]),
-            k("events.k8s.io", "v1", "events", "Event", true, false, &["ev"]),
-            k("coordination.k8s.io", "v1", "leases", "Lease", true, false, &[]),
+            k(
+                "apps",
+                "v1",
+                "controllerrevisions",
+                "ControllerRevision",
+                true,
+                false,
+                &[],
+            ),
+            k(
+                "events.k8s.io",
+                "v1",
+                "events",
+                "Event",
+                true,
+                false,
+                &["ev"],
+            ),
+            k(
+                "coordination.k8s.io",
+                "v1",
+                "leases",
+                "Lease",
+                true,
+                false,
+                &[],
+            ),
             vm,
             vmi,
             k(
@@ -151,11 +207,51 @@ pub fn catalogue() -> &'static [Arc<ResourceType>] {
                 true,
                 &["vmirs", "vmirss"],
             ),
-            k("kubevirt.io", "v1", "kubevirts", "KubeVirt", true, true, &["kv", "kvs"]),
-            k(it, "v1beta1", "virtualmachineinstancetypes", "VirtualMachineInstancetype", true, false, &["vminstancetype"]),
-            k(it, "v1beta1", "virtualmachineclusterinstancetypes", "VirtualMachineClusterInstancetype", false, false, &["vmclusterinstancetype"]),
-            k(it, "v1beta1", "virtualmachinepreferences", "VirtualMachinePreference", true, false, &["vmpref"]),
-            k(it, "v1beta1", "virtualmachineclusterpreferences", "VirtualMachineClusterPreference", false, false, &["vmcpref"]),
+            k(
+                "kubevirt.io",
+                "v1",
+                "kubevirts",
+                "KubeVirt",
+                true,
+                true,
+                &["kv", "kvs"],
+            ),
+            k(
+                it,
+                "v1beta1",
+                "virtualmachineinstancetypes",
+                "VirtualMachineInstancetype",
+                true,
+                false,
+                &["vminstancetype"],
+            ),
+            k(
+                it,
+                "v1beta1",
+                "virtualmachineclusterinstancetypes",
+                "VirtualMachineClusterInstancetype",
+                false,
+                false,
+                &["vmclusterinstancetype"],
+            ),
+            k(
+                it,
+                "v1beta1",
+                "virtualmachinepreferences",
+                "VirtualMachinePreference",
+                true,
+                false,
+                &["vmpref"],
+            ),
+            k(
+                it,
+                "v1beta1",
+                "virtualmachineclusterpreferences",
+                "VirtualMachineClusterPreference",
+                false,
+                false,
+                &["vmcpref"],
+            ),
         ]
         .into_iter()
         .map(Arc::new)
@@ -197,10 +293,17 @@ mod tests {
 
     #[test]
     fn vmis_have_no_status_subresource_vms_do() {
-        assert!(!by_plural("virtualmachineinstances").unwrap().status_subresource);
+        assert!(
+            !by_plural("virtualmachineinstances")
+                .unwrap()
+                .status_subresource
+        );
         assert!(by_plural("virtualmachines").unwrap().status_subresource);
         assert!(!by_plural("nodes").unwrap().namespaced);
-        assert_eq!(lookup("events.k8s.io", "events").unwrap().id(), "events.events.k8s.io");
+        assert_eq!(
+            lookup("events.k8s.io", "events").unwrap().id(),
+            "events.events.k8s.io"
+        );
         assert_eq!(by_plural("events").unwrap().group, "");
     }
 

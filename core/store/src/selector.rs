@@ -39,7 +39,10 @@ fn split_top(s: &str) -> Vec<&str> {
         }
     }
     out.push(&s[start..]);
-    out.into_iter().map(str::trim).filter(|p| !p.is_empty()).collect()
+    out.into_iter()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect()
 }
 
 fn valid_key(k: &str) -> bool {
@@ -199,9 +202,10 @@ impl Selector {
 
     /// Whether `obj` is selected.
     pub fn matches(&self, obj: &Value) -> bool {
-        self.namespace.as_deref().is_none_or(|ns| {
-            obj.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns)
-        }) && self.labels.matches(obj)
+        self.namespace
+            .as_deref()
+            .is_none_or(|ns| obj.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns))
+            && self.labels.matches(obj)
             && self.fields.matches(obj)
     }
 }
@@ -212,7 +216,8 @@ mod tests {
     use serde_json::json;
 
     fn pod(labels: Value, node: Option<&str>) -> Value {
-        let mut p = json!({"metadata": {"name": "p", "namespace": "ns", "labels": labels}, "spec": {}});
+        let mut p =
+            json!({"metadata": {"name": "p", "namespace": "ns", "labels": labels}, "spec": {}});
         if let Some(n) = node {
             p["spec"]["nodeName"] = json!(n);
         }
@@ -237,7 +242,11 @@ mod tests {
             ("app in (web),tier", true),
             ("other!=x", true),
         ] {
-            assert_eq!(LabelSelector::parse(sel).unwrap().matches(&p), want, "{sel}");
+            assert_eq!(
+                LabelSelector::parse(sel).unwrap().matches(&p),
+                want,
+                "{sel}"
+            );
         }
         assert!(LabelSelector::parse("a in x").is_err());
         assert!(LabelSelector::parse("=x").is_err());

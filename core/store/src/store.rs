@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use kvrs_decide::format_rfc3339;
 use kvrs_decide::PatchType;
+use kvrs_decide::format_rfc3339;
 use kvrs_decide::patch::{apply_json_patch, apply_merge_patch, apply_strategic_merge_patch};
 
 use crate::error::StoreError;
@@ -53,7 +53,8 @@ pub enum Operation {
 /// Called with every object about to be stored by a create or update; it may change the
 /// object (defaulting) or refuse it (validation, a 422 Invalid with its message). The string
 /// names the resource as `plural` or `plural/subresource`.
-pub type AdmitFn = dyn Fn(Operation, &ResourceType, &str, &mut Value) -> Result<(), String> + Send + Sync;
+pub type AdmitFn =
+    dyn Fn(Operation, &ResourceType, &str, &mut Value) -> Result<(), String> + Send + Sync;
 
 /// What happened to an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -350,7 +351,11 @@ impl Store {
     }
 
     fn typed(&self, rt: &ResourceType) -> Typed {
-        if self.options.typed { rt.typed } else { Typed::Json }
+        if self.options.typed {
+            rt.typed
+        } else {
+            Typed::Json
+        }
     }
 
     fn admit(
@@ -368,14 +373,26 @@ impl Store {
             Some(s) => format!("{}/{s}", rt.plural),
             None => rt.plural.clone(),
         };
-        admit(op, rt, &resource, value).map_err(|e| invalid(rt, key, format!("admission webhook denied the request: {e}")))
+        admit(op, rt, &resource, value).map_err(|e| {
+            invalid(
+                rt,
+                key,
+                format!("admission webhook denied the request: {e}"),
+            )
+        })
     }
 
     /// Stores an update unless it changes nothing: as the real API server, a write that leaves
     /// the object as it was (resourceVersion aside) is not a write — no new resourceVersion, no
     /// watch event. Without this, a controller that re-sends the status it already wrote
     /// would wake itself through its own watch, forever.
-    fn commit_if_changed(&mut self, rt: &Arc<ResourceType>, key: &str, next: Value, now: i64) -> Arc<Obj> {
+    fn commit_if_changed(
+        &mut self,
+        rt: &Arc<ResourceType>,
+        key: &str,
+        next: Value,
+        now: i64,
+    ) -> Arc<Obj> {
         if let Some(cur) = self.table_mut(rt).objects.get(key) {
             if same_but_resource_version(&cur.value, &next) {
                 return cur.obj.clone();
@@ -386,7 +403,13 @@ impl Store {
 
     /// Stores `value` under `key` with a new resourceVersion, records the event, keeps the
     /// ownership indexes, and removes an object whose deletion nothing holds any more.
-    fn commit(&mut self, rt: &Arc<ResourceType>, key: &str, mut value: Value, now: i64) -> Arc<Obj> {
+    fn commit(
+        &mut self,
+        rt: &Arc<ResourceType>,
+        key: &str,
+        mut value: Value,
+        now: i64,
+    ) -> Arc<Obj> {
         let rv = self.next_rv();
         meta_mut(&mut value).insert("resourceVersion".into(), json!(rv.to_string()));
         let releasable = value.pointer("/metadata/deletionTimestamp").is_some()
@@ -408,7 +431,10 @@ impl Store {
                 obj: obj.clone(),
             },
         );
-        let old_owners = old.as_ref().map(|s| owner_uids(&s.value)).unwrap_or_default();
+        let old_owners = old
+            .as_ref()
+            .map(|s| owner_uids(&s.value))
+            .unwrap_or_default();
         for o in old_owners.iter().filter(|o| !new_owners.contains(o)) {
             if let Some(set) = self.dependents.get_mut(o) {
                 set.remove(&(id.clone(), key.to_string()));
@@ -519,11 +545,17 @@ impl Store {
         opts: &CreateOptions,
     ) -> Result<Arc<Obj>, StoreError> {
         if !value.is_object() {
-            return Err(StoreError::BadRequest(format!("{}: the body is not an object", rt.id())));
+            return Err(StoreError::BadRequest(format!(
+                "{}: the body is not an object",
+                rt.id()
+            )));
         }
         let md = meta_mut(&mut value);
         if rt.namespaced {
-            let body_ns = md.get("namespace").and_then(Value::as_str).filter(|s| !s.is_empty());
+            let body_ns = md
+                .get("namespace")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty());
             let ns = match (namespace, body_ns) {
                 (Some(a), Some(b)) if a != b => {
                     return Err(StoreError::BadRequest(format!(
@@ -538,9 +570,16 @@ impl Store {
         } else {
             md.remove("namespace");
         }
-        let named = md.get("name").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+        let named = md
+            .get("name")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty());
         if !named {
-            let Some(prefix) = md.get("generateName").and_then(Value::as_str).map(str::to_string) else {
+            let Some(prefix) = md
+                .get("generateName")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+            else {
                 return Err(StoreError::BadRequest(format!(
                     "{}: name or generateName is required",
                     rt.id()
@@ -555,7 +594,10 @@ impl Store {
             };
             meta_mut(&mut value).insert("name".into(), json!(format!("{prefix}{suffix}")));
         }
-        let key = rt.key(meta_str(&value, "namespace"), meta_str(&value, "name").unwrap_or(""));
+        let key = rt.key(
+            meta_str(&value, "namespace"),
+            meta_str(&value, "name").unwrap_or(""),
+        );
         if self.get_json(rt, &key).is_some() {
             self.stats.refused += 1;
             return Err(StoreError::AlreadyExists {
@@ -564,7 +606,8 @@ impl Store {
             });
         }
         if let Some(o) = value.as_object_mut() {
-            o.entry("apiVersion").or_insert_with(|| json!(rt.api_version()));
+            o.entry("apiVersion")
+                .or_insert_with(|| json!(rt.api_version()));
             o.entry("kind").or_insert_with(|| json!(rt.kind));
             // Status is the controllers' to write: a CRD with a status subresource drops it on
             // create, and a new pod starts Pending, as the real API server does.
@@ -607,7 +650,9 @@ impl Store {
         next: Value,
     ) -> Result<Value, StoreError> {
         if !next.is_object() {
-            return Err(StoreError::BadRequest(format!("{key}: the object is not a JSON object")));
+            return Err(StoreError::BadRequest(format!(
+                "{key}: the object is not a JSON object"
+            )));
         }
         let want = meta_str(&next, "resourceVersion").filter(|s| !s.is_empty());
         if let Some(want) = want
@@ -622,9 +667,10 @@ impl Store {
         let mut next = match sub {
             None if rt.status_subresource => with_status(&next, cur.get("status").cloned()),
             None => next,
-            Some("status") if rt.status_subresource => {
-                with_status(cur, Some(next.get("status").cloned().unwrap_or(Value::Null)))
-            }
+            Some("status") if rt.status_subresource => with_status(
+                cur,
+                Some(next.get("status").cloned().unwrap_or(Value::Null)),
+            ),
             Some(s) => {
                 return Err(StoreError::NotFound {
                     resource: format!("{}/{s}", rt.id()),
@@ -648,7 +694,10 @@ impl Store {
             };
         }
         if rt.status_subresource && spec_differs(cur, &next) {
-            let g = cur.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+            let g = cur
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
             meta_mut(&mut next).insert("generation".into(), json!(g + 1));
         }
         Ok(next)
@@ -763,11 +812,23 @@ impl Store {
         if node.is_empty() {
             return Err(invalid(rt, key, "target.name: Required value"));
         }
-        if let Some(bound) = cur.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
-            return Err(conflict(rt, key, format!("pod {key} is already assigned to node {bound:?}")));
+        if let Some(bound) = cur
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        {
+            return Err(conflict(
+                rt,
+                key,
+                format!("pod {key} is already assigned to node {bound:?}"),
+            ));
         }
         if cur.pointer("/metadata/deletionTimestamp").is_some() {
-            return Err(conflict(rt, key, format!("pod {key} is being deleted, cannot be assigned to a host")));
+            return Err(conflict(
+                rt,
+                key,
+                format!("pod {key} is being deleted, cannot be assigned to a host"),
+            ));
         }
         let mut next = cur.clone();
         if !next.get("spec").is_some_and(Value::is_object) {
@@ -784,13 +845,23 @@ fn same_but_resource_version(a: &Value, b: &Value) -> bool {
     let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
         return a == b;
     };
-    let meta = |m: &serde_json::Map<String, Value>| m.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
-    let without_rv = |m: &serde_json::Map<String, Value>| m.iter().filter(|(k, _)| *k != "resourceVersion").count();
+    let meta = |m: &serde_json::Map<String, Value>| {
+        m.get("metadata")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let without_rv = |m: &serde_json::Map<String, Value>| {
+        m.iter().filter(|(k, _)| *k != "resourceVersion").count()
+    };
     a.len() == b.len()
-        && a.iter().all(|(k, v)| k == "metadata" || b.get(k) == Some(v))
+        && a.iter()
+            .all(|(k, v)| k == "metadata" || b.get(k) == Some(v))
         && {
             let (ma, mb) = (meta(a), meta(b));
             without_rv(&ma) == without_rv(&mb)
-                && ma.iter().all(|(k, v)| k == "resourceVersion" || mb.get(k) == Some(v))
+                && ma
+                    .iter()
+                    .all(|(k, v)| k == "resourceVersion" || mb.get(k) == Some(v))
         }
 }

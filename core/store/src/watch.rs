@@ -66,7 +66,10 @@ impl Store {
                 continue;
             }
             let now = selects(selector, &e.key, &e.object);
-            let before = e.old.as_deref().is_some_and(|o| selects(selector, &e.key, o));
+            let before = e
+                .old
+                .as_deref()
+                .is_some_and(|o| selects(selector, &e.key, o));
             let kind = match (e.kind, before, now) {
                 (EventKind::Added, _, true) => EventKind::Added,
                 (EventKind::Deleted, true, _) => EventKind::Deleted,
