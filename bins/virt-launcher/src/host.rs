@@ -20,10 +20,10 @@ pub fn kvm_usable() -> bool {
     let is_device = std::fs::metadata("/dev/kvm").is_ok_and(|m| m.file_type().is_char_device());
     is_device
         && std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-        .is_ok()
+            .read(true)
+            .write(true)
+            .open("/dev/kvm")
+            .is_ok()
 }
 
 /// Where KubeVirt's container disk for volume index `index` appears in the pod.

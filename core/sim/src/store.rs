@@ -171,7 +171,12 @@ impl ApiServer {
     }
 
     /// Creates an object (as a user or a controller would); returns its key.
-    pub fn create(&mut self, resource: &str, value: Value, now_unix: i64) -> Result<String, ApiError> {
+    pub fn create(
+        &mut self,
+        resource: &str,
+        value: Value,
+        now_unix: i64,
+    ) -> Result<String, ApiError> {
         self.now = now_unix;
         let rt = self::resource(resource);
         let opts = CreateOptions {
@@ -201,7 +206,9 @@ impl ApiServer {
             uid: precondition_uid.map(str::to_string),
             ..Default::default()
         };
-        let result = self.store.delete(&self::resource(resource), key, &opts, now_unix);
+        let result = self
+            .store
+            .delete(&self::resource(resource), key, &opts, now_unix);
         self.collect();
         result.map(|_| ()).map_err(ApiError::from)
     }
@@ -214,13 +221,21 @@ impl ApiServer {
     }
 
     /// Applies a decision's write. `inject_conflict` makes it fail as if someone wrote first.
-    pub fn apply(&mut self, w: &ApiWrite, now_unix: i64, inject_conflict: bool) -> Result<(), ApiError> {
+    pub fn apply(
+        &mut self,
+        w: &ApiWrite,
+        now_unix: i64,
+        inject_conflict: bool,
+    ) -> Result<(), ApiError> {
         self.now = now_unix;
         let rt = self::resource(&w.resource);
         let key = rt.key(Some(&w.namespace), &w.name);
         if inject_conflict {
             self.store.stats.injected_conflicts += 1;
-            return Err(ApiError::Conflict(format!("{} {key}: injected", w.resource)));
+            return Err(ApiError::Conflict(format!(
+                "{} {key}: injected",
+                w.resource
+            )));
         }
         let sub = w.subresource.as_deref();
         let result = match &w.op {
@@ -233,7 +248,9 @@ impl ApiServer {
                     now: now_unix,
                     ..Default::default()
                 };
-                self.store.create(&rt, Some(&w.namespace), object, &opts).map(|_| ())
+                self.store
+                    .create(&rt, Some(&w.namespace), object, &opts)
+                    .map(|_| ())
             }
             WriteOp::Delete { precondition_uid } => {
                 let opts = DeleteOptions {
@@ -242,10 +259,14 @@ impl ApiServer {
                 };
                 self.store.delete(&rt, &key, &opts, now_unix).map(|_| ())
             }
-            WriteOp::Update { object } => self.store.update(&rt, &key, sub, object.clone(), now_unix).map(|_| ()),
-            WriteOp::Patch { patch_type, patch } => {
-                self.store.patch(&rt, &key, sub, *patch_type, patch, now_unix).map(|_| ())
-            }
+            WriteOp::Update { object } => self
+                .store
+                .update(&rt, &key, sub, object.clone(), now_unix)
+                .map(|_| ()),
+            WriteOp::Patch { patch_type, patch } => self
+                .store
+                .patch(&rt, &key, sub, *patch_type, patch, now_unix)
+                .map(|_| ()),
         };
         self.collect();
         result.map_err(ApiError::from)
@@ -254,7 +275,8 @@ impl ApiServer {
     /// Edits an object as a third party would (the simulator's markers), without a conflict check.
     pub fn third_party_edit(&mut self, resource: &str, key: &str, edit: impl FnOnce(&mut Value)) {
         let now = self.now;
-        self.store.edit_unchecked(&self::resource(resource), key, edit, now);
+        self.store
+            .edit_unchecked(&self::resource(resource), key, edit, now);
         self.collect();
     }
 }
