@@ -393,10 +393,10 @@ impl Store {
         next: Value,
         now: i64,
     ) -> Arc<Obj> {
-        if let Some(cur) = self.table_mut(rt).objects.get(key) {
-            if same_but_resource_version(&cur.value, &next) {
-                return cur.obj.clone();
-            }
+        if let Some(cur) = self.table_mut(rt).objects.get(key)
+            && same_but_resource_version(&cur.value, &next)
+        {
+            return cur.obj.clone();
         }
         self.commit(rt, key, next, now)
     }
