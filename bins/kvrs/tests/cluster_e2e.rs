@@ -262,7 +262,7 @@ fn a_vm_applied_with_kubectl_boots_answers_ping_stops_starts_and_is_deleted_with
                     && n["status"]["allocatable"]["devices.kubevirt.io/tun"].is_string()
             })
         },
-        &logs,
+        logs,
     );
     assert!(
         node["status"]["allocatable"]["devices.kubevirt.io/kvm"].is_string(),
@@ -293,7 +293,7 @@ fn a_vm_applied_with_kubectl_boots_answers_ping_stops_starts_and_is_deleted_with
                 kubectl_json(&cluster, &["get", "vmi", "-n", NS, "guest"])
                     .filter(|v| v["status"]["phase"] == "Running")
             },
-            &logs,
+            logs,
         );
         assert_eq!(
             vmi["status"]["nodeName"], NODE,
@@ -307,7 +307,7 @@ fn a_vm_applied_with_kubectl_boots_answers_ping_stops_starts_and_is_deleted_with
             "the pod's network namespace",
             Duration::from_secs(10),
             || netns().difference(&netns_before).next().cloned(),
-            &logs,
+            logs,
         );
         // The guest itself (10.0.2.2 behind the masquerade bridge of its pod), and through the
         // pod IP from the node (KubeVirt's DNAT to the guest).
@@ -324,7 +324,7 @@ fn a_vm_applied_with_kubectl_boots_answers_ping_stops_starts_and_is_deleted_with
                     .filter(|o| o.status.success())
                     .map(drop)
             },
-            &logs,
+            logs,
         );
         assert!(
             pings(&[&pod_ip]),
@@ -345,7 +345,7 @@ fn a_vm_applied_with_kubectl_boots_answers_ping_stops_starts_and_is_deleted_with
                     && launcher_processes() == launchers_before)
                     .then_some(())
             },
-            &logs,
+            logs,
         )
     };
 

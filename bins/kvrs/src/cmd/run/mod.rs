@@ -159,12 +159,12 @@ async fn watch_until_done(
                     }
                     let phase = progress::phase(&vmi).to_string();
                     running |= phase == "Running";
-                    if tail.is_none() {
-                        if let Some((dir, _)) = stack.console_of(&vmi) {
-                            *tail = Some(console::ConsoleTail::new(dir.join("virt-serial0-log")));
-                            if args.console {
-                                console::forward_stdin(dir.join("virt-serial0"));
-                            }
+                    if tail.is_none()
+                        && let Some((dir, _)) = stack.console_of(&vmi)
+                    {
+                        *tail = Some(console::ConsoleTail::new(dir.join("virt-serial0-log")));
+                        if args.console {
+                            console::forward_stdin(dir.join("virt-serial0"));
                         }
                     }
                     if phase == "Succeeded" || phase == "Failed" {
@@ -179,17 +179,17 @@ async fn watch_until_done(
                 if args.console {
                     println!("{line}");
                 }
-                if let Some(text) = &args.stop_after_console {
-                    if line.contains(text.as_str()) {
-                        if !args.console {
-                            println!("{line}");
-                        }
-                        println!(
-                            "{:>7.2}s console printed {text:?}: stopping the VM",
-                            started.elapsed().as_secs_f64()
-                        );
-                        return Ok(Outcome::ConsoleText);
+                if let Some(text) = &args.stop_after_console
+                    && line.contains(text.as_str())
+                {
+                    if !args.console {
+                        println!("{line}");
                     }
+                    println!(
+                        "{:>7.2}s console printed {text:?}: stopping the VM",
+                        started.elapsed().as_secs_f64()
+                    );
+                    return Ok(Outcome::ConsoleText);
                 }
             }
         }

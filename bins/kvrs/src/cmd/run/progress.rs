@@ -76,10 +76,10 @@ impl Progress {
             if now.phase == "Scheduled" && !now.node.is_empty() {
                 line.push_str(&format!(" on node {}", now.node));
             }
-            if now.phase == "Failed" {
-                if let Some(why) = failure_reason(vmi) {
-                    line.push_str(&format!(": {why}"));
-                }
+            if now.phase == "Failed"
+                && let Some(why) = failure_reason(vmi)
+            {
+                line.push_str(&format!(": {why}"));
             }
             lines.push(line);
         }

@@ -465,10 +465,10 @@ impl Stack {
         }
         adapters::stop_apiserver(self.apiserver).await;
         for dir in [&self.dirs.pods, &self.dirs.root] {
-            if let Err(e) = std::fs::remove_dir_all(dir) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    eprintln!("kvrs: removing {}: {e}", dir.display());
-                }
+            if let Err(e) = std::fs::remove_dir_all(dir)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                eprintln!("kvrs: removing {}: {e}", dir.display());
             }
         }
         println!(
