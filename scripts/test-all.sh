@@ -28,7 +28,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
 cargo test --workspace --doc 2>&1 | tee -a "$log"
-cargo test --workspace --all-targets 2>&1 | tee -a "$log"
+cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee -a "$log"
 
 # The conformance tests already ran above; run them once more, uncaptured, for their counts.
 echo "== kvrs against KubeVirt v1.9.0's oracle corpus"

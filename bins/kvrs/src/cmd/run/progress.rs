@@ -143,7 +143,7 @@ mod tests {
         ));
         out.extend(p.observe(
             &vmi("Running", json!({"nodeName": "kvrs-local", "interfaces": [{"name": "default", "ipAddress": "10.251.0.2"}]})),
-            ms(2345),
+            ms(2346),
         ));
         out.extend(p.observe(
             &vmi("Running", json!({"nodeName": "kvrs-local", "interfaces": [{"name": "default", "ipAddress": "10.251.0.2"}]})),
