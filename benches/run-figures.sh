@@ -34,10 +34,18 @@ for i in $(seq "$runs"); do
 import os, sys
 root = int(sys.argv[1])
 def children(p):
+    # Every thread's children: the kubelet spawns pods from tokio worker threads.
+    out = []
     try:
-        return [int(c) for c in open(f"/proc/{p}/task/{p}/children").read().split()]
+        tasks = os.listdir(f"/proc/{p}/task")
     except OSError:
-        return []
+        return out
+    for t in tasks:
+        try:
+            out += [int(c) for c in open(f"/proc/{p}/task/{t}/children").read().split()]
+        except OSError:
+            pass
+    return out
 stack, total, seen = [root], 0, []
 while stack:
     p = stack.pop()

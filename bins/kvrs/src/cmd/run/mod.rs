@@ -120,10 +120,19 @@ async fn drive(
     let started = Instant::now();
     let stack = stack::Stack::start(&args, config).await?;
     let mut console = None;
-    let result = watch_until_done(&args, &stack, &manifests, started, &mut console).await;
+    let mut progress = progress::Progress::default();
+    let result = watch_until_done(
+        &args,
+        &stack,
+        &manifests,
+        started,
+        &mut console,
+        &mut progress,
+    )
+    .await;
     // While the VM stops, the console still shows (the guest's shutdown) with `--console`.
     let console = console.filter(|_| args.console);
-    let stopped = stack.stop(&manifests, started, console).await;
+    let stopped = stack.stop(&manifests, started, console, progress).await;
     let outcome = result?;
     stopped?;
     match outcome {
@@ -143,9 +152,9 @@ async fn watch_until_done(
     manifests: &[serde_json::Value],
     started: Instant,
     tail: &mut Option<console::ConsoleTail>,
+    progress: &mut progress::Progress,
 ) -> Result<Outcome, CliError> {
     stack.apply(manifests).await?;
-    let mut progress = progress::Progress::default();
     let mut running = false;
     let mut signals = stack::Signals::new()?;
     let deadline = started + Duration::from_secs(args.timeout_seconds);

@@ -76,7 +76,10 @@ impl Progress {
             if now.phase == "Scheduled" && !now.node.is_empty() {
                 line.push_str(&format!(" on node {}", now.node));
             }
+            // A VMI being deleted ends without its pod: the Ready condition's message then
+            // says nothing about why it stopped.
             if now.phase == "Failed"
+                && vmi.pointer("/metadata/deletionTimestamp").is_none()
                 && let Some(why) = failure_reason(vmi)
             {
                 line.push_str(&format!(": {why}"));
@@ -171,6 +174,20 @@ mod tests {
         assert_eq!(
             p.observe(&failed, Duration::from_secs(3)),
             ["   3.00s default/guest Failed: launcher exited"]
+        );
+    }
+
+    #[test]
+    fn a_vmi_failed_while_being_deleted_gives_no_pod_reason() {
+        let mut p = Progress::default();
+        let mut failed = vmi(
+            "Failed",
+            json!({"conditions": [{"type": "Ready", "status": "False", "message": "virt-launcher pod is terminating"}]}),
+        );
+        failed["metadata"]["deletionTimestamp"] = json!("2026-12-01T00:00:00Z");
+        assert_eq!(
+            p.observe(&failed, Duration::from_secs(3)),
+            ["   3.00s default/guest Failed"]
         );
     }
 

@@ -409,8 +409,8 @@ impl Stack {
         manifests: &[Value],
         started: Instant,
         mut console: Option<super::console::ConsoleTail>,
+        mut progress: Progress,
     ) -> Result<(), CliError> {
-        let mut progress = Progress::default();
         let mut first_error = None;
         for doc in manifests {
             if let Err(e) = self.stop_one(doc).await {
