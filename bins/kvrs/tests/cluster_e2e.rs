@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kvrs_test_cluster::{Options, TestCluster, free_loopback_port};
+use kvrs_test_cluster::{Options, TestCluster, free_loopback_port, wait_for};
 use kvrs_test_guest::pod::{is_root, launcher_binaries, repo_root, target_dir, workspace_binary};
 use serde_json::Value;
 
@@ -100,26 +100,6 @@ fn launcher_processes() -> usize {
             })
         })
         .count()
-}
-
-fn wait_for<T>(
-    what: &str,
-    timeout: Duration,
-    mut probe: impl FnMut() -> Option<T>,
-    context: impl Fn() -> String,
-) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}\n{}",
-            context()
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
 }
 
 fn pings(args: &[&str]) -> bool {

@@ -1283,6 +1283,28 @@ pub fn free_loopback_port() -> u16 {
         .expect("a free loopback port")
 }
 
+/// Polls `probe` every 100 ms until it returns `Some`, or panics after `timeout` naming `what`
+/// with `context()` (logs, object dumps): the one wait of the end-to-end tests.
+pub fn wait_for<T>(
+    what: &str,
+    timeout: std::time::Duration,
+    mut probe: impl FnMut() -> Option<T>,
+    context: impl Fn() -> String,
+) -> T {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}\n{}",
+            context()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

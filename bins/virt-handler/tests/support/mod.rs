@@ -35,27 +35,7 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     ONE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Polls `probe` every 100 ms until it returns `Some`, or panics after `timeout` with `what`
-/// and `context()` (logs).
-pub fn wait_for<T>(
-    what: &str,
-    timeout: Duration,
-    mut probe: impl FnMut() -> Option<T>,
-    context: impl Fn() -> String,
-) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}\n{}",
-            context()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
+pub use kvrs_test_cluster::wait_for;
 
 /// The cluster, with the CRDs, the handler's RBAC and this test's Node.
 pub struct Cluster {
