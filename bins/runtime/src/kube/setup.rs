@@ -71,3 +71,21 @@ pub fn init_logging_with_default(default: &str) {
         .with_writer(std::io::stderr)
         .init();
 }
+
+/// Resolves on the first SIGTERM or Ctrl-C: what stops a daemon. If the SIGTERM handler cannot
+/// be installed, only Ctrl-C stops it (logged).
+pub async fn terminated() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM"),
+                _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
+            }
+        }
+        Err(e) => {
+            tracing::error!("installing the SIGTERM handler: {e}; only Ctrl-C stops this process");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
