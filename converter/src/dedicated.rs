@@ -10,6 +10,12 @@ use crate::error::ConvertError;
 use crate::topology::{quantity_to_bytes, virtual_memory};
 use kvrs_api::VirtualMachineInstance;
 
+/// A position in a list the converter built as a libvirt index. The lists are bounded by the
+/// vCPU count, itself a `u32`, so the saturation never happens; it keeps the conversion checked.
+fn index_u32(i: usize) -> u32 {
+    u32::try_from(i).unwrap_or(u32::MAX)
+}
+
 /// Pins vCPUs in order onto the pod CPU set (0..N-1 by default, N = vCPUs + isolated emulator).
 pub fn adjust(
     env: &Env<'_>,
@@ -19,11 +25,12 @@ pub fn adjust(
     let cpu = vmi.spec.domain.cpu.as_ref();
     let isolate = cpu.and_then(|c| c.isolate_emulator_thread).unwrap_or(false);
     let enabled = match &domain.vcpus {
-        Some(v) => v
-            .vcpu
-            .iter()
-            .filter(|c| c.enabled.as_deref() == Some("yes"))
-            .count() as u32,
+        Some(v) => index_u32(
+            v.vcpu
+                .iter()
+                .filter(|c| c.enabled.as_deref() == Some("yes"))
+                .count(),
+        ),
         None => domain.vcpu.as_ref().map(|v| v.cpus).unwrap_or(1),
     };
     let needed = enabled + u32::from(isolate);
@@ -44,7 +51,7 @@ pub fn adjust(
     let mut tune = CpuTune::default();
     for (vcpu, host) in set.iter().take(enabled as usize).enumerate() {
         tune.vcpupin.push(CpuTuneVcpuPin {
-            vcpu: vcpu as u32,
+            vcpu: index_u32(vcpu),
             cpuset: host.to_string(),
         });
     }
@@ -123,7 +130,7 @@ fn pin_io_threads(vmi: &VirtualMachineInstance, domain: &Domain, tune: &mut CpuT
         .unwrap_or(false);
     let pin = |tune: &mut CpuTune, thread: usize, cpuset: String| {
         tune.iothreadpin.push(CpuTuneIoThreadPin {
-            iothread: thread as u32,
+            iothread: index_u32(thread),
             cpuset,
         });
     };
@@ -280,7 +287,7 @@ fn numa_passthrough(
             ..NumaCell::default()
         });
         tune.memnodes.push(MemNode {
-            cellid: virt as u32,
+            cellid: index_u32(virt),
             mode: "strict".into(),
             nodeset: cell.id.to_string(),
         });

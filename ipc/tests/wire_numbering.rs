@@ -17,7 +17,8 @@ use prost::Message;
 /// A length-delimited field: key (number << 3 | 2), length, payload (all lengths < 128 here).
 fn ld(number: u8, payload: &[u8]) -> Vec<u8> {
     assert!(payload.len() < 128);
-    let mut out = vec![(number << 3) | 2, payload.len() as u8];
+    let len = u8::try_from(payload.len()).expect("short payload");
+    let mut out = vec![(number << 3) | 2, len];
     out.extend_from_slice(payload);
     out
 }

@@ -162,13 +162,21 @@ pub fn memory_overhead(inputs: &OverheadInputs) -> Amount {
     total
 }
 
+/// Go's `int64(f)`: truncation toward zero. Out-of-range values (undefined in Go) saturate.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "KubeVirt's float-to-int conversion"
+)]
+fn go_trunc(f: f64) -> i64 {
+    f as i64
+}
+
 /// Scales an amount by `ratio` the way KubeVirt does: the *extra* part is computed in whole
 /// kilobytes (rounded up first, truncated after the float multiplication) and added back.
 pub fn multiply(amount: Amount, ratio: f64) -> Amount {
     let extra = ceil_kilo(amount.bytes) as f64 * (ratio - 1.0);
     let mut out = amount;
-    // Go converts the float to int64 by truncation toward zero.
-    out.add(Amount::decimal((extra as i64).saturating_mul(1000)));
+    out.add(Amount::decimal(go_trunc(extra).saturating_mul(1000)));
     out
 }
 
@@ -254,7 +262,7 @@ mod tests {
         inputs.additional_overhead_ratio = Some(1.5);
         let scaled = memory_overhead(&inputs);
         let extra = ((base.bytes + 999) / 1000) as f64 * 0.5;
-        assert_eq!(scaled.bytes, base.bytes + (extra as i64) * 1000);
+        assert_eq!(scaled.bytes, base.bytes + go_trunc(extra) * 1000);
         assert_eq!(scaled.format, base.format);
         inputs.additional_overhead_ratio = Some(1.0);
         assert_eq!(memory_overhead(&inputs).bytes, base.bytes);

@@ -180,8 +180,10 @@ impl State {
         let mut r = self.next_random();
         (0..5)
             .map(|_| {
-                let c = ALPHABET[(r % ALPHABET.len() as u64) as usize] as char;
-                r /= ALPHABET.len() as u64;
+                let n = ALPHABET.len() as u64; // 27
+                // `r % n < 27`: the conversion cannot fail.
+                let c = ALPHABET[usize::try_from(r % n).unwrap_or(0)] as char;
+                r /= n;
                 c
             })
             .collect()
@@ -192,7 +194,7 @@ impl State {
 pub(crate) fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 /// Stops the server when [`stop`](Self::stop)ped or dropped.

@@ -39,7 +39,8 @@ impl NodeFacts {
         max_pods: u32,
         labels: BTreeMap<String, String>,
     ) -> Self {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        let cpus = std::thread::available_parallelism()
+            .map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX));
         let memory_kib = std::fs::read_to_string("/proc/meminfo")
             .ok()
             .and_then(|m| {

@@ -532,7 +532,8 @@ fn volume_source(
                 files.push(FilePlan {
                     path: dir.join(rel),
                     contents,
-                    mode: mode as u32 & 0o777,
+                    // Only the permission bits count; a negative mode keeps its low bits, as kubelet does.
+                    mode: mode.cast_unsigned() & 0o777,
                 });
             }
         }

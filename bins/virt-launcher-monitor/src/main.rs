@@ -273,7 +273,7 @@ fn run() -> Result<u8, String> {
             Err(e) => return Err(format!("poll: {e}")),
         }
         while let Ok(Some(info)) = sfd.read_signal() {
-            let Ok(sig) = Signal::try_from(info.ssi_signo as i32) else {
+            let Ok(sig) = Signal::try_from(i32::try_from(info.ssi_signo).unwrap_or(-1)) else {
                 continue;
             };
             match sig {

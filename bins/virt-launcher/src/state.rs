@@ -116,7 +116,8 @@ pub fn rfc3339_now() -> String {
 }
 
 fn rfc3339(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
+    // u64 seconds / 86 400 always fits an i64.
+    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
     let rem = secs % 86_400;
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = days + 719_468;

@@ -263,7 +263,10 @@ impl Configurator for Network<'_> {
                 })?);
             }
             if let Some(idx) = iface.acpi_index.filter(|&v| v > 0) {
-                d.acpi = Some(Acpi { index: idx as u32 });
+                // Positive: the filter above.
+                d.acpi = Some(Acpi {
+                    index: idx.unsigned_abs(),
+                });
             }
             if let Some(mac) = iface.mac_address.as_deref().filter(|s| !s.is_empty()) {
                 d.mac = Some(Mac {

@@ -15,7 +15,7 @@ fn push_letters(s: &mut String, mut index: usize) {
     let mut letters = [0u8; 8];
     let mut n = 0;
     loop {
-        letters[n] = b'a' + (index % 26) as u8;
+        letters[n] = b'a' + u8::try_from(index % 26).unwrap_or(0);
         n += 1;
         if index < 26 || n == letters.len() {
             break;

@@ -112,10 +112,10 @@ impl Quantity {
         let e = p.exp10 + scale;
         if e >= 0 {
             n = n
-                .checked_mul(pow10(e as u32).ok_or_else(overflow)?)
+                .checked_mul(pow10(e.unsigned_abs()).ok_or_else(overflow)?)
                 .ok_or_else(overflow)?;
         } else {
-            let d = pow10((-e) as u32).ok_or_else(overflow)?;
+            let d = pow10(e.unsigned_abs()).ok_or_else(overflow)?;
             // Round away from zero, as Kubernetes does for Value()/MilliValue().
             n = if n >= 0 {
                 n / d + i128::from(n % d != 0)
@@ -234,7 +234,7 @@ fn canonical(mut m: i128, mut e: i32, format: QuantityFormat) -> String {
     }
     let integral = e >= 0;
     if format == QuantityFormat::BinarySI && integral {
-        let mut n = m * 10i128.pow(e as u32);
+        let mut n = m * 10i128.pow(e.unsigned_abs());
         if n.abs() >= 1024 {
             let mut power = 0usize;
             while power < 6 && n % 1024 == 0 {
@@ -247,7 +247,7 @@ fn canonical(mut m: i128, mut e: i32, format: QuantityFormat) -> String {
     }
     // Decimal: exponent to a multiple of 3 (rounding the exponent down), mantissa widened.
     let mut e3 = e.div_euclid(3) * 3;
-    m *= 10i128.pow((e - e3) as u32);
+    m *= 10i128.pow((e - e3).unsigned_abs());
     // Kubernetes keeps small integers unsuffixed-free of precision loss: prefer the largest
     // suffix that keeps an integral mantissa.
     while m % 1000 == 0 && e3 < 18 {
@@ -263,7 +263,7 @@ fn canonical(mut m: i128, mut e: i32, format: QuantityFormat) -> String {
     }
     if e3 < -9 {
         // Below nano: Kubernetes rounds up to 1n granularity.
-        let d = 10i128.pow((-9 - e3) as u32);
+        let d = 10i128.pow((-9 - e3).unsigned_abs());
         let v = m / d + i128::from(m % d != 0 && m > 0);
         return format!("{v}n");
     }
@@ -280,7 +280,7 @@ fn canonical(mut m: i128, mut e: i32, format: QuantityFormat) -> String {
         _ => "E",
     };
     if e3 > 18 {
-        m *= 10i128.pow((e3 - 18) as u32);
+        m *= 10i128.pow((e3 - 18).unsigned_abs());
     }
     format!("{m}{suffix}")
 }

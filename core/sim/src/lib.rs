@@ -290,7 +290,7 @@ impl Sim {
 
     /// Seconds since the epoch at the current virtual time.
     pub fn now_unix(&self) -> i64 {
-        EPOCH_UNIX + self.elapsed().as_secs() as i64
+        EPOCH_UNIX.saturating_add(i64::try_from(self.elapsed().as_secs()).unwrap_or(i64::MAX))
     }
 
     /// Creates a VM as a user would.

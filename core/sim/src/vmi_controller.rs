@@ -47,7 +47,12 @@ impl Sim {
         let Some(vmi) = obj.vmi() else { return };
         let expectations = self.ctrl.vmi_expectations.pending(key, self.now);
         let suffix: String = (0..5)
-            .map(|_| char::from(b"bcdfghjklmnpqrstvwxz2456789"[self.rng.range(0, 26) as usize]))
+            .map(|_| {
+                char::from(
+                    b"bcdfghjklmnpqrstvwxz2456789"
+                        [usize::try_from(self.rng.range(0, 26)).unwrap_or(0)],
+                )
+            })
             .collect();
         // The pods are borrowed from the cache, not copied: the decision only reads them.
         let vm_obj = self.ctrl.cache.get(res::VMS, key).cloned();

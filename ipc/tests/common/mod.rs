@@ -181,7 +181,7 @@ impl LauncherService for RecordingLauncher {
             ),
         );
         Ok(ExecOutput {
-            exit_code: request.args.len() as i32,
+            exit_code: i32::try_from(request.args.len()).unwrap_or(i32::MAX),
             stdout: request.args.join(" "),
         })
     }

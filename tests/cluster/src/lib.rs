@@ -922,7 +922,7 @@ impl TestCluster {
             .stdin(Stdio::null())
             .stdout(file)
             .stderr(err)
-            .process_group(self.pgid as i32)
+            .process_group(i32::try_from(self.pgid).expect("a process group id is a pid_t"))
             .spawn()
             .map_err(|e| {
                 ClusterError::io(
@@ -1219,7 +1219,7 @@ fn free_port() -> Result<u16, ClusterError> {
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
     let given = given.get_or_insert_with(HashSet::new);
     for _ in 0..1000 {
-        let port = (LOW + random_u64() % SPAN) as u16;
+        let port = u16::try_from(LOW + random_u64() % SPAN).expect("LOW + SPAN < 65536");
         if given.contains(&port) {
             continue;
         }

@@ -457,7 +457,7 @@ pub fn metric(body: &str, series: &str) -> Option<f64> {
 pub fn now_rfc3339() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
         .unwrap_or_default();
     kvrs_api::time::format_rfc3339(secs)
 }

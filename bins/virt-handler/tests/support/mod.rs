@@ -131,8 +131,15 @@ impl Cluster {
                 l.contains(&format!("verb=\"{verb}\""))
                     && l.contains(&format!("resource=\"{resource}\""))
             })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .map(|v| v as u64)
+            .map(|l| {
+                // Prometheus writes counters as Go floats ("12", "1e+06"): every value must
+                // read back as a whole number, or the count would silently shrink.
+                let v = l.rsplit(' ').next().unwrap_or_default();
+                let f: f64 = v.parse().unwrap_or_else(|_| panic!("counter value {v:?}"));
+                format!("{f:.0}")
+                    .parse::<u64>()
+                    .unwrap_or_else(|_| panic!("counter value {v:?}"))
+            })
             .sum()
     }
 

@@ -177,7 +177,17 @@ impl Connection {
     async fn call(&self, procedure: u32, args: Enc) -> Result<Vec<u8>, LibvirtError> {
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
         let mut msg = Vec::with_capacity(28 + args.0.len());
-        let len = (28 + args.0.len()) as u32;
+        // libvirtd drops a connection that sends a message over VIR_NET_MESSAGE_MAX: refuse it
+        // here, with the size, instead (a domain XML that large is an input error).
+        let len = u32::try_from(28 + args.0.len())
+            .ok()
+            .filter(|&l| l as usize <= MAX_MESSAGE)
+            .ok_or_else(|| {
+                LibvirtError::Connection(format!(
+                    "request of {} bytes exceeds libvirt's {MAX_MESSAGE}-byte message limit",
+                    28 + args.0.len()
+                ))
+            })?;
         for v in [
             len,
             PROGRAM,

@@ -21,7 +21,8 @@ impl Enc {
         self.0.resize(self.0.len() + (4 - len % 4) % 4, 0);
     }
     pub fn string(&mut self, s: &str) -> &mut Self {
-        self.u32(s.len() as u32);
+        // Longer strings cannot be sent: the call refuses messages over 32 MiB.
+        self.u32(u32::try_from(s.len()).unwrap_or(u32::MAX));
         self.0.extend_from_slice(s.as_bytes());
         self.pad(s.len());
         self
@@ -70,7 +71,8 @@ impl<'a> Dec<'a> {
         Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
     pub fn i32(&mut self) -> Result<i32, Malformed> {
-        Ok(self.u32()? as i32)
+        // XDR's int is the same 4 bytes read as two's complement.
+        Ok(self.u32()?.cast_signed())
     }
     pub fn u64(&mut self) -> Result<u64, Malformed> {
         let hi = u64::from(self.u32()?);

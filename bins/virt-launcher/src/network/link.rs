@@ -53,20 +53,24 @@ fn align4(n: usize) -> usize {
     n.div_ceil(4) * 4
 }
 
-/// `RTM_GETLINK` for `name`.
+/// Linux interface names are at most 15 bytes (`IFNAMSIZ` - 1).
+const IFNAME_MAX: usize = 15;
+
+/// `RTM_GETLINK` for `name` (at most [`IFNAME_MAX`] bytes, so every length fits its field).
 fn request(name: &str, seq: u32) -> Vec<u8> {
-    let attr_len = 4 + name.len() + 1;
-    let total = NLMSG_HDR + IFINFOMSG + align4(attr_len);
+    let name = &name.as_bytes()[..name.len().min(IFNAME_MAX)];
+    let attr_len: u16 = 4 + 1 + u16::from(u8::try_from(name.len()).unwrap_or(15));
+    let total = NLMSG_HDR + IFINFOMSG + align4(usize::from(attr_len));
     let mut b = Vec::with_capacity(total);
-    b.extend_from_slice(&(total as u32).to_ne_bytes());
+    b.extend_from_slice(&u32::from(u16::try_from(total).unwrap_or(u16::MAX)).to_ne_bytes());
     b.extend_from_slice(&RTM_GETLINK.to_ne_bytes());
     b.extend_from_slice(&NLM_F_REQUEST.to_ne_bytes());
     b.extend_from_slice(&seq.to_ne_bytes());
     b.extend_from_slice(&0u32.to_ne_bytes());
     b.extend_from_slice(&[0; IFINFOMSG]); // AF_UNSPEC, any index: look up by name
-    b.extend_from_slice(&(attr_len as u16).to_ne_bytes());
+    b.extend_from_slice(&attr_len.to_ne_bytes());
     b.extend_from_slice(&IFLA_IFNAME.to_ne_bytes());
-    b.extend_from_slice(name.as_bytes());
+    b.extend_from_slice(name);
     b.resize(total, 0);
     b
 }
@@ -91,7 +95,8 @@ fn parse_reply(b: &[u8]) -> Result<Option<Link>, LinkError> {
         let msg = &b[at + NLMSG_HDR..at + len];
         match kind {
             NLMSG_ERROR => {
-                let errno = u32_at(msg, 0).map(|e| e as i32).unwrap_or(0);
+                // nlmsgerr.error is a C int.
+                let errno = u32_at(msg, 0).map_or(0, u32::cast_signed);
                 return match -errno {
                     0 => Ok(None),
                     19 => Err(LinkError::NotFound), // ENODEV
@@ -99,7 +104,8 @@ fn parse_reply(b: &[u8]) -> Result<Option<Link>, LinkError> {
                 };
             }
             RTM_NEWLINK if msg.len() >= IFINFOMSG => {
-                let index = u32_at(msg, 4).unwrap_or(0) as i32;
+                // ifi_index is a C int.
+                let index = u32_at(msg, 4).map_or(0, u32::cast_signed);
                 let mut link = Link {
                     index,
                     mtu: 0,

@@ -122,7 +122,7 @@ fn signal_shutdown(
         );
     }
     // A booting guest can miss ACPI: resend at least every 5 s.
-    cx.add_after(left.clamp(0, 5) as u64);
+    cx.add_after(left.clamp(0, 5).unsigned_abs());
     Ok(())
 }
 

@@ -71,7 +71,7 @@ pub(super) fn update(
                 i.driver
                     .as_ref()
                     .and_then(|d| d.queues)
-                    .map_or(1, |q| q as i32),
+                    .map_or(1, |q| i32::try_from(q).unwrap_or(i32::MAX)),
             ),
             link_state: Some(
                 i.link_state

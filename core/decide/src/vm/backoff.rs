@@ -23,6 +23,8 @@ pub fn start_backoff_seconds(fail_count: i64, max_delay: i64, jitter: f64) -> i6
     let base = base_delay_seconds(fail_count, max_delay);
     let range = base / 2 + 1;
     let j = jitter.clamp(0.0, 1.0);
+    // j x range is in [0, range]: Go's float-to-int truncation, never out of range.
+    #[expect(clippy::cast_possible_truncation, reason = "a value in [0, range]")]
     let extra = ((j * range as f64) as i64).min(range - 1);
     (base + extra).min(max_delay)
 }

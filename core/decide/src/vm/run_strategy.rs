@@ -110,7 +110,7 @@ fn backoff_left(r: &Reconcile<'_, '_>) -> i64 {
 fn start_unless_backing_off(r: &mut Reconcile<'_, '_>) -> Option<SyncError> {
     let left = backoff_left(r);
     if left > 0 {
-        r.plan.queue = Requeue::after(Duration::from_secs(left as u64));
+        r.plan.queue = Requeue::after(Duration::from_secs(left.unsigned_abs()));
         return None;
     }
     start::start_vmi(r)

@@ -52,7 +52,7 @@ pub fn pod_name_suffix(mut random: u64) -> String {
     let n = SUFFIX_ALPHABET.len() as u64;
     (0..5)
         .map(|_| {
-            let c = SUFFIX_ALPHABET[(random % n) as usize] as char;
+            let c = SUFFIX_ALPHABET[usize::try_from(random % n).unwrap_or(0)] as char;
             random /= n;
             c
         })

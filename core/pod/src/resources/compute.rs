@@ -237,6 +237,11 @@ pub fn compute_resources(
             .get("memory")
             .copied()
             .unwrap_or_else(|| GoQty::zero(QuantityFormat::DecimalSI));
+        // Go's float64-to-int64 conversion; Rust's `as` saturates where Go's result is undefined.
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "KubeVirt's float arithmetic"
+        )]
         let limit = (request.value() as f64 * ratio) as i64;
         r.calc_limits
             .insert("memory".into(), GoQty::units(limit, request.format));

@@ -128,8 +128,9 @@ fn custom(c: &DHCPOptions, o: &mut BTreeMap<u8, Vec<u8>>) -> Result<(), OptionsE
         o.insert(code::NTP, bytes);
     }
     for p in c.private_options.iter().flatten() {
-        if let Some(n) = p.option.filter(|n| PRIVATE_CODES.contains(n)) {
-            o.insert(n as u8, p.value.as_bytes().to_vec()); // 224..=254 fits a byte
+        let private = p.option.filter(|n| PRIVATE_CODES.contains(n));
+        if let Some(n) = private.and_then(|n| u8::try_from(n).ok()) {
+            o.insert(n, p.value.as_bytes().to_vec()); // 224..=254
         }
     }
     Ok(())
@@ -171,7 +172,8 @@ fn search_list(domains: &[String]) -> Result<Option<Vec<u8>>, OptionsError> {
             return Err(OptionsError::SearchDomain(d.clone()));
         }
         for label in d.split('.') {
-            out.push(label.len() as u8); // valid labels are at most 63 bytes
+            // valid_search_domain: every label is 1..=63 bytes.
+            out.push(u8::try_from(label.len()).map_err(|_| OptionsError::SearchDomain(d.clone()))?);
             out.extend_from_slice(label.as_bytes());
         }
         out.push(0);

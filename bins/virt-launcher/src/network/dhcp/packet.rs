@@ -216,7 +216,7 @@ impl Packet {
             }
             for chunk in value.chunks(255) {
                 b.push(*code);
-                b.push(chunk.len() as u8); // chunks(255): always fits
+                b.push(u8::try_from(chunk.len()).unwrap_or(u8::MAX)); // chunks(255): always fits
                 b.extend_from_slice(chunk);
             }
         }

@@ -100,7 +100,7 @@ fn go_mask(s: &str) -> Result<Ipv4Addr, String> {
 }
 
 fn mask_prefix(mask: Ipv4Addr) -> u8 {
-    u32::from(mask).leading_ones() as u8 // at most 32
+    u8::try_from(u32::from(mask).leading_ones()).unwrap_or(32) // at most 32
 }
 
 /// Parses the cache file's JSON into a lease (the `AdvertisingIPAddr` and MTU the handler wrote
