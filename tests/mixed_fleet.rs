@@ -23,9 +23,9 @@
 //!     KubeVirt's notify server, reached through KubeVirt's notify pipe, decodes every kvrs
 //!     domain event: ADDED (Paused/StartingUp), MODIFIED Running, MODIFIED ShuttingDown,
 //!     MODIFIED Shutoff/Shutdown, MODIFIED NoState/NonExistent after the delete.
-//!     Not passing, by design and reported only: GetGuestInfo -> gRPC Unimplemented ("GetGuestInfo
-//!     is not implemented by this launcher"; KubeVirt's launcher answers an empty info without a
-//!     guest agent — virt-api only asks when the AgentConnected condition is set).
+//!     GetGuestInfo (required): KubeVirt's client decodes the kvrs launcher's guest-agent info
+//!     (the guest runs the real qemu-ga; the agent's version is reported, since it may not have
+//!     connected yet when the call is made).
 //! (b) kvrs client -> KubeVirt server: connect (Info / version negotiation -> v1), Ping,
 //!     SyncVirtualMachine, GetDomain (Running), GetQemuVersion, GetDomainStats, GetGuestInfo,
 //!     GetUsers, GetFilesystems, Pause/Unpause, SoftReboot, Reset, Shutdown (Shutoff/Shutdown),
@@ -270,11 +270,19 @@ fn kubevirt_handler_drives_kvrs_launcher() {
     println!("KubeVirt v1.9.0 handler (cmd client + notify server) -> kvrs launcher:");
     for l in &lines {
         if let Some(call) = l["call"].as_str() {
-            let detail: Vec<String> = ["until", "status", "reason", "polls", "seconds", "version"]
-                .iter()
-                .filter(|k| !l[**k].is_null())
-                .map(|k| format!("{k}={}", l[*k]))
-                .collect();
+            let detail: Vec<String> = [
+                "until",
+                "status",
+                "reason",
+                "polls",
+                "seconds",
+                "version",
+                "guestAgentVersion",
+            ]
+            .iter()
+            .filter(|k| !l[**k].is_null())
+            .map(|k| format!("{k}={}", l[*k]))
+            .collect();
             println!(
                 "  {:<32} {}{} {}",
                 call,
@@ -319,6 +327,7 @@ fn kubevirt_handler_drives_kvrs_launcher() {
         ("SyncVirtualMachine", None),
         ("GetDomain", Some("Running")),
         ("notify:Running", None),
+        ("GetGuestInfo", None),
         ("SyncVirtualMachine(repeat)", None),
         ("ShutdownVirtualMachine", None),
         ("GetDomain", Some("Shutoff")),

@@ -285,8 +285,15 @@ func driveLauncher(args []string) error {
 		extra["name"] = domStats.Name
 	}
 	d.call("GetDomainStats", false, err, extra)
-	_, err = client.GetGuestInfo()
-	d.call("GetGuestInfo", false, err, nil)
+	// KubeVirt's client decodes the launcher's agent info into its own type; the agent may not
+	// have connected yet, so the content is reported, the call required.
+	guestInfo, err := client.GetGuestInfo()
+	gaExtra := map[string]any{}
+	if guestInfo != nil {
+		gaExtra["guestAgentVersion"] = guestInfo.GAVersion
+		gaExtra["timezone"] = guestInfo.Timezone
+	}
+	d.call("GetGuestInfo", true, err, gaExtra)
 	d.call("SyncVirtualMachine(repeat)", true, client.SyncVirtualMachine(vmi, &cmdv1.VirtualMachineOptions{}), nil)
 
 	if d.call("ShutdownVirtualMachine", true, client.ShutdownVirtualMachine(vmi), nil) {

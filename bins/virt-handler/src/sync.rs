@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kube::runtime::reflector::{ObjectRef, Store};
 use kvrs_api::VirtualMachineInstance;
-use kvrs_decide::handler::facts::PodInterface;
+use kvrs_decide::handler::facts::{GuestInfo, PodInterface};
 use kvrs_decide::handler::{HandlerConfig, HandlerWorld, NodeFacts, decide, format_time};
 use kvrs_decide::{ApiWrite, Event, LauncherCall, NodeStep, Now};
 use kvrs_queue::AsyncQueue;
@@ -156,6 +156,24 @@ impl Handler {
             self.domains.put(d.clone());
         }
         facts.pod_interface_cache = podcache::read(&self.private_dir, &uid);
+        // With the agent connected the decision reads what the agent reports (version and
+        // commands decide AgentVersionNotSupported), so ask the launcher before deciding.
+        let mut guest_info_fetched = false;
+        if let (Some(client), Some(d)) = (reached.client.as_ref(), domain.as_ref())
+            && d.guest_agent_connected()
+        {
+            match client.get_guest_info().await {
+                Ok(json) => match serde_json::from_str::<GuestInfo>(&json) {
+                    Ok(info) => {
+                        facts.guest_info = Some(info);
+                        guest_info_fetched = true;
+                    }
+                    Err(e) => warn!(key, "unreadable guest info from the launcher: {e}"),
+                },
+                // The decision's own GetGuestInfo call reports it.
+                Err(e) => debug!(key, "GetGuestInfo: {e}"),
+            }
+        }
         facts.expectations_satisfied = Some(self.expectations_satisfied(key, vmi.as_ref()));
 
         let config = &self.config;
@@ -182,6 +200,7 @@ impl Handler {
                 .client
                 .map(|c| IpcLauncher::new(c, options::sync_options(&sent_vmi))),
             pod: reached.pid.map(kvrs_node::PodRef::of_pid),
+            guest_info_fetched,
         };
         let out = execute_handler(decide_now, &mut facts, Some(&sent_vmi), &mut fx).await;
         if out.status_written
@@ -216,6 +235,8 @@ struct Fx<'a> {
     uid: &'a str,
     launcher: Option<IpcLauncher>,
     pod: Option<kvrs_node::PodRef>,
+    /// `GetGuestInfo` already answered for this sync (its answer is in the facts).
+    guest_info_fetched: bool,
 }
 
 impl Api for Fx<'_> {
@@ -235,6 +256,9 @@ impl Launcher for Fx<'_> {
         vmi: Option<&VirtualMachineInstance>,
         call: LauncherCall,
     ) -> Result<(), String> {
+        if call == LauncherCall::GetGuestInfo && self.guest_info_fetched {
+            return Ok(());
+        }
         match self.launcher.as_mut() {
             Some(l) => l.call(vmi, call).await,
             None => Err(format!(

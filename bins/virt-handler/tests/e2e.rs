@@ -1,6 +1,7 @@
 //! virt-handler end to end, on real components (see `support`): a VMI Scheduled to this node
 //! boots, gets its address over DHCP, pings its gateway and becomes Running with the pod IP in
-//! `status.interfaces`; a steady state writes nothing; deleting the VMI shuts the guest down
+//! `status.interfaces`; its QEMU guest agent connects and the VMI shows AgentConnected, the
+//! guest's OS (`status.guestOSInfo`) and the guest's interface name; a steady state writes nothing; deleting the VMI shuts the guest down
 //! through ACPI; a killed launcher fails its VMI; a handler killed mid-start converges after a
 //! restart without defining the domain twice.
 
@@ -8,7 +9,9 @@ mod support;
 
 use std::time::Duration;
 
-use kvrs_test_guest::{BOOT_MARKER, LEASE_MARKER, PING_MARKER, POWER_MARKER};
+use kvrs_test_guest::{
+    AGENT_MARKER, BOOT_MARKER, LEASE_MARKER, OS_ID, OS_PRETTY_NAME, PING_MARKER, POWER_MARKER,
+};
 use support::*;
 
 fn context(handler: &Handler, pods: &[&LauncherPod], vmi_uids: &[&str]) -> String {
@@ -83,6 +86,7 @@ fn two_vmis_boot_with_dhcp_run_quietly_and_shut_down_gracefully() {
         assert!(lease.contains("ip=10.0.2.2 "), "{lease}");
         assert!(lease.contains("router=10.0.2.1 "), "{lease}");
         assert!(serial.contains(PING_MARKER), "{serial}");
+        assert!(serial.contains(AGENT_MARKER), "{serial}");
         // The pod network as KubeVirt builds it for masquerade.
         let state = pod.netns_state();
         for needle in ["k6t-eth0", "tap0", "masquerade", "KUBEVIRT_PREINBOUND"] {
@@ -91,6 +95,57 @@ fn two_vmis_boot_with_dhcp_run_quietly_and_shut_down_gracefully() {
                 "{needle} missing in the pod netns:\n{state}"
             );
         }
+    }
+
+    // The guest agent (real qemu-ga in the guest) connects: the launcher polls it through
+    // libvirt and the handler writes what it says, with the pod IP kept under masquerade.
+    for (name, pod) in [("guest-a", &a), ("guest-b", &b)] {
+        let vmi = wait_for(
+            &format!("{name}'s guest agent in its status"),
+            Duration::from_secs(120),
+            || {
+                let v = cluster.vmi(name)?;
+                let connected = v["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .any(|c| c["type"] == "AgentConnected" && c["status"] == "True");
+                let iface = &v["status"]["interfaces"][0];
+                (connected
+                    && v["status"]["guestOSInfo"]["id"] == OS_ID
+                    && iface["interfaceName"] == "eth0"
+                    && iface["ipAddress"] == pod.pod_ip.as_str())
+                .then_some(v)
+            },
+            ctx,
+        );
+        let os = &vmi["status"]["guestOSInfo"];
+        assert_eq!(os["prettyName"], OS_PRETTY_NAME, "{os}");
+        assert_eq!(os["machine"], "x86_64", "{os}");
+        assert!(
+            os["kernelRelease"].as_str().is_some_and(|k| !k.is_empty()),
+            "{os}"
+        );
+        assert_eq!(
+            vmi["status"]["interfaces"][0]["infoSource"], "domain, guest-agent",
+            "{}",
+            vmi["status"]["interfaces"]
+        );
+        // What KubeVirt's virt-api serves as the VMI's guestosinfo: the launcher's GetGuestInfo.
+        let info = pod.guest_info();
+        assert!(
+            info["guestAgentVersion"]
+                .as_str()
+                .is_some_and(|v| !v.is_empty()),
+            "{info}"
+        );
+        assert_eq!(info["hostname"], "kvrs-e2e", "{info}");
+        assert_eq!(info["os"]["id"], OS_ID, "{info}");
+        assert!(
+            info["supportedCommands"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["name"] == "guest-ping")),
+            "{info}"
+        );
     }
 
     // Steady state: several resync periods (3 s here) write nothing to the VMIs.

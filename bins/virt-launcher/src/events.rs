@@ -1,6 +1,10 @@
 //! libvirt lifecycle events -> the handler's notify socket (`HandleDomainEvent` with the domain
 //! JSON and the watch event type), and a coarse copy to the launcher's supervisor.
 //!
+//! The guest agent's connect/disconnect events start and stop the agent poller (as does
+//! suspend/resume) and are notified as the domain MODIFIED (its channel state changed); so is
+//! every change the poller finds in the guest's OS, interfaces or freeze state.
+//!
 //! Notifications are sent one at a time, in order. While the notify socket is absent (the handler has
 //! not placed it yet, or is restarting) each event is retried for a while, as KubeVirt does.
 
@@ -12,10 +16,24 @@ use kvrs_ipc::notify::event_type;
 use kvrs_ipc::{DomainEvent, NotifyClient};
 use tokio::sync::mpsc;
 
-use crate::libvirt::{Connection, LifecycleEvent};
+use crate::agent::Poller;
+use crate::libvirt::{Connection, Event, LifecycleEvent};
 use crate::log;
 use crate::service::Launcher;
 use crate::state::{deleted_domain_json, domain_json, rfc3339_now};
+
+/// `VIR_DOMAIN_EVENT_SUSPENDED` / `RESUMED`.
+const EVENT_SUSPENDED: i32 = 3;
+const EVENT_RESUMED: i32 = 4;
+
+/// What the notifier sends next.
+#[derive(Debug)]
+enum Notice {
+    /// A lifecycle event: ADDED for a new definition, MODIFIED otherwise.
+    Lifecycle(LifecycleEvent),
+    /// The domain as it is now, MODIFIED (agent connected/disconnected, agent data changed).
+    Refresh,
+}
 
 /// How long one event is retried while the notify socket is missing or refusing.
 const NOTIFY_RETRY_FOR: Duration = Duration::from_secs(30);
@@ -57,44 +75,103 @@ impl Lifecycle {
 /// meanwhile is still shut off — and the handler deletes an inactive domain of a VMI that is
 /// not final.
 pub async fn forward(
-    mut events: mpsc::UnboundedReceiver<LifecycleEvent>,
+    mut events: mpsc::UnboundedReceiver<Event>,
+    mut agent_changed: mpsc::UnboundedReceiver<()>,
     launcher: Arc<Launcher>,
     conn: Arc<Connection>,
     notify_socket: PathBuf,
     supervisor: mpsc::UnboundedSender<Lifecycle>,
 ) {
-    let (queue, pending) = mpsc::unbounded_channel::<LifecycleEvent>();
+    let (queue, pending) = mpsc::unbounded_channel::<Notice>();
     let notifier = tokio::spawn(notify_in_order(
         pending,
         launcher.clone(),
-        conn,
+        conn.clone(),
         notify_socket,
     ));
-    while let Some(ev) = events.recv().await {
-        if ev.domain.name != launcher.domain_name() {
-            continue;
+    let mut poller = Poller::default();
+    let mut agent_connected = false;
+    loop {
+        let ev = tokio::select! {
+            ev = events.recv() => match ev {
+                Some(ev) => ev,
+                None => break,
+            },
+            Some(()) = agent_changed.recv() => {
+                let _ = queue.send(Notice::Refresh);
+                continue;
+            }
+        };
+        match ev {
+            Event::Lifecycle(ev) => {
+                if ev.domain.name != launcher.domain_name() {
+                    continue;
+                }
+                let kind = Lifecycle::of(ev.event);
+                log::info(format_args!(
+                    "domain event {kind:?} (libvirt event {} detail {}) for {}",
+                    ev.event, ev.detail, ev.domain.name
+                ));
+                // A paused guest cannot answer its agent: KubeVirt stops polling meanwhile.
+                match ev.event {
+                    EVENT_SUSPENDED => poller.stop(),
+                    EVENT_RESUMED if agent_connected => poller.start(
+                        &conn,
+                        &ev.domain,
+                        launcher.agent(),
+                        launcher.agent_intervals(),
+                    ),
+                    _ => {}
+                }
+                if kind == Lifecycle::Stopped || kind == Lifecycle::Undefined {
+                    agent_connected = false;
+                    poller.stop();
+                }
+                let _ = supervisor.send(kind);
+                let _ = queue.send(Notice::Lifecycle(ev));
+            }
+            Event::Agent(ev) => {
+                if ev.domain.name != launcher.domain_name() {
+                    continue;
+                }
+                log::info(format_args!(
+                    "guest agent {} in {}",
+                    if ev.connected {
+                        "connected"
+                    } else {
+                        "disconnected"
+                    },
+                    ev.domain.name
+                ));
+                agent_connected = ev.connected;
+                if ev.connected {
+                    poller.start(
+                        &conn,
+                        &ev.domain,
+                        launcher.agent(),
+                        launcher.agent_intervals(),
+                    );
+                } else {
+                    poller.stop();
+                }
+                let _ = queue.send(Notice::Refresh);
+            }
         }
-        let kind = Lifecycle::of(ev.event);
-        log::info(format_args!(
-            "domain event {kind:?} (libvirt event {} detail {}) for {}",
-            ev.event, ev.detail, ev.domain.name
-        ));
-        let _ = supervisor.send(kind);
-        let _ = queue.send(ev);
     }
+    poller.stop();
     drop(queue);
     let _ = notifier.await;
 }
 
 /// Sends the notification of each event, in order.
 async fn notify_in_order(
-    mut pending: mpsc::UnboundedReceiver<LifecycleEvent>,
+    mut pending: mpsc::UnboundedReceiver<Notice>,
     launcher: Arc<Launcher>,
     conn: Arc<Connection>,
     notify_socket: PathBuf,
 ) {
     let mut client: Option<NotifyClient> = None;
-    while let Some(ev) = pending.recv().await {
+    while let Some(notice) = pending.recv().await {
         if client.is_none() && notify_socket.exists() {
             match NotifyClient::connect(&notify_socket).await {
                 Ok(c) => client = Some(c),
@@ -104,18 +181,39 @@ async fn notify_in_order(
                 )),
             }
         }
-        let kind = Lifecycle::of(ev.event);
         let owner = launcher.owner();
+        let ev = match notice {
+            Notice::Lifecycle(ev) => ev,
+            Notice::Refresh => {
+                // No domain (yet, or any more): its lifecycle events tell the handler.
+                let Ok(domain) = conn.lookup(&launcher.domain_name()).await else {
+                    continue;
+                };
+                match domain_json(&conn, &domain, &owner, launcher.agent_status()).await {
+                    Ok(json) => {
+                        let event = DomainEvent {
+                            event_type: event_type::MODIFIED.to_string(),
+                            domain_json: json,
+                            status_json: Vec::new(),
+                        };
+                        send(&mut client, &notify_socket, event).await;
+                    }
+                    Err(e) => log::warn(format_args!("could not read domain for event: {e}")),
+                }
+                continue;
+            }
+        };
+        let kind = Lifecycle::of(ev.event);
         let json = if kind == Lifecycle::Undefined {
             match conn.lookup(&ev.domain.name).await {
                 // still running as a transient domain
-                Ok(d) => domain_json(&conn, &d, &owner)
+                Ok(d) => domain_json(&conn, &d, &owner, launcher.agent_status())
                     .await
                     .unwrap_or_else(|_| deleted_domain_json(&owner, rfc3339_now())),
                 Err(_) => deleted_domain_json(&owner, rfc3339_now()),
             }
         } else {
-            match domain_json(&conn, &ev.domain, &owner).await {
+            match domain_json(&conn, &ev.domain, &owner, launcher.agent_status()).await {
                 Ok(j) => j,
                 Err(e) if e.is_not_found() => deleted_domain_json(&owner, rfc3339_now()),
                 Err(e) => {

@@ -84,19 +84,19 @@ pub struct Flags {
     /// Use libvirt firmware auto-selection for EFI secure boot.
     #[arg(long)]
     pub firmware_auto_selection: bool,
-    /// Accepted for compatibility; no guest-agent polling in kvrs yet.
+    /// Guest-agent poll interval for OS, interfaces, hostname, timezone and load (120s).
     #[arg(long, value_parser = parse_duration)]
     pub qemu_agent_sys_interval: Option<Duration>,
-    /// Accepted for compatibility.
+    /// Guest-agent poll interval for filesystems (300s).
     #[arg(long, value_parser = parse_duration)]
     pub qemu_agent_file_interval: Option<Duration>,
-    /// Accepted for compatibility.
+    /// Guest-agent poll interval for logged-in users (10s).
     #[arg(long, value_parser = parse_duration)]
     pub qemu_agent_user_interval: Option<Duration>,
-    /// Accepted for compatibility.
+    /// Guest-agent poll interval for the agent's version and commands (300s).
     #[arg(long, value_parser = parse_duration)]
     pub qemu_agent_version_interval: Option<Duration>,
-    /// Accepted for compatibility.
+    /// Guest-agent poll interval for the filesystem freeze state (5s).
     #[arg(long, value_parser = parse_duration)]
     pub qemu_fsfreeze_status_interval: Option<Duration>,
     /// Crash at once (KubeVirt's functional tests use it).

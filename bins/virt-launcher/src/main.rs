@@ -10,6 +10,7 @@
 //! One thread (tokio's current-thread runtime): the launcher waits on libvirt and sockets, it
 //! never computes much, and every thread costs memory in every VM's pod.
 
+mod agent;
 mod daemons;
 mod events;
 mod flags;
@@ -47,13 +48,7 @@ const FINAL_DELETE_WAIT: Duration = Duration::from_secs(30);
 async fn connect(
     daemons: &mut Daemons,
     uri: &str,
-) -> Result<
-    (
-        Arc<Connection>,
-        mpsc::UnboundedReceiver<libvirt::LifecycleEvent>,
-    ),
-    String,
-> {
+) -> Result<(Arc<Connection>, mpsc::UnboundedReceiver<libvirt::Event>), String> {
     let deadline = Instant::now() + CONNECT_TIMEOUT;
     let mut last = String::from("socket not created");
     loop {
@@ -196,12 +191,17 @@ async fn run(flags: Flags) -> Result<(), String> {
         conn.register_lifecycle_events()
             .await
             .map_err(|e| format!("subscribe to domain events: {e}"))?;
+        conn.register_agent_events()
+            .await
+            .map_err(|e| format!("subscribe to guest agent events: {e}"))?;
         log::info(format_args!(
             "connected to libvirt after {:?}",
             started.elapsed()
         ));
 
-        let launcher = Arc::new(Launcher::new(conn.clone(), flags.clone()));
+        let (agent_changed_tx, agent_changed) = mpsc::unbounded_channel();
+        let agent = Arc::new(agent::AgentStore::new(agent_changed_tx));
+        let launcher = Arc::new(Launcher::new(conn.clone(), flags.clone(), agent));
         let socket = layout::launcher_socket(&flags.kubevirt_share_dir);
         let server = serve_launcher(&socket, launcher.clone(), ServeOptions::default())
             .await
@@ -226,6 +226,7 @@ async fn run(flags: Flags) -> Result<(), String> {
         let notify = layout::notify_pipe_socket(&flags.kubevirt_share_dir);
         let forwarder = tokio::spawn(events::forward(
             events,
+            agent_changed,
             launcher.clone(),
             conn.clone(),
             notify,

@@ -12,9 +12,10 @@ use kvrs_converter::Domain;
 use kvrs_ipc::{CmdError, CmdResult, LauncherService, VmiCommand};
 use tokio::sync::Mutex;
 
+use crate::agent::{self, AgentStore, Intervals};
 use crate::flags::Flags;
 use crate::libvirt::{Connection, DomainRef, LibvirtError};
-use crate::state::{Owner, domain_json};
+use crate::state::{AgentStatus, Owner, domain_json};
 use crate::{host, image_volume, log, network, prestart};
 
 /// `VIR_ERR_OPERATION_INVALID`: e.g. destroying a domain that is not running.
@@ -29,6 +30,8 @@ pub struct Launcher {
     owner: std::sync::Mutex<Owner>,
     /// The VMI's `terminationGracePeriodSeconds` once synced.
     vmi_grace: std::sync::Mutex<Option<u64>>,
+    /// What the guest agent reported.
+    agent: Arc<AgentStore>,
 }
 
 fn failed(what: &str, e: impl std::fmt::Display) -> CmdError {
@@ -37,7 +40,7 @@ fn failed(what: &str, e: impl std::fmt::Display) -> CmdError {
 
 impl Launcher {
     /// A handler for the VMI named in the flags.
-    pub fn new(conn: Arc<Connection>, flags: Flags) -> Launcher {
+    pub fn new(conn: Arc<Connection>, flags: Flags, agent: Arc<AgentStore>) -> Launcher {
         let owner = Owner {
             namespace: flags.namespace.clone(),
             name: flags.name.clone(),
@@ -50,6 +53,35 @@ impl Launcher {
             lock: Mutex::new(()),
             owner: std::sync::Mutex::new(owner),
             vmi_grace: std::sync::Mutex::new(None),
+            agent,
+        }
+    }
+
+    /// The guest agent's data.
+    pub fn agent(&self) -> &Arc<AgentStore> {
+        &self.agent
+    }
+
+    /// The poll intervals the flags ask for (KubeVirt's defaults otherwise).
+    pub fn agent_intervals(&self) -> Intervals {
+        let d = Intervals::default();
+        let f = &self.flags;
+        Intervals {
+            sys: f.qemu_agent_sys_interval.unwrap_or(d.sys),
+            file: f.qemu_agent_file_interval.unwrap_or(d.file),
+            user: f.qemu_agent_user_interval.unwrap_or(d.user),
+            version: f.qemu_agent_version_interval.unwrap_or(d.version),
+            fs_freeze: f.qemu_fsfreeze_status_interval.unwrap_or(d.fs_freeze),
+        }
+    }
+
+    /// The agent's part of a domain event: OS, interfaces and freeze state.
+    pub fn agent_status(&self) -> AgentStatus {
+        let d = self.agent.snapshot();
+        AgentStatus {
+            os_info: d.os,
+            interfaces: d.interfaces,
+            fs_freeze: d.fs_freeze,
         }
     }
 
@@ -317,11 +349,28 @@ impl LauncherService for Launcher {
         let Some(dom) = self.find().await? else {
             return Ok(None);
         };
-        match domain_json(&self.conn, &dom, &self.owner()).await {
+        // KubeVirt's GetDomain adds the agent's OS and interfaces (not the freeze state).
+        let agent = AgentStatus {
+            fs_freeze: None,
+            ..self.agent_status()
+        };
+        match domain_json(&self.conn, &dom, &self.owner(), agent).await {
             Ok(json) => Ok(Some(String::from_utf8_lossy(&json).into_owned())),
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(failed("read domain", e)),
         }
+    }
+
+    async fn get_guest_info(&self) -> CmdResult<String> {
+        Ok(agent::guest_info_json(&self.agent.snapshot()))
+    }
+
+    async fn get_users(&self) -> CmdResult<String> {
+        Ok(agent::users_json(&self.agent.snapshot()))
+    }
+
+    async fn get_filesystems(&self) -> CmdResult<String> {
+        Ok(agent::filesystems_json(&self.agent.snapshot()))
     }
 
     async fn get_domain_stats(&self) -> CmdResult<Option<String>> {

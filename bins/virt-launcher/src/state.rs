@@ -2,7 +2,10 @@
 //! state, with KubeVirt's translation of libvirt's state and reason codes.
 
 use kvrs_converter::Domain;
-use kvrs_converter::gojson::{DomainEnvelope, LifeCycle, StateChangeReason, to_go_json_vec};
+use kvrs_converter::gojson::{
+    DomainEnvelope, FsFreeze, GuestOsInfo, InterfaceStatus, LifeCycle, StateChangeReason,
+    to_go_json_vec,
+};
 
 use crate::libvirt::{Connection, DomainRef, LibvirtError};
 
@@ -70,11 +73,24 @@ pub struct Owner {
     pub grace: Option<kvrs_converter::domain::GracePeriodMetadata>,
 }
 
-/// The domain's `api.Domain` JSON from libvirt: live XML as the spec, state and reason.
+/// What the guest agent adds to the domain's status (`None`: the agent never said).
+#[derive(Debug, Clone, Default)]
+pub struct AgentStatus {
+    /// `Status.OSInfo`.
+    pub os_info: Option<GuestOsInfo>,
+    /// `Status.Interfaces`.
+    pub interfaces: Option<Vec<InterfaceStatus>>,
+    /// `Status.FSFreezeStatus`.
+    pub fs_freeze: Option<FsFreeze>,
+}
+
+/// The domain's `api.Domain` JSON from libvirt: live XML as the spec, state and reason, and the
+/// guest agent's OS, interfaces and freeze state.
 pub async fn domain_json(
     conn: &Connection,
     dom: &DomainRef,
     owner: &Owner,
+    agent: AgentStatus,
 ) -> Result<Vec<u8>, LibvirtError> {
     // The XML first, the state last: the state is what the handler acts on, and a call queued
     // behind a running `create` would otherwise deliver the pre-start state after the start.
@@ -92,6 +108,15 @@ pub async fn domain_json(
     env.meta.uid = owner.uid.clone();
     env.status.status = life_cycle(state);
     env.status.reason = reason(state, why);
+    if let Some(os) = agent.os_info {
+        env.status.os_info = os;
+    }
+    if let Some(ifaces) = agent.interfaces {
+        env.status.interfaces = ifaces;
+    }
+    if let Some(f) = agent.fs_freeze {
+        env.status.fs_freeze_status = f;
+    }
     Ok(to_go_json_vec(&env))
 }
 

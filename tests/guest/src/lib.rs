@@ -7,6 +7,11 @@
 //! `KVRS-E2E` lines, and — when the VM has a NIC — the DHCP lease it got ([`LEASE_MARKER`]) and
 //! whether the gateway answered a ping ([`PING_MARKER`]).
 //!
+//! It also runs the real QEMU guest agent (`qemu-ga` from Debian's qemu-guest-agent package,
+//! with the shared libraries it links copied from the host) on the `org.qemu.guest_agent.0`
+//! virtio port, and carries an `/etc/os-release` naming it [`OS_PRETTY_NAME`], so the guest's
+//! OS and interfaces reach the VMI's status the way they do for a real distribution.
+//!
 //! [`pod`] holds what the launcher-pod tests share: the binaries, the sandboxed monitor command.
 
 pub mod pod;
@@ -25,6 +30,12 @@ pub const LEASE_MARKER: &str = "KVRS-E2E: lease";
 pub const PING_MARKER: &str = "KVRS-E2E: gateway answers ping";
 /// Printed when DHCP gave no lease on eth0.
 pub const NO_LEASE_MARKER: &str = "KVRS-E2E: no lease";
+/// Printed once qemu-ga runs on the agent's virtio port.
+pub const AGENT_MARKER: &str = "KVRS-E2E: guest agent started";
+/// The guest's `/etc/os-release` `ID`, as the agent reports it.
+pub const OS_ID: &str = "kvrs-e2e";
+/// The guest's `/etc/os-release` `PRETTY_NAME`.
+pub const OS_PRETTY_NAME: &str = "kvrs e2e guest (busybox)";
 
 /// The guest's kernel and initramfs.
 #[derive(Clone, Debug)]
@@ -38,7 +49,7 @@ pub struct Guest {
 use pod::run;
 
 /// The kernel-boot image of `fixtures/run/guest-vm.yaml`.
-pub const KERNEL_IMAGE: &str = "kvrs.local/test-guest-kernel:v4";
+pub const KERNEL_IMAGE: &str = "kvrs.local/test-guest-kernel:v5";
 /// The (empty) container-disk image of `fixtures/run/guest-vm.yaml`.
 pub const DISK_IMAGE: &str = "kvrs.local/empty-disk:64m";
 
@@ -82,6 +93,7 @@ const MODULES: &[&str] = &[
     "drivers/virtio/virtio_pci_modern_dev",
     "drivers/virtio/virtio_pci_legacy_dev",
     "drivers/virtio/virtio_pci",
+    "drivers/char/virtio_console",
     "drivers/block/virtio_blk",
     "drivers/cdrom/cdrom",
     "fs/isofs/isofs",
@@ -95,12 +107,37 @@ const MODULES: &[&str] = &[
 /// The udhcpc hook: configures eth0 from the lease and prints it.
 const UDHCPC_SCRIPT: &str = "#!/bin/sh\ncase \"$1\" in\n  bound|renew)\n    ip addr flush dev \"$interface\"\n    ip addr add \"$ip/$mask\" dev \"$interface\"\n    [ -n \"$mtu\" ] && ip link set dev \"$interface\" mtu \"$mtu\"\n    for r in $router; do ip route add default via \"$r\" dev \"$interface\"; break; done\n    echo \"KVRS-E2E: lease ip=$ip mask=$mask router=$router mtu=$mtu dns=$dns\" >/dev/console\n    ;;\nesac\nexit 0\n";
 
+/// Copies the dynamically linked `binary` to `init/dest`, with every shared library `ldd` says
+/// it loads (from the host: the same Debian release as the package) at the same path.
+fn copy_with_libraries(binary: &Path, init: &Path, dest: &str) {
+    std::fs::copy(binary, init.join(dest)).unwrap();
+    let ldd = run(Command::new("ldd").arg(binary));
+    for line in ldd.lines() {
+        assert!(
+            !line.contains("not found"),
+            "{}: a library is missing on this host: {line}",
+            binary.display()
+        );
+        // `libx.so => /lib/.../libx.so (0x...)` or `/lib64/ld-linux-x86-64.so.2 (0x...)`
+        let path = line
+            .split("=>")
+            .last()
+            .and_then(|r| r.split_whitespace().next())
+            .filter(|p| p.starts_with('/'));
+        if let Some(path) = path {
+            let to = init.join(path.trim_start_matches('/'));
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(path, &to).unwrap();
+        }
+    }
+}
+
 /// Builds the guest once per `target_dir` (e.g. `target/debug`).
 pub fn guest(target_dir: &Path) -> Guest {
     static BUILD: Mutex<()> = Mutex::new(());
     let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     // Versioned: a change of /init below must not reuse an old cached initramfs.
-    let dir = target_dir.join("kvrs-e2e-guest-v4");
+    let dir = target_dir.join("kvrs-e2e-guest-v5");
     let (kernel, initrd) = (dir.join("vmlinuz"), dir.join("initramfs.gz"));
     if kernel.is_file() && initrd.is_file() {
         return Guest { kernel, initrd };
@@ -125,6 +162,7 @@ pub fn guest(target_dir: &Path) -> Guest {
         "-q",
         &kpkg,
         "busybox-static",
+        "qemu-guest-agent",
     ]));
     let root = dir.join("root");
     for deb in std::fs::read_dir(&debs).unwrap().map(|e| e.unwrap().path()) {
@@ -168,6 +206,14 @@ pub fn guest(target_dir: &Path) -> Guest {
         }
     }
     std::fs::write(init.join("bin/udhcpc.script"), UDHCPC_SCRIPT).unwrap();
+    copy_with_libraries(&root.join("usr/sbin/qemu-ga"), &init, "bin/qemu-ga");
+    std::fs::write(
+        init.join("etc/os-release"),
+        format!(
+            "ID={OS_ID}\nNAME=\"kvrs e2e guest\"\nPRETTY_NAME=\"{OS_PRETTY_NAME}\"\nVERSION_ID=5\n"
+        ),
+    )
+    .unwrap();
     let script = format!(
         "#!/bin/busybox sh\n/bin/busybox --install -s /bin\nexport PATH=/bin\n\
          mount -t proc proc /proc\nmount -t sysfs sys /sys\nmount -t devtmpfs dev /dev\n\
@@ -175,6 +221,9 @@ pub fn guest(target_dir: &Path) -> Guest {
          for e in /dev/input/event*; do ( head -c 1 \"$e\" >/dev/null && echo '{POWER_MARKER}' && poweroff -f ) & done\n\
          sleep 1\n\
          echo '{BOOT_MARKER}'\n\
+         for p in /sys/class/virtio-ports/*; do if [ \"$(cat $p/name 2>/dev/null)\" = org.qemu.guest_agent.0 ]; then\n\
+           mkdir -p /var/run /tmp; hostname kvrs-e2e; qemu-ga -m virtio-serial -p /dev/${{p##*/}} >/dev/null 2>&1 &\n\
+           echo '{AGENT_MARKER}'; fi; done\n\
          if mount -t iso9660 -o ro /dev/vdb /ci 2>/dev/null; then grep -h '^KVRS-E2E' /ci/user-data; else echo 'KVRS-E2E: no cloud-init disk'; fi\n\
          if [ -e /sys/class/net/eth0 ]; then (\n\
            ip link set lo up; ip link set eth0 up\n\

@@ -423,6 +423,22 @@ impl LauncherPod {
         .unwrap_or_default()
     }
 
+    /// The launcher's `GetGuestInfo` answer (what virt-api serves as the VMI's guestosinfo).
+    pub fn guest_info(&self) -> Value {
+        let socket = self.sockets_dir.join("launcher-sock");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let json = rt
+            .block_on(async {
+                let client = kvrs_ipc::LauncherClient::connect(&socket).await?;
+                client.get_guest_info().await
+            })
+            .unwrap_or_else(|e| panic!("GetGuestInfo on {}: {e}", socket.display()));
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("guest info {json:?}: {e}"))
+    }
+
     pub fn launcher_log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

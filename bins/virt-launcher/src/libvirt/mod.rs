@@ -8,6 +8,8 @@
 
 mod xdr;
 
+pub use xdr::{TypedParam, TypedValue};
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -21,6 +23,14 @@ use xdr::{Dec, Enc};
 
 /// libvirt's remote program and version.
 const PROGRAM: u32 = 0x2000_8086;
+/// libvirt's QEMU-specific program (`qemu_protocol.x`): the guest-agent pass-through lives there.
+const QEMU_PROGRAM: u32 = 0x2000_8087;
+/// `QEMU_PROC_DOMAIN_AGENT_COMMAND`.
+const QEMU_PROC_DOMAIN_AGENT_COMMAND: u32 = 3;
+/// `VIR_DOMAIN_QEMU_AGENT_COMMAND_DEFAULT`: libvirt's default agent timeout.
+const AGENT_TIMEOUT_DEFAULT: i32 = -1;
+/// `VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE`.
+const EVENT_ID_AGENT_LIFECYCLE: i32 = 18;
 const PROTOCOL_VERSION: u32 = 1;
 /// Message types and statuses of the RPC header.
 const TYPE_CALL: u32 = 0;
@@ -51,6 +61,9 @@ mod proc_ {
     pub const DOMAIN_GET_STATE: u32 = 212;
     pub const DOMAIN_UNDEFINE_FLAGS: u32 = 231;
     pub const DOMAIN_RESET: u32 = 245;
+    pub const CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY: u32 = 316;
+    pub const DOMAIN_EVENT_CALLBACK_AGENT_LIFECYCLE: u32 = 348;
+    pub const DOMAIN_GET_GUEST_INFO: u32 = 418;
 }
 
 /// `VIR_ERR_NO_DOMAIN`.
@@ -110,6 +123,41 @@ pub struct LifecycleEvent {
     pub detail: i32,
 }
 
+/// The guest agent of a domain connected or went away (`VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentEvent {
+    /// The domain.
+    pub domain: DomainRef,
+    /// `true` for `VIR_CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_CONNECTED` (1), `false` for
+    /// disconnected (2).
+    pub connected: bool,
+}
+
+/// What libvirt tells the launcher without being asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A domain lifecycle change.
+    Lifecycle(LifecycleEvent),
+    /// The guest agent channel's state changed.
+    Agent(AgentEvent),
+}
+
+/// `virDomainGuestInfoTypes` bits the launcher asks for.
+pub mod guest_info {
+    /// `VIR_DOMAIN_GUEST_INFO_USERS`.
+    pub const USERS: u32 = 1 << 0;
+    /// `VIR_DOMAIN_GUEST_INFO_OS`.
+    pub const OS: u32 = 1 << 1;
+    /// `VIR_DOMAIN_GUEST_INFO_TIMEZONE`.
+    pub const TIMEZONE: u32 = 1 << 2;
+    /// `VIR_DOMAIN_GUEST_INFO_HOSTNAME`.
+    pub const HOSTNAME: u32 = 1 << 3;
+    /// `VIR_DOMAIN_GUEST_INFO_INTERFACES`.
+    pub const INTERFACES: u32 = 1 << 6;
+    /// `VIR_DOMAIN_GUEST_INFO_LOAD`.
+    pub const LOAD: u32 = 1 << 7;
+}
+
 /// `virDomainInfo`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DomainInfo {
@@ -140,7 +188,7 @@ impl Connection {
     pub async fn open(
         socket: &Path,
         uri: &str,
-    ) -> Result<(Arc<Connection>, mpsc::UnboundedReceiver<LifecycleEvent>), LibvirtError> {
+    ) -> Result<(Arc<Connection>, mpsc::UnboundedReceiver<Event>), LibvirtError> {
         let stream = UnixStream::connect(socket)
             .await
             .map_err(|e| LibvirtError::Connection(format!("{}: {e}", socket.display())))?;
@@ -175,6 +223,15 @@ impl Connection {
     }
 
     async fn call(&self, procedure: u32, args: Enc) -> Result<Vec<u8>, LibvirtError> {
+        self.call_program(PROGRAM, procedure, args).await
+    }
+
+    async fn call_program(
+        &self,
+        program: u32,
+        procedure: u32,
+        args: Enc,
+    ) -> Result<Vec<u8>, LibvirtError> {
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
         let mut msg = Vec::with_capacity(28 + args.0.len());
         // libvirtd drops a connection that sends a message over VIR_NET_MESSAGE_MAX: refuse it
@@ -190,7 +247,7 @@ impl Connection {
             })?;
         for v in [
             len,
-            PROGRAM,
+            program,
             PROTOCOL_VERSION,
             procedure,
             TYPE_CALL,
@@ -223,6 +280,47 @@ impl Connection {
         self.call(proc_::CONNECT_DOMAIN_EVENT_REGISTER, Enc::default())
             .await
             .map(drop)
+    }
+
+    /// Subscribes to guest-agent connect/disconnect events of every domain.
+    pub async fn register_agent_events(&self) -> Result<(), LibvirtError> {
+        let mut a = Enc::default();
+        // The event id, then a null `remote_domain` (every domain).
+        a.i32(EVENT_ID_AGENT_LIFECYCLE).u32(0);
+        self.call(proc_::CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY, a)
+            .await
+            .map(drop)
+    }
+
+    /// `virDomainGetGuestInfo` for the `types` bits ([`guest_info`]): libvirt asks the guest
+    /// agent and answers typed parameters (`os.name`, `if.0.addr.0.addr`, ...).
+    pub async fn guest_info(
+        &self,
+        d: &DomainRef,
+        types: u32,
+    ) -> Result<Vec<TypedParam>, LibvirtError> {
+        let mut a = Enc::default();
+        a.domain(d).u32(types).u32(0);
+        let reply = self.call(proc_::DOMAIN_GET_GUEST_INFO, a).await?;
+        Ok(Dec::new(&reply).typed_params()?)
+    }
+
+    /// `virDomainQemuAgentCommand`: a raw guest-agent command (`{"execute":"guest-info"}`)
+    /// and the agent's JSON answer.
+    pub async fn agent_command(
+        &self,
+        d: &DomainRef,
+        command: &str,
+    ) -> Result<String, LibvirtError> {
+        let mut a = Enc::default();
+        a.domain(d)
+            .string(command)
+            .i32(AGENT_TIMEOUT_DEFAULT)
+            .u32(0);
+        let reply = self
+            .call_program(QEMU_PROGRAM, QEMU_PROC_DOMAIN_AGENT_COMMAND, a)
+            .await?;
+        Ok(Dec::new(&reply).opt_string()?.unwrap_or_default())
     }
 
     /// The hypervisor (QEMU) version as libvirt encodes it: major * 1e6 + minor * 1e3 + micro.
@@ -384,7 +482,7 @@ async fn read_message(reader: &mut tokio::net::unix::OwnedReadHalf) -> Result<Me
     let kind = d.u32().map_err(|e| e.to_string())?;
     let serial = d.u32().map_err(|e| e.to_string())?;
     let status = d.u32().map_err(|e| e.to_string())?;
-    if program != PROGRAM {
+    if program != PROGRAM && !(program == QEMU_PROGRAM && kind == TYPE_REPLY) {
         // Keepalive and other programs: not requested, ignore.
         return Ok(Message {
             procedure: 0,
@@ -404,7 +502,7 @@ async fn read_message(reader: &mut tokio::net::unix::OwnedReadHalf) -> Result<Me
     })
 }
 
-fn dispatch(msg: Message, pending: &Pending, events: &mpsc::UnboundedSender<LifecycleEvent>) {
+fn dispatch(msg: Message, pending: &Pending, events: &mpsc::UnboundedSender<Event>) {
     match msg.kind {
         TYPE_REPLY => {
             let Some(tx) = pending.lock().ok().and_then(|mut p| p.remove(&msg.serial)) else {
@@ -420,11 +518,22 @@ fn dispatch(msg: Message, pending: &Pending, events: &mpsc::UnboundedSender<Life
         TYPE_MESSAGE if msg.procedure == proc_::DOMAIN_EVENT_LIFECYCLE => {
             let mut d = Dec::new(&msg.body);
             if let (Ok(domain), Ok(event), Ok(detail)) = (d.domain(), d.i32(), d.i32()) {
-                let _ = events.send(LifecycleEvent {
+                let _ = events.send(Event::Lifecycle(LifecycleEvent {
                     domain,
                     event,
                     detail,
-                });
+                }));
+            }
+        }
+        TYPE_MESSAGE if msg.procedure == proc_::DOMAIN_EVENT_CALLBACK_AGENT_LIFECYCLE => {
+            let mut d = Dec::new(&msg.body);
+            if let (Ok(_callback), Ok(domain), Ok(state), Ok(_reason)) =
+                (d.i32(), d.domain(), d.i32(), d.i32())
+            {
+                let _ = events.send(Event::Agent(AgentEvent {
+                    domain,
+                    connected: state == 1,
+                }));
             }
         }
         _ => {}
@@ -497,7 +606,34 @@ mod tests {
             &pending,
             &etx,
         );
-        let ev = erx.try_recv().unwrap();
+        let Event::Lifecycle(ev) = erx.try_recv().unwrap() else {
+            panic!("a lifecycle event")
+        };
         assert_eq!((ev.domain.name.as_str(), ev.event), ("ns_vm", 2));
+        let mut body = Enc::default();
+        body.i32(3)
+            .domain(&DomainRef {
+                name: "ns_vm".into(),
+                uuid: [0; 16],
+                id: 1,
+            })
+            .i32(1)
+            .i32(2);
+        dispatch(
+            Message {
+                procedure: proc_::DOMAIN_EVENT_CALLBACK_AGENT_LIFECYCLE,
+                kind: TYPE_MESSAGE,
+                serial: 0,
+                status: 0,
+                body: body.0,
+            },
+            &pending,
+            &etx,
+        );
+        let Event::Agent(ev) = erx.try_recv().unwrap() else {
+            panic!("an agent event")
+        };
+        assert!(ev.connected);
+        assert_eq!(ev.domain.name, "ns_vm");
     }
 }

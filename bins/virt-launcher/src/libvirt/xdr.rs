@@ -100,6 +100,61 @@ impl<'a> Dec<'a> {
         let id = self.i32()?;
         Ok(DomainRef { name, uuid, id })
     }
+    pub fn f64(&mut self) -> Result<f64, Malformed> {
+        Ok(f64::from_bits(self.u64()?))
+    }
+    /// `remote_typed_param<>`: a count, then (field, type-tagged value) pairs. libvirt bounds
+    /// the list (`REMOTE_DOMAIN_GUEST_INFO_PARAMS_MAX` is 2048); a longer count is malformed
+    /// rather than an allocation.
+    pub fn typed_params(&mut self) -> Result<Vec<TypedParam>, Malformed> {
+        const MAX_PARAMS: u32 = 2048;
+        let at = self.pos;
+        let count = self.u32()?;
+        if count > MAX_PARAMS {
+            return Err(Malformed(at));
+        }
+        let mut out = Vec::new();
+        for _ in 0..count {
+            let field = self.string()?;
+            let at = self.pos;
+            let value = match self.i32()? {
+                1 => TypedValue::Int(i64::from(self.i32()?)),
+                2 => TypedValue::Uint(u64::from(self.u32()?)),
+                3 => TypedValue::Int(self.u64()?.cast_signed()),
+                4 => TypedValue::Uint(self.u64()?),
+                5 => TypedValue::Double(self.f64()?),
+                6 => TypedValue::Bool(self.i32()? != 0),
+                7 => TypedValue::String(self.string()?),
+                _ => return Err(Malformed(at)),
+            };
+            out.push(TypedParam { field, value });
+        }
+        Ok(out)
+    }
+}
+
+/// One `virTypedParameter` (libvirt's name/value lists, e.g. `virDomainGetGuestInfo`'s).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypedParam {
+    /// e.g. `os.name`, `if.0.addr.1.prefix`.
+    pub field: String,
+    /// The value; the wire's int widths are merged (the readers only need the number).
+    pub value: TypedValue,
+}
+
+/// A typed parameter's value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TypedValue {
+    /// `VIR_TYPED_PARAM_INT` / `LLONG`.
+    Int(i64),
+    /// `VIR_TYPED_PARAM_UINT` / `ULLONG`.
+    Uint(u64),
+    /// `VIR_TYPED_PARAM_DOUBLE`.
+    Double(f64),
+    /// `VIR_TYPED_PARAM_BOOLEAN`.
+    Bool(bool),
+    /// `VIR_TYPED_PARAM_STRING`.
+    String(String),
 }
 
 #[cfg(test)]
@@ -135,6 +190,44 @@ mod tests {
         let mut d = Dec::new(&e.0);
         assert_eq!(d.domain().unwrap(), dom);
         assert_eq!(d.u64().unwrap(), 0x0102_0304_0506_0708);
+    }
+
+    #[test]
+    fn typed_params_decode_every_type() {
+        let mut e = Enc::default();
+        e.u32(6);
+        e.string("os.name").i32(7).string("Debian GNU/Linux");
+        e.string("timezone.offset").i32(1).i32(-3600);
+        e.string("if.0.addr.0.prefix").i32(2).u32(24);
+        e.string("user.0.login-time").i32(4);
+        e.0.extend_from_slice(&1_700_000_000_000u64.to_be_bytes());
+        e.string("load.1m").i32(5);
+        e.0.extend_from_slice(&0.5f64.to_bits().to_be_bytes());
+        e.string("flag").i32(6).i32(1);
+        let params = Dec::new(&e.0).typed_params().unwrap();
+        let values: Vec<_> = params.iter().map(|p| p.value.clone()).collect();
+        assert_eq!(
+            values,
+            vec![
+                TypedValue::String("Debian GNU/Linux".into()),
+                TypedValue::Int(-3600),
+                TypedValue::Uint(24),
+                TypedValue::Uint(1_700_000_000_000),
+                TypedValue::Double(0.5),
+                TypedValue::Bool(true),
+            ]
+        );
+        assert_eq!(params[2].field, "if.0.addr.0.prefix");
+    }
+
+    #[test]
+    fn typed_params_refuse_unknown_types_and_huge_counts() {
+        let mut e = Enc::default();
+        e.u32(1).string("x").i32(9).i32(0);
+        assert!(Dec::new(&e.0).typed_params().is_err());
+        let mut e = Enc::default();
+        e.u32(u32::MAX);
+        assert!(Dec::new(&e.0).typed_params().is_err());
     }
 
     #[test]

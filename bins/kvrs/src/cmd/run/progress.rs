@@ -1,6 +1,7 @@
 //! What `kvrs run` prints while a VM starts and stops: KubeVirt's phases as the VMI passes
 //! through them, with the time since the manifest was applied, the node, and the guest's
-//! address once the guest agent or DHCP lease reports it.
+//! address once the guest agent or DHCP lease reports it, and the guest's OS once its QEMU
+//! guest agent connects.
 //!
 //! Plain data in (each VMI as the API server last sent it, and the elapsed time), lines out: the
 //! watch loop owns the clock and the printing, so these rules are tested without either.
@@ -16,6 +17,7 @@ struct Seen {
     phase: String,
     node: String,
     address: String,
+    guest_os: String,
 }
 
 /// The lines still to print, VMI by VMI.
@@ -37,6 +39,16 @@ pub fn guest_address(vmi: &Value) -> Option<String> {
         .iter()
         .filter_map(|i| i.get("ipAddress").and_then(Value::as_str))
         .find(|a| !a.is_empty())
+        .map(str::to_string)
+}
+
+/// The guest OS the agent reports (`status.guestOSInfo`): its pretty name, else name.
+pub fn guest_os(vmi: &Value) -> Option<String> {
+    let os = vmi.pointer("/status/guestOSInfo")?;
+    ["prettyName", "name"]
+        .iter()
+        .filter_map(|k| os.get(k).and_then(Value::as_str))
+        .find(|s| !s.is_empty())
         .map(str::to_string)
 }
 
@@ -68,6 +80,7 @@ impl Progress {
                 .unwrap_or("")
                 .to_string(),
             address: guest_address(vmi).unwrap_or_default(),
+            guest_os: guest_os(vmi).unwrap_or_default(),
         };
         let before = self.seen.entry(key.clone()).or_default();
         let mut lines = Vec::new();
@@ -86,14 +99,26 @@ impl Progress {
             }
             lines.push(line);
         }
+        // An address or OS that goes missing for a moment (the agent answering before the
+        // guest's DHCP) and comes back is not news.
         if now.address != before.address && !now.address.is_empty() {
             lines.push(format!(
                 "{} {key} guest address {}",
                 stamp(elapsed),
                 now.address
             ));
+            before.address = now.address;
         }
-        *before = now;
+        if now.guest_os != before.guest_os && !now.guest_os.is_empty() {
+            lines.push(format!(
+                "{} {key} guest agent connected: {}",
+                stamp(elapsed),
+                now.guest_os
+            ));
+            before.guest_os = now.guest_os;
+        }
+        before.phase = now.phase;
+        before.node = now.node;
         lines
     }
 
@@ -160,6 +185,28 @@ mod tests {
                 "   0.90s default/guest Scheduled on node kvrs-local",
                 "   2.35s default/guest Running",
                 "   2.35s default/guest guest address 10.251.0.2",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_guest_agent_adds_the_os_once_and_a_flapping_address_prints_once() {
+        let mut p = Progress::default();
+        let s = Duration::from_secs;
+        let with_ip = json!({"interfaces": [{"ipAddress": "10.251.0.2"}]});
+        let agent_no_ip = json!({"interfaces": [{"interfaceName": "eth0"}],
+            "guestOSInfo": {"name": "kvrs e2e guest", "prettyName": "kvrs e2e guest (busybox)"}});
+        let agent_ip = json!({"interfaces": [{"ipAddress": "10.251.0.2", "interfaceName": "eth0"}],
+            "guestOSInfo": {"name": "kvrs e2e guest", "prettyName": "kvrs e2e guest (busybox)"}});
+        let mut out = p.observe(&vmi("Running", with_ip), s(2));
+        out.extend(p.observe(&vmi("Running", agent_no_ip), s(3)));
+        out.extend(p.observe(&vmi("Running", agent_ip), s(13)));
+        assert_eq!(
+            out,
+            [
+                "   2.00s default/guest Running",
+                "   2.00s default/guest guest address 10.251.0.2",
+                "   3.00s default/guest guest agent connected: kvrs e2e guest (busybox)",
             ]
         );
     }
