@@ -187,6 +187,21 @@ pub fn has_ipv4_global_unicast(name: &str) -> Result<bool, LinkError> {
         .any(is_global_unicast))
 }
 
+/// Whether `name` has a global unicast IPv6 address (KubeVirt's `HasIPv6GlobalUnicastAddress`:
+/// a pod with one gets IPv6 masquerade and the DHCPv6 server).
+pub fn has_ipv6_global_unicast(name: &str) -> Result<bool, LinkError> {
+    let addrs = nix::ifaddrs::getifaddrs().map_err(nl)?;
+    Ok(addrs
+        .filter(|a| a.interface_name == name)
+        .filter_map(|a| a.address?.as_sockaddr_in6().map(|s| s.ip()))
+        .any(|ip| {
+            !(ip.is_unspecified()
+                || ip.is_loopback()
+                || ip.is_multicast()
+                || ip.is_unicast_link_local())
+        }))
+}
+
 fn is_global_unicast(ip: Ipv4Addr) -> bool {
     !(ip.is_unspecified()
         || ip.is_loopback()

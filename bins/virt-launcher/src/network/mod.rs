@@ -112,12 +112,13 @@ fn setup_pod_iface(
             mtu: pod_link.mtu,
             has_ipv4: link::has_ipv4_global_unicast(pod_iface)
                 .map_err(|e| link_err(&iface.name, pod_iface, e))?,
+            has_ipv6: link::has_ipv6_global_unicast(pod_iface)
+                .map_err(|e| link_err(&iface.name, pod_iface, e))?,
         };
-        let cidr = network
-            .pod
-            .as_ref()
-            .and_then(|p| p.vm_network_cidr.as_deref());
-        dhcp_config::masquerade(&iface.name, &nic, cidr, subdomain)?
+        let pod = network.pod.as_ref();
+        let cidr = pod.and_then(|p| p.vm_network_cidr.as_deref());
+        let cidr_v6 = pod.and_then(|p| p.vm_i_pv6_network_cidr.as_deref());
+        dhcp_config::masquerade(&iface.name, &nic, cidr, cidr_v6, subdomain)?
     };
     let bridge = names::bridge_name(pod_iface);
     dhcp::ensure_started(env, &iface.name, &bridge, &cfg, iface.dhcp_options.as_ref())
@@ -192,6 +193,7 @@ mod tests {
             resolv_conf: dir.join("resolv.conf"),
             hostname: Some("n".into()),
             port: 0,
+            port_v6: 0,
         }
     }
 
@@ -251,8 +253,9 @@ mod tests {
             name: "eth0".into(),
             mtu: 1500,
             has_ipv4: true,
+            has_ipv6: false,
         };
-        dhcp_config::masquerade("default", &nic, None, "").unwrap()
+        dhcp_config::masquerade("default", &nic, None, None, "").unwrap()
     }
 
     #[test]

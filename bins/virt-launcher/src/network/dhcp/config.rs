@@ -1,14 +1,16 @@
-//! What one DHCP server hands out: KubeVirt's `cache.DHCPConfig`, reduced to its IPv4 part
-//! (kvrs does not run the DHCPv6 server yet). Masquerade builds it in the launcher from the pod
-//! NIC and the VM network CIDR; bridge binding reads what the handler cached (see
-//! [`super::vif_cache`]).
+//! What one DHCP server hands out: KubeVirt's `cache.DHCPConfig`. Masquerade builds it in the
+//! launcher from the pod NIC and the VM network CIDRs (IPv4 and, on a pod with IPv6, IPv6);
+//! bridge binding reads what the handler cached (see [`super::vif_cache`]), IPv4 only as in
+//! KubeVirt.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::network::error::NetworkError;
 
 /// The VM network of a masquerade interface without `pod.vmNetworkCIDR`.
 pub const DEFAULT_VM_CIDR: &str = "10.0.2.0/24";
+/// The IPv6 VM network of a masquerade interface without `pod.vmIPv6NetworkCIDR`.
+pub const DEFAULT_VM_IPV6_CIDR: &str = "fd10:0:2::/120";
 
 /// One route for option 121.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +28,9 @@ pub struct DhcpConfig {
     pub name: String,
     /// The guest's address and subnet mask; `None`: no DHCPv4 server (no IPv4 on the pod NIC).
     pub ip: Option<(Ipv4Addr, Ipv4Addr)>,
+    /// The guest's IPv6 address; `None`: no DHCPv6 server (no IPv6 on the pod NIC, or bridge
+    /// binding).
+    pub ipv6: Option<Ipv6Addr>,
     /// Only this client is answered; `None` answers any (masquerade: the bridge has one guest).
     pub mac: Option<[u8; 6]>,
     /// The server identifier (and the address replies come from).
@@ -81,6 +86,33 @@ pub struct PodNic {
     pub mtu: u32,
     /// It has a global unicast IPv4 address (otherwise the pod is IPv6-only: no DHCPv4).
     pub has_ipv4: bool,
+    /// It has a global unicast IPv6 address (then the guest gets IPv6 over DHCPv6).
+    pub has_ipv6: bool,
+}
+
+/// The masquerade gateway and guest addresses of an IPv6 VM network: its second and third
+/// addresses (`fd10:0:2::1` and `fd10:0:2::2` for `fd10:0:2::/120`). A network of fewer than
+/// four addresses is refused, as KubeVirt refuses it.
+pub fn masquerade_addresses_v6(cidr: &str) -> Result<(Ipv6Addr, Ipv6Addr, u8), String> {
+    let (ip, prefix) = cidr
+        .split_once('/')
+        .ok_or_else(|| format!("VM IPv6 network CIDR {cidr:?} has no prefix length"))?;
+    let ip: Ipv6Addr = ip
+        .parse()
+        .map_err(|_| format!("VM IPv6 network CIDR {cidr:?} is not an IPv6 network"))?;
+    let prefix: u8 = prefix
+        .parse()
+        .ok()
+        .filter(|p| *p <= 128)
+        .ok_or_else(|| format!("VM IPv6 network CIDR {cidr:?} has an invalid prefix length"))?;
+    if prefix > 126 {
+        return Err(format!(
+            "VM IPv6 network CIDR {cidr:?}: less than 4 addresses on network"
+        ));
+    }
+    let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
+    let net = u128::from(ip) & mask;
+    Ok((Ipv6Addr::from(net + 1), Ipv6Addr::from(net + 2), prefix))
 }
 
 /// An MTU as the 16-bit option value (saturating: no Ethernet MTU comes near the limit).
@@ -94,11 +126,13 @@ pub fn masquerade(
     iface: &str,
     nic: &PodNic,
     vm_cidr: Option<&str>,
+    vm_ipv6_cidr: Option<&str>,
     subdomain: &str,
 ) -> Result<DhcpConfig, NetworkError> {
     let mut cfg = DhcpConfig {
         name: nic.name.clone(),
         ip: None,
+        ipv6: None,
         mac: None,
         server_ip: Ipv4Addr::UNSPECIFIED,
         gateway: None,
@@ -114,6 +148,14 @@ pub fn masquerade(
         cfg.ip = Some((vm, prefix_mask(prefix)));
         cfg.server_ip = gw;
         cfg.gateway = Some(gw);
+    }
+    if nic.has_ipv6 {
+        let cidr = vm_ipv6_cidr
+            .filter(|c| !c.is_empty())
+            .unwrap_or(DEFAULT_VM_IPV6_CIDR);
+        let (_, vm, _) =
+            masquerade_addresses_v6(cidr).map_err(|reason| NetworkError::config(iface, reason))?;
+        cfg.ipv6 = Some(vm);
     }
     Ok(cfg)
 }
@@ -162,9 +204,29 @@ mod tests {
             name: "eth0".into(),
             mtu: 1450,
             has_ipv4: false,
+            has_ipv6: true,
         };
-        let cfg = masquerade("default", &nic, None, "").unwrap();
+        let cfg = masquerade("default", &nic, None, None, "").unwrap();
         assert_eq!((cfg.ip, cfg.mtu), (None, 1450));
+        assert_eq!(cfg.ipv6, Some("fd10:0:2::2".parse().unwrap()));
+    }
+
+    #[test]
+    fn ipv6_vm_networks_give_the_third_address() {
+        assert_eq!(
+            masquerade_addresses_v6(DEFAULT_VM_IPV6_CIDR).unwrap(),
+            (
+                "fd10:0:2::1".parse().unwrap(),
+                "fd10:0:2::2".parse().unwrap(),
+                120
+            )
+        );
+        assert_eq!(
+            masquerade_addresses_v6("fd00:abcd::17/64").unwrap().1,
+            "fd00:abcd::2".parse::<Ipv6Addr>().unwrap()
+        );
+        assert!(masquerade_addresses_v6("fd00::/127").is_err());
+        assert!(masquerade_addresses_v6("10.0.2.0/24").is_err());
     }
 
     #[test]

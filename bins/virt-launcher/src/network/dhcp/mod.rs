@@ -1,4 +1,5 @@
-//! The launcher's DHCPv4 server for tap-attached interfaces, started once per pod interface:
+//! The launcher's DHCP servers for tap-attached interfaces (DHCPv4, and DHCPv6 for masquerade
+//! on a pod with IPv6), started once per pod interface:
 //! KubeVirt records a started server as `dhcp_started-<pod interface>` in the private directory,
 //! so a second SyncVMI (or a restarted sync after a failed define) does not start a second one.
 
@@ -7,6 +8,7 @@ pub mod options;
 pub mod packet;
 pub mod resolv;
 pub mod server;
+pub mod v6;
 pub mod vif_cache;
 
 #[cfg(test)]
@@ -33,6 +35,8 @@ pub struct DhcpEnv {
     pub hostname: Option<String>,
     /// The server port (67 outside tests).
     pub port: u16,
+    /// The DHCPv6 server port (547 outside tests).
+    pub port_v6: u16,
 }
 
 impl DhcpEnv {
@@ -43,6 +47,7 @@ impl DhcpEnv {
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
             hostname: None,
             port: server::SERVER_PORT,
+            port_v6: v6::SERVER_PORT,
         }
     }
 
@@ -134,9 +139,28 @@ pub fn ensure_started(
             }),
         ));
         server::spawn(iface, socket, lease).map_err(|e| start_err(format!("thread: {e}")))?;
-    } else {
+    }
+    if let Some(client_ip) = cfg.ipv6 {
+        let link = crate::network::link::by_name(bridge)
+            .map_err(|e| start_err(format!("bridge {bridge}: {e}")))?;
+        let index = u32::try_from(link.index)
+            .map_err(|_| start_err(format!("bridge {bridge}: index {}", link.index)))?;
+        let server_mac = <[u8; 6]>::try_from(link.mac.as_slice())
+            .map_err(|_| start_err(format!("bridge {bridge} has no Ethernet address")))?;
+        let socket = v6::bind_socket(bridge, index, env.port_v6).map_err(start_err)?;
+        log::info(format_args!(
+            "Starting DHCPv6 server for interface {iface} on {bridge}: {client_ip}"
+        ));
+        let lease = v6::Lease6 {
+            client_ip,
+            server_mac,
+            dns: resolver.ipv6.clone(),
+        };
+        v6::spawn(iface, socket, lease).map_err(|e| start_err(format!("thread: {e}")))?;
+    }
+    if cfg.ip.is_none() && cfg.ipv6.is_none() {
         log::warn(format_args!(
-            "interface {iface}: pod interface {} has no IPv4 address; no DHCPv4 server (kvrs serves no DHCPv6 yet)",
+            "interface {iface}: pod interface {} has no IP address; no DHCP server",
             cfg.name
         ));
     }
@@ -160,8 +184,9 @@ mod tests {
             name: "eth0".into(),
             mtu: 1450,
             has_ipv4: true,
+            has_ipv6: false,
         };
-        let cfg = masquerade("default", &nic, None, "").unwrap();
+        let cfg = masquerade("default", &nic, None, None, "").unwrap();
         let lease = lease(&cfg, &Resolver::parse(RESOLV), "vm-1", None)
             .unwrap()
             .unwrap();

@@ -250,6 +250,7 @@ fn pod_files() -> (tempfile::TempDir, DhcpEnv) {
         resolv_conf: dir.path().join("resolv.conf"),
         hostname: Some("dhcp".into()),
         port: super::server::SERVER_PORT,
+        port_v6: super::v6::SERVER_PORT,
     };
     (dir, env)
 }
@@ -374,6 +375,126 @@ fn a_bridge_guest_gets_the_lease_the_handler_cached() {
         "serverid=169.254.75.10 ",
         "staticroutes=10.96.0.0/12 10.244.1.254 0.0.0.0/0 10.244.1.1",
     ] {
+        assert!(lease.contains(want), "lease lacks {want:?}: {lease}");
+    }
+}
+
+/// ISC's `dhclient` from Debian's isc-dhcp-client, unpacked under the target dir (nothing is
+/// installed), for a real DHCPv6 client.
+fn dhclient() -> PathBuf {
+    static FETCH: Mutex<()> = Mutex::new(());
+    let _guard = FETCH.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = target_dir().join("kvrs-dhcp-dhclient");
+    let bin = dir.join("root/sbin/dhclient");
+    if bin.is_file() {
+        return bin;
+    }
+    let debs = dir.join("debs");
+    std::fs::create_dir_all(&debs).unwrap();
+    let out = Command::new("apt-get")
+        .current_dir(&debs)
+        .args(["download", "-q", "isc-dhcp-client"])
+        .output()
+        .expect("apt-get is needed to fetch isc-dhcp-client");
+    assert!(
+        out.status.success(),
+        "apt-get download isc-dhcp-client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for deb in std::fs::read_dir(&debs).unwrap().map(|e| e.unwrap().path()) {
+        run(&[
+            "dpkg-deb",
+            "-x",
+            deb.to_str().unwrap(),
+            dir.join("root").to_str().unwrap(),
+        ]);
+    }
+    assert!(bin.is_file(), "isc-dhcp-client has no sbin/dhclient");
+    bin
+}
+
+#[test]
+fn a_masquerade_guest_on_an_ipv6_pod_gets_its_address_over_dhcpv6() {
+    assert!(is_root(), "this test needs root (network namespaces)");
+    let ns = Namespaces::new("dhcp6");
+    // The guest's link-local address must not wait for duplicate detection before dhclient
+    // may use it.
+    for n in [&ns.pod, &ns.guest] {
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            n,
+            "sysctl",
+            "-q",
+            "-w",
+            "net.ipv6.conf.default.accept_dad=0",
+        ]);
+    }
+    ns.build_masquerade_pod();
+    // A dual-stack pod: the pod NIC has a global IPv6 address, the bridge KubeVirt's IPv6
+    // gateway, and the pod's resolver an IPv6 name server.
+    ns.pod("addr add fd00:244::5/64 dev eth0");
+    ns.pod("addr add fd10:0:2::1/120 dev k6t-eth0");
+    let (dir, env) = pod_files();
+    std::fs::write(
+        dir.path().join("resolv.conf"),
+        format!("{RESOLV}nameserver fd00:96::a\n"),
+    )
+    .unwrap();
+
+    let vmi = vmi(serde_json::json!({"name": "default", "masquerade": {}}));
+    let domain = converted(&vmi);
+    ns.in_pod(move || {
+        let mut domain = domain;
+        setup_phase2(&vmi, &HashMap::new(), &mut domain, &env).expect("phase 2");
+    });
+
+    let out = dir.path().join("dhclient.out");
+    let script = dir.path().join("dhclient.script");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncase \"$reason\" in BOUND6) echo \"ip6=$new_ip6_address \
+             prefixlen=$new_ip6_prefixlen dns=$new_dhcp6_name_servers \
+             lifetime=$new_max_life\" > {}.tmp && mv {0}.tmp {0};; esac\nexit 0\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    run(&["chmod", "0755", script.to_str().unwrap()]);
+    let mut client = Command::new("ip")
+        .args(["netns", "exec", &ns.guest])
+        .arg(dhclient())
+        .args(["-6", "-d", "-1", "-v", "-cf", "/dev/null"])
+        .arg("-sf")
+        .arg(&script)
+        .arg("-lf")
+        .arg(dir.path().join("dhclient6.leases"))
+        .arg("-pf")
+        .arg(dir.path().join("dhclient6.pid"))
+        .arg("eth0")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("dhclient.log")).unwrap())
+        .spawn()
+        .expect("run dhclient");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let lease = loop {
+        if let Ok(text) = std::fs::read_to_string(&out) {
+            break text;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = client.kill();
+            panic!(
+                "no DHCPv6 lease in 30 s; dhclient said:\n{}",
+                std::fs::read_to_string(dir.path().join("dhclient.log")).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let _ = client.kill();
+    let _ = client.wait();
+    for want in ["ip6=fd10:0:2::2 ", "dns=fd00:96::a ", "lifetime=86313600"] {
         assert!(lease.contains(want), "lease lacks {want:?}: {lease}");
     }
 }

@@ -17,6 +17,8 @@ pub struct Resolver {
     pub ipv4: Vec<Ipv4Addr>,
     /// Whether IPv6 name servers were listed (they count against the 8.8.8.8 fallback).
     pub has_ipv6: bool,
+    /// IPv6 name servers, in file order (the DHCPv6 server hands out these).
+    pub ipv6: Vec<std::net::Ipv6Addr>,
     /// Search domains, lower-cased, in file order.
     pub search: Vec<String>,
 }
@@ -28,6 +30,7 @@ impl Resolver {
         let mut r = Resolver {
             ipv4: Vec::new(),
             has_ipv6: false,
+            ipv6: Vec::new(),
             search: Vec::new(),
         };
         for line in text.lines() {
@@ -38,7 +41,10 @@ impl Resolver {
                         Ok(IpAddr::V4(v4)) => r.ipv4.push(v4),
                         Ok(IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
                             Some(v4) => r.ipv4.push(v4),
-                            None => r.has_ipv6 = true,
+                            None => {
+                                r.has_ipv6 = true;
+                                r.ipv6.push(v6);
+                            }
                         },
                         Err(_) => {}
                     },

@@ -145,6 +145,7 @@ pub fn parse(iface: &str, json: &[u8]) -> Result<DhcpConfig, NetworkError> {
         name: go.name,
         ip,
         mac,
+        ipv6: None,
         server_ip: Ipv4Addr::UNSPECIFIED,
         gateway: go_ipv4(&go.gateway).map_err(&bad)?,
         routes,
