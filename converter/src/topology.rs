@@ -61,6 +61,94 @@ pub fn cpu_topology(vmi: &VirtualMachineInstance) -> Topology {
     topo
 }
 
+/// The most vCPUs a domain may have; the same bound as kvrs-admission's `MAX_GUEST_VCPUS`
+/// (KVM's `KVM_MAX_VCPUS` on x86-64, QEMU's q35 `max_cpus` since 8.1). Admission refuses a VMI
+/// above it; the converter checks again because it writes one `<vcpu>` entry per hot-pluggable
+/// vCPU, and a library caller may convert a VMI that was never admitted.
+pub const MAX_VCPUS: u32 = 1024;
+
+/// [`cpu_topology`], refusing counts above [`MAX_VCPUS`] and CPU quantities that are not a
+/// count, each naming the field it comes from.
+pub fn checked_cpu_topology(vmi: &VirtualMachineInstance) -> Result<Topology, ConvertError> {
+    let cpu = vmi.spec.domain.cpu.as_ref();
+    let explicit = cpu.is_some_and(|c| {
+        [c.cores, c.sockets, c.threads]
+            .iter()
+            .any(|v| v.unwrap_or(0) > 0)
+    });
+    let too_many = |field: &str, n: u128| {
+        ConvertError::new(
+            field,
+            format!("{n} vCPUs, more than the {MAX_VCPUS} vCPUs a domain can have"),
+        )
+    };
+    if let Some(c) = cpu {
+        for (name, v) in [
+            ("sockets", c.sockets),
+            ("cores", c.cores),
+            ("threads", c.threads),
+        ] {
+            if let Some(v) = v.filter(|v| *v > i64::from(MAX_VCPUS)) {
+                return Err(too_many(
+                    &format!("spec.domain.cpu.{name}"),
+                    u128::from(v.unsigned_abs()),
+                ));
+            }
+        }
+    }
+    if !explicit {
+        let res = vmi.spec.domain.resources.as_ref();
+        let limit = res
+            .and_then(|r| r.limits.as_ref())
+            .and_then(|m| m.get("cpu"));
+        let request = res
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|m| m.get("cpu"));
+        let picked = match (limit, request) {
+            (Some(q), _) => Some(("spec.domain.resources.limits.cpu", q)),
+            (None, Some(q)) => Some(("spec.domain.resources.requests.cpu", q)),
+            (None, None) => None,
+        };
+        if let Some((field, q)) = picked {
+            let v = q
+                .value()
+                .map_err(|e| ConvertError::new(field, e.to_string()))?;
+            if v > i64::from(MAX_VCPUS) {
+                return Err(too_many(field, u128::from(v.unsigned_abs())));
+            }
+        }
+    }
+    let topo = cpu_topology(vmi);
+    let product =
+        |t: &Topology| u128::from(t.sockets) * u128::from(t.cores) * u128::from(t.threads);
+    let n = product(&topo);
+    if n > u128::from(MAX_VCPUS) {
+        return Err(too_many("spec.domain.cpu", n));
+    }
+    Ok(topo)
+}
+
+/// The hotplug ceiling `maxSockets` x cores x threads, refused above [`MAX_VCPUS`].
+pub fn checked_max_topology(topo: Topology, max_sockets: i64) -> Result<Topology, ConvertError> {
+    let field = "spec.domain.cpu.maxSockets";
+    let n = i128::from(max_sockets) * i128::from(topo.cores) * i128::from(topo.threads);
+    let max = Topology {
+        sockets: u32::try_from(max_sockets).unwrap_or(u32::MAX),
+        ..topo
+    };
+    if n > i128::from(MAX_VCPUS) || n < 0 {
+        return Err(ConvertError::new(
+            field,
+            format!(
+                "{max_sockets} sockets x {} cores x {} threads is {n} hot-pluggable vCPUs, more \
+                 than the {MAX_VCPUS} vCPUs a domain can have",
+                topo.cores, topo.threads
+            ),
+        ));
+    }
+    Ok(max)
+}
+
 /// vCPUs the VMI asks for, at least 1.
 pub fn vcpu_count(vmi: &VirtualMachineInstance) -> u32 {
     cpu_topology(vmi).vcpus().max(1)

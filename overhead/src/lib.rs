@@ -107,7 +107,9 @@ fn ceil_kilo(bytes: i64) -> i64 {
 /// Page tables: one byte per 512 bytes of requested memory. KubeVirt first rounds the request up
 /// to whole kilobytes, which is why 4Gi gives 8388609 and not 8388608.
 pub fn page_tables(memory_request: i64) -> i64 {
-    ceil_kilo(memory_request) * 1000 / 512
+    // In 128 bits: a request near `i64::MAX` rounds up past it (the result fits again).
+    let bytes = i128::from(ceil_kilo(memory_request)) * 1000 / 512;
+    i64::try_from(bytes).unwrap_or(i64::MAX)
 }
 
 /// The memory overhead virt-controller adds to the compute container, with its print format.
@@ -127,7 +129,7 @@ pub fn memory_overhead(inputs: &OverheadInputs) -> Amount {
     ] {
         total.add(Amount::binary(fixed));
     }
-    total.add(Amount::binary(PER_VCPU * inputs.vcpus_or_one()));
+    total.add(Amount::binary(PER_VCPU.saturating_mul(inputs.vcpus_or_one())));
     total.add(Amount::binary(IO_THREAD));
     let flags = [
         (inputs.graphics, GRAPHICS),
@@ -253,6 +255,14 @@ mod tests {
             memory_overhead(&vm(0, GI)).bytes,
             memory_overhead(&vm(1, GI)).bytes
         );
+    }
+
+    #[test]
+    fn extreme_inputs_saturate_instead_of_overflowing() {
+        // issue 17: `ceil_kilo(i64::MAX) * 1000` and `PER_VCPU * vcpus` overflowed (a panic in
+        // debug builds, a wrapped negative overhead in release).
+        assert_eq!(page_tables(i64::MAX), 18_014_398_509_481_984);
+        assert_eq!(memory_overhead(&vm(i64::MAX, GI)).bytes, i64::MAX);
     }
 
     #[test]

@@ -4,7 +4,7 @@ use super::{Configurator, Env};
 use crate::context::Arch;
 use crate::domain::{CpuFeature, CpuTopology, Domain, Vcpu, Vcpus, VcpusVcpu};
 use crate::error::ConvertError;
-use crate::topology::{Topology, cpu_topology};
+use crate::topology::{Topology, checked_cpu_topology, checked_max_topology};
 use kvrs_api::VirtualMachineInstance;
 
 /// Writes the CPU section.
@@ -28,7 +28,7 @@ impl Configurator for Cpu<'_> {
         vmi: &VirtualMachineInstance,
         domain: &mut Domain,
     ) -> Result<(), ConvertError> {
-        let topo = cpu_topology(vmi);
+        let topo = checked_cpu_topology(vmi)?;
         let count = topo.vcpus();
         domain.cpu.topology = Some(dom_topology(topo));
         domain.vcpu = Some(Vcpu {
@@ -40,13 +40,9 @@ impl Configurator for Cpu<'_> {
         if let Some(cpu) = &vmi.spec.domain.cpu {
             let max_sockets = cpu.max_sockets.unwrap_or(0);
             if max_sockets != 0 && hotplug_supported {
-                let max_sockets = u32::try_from(max_sockets)
-                    .map_err(|_| ConvertError::new("spec.domain.cpu.maxSockets", "out of range"))?;
+                // Bounded before anything is allocated per vCPU.
+                let max = checked_max_topology(topo, max_sockets)?;
                 let min_enabled = topo.cores * topo.threads;
-                let max = Topology {
-                    sockets: max_sockets,
-                    ..topo
-                };
                 let total = max.vcpus();
                 let yn = |b: bool| Some(if b { "yes" } else { "no" }.to_string());
                 domain.vcpus = Some(Vcpus {

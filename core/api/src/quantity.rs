@@ -18,7 +18,7 @@ pub enum QuantityError {
     /// The suffix is not one Kubernetes knows.
     #[error("quantity {0:?} has an unknown suffix")]
     Suffix(String),
-    /// The value does not fit in 64 bits.
+    /// The value does not fit in 64 bits (tiny values are not an error: they round up to `1n`).
     #[error("quantity {0:?} is too large")]
     Overflow(String),
 }
@@ -83,12 +83,14 @@ impl Quantity {
     /// A quantity of `value` units printed canonically in `format`, the way Kubernetes prints a
     /// quantity it computed (`1073741824` in BinarySI prints `1Gi`, `2000` in DecimalSI `2k`).
     pub fn from_value(value: i64, format: QuantityFormat) -> Self {
-        Self::new(canonical(i128::from(value), 0, format))
+        // Any 64-bit value fits the 128-bit arithmetic; the plain digits are the fallback anyway.
+        Self::new(canonical(i128::from(value), 0, format).unwrap_or_else(|| value.to_string()))
     }
 
     /// A quantity of `milli` thousandths printed canonically in `format` (`100` prints `100m`).
     pub fn from_milli(milli: i64, format: QuantityFormat) -> Self {
-        Self::new(canonical(i128::from(milli), -3, format))
+        // Any 64-bit value fits the 128-bit arithmetic; the plain digits are the fallback anyway.
+        Self::new(canonical(i128::from(milli), -3, format).unwrap_or_else(|| format!("{milli}m")))
     }
 
     /// This quantity printed the way Kubernetes' `Quantity.String()` prints it.
@@ -99,7 +101,9 @@ impl Quantity {
             .mantissa
             .checked_mul(1i128.checked_shl(p.exp2).ok_or_else(overflow)?)
             .ok_or_else(overflow)?;
-        Ok(Self::new(canonical(m, p.exp10, p.format)))
+        Ok(Self::new(
+            canonical(m, p.exp10, p.format).ok_or_else(overflow)?,
+        ))
     }
 
     fn scaled(&self, scale: i32) -> Result<i64, QuantityError> {
@@ -135,6 +139,14 @@ fn pow10(e: u32) -> Option<i128> {
     10i128.checked_pow(e)
 }
 
+/// Significant digits kept while parsing (`10^36` fits an `i128` with room for the binary
+/// suffixes' `2^60`); further digits only decide the rounding.
+const MAX_DIGITS: usize = 36;
+/// The largest `e<N>` exponent accepted: beyond it every non-zero value is out of range anyway.
+const MAX_EXPONENT: i32 = 30;
+/// Kubernetes' finest granularity: values are rounded up (away from zero) to whole nano units.
+const NANO_EXP: i32 = -9;
+
 fn parse(s: &str) -> Result<Parsed, QuantityError> {
     let syntax = || QuantityError::Syntax(s.to_string());
     let bytes = s.as_bytes();
@@ -154,19 +166,28 @@ fn parse(s: &str) -> Result<Parsed, QuantityError> {
     let mut digits = 0usize;
     let mut exp10: i32 = 0;
     let mut seen_dot = false;
+    // A non-zero digit was dropped beyond `MAX_DIGITS`: the value is a little above `mantissa`.
+    let mut inexact = false;
     while i < bytes.len() {
         match bytes[i] {
             b'0'..=b'9' => {
-                if mantissa == 0 && bytes[i] == b'0' && !seen_dot {
-                    // leading zeros carry no precision
-                } else {
-                    digits += 1;
-                    if digits > 36 {
-                        return Err(QuantityError::Overflow(s.to_string()));
+                let digit = bytes[i] - b'0';
+                if mantissa == 0 && digit == 0 {
+                    // Leading zeros carry no precision (after the dot they only scale).
+                    if seen_dot {
+                        exp10 = exp10.saturating_sub(1);
                     }
-                    mantissa = mantissa * 10 + i128::from(bytes[i] - b'0');
+                } else if digits < MAX_DIGITS {
+                    digits += 1;
+                    mantissa = mantissa * 10 + i128::from(digit);
                     if seen_dot {
                         exp10 -= 1;
+                    }
+                } else {
+                    // Beyond the precision kept: an integer digit still scales the value.
+                    inexact |= digit != 0;
+                    if !seen_dot {
+                        exp10 = exp10.saturating_add(1);
                     }
                 }
             }
@@ -205,27 +226,58 @@ fn parse(s: &str) -> Result<Parsed, QuantityError> {
             let n: i32 = exp
                 .parse()
                 .map_err(|_| QuantityError::Suffix(s.to_string()))?;
-            if !(-30..=30).contains(&n) {
+            // Tiny exponents are fine (the value rounds up to 1n, as in Kubernetes); huge ones
+            // make any non-zero value out of range.
+            if n > MAX_EXPONENT && mantissa != 0 {
                 return Err(QuantityError::Overflow(s.to_string()));
             }
             (QuantityFormat::DecimalExponent, n, 0)
         }
     };
     if mantissa == 0 {
-        exp10 = 0;
+        return Ok(Parsed {
+            mantissa: 0,
+            exp10: 0,
+            exp2,
+            format,
+        });
     }
+    let (mantissa, exp10) = round_to_nano(mantissa, i64::from(exp10) + i64::from(extra10), inexact)
+        .ok_or_else(|| QuantityError::Overflow(s.to_string()))?;
     Ok(Parsed {
         mantissa: if negative { -mantissa } else { mantissa },
-        exp10: exp10 + extra10,
+        exp10,
         exp2,
         format,
     })
 }
 
-/// Prints `m * 10^e` in Kubernetes' canonical form for `format`.
-fn canonical(mut m: i128, mut e: i32, format: QuantityFormat) -> String {
+/// `m * 10^e` (plus a little when `inexact`), rounded up to whole nano units as Kubernetes'
+/// `ParseQuantity` does (`1e-400` is `1n`); `None` when the exponent is out of range.
+fn round_to_nano(m: i128, e: i64, inexact: bool) -> Option<(i128, i32)> {
+    let nano = i64::from(NANO_EXP);
+    if e >= nano && !inexact {
+        return Some((m, i32::try_from(e).ok()?));
+    }
+    if e >= nano {
+        // Only reachable with more than 36 significant digits above nano: huge values.
+        let scale = pow10(u32::try_from(e - nano).ok()?)?;
+        return Some((m.checked_mul(scale)?.checked_add(1)?, NANO_EXP));
+    }
+    // `m < 10^36`: dividing by 10^37 or more leaves a fraction of one nano, which rounds up.
+    let d = u32::try_from(nano - e).unwrap_or(u32::MAX);
+    let rounded = match pow10(d) {
+        Some(d) => m / d + i128::from(m % d != 0 || inexact),
+        None => 1,
+    };
+    Some((rounded, NANO_EXP))
+}
+
+/// Prints `m * 10^e` in Kubernetes' canonical form for `format`; `None` when the digits do not
+/// fit 128 bits (only for values far beyond any 64-bit quantity).
+fn canonical(mut m: i128, mut e: i32, format: QuantityFormat) -> Option<String> {
     if m == 0 {
-        return "0".to_string();
+        return Some("0".to_string());
     }
     // Normalise: drop trailing zeros into the exponent.
     while m % 10 == 0 {
@@ -234,7 +286,7 @@ fn canonical(mut m: i128, mut e: i32, format: QuantityFormat) -> String {
     }
     let integral = e >= 0;
     if format == QuantityFormat::BinarySI && integral {
-        let mut n = m * 10i128.pow(e.unsigned_abs());
+        let mut n = m.checked_mul(pow10(e.unsigned_abs())?)?;
         if n.abs() >= 1024 {
             let mut power = 0usize;
             while power < 6 && n % 1024 == 0 {
@@ -242,12 +294,12 @@ fn canonical(mut m: i128, mut e: i32, format: QuantityFormat) -> String {
                 power += 1;
             }
             let suffix = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"][power];
-            return format!("{n}{suffix}");
+            return Some(format!("{n}{suffix}"));
         }
     }
     // Decimal: exponent to a multiple of 3 (rounding the exponent down), mantissa widened.
     let mut e3 = e.div_euclid(3) * 3;
-    m *= 10i128.pow((e - e3).unsigned_abs());
+    m = m.checked_mul(pow10((e - e3).unsigned_abs())?)?;
     // Kubernetes keeps small integers unsuffixed-free of precision loss: prefer the largest
     // suffix that keeps an integral mantissa.
     while m % 1000 == 0 && e3 < 18 {
@@ -255,17 +307,19 @@ fn canonical(mut m: i128, mut e: i32, format: QuantityFormat) -> String {
         e3 += 3;
     }
     if format == QuantityFormat::DecimalExponent {
-        return if e3 == 0 {
+        return Some(if e3 == 0 {
             format!("{m}")
         } else {
             format!("{m}e{e3}")
-        };
+        });
     }
     if e3 < -9 {
         // Below nano: Kubernetes rounds up to 1n granularity.
-        let d = 10i128.pow((-9 - e3).unsigned_abs());
-        let v = m / d + i128::from(m % d != 0 && m > 0);
-        return format!("{v}n");
+        let v = match pow10((-9 - e3).unsigned_abs()) {
+            Some(d) => m / d + i128::from(m % d != 0 && m > 0),
+            None => i128::from(m > 0),
+        };
+        return Some(format!("{v}n"));
     }
     let suffix = match e3 {
         -9 => "n",
@@ -280,9 +334,9 @@ fn canonical(mut m: i128, mut e: i32, format: QuantityFormat) -> String {
         _ => "E",
     };
     if e3 > 18 {
-        m *= 10i128.pow((e3 - 18).unsigned_abs());
+        m = m.checked_mul(pow10((e3 - 18).unsigned_abs())?)?;
     }
-    format!("{m}{suffix}")
+    Some(format!("{m}{suffix}"))
 }
 
 impl fmt::Display for Quantity {
@@ -410,6 +464,54 @@ mod tests {
             q("9999999Ei").value(),
             Err(QuantityError::Overflow(_))
         ));
+    }
+
+    #[test]
+    fn tiny_quantities_round_up_to_one_nano_not_too_large() {
+        // issue 17: `1e-400` was "too large"; Kubernetes rounds it up to 1n.
+        assert_eq!(q("1e-400").milli_value(), Ok(1));
+        assert_eq!(q("1e-400").value(), Ok(1));
+        assert_eq!(q("1e-400").canonical().unwrap().as_str(), "1e-9");
+        assert_eq!(q("-1e-400").canonical().unwrap().as_str(), "-1e-9");
+        let many_zeros = format!("0.{}1", "0".repeat(60));
+        assert_eq!(q(&many_zeros).canonical().unwrap().as_str(), "1n");
+        assert_eq!(q("1.5n").canonical().unwrap().as_str(), "2n");
+        // 40 significant digits: the dropped ones still round up.
+        let long = format!("1.{}1", "0".repeat(38));
+        assert_eq!(q(&long).canonical().unwrap().as_str(), "1000000001n");
+        assert_eq!(q("0e99").value(), Ok(0));
+    }
+
+    #[test]
+    fn huge_quantities_are_too_large_not_a_panic() {
+        assert_eq!(
+            q("8Ei").value(),
+            Err(QuantityError::Overflow("8Ei".to_string()))
+        );
+        assert_eq!(q("7Ei").value(), Ok(7 << 60));
+        assert_eq!(
+            "1e31".parse::<Quantity>(),
+            Err(QuantityError::Overflow("1e31".to_string()))
+        );
+        // canonical() used to compute 10^e unchecked: 36 nines then 21 zeros does not fit.
+        let big = format!("{}000E", "9".repeat(36));
+        assert_eq!(
+            q(&big).canonical(),
+            Err(QuantityError::Overflow(big.clone()))
+        );
+        let digits = format!("1{}", "0".repeat(50));
+        assert_eq!(
+            q(&digits).value(),
+            Err(QuantityError::Overflow(digits.clone()))
+        );
+        assert_eq!(
+            Quantity::from_value(i64::MAX, QuantityFormat::BinarySI).as_str(),
+            "9223372036854775807"
+        );
+        assert_eq!(
+            Quantity::from_milli(i64::MIN, QuantityFormat::DecimalSI).as_str(),
+            "-9223372036854775808m"
+        );
     }
 
     #[test]

@@ -13,6 +13,12 @@ const REQ_MEM: &str = "spec.domain.resources.requests.memory";
 const LIM_MEM: &str = "spec.domain.resources.limits.memory";
 const DEDICATED: &str = "spec.domain.cpu.dedicatedCpuPlacement";
 const GUEST_MAPPING: &str = "spec.domain.cpu.numa.guestMappingPassthrough";
+/// The most vCPUs a guest may have: KVM's `KVM_MAX_VCPUS` on x86-64 in a default kernel
+/// configuration, and QEMU's q35 `max_cpus` since QEMU 8.1 (arm64's `virt` and s390x allow fewer;
+/// libvirt refuses those at define time). KubeVirt sets no bound of its own; kvrs refuses above it
+/// because every count here becomes per-vCPU work in the converter and the pod (one `<vcpu>`
+/// entry per hot-pluggable vCPU, 8 MiB of overhead per vCPU).
+pub const MAX_GUEST_VCPUS: i64 = 1024;
 /// Valid CPU feature policies (empty means libvirt's default, `require`).
 const CPU_FEATURE_POLICIES: &[&str] = &["", "force", "require", "optional", "disable", "forbid"];
 
@@ -43,6 +49,8 @@ pub(super) fn check(
     config: &ClusterConfig,
     causes: &mut Causes,
 ) {
+    check_quantities(spec, causes);
+    check_vcpu_count(spec, causes);
     let resources = spec.domain.resources.as_ref();
     let requests = resources.and_then(|r| r.requests.as_ref());
     let limits = resources.and_then(|r| r.limits.as_ref());
@@ -218,6 +226,94 @@ pub(super) fn check(
         }
     }
     check_memory_hotplug(spec, causes);
+}
+
+/// Every request and limit must have a value (and CPU a millicore value) in 64 bits: the checks
+/// below read an unreadable quantity as 0, which would let `8Ei` CPUs through as "no limit".
+fn check_quantities(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
+    let resources = spec.domain.resources.as_ref();
+    for (kind, map) in [
+        ("requests", resources.and_then(|r| r.requests.as_ref())),
+        ("limits", resources.and_then(|r| r.limits.as_ref())),
+    ] {
+        for (name, q) in map.into_iter().flatten() {
+            let result = if name == "cpu" {
+                q.milli_value()
+            } else {
+                q.value()
+            };
+            if let Err(e) = result {
+                causes.invalid(
+                    format!("spec.domain.resources.{kind}.{name}"),
+                    e.to_string(),
+                );
+            }
+        }
+    }
+}
+
+/// Sockets x cores x threads (and maxSockets x cores x threads, the hotplug ceiling) must not
+/// exceed [`MAX_GUEST_VCPUS`]. With no topology given, defaulting took the sockets from the CPU
+/// limit (else request): the cause then names that quantity, which is what the user wrote.
+fn check_vcpu_count(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
+    let Some(cpu) = spec.domain.cpu.as_ref() else {
+        return;
+    };
+    let count = |v: Option<i64>| i128::from(v.unwrap_or(0).max(1));
+    let (sockets, cores, threads) = (count(cpu.sockets), count(cpu.cores), count(cpu.threads));
+    let max = i128::from(MAX_GUEST_VCPUS);
+    let total = sockets * cores * threads;
+    if total > max {
+        let from_quantity = cpu_quantity_field(spec)
+            .filter(|(_, v)| cores == 1 && threads == 1 && i128::from(*v) == sockets);
+        let (field, what) = match from_quantity {
+            Some((field, _)) => (
+                field.to_string(),
+                format!(
+                    "{total} vCPUs (the sockets of a VMI whose spec.domain.cpu gives no \
+                     topology)"
+                ),
+            ),
+            None => {
+                let largest = [("sockets", sockets), ("cores", cores), ("threads", threads)]
+                    .into_iter()
+                    .fold(("sockets", 0), |a, b| if b.1 > a.1 { b } else { a });
+                (
+                    format!("spec.domain.cpu.{}", largest.0),
+                    format!(
+                        "{sockets} sockets x {cores} cores x {threads} threads is {total} vCPUs"
+                    ),
+                )
+            }
+        };
+        causes.invalid(
+            field,
+            format!("{what}, more than the {MAX_GUEST_VCPUS} vCPUs a guest can have"),
+        );
+        return;
+    }
+    let max_sockets = i128::from(cpu.max_sockets.unwrap_or(0).max(0));
+    let ceiling = max_sockets * cores * threads;
+    if ceiling > max {
+        causes.invalid(
+            "spec.domain.cpu.maxSockets",
+            format!(
+                "{max_sockets} sockets x {cores} cores x {threads} threads is {ceiling} \
+                 hot-pluggable vCPUs, more than the {MAX_GUEST_VCPUS} vCPUs a guest can have \
+                 (when not set, maxSockets is sockets x the cluster's maxHotplugRatio)"
+            ),
+        );
+    }
+}
+
+/// The CPU quantity defaulting takes the sockets from (limit, else request), with its value.
+fn cpu_quantity_field(spec: &VirtualMachineInstanceSpec) -> Option<(&'static str, i64)> {
+    let resources = spec.domain.resources.as_ref()?;
+    let value = |m: Option<&BTreeMap<String, Quantity>>| m?.get("cpu")?.value().ok();
+    if let Some(v) = value(resources.limits.as_ref()) {
+        return Some((LIM_CPU, v));
+    }
+    value(resources.requests.as_ref()).map(|v| (REQ_CPU, v))
 }
 
 fn guest_bytes(spec: &VirtualMachineInstanceSpec) -> i64 {

@@ -19,6 +19,7 @@ mod vm;
 mod volumes;
 
 pub use causes::{Cause, CauseKind, ValidationError};
+pub use cpu_memory::MAX_GUEST_VCPUS;
 pub use gates::{DEFAULT_ON_FEATURE_GATES, gate_enabled};
 pub use vm::{RUN_STRATEGIES, validate_vm};
 

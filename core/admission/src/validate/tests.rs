@@ -413,3 +413,81 @@ fn the_service_account_must_be_a_valid_name() {
     let f = rejected_fields(json!({"serviceAccountName": "Bad_Name"}));
     assert_eq!(f, ["spec.serviceAccountName"]);
 }
+
+/// The whole rejection message for `patch` (empty when valid).
+fn rejection(patch: serde_json::Value) -> String {
+    validate(&vmi_with(patch), &ClusterConfig::default())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn vcpu_counts_are_bounded_where_quantities_become_counts() {
+    // issue 17: 65536 x 65536 became `<vcpu>4294967295</vcpu>` and a 256 GiB allocation.
+    assert_eq!(
+        rejection(json!({"domain": {"cpu": {"sockets": 65536, "cores": 65536}}})),
+        "spec.domain.cpu.sockets: 65536 sockets x 65536 cores x 1 threads is 4294967296 vCPUs, \
+         more than the 1024 vCPUs a guest can have"
+    );
+    assert_eq!(
+        rejection(json!({"domain": {"cpu": {"threads": 2000}}})),
+        "spec.domain.cpu.threads: 1 sockets x 1 cores x 2000 threads is 2000 vCPUs, more than \
+         the 1024 vCPUs a guest can have"
+    );
+    // The sockets defaulting took from the CPU limit: the cause names the limit.
+    assert_eq!(
+        rejection(json!({"domain": {"resources": {"limits": {"cpu": "100000"}}}})),
+        "spec.domain.resources.limits.cpu: 100000 vCPUs (the sockets of a VMI whose \
+         spec.domain.cpu gives no topology), more than the 1024 vCPUs a guest can have"
+    );
+    assert_eq!(
+        rejection(json!({"domain": {"resources": {"limits": {"cpu": "7Ei"}}}})),
+        "spec.domain.resources.requests.cpu: quantity \"7Ei\" is too large; \
+         spec.domain.resources.limits.cpu: quantity \"7Ei\" is too large; \
+         spec.domain.resources.limits.cpu: 8070450532247928832 vCPUs (the sockets of a VMI \
+         whose spec.domain.cpu gives no topology), more than the 1024 vCPUs a guest can have"
+    );
+    assert_eq!(
+        rejection(json!({"domain": {"cpu": {"sockets": 2, "maxSockets": 2000}}})),
+        "spec.domain.cpu.maxSockets: 2000 sockets x 1 cores x 1 threads is 2000 hot-pluggable \
+         vCPUs, more than the 1024 vCPUs a guest can have (when not set, maxSockets is sockets \
+         x the cluster's maxHotplugRatio)"
+    );
+    // The default hotplug room (4 x sockets) counts too: QEMU would refuse the domain.
+    assert_eq!(
+        rejection(json!({"domain": {"cpu": {"sockets": 1024}}})),
+        "spec.domain.cpu.maxSockets: 4096 sockets x 1 cores x 1 threads is 4096 hot-pluggable \
+         vCPUs, more than the 1024 vCPUs a guest can have (when not set, maxSockets is sockets \
+         x the cluster's maxHotplugRatio)"
+    );
+    // At the bound: valid.
+    assert_eq!(
+        rejection(json!({"domain": {"cpu": {"sockets": 1024, "maxSockets": 1024}}})),
+        ""
+    );
+    assert_eq!(rejection(json!({"domain": {"cpu": {"sockets": 256}}})), "");
+    assert_eq!(
+        rejection(json!({"domain": {"resources": {"limits": {"cpu": "1024"}}}})),
+        ""
+    );
+}
+
+#[test]
+fn quantities_beyond_64_bits_are_refused_with_their_field() {
+    // issue 17: `8Ei` CPUs overflowed to "no value" and converted with one vCPU.
+    assert_eq!(
+        rejection(json!({"domain": {"resources": {"limits": {"cpu": "8Ei"}}}})),
+        "spec.domain.resources.requests.cpu: quantity \"8Ei\" is too large; \
+         spec.domain.resources.limits.cpu: quantity \"8Ei\" is too large"
+    );
+    assert_eq!(
+        rejection(json!({"domain": {"resources": {"requests": {"memory": "9Ei"}}}})),
+        "spec.domain.resources.requests.memory: quantity \"9Ei\" is too large"
+    );
+    // A tiny quantity is not "too large": it rounds up to 1n (one millicore).
+    assert_eq!(
+        rejection(json!({"domain": {"resources": {"requests": {"cpu": "1e-400"}}}})),
+        ""
+    );
+}
