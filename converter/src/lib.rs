@@ -97,9 +97,11 @@ pub fn convert_to_xml(
     vmi: &VirtualMachineInstance,
     ctx: &ConverterContext,
 ) -> Result<String, ConvertError> {
-    convert(vmi, ctx)?
-        .to_xml()
-        .map_err(|e| ConvertError::new("", e.to_string()))
+    convert(vmi, ctx)?.to_xml().map_err(|e| match e {
+        // The writer names the domain element (e.g. `/domain/devices/disk[2]/serial`).
+        domain::XmlError::Write(w) => ConvertError::new(w.location(), w.reason()),
+        other => ConvertError::new("", other.to_string()),
+    })
 }
 
 /// KubeVirt's domain defaulter: qemu namespace, `kvm` type, `hvm` with the arch's machine.

@@ -7,16 +7,54 @@
 //! are inserted back into the start tag.
 
 use serde::ser::{self, Impossible, Serialize};
-use std::fmt::{self, Write as _};
+use std::fmt;
 
-/// Why writing failed (only on value kinds the model never uses).
+/// Why writing failed: a string holds a code point XML 1.0 cannot carry (C0 controls other than
+/// tab, newline and carriage return; U+FFFE, U+FFFF), or a value kind the model never uses.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct WriteError(String);
+#[error("{}: {reason}", self.location())]
+pub struct WriteError {
+    reason: String,
+    /// Where, innermost first (`serial`, `disk[2]`, `devices`, `domain`): filled in while the
+    /// error travels up, so writing pays nothing for it.
+    path: Vec<String>,
+}
+
+impl WriteError {
+    fn new(reason: impl Into<String>) -> Self {
+        WriteError {
+            reason: reason.into(),
+            path: Vec::new(),
+        }
+    }
+
+    /// Adds the enclosing element, attribute or list item.
+    fn within(mut self, part: impl Into<String>) -> Self {
+        self.path.push(part.into());
+        self
+    }
+
+    /// Where in the document: an XPath such as `/domain/devices/disk[2]/serial`.
+    pub fn location(&self) -> String {
+        let mut out = String::new();
+        for part in self.path.iter().rev() {
+            if !part.starts_with('[') {
+                out.push('/');
+            }
+            out.push_str(part);
+        }
+        out
+    }
+
+    /// What is wrong, without the location.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+}
 
 impl ser::Error for WriteError {
     fn custom<T: fmt::Display>(msg: T) -> Self {
-        WriteError(msg.to_string())
+        WriteError::new(msg.to_string())
     }
 }
 
@@ -33,10 +71,12 @@ pub fn to_string<T: Serialize>(value: &T, root: &str, indent: bool, capacity: us
         depth: 0,
         scratch: String::new(),
     };
-    value.serialize(ElementSer {
-        w: &mut w,
-        name: root,
-    })?;
+    value
+        .serialize(ElementSer {
+            w: &mut w,
+            name: root,
+        })
+        .map_err(|e| e.within(root))?;
     let len = w.out.len();
     if len > capacity {
         LAST_LEN.with(|c| c.set(len.min(MAX_HINT)));
@@ -96,29 +136,64 @@ impl Writer {
     }
 }
 
-fn escape_into(out: &mut String, s: &str, attr: bool) {
+/// The one escaping routine of every string the writer puts in a document (text and attribute
+/// values), so that a conforming XML 1.0 parser reads back exactly `s`:
+/// - `&`, `<`, `>` (and `"` in attributes) as entities;
+/// - `\r` as `&#13;` everywhere (a parser turns a raw one into `\n`), and `\t`, `\n` in
+///   attributes as `&#9;`, `&#10;` (attribute-value normalisation turns raw ones into spaces);
+/// - code points XML 1.0's `Char` production excludes even as character references (C0 controls
+///   other than tab, newline and carriage return; U+FFFE and U+FFFF; surrogates cannot occur in
+///   a `str`) are refused: there is no way to write them.
+fn escape_into(out: &mut String, s: &str, attr: bool) -> R {
     // Almost no value needs escaping: one branch-free pass (vectorised) finds out, then one copy.
+    // 0xEF leads the UTF-8 of U+F000..U+FFFF, which includes U+FFFE and U+FFFF.
     let special = s.bytes().fold(false, |acc, b| {
-        acc | (b == b'&') | (b == b'<') | (b == b'>') | (attr & (b == b'"'))
+        acc | (b < 0x20)
+            | (b == b'&')
+            | (b == b'<')
+            | (b == b'>')
+            | (attr & (b == b'"'))
+            | (b == 0xEF)
     });
     if !special {
         out.push_str(s);
-        return;
+        return Ok(());
     }
     let mut last = 0;
-    for (i, b) in s.bytes().enumerate() {
-        let rep = match b {
-            b'&' => "&amp;",
-            b'<' => "&lt;",
-            b'>' => "&gt;",
-            b'"' if attr => "&quot;",
+    for (i, c) in s.char_indices() {
+        let rep = match c {
+            '&' => "&amp;",
+            '<' => "&lt;",
+            '>' => "&gt;",
+            '"' if attr => "&quot;",
+            '\r' => "&#13;",
+            '\t' if attr => "&#9;",
+            '\n' if attr => "&#10;",
+            '\t' | '\n' => continue,
+            '\u{0}'..='\u{1f}' | '\u{fffe}' | '\u{ffff}' => {
+                return Err(WriteError::new(format!(
+                    "{} holds U+{:04X}, a character XML 1.0 does not allow",
+                    excerpt(s),
+                    u32::from(c)
+                )));
+            }
             _ => continue,
         };
         out.push_str(&s[last..i]);
         out.push_str(rep);
-        last = i + 1;
+        last = i + c.len_utf8();
     }
     out.push_str(&s[last..]);
+    Ok(())
+}
+
+/// The value as errors quote it: at most 40 characters, escapes as Rust writes them.
+fn excerpt(s: &str) -> String {
+    const MAX: usize = 40;
+    match s.char_indices().nth(MAX) {
+        Some((end, _)) => format!("{:?}...", &s[..end]),
+        None => format!("{s:?}"),
+    }
 }
 
 /// Serializes one value as the element `name` (a field of its parent).
@@ -134,17 +209,16 @@ impl ElementSer<'_> {
         out.push('<');
         out.push_str(self.name);
         out.push('>');
-        escape_into(out, s, false);
+        escape_into(out, s, false)?;
         out.push_str("</");
         out.push_str(self.name);
         out.push('>');
         Ok(())
     }
     fn display(self, v: impl fmt::Display) -> R {
-        self.w.newline();
-        let name = self.name;
-        let _ = write!(self.w.out, "<{name}>{v}</{name}>");
-        Ok(())
+        // Booleans, floats and chars: a char may need escaping like any string.
+        let text = v.to_string();
+        self.text(&text)
     }
 }
 
@@ -186,7 +260,7 @@ impl<'w> ser::Serializer for ElementSer<'w> {
         self.text(v)
     }
     fn serialize_bytes(self, _: &[u8]) -> R {
-        Err(WriteError("bytes are not supported".into()))
+        Err(WriteError::new("bytes are not supported"))
     }
     fn serialize_none(self) -> R {
         Ok(())
@@ -217,19 +291,20 @@ impl<'w> ser::Serializer for ElementSer<'w> {
         _: &'static str,
         _: &T,
     ) -> R {
-        Err(WriteError("enum variants are not supported".into()))
+        Err(WriteError::new("enum variants are not supported"))
     }
     fn serialize_seq(self, _: Option<usize>) -> R<SeqSer<'w>> {
         Ok(SeqSer {
             w: self.w,
             name: self.name,
+            index: 0,
         })
     }
     fn serialize_tuple(self, _: usize) -> R<Self::SerializeTuple> {
-        Err(WriteError("tuples are not supported".into()))
+        Err(WriteError::new("tuples are not supported"))
     }
     fn serialize_tuple_struct(self, _: &'static str, _: usize) -> R<Self::SerializeTupleStruct> {
-        Err(WriteError("tuple structs are not supported".into()))
+        Err(WriteError::new("tuple structs are not supported"))
     }
     fn serialize_tuple_variant(
         self,
@@ -238,10 +313,10 @@ impl<'w> ser::Serializer for ElementSer<'w> {
         _: &'static str,
         _: usize,
     ) -> R<Self::SerializeTupleVariant> {
-        Err(WriteError("enum variants are not supported".into()))
+        Err(WriteError::new("enum variants are not supported"))
     }
     fn serialize_map(self, _: Option<usize>) -> R<Self::SerializeMap> {
-        Err(WriteError("maps are not supported".into()))
+        Err(WriteError::new("maps are not supported"))
     }
     fn serialize_struct(self, _: &'static str, _: usize) -> R<StructSer<'w>> {
         self.w.newline();
@@ -264,7 +339,7 @@ impl<'w> ser::Serializer for ElementSer<'w> {
         _: &'static str,
         _: usize,
     ) -> R<Self::SerializeStructVariant> {
-        Err(WriteError("enum variants are not supported".into()))
+        Err(WriteError::new("enum variants are not supported"))
     }
 }
 
@@ -272,16 +347,20 @@ impl<'w> ser::Serializer for ElementSer<'w> {
 struct SeqSer<'w> {
     w: &'w mut Writer,
     name: &'w str,
+    /// Items written so far (errors name the item, 1-based as in XPath).
+    index: usize,
 }
 
 impl ser::SerializeSeq for SeqSer<'_> {
     type Ok = ();
     type Error = WriteError;
     fn serialize_element<T: ?Sized + Serialize>(&mut self, v: &T) -> R {
+        self.index += 1;
         v.serialize(ElementSer {
             w: self.w,
             name: self.name,
         })
+        .map_err(|e| e.within(format!("[{}]", self.index)))
     }
     fn end(self) -> R {
         Ok(())
@@ -323,7 +402,9 @@ impl ser::SerializeStruct for StructSer<'_> {
                 if v.serialize(AttrSer {
                     out: &mut *out,
                     attr: true,
-                })? {
+                })
+                .map_err(|e| e.within(key))?
+                {
                     out.push('"');
                 } else {
                     out.truncate(mark);
@@ -339,7 +420,9 @@ impl ser::SerializeStruct for StructSer<'_> {
                 if v.serialize(AttrSer {
                     out: &mut a,
                     attr: true,
-                })? {
+                })
+                .map_err(|e| e.within(key))?
+                {
                     a.push('"');
                     self.w.out.insert_str(self.attr_pos, &a);
                     self.attr_pos += a.len();
@@ -362,7 +445,8 @@ impl ser::SerializeStruct for StructSer<'_> {
         v.serialize(ElementSer {
             w: self.w,
             name: key,
-        })?;
+        })
+        .map_err(|e| e.within(key))?;
         if self.w.out.len() != before {
             self.child_elements = true;
         } else if was_open {
@@ -396,7 +480,11 @@ struct AttrSer<'a> {
 }
 
 macro_rules! attr_display {
-    ($($f:ident: $t:ty),*) => { $(fn $f(self, v: $t) -> R<bool> { let _ = write!(self.out, "{v}"); Ok(true) })* };
+    ($($f:ident: $t:ty),*) => { $(fn $f(self, v: $t) -> R<bool> {
+        let text = v.to_string();
+        escape_into(self.out, &text, self.attr)?;
+        Ok(true)
+    })* };
 }
 
 macro_rules! attr_int {
@@ -421,11 +509,11 @@ impl ser::Serializer for AttrSer<'_> {
     attr_int!(push_u64 as u64: serialize_u8: u8, serialize_u16: u16, serialize_u32: u32, serialize_u64: u64);
 
     fn serialize_str(self, v: &str) -> R<bool> {
-        escape_into(self.out, v, self.attr);
+        escape_into(self.out, v, self.attr)?;
         Ok(true)
     }
     fn serialize_bytes(self, _: &[u8]) -> R<bool> {
-        Err(WriteError("bytes are not supported".into()))
+        Err(WriteError::new("bytes are not supported"))
     }
     fn serialize_none(self) -> R<bool> {
         Ok(false)
@@ -453,18 +541,18 @@ impl ser::Serializer for AttrSer<'_> {
         _: &'static str,
         _: &T,
     ) -> R<bool> {
-        Err(WriteError(
-            "enum variants are not supported in attributes".into(),
+        Err(WriteError::new(
+            "enum variants are not supported in attributes",
         ))
     }
     fn serialize_seq(self, _: Option<usize>) -> R<Self::SerializeSeq> {
-        Err(WriteError("lists are not supported in attributes".into()))
+        Err(WriteError::new("lists are not supported in attributes"))
     }
     fn serialize_tuple(self, _: usize) -> R<Self::SerializeTuple> {
-        Err(WriteError("tuples are not supported in attributes".into()))
+        Err(WriteError::new("tuples are not supported in attributes"))
     }
     fn serialize_tuple_struct(self, _: &'static str, _: usize) -> R<Self::SerializeTupleStruct> {
-        Err(WriteError("tuples are not supported in attributes".into()))
+        Err(WriteError::new("tuples are not supported in attributes"))
     }
     fn serialize_tuple_variant(
         self,
@@ -473,15 +561,15 @@ impl ser::Serializer for AttrSer<'_> {
         _: &'static str,
         _: usize,
     ) -> R<Self::SerializeTupleVariant> {
-        Err(WriteError(
-            "enum variants are not supported in attributes".into(),
+        Err(WriteError::new(
+            "enum variants are not supported in attributes",
         ))
     }
     fn serialize_map(self, _: Option<usize>) -> R<Self::SerializeMap> {
-        Err(WriteError("maps are not supported in attributes".into()))
+        Err(WriteError::new("maps are not supported in attributes"))
     }
     fn serialize_struct(self, _: &'static str, _: usize) -> R<Self::SerializeStruct> {
-        Err(WriteError("structs are not supported in attributes".into()))
+        Err(WriteError::new("structs are not supported in attributes"))
     }
     fn serialize_struct_variant(
         self,
@@ -490,8 +578,8 @@ impl ser::Serializer for AttrSer<'_> {
         _: &'static str,
         _: usize,
     ) -> R<Self::SerializeStructVariant> {
-        Err(WriteError(
-            "enum variants are not supported in attributes".into(),
+        Err(WriteError::new(
+            "enum variants are not supported in attributes",
         ))
     }
 }
