@@ -47,6 +47,22 @@ fn remove(status: &mut VirtualMachineInstanceStatus, kind: &str) {
     }
 }
 
+/// Conditions equal as Kubernetes' semantic DeepEqual sees them: a timestamp written as `null`
+/// (Go's zero `metav1.Time`, which the API server hands back) is the same as none.
+fn same_condition(
+    a: &VirtualMachineInstanceCondition,
+    b: &VirtualMachineInstanceCondition,
+) -> bool {
+    let time = |t: &Option<serde_json::Value>| t.as_ref().filter(|v| !v.is_null()).cloned();
+    a.r#type == b.r#type
+        && a.status == b.status
+        && a.reason == b.reason
+        && a.message == b.message
+        && a.extra == b.extra
+        && time(&a.last_probe_time) == time(&b.last_probe_time)
+        && time(&a.last_transition_time) == time(&b.last_transition_time)
+}
+
 /// A condition with only type, status, reason and message set (no timestamps).
 pub(super) fn bare(
     kind: &str,
@@ -133,7 +149,7 @@ fn live_migration(w: &HandlerWorld<'_>, cx: &mut Ctx, vmi: &mut VirtualMachineIn
     let cond = verdict.live_condition.clone();
     match get(status, LIVE_MIGRATABLE) {
         None => conds(status).push(cond),
-        Some(c) if *c != cond => {
+        Some(c) if !same_condition(c, &cond) => {
             remove(status, LIVE_MIGRATABLE);
             conds(status).push(cond);
         }

@@ -179,7 +179,8 @@ fn libvirt_quantity(value: u64, unit: &str) -> Option<Quantity> {
 }
 
 /// Equality as Kubernetes' semantic DeepEqual sees a status: a missing list or map equals an
-/// empty one, and an empty guest OS info equals none. Compared on the typed value (no JSON round
+/// empty one, an empty guest OS info equals none, and a condition timestamp written as `null`
+/// (Go's zero time) equals an absent one. Compared on the typed value (no JSON round
 /// trip: this runs on every sync); nested values are written canonically by the decision itself.
 pub fn semantically_equal(
     a: Option<&VirtualMachineInstanceStatus>,
@@ -199,6 +200,14 @@ fn canonical(s: &VirtualMachineInstanceStatus) -> VirtualMachineInstanceStatus {
         }
     }
     let mut c = s.clone();
+    // Go's zero metav1.Time is written as `null`; absent and null are the same time.
+    for cond in c.conditions.iter_mut().flatten() {
+        for t in [&mut cond.last_probe_time, &mut cond.last_transition_time] {
+            if t.as_ref().is_some_and(serde_json::Value::is_null) {
+                *t = None;
+            }
+        }
+    }
     vec(&mut c.conditions);
     vec(&mut c.interfaces);
     vec(&mut c.volume_status);

@@ -201,3 +201,60 @@ fn own_write_not_yet_observed_means_no_action() {
     assert_eq!(plan.decision, Decision::WaitingForExpectations);
     assert!(plan.status.is_none() && plan.launcher_calls().is_empty());
 }
+
+/// The status the decision writes for a running VMI, then stored as the API server would keep
+/// it: the next sync of the same VMI and domain must write nothing.
+fn settled() -> (VirtualMachineInstance, Domain) {
+    let mut v = vmi("Running");
+    let d = domain("uid-1", "Running", "Unknown");
+    for _ in 0..3 {
+        let plan = run(Some(&v), Some(&d), &NodeFacts::default());
+        match plan.status {
+            Some(s) => v.status = Some(s),
+            None => return (v, d),
+        }
+    }
+    panic!("the status does not settle: {:?}", v.status);
+}
+
+#[test]
+fn a_settled_vmi_with_its_conditions_in_another_order_writes_nothing() {
+    let (mut v, d) = settled();
+    let conds = v
+        .status
+        .as_mut()
+        .and_then(|s| s.conditions.as_mut())
+        .expect("conditions");
+    assert!(conds.len() >= 2, "two conditions to reorder: {conds:?}");
+    conds.reverse();
+    let plan = run(Some(&v), Some(&d), &NodeFacts::default());
+    assert_eq!(plan.status, None, "a reordered condition list is no change");
+}
+
+#[test]
+fn null_and_absent_condition_timestamps_are_the_same_status() {
+    let (v, d) = settled();
+    // The API server hands back `lastProbeTime: null` where the decision wrote none (Go's zero
+    // metav1.Time marshals as null), and absent where it wrote null.
+    let mut json = serde_json::to_value(&v).expect("json");
+    for c in json["status"]["conditions"]
+        .as_array_mut()
+        .expect("conditions")
+    {
+        let c = c.as_object_mut().expect("condition");
+        for field in ["lastProbeTime", "lastTransitionTime"] {
+            match c.get(field) {
+                Some(serde_json::Value::Null) => {
+                    c.remove(field);
+                }
+                None => {
+                    c.insert(field.into(), serde_json::Value::Null);
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    let v: VirtualMachineInstance = serde_json::from_value(json).expect("vmi");
+    let plan = run(Some(&v), Some(&d), &NodeFacts::default());
+    assert_eq!(plan.status, None, "null and absent timestamps are equal");
+}
