@@ -179,3 +179,26 @@ fn forbidden_code_points_are_refused_with_the_element_they_are_in() {
          a character XML 1.0 does not allow"
     );
 }
+
+#[test]
+fn a_domain_longer_than_libvirt_accepts_is_refused_not_written() {
+    use kvrs_converter::domain::MAX_XML_BYTES;
+    // issue 17 (item 4): rendering stops near libvirt's 4 MiB string limit.
+    let disks = (0..MAX_XML_BYTES / 1000 + 1)
+        .map(|i| Disk {
+            serial: Some(format!("{i:0>990}")),
+            ..Disk::default()
+        })
+        .collect();
+    let mut d = Domain::default();
+    d.devices.disks = disks;
+    let err = d.to_xml_compact().unwrap_err().to_string();
+    assert!(
+        err.ends_with(
+            ": the domain XML is longer than 4194304 bytes, the most libvirt accepts \
+             (REMOTE_STRING_MAX)"
+        ),
+        "{err}"
+    );
+    assert!(err.starts_with("writing domain XML: /domain/devices/disk["), "{err}");
+}

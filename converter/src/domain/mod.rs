@@ -19,6 +19,8 @@ mod metadata;
 mod os;
 mod writer;
 
+pub use writer::{MAX_XML_BYTES, WriteError};
+
 pub use cpu::*;
 pub use devices::*;
 pub use disk::*;

@@ -84,6 +84,12 @@ pub fn to_string<T: Serialize>(value: &T, root: &str, indent: bool, capacity: us
     Ok(w.out)
 }
 
+/// The largest domain XML written: libvirt's `REMOTE_STRING_MAX` (4 MiB), the longest string
+/// its remote protocol carries — `virDomainDefineXML` refuses anything longer, so writing more
+/// only costs memory (issue 17: thousands of devices rendered hundreds of MB). Checked as each
+/// element closes, so a runaway document stops near the bound.
+pub const MAX_XML_BYTES: usize = 4 << 20;
+
 /// Upper bound of the remembered output size (a freak huge domain must not make every later
 /// allocation huge).
 const MAX_HINT: usize = 1 << 20;
@@ -458,6 +464,12 @@ impl ser::SerializeStruct for StructSer<'_> {
     }
     fn end(self) -> R {
         self.w.depth -= 1;
+        if self.w.out.len() > MAX_XML_BYTES {
+            return Err(WriteError::new(format!(
+                "the domain XML is longer than {MAX_XML_BYTES} bytes, the most libvirt accepts \
+                 (REMOTE_STRING_MAX)"
+            )));
+        }
         if self.open {
             self.w.out.push_str("/>");
             return Ok(());

@@ -15,6 +15,8 @@ pub enum CauseKind {
     Duplicate,
     /// The value is forbidden here (`FieldValueForbidden`).
     Forbidden,
+    /// A list has more items than allowed (`FieldValueTooMany`).
+    TooMany,
 }
 
 impl CauseKind {
@@ -26,6 +28,7 @@ impl CauseKind {
             CauseKind::NotSupported => "FieldValueNotSupported",
             CauseKind::Duplicate => "FieldValueDuplicate",
             CauseKind::Forbidden => "FieldValueForbidden",
+            CauseKind::TooMany => "FieldValueTooMany",
         }
     }
 }

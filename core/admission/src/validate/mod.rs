@@ -13,6 +13,7 @@ mod cpu_memory;
 mod devices;
 mod firmware;
 mod gates;
+mod limits;
 mod metadata;
 mod network;
 mod vm;
@@ -21,6 +22,7 @@ mod volumes;
 pub use causes::{Cause, CauseKind, ValidationError};
 pub use cpu_memory::MAX_GUEST_VCPUS;
 pub use gates::{DEFAULT_ON_FEATURE_GATES, gate_enabled};
+pub use limits::MAX_LIST_ITEMS;
 pub use vm::{RUN_STRATEGIES, validate_vm};
 
 use crate::api::VirtualMachineInstance;
@@ -35,6 +37,7 @@ pub fn validate(
 ) -> Result<(), ValidationError> {
     let mut causes = Causes::default();
     let spec = &vmi.spec;
+    limits::check(spec, &mut causes);
     gates::check(spec, &vmi.metadata, config, &mut causes);
     cpu_memory::check(spec, config, &mut causes);
     network::check(spec, &mut causes);

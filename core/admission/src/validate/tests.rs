@@ -491,3 +491,45 @@ fn quantities_beyond_64_bits_are_refused_with_their_field() {
         ""
     );
 }
+
+#[test]
+fn device_and_volume_lists_are_bounded_as_the_crd_bounds_them() {
+    // issue 17 (item 4): thousands of disks rendered hundreds of MB of XML.
+    let disks: Vec<_> = (0..257)
+        .map(|i| json!({"name": format!("d{i}"), "disk": {"bus": "virtio"}}))
+        .collect();
+    let volumes: Vec<_> = (0..257)
+        .map(|i| json!({"name": format!("d{i}"), "emptyDisk": {"capacity": "1Mi"}}))
+        .collect();
+    let err = validate(
+        &vmi_with(json!({"domain": {"devices": {"disks": disks}}, "volumes": volumes})),
+        &ClusterConfig::default(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.causes[..2]
+            .iter()
+            .map(|c| (c.kind.as_str(), c.to_string()))
+            .collect::<Vec<_>>(),
+        vec![
+            (
+                "FieldValueTooMany",
+                "spec.domain.devices.disks: Too many: 257: must have at most 256 items".to_string()
+            ),
+            (
+                "FieldValueTooMany",
+                "spec.volumes: Too many: 257: must have at most 256 items".to_string()
+            ),
+        ]
+    );
+    let disks: Vec<_> = (0..256)
+        .map(|i| json!({"name": format!("d{i}"), "disk": {"bus": "virtio"}}))
+        .collect();
+    let volumes: Vec<_> = (0..256)
+        .map(|i| json!({"name": format!("d{i}"), "emptyDisk": {"capacity": "1Mi"}}))
+        .collect();
+    assert_eq!(
+        rejection(json!({"domain": {"devices": {"disks": disks}}, "volumes": volumes})),
+        ""
+    );
+}
