@@ -31,16 +31,139 @@ impl CliError {
     }
 }
 
-/// Reads `path` (or standard input for `-`) as text.
+/// The largest manifest kvrs reads: the kube-apiserver's default request-body limit
+/// (`--max-request-body-bytes`, 3 MiB), so that a file a cluster would refuse is refused here too
+/// and nothing later (admission, conversion, rendering) works on more than that.
+pub const MAX_MANIFEST_BYTES: u64 = 3 << 20;
+
+/// How deep `[`/`{` flow collections may nest: the recursion limit of both parsers kvrs uses
+/// (serde_json and serde_yaml stop at 128). Checked before parsing because the YAML scanner's
+/// work grows with the square of the nesting (40 000 levels took 18 s to reach its own limit).
+pub const MAX_FLOW_DEPTH: usize = 128;
+
+/// Reads `path` (or standard input for `-`) as text, refusing more than [`MAX_MANIFEST_BYTES`].
 pub fn read_text(path: &Path) -> Result<String, CliError> {
-    if path.as_os_str() == "-" {
-        let mut text = String::new();
+    let origin = origin_of(path);
+    let mut text = String::new();
+    let read = if path.as_os_str() == "-" {
         std::io::stdin()
+            .take(MAX_MANIFEST_BYTES + 1)
             .read_to_string(&mut text)
-            .map_err(|e| CliError::Input(format!("standard input: {e}")))?;
-        return Ok(text);
+    } else {
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_MANIFEST_BYTES + 1).read_to_string(&mut text))
+    };
+    read.map_err(|e| CliError::Input(format!("{origin}: {e}")))?;
+    if text.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(CliError::Input(format!(
+            "{origin}: larger than {MAX_MANIFEST_BYTES} bytes, the most an API server accepts \
+             in one request"
+        )));
     }
-    std::fs::read_to_string(path).map_err(|e| CliError::Input(format!("{}: {e}", path.display())))
+    Ok(text)
+}
+
+/// Refuses YAML whose flow collections nest deeper than [`MAX_FLOW_DEPTH`], before the YAML
+/// parser sees it.
+fn check_flow_depth(text: &str, origin: &str) -> Result<(), CliError> {
+    match flow_too_deep(text, MAX_FLOW_DEPTH) {
+        None => Ok(()),
+        Some((line, column)) => Err(CliError::Input(format!(
+            "{origin}: line {line} column {column}: [ ] and {{ }} nest deeper than \
+             {MAX_FLOW_DEPTH} levels, the most kvrs reads"
+        ))),
+    }
+}
+
+/// Where (1-based line and column) `[`/`{` nesting first exceeds `limit`, in one linear pass.
+///
+/// Quoted scalars are skipped when the quote opens a token (after a line start, `[`, `{`, `,`,
+/// `:`, `-` or `?`) and closes on the same line; `#` after a blank starts a comment. Anything
+/// else is counted, so text the scan cannot place (a block scalar, a quoted scalar spanning
+/// lines) can only make it count more, never hide real nesting: inside those the YAML parser
+/// sees no structure at all.
+fn flow_too_deep(text: &str, limit: usize) -> Option<(usize, usize)> {
+    let b = text.as_bytes();
+    let (mut depth, mut line, mut line_start) = (0usize, 1usize, 0usize);
+    // Last byte that is not a blank: whether a quote here opens a token.
+    let mut prev = b'\n';
+    // Per quote kind, the end of a line known to hold no closing quote (no second look-ahead).
+    let mut no_close = [0usize; 2];
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        match c {
+            b'\n' => {
+                line += 1;
+                line_start = i + 1;
+                prev = c;
+                i += 1;
+                continue;
+            }
+            b' ' | b'\t' | b'\r' => {
+                i += 1;
+                continue;
+            }
+            b'#' if i == 0 || matches!(b[i - 1], b' ' | b'\t' | b'\n' | b'\r') => {
+                i = line_end(b, i);
+                continue;
+            }
+            b'"' | b'\'' if matches!(prev, b'\n' | b'[' | b'{' | b',' | b':' | b'-' | b'?') => {
+                let kind = usize::from(c == b'\'');
+                if i >= no_close[kind] {
+                    match closing_quote(b, i) {
+                        Some(end) => {
+                            prev = c;
+                            i = end + 1;
+                            continue;
+                        }
+                        None => no_close[kind] = line_end(b, i),
+                    }
+                }
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return Some((line, text[line_start..=i].chars().count()));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        prev = c;
+        i += 1;
+    }
+    None
+}
+
+/// The index of the `\n` ending the line that holds `i` (or the text's length).
+fn line_end(b: &[u8], i: usize) -> usize {
+    b[i..]
+        .iter()
+        .position(|&c| c == b'\n')
+        .map_or(b.len(), |n| i + n)
+}
+
+/// The quote closing the one at `open` on the same line: `\` escapes in double quotes, `''` in
+/// single quotes.
+fn closing_quote(b: &[u8], open: usize) -> Option<usize> {
+    let q = b[open];
+    let mut i = open + 1;
+    while i < b.len() && b[i] != b'\n' {
+        match b[i] {
+            b'\\' if q == b'"' => i += 1,
+            c if c == q => {
+                if q == b'\'' && b.get(i + 1) == Some(&b'\'') {
+                    i += 1;
+                } else {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// Parses YAML or JSON into a generic document.
@@ -50,6 +173,7 @@ pub fn parse_document(text: &str, origin: &str) -> Result<serde_json::Value, Cli
         return serde_json::from_str(text)
             .map_err(|e| CliError::Input(format!("{origin}: not valid JSON: {e}")));
     }
+    check_flow_depth(text, origin)?;
     let value: serde_yaml::Value = serde_yaml::from_str(text)
         .map_err(|e| CliError::Input(format!("{origin}: not valid YAML or JSON: {e}")))?;
     serde_json::to_value(value)
@@ -113,6 +237,7 @@ pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<serde_json::Value
     if text.trim_start().starts_with('{') || text.trim_start().starts_with('[') {
         return Ok(vec![parse_document(text, origin)?]);
     }
+    check_flow_depth(text, origin)?;
     let mut docs = Vec::new();
     for (index, de) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let value = serde_yaml::Value::deserialize(de).map_err(|e| {
@@ -206,5 +331,41 @@ fn workload_of(doc: serde_json::Value, origin: &str) -> Result<Workload, CliErro
         other => Err(CliError::Input(format!(
             "{origin}: kind: {other:?} is not VirtualMachineInstance or VirtualMachine"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flow_nesting_is_measured_outside_quotes_and_comments() {
+        assert_eq!(flow_too_deep("a: [[[]]]", 3), None);
+        assert_eq!(flow_too_deep("a: [[[[]]]]", 3), Some((1, 7)));
+        // Brackets in quoted scalars and comments are text.
+        assert_eq!(flow_too_deep("a: \"[[[[\"\nb: '[[[[ it''s'", 3), None);
+        assert_eq!(flow_too_deep("a: [\"]]]]\", [[[]]]]", 3), Some((1, 15)));
+        assert_eq!(flow_too_deep("a: 1 # [[[[\n", 3), None);
+        // A quote inside a plain scalar opens nothing; brackets after it still count.
+        assert_eq!(flow_too_deep("a: it's\nb: [[[[]]]]", 3), Some((2, 7)));
+        // An unclosed quote (a block scalar line, a multi-line scalar) hides nothing.
+        assert_eq!(flow_too_deep("a: |\n  \"\nb: [[[[]]]]", 3), Some((3, 7)));
+        assert_eq!(flow_too_deep("a: foo\n  - \"x\nb: [[[[", 3), Some((3, 7)));
+    }
+
+    #[test]
+    fn deep_flow_yaml_is_refused_before_the_parser_sees_it() {
+        // issue 17: 40 000 levels took 18 s in serde_yaml before its recursion-limit error.
+        let text = format!("a: {}{}", "[".repeat(40_000), "]".repeat(40_000));
+        let err = parse_document(&text, "x.yaml").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "x.yaml: line 1 column 132: [ ] and { } nest deeper than 128 levels, the most kvrs \
+             reads"
+        );
+        let err = parse_documents(&text, "x.yaml").unwrap_err().to_string();
+        assert!(err.starts_with("x.yaml: line 1 column 132: "), "{err}");
+        let ok = format!("a: {}{}", "[".repeat(100), "]".repeat(100));
+        assert!(parse_document(&ok, "x.yaml").is_ok());
     }
 }
