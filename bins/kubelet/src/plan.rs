@@ -173,6 +173,38 @@ const DEVICES: [(&str, u64, u64, &str); 3] = [
 ];
 const KVM_RESOURCE: &str = "devices.kubevirt.io/kvm";
 
+/// The cluster domain the managed hosts file names a pod's subdomain FQDN in (the kubelet's
+/// default `--cluster-domain`).
+const CLUSTER_DOMAIN: &str = "cluster.local";
+
+/// The kubelet's `/etc/hosts` for a pod on the pod network: localhost entries, then the pod IP
+/// with its hostname (and `<hostname>.<subdomain>.<namespace>.svc.<cluster domain>` first when
+/// the pod has a subdomain), in the kubelet's layout.
+pub fn managed_hosts(
+    pod_ip: std::net::Ipv4Addr,
+    hostname: &str,
+    subdomain: Option<&str>,
+    namespace: &str,
+) -> String {
+    let mut out = String::from(
+        "# Kubernetes-managed hosts file.
+127.0.0.1\tlocalhost
+::1\tlocalhost ip6-localhost ip6-loopback
+         fe00::0\tip6-localnet
+fe00::0\tip6-mcastprefix
+fe00::1\tip6-allnodes
+fe00::2\tip6-allrouters
+",
+    );
+    match subdomain.filter(|s| !s.is_empty()) {
+        Some(sub) => out.push_str(&format!(
+            "{pod_ip}\t{hostname}.{sub}.{namespace}.svc.{CLUSTER_DOMAIN}\t{hostname}\n"
+        )),
+        None => out.push_str(&format!("{pod_ip}\t{hostname}\n")),
+    }
+    out
+}
+
 /// Plans `pod` for this node with `address` (its slot of the pod CIDR).
 pub fn plan_pod(
     pod: &Pod,
@@ -372,6 +404,26 @@ pub fn plan_pod(
     let command = container_command(container, config)?;
     let env = container_env(container, pod, &key, config, address)?;
     let hostname = spec.hostname.clone().unwrap_or_else(|| key.name.clone());
+    // The kubelet's managed /etc/hosts: the pod's own name resolves from the file. Without it
+    // every getaddrinfo of the hostname goes to DNS — libvirt does one while starting a domain,
+    // which took 10 s of resolver timeouts in a pod with no reachable name server.
+    let hosts = state_dir.join("etc/hosts");
+    files.push(FilePlan {
+        path: hosts.clone(),
+        contents: managed_hosts(
+            address.pod_ip,
+            &hostname,
+            spec.subdomain.as_deref(),
+            &key.namespace,
+        ),
+        mode: 0o644,
+    });
+    mounts.push(BindMount {
+        source: hosts,
+        target: "/etc/hosts".into(),
+        read_only: false,
+        device: false,
+    });
     let readiness_file = volumes
         .get(kvrs_ipc::layout::SOCKETS_VOLUME)
         .filter(|v| v.empty_dir.is_some())
@@ -743,4 +795,25 @@ fn field_value(
                 .or_else(|| map_entry(&pod.metadata.annotations, "metadata.annotations['"));
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::managed_hosts;
+
+    #[test]
+    fn the_hosts_file_names_the_pod_like_the_kubelet() {
+        let ip = std::net::Ipv4Addr::new(10, 251, 0, 2);
+        let plain = managed_hosts(ip, "guest", None, "default");
+        assert!(plain.starts_with("# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n"));
+        assert!(
+            plain.ends_with("fe00::2\tip6-allrouters\n10.251.0.2\tguest\n"),
+            "{plain}"
+        );
+        let sub = managed_hosts(ip, "guest", Some("web"), "prod");
+        assert!(
+            sub.ends_with("10.251.0.2\tguest.web.prod.svc.cluster.local\tguest\n"),
+            "{sub}"
+        );
+    }
 }
