@@ -533,3 +533,72 @@ fn device_and_volume_lists_are_bounded_as_the_crd_bounds_them() {
         ""
     );
 }
+
+/// The rejection message of a VMI with `meta` as its metadata (empty when valid).
+fn metadata_rejection(meta: serde_json::Value) -> String {
+    let mut vmi = vmi_with(json!({}));
+    let mut doc = serde_json::to_value(&vmi).unwrap();
+    doc["metadata"] = meta;
+    vmi = serde_json::from_value(doc).unwrap();
+    validate(&vmi, &ClusterConfig::default())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn object_metadata_is_validated_as_the_apiserver_does() {
+    // issue 17: `../` in names, namespaces and UIDs reached host paths (sockets, ISO, NVRAM).
+    assert_eq!(
+        metadata_rejection(json!({"name": "../../etc", "namespace": "ns"})),
+        "metadata.name: Invalid value: \"../../etc\": a lowercase RFC 1123 subdomain must \
+         consist of lower case alphanumeric characters, '-' or '.', and must start and end with \
+         an alphanumeric character (e.g. 'example.com', regex used for validation is \
+         '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+    );
+    assert_eq!(
+        metadata_rejection(json!({"name": "vm", "namespace": "a/../b"})),
+        "metadata.namespace: Invalid value: \"a/../b\": a lowercase RFC 1123 label must consist \
+         of lower case alphanumeric characters or '-', and must start and end with an \
+         alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is \
+         '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+    );
+    assert_eq!(
+        metadata_rejection(json!({"name": "vm", "namespace": "ns", "uid": "../x"})),
+        "metadata.uid: Invalid value: \"../x\": must not contain '/', '..' or control characters"
+    );
+    assert_eq!(
+        metadata_rejection(json!({"name": "x".repeat(254), "namespace": "ns"})),
+        format!(
+            "metadata.name: Invalid value: {:?}: must be no more than 253 characters",
+            "x".repeat(254)
+        )
+    );
+    assert_eq!(
+        metadata_rejection(json!({"generateName": "Vm-", "namespace": "ns"})),
+        "metadata.generateName: Invalid value: \"Vm-\": a lowercase RFC 1123 subdomain must \
+         consist of lower case alphanumeric characters, '-' or '.', and must start and end with \
+         an alphanumeric character (e.g. 'example.com', regex used for validation is \
+         '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+    );
+    // What the apiserver accepts, kvrs accepts.
+    assert_eq!(
+        metadata_rejection(json!({"name": "my.vm-1", "namespace": "ns-1", "uid": "0f1e-22"})),
+        ""
+    );
+    assert_eq!(
+        metadata_rejection(json!({"generateName": "vm-", "namespace": "ns"})),
+        ""
+    );
+}
+
+#[test]
+fn virtiofs_filesystem_names_must_be_plain_names() {
+    assert_eq!(
+        rejected_fields(json!({"domain": {"devices": {"filesystems": [
+            {"name": "../up", "virtiofs": {}}]}}}))
+        .first()
+        .map(String::as_str),
+        Some("spec.domain.devices.filesystems[0].name")
+    );
+}
