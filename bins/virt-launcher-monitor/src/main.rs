@@ -25,6 +25,16 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
+/// The longest grace period the monitor keeps a deadline for; a longer one (up to `u64::MAX`
+/// seconds on the command line) waits this long, which is forever for a pod.
+const MAX_GRACE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// When the launcher is killed after a termination signal at `now`: `now + grace`, without
+/// overflowing `Instant` for absurd grace periods.
+fn kill_deadline(now: Instant, grace: Duration) -> Instant {
+    now.checked_add(grace.min(MAX_GRACE)).unwrap_or(now)
+}
+
 /// KubeVirt's default termination grace period when the flag is absent.
 const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 /// How long the leftovers of an exited launcher get after SIGTERM before SIGKILL.
@@ -154,7 +164,7 @@ impl Monitor {
         ));
         let _ = kill(self.launcher, sig);
         if self.kill_launcher_at.is_none() {
-            self.kill_launcher_at = Some(Instant::now() + self.grace);
+            self.kill_launcher_at = Some(kill_deadline(Instant::now(), self.grace));
         }
     }
 
@@ -328,6 +338,16 @@ mod tests {
             ])
         );
         assert_eq!(o.grace, Duration::from_secs(7));
+        // An absurd grace period is accepted and never overflows the deadline (it panicked
+        // with "overflow when adding duration to instant" on SIGTERM).
+        let huge = parse_options(os(&["--grace-period-seconds", &u64::MAX.to_string()]));
+        assert_eq!(huge.grace, Duration::from_secs(u64::MAX));
+        let now = Instant::now();
+        assert_eq!(kill_deadline(now, huge.grace), now + MAX_GRACE);
+        assert_eq!(
+            kill_deadline(now, Duration::from_secs(3)),
+            now + Duration::from_secs(3)
+        );
         let o = parse_options(os(&["--grace-period-seconds=12"]));
         assert_eq!(o.grace, Duration::from_secs(12));
         assert_eq!(

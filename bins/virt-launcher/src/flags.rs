@@ -104,6 +104,9 @@ pub struct Flags {
     pub simulate_crash: bool,
 }
 
+/// The longest Go `time.Duration`: `i64::MAX` nanoseconds (about 292 years).
+pub const GO_MAX_DURATION: Duration = Duration::from_nanos(i64::MAX.unsigned_abs());
+
 /// Parses a Go-style duration: a sequence of `<number><unit>` with units h, m, s, ms, us, ns.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let bad = || format!("invalid duration {text:?} (expected e.g. 240s, 5m, 1500ms)");
@@ -133,7 +136,15 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "ns" => value / 1e9,
             _ => return Err(bad()),
         };
-        total += Duration::try_from_secs_f64(secs).map_err(|_| bad())?;
+        // Go's time.Duration is an int64 of nanoseconds: a longer duration is out of range
+        // there, and here (adding it must not overflow, nor a deadline computed from it).
+        total = Duration::try_from_secs_f64(secs)
+            .ok()
+            .and_then(|d| total.checked_add(d))
+            .filter(|t| *t <= GO_MAX_DURATION)
+            .ok_or_else(|| {
+                format!("duration {text:?} out of range (at most {GO_MAX_DURATION:?})")
+            })?;
         rest = &rest[unit_len..];
     }
     Ok(total)
@@ -143,6 +154,27 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 mod tests {
     use super::*;
     use clap::Parser;
+
+    #[test]
+    fn durations_beyond_gos_range_are_errors_not_panics() {
+        // `--qemu-timeout <huge>` panicked with "overflow when adding durations".
+        for huge in [
+            "18446744073709551615s",
+            "5124095576030431h5124095576030431h",
+            "2562048h2562048h",
+            "1e300s",
+        ] {
+            let err = parse_duration(huge).unwrap_err();
+            assert!(
+                err.contains("out of range") || err.contains("invalid duration"),
+                "{huge}: {err}"
+            );
+        }
+        assert_eq!(
+            parse_duration("2562047h").unwrap(),
+            Duration::from_secs(2_562_047 * 3600)
+        );
+    }
 
     #[test]
     fn go_durations_parse() {

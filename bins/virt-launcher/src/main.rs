@@ -117,7 +117,8 @@ async fn supervise(
     let mut health = tokio::time::interval(Duration::from_secs(1));
     loop {
         let wake = if !defined {
-            Some(started + flags.qemu_timeout)
+            // Bounded by the flag parser (Go's duration range): no overflow.
+            started.checked_add(flags.qemu_timeout)
         } else {
             stopped_at.map(|t| t + FINAL_DELETE_WAIT)
         };
