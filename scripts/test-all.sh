@@ -39,3 +39,4 @@ cargo test -q -p kvrs-tests \
 
 # One closing line for the whole run, summed over every test binary above.
 awk '/^test result:/ { p += $4; f += $6 } END { printf "kvrs: %d passed, %d failed\n", p, f }' "$log"
+bash scripts/fuzz.sh 30
