@@ -4,7 +4,7 @@
 //! [`ClusterConfig::default`] is KubeVirt v1.9.0's configuration with an empty
 //! `spec.configuration` on amd64 — the configuration the oracle corpus was produced with.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Cluster-wide settings, as virt-api and virt-controller see them.
 #[derive(Clone, Debug, PartialEq)]
@@ -15,6 +15,11 @@ pub struct ClusterConfig {
     pub architecture: String,
     /// Machine type defaulted onto amd64 guests.
     pub machine_type: String,
+    /// The machine types a VMI may ask for, per architecture (`amd64`, `arm64`, `s390x`), as
+    /// shell patterns (KubeVirt's `emulatedMachines`: `q35*`, `pc-q35*` on amd64).
+    pub emulated_machines: BTreeMap<String, Vec<String>>,
+    /// The deprecated cluster-wide `emulatedMachines`, which wins for every architecture.
+    pub legacy_emulated_machines: Option<Vec<String>>,
     /// CPU request given to a VMI that has none (`100m`).
     pub cpu_request: String,
     /// vCPUs per requested physical CPU (`cpuAllocationRatio`).
@@ -66,6 +71,15 @@ impl Default for ClusterConfig {
             feature_gates: BTreeSet::new(),
             architecture: "amd64".into(),
             machine_type: "q35".into(),
+            emulated_machines: [
+                ("amd64", &["q35*", "pc-q35*"][..]),
+                ("arm64", &["virt*"][..]),
+                ("s390x", &["s390-ccw-virtio*"][..]),
+            ]
+            .into_iter()
+            .map(|(arch, m)| (arch.to_string(), m.iter().map(|p| p.to_string()).collect()))
+            .collect(),
+            legacy_emulated_machines: None,
             cpu_request: "100m".into(),
             cpu_allocation_ratio: 10,
             memory_overcommit_percent: 100,
@@ -112,6 +126,23 @@ impl ClusterConfig {
             feature_gates: crate::feature_gates::parse_feature_gates(gates)?,
             ..Self::default()
         })
+    }
+
+    /// The machine-type patterns a VMI of `arch` may use (KubeVirt's `GetEmulatedMachines`:
+    /// the legacy cluster-wide list, else the architecture's, amd64's for anything else).
+    pub fn emulated_machines(&self, arch: &str) -> &[String] {
+        if let Some(all) = &self.legacy_emulated_machines {
+            return all;
+        }
+        let arch = if matches!(arch, "arm64" | "s390x") {
+            arch
+        } else {
+            "amd64"
+        };
+        self.emulated_machines
+            .get(arch)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
     }
 
     /// Whether a feature gate is on.

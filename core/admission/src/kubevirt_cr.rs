@@ -237,6 +237,24 @@ fn positive(field: &Field<'_>, n: i64, what: &str) -> Result<u32, KubevirtCrErro
     u32::try_from(n).map_err(|_| field.invalid(format!("{what} {n} is too large")))
 }
 
+/// A list of strings (`None` when absent).
+fn string_list(list: &Field<'_>) -> Result<Option<Vec<String>>, KubevirtCrError> {
+    if list.value.is_none_or(Value::is_null) {
+        return Ok(None);
+    }
+    let mut out = Vec::new();
+    for (i, item) in list.array()?.into_iter().enumerate() {
+        let Some(Value::String(s)) = item else {
+            return Err(KubevirtCrError::WrongType {
+                path: format!("{}[{i}]", list.path),
+                expected: "a string",
+            });
+        };
+        out.push(s.clone());
+    }
+    Ok(Some(out))
+}
+
 /// The entries of a gate list, each with its path; unknown names are refused.
 fn gate_list(list: &Field<'_>) -> Result<Vec<(String, String)>, KubevirtCrError> {
     let mut out = Vec::new();
@@ -291,6 +309,16 @@ fn read_architecture(conf: &Field<'_>, config: &mut ClusterConfig) -> Result<(),
                 reason: format!("kvrs gives {name} guests the machine type {fixed:?}, not {m:?}"),
             });
         }
+    }
+    for name in ["amd64", "arm64", "s390x"] {
+        let field = arch.get(name)?.get("emulatedMachines")?;
+        if let Some(list) = string_list(&field)?.filter(|l| !l.is_empty()) {
+            config.emulated_machines.insert(name.to_string(), list);
+        }
+    }
+    let legacy_emulated = conf.get("emulatedMachines")?;
+    if let Some(list) = string_list(&legacy_emulated)? {
+        config.legacy_emulated_machines = Some(list);
     }
     // The deprecated cluster-wide machine type wins over the per-architecture ones.
     let legacy = conf.get("machineType")?;
@@ -588,6 +616,22 @@ mod tests {
             Some("managedTap")
         );
         assert_eq!(read.config, ClusterConfig::default());
+    }
+
+    #[test]
+    fn emulated_machines_are_read_per_architecture_and_cluster_wide() {
+        let c = config(json!({"architectureConfiguration": {
+            "amd64": {"emulatedMachines": ["q35*", "pc-i440fx*"]}
+        }}));
+        assert_eq!(c.emulated_machines("amd64"), ["q35*", "pc-i440fx*"]);
+        assert_eq!(c.emulated_machines("arm64"), ["virt*"]);
+        let c = config(json!({"emulatedMachines": ["pc*"]}));
+        assert_eq!(c.emulated_machines("s390x"), ["pc*"]);
+        let err = error(json!({"emulatedMachines": ["q35*", 7]}));
+        assert_eq!(
+            err.to_string(),
+            "spec.configuration.emulatedMachines[1]: expected a string"
+        );
     }
 
     #[test]

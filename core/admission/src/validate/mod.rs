@@ -14,6 +14,7 @@ mod devices;
 mod firmware;
 mod gates;
 mod limits;
+mod machine;
 mod metadata;
 mod network;
 mod vm;
@@ -40,6 +41,7 @@ pub fn validate(
     limits::check(spec, &mut causes);
     gates::check(spec, &vmi.metadata, config, &mut causes);
     cpu_memory::check(spec, config, &mut causes);
+    machine::check(spec, config, &mut causes);
     network::check(spec, &mut causes);
     devices::check(spec, &mut causes);
     volumes::check(spec, config, &mut causes);

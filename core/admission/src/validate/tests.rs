@@ -602,3 +602,24 @@ fn virtiofs_filesystem_names_must_be_plain_names() {
         Some("spec.domain.devices.filesystems[0].name")
     );
 }
+
+#[test]
+fn machine_types_outside_the_architectures_list_are_refused_with_kubevirts_message() {
+    let vmi = vmi_with(json!({"domain": {"machine": {"type": "pc-i440fx-9.0"}}}));
+    let err = validate(&vmi, &ClusterConfig::default()).unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "spec.domain.machine.type is not supported: pc-i440fx-9.0 (allowed values: [q35* pc-q35*])"
+        ),
+        "{err}"
+    );
+    for ok in ["q35", "pc-q35-rhel9.4.0", "pc-q35-10.0"] {
+        let vmi = vmi_with(json!({"domain": {"machine": {"type": ok}}}));
+        assert!(validate(&vmi, &ClusterConfig::default()).is_ok(), "{ok}");
+    }
+    // The cluster's list decides (the deprecated cluster-wide list wins).
+    let mut config = ClusterConfig::default();
+    config.legacy_emulated_machines = Some(vec!["pc-i440fx*".into()]);
+    let vmi = vmi_with(json!({"domain": {"machine": {"type": "pc-i440fx-9.0"}}}));
+    assert!(validate(&vmi, &config).is_ok());
+}
