@@ -206,12 +206,25 @@ impl Configurator for Network<'_> {
         let networks = vmi.spec.networks.as_deref().unwrap_or(&[]);
         let use_ls = self.env.sev || self.env.pv;
         let mut out = Vec::with_capacity(ifaces.len());
+        let network_index = super::util::first_by_name(networks, |n| n.name.as_str());
+        let statuses = vmi
+            .status
+            .as_ref()
+            .and_then(|s| s.interfaces.as_deref())
+            .unwrap_or(&[]);
+        // The first status of each name; a status without a name matches no interface.
+        let mut status_index = std::collections::HashMap::with_capacity(statuses.len());
+        for st in statuses {
+            if let Some(name) = st.name.as_deref() {
+                status_index.entry(name).or_insert(st);
+            }
+        }
         for (i, iface) in ifaces.iter().enumerate() {
             if iface.state.as_deref() == Some("absent") {
                 continue;
             }
             let path = || format!("spec.domain.devices.interfaces[{i}]");
-            if !networks.iter().any(|n| n.name == iface.name) {
+            if !network_index.contains_key(iface.name.as_str()) {
                 return Err(ConvertError::new(
                     path(),
                     format!("failed to find network {}", iface.name),
@@ -290,14 +303,7 @@ impl Configurator for Network<'_> {
                     });
                 }
             } else if iface.passt_binding.is_some() {
-                let status = vmi
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.interfaces.as_ref())
-                    .and_then(|v| {
-                        v.iter()
-                            .find(|s| s.name.as_deref() == Some(iface.name.as_str()))
-                    });
+                let status = status_index.get(iface.name.as_str()).copied();
                 let pod_iface = status
                     .and_then(|s| s.pod_interface_name.clone())
                     .filter(|s| !s.is_empty());

@@ -1,6 +1,21 @@
 //! Small helpers shared by the configurators.
 
 use kvrs_api::VirtualMachineInstance;
+use std::collections::HashMap;
+
+/// The position of the first item of each name: one pass, then constant-time lookups. Lists
+/// matched by name (disks to volumes, interfaces to networks) go through it, so a VMI with N of
+/// them converts in O(N), where a search of the list per item made it O(N^2).
+pub fn first_by_name<'a, T>(
+    items: &'a [T],
+    name: impl Fn(&'a T) -> &'a str,
+) -> HashMap<&'a str, usize> {
+    let mut index = HashMap::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        index.entry(name(item)).or_insert(i);
+    }
+    index
+}
 
 /// `yes`/`no` from an optional flag with a default.
 pub fn yes_no(v: Option<bool>, default: bool) -> String {

@@ -1,8 +1,8 @@
 //! The device half of a `<disk>`: disk / lun / cdrom, bus, target, model, cache, IO, serial,
 //! shareable, read-only, boot order, block size, error policy.
 
-use super::DiskPath;
 use super::naming::Namer;
+use super::{DiskFacts, DiskPath};
 use crate::configurators::Env;
 use crate::configurators::network_pci_address;
 use crate::context::Arch;
@@ -36,6 +36,7 @@ pub fn convert_disk<'a>(
     src: &'a VmiDisk,
     namer: &mut Namer<'a>,
     queues: Option<u32>,
+    facts: DiskFacts,
     path: &DiskPath,
     d: &mut Disk,
 ) -> Result<(), ConvertError> {
@@ -128,9 +129,7 @@ pub fn convert_disk<'a>(
         io: nonempty(&src.io),
         ..DiskDriver::default()
     };
-    if (src.disk.is_some() || src.lun.is_some())
-        && !env.ctx.volumes_discard_ignore.contains(&src.name)
-    {
+    if (src.disk.is_some() || src.lun.is_some()) && !facts.discard_ignored {
         driver.discard = Some("unmap".into());
     }
     if d.target.bus.as_deref() == Some("virtio") {

@@ -8,13 +8,24 @@ mod naming;
 mod volume;
 
 use crate::configurators::Env;
+use crate::configurators::util::first_by_name;
 use crate::domain::{Disk, Domain};
 use crate::error::ConvertError;
 use crate::iothreads::{has_dedicated, has_io_threads, io_thread_counts, supplemental_pool};
 use crate::topology::vcpu_count;
 use kvrs_api::VirtualMachineInstance;
+use std::collections::HashSet;
 
 pub use naming::device_name;
+
+/// What a disk's conversion needs to know about its name from outside the disk itself.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct DiskFacts {
+    /// The volume is hotplugged (`ConverterContext::hotplug_volumes`).
+    pub(crate) hotplug: bool,
+    /// The volume is preallocated: no `discard="unmap"` (`ConverterContext::volumes_discard_ignore`).
+    pub(crate) discard_ignored: bool,
+}
 
 /// `spec.domain.devices.disks[i]`, formatted only when an error needs it.
 #[derive(Debug, Clone, Copy)]
@@ -49,6 +60,13 @@ pub fn convert_disks(
     let pool = supplemental_pool(vmi);
     let mut next_auto = 1u32;
     let mut next_dedicated = auto_threads + 1;
+    let volume_index = first_by_name(volumes, |v| v.name.as_str());
+    let discard_ignore: HashSet<&str> = env
+        .ctx
+        .volumes_discard_ignore
+        .iter()
+        .map(String::as_str)
+        .collect();
     domain.devices.disks.reserve(disks.len());
     for (i, disk) in disks.iter().enumerate() {
         let path = DiskPath(i);
@@ -57,9 +75,12 @@ pub fn convert_disks(
         let Some(out) = domain.devices.disks.last_mut() else {
             continue;
         };
-        device::convert_disk(env, disk, &mut namer, queues, &path, out)?;
-        let vol_index = volumes.iter().position(|v| v.name == disk.name);
-        match vol_index {
+        let facts = DiskFacts {
+            hotplug: env.ctx.hotplug_volumes.contains(&disk.name),
+            discard_ignored: discard_ignore.contains(disk.name.as_str()),
+        };
+        device::convert_disk(env, disk, &mut namer, queues, facts, &path, out)?;
+        match volume_index.get(disk.name.as_str()).copied() {
             None if disk.cdrom.is_some() => volume::missing_volume(out),
             None => {
                 return Err(ConvertError::new(
@@ -68,8 +89,7 @@ pub fn convert_disks(
                 ));
             }
             Some(idx) => {
-                let hotplug = env.ctx.hotplug_volumes.contains(&disk.name);
-                volume::convert_volume(env, vmi, &volumes[idx], idx, hotplug, out, &path)?;
+                volume::convert_volume(env, vmi, &volumes[idx], idx, facts, out, &path)?;
             }
         }
         device::block_size(env, disk, out, &path)?;

@@ -1,6 +1,6 @@
 //! The source half of a `<disk>`, by volume type.
 
-use super::DiskPath;
+use super::{DiskFacts, DiskPath};
 use crate::configurators::Env;
 use crate::domain::{BackingStore, Disk, DiskDriver, DiskSource, Empty, FormatType};
 use crate::error::ConvertError;
@@ -67,9 +67,8 @@ fn lun_incompatible(d: &Disk, name: &str, path: &DiskPath) -> Result<(), Convert
     Ok(())
 }
 
-fn pvc_source(env: &Env<'_>, name: &str, is_block: bool, hotplug: bool, d: &mut Disk) {
-    let discard = !env.ctx.volumes_discard_ignore.iter().any(|v| v == name);
-    set_driver(d, "raw", discard);
+fn pvc_source(name: &str, is_block: bool, hotplug: bool, facts: DiskFacts, d: &mut Disk) {
+    set_driver(d, "raw", !facts.discard_ignored);
     match (is_block, hotplug) {
         (true, false) => {
             d.kind = "block".into();
@@ -97,17 +96,17 @@ pub fn convert_volume(
     vmi: &VirtualMachineInstance,
     v: &Volume,
     index: usize,
-    hotplug: bool,
+    facts: DiskFacts,
     d: &mut Disk,
     path: &DiskPath,
 ) -> Result<(), ConvertError> {
     let ctx = env.ctx;
     let name = v.name.as_str();
-    if hotplug {
+    if facts.hotplug {
         if v.host_disk.is_some() || v.persistent_volume_claim.is_some() {
-            pvc_source(env, name, ctx.block_pvcs.contains(name), true, d);
+            pvc_source(name, ctx.block_pvcs.contains(name), true, facts, d);
         } else if v.data_volume.is_some() {
-            pvc_source(env, name, ctx.block_dvs.contains(name), true, d);
+            pvc_source(name, ctx.block_dvs.contains(name), true, facts, d);
         } else {
             return Err(ConvertError::new(
                 path.to_string(),
@@ -165,16 +164,16 @@ pub fn convert_volume(
         drv.error_policy = Some("stop".into());
         d.source.file = Some(cat(&[PRIVATE, "/vmi-disks/", name, "/", base]));
     } else if v.persistent_volume_claim.is_some() {
-        pvc_source(env, name, ctx.block_pvcs.contains(name), false, d);
+        pvc_source(name, ctx.block_pvcs.contains(name), false, facts, d);
     } else if v.data_volume.is_some() {
-        pvc_source(env, name, ctx.block_dvs.contains(name), false, d);
+        pvc_source(name, ctx.block_dvs.contains(name), false, facts, d);
     } else if v.ephemeral.is_some() {
         d.kind = "file".into();
         set_driver(d, "qcow2", true);
         d.source.file = Some(cat(&[&ctx.ephemeral_disk_dir, "/", name, "/disk.qcow2"]));
         let mut backing = Disk::default();
         if ctx.block_pvcs.contains(name) {
-            pvc_source(env, name, true, false, &mut backing);
+            pvc_source(name, true, false, facts, &mut backing);
         } else {
             backing.kind = "file".into();
             set_driver(&mut backing, "raw", false);
