@@ -19,3 +19,12 @@ impl ConvertError {
         }
     }
 }
+
+impl From<kvrs_api::names::PathComponentError> for ConvertError {
+    fn from(e: kvrs_api::names::PathComponentError) -> ConvertError {
+        ConvertError {
+            path: e.field,
+            reason: e.reason,
+        }
+    }
+}

@@ -37,7 +37,11 @@ impl Configurator for Console<'_> {
             source: None,
             alias: None,
         }];
-        let socket = format!("{}/{}/virt-serial0", util::VIRT_PRIVATE_DIR, util::uid(vmi));
+        let socket = format!(
+            "{}/{}/virt-serial0",
+            util::VIRT_PRIVATE_DIR,
+            util::uid_component(vmi)?
+        );
         let log = self
             .ctx
             .serial_console_log

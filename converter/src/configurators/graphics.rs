@@ -33,7 +33,7 @@ impl Configurator for Graphics<'_> {
                 socket: Some(format!(
                     "{}/{}/virt-vnc",
                     util::VIRT_PRIVATE_DIR,
-                    util::uid(vmi)
+                    util::uid_component(vmi)?
                 )),
                 ..GraphicsListen::default()
             }),

@@ -8,6 +8,7 @@ use crate::domain::{
 };
 use crate::error::ConvertError;
 use kvrs_api::VirtualMachineInstance;
+use kvrs_api::names::path_component;
 
 /// Where the launcher keeps NVRAM files of non-root VMIs.
 const NVRAM_DIR_NONROOT: &str = "/var/run/kubevirt-private/libvirt/qemu/nvram";
@@ -84,7 +85,7 @@ pub fn derive_efi(vmi: &VirtualMachineInstance, env: &Env<'_>) -> EfiConfigurati
     }
 }
 
-fn nvram_path(vmi: &VirtualMachineInstance) -> String {
+fn nvram_path(vmi: &VirtualMachineInstance) -> Result<String, ConvertError> {
     let non_root = vmi
         .status
         .as_ref()
@@ -95,10 +96,7 @@ fn nvram_path(vmi: &VirtualMachineInstance) -> String {
     } else {
         NVRAM_DIR_ROOT
     };
-    format!(
-        "{dir}/{}_VARS.fd",
-        vmi.metadata.name.as_deref().unwrap_or("")
-    )
+    Ok(format!("{dir}/{}_VARS.fd", util::name_component(vmi)?))
 }
 
 fn base_name(p: &str) -> &str {
@@ -140,7 +138,7 @@ impl Configurator for Os<'_> {
                     if vmi.spec.architecture.as_deref() != Some("arm64") {
                         domain.os.nvram = Some(NvRam {
                             format: Some("raw".into()),
-                            path: nvram_path(vmi),
+                            path: nvram_path(vmi)?,
                             template: None,
                         });
                     }
@@ -164,7 +162,7 @@ impl Configurator for Os<'_> {
                         Some(NvRam {
                             template: (!efi.vars.is_empty()).then(|| efi.vars.clone()),
                             format: None,
-                            path: nvram_path(vmi),
+                            path: nvram_path(vmi)?,
                         })
                     };
                 }
@@ -178,11 +176,20 @@ impl Configurator for Os<'_> {
             }
             if let Some(kb) = &fw.kernel_boot {
                 if let Some(c) = &kb.container {
+                    const FIELD: &str = "spec.domain.firmware.kernelBoot.container";
                     if let Some(k) = c.kernel_path.as_deref().filter(|s| !s.is_empty()) {
-                        domain.os.kernel = Some(format!("{KERNEL_BOOT_DIR}/{}", base_name(k)));
+                        let base = util::file_name_component(
+                            format_args!("{FIELD}.kernelPath"),
+                            base_name(k),
+                        )?;
+                        domain.os.kernel = Some(format!("{KERNEL_BOOT_DIR}/{base}"));
                     }
                     if let Some(i) = c.initrd_path.as_deref().filter(|s| !s.is_empty()) {
-                        domain.os.initrd = Some(format!("{KERNEL_BOOT_DIR}/{}", base_name(i)));
+                        let base = util::file_name_component(
+                            format_args!("{FIELD}.initrdPath"),
+                            base_name(i),
+                        )?;
+                        domain.os.initrd = Some(format!("{KERNEL_BOOT_DIR}/{base}"));
                     }
                 }
                 domain.os.cmdline = kb.kernel_args.clone().filter(|s| !s.is_empty());
@@ -201,6 +208,7 @@ impl Configurator for Os<'_> {
                     if vol.is_empty() {
                         continue;
                     }
+                    path_component(format_args!("spec.domain.firmware.acpi.{kind}NameRef"), vol)?;
                     let v = vmi
                         .spec
                         .volumes

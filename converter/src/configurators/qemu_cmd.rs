@@ -29,8 +29,8 @@ impl Configurator for QemuCmd {
         if data.is_empty() || !data.contains("ignition") {
             return Ok(());
         }
-        let ns = vmi.metadata.namespace.as_deref().unwrap_or("");
-        let name = vmi.metadata.name.as_deref().unwrap_or("");
+        let ns = util::namespace_component(vmi)?;
+        let name = util::name_component(vmi)?;
         let cmd = domain
             .qemu_commandline
             .get_or_insert_with(Commandline::default);

@@ -20,7 +20,7 @@ impl Configurator for UsbRedirect {
         if vmi.spec.domain.devices.client_passthrough.is_none() {
             return Ok(());
         }
-        let uid = util::uid(vmi);
+        let uid = util::uid_component(vmi)?;
         domain.devices.redirdevs = (0..USB_CLIENT_PASSTHROUGH_MAX)
             .map(|i| RedirectedDevice {
                 kind: "unix".into(),

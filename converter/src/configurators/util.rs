@@ -1,6 +1,8 @@
 //! Small helpers shared by the configurators.
 
+use crate::error::ConvertError;
 use kvrs_api::VirtualMachineInstance;
+use kvrs_api::names::path_component;
 use std::collections::HashMap;
 
 /// The position of the first item of each name: one pass, then constant-time lookups. Lists
@@ -27,9 +29,46 @@ pub fn on_off(v: Option<bool>, default: bool) -> String {
     if v.unwrap_or(default) { "on" } else { "off" }.to_string()
 }
 
-/// The VMI's UID (empty when unset).
-pub fn uid(vmi: &VirtualMachineInstance) -> &str {
-    vmi.metadata.uid.as_deref().unwrap_or("")
+/// An optional metadata field that goes into a host path. Unset (or empty) stays empty, the path
+/// KubeVirt writes for it (`kubevirt-private//virt-vnc`: the join stays in its directory, and
+/// `kvrs convert` of a manifest without a UID keeps working); any other value must be one plain
+/// path component ([`kvrs_api::names::path_component`]).
+fn metadata_component<'a>(
+    field: &'static str,
+    value: Option<&'a str>,
+) -> Result<&'a str, ConvertError> {
+    match value {
+        None | Some("") => Ok(""),
+        Some(v) => Ok(path_component(field, v)?),
+    }
+}
+
+/// `metadata.uid` where it becomes a directory name (sockets under `kubevirt-private/<uid>/`).
+pub fn uid_component(vmi: &VirtualMachineInstance) -> Result<&str, ConvertError> {
+    metadata_component("metadata.uid", vmi.metadata.uid.as_deref())
+}
+
+/// `metadata.name` where it becomes a directory or file name (cloud-init ISO, NVRAM, ignition).
+pub fn name_component(vmi: &VirtualMachineInstance) -> Result<&str, ConvertError> {
+    metadata_component("metadata.name", vmi.metadata.name.as_deref())
+}
+
+/// `metadata.namespace` where it becomes a directory name (cloud-init ISO, ignition).
+pub fn namespace_component(vmi: &VirtualMachineInstance) -> Result<&str, ConvertError> {
+    metadata_component("metadata.namespace", vmi.metadata.namespace.as_deref())
+}
+
+/// The last component of a path from the VMI (a kernel, initrd or host disk file) that becomes
+/// a file name under one of the launcher's directories: empty stays empty (as before), `.` and
+/// `..` are refused.
+pub fn file_name_component(
+    field: impl std::fmt::Display,
+    base: &str,
+) -> Result<&str, ConvertError> {
+    if base.is_empty() {
+        return Ok(base);
+    }
+    Ok(path_component(field, base)?)
 }
 
 /// An annotation of the VMI.

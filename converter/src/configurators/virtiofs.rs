@@ -6,6 +6,7 @@ use crate::domain::{
 };
 use crate::error::ConvertError;
 use kvrs_api::VirtualMachineInstance;
+use kvrs_api::names::path_component;
 
 /// Where virtiofsd containers put their sockets.
 const VIRTIOFS_SOCKET_DIR: &str = "/var/run/kubevirt/virtiofs-containers";
@@ -19,7 +20,20 @@ impl Configurator for Virtiofs {
         vmi: &VirtualMachineInstance,
         domain: &mut Domain,
     ) -> Result<(), ConvertError> {
-        for fs in vmi.spec.domain.devices.filesystems.iter().flatten() {
+        for (i, fs) in vmi
+            .spec
+            .domain
+            .devices
+            .filesystems
+            .iter()
+            .flatten()
+            .enumerate()
+        {
+            // The socket's file name and the mount tag: one plain name.
+            let name = path_component(
+                format_args!("spec.domain.devices.filesystems[{i}].name"),
+                &fs.name,
+            )?;
             domain.devices.filesystems.push(FilesystemDevice {
                 kind: "mount".into(),
                 access_mode: "passthrough".into(),
@@ -29,10 +43,10 @@ impl Configurator for Virtiofs {
                 }),
                 source: Some(FilesystemSource {
                     dir: String::new(),
-                    socket: Some(format!("{VIRTIOFS_SOCKET_DIR}/{}.sock", fs.name)),
+                    socket: Some(format!("{VIRTIOFS_SOCKET_DIR}/{name}.sock")),
                 }),
                 target: Some(FilesystemTarget {
-                    dir: Some(fs.name.clone()),
+                    dir: Some(name.to_string()),
                 }),
                 binary: None,
             });

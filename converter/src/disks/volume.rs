@@ -1,11 +1,12 @@
 //! The source half of a `<disk>`, by volume type.
 
 use super::{DiskFacts, DiskPath};
-use crate::configurators::Env;
+use crate::configurators::{Env, util};
 use crate::domain::{BackingStore, Disk, DiskDriver, DiskSource, Empty, FormatType};
 use crate::error::ConvertError;
 use kvrs_api::VirtualMachineInstance;
 use kvrs_api::api::Volume;
+use kvrs_api::names::path_component;
 
 const PRIVATE: &str = "/var/run/kubevirt-private";
 const CONTAINER_DISKS: &str = "/var/run/kubevirt/container-disks";
@@ -101,7 +102,9 @@ pub fn convert_volume(
     path: &DiskPath,
 ) -> Result<(), ConvertError> {
     let ctx = env.ctx;
-    let name = v.name.as_str();
+    // Every source below but the service account's and downward metrics' is a file or device
+    // named after the volume.
+    let name = path_component(format_args!("spec.volumes[{index}].name"), &v.name)?;
     if facts.hotplug {
         if v.host_disk.is_some() || v.persistent_volume_claim.is_some() {
             pvc_source(name, ctx.block_pvcs.contains(name), true, facts, d);
@@ -141,8 +144,8 @@ pub fn convert_volume(
         } else {
             "configdrive.iso"
         };
-        let ns = vmi.metadata.namespace.as_deref().unwrap_or("");
-        let vm = vmi.metadata.name.as_deref().unwrap_or("");
+        let ns = util::namespace_component(vmi)?;
+        let vm = util::name_component(vmi)?;
         d.source.file = Some(cat(&[CLOUD_INIT_DIR, "/", ns, "/", vm, "/", file]));
         d.kind = "file".into();
         set_driver(d, "raw", false);
@@ -159,6 +162,8 @@ pub fn convert_volume(
             .rsplit('/')
             .next()
             .unwrap_or("");
+        let base =
+            util::file_name_component(format_args!("spec.volumes[{index}].hostDisk.path"), base)?;
         let drv = driver(d);
         drv.kind = "raw".into();
         drv.error_policy = Some("stop".into());

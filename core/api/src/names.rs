@@ -4,6 +4,57 @@
 //! pod by [`labels::CREATED_BY`], virt-handler watches its node's VMIs by [`labels::NODE_NAME`],
 //! and a VM's finalizer is what keeps its VMI from being garbage-collected under it. One place
 //! for them keeps the controllers, the handler and the tests spelling them the same way.
+//!
+//! [`path_component`] is the rule for the names that become a directory or file name on the node
+//! (the VMI's name, namespace and UID, volume and virtiofs filesystem names).
+
+use std::fmt::Display;
+
+/// A VMI-supplied name that cannot be one component of a host path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct PathComponentError {
+    /// The VMI field the name came from, e.g. `metadata.uid` or
+    /// `spec.domain.devices.filesystems[0].name`.
+    pub field: String,
+    /// What is wrong, quoting the value.
+    pub reason: String,
+}
+
+/// `value` as one component of a host path: refused when it is empty, `.` or `..`, or contains
+/// `/` or NUL, so that joining it under a directory can neither climb out of that directory nor
+/// name the directory itself.
+///
+/// In a cluster the API server's validation keeps such names out (and assigns the UID); library
+/// callers of the converter and the pod renderer may skip admission, so every path built from a
+/// VMI-supplied name goes through here. `field` is formatted only on error (a `&str` or
+/// `format_args!("spec.volumes[{i}].name")`).
+///
+/// ```
+/// use kvrs_api::names::path_component;
+/// assert_eq!(path_component("metadata.uid", "1234-abcd"), Ok("1234-abcd"));
+/// let err = path_component("metadata.name", "../x").unwrap_err();
+/// assert_eq!(err.to_string(), r#"metadata.name: "../x" is not a plain name (one path component): it contains '/'"#);
+/// assert!(path_component("metadata.uid", "..").is_err());
+/// assert!(path_component("metadata.uid", "").is_err());
+/// ```
+pub fn path_component(field: impl Display, value: &str) -> Result<&str, PathComponentError> {
+    let why = if value.is_empty() {
+        "it is empty"
+    } else if value == "." || value == ".." {
+        "it names a directory, not an entry in one"
+    } else if value.contains('/') {
+        "it contains '/'"
+    } else if value.contains('\0') {
+        "it contains NUL"
+    } else {
+        return Ok(value);
+    };
+    Err(PathComponentError {
+        field: field.to_string(),
+        reason: format!("{value:?} is not a plain name (one path component): {why}"),
+    })
+}
 
 /// Labels.
 pub mod labels {
@@ -42,4 +93,29 @@ pub mod finalizers {
     pub const VM_CONTROLLER: &str = "kubevirt.io/virtualMachineControllerFinalize";
     /// On VMIs: deleting a VMI stops its pod first (foreground deletion of the guest).
     pub const FOREGROUND_DELETE_VM: &str = "kubevirt.io/foregroundDeleteVirtualMachine";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_component;
+
+    #[test]
+    fn only_plain_names_are_path_components() {
+        for ok in [
+            "vm", "a.b", "...", "a..b", ".hidden", "default", "ns_vm", "a b", "ü",
+        ] {
+            assert_eq!(path_component("f", ok), Ok(ok));
+        }
+        for bad in [
+            "", ".", "..", "../x", "x/..", "/", "a/b", "/abs", "a\0b", "\0",
+        ] {
+            let err = path_component(format_args!("spec.volumes[{}].name", 3), bad).expect_err(bad);
+            assert_eq!(err.field, "spec.volumes[3].name", "{bad:?}");
+            assert!(
+                err.reason.starts_with(&format!("{bad:?} ")),
+                "{}",
+                err.reason
+            );
+        }
+    }
 }

@@ -31,6 +31,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use crate::api::VirtualMachineInstance;
 use crate::resources::{AutoLimits, ResourceError, ResourceReport};
 use kvrs_admission::ClusterConfig;
+use kvrs_api::names::{PathComponentError, path_component};
 
 pub use backend_storage::needs_backend_storage;
 pub use metadata::{hashed_interface_name, vmi_id_label};
@@ -155,6 +156,10 @@ pub enum PodError {
         "spec.domain.devices.interfaces[{0}].binding: no network binding plugin {1:?} in the cluster configuration"
     )]
     UnknownNetworkBinding(usize, String),
+    /// A name from the VMI that becomes one component of a path in the pod (or, passed to the
+    /// launcher, on the node) is not a plain name: `.`, `..`, or with `/` or NUL.
+    #[error(transparent)]
+    PathComponent(#[from] PathComponentError),
     /// A sysprep volume names neither a Secret nor a ConfigMap.
     #[error("spec.volumes[{0}].sysprep: must have a secret or a configMap")]
     Sysprep(String),
@@ -176,6 +181,35 @@ pub fn is_non_root(vmi: &VirtualMachineInstance) -> bool {
     annotated || runtime_user != 0
 }
 
+/// The names that become paths, checked before anything is rendered: the launcher builds its
+/// sockets, the cloud-init ISO and NVRAM from name, namespace and UID (`--name`, `--namespace`,
+/// `--uid`); the console-log sidecar tails `kubevirt-private/<uid>/`; virtiofs sidecars serve
+/// `virtiofs-containers/<filesystem>.sock`; volumes mount under directories named after them.
+/// Admission refuses what is not a plain name; library callers may skip it (issue 17). An unset
+/// UID stays empty, as KubeVirt renders it.
+fn check_path_components(
+    vmi: &VirtualMachineInstance,
+    name: &str,
+    namespace: &str,
+) -> Result<(), PathComponentError> {
+    path_component("metadata.name", name)?;
+    path_component("metadata.namespace", namespace)?;
+    if let Some(uid) = vmi.metadata.uid.as_deref().filter(|u| !u.is_empty()) {
+        path_component("metadata.uid", uid)?;
+    }
+    let filesystems = vmi.spec.domain.devices.filesystems.iter().flatten();
+    for (i, fs) in filesystems.enumerate() {
+        path_component(
+            format_args!("spec.domain.devices.filesystems[{i}].name"),
+            &fs.name,
+        )?;
+    }
+    for (i, v) in vmi.spec.volumes.iter().flatten().enumerate() {
+        path_component(format_args!("spec.volumes[{i}].name"), &v.name)?;
+    }
+    Ok(())
+}
+
 /// Renders the virt-launcher pod for an admitted (defaulted) VMI.
 pub fn render_launcher_pod(
     vmi: &VirtualMachineInstance,
@@ -194,6 +228,7 @@ pub fn render_launcher_pod(
         .as_deref()
         .filter(|n| !n.is_empty())
         .ok_or(PodError::MissingNamespace)?;
+    check_path_components(vmi, name, namespace)?;
     let non_root = is_non_root(vmi);
     let user_id = if non_root { NON_ROOT_UID } else { 0 };
 
@@ -355,3 +390,5 @@ pub fn render_launcher_pod(
 mod snapshots;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod path_tests;

@@ -1,7 +1,7 @@
 //! Containers beside `compute`: the guest console log (a native sidecar), container-disk init
 //! containers, hook sidecars and virtiofs daemons.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
@@ -291,7 +291,7 @@ pub(super) fn virtiofs_containers(
     vmi: &VirtualMachineInstance,
     config: &ClusterConfig,
 ) -> Result<Vec<core::Container>, PodError> {
-    let filesystems: Vec<&str> = vmi
+    let filesystems: HashSet<&str> = vmi
         .spec
         .domain
         .devices

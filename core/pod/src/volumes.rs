@@ -5,7 +5,7 @@
 //! sysprep), access-credential secrets, backend storage, container-disk image volumes, hook
 //! sockets, hugepages, the hotplug directory, network info and virtiofs sockets.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
@@ -14,6 +14,7 @@ use super::sidecars::HookSidecar;
 use super::{PodError, PodInputs, VIRT_PRIVATE_DIR};
 use crate::api::{VirtualMachineInstance, Volume};
 use crate::config::ClusterConfig;
+use kvrs_api::names::path_component;
 
 /// What the controller's PVC informer knows about a claim.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -106,7 +107,7 @@ pub(super) fn render(
     let volumes = vmi.spec.volumes.as_deref().unwrap_or_default();
     config_volumes(vmi, volumes, &mut r);
     storage_volumes(vmi, volumes, inputs, &mut r)?;
-    access_credentials(vmi, &mut r);
+    access_credentials(vmi, &mut r)?;
     super::backend_storage::render(vmi, inputs, non_root, &mut r);
     image_volumes(vmi, config, &inputs.image_pull_policy, volumes, &mut r);
     if !hooks.is_empty() {
@@ -247,8 +248,14 @@ fn config_volumes(vmi: &VirtualMachineInstance, volumes: &[Volume], r: &mut Rend
             });
         }
     }
+    // The first volume of each name, looked up once per disk (a search of the list per disk
+    // was O(disks x volumes)).
+    let mut by_name: HashMap<&str, &Volume> = HashMap::with_capacity(volumes.len());
+    for v in volumes {
+        by_name.entry(v.name.as_str()).or_insert(v);
+    }
     for disk in vmi.spec.domain.devices.disks.iter().flatten() {
-        let Some(v) = volumes.iter().find(|v| v.name == disk.name) else {
+        let Some(v) = by_name.get(disk.name.as_str()).copied() else {
             continue;
         };
         let dir = if v.secret.is_some() {
@@ -435,27 +442,41 @@ fn storage_volumes(
     Ok(())
 }
 
-fn access_credentials(vmi: &VirtualMachineInstance, r: &mut RenderedVolumes) {
-    for cred in vmi.spec.access_credentials.iter().flatten() {
-        let secret = cred
+fn access_credentials(
+    vmi: &VirtualMachineInstance,
+    r: &mut RenderedVolumes,
+) -> Result<(), PodError> {
+    for (i, cred) in vmi.spec.access_credentials.iter().flatten().enumerate() {
+        let ssh = cred
             .ssh_public_key
             .as_ref()
-            .and_then(|k| k.source.secret.as_ref())
-            .or_else(|| {
+            .and_then(|k| k.source.secret.as_ref());
+        let (kind, secret) = match ssh {
+            Some(s) => ("sshPublicKey", Some(s)),
+            None => (
+                "userPassword",
                 cred.user_password
                     .as_ref()
-                    .and_then(|p| p.source.secret.as_ref())
-            })
+                    .and_then(|p| p.source.secret.as_ref()),
+            ),
+        };
+        let secret = secret
             .map(|s| s.secret_name.clone())
             .filter(|s| !s.is_empty());
         let Some(secret) = secret else { continue };
         let volume = format!("{secret}-access-cred");
+        // The mount directory is named after the secret.
+        path_component(
+            format_args!("spec.accessCredentials[{i}].{kind}.source.secret.secretName"),
+            &volume,
+        )?;
         r.volumes.push(secret_volume(&volume, &secret));
         r.mounts.push(read_only(
             &volume,
             &format!("{VIRT_PRIVATE_DIR}/secret/{volume}"),
         ));
     }
+    Ok(())
 }
 
 fn image_volumes(
