@@ -21,15 +21,20 @@ fn convert_cpu(cpu: serde_json::Value, resources: serde_json::Value) -> Result<u
 fn huge_topologies_are_refused_with_their_field() {
     assert_eq!(
         convert_cpu(json!({"sockets": 65536, "cores": 65536}), json!({})),
-        Err("spec.domain.cpu.sockets: 65536 vCPUs, more than the 1024 vCPUs a domain can have"
-            .into())
+        Err(
+            "spec.domain.cpu.sockets: 65536 vCPUs, more than the 1024 vCPUs a domain can have"
+                .into()
+        )
     );
     assert_eq!(
         convert_cpu(json!({"sockets": 32, "cores": 32, "threads": 2}), json!({})),
         Err("spec.domain.cpu: 2048 vCPUs, more than the 1024 vCPUs a domain can have".into())
     );
     assert_eq!(
-        convert_cpu(json!({"sockets": 1, "maxSockets": 2_000_000_000_i64}), json!({})),
+        convert_cpu(
+            json!({"sockets": 1, "maxSockets": 2_000_000_000_i64}),
+            json!({})
+        ),
         Err(
             "spec.domain.cpu.maxSockets: 2000000000 sockets x 1 cores x 1 threads is 2000000000 \
              hot-pluggable vCPUs, more than the 1024 vCPUs a domain can have"
@@ -37,7 +42,10 @@ fn huge_topologies_are_refused_with_their_field() {
         )
     );
     assert_eq!(
-        convert_cpu(json!({"sockets": 2, "maxSockets": 512, "cores": 2}), json!({})),
+        convert_cpu(
+            json!({"sockets": 2, "maxSockets": 512, "cores": 2}),
+            json!({})
+        ),
         Ok(1024)
     );
 }

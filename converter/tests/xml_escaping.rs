@@ -200,5 +200,8 @@ fn a_domain_longer_than_libvirt_accepts_is_refused_not_written() {
         ),
         "{err}"
     );
-    assert!(err.starts_with("writing domain XML: /domain/devices/disk["), "{err}");
+    assert!(
+        err.starts_with("writing domain XML: /domain/devices/disk["),
+        "{err}"
+    );
 }

@@ -129,7 +129,9 @@ pub fn memory_overhead(inputs: &OverheadInputs) -> Amount {
     ] {
         total.add(Amount::binary(fixed));
     }
-    total.add(Amount::binary(PER_VCPU.saturating_mul(inputs.vcpus_or_one())));
+    total.add(Amount::binary(
+        PER_VCPU.saturating_mul(inputs.vcpus_or_one()),
+    ));
     total.add(Amount::binary(IO_THREAD));
     let flags = [
         (inputs.graphics, GRAPHICS),

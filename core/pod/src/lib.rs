@@ -387,8 +387,8 @@ pub fn render_launcher_pod(
 }
 
 #[cfg(test)]
+mod path_tests;
+#[cfg(test)]
 mod snapshots;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod path_tests;
