@@ -618,8 +618,10 @@ fn machine_types_outside_the_architectures_list_are_refused_with_kubevirts_messa
         assert!(validate(&vmi, &ClusterConfig::default()).is_ok(), "{ok}");
     }
     // The cluster's list decides (the deprecated cluster-wide list wins).
-    let mut config = ClusterConfig::default();
-    config.legacy_emulated_machines = Some(vec!["pc-i440fx*".into()]);
+    let config = ClusterConfig {
+        legacy_emulated_machines: Some(vec!["pc-i440fx*".into()]),
+        ..ClusterConfig::default()
+    };
     let vmi = vmi_with(json!({"domain": {"machine": {"type": "pc-i440fx-9.0"}}}));
     assert!(validate(&vmi, &config).is_ok());
 }
