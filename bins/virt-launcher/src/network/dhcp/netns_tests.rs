@@ -46,12 +46,13 @@ fn target_dir() -> PathBuf {
     exe.parent().and_then(Path::parent).unwrap().to_path_buf()
 }
 
-/// A static busybox from Debian's `busybox-static`, fetched once per target dir.
-fn busybox() -> PathBuf {
+/// `binary` (a path inside the package) of Debian's `package`, fetched with `apt-get download`
+/// and unpacked under the target dir once (nothing is installed).
+fn debian_binary(package: &str, binary: &str) -> PathBuf {
     static FETCH: Mutex<()> = Mutex::new(());
     let _guard = FETCH.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = target_dir().join("kvrs-dhcp-busybox");
-    let bin = dir.join("root/bin/busybox");
+    let dir = target_dir().join(format!("kvrs-dhcp-{package}"));
+    let bin = dir.join("root").join(binary);
     if bin.is_file() {
         return bin;
     }
@@ -59,12 +60,12 @@ fn busybox() -> PathBuf {
     std::fs::create_dir_all(&debs).unwrap();
     let out = Command::new("apt-get")
         .current_dir(&debs)
-        .args(["download", "-q", "busybox-static"])
+        .args(["download", "-q", package])
         .output()
-        .expect("apt-get is needed to fetch busybox-static");
+        .unwrap_or_else(|e| panic!("apt-get is needed to fetch {package}: {e}"));
     assert!(
         out.status.success(),
-        "apt-get download busybox-static failed: {}",
+        "apt-get download {package} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let root = dir.join("root");
@@ -76,8 +77,13 @@ fn busybox() -> PathBuf {
             root.to_str().unwrap(),
         ]);
     }
-    assert!(bin.is_file(), "busybox-static has no bin/busybox");
+    assert!(bin.is_file(), "{package} has no {binary}");
     bin
+}
+
+/// A static busybox from Debian's `busybox-static`.
+fn busybox() -> PathBuf {
+    debian_binary("busybox-static", "bin/busybox")
 }
 
 /// Two namespaces, deleted on drop.
@@ -379,38 +385,9 @@ fn a_bridge_guest_gets_the_lease_the_handler_cached() {
     }
 }
 
-/// ISC's `dhclient` from Debian's isc-dhcp-client, unpacked under the target dir (nothing is
-/// installed), for a real DHCPv6 client.
+/// ISC's `dhclient` from Debian's isc-dhcp-client, for a real DHCPv6 client.
 fn dhclient() -> PathBuf {
-    static FETCH: Mutex<()> = Mutex::new(());
-    let _guard = FETCH.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = target_dir().join("kvrs-dhcp-dhclient");
-    let bin = dir.join("root/sbin/dhclient");
-    if bin.is_file() {
-        return bin;
-    }
-    let debs = dir.join("debs");
-    std::fs::create_dir_all(&debs).unwrap();
-    let out = Command::new("apt-get")
-        .current_dir(&debs)
-        .args(["download", "-q", "isc-dhcp-client"])
-        .output()
-        .expect("apt-get is needed to fetch isc-dhcp-client");
-    assert!(
-        out.status.success(),
-        "apt-get download isc-dhcp-client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for deb in std::fs::read_dir(&debs).unwrap().map(|e| e.unwrap().path()) {
-        run(&[
-            "dpkg-deb",
-            "-x",
-            deb.to_str().unwrap(),
-            dir.join("root").to_str().unwrap(),
-        ]);
-    }
-    assert!(bin.is_file(), "isc-dhcp-client has no sbin/dhclient");
-    bin
+    debian_binary("isc-dhcp-client", "sbin/dhclient")
 }
 
 #[test]

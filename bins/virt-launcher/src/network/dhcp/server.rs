@@ -140,30 +140,40 @@ pub fn spawn(
     socket: UdpSocket,
     lease: Lease,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let name = format!("dhcp-{iface}");
+    spawn_server(format!("dhcp-{iface}"), socket, move |bytes, from| {
+        answer(&lease, bytes, from).map(|(b, to)| (b, SocketAddr::V4(to)))
+    })
+}
+
+/// A thread named `name` answering each datagram on `socket` with what `answer` returns (the
+/// DHCPv4 and DHCPv6 servers differ only there); receive errors back off, send errors are
+/// logged.
+pub(super) fn spawn_server(
+    name: String,
+    socket: UdpSocket,
+    answer: impl Fn(&[u8], SocketAddr) -> Option<(Vec<u8>, SocketAddr)> + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name(name.clone())
         .stack_size(STACK_SIZE)
-        .spawn(move || serve(&name, &socket, &lease))
-}
-
-fn serve(name: &str, socket: &UdpSocket, lease: &Lease) {
-    let mut buf = [0u8; RECV_BUFFER];
-    loop {
-        let (n, from) = match socket.recv_from(&mut buf) {
-            Ok(r) => r,
-            Err(e) => {
-                log::error(format_args!("{name}: receive failed: {e}"));
-                std::thread::sleep(ERROR_BACKOFF);
-                continue;
+        .spawn(move || {
+            let mut buf = [0u8; RECV_BUFFER];
+            loop {
+                let (n, from) = match socket.recv_from(&mut buf) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        log::error(format_args!("{name}: receive failed: {e}"));
+                        std::thread::sleep(ERROR_BACKOFF);
+                        continue;
+                    }
+                };
+                if let Some((bytes, to)) = answer(&buf[..n], from)
+                    && let Err(e) = socket.send_to(&bytes, to)
+                {
+                    log::error(format_args!("{name}: reply to {to} failed: {e}"));
+                }
             }
-        };
-        if let Some((bytes, to)) = answer(lease, &buf[..n], from)
-            && let Err(e) = socket.send_to(&bytes, to)
-        {
-            log::error(format_args!("{name}: reply to {to} failed: {e}"));
-        }
-    }
+        })
 }
 
 #[cfg(test)]

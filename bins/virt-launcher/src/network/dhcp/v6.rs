@@ -9,9 +9,8 @@
 //! IAID and the address, and the name servers when there are any. [`answer`] is that rule as
 //! a plain function; the thread around it only receives and sends.
 
-use std::net::{Ipv6Addr, SocketAddr, SocketAddrV6, UdpSocket};
+use std::net::{Ipv6Addr, SocketAddrV6, UdpSocket};
 use std::os::fd::OwnedFd;
-use std::time::Duration;
 
 use nix::sys::socket::{
     AddressFamily, SockFlag, SockType, SockaddrIn6, bind, setsockopt, socket, sockopt,
@@ -25,9 +24,6 @@ pub const SERVER_PORT: u16 = 547;
 const ALL_SERVERS: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 1, 2);
 /// KubeVirt's "infinite" lease: 999 days, in seconds.
 const LEASE_SECONDS: u32 = 999 * 24 * 3600;
-const RECV_BUFFER: usize = 1500;
-const STACK_SIZE: usize = 64 * 1024;
-const ERROR_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Message types (RFC 8415 §7.3).
 mod msg {
@@ -174,35 +170,17 @@ pub fn spawn(
     lease: Lease6,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let name = format!("dhcp6-{iface}");
-    std::thread::Builder::new()
-        .name(name.clone())
-        .stack_size(STACK_SIZE)
-        .spawn(move || serve(&name, &socket, &lease))
-}
-
-fn serve(name: &str, socket: &UdpSocket, lease: &Lease6) {
-    let mut buf = [0u8; RECV_BUFFER];
-    loop {
-        let (n, from) = match socket.recv_from(&mut buf) {
-            Ok(r) => r,
-            Err(e) => {
-                log::error(format_args!("{name}: receive failed: {e}"));
-                std::thread::sleep(ERROR_BACKOFF);
-                continue;
-            }
-        };
-        let SocketAddr::V6(from) = from else { continue };
-        match answer(lease, &buf[..n]) {
-            Some(bytes) => {
-                if let Err(e) = socket.send_to(&bytes, from) {
-                    log::error(format_args!("{name}: reply to {from} failed: {e}"));
-                }
-            }
-            None => log::warn(format_args!(
-                "{name}: no answer to a {n}-byte message from {from}"
-            )),
+    let log_name = name.clone();
+    super::server::spawn_server(name, socket, move |bytes, from| {
+        let reply = answer(&lease, bytes);
+        if reply.is_none() {
+            log::warn(format_args!(
+                "{log_name}: no answer to a {}-byte message from {from}",
+                bytes.len()
+            ));
         }
-    }
+        Some((reply?, from))
+    })
 }
 
 #[cfg(test)]
