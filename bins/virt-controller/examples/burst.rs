@@ -89,14 +89,7 @@ fn kubectl_ok(cluster: &TestCluster, args: &[&str], stdin: Option<&str>) -> Resu
 /// CRDs, RBAC and the Node, as `tests/support/mod.rs` applies them.
 fn set_up(cluster: &TestCluster) -> Result<()> {
     let deploy = root().join("bins/deploy");
-    cluster.apply_path(&deploy.join("crds"))?;
-    cluster.wait_for_crds(
-        &[
-            "virtualmachines.kubevirt.io",
-            "virtualmachineinstances.kubevirt.io",
-        ],
-        Duration::from_secs(60),
-    )?;
+    cluster.install_kubevirt_crds(&deploy)?;
     for f in [
         "00-namespace.yaml",
         "serviceaccount.yaml",

@@ -380,6 +380,19 @@ impl TestCluster {
         })
     }
 
+    /// Applies KubeVirt's CRDs from `deploy_dir/crds` (kvrs's `bins/deploy`) and waits until
+    /// the VirtualMachine and VirtualMachineInstance CRDs are Established.
+    pub fn install_kubevirt_crds(&self, deploy_dir: &Path) -> Result<(), ClusterError> {
+        self.apply_path(&deploy_dir.join("crds"))?;
+        self.wait_for_crds(
+            &[
+                "virtualmachines.kubevirt.io",
+                "virtualmachineinstances.kubevirt.io",
+            ],
+            Duration::from_secs(60),
+        )
+    }
+
     /// Waits until each CRD in `names` is Established (`kubectl wait` fails on a CRD whose
     /// status is not written yet, so this polls).
     pub fn wait_for_crds(&self, names: &[&str], timeout: Duration) -> Result<(), ClusterError> {

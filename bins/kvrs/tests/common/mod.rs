@@ -160,15 +160,8 @@ impl Stack {
         let deploy = repo_root().join("bins/deploy");
         let cluster = TestCluster::start(Options::full())
             .expect("kube-apiserver, etcd, kube-controller-manager, kube-scheduler");
-        cluster.apply_path(&deploy.join("crds")).expect("CRDs");
         cluster
-            .wait_for_crds(
-                &[
-                    "virtualmachines.kubevirt.io",
-                    "virtualmachineinstances.kubevirt.io",
-                ],
-                Duration::from_secs(60),
-            )
+            .install_kubevirt_crds(&deploy)
             .expect("CRDs established");
         // The namespace, ServiceAccounts and RBAC of both daemons; their Deployment and
         // DaemonSet are not applied: the daemons run as processes here (kvrs kubelet runs

@@ -48,15 +48,8 @@ impl Harness {
         })
         .expect("a real kube-apiserver, etcd and kube-controller-manager");
         let deploy = root().join("bins/deploy");
-        cluster.apply_path(&deploy.join("crds")).expect("CRDs");
         cluster
-            .wait_for_crds(
-                &[
-                    "virtualmachines.kubevirt.io",
-                    "virtualmachineinstances.kubevirt.io",
-                ],
-                Duration::from_secs(60),
-            )
+            .install_kubevirt_crds(&deploy)
             .expect("CRDs established");
         for f in [
             "00-namespace.yaml",

@@ -48,12 +48,8 @@ impl Cluster {
         let cluster =
             TestCluster::start(Options::apiserver_only()).expect("a real kube-apiserver and etcd");
         let deploy = root().join("bins/deploy");
-        cluster.apply_path(&deploy.join("crds")).expect("CRDs");
         cluster
-            .wait_for_crds(
-                &["virtualmachineinstances.kubevirt.io"],
-                Duration::from_secs(60),
-            )
+            .install_kubevirt_crds(&deploy)
             .expect("CRDs established");
         cluster
             .apply_path(&deploy.join("virt-controller/00-namespace.yaml"))
