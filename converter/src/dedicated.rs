@@ -2,6 +2,7 @@
 //! dedicated-CPU KVM hint.
 
 use crate::configurators::Env;
+use crate::cpu_pool::{CpuPool, PoolError};
 use crate::domain::{
     CpuEmulatorPin, CpuTune, CpuTuneIoThreadPin, CpuTuneVcpuPin, Domain, FeatureKvm, FeatureState,
     Features, HugePage, MemNode, MemoryAllocation, Numa, NumaCell, NumaTune, NumaTuneMemory,
@@ -16,7 +17,99 @@ fn index_u32(i: usize) -> u32 {
     u32::try_from(i).unwrap_or(u32::MAX)
 }
 
-/// Pins vCPUs in order onto the pod CPU set (0..N-1 by default, N = vCPUs + isolated emulator).
+/// The guest's cores and threads per core as KubeVirt places them: the domain topology, less
+/// the sockets kept for CPU hotplug (their vCPUs are disabled and get no host CPU).
+fn placed_topology(vmi: &VirtualMachineInstance, domain: &Domain) -> (usize, usize) {
+    let topo = domain.cpu.topology.as_ref();
+    let sockets = topo.and_then(|t| t.sockets).unwrap_or(1);
+    let cores = topo.and_then(|t| t.cores).unwrap_or(1);
+    let threads = topo.and_then(|t| t.threads).unwrap_or(1);
+    let mut sockets = sockets;
+    let max_sockets = vmi
+        .spec
+        .domain
+        .cpu
+        .as_ref()
+        .and_then(|c| c.max_sockets)
+        .unwrap_or(0);
+    if let (true, Some(vcpus)) = (max_sockets != 0, domain.vcpus.as_ref()) {
+        let disabled = vcpus
+            .vcpu
+            .iter()
+            .filter(|c| c.enabled.as_deref() != Some("yes"))
+            .count();
+        let per_socket = usize::try_from(cores.saturating_mul(threads).max(1)).unwrap_or(1);
+        let disabled_sockets = u32::try_from(disabled / per_socket).unwrap_or(u32::MAX);
+        sockets = sockets.saturating_sub(disabled_sockets);
+    }
+    let guest_cores = usize::try_from(u64::from(cores) * u64::from(sockets)).unwrap_or(usize::MAX);
+    (guest_cores, usize::try_from(threads).unwrap_or(1))
+}
+
+/// The supplemental-pool IO thread count, when that policy is selected.
+fn supplemental_threads(vmi: &VirtualMachineInstance) -> u32 {
+    if vmi.spec.domain.io_threads_policy.as_deref() != Some("supplementalPool") {
+        return 0;
+    }
+    vmi.spec
+        .domain
+        .io_threads
+        .as_ref()
+        .and_then(|t| t.supplemental_pool_thread_count)
+        .and_then(|n| u32::try_from(n).ok())
+        .unwrap_or(0)
+}
+
+fn has_even_parity_annotation(vmi: &VirtualMachineInstance) -> bool {
+    vmi.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(EVEN_PARITY_ANNOTATION))
+}
+
+/// Asks for a second emulator CPU when the pinned thread count is even.
+const EVEN_PARITY_ANNOTATION: &str = "alpha.kubevirt.io/EmulatorThreadCompleteToEvenParity";
+
+/// The pod's CPU set when the context names none: `0..N-1`, N the compute container's CPU
+/// limit as the pod renderer computes it (vCPUs + supplemental IO threads + emulator CPUs),
+/// which is what the launcher's cgroup would hold.
+fn default_cpu_set(vmi: &VirtualMachineInstance, enabled: u32) -> Vec<u32> {
+    let spec = u32::try_from(spec_vcpus(vmi)).unwrap_or(u32::MAX);
+    let io = vmi
+        .spec
+        .domain
+        .io_threads
+        .as_ref()
+        .and_then(|t| t.supplemental_pool_thread_count)
+        .and_then(|n| u32::try_from(n).ok())
+        .unwrap_or(0);
+    let mut limit = if spec != 0 { spec } else { enabled }.saturating_add(io);
+    let isolate = vmi
+        .spec
+        .domain
+        .cpu
+        .as_ref()
+        .and_then(|c| c.isolate_emulator_thread)
+        .unwrap_or(false);
+    if isolate {
+        let additional = supplemental_threads(vmi);
+        let even = limit.saturating_add(additional) % 2 == 0;
+        limit = limit.saturating_add(if has_even_parity_annotation(vmi) && even {
+            2
+        } else {
+            1
+        });
+    }
+    (0..limit).collect()
+}
+
+fn pool_error(field: &str) -> impl Fn(PoolError) -> ConvertError + '_ {
+    move |e| ConvertError::new(field, e.to_string())
+}
+
+/// Places vCPUs, supplemental-pool IO threads and the emulator thread on the pod's CPU set in
+/// KubeVirt's order (see [`CpuPool`]), then pins shared/auto IO threads and adds the
+/// dedicated-CPU features.
 pub fn adjust(
     env: &Env<'_>,
     vmi: &VirtualMachineInstance,
@@ -24,6 +117,9 @@ pub fn adjust(
 ) -> Result<(), ConvertError> {
     let cpu = vmi.spec.domain.cpu.as_ref();
     let isolate = cpu.and_then(|c| c.isolate_emulator_thread).unwrap_or(false);
+    let numa_passthrough_requested = cpu
+        .and_then(|c| c.numa.as_ref())
+        .is_some_and(|n| n.guest_mapping_passthrough.is_some());
     let enabled = match &domain.vcpus {
         Some(v) => index_u32(
             v.vcpu
@@ -33,49 +129,73 @@ pub fn adjust(
         ),
         None => domain.vcpu.as_ref().map(|v| v.cpus).unwrap_or(1),
     };
-    let needed = enabled + u32::from(isolate);
     let set: Vec<u32> = if env.ctx.cpu_set.is_empty() {
-        (0..needed).collect()
+        default_cpu_set(vmi, enabled)
     } else {
         env.ctx.cpu_set.clone()
     };
-    if set.len() < enabled as usize {
-        return Err(ConvertError::new(
-            "spec.domain.cpu.dedicatedCpuPlacement",
-            format!(
-                "not enough CPUs in the pod CPU set: {} for {enabled} vCPUs",
-                set.len()
-            ),
-        ));
-    }
+    let (guest_cores, threads_per_core) = placed_topology(vmi, domain);
+    let mut pool = CpuPool::new(
+        guest_cores,
+        threads_per_core,
+        env.ctx.topology.as_ref(),
+        &set,
+        !numa_passthrough_requested,
+    );
+    let placed = pool
+        .fit_cores()
+        .map_err(pool_error("spec.domain.cpu.dedicatedCpuPlacement"))?;
     let mut tune = CpuTune::default();
-    for (vcpu, host) in set.iter().take(enabled as usize).enumerate() {
+    for (vcpu, host) in placed.iter().enumerate() {
         tune.vcpupin.push(CpuTuneVcpuPin {
             vcpu: index_u32(vcpu),
             cpuset: host.to_string(),
         });
     }
+    // Supplemental IO threads come before the emulator: they count towards its parity.
+    let supplemental = supplemental_threads(vmi);
+    if supplemental > 0 {
+        if domain.iothreads.is_none() {
+            return Err(ConvertError::new(
+                "spec.domain.ioThreads.supplementalPoolThreadCount",
+                "domain is missing IOThreads",
+            ));
+        }
+        for thread in 1..=supplemental {
+            let host = pool.fit_thread().map_err(|e| {
+                ConvertError::new(
+                    "spec.domain.ioThreads.supplementalPoolThreadCount",
+                    format!("no CPU allocated for the iothread: {e}"),
+                )
+            })?;
+            tune.iothreadpin.push(CpuTuneIoThreadPin {
+                iothread: thread,
+                cpuset: host.to_string(),
+            });
+        }
+    }
     if isolate {
-        let emu = set.get(enabled as usize).copied().ok_or_else(|| {
+        let pinned = u64::try_from(placed.len()).unwrap_or(u64::MAX) + u64::from(supplemental);
+        let field = "spec.domain.cpu.isolateEmulatorThread";
+        let mut emulator = vec![pool.fit_thread().map_err(|e| {
             ConvertError::new(
-                "spec.domain.cpu.isolateEmulatorThread",
-                "no CPU left for the emulator thread",
+                field,
+                format!("no CPU allocated for the emulation thread: {e}"),
             )
-        })?;
+        })?];
+        if has_even_parity_annotation(vmi) && pinned % 2 == 0 {
+            emulator.push(pool.fit_thread().map_err(|e| {
+                ConvertError::new(
+                    field,
+                    format!("no second CPU allocated for the emulation thread: {e}"),
+                )
+            })?);
+        }
         tune.emulatorpin = Some(CpuEmulatorPin {
-            cpuset: emu.to_string(),
+            cpuset: cpu_list_to_set(&emulator),
         });
     }
-    let supplemental = vmi.spec.domain.io_threads_policy.as_deref() == Some("supplementalPool")
-        && vmi
-            .spec
-            .domain
-            .io_threads
-            .as_ref()
-            .and_then(|t| t.supplemental_pool_thread_count)
-            .unwrap_or(0)
-            > 0;
-    if crate::iothreads::has_io_threads(vmi) && !supplemental {
+    if crate::iothreads::has_io_threads(vmi) && supplemental == 0 {
         pin_io_threads(vmi, domain, &mut tune, &set);
     }
     domain.cputune = Some(tune);
@@ -309,4 +429,12 @@ fn numa_passthrough(
     domain.cpu.numa = Some(numa);
     domain.numatune = Some(tune);
     Ok(())
+}
+
+/// Host CPUs as libvirt's cpuset list (`3,4`), in allocation order.
+fn cpu_list_to_set(cpus: &[u32]) -> String {
+    cpus.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }

@@ -15,6 +15,7 @@
 
 pub mod configurators;
 pub mod context;
+pub mod cpu_pool;
 mod dedicated;
 pub mod disks;
 pub mod domain;

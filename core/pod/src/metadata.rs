@@ -110,14 +110,18 @@ fn network_annotations(
         .interfaces
         .as_deref()
         .unwrap_or_default();
-    let present = |net: &str| {
-        interfaces
-            .iter()
-            .any(|i| i.name == net && i.state.as_deref() != Some("absent"))
-    };
     let networks = vmi.spec.networks.as_deref().unwrap_or_default();
+    // KubeVirt lists the networks in the order of the interfaces that are not absent (its
+    // FilterNetworksByInterfaces), not in the order of spec.networks: the element order is what
+    // Multus attaches in, so it decides which pod interface is net1, net2, ...
+    let present: Vec<&crate::api::Interface> = interfaces
+        .iter()
+        .filter(|i| i.state.as_deref() != Some("absent"))
+        .collect();
+    let by_name: BTreeMap<&str, &crate::api::Network> =
+        networks.iter().map(|n| (n.name.as_str(), n)).collect();
     let mut elements = Vec::new();
-    for net in networks.iter().filter(|n| present(&n.name)) {
+    for net in present.iter().filter_map(|i| by_name.get(i.name.as_str())) {
         let Some(multus) = &net.multus else { continue };
         if multus.default.unwrap_or(false) {
             continue;
@@ -129,7 +133,7 @@ fn network_annotations(
         let mut element = serde_json::Map::new();
         element.insert("name".into(), nad.into());
         element.insert("namespace".into(), ns.into());
-        if let Some(mac) = interfaces
+        if let Some(mac) = present
             .iter()
             .find(|i| i.name == net.name)
             .and_then(|i| i.mac_address.clone())

@@ -569,3 +569,40 @@ fn reserved_luns_label_the_pod_and_keep_sharers_apart() {
         "1"
     );
 }
+
+#[test]
+fn multus_networks_follow_the_interface_order_and_skip_absent_ones() {
+    let mut v = vmi();
+    v["spec"]["networks"] = json!([
+        {"name": "default", "pod": {}},
+        {"name": "red", "multus": {"networkName": "red-net"}},
+        {"name": "blue", "multus": {"networkName": "other/blue-net"}},
+        {"name": "gone", "multus": {"networkName": "gone-net"}}
+    ]);
+    v["spec"]["domain"]["devices"]["interfaces"] = json!([
+        {"name": "default", "masquerade": {}},
+        {"name": "gone", "bridge": {}, "state": "absent"},
+        {"name": "blue", "bridge": {}, "macAddress": "02:00:00:00:00:02"},
+        {"name": "red", "bridge": {}}
+    ]);
+    let pod = render(v);
+    let raw = pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]
+        .as_str()
+        .expect("a networks annotation");
+    let elements: Vec<Value> = serde_json::from_str(raw).unwrap();
+    let names: Vec<&str> = elements
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["blue-net", "red-net"], "{raw}");
+    assert_eq!(elements[0]["namespace"], "other");
+    assert_eq!(elements[0]["mac"], "02:00:00:00:00:02");
+    assert_eq!(elements[1]["namespace"], "ns");
+    assert_eq!(
+        elements[1]["interface"],
+        crate::hashed_interface_name("red").as_str()
+    );
+    // Go's field order of NetworkSelectionElement: name, namespace, mac, interface.
+    let keys: Vec<&String> = elements[0].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["name", "namespace", "mac", "interface"]);
+}
