@@ -211,6 +211,7 @@ mod tests {
             decision: Decision::Update,
             plan,
             status: None,
+            io_error_retry: None,
         }
     }
 

@@ -60,6 +60,54 @@ pub struct Notifications {
     pub cache: Arc<DomainCache>,
     /// The VMI queue.
     pub queue: AsyncQueue<String>,
+    /// Kubernetes events launchers ask to record (KubeVirt's `HandleK8SEvent`), for
+    /// [`forward_launcher_events`], which needs the VMI cache and the API client.
+    pub launcher_events: tokio::sync::mpsc::UnboundedSender<LauncherEvent>,
+}
+
+/// A `core/v1.Event` a launcher sent about its VMI, reduced to what is recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LauncherEvent {
+    /// `namespace/name` of the involved VMI.
+    pub key: String,
+    /// The UID the launcher names: an event for an older VMI of the same name is dropped.
+    pub uid: Option<String>,
+    /// `Normal` or `Warning`.
+    pub warning: bool,
+    /// CamelCase reason (`IOerror`, ...).
+    pub reason: String,
+    /// The message.
+    pub message: String,
+}
+
+/// Why a launcher's event JSON is not recorded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LauncherEventError {
+    /// Not a `core/v1.Event`.
+    #[error("Error unmarshalling k8s event: {0}")]
+    Json(String),
+    /// No `involvedObject.name` / `namespace`.
+    #[error("involvedObject: namespace and name are required")]
+    NoObject,
+}
+
+impl LauncherEvent {
+    /// Reads the JSON KubeVirt's launcher sends (`core/v1.Event` with `involvedObject` the VMI).
+    pub fn from_json(json: &[u8]) -> Result<LauncherEvent, LauncherEventError> {
+        let event: k8s_openapi::api::core::v1::Event =
+            serde_json::from_slice(json).map_err(|e| LauncherEventError::Json(e.to_string()))?;
+        let object = event.involved_object;
+        let (Some(namespace), Some(name)) = (object.namespace, object.name) else {
+            return Err(LauncherEventError::NoObject);
+        };
+        Ok(LauncherEvent {
+            key: format!("{namespace}/{name}"),
+            uid: object.uid,
+            warning: event.type_.as_deref() == Some("Warning"),
+            reason: event.reason.unwrap_or_default(),
+            message: event.message.unwrap_or_default(),
+        })
+    }
 }
 
 #[kvrs_ipc::async_trait]
@@ -94,9 +142,14 @@ impl NotifyService for Notifications {
     }
 
     async fn handle_k8s_event(&self, event_json: Vec<u8>) -> CmdResult {
-        // KubeVirt forwards these to the VMI as Kubernetes events; kvrs logs them for now.
-        info!(event = %String::from_utf8_lossy(&event_json), "launcher event");
-        Ok(())
+        match LauncherEvent::from_json(&event_json) {
+            Ok(event) => {
+                info!(vmi = %event.key, reason = %event.reason, message = %event.message, "launcher event");
+                let _ = self.launcher_events.send(event);
+                Ok(())
+            }
+            Err(e) => Err(kvrs_ipc::CmdError::failed(e.to_string())),
+        }
     }
 }
 
@@ -154,5 +207,82 @@ pub async fn resync(pods_dir: &Path, cache: &DomainCache, queue: &AsyncQueue<Str
     }
     for key in seen {
         queue.add(key);
+    }
+}
+
+/// Records the events launchers send on their VMIs (KubeVirt's handler does it in its notify
+/// server): the VMI must be in this node's cache with the UID the launcher names, so an event
+/// from a launcher of an older VMI of the same name never lands on the new one.
+pub async fn forward_launcher_events(
+    mut events: tokio::sync::mpsc::UnboundedReceiver<LauncherEvent>,
+    vmis: kube::runtime::reflector::Store<kvrs_api::VirtualMachineInstance>,
+    mut api: kvrs_runtime::kube::api::KubeApi,
+) {
+    use kvrs_runtime::Api as _;
+    while let Some(event) = events.recv().await {
+        let Some((namespace, name)) = event.key.split_once('/') else {
+            continue;
+        };
+        let reference = kube::runtime::reflector::ObjectRef::new(name).within(namespace);
+        let Some(vmi) = vmis.get(&reference) else {
+            warn!(vmi = %event.key, reason = %event.reason, "launcher event for a VMI not on this node: dropped");
+            continue;
+        };
+        if event.uid.is_some() && vmi.metadata.uid != event.uid {
+            warn!(vmi = %event.key, reason = %event.reason, "launcher event for another VMI of that name: dropped");
+            continue;
+        }
+        let object = kvrs_decide::ObjectRef {
+            kind: "VirtualMachineInstance".into(),
+            namespace: namespace.into(),
+            name: name.into(),
+            uid: vmi.metadata.uid.clone(),
+        };
+        let recorded = if event.warning {
+            kvrs_decide::Event::warning(object, &event.reason, event.message)
+        } else {
+            kvrs_decide::Event::normal(object, &event.reason, event.message)
+        };
+        api.event(&recorded).await;
+    }
+}
+
+#[cfg(test)]
+mod launcher_event_tests {
+    use super::*;
+
+    #[test]
+    fn kubevirts_launcher_event_json_is_read() {
+        // The shape KubeVirt's notify client sends: a core/v1.Event whose involvedObject is
+        // the VMI reference.
+        let json = br#"{"metadata":{"creationTimestamp":null},
+            "involvedObject":{"kind":"VirtualMachineInstance","namespace":"ns","name":"vm",
+                "uid":"u-1","apiVersion":"kubevirt.io/v1"},
+            "reason":"IOerror","message":"VM Paused due to not enough space on volume: rootdisk",
+            "source":{},"firstTimestamp":null,"lastTimestamp":null,"eventTime":null,
+            "reportingComponent":"","reportingInstance":"","type":"Warning"}"#;
+        let event = LauncherEvent::from_json(json).unwrap();
+        assert_eq!(
+            event,
+            LauncherEvent {
+                key: "ns/vm".into(),
+                uid: Some("u-1".into()),
+                warning: true,
+                reason: "IOerror".into(),
+                message: "VM Paused due to not enough space on volume: rootdisk".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn events_without_an_object_or_not_json_are_refused() {
+        assert_eq!(
+            LauncherEvent::from_json(br#"{"reason":"x"}"#),
+            Err(LauncherEventError::NoObject)
+        );
+        assert!(matches!(
+            LauncherEvent::from_json(b"{"),
+            Err(LauncherEventError::Json(_))
+        ));
     }
 }

@@ -63,9 +63,11 @@ pub async fn run(
     // Launchers push domain events here (through the pipe socket placed in each pod).
     let notify_socket = kvrs_ipc::layout::handler_notify_socket(&flags.kubevirt_share_dir);
     let _ = std::fs::remove_file(&notify_socket);
+    let (launcher_events, launcher_events_rx) = tokio::sync::mpsc::unbounded_channel();
     let notifications = Arc::new(Notifications {
         cache: domains.clone(),
         queue: queue.clone(),
+        launcher_events,
     });
     let _notify = kvrs_ipc::serve_notify(&notify_socket, notifications, ServeOptions::default())
         .await
@@ -81,6 +83,12 @@ pub async fn run(
         .context("waiting for the VMI cache to sync")?;
     metrics.set_ready(true);
     info!(node, selector = %vmis::node_selector(&node), "VMI cache synced");
+
+    let events_task = tokio::spawn(domains::forward_launcher_events(
+        launcher_events_rx,
+        vmis.clone(),
+        KubeApi::new(client.clone(), "virt-handler", &node),
+    ));
 
     let handler = Arc::new(Handler {
         node: node.clone(),
@@ -100,6 +108,7 @@ pub async fn run(
         private_dir: flags.private_dir.clone(),
         allow_emulation: flags.allow_emulation,
         own_writes: Mutex::new(HashMap::new()),
+        io_error_retries: Mutex::new(HashMap::new()),
         metrics: metrics.clone(),
     });
 
@@ -131,6 +140,7 @@ pub async fn run(
     info!("stopping");
     heartbeat.abort();
     resync.abort();
+    events_task.abort();
     queue.shutdown(ShutdownMode::InFlightOnly);
     let drained =
         tokio::time::timeout(Duration::from_secs(10), futures::future::join_all(workers)).await;

@@ -50,6 +50,8 @@ pub struct Handler {
     pub allow_emulation: bool,
     /// Own status writes not yet seen back: key -> (resourceVersion decided from, since when).
     pub own_writes: Mutex<HashMap<String, (String, Instant)>>,
+    /// IO-error retry backoff per VMI UID (the decision's [`kvrs_decide::handler::retry`]).
+    pub io_error_retries: Mutex<HashMap<String, kvrs_decide::handler::retry::RetryState>>,
     /// Metrics.
     pub metrics: Arc<crate::metrics::HandlerMetrics>,
 }
@@ -175,6 +177,7 @@ impl Handler {
             }
         }
         facts.expectations_satisfied = Some(self.expectations_satisfied(key, vmi.as_ref()));
+        facts.io_error_retry = lock(&self.io_error_retries).get(&uid).copied();
 
         let config = &self.config;
         let node = self.node.as_str();
@@ -209,6 +212,14 @@ impl Handler {
                 .and_then(|v| v.metadata.resource_version.clone())
         {
             lock(&self.own_writes).insert(key.to_string(), (rv, Instant::now()));
+        }
+        match out.plan.io_error_retry {
+            Some(state) => {
+                lock(&self.io_error_retries).insert(uid.clone(), state);
+            }
+            None => {
+                lock(&self.io_error_retries).remove(&uid);
+            }
         }
         let actions: Vec<String> = out.plan.plan.actions.iter().map(|a| a.label()).collect();
         if let Some(err) = &out.error {

@@ -25,6 +25,63 @@ use crate::state::{deleted_domain_json, domain_json, rfc3339_now};
 /// `VIR_DOMAIN_EVENT_SUSPENDED` / `RESUMED`.
 const EVENT_SUSPENDED: i32 = 3;
 const EVENT_RESUMED: i32 = 4;
+/// `VIR_DOMAIN_EVENT_SUSPENDED_IOERROR`: paused by the disk error policy (`stop`).
+const SUSPENDED_IOERROR: i32 = 2;
+
+/// The warning KubeVirt's launcher records on the VMI for one disk error (reason `IOerror`),
+/// naming the volume behind the disk; `None` for a disk without an error.
+pub fn io_error_message(error: i32, volume: &str) -> Option<String> {
+    match error {
+        crate::libvirt::DISK_ERROR_NO_SPACE => Some(format!(
+            "VM Paused due to not enough space on volume: {volume}"
+        )),
+        crate::libvirt::DISK_ERROR_UNSPEC => {
+            Some(format!("VM Paused due to IO error at the volume: {volume}"))
+        }
+        _ => None,
+    }
+}
+
+/// The volume of the disk libvirt names by target (`vda`): KubeVirt's user alias `ua-<volume>`.
+pub fn volume_of_target(domain: &kvrs_converter::Domain, target: &str) -> String {
+    domain
+        .devices
+        .disks
+        .iter()
+        .find(|d| d.target.dev.as_deref() == Some(target))
+        .and_then(|d| d.alias.as_ref())
+        .map(|a| a.name.strip_prefix("ua-").unwrap_or(&a.name).to_string())
+        .unwrap_or_default()
+}
+
+/// `core/v1.Event` JSON on the VMI, as KubeVirt's notify client sends it.
+pub fn k8s_event_json(
+    owner: &crate::state::Owner,
+    warning: bool,
+    reason: &str,
+    message: &str,
+) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "metadata": {"creationTimestamp": null},
+        "involvedObject": {
+            "kind": "VirtualMachineInstance",
+            "namespace": owner.namespace,
+            "name": owner.name,
+            "uid": owner.uid,
+            "apiVersion": "kubevirt.io/v1"
+        },
+        "reason": reason,
+        "message": message,
+        "source": {},
+        "firstTimestamp": null,
+        "lastTimestamp": null,
+        "eventTime": null,
+        "reportingComponent": "",
+        "reportingInstance": "",
+        "type": if warning { "Warning" } else { "Normal" }
+    }))
+    .unwrap_or_default()
+}
 
 /// What the notifier sends next.
 #[derive(Debug)]
@@ -203,6 +260,9 @@ async fn notify_in_order(
                 continue;
             }
         };
+        if ev.event == EVENT_SUSPENDED && ev.detail == SUSPENDED_IOERROR {
+            report_disk_errors(&conn, &ev.domain, &owner, &mut client, &notify_socket).await;
+        }
         let kind = Lifecycle::of(ev.event);
         let json = if kind == Lifecycle::Undefined {
             match conn.lookup(&ev.domain.name).await {
@@ -235,6 +295,53 @@ async fn notify_in_order(
             status_json: Vec::new(),
         };
         send(&mut client, &notify_socket, event).await;
+    }
+}
+
+/// A domain paused on an IO error: one `IOerror` warning per failing disk, before the domain
+/// event, so the VMI says which volume is full.
+async fn report_disk_errors(
+    conn: &Connection,
+    dom: &crate::libvirt::DomainRef,
+    owner: &crate::state::Owner,
+    client: &mut Option<NotifyClient>,
+    socket: &PathBuf,
+) {
+    let errors = match conn.disk_errors(dom).await {
+        Ok(e) => e,
+        Err(e) => {
+            log::warn(format_args!("could not get the disks with errors: {e}"));
+            return;
+        }
+    };
+    let spec = match conn.xml_desc(dom).await {
+        Ok(xml) => kvrs_converter::Domain::from_xml(&xml).unwrap_or_default(),
+        Err(_) => kvrs_converter::Domain::default(),
+    };
+    for e in errors {
+        let volume = volume_of_target(&spec, &e.disk);
+        let Some(message) = io_error_message(e.error, &volume) else {
+            continue;
+        };
+        log::warn(format_args!("{message} (disk {})", e.disk));
+        let json = k8s_event_json(owner, true, "IOerror", &message);
+        if let Some(c) = client.as_ref() {
+            if let Err(err) = c.send_k8s_event(json).await {
+                log::warn(format_args!("failed to send the IOerror event: {err}"));
+                *client = None;
+            }
+        } else if socket.exists() {
+            match NotifyClient::connect(socket).await {
+                Ok(c) => {
+                    if let Err(err) = c.send_k8s_event(json).await {
+                        log::warn(format_args!("failed to send the IOerror event: {err}"));
+                    } else {
+                        *client = Some(c);
+                    }
+                }
+                Err(err) => log::warn(format_args!("notify socket {}: {err}", socket.display())),
+            }
+        }
     }
 }
 

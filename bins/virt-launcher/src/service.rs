@@ -32,6 +32,10 @@ pub struct Launcher {
     vmi_grace: std::sync::Mutex<Option<u64>>,
     /// What the guest agent reported.
     agent: Arc<AgentStore>,
+    /// Paused by the user (`Pause`): a sync leaves such a domain paused, and resumes one
+    /// paused for any other reason — an IO error once the disk has room again (KubeVirt's
+    /// launcher does the same; virt-handler spaces those syncs out).
+    paused_by_user: std::sync::atomic::AtomicBool,
 }
 
 fn failed(what: &str, e: impl std::fmt::Display) -> CmdError {
@@ -53,6 +57,7 @@ impl Launcher {
             lock: Mutex::new(()),
             owner: std::sync::Mutex::new(owner),
             vmi_grace: std::sync::Mutex::new(None),
+            paused_by_user: std::sync::atomic::AtomicBool::new(false),
             agent,
         }
     }
@@ -230,6 +235,17 @@ impl LauncherService for Launcher {
                 .state(&dom)
                 .await
                 .map_err(|e| failed("read domain state", e))?;
+            if state == 3
+                && !self
+                    .paused_by_user
+                    .load(std::sync::atomic::Ordering::SeqCst)
+            {
+                self.conn
+                    .resume(&dom)
+                    .await
+                    .map_err(|e| failed("unpausing the VirtualMachineInstance failed", e))?;
+                log::info(format_args!("Domain unpaused."));
+            }
             // running, blocked, paused, shutting down, pm-suspended: live domain
             if matches!(state, 1 | 2 | 3 | 4 | 7) {
                 return self.sync_running(&dom, &wanted).await;
@@ -324,13 +340,19 @@ impl LauncherService for Launcher {
     async fn pause(&self, cmd: VmiCommand) -> CmdResult {
         let _ = cmd;
         self.on_domain("pause domain", |c, d| async move { c.suspend(&d).await })
-            .await
+            .await?;
+        self.paused_by_user
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
     }
 
     async fn unpause(&self, cmd: VmiCommand) -> CmdResult {
         let _ = cmd;
         self.on_domain("unpause domain", |c, d| async move { c.resume(&d).await })
-            .await
+            .await?;
+        self.paused_by_user
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
     }
 
     async fn soft_reboot(&self, cmd: VmiCommand) -> CmdResult {

@@ -59,6 +59,7 @@ mod proc_ {
     pub const CONNECT_DOMAIN_EVENT_REGISTER: u32 = 105;
     pub const DOMAIN_EVENT_LIFECYCLE: u32 = 107;
     pub const DOMAIN_GET_STATE: u32 = 212;
+    pub const DOMAIN_GET_DISK_ERRORS: u32 = 263;
     pub const DOMAIN_UNDEFINE_FLAGS: u32 = 231;
     pub const DOMAIN_RESET: u32 = 245;
     pub const CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY: u32 = 316;
@@ -425,6 +426,16 @@ impl Connection {
         let mut r = Dec::new(&reply);
         Ok((r.i32()?, r.i32()?))
     }
+    /// The disks whose last IO failed, with libvirt's error code (`virDomainDiskErrorCode`:
+    /// 1 unspecified, 2 no space), as `virDomainGetDiskErrors` reports them.
+    pub async fn disk_errors(&self, d: &DomainRef) -> Result<Vec<DiskError>, LibvirtError> {
+        let mut a = Enc::default();
+        a.domain(d);
+        a.u32(DISK_ERRORS_MAX);
+        a.u32(0);
+        let reply = self.call(proc_::DOMAIN_GET_DISK_ERRORS, a).await?;
+        decode_disk_errors(&reply).map_err(LibvirtError::from)
+    }
     /// The live (or inactive) domain XML.
     pub async fn xml_desc(&self, d: &DomainRef) -> Result<String, LibvirtError> {
         let reply = self
@@ -635,5 +646,62 @@ mod tests {
         };
         assert!(ev.connected);
         assert_eq!(ev.domain.name, "ns_vm");
+    }
+}
+
+/// libvirt's `REMOTE_DOMAIN_DISK_ERRORS_MAX`: the most errors one reply carries.
+const DISK_ERRORS_MAX: u32 = 256;
+
+/// One disk's IO error (`virDomainDiskError`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskError {
+    /// The disk's target (`vda`) or source path, as libvirt names it.
+    pub disk: String,
+    /// `virDomainDiskErrorCode`.
+    pub error: i32,
+}
+
+/// `virDomainDiskErrorCode`: not enough space on the volume.
+pub const DISK_ERROR_NO_SPACE: i32 = 2;
+/// `virDomainDiskErrorCode`: an IO error of another kind.
+pub const DISK_ERROR_UNSPEC: i32 = 1;
+
+/// `remote_domain_get_disk_errors_ret`: `errors<256>` of `{string disk; int error}`, then
+/// `nerrors`. More entries than libvirt's maximum is a malformed reply, not an allocation.
+fn decode_disk_errors(reply: &[u8]) -> Result<Vec<DiskError>, xdr::Malformed> {
+    let mut r = Dec::new(reply);
+    let n = r.u32()?;
+    if n > DISK_ERRORS_MAX {
+        return Err(xdr::Malformed(0));
+    }
+    let mut errors = Vec::new();
+    for _ in 0..n {
+        errors.push(DiskError {
+            disk: r.string()?,
+            error: r.i32()?,
+        });
+    }
+    Ok(errors)
+}
+
+#[cfg(test)]
+mod disk_error_tests {
+    use super::*;
+
+    #[test]
+    fn disk_errors_decode_and_oversized_lists_are_refused() {
+        let mut e = Enc::default();
+        e.u32(1).string("vda").i32(DISK_ERROR_NO_SPACE).i32(1);
+        assert_eq!(
+            decode_disk_errors(&e.0).unwrap(),
+            vec![DiskError {
+                disk: "vda".into(),
+                error: DISK_ERROR_NO_SPACE
+            }]
+        );
+        let mut big = Enc::default();
+        big.u32(u32::MAX);
+        assert!(decode_disk_errors(&big.0).is_err());
+        assert!(decode_disk_errors(&[0, 0, 0, 2]).is_err());
     }
 }

@@ -13,6 +13,8 @@ pub(super) struct Ctx {
     pub status: Option<VirtualMachineInstanceStatus>,
     pub events: Vec<Event>,
     pub queue: Vec<QueueOp>,
+    /// The IO-error retry state to keep after this sync.
+    pub io_error_retry: Option<super::retry::RetryState>,
     object: ObjectRef,
 }
 
@@ -29,6 +31,10 @@ impl Ctx {
             status: None,
             events: Vec::new(),
             queue: Vec::new(),
+            io_error_retry: w
+                .facts
+                .io_error_retry
+                .filter(|s| !super::retry::IO_ERROR_RETRY.expired(s, w.now.unix())),
             object: ObjectRef {
                 kind: "VirtualMachineInstance".into(),
                 namespace: namespace.into(),
@@ -85,6 +91,7 @@ impl Ctx {
                 error,
             },
             status: self.status,
+            io_error_retry: self.io_error_retry,
         }
     }
 }

@@ -158,6 +158,18 @@ fn sync(
         if view::phase(&vmi) == phase {
             should_update = true;
         }
+        // A domain paused on an IO error is resumed by the next sync; retry with backoff.
+        if should_update
+            && domain.is_some_and(|d| d.status.status == "Paused" && d.status.reason == "IOError")
+        {
+            let (state, delay) =
+                super::retry::IO_ERROR_RETRY.on_failure(cx.io_error_retry, w.now.unix());
+            cx.io_error_retry = Some(state);
+            if let Some(delay) = delay {
+                should_update = false;
+                cx.add_after(delay);
+            }
+        }
     }
 
     let sync_err: SyncResult = if should_shutdown {

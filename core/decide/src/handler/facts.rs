@@ -48,6 +48,8 @@ pub struct NodeFacts {
     /// Whether the VMI's cache expectations are satisfied (default true); while the handler waits for
     /// its own previous write to come back through the informer it does nothing.
     pub expectations_satisfied: Option<bool>,
+    /// The IO-error retry state the previous sync left ([`super::plan::HandlerPlan::io_error_retry`]).
+    pub io_error_retry: Option<super::retry::RetryState>,
 }
 
 /// State of a launcher command client as the client manager sees it.

@@ -24,6 +24,7 @@ mod migratable;
 mod netstat;
 mod phase;
 pub mod plan;
+pub mod retry;
 pub mod scenario;
 pub mod status;
 mod view;

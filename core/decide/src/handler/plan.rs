@@ -67,6 +67,9 @@ pub struct HandlerPlan {
     /// action). KubeVirt writes it with a full update; kvrs patches the status only, conditional
     /// on the resourceVersion it decided from.
     pub status: Option<VirtualMachineInstanceStatus>,
+    /// What to remember about this VMI's IO-error retries until the next sync (`None`:
+    /// nothing); pass it back in [`super::facts::NodeFacts::io_error_retry`].
+    pub io_error_retry: Option<super::retry::RetryState>,
 }
 
 impl HandlerPlan {

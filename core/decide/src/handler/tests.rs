@@ -114,6 +114,62 @@ fn io_error_pause_sets_the_paused_condition() {
 }
 
 #[test]
+fn io_error_pauses_are_resumed_by_syncs_spaced_out_by_the_retry_backoff() {
+    use crate::handler::retry::RetryState;
+    let v = vmi("Running");
+    let d = domain("uid-1", "Paused", "IOError");
+    let now = crate::Now::parse("2026-01-01T00:00:00Z")
+        .expect("time")
+        .unix();
+    // First IO error: the sync (which resumes the domain) goes through, and is remembered.
+    let first = run(Some(&v), Some(&d), &NodeFacts::default());
+    assert!(
+        first
+            .launcher_calls()
+            .contains(&LauncherCall::SyncVirtualMachine),
+        "{first:?}"
+    );
+    let state = first.io_error_retry.expect("retry state kept");
+    assert_eq!(state.first_fail, now);
+    // Paused again right after: no sync until the 10 s backoff has passed, asked for by AddAfter.
+    let again = NodeFacts {
+        io_error_retry: Some(RetryState {
+            last_run: now - 1,
+            next_run: now + 9,
+            ..state
+        }),
+        ..Default::default()
+    };
+    let held = run(Some(&v), Some(&d), &again);
+    assert!(
+        !held
+            .launcher_calls()
+            .contains(&LauncherCall::SyncVirtualMachine),
+        "{held:?}"
+    );
+    assert!(
+        held.plan
+            .queue
+            .ops()
+            .contains(&QueueOp::AddAfter { delay_seconds: 9 })
+    );
+    assert!(held.io_error_retry.is_some_and(|s| s.last_run_failed));
+    // The condition still tells why.
+    let c = condition(&held, "Paused").expect("Paused condition");
+    assert_eq!(c.reason.as_deref(), Some("PausedIOError"));
+    // A running domain forgets an old retry state.
+    let ok = domain("uid-1", "Running", "Unknown");
+    let stale = NodeFacts {
+        io_error_retry: Some(RetryState {
+            last_run: now - 60,
+            ..state
+        }),
+        ..Default::default()
+    };
+    assert_eq!(run(Some(&v), Some(&ok), &stale).io_error_retry, None);
+}
+
+#[test]
 fn old_agent_without_command_list_is_judged_by_version() {
     let v = vmi("Running");
     let mut d = domain("uid-1", "Running", "Unknown");
