@@ -5,7 +5,8 @@
 //! Its `/init` prints marker lines on the serial console: [`BOOT_MARKER`] once the power-button
 //! listeners run (so an ACPI shutdown after it is never lost), the cloud-init NoCloud disk's
 //! `KVRS-E2E` lines, and — when the VM has a NIC — the DHCP lease it got ([`LEASE_MARKER`]) and
-//! whether the gateway answered a ping ([`PING_MARKER`]).
+//! whether the gateway answered a ping ([`PING_MARKER`]). Each `KVRS-RUN: <shell>` line of the
+//! cloud-init user-data runs in the background at boot (a test's workload, e.g. disk writes).
 //!
 //! It also runs the real QEMU guest agent (`qemu-ga` from Debian's qemu-guest-agent package,
 //! with the shared libraries it links copied from the host) on the `org.qemu.guest_agent.0`
@@ -49,7 +50,7 @@ pub struct Guest {
 use pod::run;
 
 /// The kernel-boot image of `fixtures/run/guest-vm.yaml`.
-pub const KERNEL_IMAGE: &str = "kvrs.local/test-guest-kernel:v5";
+pub const KERNEL_IMAGE: &str = "kvrs.local/test-guest-kernel:v6";
 /// The (empty) container-disk image of `fixtures/run/guest-vm.yaml`.
 pub const DISK_IMAGE: &str = "kvrs.local/empty-disk:64m";
 
@@ -137,7 +138,7 @@ pub fn guest(target_dir: &Path) -> Guest {
     static BUILD: Mutex<()> = Mutex::new(());
     let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     // Versioned: a change of /init below must not reuse an old cached initramfs.
-    let dir = target_dir.join("kvrs-e2e-guest-v5");
+    let dir = target_dir.join("kvrs-e2e-guest-v6");
     let (kernel, initrd) = (dir.join("vmlinuz"), dir.join("initramfs.gz"));
     if kernel.is_file() && initrd.is_file() {
         return Guest { kernel, initrd };
@@ -210,7 +211,7 @@ pub fn guest(target_dir: &Path) -> Guest {
     std::fs::write(
         init.join("etc/os-release"),
         format!(
-            "ID={OS_ID}\nNAME=\"kvrs e2e guest\"\nPRETTY_NAME=\"{OS_PRETTY_NAME}\"\nVERSION_ID=5\n"
+            "ID={OS_ID}\nNAME=\"kvrs e2e guest\"\nPRETTY_NAME=\"{OS_PRETTY_NAME}\"\nVERSION_ID=6\n"
         ),
     )
     .unwrap();
@@ -224,7 +225,8 @@ pub fn guest(target_dir: &Path) -> Guest {
          for p in /sys/class/virtio-ports/*; do if [ \"$(cat $p/name 2>/dev/null)\" = org.qemu.guest_agent.0 ]; then\n\
            mkdir -p /var/run /tmp; hostname kvrs-e2e; qemu-ga -m virtio-serial -p /dev/${{p##*/}} >/dev/null 2>&1 &\n\
            echo '{AGENT_MARKER}'; fi; done\n\
-         if mount -t iso9660 -o ro /dev/vdb /ci 2>/dev/null; then grep -h '^KVRS-E2E' /ci/user-data; else echo 'KVRS-E2E: no cloud-init disk'; fi\n\
+         if mount -t iso9660 -o ro /dev/vdb /ci 2>/dev/null; then grep -h '^KVRS-E2E' /ci/user-data; sed -n 's/^KVRS-RUN: //p' /ci/user-data >/run.sh; else echo 'KVRS-E2E: no cloud-init disk'; fi\n\
+         if [ -s /run.sh ]; then sh /run.sh & fi\n\
          if [ -e /sys/class/net/eth0 ]; then (\n\
            ip link set lo up; ip link set eth0 up\n\
            if udhcpc -i eth0 -s /bin/udhcpc.script -q -n -t 20 -T 1 -O mtu -O dns >/dev/null 2>&1; then\n\

@@ -157,6 +157,15 @@ pub struct Stack {
 
 impl Stack {
     pub fn start() -> Stack {
+        Stack::start_on(PathBuf::from(format!(
+            "/tmp/kc{}",
+            std::process::id() % 10_000
+        )))
+    }
+
+    /// [`Stack::start`] with the kubelet's pod directories (emptyDirs: the ephemeral disk
+    /// overlays, sockets) under `pods_dir`, e.g. a small filesystem the test fills.
+    pub fn start_on(pods_dir: PathBuf) -> Stack {
         let deploy = repo_root().join("bins/deploy");
         let cluster = TestCluster::start(Options::full())
             .expect("kube-apiserver, etcd, kube-controller-manager, kube-scheduler");
@@ -197,7 +206,6 @@ impl Stack {
         let images = target_dir().join("kvrs-run-images");
         kvrs_test_guest::write_images(&target_dir(), &images).expect("guest images");
         let dir = cluster.dir().to_path_buf();
-        let pods_dir = PathBuf::from(format!("/tmp/kc{}", std::process::id() % 10_000));
         let netns_before = netns();
         let launchers_before = launcher_processes();
 
@@ -306,9 +314,23 @@ impl Stack {
 
     /// `kubectl apply` of the fixture VM (in [`NS`]) with `runStrategy`.
     pub fn apply_vm(&self, run_strategy: &str) {
+        self.apply_vm_with(run_strategy, &[]);
+    }
+
+    /// [`Stack::apply_vm`] with extra cloud-init user-data lines (the guest runs each
+    /// `KVRS-RUN: <shell>` line in the background at boot).
+    pub fn apply_vm_with(&self, run_strategy: &str, user_data: &[&str]) {
+        let hello = "              KVRS-E2E: hello from cloud-init";
+        let mut extra = String::from(hello);
+        for line in user_data {
+            extra.push_str("\n              ");
+            extra.push_str(line);
+        }
         let vm = std::fs::read_to_string(repo_root().join("fixtures/run/guest-vm.yaml"))
             .unwrap()
             .replace("namespace: default", &format!("namespace: {NS}"));
+        assert!(vm.contains(hello), "the fixture's cloud-init line");
+        let vm = vm.replace(hello, &extra);
         assert!(
             vm.contains("runStrategy: Always"),
             "the fixture runs Always"
