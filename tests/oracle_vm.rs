@@ -386,3 +386,97 @@ fn oracle_vm_scenarios_match_kubevirt() {
     );
     deliberate.finish();
 }
+
+/// Issue 18 class 6. A VMI being deleted while its pod still runs: KubeVirt deletes the pod and,
+/// in the same reconcile, still syncs the paused condition and labels to it — exactly the writes
+/// it makes for a pod it finds already terminating (oracle case `vmi-deleting-pod-terminating`).
+/// kvrs now does the same: its writes for the running-pod variant of that case are the pod's
+/// delete followed by its writes for the terminating case, which match KubeVirt's.
+#[test]
+fn a_vmi_deleted_with_its_pod_running_syncs_the_pod_as_kubevirt_syncs_a_terminating_one() {
+    let dir = oracle_dir();
+    let name = "vmi-deleting-pod-terminating";
+    let raw = kvrs_tests::read_json(&dir.join(format!("{name}.json")));
+    let oracle = kvrs_tests::read_json(&dir.join(format!("{name}.out.json")));
+    let mut running = raw.clone();
+    for pod in running["pods"].as_array_mut().expect("the case has pods") {
+        let meta = pod["metadata"].as_object_mut().unwrap();
+        assert!(
+            meta.remove("deletionTimestamp").is_some(),
+            "the pod is terminating in the case"
+        );
+        meta.remove("deletionGracePeriodSeconds");
+    }
+    let writes = |scenario: &Value| -> Vec<Value> {
+        let s = Scenario::from_value(scenario.clone()).expect("scenario parses");
+        let config: ClusterConfig = s.config();
+        let world = s.vmi_world(&config).expect("vmi world");
+        let inputs = kvrs_core::pod::PodInputs::default();
+        let render = kvrs_core::decide::vmi::launcher_renderer(&config, &inputs);
+        decide_vmi(&world, &render, "00000")
+            .plan
+            .writes()
+            .map(|w| {
+                json!({"verb": w.op.verb(), "resource": w.resource,
+                       "subresource": w.subresource.clone().unwrap_or_default(),
+                       "name": w.name, "op": format!("{:?}", w.op)})
+            })
+            .collect()
+    };
+    let terminating = writes(&raw);
+    let kubevirt: Vec<(String, String, String)> = oracle["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["verb"] != "get")
+        .map(|a| {
+            (
+                a["verb"].as_str().unwrap().to_string(),
+                a["resource"].as_str().unwrap().to_string(),
+                a["subresource"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let ours: Vec<(String, String, String)> = terminating
+        .iter()
+        .map(|w| {
+            (
+                w["verb"].as_str().unwrap().to_string(),
+                w["resource"].as_str().unwrap().to_string(),
+                w["subresource"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ours, kubevirt,
+        "the terminating case's writes are KubeVirt's"
+    );
+    let with_running_pod = writes(&running);
+    assert_eq!(
+        with_running_pod[0]["verb"], "delete",
+        "{with_running_pod:?}"
+    );
+    assert_eq!(with_running_pod[0]["resource"], "pods");
+    // The pod writes are those of the terminating case; the VMI's status then follows the
+    // cached pod (still running, so Ready rather than PodTerminating), as KubeVirt's does.
+    let pod_writes = |w: &[Value]| -> Vec<Value> {
+        w.iter()
+            .filter(|w| w["resource"] == "pods")
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        pod_writes(&with_running_pod[1..]),
+        pod_writes(&terminating),
+        "after the delete, the same pod writes as for a terminating pod"
+    );
+    assert_eq!(
+        pod_writes(&terminating).len(),
+        2,
+        "paused condition + metadata"
+    );
+    assert_eq!(
+        with_running_pod.last().unwrap()["resource"],
+        "virtualmachineinstances"
+    );
+}

@@ -203,12 +203,25 @@ pub(super) fn update_status(
             remove_label(&mut c, OUTDATED_LAUNCHER_LABEL);
         }
         c["status"]["launcherContainerImageVersion"] = json!(image);
-        // KubeVirt also patches a pod it has just deleted in this reconcile (the patch then fails
-        // with NotFound and the key is retried); kvrs leaves pods it deletes alone.
+        // As KubeVirt does, also for a pod deleted earlier in this reconcile (issue 18 class 6):
+        // the API server keeps a bound pod until its grace period ends, so the paused condition
+        // and labels it carries while terminating are the VMI's, as for a pod found terminating
+        // (oracle case vmi-deleting-pod-terminating). A pod no node holds and no finalizer keeps
+        // is gone once deleted: KubeVirt's patches of it fail with NotFound and the key is
+        // retried; kvrs does not send those doomed writes.
         let deleted_here = plan.writes().any(|w| {
             w.resource == "pods" && w.name == pod::name(p) && matches!(w.op, WriteOp::Delete { .. })
         });
-        if !deleted_here {
+        let outlives_delete = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty())
+            || p.metadata
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| !f.is_empty());
+        if !deleted_here || outlives_delete {
             sync_paused_condition_to_pod(&c, p, plan, &ns, now);
             sync_dynamic_metadata_to_pod(&c, vmi, p, plan, &ns);
         }

@@ -1,0 +1,72 @@
+//! `kvrs-bench-convert FILE N`: times N conversions of one defaulted VMI in process — convert,
+//! then the indented domain XML the launcher defines — and prints the same lines as
+//! `kvrs-diff-go bench-convert` (KubeVirt's converter, libvirt-domain defaulting and
+//! `xml.MarshalIndent`), so `benches/compare-kubevirt.sh` can put them side by side.
+//!
+//! Allocations (and reallocations) are counted by `stats_alloc`'s instrumented system
+//! allocator: the counterpart of Go's `runtime.MemStats.Mallocs`.
+
+use std::alloc::System;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use kvrs_converter::{ConverterContext, convert};
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let (Some(file), Some(n)) = (args.get(1), args.get(2)) else {
+        eprintln!("usage: kvrs-bench-convert FILE N");
+        return ExitCode::from(2);
+    };
+    let n: usize = match n.parse() {
+        Ok(n) if n > 0 => n,
+        _ => {
+            eprintln!("kvrs-bench-convert: N must be a positive integer, got {n:?}");
+            return ExitCode::from(2);
+        }
+    };
+    let vmi = match std::fs::read_to_string(file)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+    {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("kvrs-bench-convert: {file}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let ctx = ConverterContext::default();
+    let once = || -> Result<usize, String> {
+        let domain = convert(&vmi, &ctx).map_err(|e| e.to_string())?;
+        domain.to_xml().map(|x| x.len()).map_err(|e| e.to_string())
+    };
+    if let Err(e) = once() {
+        eprintln!("kvrs-bench-convert: convert: {e}");
+        return ExitCode::FAILURE;
+    }
+    let mut times = Vec::with_capacity(n);
+    let region = Region::new(GLOBAL);
+    for _ in 0..n {
+        let start = Instant::now();
+        if let Err(e) = once() {
+            eprintln!("kvrs-bench-convert: convert: {e}");
+            return ExitCode::FAILURE;
+        }
+        times.push(start.elapsed());
+    }
+    let stats = region.change();
+    // The `times` vector was allocated before the loop: the counts are the conversions' own.
+    times.sort();
+    let per = u64::try_from(n).unwrap_or(u64::MAX);
+    println!("conversions: {n}");
+    println!("median ns/conversion: {}", times[n / 2].as_nanos());
+    let allocations = u64::try_from(stats.allocations + stats.reallocations).unwrap_or(u64::MAX);
+    let bytes = u64::try_from(stats.bytes_allocated).unwrap_or(u64::MAX);
+    println!("allocations/conversion: {}", allocations / per);
+    println!("bytes/conversion: {}", bytes / per);
+    ExitCode::SUCCESS
+}
