@@ -200,12 +200,15 @@ func benchConvert(file string, n int, out io.Writer) error {
 		return fmt.Errorf("%s: %w", file, err)
 	}
 	prepare(vmi)
-	var cpuLimit int64
-	if vmi.IsCPUDedicated() {
-		cpuLimit = int64(vmi.Spec.Domain.CPU.Cores * vmi.Spec.Domain.CPU.Sockets * vmi.Spec.Domain.CPU.Threads)
+	// The pod's CPU limit is the dedicated CPU set, as for the JSON-lines answers.
+	cfg := newHarness().clusterConfig(nil)
+	pod, err := renderPod(vmi.DeepCopy(), cfg)
+	if err != nil {
+		return fmt.Errorf("pod: %w", err)
 	}
+	cpuLimit, bindings := cpuLimitOf(pod), cfg.GetNetworkBindings()
 	once := func() error {
-		c := converterContext(vmi, cpuLimit, nil)
+		c := converterContext(vmi, cpuLimit, bindings)
 		domain := &api.Domain{}
 		if err := converter.Convert_v1_VirtualMachineInstance_To_api_Domain(vmi, domain, c); err != nil {
 			return err
