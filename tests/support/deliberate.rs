@@ -41,6 +41,12 @@ pub const COMPARISONS: &[(&str, &str)] = &[
     ("oracle", "domain"),
     ("oracle", "defaulted"),
     ("oracle", "overhead"),
+    // tests/differential.rs (generated VMIs against KubeVirt's Go code, tests/diff)
+    ("differential", "admit"),
+    ("differential", "defaulted"),
+    ("differential", "domain"),
+    ("differential", "overhead"),
+    ("differential", "pod"),
 ];
 
 /// One way kvrs's output differs from KubeVirt's in one scenario.
