@@ -111,6 +111,25 @@ pub fn generate(seed: u64, index: u64) -> Generated {
             json!("true"),
         );
     }
+    if rng.chance(4) {
+        gates.need(&mut rng, "Sidecar");
+        annotations.insert(
+            "hooks.kubevirt.io/hookSidecars".into(),
+            json!(r#"[{"args": ["--version", "v1alpha2"], "image": "registry.example.com/hook-sidecar:1.0"}]"#),
+        );
+    }
+    if rng.chance(4) {
+        annotations.insert(
+            "smbios.vm.kubevirt.io/baseBoardManufacturer".into(),
+            json!("Radical Edward"),
+        );
+    }
+    if rng.chance(3) {
+        annotations.insert("kubevirt.io/keep-launcher-alive-after-failure".into(), json!("true"));
+    }
+    if rng.chance(3) {
+        annotations.insert("custom.example.com/owner".into(), json!("team-a"));
+    }
     if !annotations.is_empty() {
         metadata.insert("annotations".into(), Value::Object(annotations));
     }
@@ -145,10 +164,27 @@ pub fn generate(seed: u64, index: u64) -> Generated {
             firmware.insert("bootloader".into(), json!({"efi": efi}));
         }
     }
+    if rng.chance(5) {
+        let mut container = obj(json!({"image": "quay.io/example/kernel-boot:1.0", "kernelPath": "/boot/vmlinuz"}));
+        if rng.chance(60) {
+            container.insert("initrdPath".into(), json!("/boot/initramfs.img"));
+        }
+        firmware.insert(
+            "kernelBoot".into(),
+            json!({"kernelArgs": "console=ttyS0 root=/dev/vda", "container": container}),
+        );
+    }
     domain.insert("firmware".into(), Value::Object(firmware));
+    if rng.chance(5) {
+        domain.insert(
+            "chassis".into(),
+            json!({"manufacturer": "ACME", "version": "1", "serial": "CH-1", "asset": "A-1", "sku": "SKU-1"}),
+        );
+    }
 
     if rng.chance(20) {
-        let machine = rng.pick(&["q35", "pc-q35-rhel9.4.0", "pc-q35-rhel8.6.0", "q35"]);
+        // pc-i440fx is outside amd64's allowed list: both must refuse it.
+        let machine = rng.pick(&["q35", "pc-q35-rhel9.4.0", "pc-q35-rhel8.6.0", "q35", "q35", "pc-i440fx-rhel7.6.0"]);
         domain.insert("machine".into(), json!({"type": machine}));
     }
 
@@ -219,6 +255,9 @@ pub fn generate(seed: u64, index: u64) -> Generated {
             memory.insert("guest".into(), json!(mem));
             requests.insert("memory".into(), json!(format!("{}Mi", mem_mi / 2)));
             resources.insert("overcommitGuestOverhead".into(), json!(rng.chance(50)));
+        }
+        2 if !dedicated && rng.chance(30) => {
+            limits.insert("memory".into(), json!(mem));
         }
         _ => {
             requests.insert("memory".into(), json!(mem));
@@ -467,7 +506,11 @@ fn storage(
             5 => json!({"ephemeral": {"persistentVolumeClaim": {"claimName": format!("golden-{i}")}}}),
             6 => {
                 gates.need(rng, "HostDisk");
-                json!({"hostDisk": {"path": format!("/data/disk-{i}.img"), "type": "DiskOrCreate", "capacity": "1Gi"}})
+                if rng.chance(50) {
+                    json!({"hostDisk": {"path": format!("/data/disk-{i}.img"), "type": "DiskOrCreate", "capacity": "1Gi"}})
+                } else {
+                    json!({"hostDisk": {"path": format!("/data/disk-{i}.img"), "type": "Disk"}})
+                }
             }
             7 if !cloud_init => {
                 cloud_init = true;
@@ -495,8 +538,13 @@ fn storage(
         volume.extend(obj(source.clone()));
         volumes.push(Value::Object(volume));
         let is_pvc = source.get("persistentVolumeClaim").is_some() || source.get("dataVolume").is_some();
-        if is_pvc && rng.chance(8) {
-            gates.need(rng, "EnableVirtioFsStorageVolumes");
+        let config = ["configMap", "secret", "serviceAccount", "downwardAPI"]
+            .iter()
+            .any(|k| source.get(*k).is_some());
+        if (is_pvc && rng.chance(8)) || (config && rng.chance(15)) {
+            if is_pvc {
+                gates.need(rng, "EnableVirtioFsStorageVolumes");
+            }
             filesystems.push(json!({"name": name, "virtiofs": {}}));
             continue;
         }
@@ -538,7 +586,8 @@ fn storage(
         if rng.chance(8) {
             disk.insert("io".into(), json!(rng.pick(&["native", "threads"])));
         }
-        if io_threads && is_disk && rng.chance(30) {
+        let virtio = disk.get("disk").is_some_and(|d| d.get("bus").is_none_or(|b| b == "virtio"));
+        if io_threads && is_disk && (virtio || rng.chance(5)) && rng.chance(30) {
             disk.insert("dedicatedIOThread".into(), json!(true));
         }
         if rng.chance(6) {
@@ -555,6 +604,11 @@ fn storage(
         }
         if rng.chance(4) && is_disk {
             disk.insert("shareable".into(), json!(true));
+        }
+        if rng.chance(5) && is_disk {
+            if let Some(Value::Object(d)) = disk.get_mut("disk") {
+                d.insert("readonly".into(), json!(true));
+            }
         }
         disks.push(Value::Object(disk));
     }
@@ -635,6 +689,20 @@ fn network(rng: &mut Rng, devices: &mut Map<String, Value>, spec: &mut Map<Strin
         if rng.chance(5) {
             m.insert("bootOrder".into(), json!(rng.range(10, 20)));
         }
+        if rng.chance(4) && !sriov {
+            m.insert(
+                "dhcpOptions".into(),
+                json!({"bootFileName": "pxelinux.0", "tftpServerName": "tftp.example.com", "ntpServers": ["10.0.0.1"]}),
+            );
+        }
+        if rng.chance(4) {
+            m.insert("pciAddress".into(), json!(format!("0000:0{}:00.0", rng.range(2, 9))));
+        }
+    }
+    // KubeVirt orders some outputs by interface, some by network: list them differently now
+    // and then.
+    if rng.chance(30) {
+        interfaces.reverse();
     }
     devices.insert("interfaces".into(), Value::Array(interfaces));
     spec.insert("networks".into(), Value::Array(networks));
@@ -707,6 +775,9 @@ fn other_devices(rng: &mut Rng, devices: &mut Map<String, Value>, gates: &mut Ga
     if rng.chance(4) {
         devices.insert("video".into(), json!({"type": rng.pick(&["virtio", "vga", "bochs"])}));
     }
+    if rng.chance(4) {
+        devices.insert("disableHotplug".into(), json!(true));
+    }
 }
 
 fn scheduling(rng: &mut Rng, spec: &mut Map<String, Value>) {
@@ -753,6 +824,34 @@ fn scheduling(rng: &mut Rng, spec: &mut Map<String, Value>) {
         spec.insert(
             "livenessProbe".into(),
             json!({"tcpSocket": {"port": 22}, "initialDelaySeconds": 60}),
+        );
+    }
+    if rng.chance(5) {
+        spec.insert("architecture".into(), json!("amd64"));
+    }
+    if rng.chance(5) {
+        spec.insert(
+            "affinity".into(),
+            json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}}),
+        );
+    }
+    if rng.chance(4) {
+        spec.insert(
+            "topologySpreadConstraints".into(),
+            json!([{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {"matchLabels": {"app": "x"}}}]),
+        );
+    }
+    if rng.chance(4) {
+        spec.insert("schedulerName".into(), json!("custom-scheduler"));
+    }
+    if rng.chance(4) {
+        spec.insert(
+            "accessCredentials".into(),
+            json!([{"sshPublicKey": {"source": {"secret": {"secretName": "my-keys"}},
+                    "propagationMethod": {"qemuGuestAgent": {"users": ["fedora"]}}}}]),
         );
     }
     if rng.chance(5) {
