@@ -34,11 +34,17 @@ pub fn adjust(
         None => domain.vcpu.as_ref().map(|v| v.cpus).unwrap_or(1),
     };
     let needed = enabled + u32::from(isolate);
-    let set: Vec<u32> = if env.ctx.cpu_set.is_empty() {
+    let mut set: Vec<u32> = if env.ctx.cpu_set.is_empty() {
         (0..needed).collect()
     } else {
         env.ctx.cpu_set.clone()
     };
+    // KubeVirt builds its CPU pool from the pod's CPU set as the node topology lists it: a CPU
+    // the node does not have cannot be pinned to, so a VMI needing more CPUs than the node has
+    // fails here (for the emulator thread: "no CPU allocated for the emulation thread").
+    if let Some(topo) = env.ctx.topology.as_ref().filter(|t| !t.cells.is_empty()) {
+        set.retain(|c| topo.cells.iter().any(|cell| cell.cpus.iter().any(|(id, _)| id == c)));
+    }
     if set.len() < enabled as usize {
         return Err(ConvertError::new(
             "spec.domain.cpu.dedicatedCpuPlacement",
