@@ -36,7 +36,7 @@ use std::sync::mpsc;
 
 use kvrs_converter::{ConverterContext, convert, xmltree};
 use kvrs_core::admission::admit;
-use kvrs_core::pod::{PodInputs, render_launcher_pod};
+use kvrs_core::pod::{PodInputs, PvcInfo, render_launcher_pod};
 use kvrs_core::resources::ResourceReport;
 use kvrs_core::{ClusterConfig, VirtualMachineInstance};
 use kvrs_tests::deliberate::json_differences;
@@ -44,7 +44,7 @@ use kvrs_tests::{Deliberate, Difference, cases_with, read_json, shared_dir};
 use serde_json::{Value, json};
 
 /// Inputs per default run: a few minutes on 2 cores.
-const DEFAULT_COUNT: u64 = 3000;
+const DEFAULT_COUNT: u64 = 5000;
 /// The seed CI runs.
 const DEFAULT_SEED: u64 = 18;
 /// The corpus name of this test's entries in tests/deliberate-differences.json.
@@ -427,6 +427,7 @@ fn compare(case: &Case, kubevirt: &Value) -> BTreeMap<&'static str, Vec<Differen
 
     let inputs = PodInputs {
         qemu_timeout_jitter_seconds: JITTER_SECONDS,
+        pvcs: claims_of(&vmi),
         ..PodInputs::default()
     };
     let pod = match (render_launcher_pod(&vmi, &config, &inputs), kubevirt.get("pod")) {
@@ -450,6 +451,28 @@ fn compare(case: &Case, kubevirt: &Value) -> BTreeMap<&'static str, Vec<Differen
         )],
     };
     out.insert("pod", pod);
+    out
+}
+
+/// The claims the harness creates for a VMI, as kvrs's pod inputs: filesystem RWO volumes
+/// with the UID `uid-of-<name>` (tests/diff/harness.go, pvcUID).
+fn claims_of(vmi: &VirtualMachineInstance) -> BTreeMap<String, PvcInfo> {
+    let v = serde_json::to_value(&vmi.spec.volumes).unwrap_or_default();
+    let mut out = BTreeMap::new();
+    for vol in v.as_array().into_iter().flatten() {
+        let name = vol
+            .pointer("/persistentVolumeClaim/claimName")
+            .or_else(|| vol.pointer("/dataVolume/name"))
+            .or_else(|| vol.pointer("/ephemeral/persistentVolumeClaim/claimName"))
+            .and_then(Value::as_str);
+        if let Some(name) = name {
+            let info = PvcInfo {
+                uid: Some(format!("uid-of-{name}")),
+                ..PvcInfo::default()
+            };
+            out.insert(name.to_string(), info);
+        }
+    }
     out
 }
 

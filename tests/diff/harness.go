@@ -244,9 +244,13 @@ func applyReplacePatch(raw, patch []byte) ([]byte, error) {
 	return json.Marshal(obj)
 }
 
+// pvcUID is the UID the harness gives claim `name` (persistent-reservation labels name it);
+// tests/differential.rs tells kvrs the same.
+func pvcUID(name string) string { return "uid-of-" + name }
+
 // renderPod is virt-controller's RenderLaunchManifest with the oracle's parameters: every
 // PVC/DataVolume (ephemeral ones too) the VMI names exists as a Bound filesystem RWO 10Gi PVC (and so does the
-// backend-storage PVC), every Multus network attachment definition exists (without a resource
+// backend-storage PVC), with UID pvcUID(name), every Multus network attachment definition exists (without a resource
 // annotation), hook-sidecar ConfigMaps exist, no resource quota.
 func renderPod(vmi *v1.VirtualMachineInstance, cfg *virtconfig.ClusterConfig) (*k8sv1.Pod, error) {
 	pvcs := cache.NewStore(cache.MetaNamespaceKeyFunc)
@@ -254,7 +258,7 @@ func renderPod(vmi *v1.VirtualMachineInstance, cfg *virtconfig.ClusterConfig) (*
 		q := resource.MustParse("10Gi")
 		mode := k8sv1.PersistentVolumeFilesystem
 		_ = pvcs.Add(&k8sv1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: vmi.Namespace},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: vmi.Namespace, UID: types.UID(pvcUID(name))},
 			Spec: k8sv1.PersistentVolumeClaimSpec{
 				AccessModes: []k8sv1.PersistentVolumeAccessMode{k8sv1.ReadWriteOnce},
 				VolumeMode:  &mode,

@@ -161,6 +161,9 @@ pub fn generate(seed: u64, index: u64) -> Generated {
                     efi.insert("secureBoot".into(), json!(false));
                 }
             }
+            if rng.chance(15) {
+                efi.insert("persistent".into(), json!(true));
+            }
             firmware.insert("bootloader".into(), json!({"efi": efi}));
         }
     }
@@ -497,7 +500,16 @@ fn storage(
         let name = format!("vol{i}");
         let kind = rng.below(14);
         let source = match kind {
-            0 => json!({"containerDisk": {"image": "quay.io/containerdisks/centos:9", "path": "/disk/disk.img"}}),
+            0 => {
+                let mut c = obj(json!({"image": "quay.io/containerdisks/centos:9", "path": "/disk/disk.img"}));
+                if rng.chance(30) {
+                    c.insert("imagePullPolicy".into(), json!(rng.pick(&["Always", "IfNotPresent", "Never"])));
+                }
+                if rng.chance(20) {
+                    c.insert("imagePullSecret".into(), json!("registry-creds"));
+                }
+                json!({"containerDisk": c})
+            }
             1 | 2 => {
                 json!({"persistentVolumeClaim": {"claimName": format!("pvc-{i}"), "readOnly": rng.chance(20)}})
             }
@@ -514,10 +526,14 @@ fn storage(
             }
             7 if !cloud_init => {
                 cloud_init = true;
-                if rng.chance(50) {
-                    json!({"cloudInitNoCloud": {"userData": "#cloud-config\npassword: fedora\n"}})
-                } else {
-                    json!({"cloudInitConfigDrive": {"userData": "#cloud-config\n"}})
+                match rng.below(5) {
+                    0 => json!({"cloudInitNoCloud": {"userData": "#cloud-config\npassword: fedora\n"}}),
+                    1 => json!({"cloudInitNoCloud": {"userDataBase64": "I2Nsb3VkLWNvbmZpZwo=",
+                        "networkData": "version: 2\nethernets:\n  eth0:\n    dhcp4: true\n"}}),
+                    2 => json!({"cloudInitNoCloud": {"secretRef": {"name": "my-userdata"},
+                        "networkDataSecretRef": {"name": "my-netdata"}}}),
+                    3 => json!({"cloudInitConfigDrive": {"userData": "#cloud-config\n"}}),
+                    _ => json!({"cloudInitConfigDrive": {"secretRef": {"name": "my-userdata"}}}),
                 }
             }
             8 => json!({"configMap": {"name": format!("cm-{i}")}}),
@@ -529,7 +545,11 @@ fn storage(
             11 => {
                 json!({"downwardAPI": {"fields": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}})
             }
-            12 => json!({"sysprep": {"configMap": {"name": format!("sysprep-{i}")}}}),
+            12 if rng.chance(85) => json!({"sysprep": {"configMap": {"name": format!("sysprep-{i}")}}}),
+            12 => {
+                gates.need(rng, "DownwardMetrics");
+                json!({"downwardMetrics": {}})
+            }
             _ => {
                 json!({"persistentVolumeClaim": {"claimName": format!("pvc-{i}")}})
             }
@@ -565,6 +585,10 @@ fn storage(
                     c.insert("tray".into(), json!("closed"));
                 }
                 json!({"cdrom": c})
+            }
+            _ if rng.chance(20) => {
+                gates.need(rng, "PersistentReservation");
+                json!({"lun": {"bus": "scsi", "reservation": true}})
             }
             _ => json!({"lun": {"bus": "scsi"}}),
         };
@@ -610,6 +634,11 @@ fn storage(
                 d.insert("readonly".into(), json!(true));
             }
         }
+        if rng.chance(4) && is_disk {
+            if let Some(Value::Object(d)) = disk.get_mut("disk") {
+                d.insert("pciAddress".into(), json!(format!("0000:0{}:01.0", rng.range(2, 9))));
+            }
+        }
         disks.push(Value::Object(disk));
     }
     devices.insert("disks".into(), Value::Array(disks));
@@ -638,7 +667,11 @@ fn network(rng: &mut Rng, devices: &mut Map<String, Value>, spec: &mut Map<Strin
         networks.push(json!({"name": "default", "multus": {"networkName": "default-net", "default": true}}));
         interfaces.push(json!({"name": "default", "bridge": {}}));
     } else {
-        networks.push(json!({"name": "default", "pod": {}}));
+        if rng.chance(10) && pod_binding == "masquerade" {
+            networks.push(json!({"name": "default", "pod": {"vmNetworkCIDR": "10.11.12.0/24"}}));
+        } else {
+            networks.push(json!({"name": "default", "pod": {}}));
+        }
         let mut iface = obj(json!({"name": "default"}));
         iface.insert(pod_binding.into(), json!({}));
         if pod_binding == "masquerade" && rng.chance(20) {
@@ -698,6 +731,12 @@ fn network(rng: &mut Rng, devices: &mut Map<String, Value>, spec: &mut Map<Strin
         if rng.chance(4) {
             m.insert("pciAddress".into(), json!(format!("0000:0{}:00.0", rng.range(2, 9))));
         }
+        if rng.chance(4) {
+            m.insert("acpiIndex".into(), json!(rng.range(1, 8)));
+        }
+        if rng.chance(3) {
+            m.insert("tag".into(), json!("data-nic"));
+        }
     }
     // KubeVirt orders some outputs by interface, some by network: list them differently now
     // and then.
@@ -722,7 +761,14 @@ fn other_devices(rng: &mut Rng, devices: &mut Map<String, Value>, gates: &mut Ga
         );
     }
     if rng.chance(12) {
-        devices.insert("tpm".into(), json!({}));
+        devices.insert(
+            "tpm".into(),
+            if rng.chance(30) {
+                json!({"persistent": true})
+            } else {
+                json!({})
+            },
+        );
     }
     if rng.chance(8) {
         devices.insert(
@@ -823,7 +869,11 @@ fn scheduling(rng: &mut Rng, spec: &mut Map<String, Value>) {
     if rng.chance(5) {
         spec.insert(
             "livenessProbe".into(),
-            json!({"tcpSocket": {"port": 22}, "initialDelaySeconds": 60}),
+            if rng.chance(50) {
+                json!({"tcpSocket": {"port": 22}, "initialDelaySeconds": 60})
+            } else {
+                json!({"httpGet": {"port": 8080, "path": "/healthz"}, "timeoutSeconds": 5, "failureThreshold": 3})
+            },
         );
     }
     if rng.chance(5) {
