@@ -74,7 +74,10 @@ fn harness_binary() -> PathBuf {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let path = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
-    assert!(path.is_file(), "diff-harness.sh printed no binary path: {stdout}");
+    assert!(
+        path.is_file(),
+        "diff-harness.sh printed no binary path: {stdout}"
+    );
     path
 }
 
@@ -187,7 +190,8 @@ fn harness_reproduces_the_oracle_corpus() {
     let mut failures = Vec::new();
     with_answers(&bin, &cases, |case, a| {
         let name = &case.id;
-        let file = |suffix: &str| std::fs::read_to_string(dir.join(format!("{name}.{suffix}"))).ok();
+        let file =
+            |suffix: &str| std::fs::read_to_string(dir.join(format!("{name}.{suffix}"))).ok();
         let mut check = |what: &'static str, same: bool| {
             *checked.entry(what).or_default() += 1;
             if !same {
@@ -205,9 +209,15 @@ fn harness_reproduces_the_oracle_corpus() {
         }
         let text = |key: &str| a[key].as_str().unwrap_or_default().to_string();
         let pretty = |key: &str| serde_json::to_string_pretty(&a[key]).unwrap() + "\n";
-        check("defaulted.json", Some(pretty("defaulted")) == file("defaulted.json"));
+        check(
+            "defaulted.json",
+            Some(pretty("defaulted")) == file("defaulted.json"),
+        );
         check("domain.xml", Some(text("domainXml")) == file("domain.xml"));
-        check("overhead.txt", Some(text("overhead")) == file("overhead.txt"));
+        check(
+            "overhead.txt",
+            Some(text("overhead")) == file("overhead.txt"),
+        );
         // Go's encoder escapes <, > and & in pod.json; compare the pod as JSON.
         let pod = file("pod.json").map(|t| serde_json::from_str::<Value>(&t).unwrap());
         check("pod.json", pod.as_ref() == Some(&a["pod"]));
@@ -337,7 +347,12 @@ fn compare(case: &Case, kubevirt: &Value) -> BTreeMap<&'static str, Vec<Differen
         (Err(e), None) => {
             out.insert(
                 "admit",
-                vec![Difference::new("admit", "", "admitted", format!("rejected: {e}"))],
+                vec![Difference::new(
+                    "admit",
+                    "",
+                    "admitted",
+                    format!("rejected: {e}"),
+                )],
             );
             return out;
         }
@@ -379,12 +394,20 @@ fn compare(case: &Case, kubevirt: &Value) -> BTreeMap<&'static str, Vec<Differen
         Err(e) => {
             out.insert(
                 "domain",
-                vec![Difference::new("domain", "(defaulted vmi)", "parsed", e.to_string())],
+                vec![Difference::new(
+                    "domain",
+                    "(defaulted vmi)",
+                    "parsed",
+                    e.to_string(),
+                )],
             );
             return out;
         }
     };
-    let domain = match (convert(&vmi, &ConverterContext::default()), kubevirt.get("domainXml")) {
+    let domain = match (
+        convert(&vmi, &ConverterContext::default()),
+        kubevirt.get("domainXml"),
+    ) {
         (Ok(d), Some(x)) => match d.to_xml() {
             Ok(ours) => domain_differences(x.as_str().unwrap_or_default(), &ours),
             Err(e) => vec![Difference::new("domain", "(xml)", "xml", e.to_string())],
@@ -430,7 +453,10 @@ fn compare(case: &Case, kubevirt: &Value) -> BTreeMap<&'static str, Vec<Differen
         pvcs: claims_of(&vmi),
         ..PodInputs::default()
     };
-    let pod = match (render_launcher_pod(&vmi, &config, &inputs), kubevirt.get("pod")) {
+    let pod = match (
+        render_launcher_pod(&vmi, &config, &inputs),
+        kubevirt.get("pod"),
+    ) {
         (Ok(p), Some(want)) => {
             let mut got = serde_json::to_value(&p).unwrap();
             normalize_jitter(&mut got);

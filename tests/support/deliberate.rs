@@ -222,7 +222,8 @@ impl Entry {
 /// `name[N]` (an element position in an XML path). Generated inputs put the same difference at
 /// different indices; the oracle corpus's fixed cases never needed this.
 fn wildcard_covers(pattern: &str, path: &str) -> bool {
-    let (pat, segs): (Vec<&str>, Vec<&str>) = (pattern.split('/').collect(), path.split('/').collect());
+    let (pat, segs): (Vec<&str>, Vec<&str>) =
+        (pattern.split('/').collect(), path.split('/').collect());
     pat.len() <= segs.len()
         && pat.iter().zip(&segs).all(|(p, s)| {
             p == s
@@ -478,9 +479,18 @@ mod tests {
         assert!(d.check("g-1", &at("defaulted", readonly)).is_some());
         let other = "/spec/volumes/3/persistentVolumeClaim/claimName";
         assert!(d.check("g-1", &at("defaulted", other)).is_none());
-        assert!(d.check("g-1", &at("domain", "/domain/cputune[11]/iothreadpin[2]")).is_some());
-        assert!(d.check("g-1", &at("domain", "/domain/cputune[x]")).is_none());
-        assert!(d.check("g-1", &at("domain", "/domain/cputunes[1]")).is_none());
+        assert!(
+            d.check("g-1", &at("domain", "/domain/cputune[11]/iothreadpin[2]"))
+                .is_some()
+        );
+        assert!(
+            d.check("g-1", &at("domain", "/domain/cputune[x]"))
+                .is_none()
+        );
+        assert!(
+            d.check("g-1", &at("domain", "/domain/cputunes[1]"))
+                .is_none()
+        );
         assert!(d.check("g-1", &at("domain", "/domain")).is_none());
     }
 
