@@ -43,7 +43,11 @@ pub fn adjust(
     // the node does not have cannot be pinned to, so a VMI needing more CPUs than the node has
     // fails here (for the emulator thread: "no CPU allocated for the emulation thread").
     if let Some(topo) = env.ctx.topology.as_ref().filter(|t| !t.cells.is_empty()) {
-        set.retain(|c| topo.cells.iter().any(|cell| cell.cpus.iter().any(|(id, _)| id == c)));
+        set.retain(|c| {
+            topo.cells
+                .iter()
+                .any(|cell| cell.cpus.iter().any(|(id, _)| id == c))
+        });
     }
     if set.len() < enabled as usize {
         return Err(ConvertError::new(
