@@ -43,7 +43,8 @@ impl Rng {
     }
 
     pub fn pick<T: Clone>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len() as u64) as usize].clone()
+        let i = usize::try_from(self.below(items.len() as u64)).unwrap_or(0);
+        items[i].clone()
     }
 
     /// A number in `lo..=hi`.
@@ -315,10 +316,10 @@ pub fn generate(seed: u64, index: u64) -> Generated {
             requests.insert("cpu".into(), n.clone());
             limits.insert("cpu".into(), n);
         }
-        if rng.chance(50) {
-            if let Some(m) = requests.get("memory").cloned() {
-                limits.insert("memory".into(), m);
-            }
+        if rng.chance(50)
+            && let Some(m) = requests.get("memory").cloned()
+        {
+            limits.insert("memory".into(), m);
         }
     } else {
         if rng.chance(25) {
@@ -327,10 +328,10 @@ pub fn generate(seed: u64, index: u64) -> Generated {
         if rng.chance(15) {
             limits.insert("cpu".into(), json!(rng.pick(&["1", "2", "4"])));
         }
-        if rng.chance(10) {
-            if let Some(Value::String(m)) = requests.get("memory") {
-                limits.insert("memory".into(), json!(m.clone()));
-            }
+        if rng.chance(10)
+            && let Some(Value::String(m)) = requests.get("memory")
+        {
+            limits.insert("memory".into(), json!(m.clone()));
         }
     }
     if !requests.is_empty() {

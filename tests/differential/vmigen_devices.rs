@@ -302,18 +302,20 @@ pub(super) fn storage(
         if rng.chance(4) && is_disk {
             disk.insert("shareable".into(), json!(true));
         }
-        if rng.chance(5) && is_disk {
-            if let Some(Value::Object(d)) = disk.get_mut("disk") {
-                d.insert("readonly".into(), json!(true));
-            }
+        if rng.chance(5)
+            && is_disk
+            && let Some(Value::Object(d)) = disk.get_mut("disk")
+        {
+            d.insert("readonly".into(), json!(true));
         }
-        if rng.chance(4) && is_disk {
-            if let Some(Value::Object(d)) = disk.get_mut("disk") {
-                d.insert(
-                    "pciAddress".into(),
-                    json!(format!("0000:0{}:01.0", rng.range(2, 9))),
-                );
-            }
+        if rng.chance(4)
+            && is_disk
+            && let Some(Value::Object(d)) = disk.get_mut("disk")
+        {
+            d.insert(
+                "pciAddress".into(),
+                json!(format!("0000:0{}:01.0", rng.range(2, 9))),
+            );
         }
         disks.push(Value::Object(disk));
     }
@@ -329,15 +331,12 @@ pub(super) fn network(
     devices: &mut Map<String, Value>,
     spec: &mut Map<String, Value>,
 ) {
-    match rng.below(10) {
-        // No interface: defaulting adds the pod network (or none when autoattach is off).
-        0..=3 => {
-            if rng.chance(15) {
-                devices.insert("autoattachPodInterface".into(), json!(false));
-            }
-            return;
+    // No interface: defaulting adds the pod network (or none when autoattach is off).
+    if rng.below(10) <= 3 {
+        if rng.chance(15) {
+            devices.insert("autoattachPodInterface".into(), json!(false));
         }
-        _ => {}
+        return;
     }
     let mut interfaces = Vec::new();
     let mut networks = Vec::new();
