@@ -156,9 +156,25 @@ func serialConsoleLog(vmi *v1.VirtualMachineInstance) bool {
 	return l == nil || *l
 }
 
-func cpuLimitOf(pod *k8sv1.Pod) int64 {
+// cpuLimitOf is the compute container's CPU limit. When the pod could not be rendered (no
+// launcher would exist), the converter still runs, with the limit such a pod would have had:
+// one CPU per vCPU, plus one for an isolated emulator thread.
+func cpuLimitOf(pod *k8sv1.Pod, vmi *v1.VirtualMachineInstance) int64 {
 	if pod == nil {
-		return 0
+		cpu := vmi.Spec.Domain.CPU
+		if cpu == nil {
+			return 1
+		}
+		n := int64(1)
+		for _, f := range []uint32{cpu.Cores, cpu.Sockets, cpu.Threads} {
+			if f > 0 {
+				n *= int64(f)
+			}
+		}
+		if cpu.IsolateEmulatorThread {
+			n++
+		}
+		return n
 	}
 	if q, ok := pod.Spec.Containers[0].Resources.Limits[k8sv1.ResourceCPU]; ok {
 		return q.Value()
@@ -178,7 +194,7 @@ func prepare(vmi *v1.VirtualMachineInstance) {
 // domainXML: converter -> libvirt-domain defaulting -> the launcher's marshalling.
 func domainXML(vmi *v1.VirtualMachineInstance, pod *k8sv1.Pod, cfg *virtconfig.ClusterConfig) (string, error) {
 	prepare(vmi)
-	c := converterContext(vmi, cpuLimitOf(pod), cfg.GetNetworkBindings())
+	c := converterContext(vmi, cpuLimitOf(pod, vmi), cfg.GetNetworkBindings())
 	domain := &api.Domain{}
 	if err := converter.Convert_v1_VirtualMachineInstance_To_api_Domain(vmi, domain, c); err != nil {
 		return "", err
@@ -206,7 +222,7 @@ func benchConvert(file string, n int, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("pod: %w", err)
 	}
-	cpuLimit, bindings := cpuLimitOf(pod), cfg.GetNetworkBindings()
+	cpuLimit, bindings := cpuLimitOf(pod, vmi), cfg.GetNetworkBindings()
 	once := func() error {
 		c := converterContext(vmi, cpuLimit, bindings)
 		domain := &api.Domain{}

@@ -108,6 +108,11 @@ pub fn generate(seed: u64, index: u64) -> Generated {
             "labels".into(),
             json!({"app": name, "tier": rng.pick(&["web", "db"])}),
         );
+    } else if rng.chance(2) {
+        metadata.insert(
+            "labels".into(),
+            json!({"kubevirt.io/created-by": "someone"}),
+        );
     }
     let mut annotations = Map::new();
     if rng.chance(5) {
@@ -137,6 +142,13 @@ pub fn generate(seed: u64, index: u64) -> Generated {
     }
     if rng.chance(3) {
         annotations.insert("custom.example.com/owner".into(), json!("team-a"));
+    }
+    if rng.chance(2) {
+        gates.need(&mut rng, "ExperimentalIgnitionSupport");
+        annotations.insert(
+            "kubevirt.io/ignitiondata".into(),
+            json!(r#"{"ignition": {"version": "3.2.0"}}"#),
+        );
     }
     if !annotations.is_empty() {
         metadata.insert("annotations".into(), Value::Object(annotations));
@@ -265,7 +277,14 @@ pub fn generate(seed: u64, index: u64) -> Generated {
             }
         }
         if rng.chance(10) {
-            cpu.insert("realtime".into(), json!({}));
+            cpu.insert(
+                "realtime".into(),
+                if rng.chance(50) {
+                    json!({})
+                } else {
+                    json!({"mask": "0"})
+                },
+            );
         }
     }
     if !cpu.is_empty() {

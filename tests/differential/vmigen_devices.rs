@@ -272,6 +272,9 @@ pub(super) fn storage(
         if rng.chance(10) {
             disk.insert("serial".into(), json!(format!("SN{i}{}", rng.below(1000))));
         }
+        if rng.chance(3) {
+            disk.insert("tag".into(), json!("data"));
+        }
         if rng.chance(10) {
             disk.insert(
                 "cache".into(),
@@ -377,9 +380,29 @@ pub(super) fn network(
             net_name
         };
         networks.push(json!({"name": name, "multus": {"networkName": net_name}}));
-        let binding = if rng.chance(20) { "sriov" } else { "bridge" };
         let mut iface = obj(json!({"name": name}));
-        iface.insert(binding.into(), json!({}));
+        match rng.below(40) {
+            // Bindings KubeVirt v1.9.0 refuses on a secondary network, or without a registered
+            // binding plugin: both must say no.
+            0 => {
+                iface.insert("masquerade".into(), json!({}));
+            }
+            1 => {
+                iface.insert("binding".into(), json!({"name": "passt"}));
+            }
+            2 => {
+                iface.insert("macvtap".into(), json!({}));
+            }
+            3..=10 => {
+                iface.insert("sriov".into(), json!({}));
+            }
+            _ => {
+                iface.insert("bridge".into(), json!({}));
+                if rng.chance(3) {
+                    iface.insert("ports".into(), json!([{"port": 80}]));
+                }
+            }
+        }
         interfaces.push(Value::Object(iface));
     }
     for iface in interfaces.iter_mut() {
@@ -446,6 +469,12 @@ pub(super) fn other_devices(rng: &mut Rng, devices: &mut Map<String, Value>, gat
         devices.insert(
             "watchdog".into(),
             json!({"name": "wd0", "i6300esb": {"action": rng.pick(&["poweroff", "reset", "shutdown"])}}),
+        );
+    } else if rng.chance(2) {
+        // s390x's watchdog: refused on amd64.
+        devices.insert(
+            "watchdog".into(),
+            json!({"name": "wd0", "diag288": {"action": "reset"}}),
         );
     }
     if rng.chance(12) {
