@@ -21,6 +21,10 @@ bash scripts/kube-components.sh
 # module, built into ~/.cache/kvrs (about 5 minutes the first time).
 bash scripts/mixed-harness.sh
 
+# The differential harness (tests/diff): KubeVirt v1.9.0's webhooks, converter, overhead and pod
+# renderer as a Go module, built into ~/.cache/kvrs (about 5 minutes the first time).
+bash scripts/diff-harness.sh
+
 # A fresh clone builds once: incremental artefacts would only double the target directory.
 export CARGO_INCREMENTAL=0
 

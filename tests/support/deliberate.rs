@@ -11,7 +11,9 @@
 //! (scenario names, or `"*"` for all), `path` (what differs, in the comparison's path form: a JSON
 //! pointer, or an action selector such as `update virtualmachines`), `kubevirt` and `kvrs` (what
 //! each does) and `why`. An entry's path covers a difference at the same path or inside it
-//! (`/status` covers `/status/phase`).
+//! (`/status` covers `/status/phase`); a `*` segment stands for any array index
+//! (`/spec/volumes/*/persistentVolumeClaim/readOnly`) and `name[*]` for any XML element position
+//! (`/domain/cputune[*]`).
 
 use std::fmt;
 
@@ -41,6 +43,12 @@ pub const COMPARISONS: &[(&str, &str)] = &[
     ("oracle", "domain"),
     ("oracle", "defaulted"),
     ("oracle", "overhead"),
+    // tests/differential.rs (generated VMIs against KubeVirt's Go code, tests/diff)
+    ("differential", "admit"),
+    ("differential", "defaulted"),
+    ("differential", "domain"),
+    ("differential", "overhead"),
+    ("differential", "pod"),
 ];
 
 /// One way kvrs's output differs from KubeVirt's in one scenario.
@@ -203,9 +211,30 @@ impl Entry {
         let inside = path == self.path
             || path
                 .strip_prefix(self.path.as_str())
-                .is_some_and(|rest| rest.starts_with('/'));
+                .is_some_and(|rest| rest.starts_with('/'))
+            || (self.path.contains('*') && wildcard_covers(&self.path, path));
         case_listed && inside
     }
+}
+
+/// `pattern` covers `path` segment by segment (`/`-separated), `pattern` being a prefix: a `*`
+/// segment matches any one segment (an array index in a JSON pointer), and `name[*]` matches
+/// `name[N]` (an element position in an XML path). Generated inputs put the same difference at
+/// different indices; the oracle corpus's fixed cases never needed this.
+fn wildcard_covers(pattern: &str, path: &str) -> bool {
+    let (pat, segs): (Vec<&str>, Vec<&str>) =
+        (pattern.split('/').collect(), path.split('/').collect());
+    pat.len() <= segs.len()
+        && pat.iter().zip(&segs).all(|(p, s)| {
+            p == s
+                || *p == "*"
+                || p.strip_suffix("[*]").is_some_and(|name| {
+                    s.strip_prefix(name)
+                        .and_then(|r| r.strip_prefix('['))
+                        .and_then(|r| r.strip_suffix(']'))
+                        .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+                })
+        })
 }
 
 impl fmt::Display for Entry {
@@ -433,6 +462,36 @@ mod tests {
             format!("4 differences deliberate (see {FILE_NAME})")
         );
         assert_eq!(d.stale_report(), None);
+    }
+
+    #[test]
+    fn wildcard_segments_stand_for_indices() {
+        let text = r#"[
+          {"corpus": "differential", "test": "defaulted", "cases": ["*"],
+           "path": "/spec/volumes/*/persistentVolumeClaim/readOnly",
+           "kubevirt": "a", "kvrs": "b", "why": "c"},
+          {"corpus": "differential", "test": "domain", "cases": ["*"], "path": "/domain/cputune[*]",
+           "kubevirt": "a", "kvrs": "b", "why": "c"}
+        ]"#;
+        let mut d = Deliberate::parse(text, "differential", &["defaulted", "domain"]).unwrap();
+        let at = |test: &str, path: &str| Difference::new(test, path, "x", "y");
+        let readonly = "/spec/volumes/3/persistentVolumeClaim/readOnly";
+        assert!(d.check("g-1", &at("defaulted", readonly)).is_some());
+        let other = "/spec/volumes/3/persistentVolumeClaim/claimName";
+        assert!(d.check("g-1", &at("defaulted", other)).is_none());
+        assert!(
+            d.check("g-1", &at("domain", "/domain/cputune[11]/iothreadpin[2]"))
+                .is_some()
+        );
+        assert!(
+            d.check("g-1", &at("domain", "/domain/cputune[x]"))
+                .is_none()
+        );
+        assert!(
+            d.check("g-1", &at("domain", "/domain/cputunes[1]"))
+                .is_none()
+        );
+        assert!(d.check("g-1", &at("domain", "/domain")).is_none());
     }
 
     #[test]

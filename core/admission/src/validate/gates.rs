@@ -101,6 +101,20 @@ pub(super) fn check(
             }
         }
     }
+    // PersistentReservation is GA, but KubeVirt enables the pr-helper only when the gate is
+    // named in the configuration (or persistentReservationConfiguration.enabled is set, which
+    // ClusterConfig does not read yet): default-on does not count here.
+    let reservation = devices.disks.iter().flatten().any(|d| {
+        d.lun
+            .as_ref()
+            .is_some_and(|l| l.reservation.unwrap_or(false))
+    });
+    if reservation && !config.gate("PersistentReservation") {
+        causes.invalid(
+            "spec.domain.devices.disks.luns.reservation",
+            "persistent reservation is not enabled in kubevirt config",
+        );
+    }
     if spec.domain.reboot_policy.is_some() && !on("RebootPolicy") {
         causes.invalid(
             "spec.domain.rebootPolicy",
