@@ -78,6 +78,8 @@ def serialize_attrs(name, key, rule, optional):
             return ['skip_serializing_if = "Option::is_none"']
         return ['serialize_with = "crate::serde_util::or_go_zero"']  # omitempty never drops a struct
     if kind == "quantity":
+        if rule.get("zero") != "0":
+            raise SystemExit("%s.%s: quantity_or_zero writes \"0\", Go writes %r" % (name, key, rule.get("zero")))
         if omitzero or behind_nil:
             return ['skip_serializing_if = "Option::is_none"']
         return ['serialize_with = "crate::serde_util::quantity_or_zero"']
@@ -85,6 +87,8 @@ def serialize_attrs(name, key, rule, optional):
         # nil pointers and interfaces are dropped by omitempty; a zero metav1.Time writes null
         # and is dropped only by omitzero.
         if kind == "time":
+            if rule.get("zero", None) is not None:
+                raise SystemExit("%s.%s: a zero Time must write null" % (name, key))
             drop = omitzero or behind_nil
         else:
             drop = omitempty or omitzero or behind_nil
@@ -157,6 +161,7 @@ def main():
         "use crate::quantity::Quantity;",
         "",
     ]
+    required_keys = []
     for n in sorted(seen, key=lambda n: short[n]):
         d = defs[n]
         req = set(d.get("required", []))
@@ -185,6 +190,8 @@ def main():
                 optional = True
             if optional:
                 ty = "Option<%s>" % ty
+            else:
+                required_keys.append((n, key))
             attrs += serialize_attrs(n, key, go_fields[key], optional)
             out.append("    #[serde(%s)]" % ", ".join(attrs))
             out.append("    pub %s: %s," % (field, ty))
@@ -194,6 +201,16 @@ def main():
         out.append("}")
         out.append("")
     out += [
+        "/// The JSON keys, by OpenAPI type name, whose Rust field is not an `Option` (the schema",
+        "/// requires them): they are always read and written, so tests of the Go rules give them a",
+        "/// value.",
+        "#[doc(hidden)]",
+        "pub const REQUIRED_KEYS: &[(&str, &str)] = &[",
+    ]
+    out += ['    ("%s", "%s"),' % r for r in sorted(required_keys)]
+    out += [
+        "];",
+        "",
         "/// Reads `value` as the struct KubeVirt's OpenAPI document names `name` (`v1.Features`) and",
         "/// writes it back; `None` when no struct has that name. Lets a test check the JSON rules of",
         "/// every generated type by the name `core/api/go-json-rules.json` gives it.",

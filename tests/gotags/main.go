@@ -37,12 +37,15 @@ type Field struct {
 	Kind string `json:"kind"`
 	// The Go type of the value (for pointers, slices and maps: of what they hold).
 	Type string `json:"type"`
-	// For a pointer: the kind of what it points to.
+	// For a pointer, slice or map: the kind of what it points to or holds.
 	Elem      string `json:"elem,omitempty"`
 	OmitEmpty bool   `json:"omitempty"`
 	OmitZero  bool   `json:"omitzero"`
 	// The `,string` option: the number or bool is written as a JSON string.
 	AsString bool `json:"string,omitempty"`
+	// For quantity, time and marshaler: what the type's own MarshalJSON writes for its zero value
+	// (`"0"` for a Quantity, `null` for a Time).
+	Zero json.RawMessage `json:"zero,omitempty"`
 	// The embedded (anonymous) struct fields this key is promoted through, outermost first; a
 	// `*` marks an embedded pointer, whose fields encoding/json leaves out entirely when it is nil.
 	Via []string `json:"via,omitempty"`
@@ -185,8 +188,15 @@ func fields(t reflect.Type) ([]candidate, error) {
 				key = f.Name
 			}
 			field := Field{Go: f.Name, Kind: kindOf(ft), Type: goName(inner(ft)), Via: via}
-			if ft.Kind() == reflect.Pointer {
+			switch field.Kind {
+			case "pointer", "slice", "map":
 				field.Elem = kindOf(ft.Elem())
+			case "quantity", "time", "marshaler":
+				zero, err := json.Marshal(reflect.Zero(ft).Interface())
+				if err != nil {
+					return fmt.Errorf("%s.%s: zero value: %w", t, f.Name, err)
+				}
+				field.Zero = zero
 			}
 			for _, o := range strings.Split(opts, ",") {
 				switch o {
