@@ -6,10 +6,14 @@
 //!   kubevirt.io/api's structs return it (`kvrs-gotags remarshal`): Go's zero values added where
 //!   Go always writes them (`status.runtimeUser: 0`, `devices: {}`, ...), empty values dropped
 //!   where Go's `omitempty` drops them.
+//!
+//! Differences from Go's output are checked against `tests/deliberate-differences.json`
+//! (comparison `roundtrip`, cases named by file, JSON pointers into the VMI).
 
 use kvrs_core::VirtualMachineInstance;
+use kvrs_tests::deliberate::json_differences;
 use kvrs_tests::go_json::go_remarshal;
-use kvrs_tests::{cases_with, read_json, shared_dir};
+use kvrs_tests::{Deliberate, cases_with, read_json, shared_dir};
 
 #[test]
 fn every_oracle_vmi_round_trips_as_go_writes_it() {
@@ -26,6 +30,7 @@ fn every_oracle_vmi_round_trips_as_go_writes_it() {
     let mut compared = 0;
     let mut changed_by_go = 0;
     let mut failures = Vec::new();
+    let mut deliberate = Deliberate::load("oracle", &["roundtrip"]);
     for ((file, suffix, original), go) in documents.iter().zip(&go) {
         let typed: VirtualMachineInstance = match serde_json::from_value(original.clone()) {
             Ok(v) => v,
@@ -39,9 +44,10 @@ fn every_oracle_vmi_round_trips_as_go_writes_it() {
         if *suffix == "defaulted.json" && back != *original {
             failures.push(format!("{file}: KubeVirt's own output changed in a round trip"));
         }
-        if back != *go {
+        let diffs = json_differences("roundtrip", "", go, &back);
+        if let Some(diff) = deliberate.unexpected(file, diffs).first() {
             failures.push(format!(
-                "{file}: kvrs writes\n  {back}\nKubeVirt's Go types write\n  {go}"
+                "{file}: {diff}\n  kvrs writes {back}\n  KubeVirt's Go types write {go}"
             ));
         }
         if go != original {
@@ -52,6 +58,8 @@ fn every_oracle_vmi_round_trips_as_go_writes_it() {
         "{compared} oracle VMI documents round-tripped as Go writes them ({changed_by_go} of \
          them not as they were written)"
     );
+    println!("{}", deliberate.summary());
     assert!(compared > 0, "no oracle case compared");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    deliberate.finish();
 }

@@ -36,11 +36,13 @@ pub const COMPARISONS: &[(&str, &str)] = &[
     ("oracle-vm", "vm-error"),
     // tests/oracle_handler.rs
     ("oracle-handler", "handler-sync"),
-    // tests/oracle_pod.rs, oracle_convert.rs, oracle_defaults.rs, oracle_overhead.rs
+    // tests/oracle_pod.rs, oracle_convert.rs, oracle_defaults.rs, oracle_overhead.rs,
+    // oracle_roundtrip.rs
     ("oracle", "pod"),
     ("oracle", "domain"),
     ("oracle", "defaulted"),
     ("oracle", "overhead"),
+    ("oracle", "roundtrip"),
 ];
 
 /// One way kvrs's output differs from KubeVirt's in one scenario.
