@@ -3,9 +3,10 @@
 //! - The committed table `core/api/go-json-rules.json` is exactly what `tests/gotags` reads from
 //!   kubevirt.io/api v1.9.0 by reflection (so the serde rules generated from it are KubeVirt's,
 //!   not hand-patched).
-//! - For every (type, key) of the table, in every state (absent, null, Go-zero, set), and for
-//!   random combinations, kvrs's generated type writes what the table says Go writes
-//!   ([`GoRules::marshal`]).
+//! - For every (type, key) of the table, in every state (absent, null, Go-zero, set), kvrs's
+//!   generated type writes what the table says Go writes ([`GoRules::marshal`]), and KubeVirt's
+//!   Go struct writes the same (`kvrs-gotags remarshal-as`); random combinations of states are
+//!   checked against the table.
 //! - The two examples of issue 18: after admission `features.kvm.hidden: false` and
 //!   `features.apic.endOfInterrupt: false` are gone and a hostDisk without capacity says
 //!   `capacity: "0"`, as the table and KubeVirt's own Go marshalling say.
@@ -15,7 +16,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use kvrs_core::admission::admit;
 use kvrs_core::api::{REQUIRED_KEYS, reserialize_by_openapi_name};
 use kvrs_core::{ClusterConfig, VirtualMachineInstance};
-use kvrs_tests::go_json::{GoField, GoRules, go_remarshal, rules_path, run_gotags, scalar_zero};
+use kvrs_tests::go_json::{
+    GoField, GoRules, go_remarshal, go_remarshal_as, rules_path, run_gotags, scalar_zero,
+};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -93,7 +96,10 @@ impl Inputs<'_> {
 
     /// An element of a slice or map, or what a pointer points to.
     fn element(&self, f: &GoField, set: bool) -> Value {
-        let kind = f.elem.as_deref().expect("pointers, slices and maps name their elements");
+        let kind = f
+            .elem
+            .as_deref()
+            .expect("pointers, slices and maps name their elements");
         let kind = if kind == "pointer" {
             match self.rules.by_go_name(&f.ty) {
                 Some(_) => "struct",
@@ -196,7 +202,7 @@ fn every_key_of_every_type_is_written_as_go_writes_it() {
     let rules = GoRules::load();
     let inputs = inputs(&rules, "x".into(), 7);
     let mut failures = Vec::new();
-    let mut checked = 0;
+    let mut cases = Vec::new();
     let mut k8s_valued = 0;
     for ty in kubevirt_types(&rules) {
         for (key, field) in &rules.types[ty].fields {
@@ -205,18 +211,33 @@ fn every_key_of_every_type_is_written_as_go_writes_it() {
             }
             for state in STATES {
                 let input = inputs.object(ty, &BTreeMap::from([(key.as_str(), state)]));
-                checked += 1;
                 if let Err(e) = check(&rules, ty, &input) {
                     failures.push(format!("{key} {state:?}: {e}"));
                 }
+                cases.push((ty, input));
             }
         }
     }
+    // The model the other tests rely on, against KubeVirt's own Go structs on the same inputs.
+    let go = go_remarshal_as(&cases);
+    let mut go_agrees = 0;
+    for ((ty, input), go) in cases.iter().zip(&go) {
+        let model = rules.marshal(ty, input);
+        if model == *go {
+            go_agrees += 1;
+        } else {
+            failures.push(format!(
+                "{ty} read from {input}\n  the table says Go writes {model}\n  Go writes {go}"
+            ));
+        }
+    }
     println!(
-        "{checked} (type, key, state) cases written as Go writes them; {k8s_valued} keys hold \
-         k8s.io structs (k8s-openapi's types), checked unset and null only"
+        "{} (type, key, state) cases written as Go writes them ({go_agrees} checked against Go \
+         itself); {k8s_valued} keys hold k8s.io structs (k8s-openapi's types), checked unset and \
+         null only",
+        cases.len()
     );
-    assert!(checked > 1000, "too few cases: {checked}");
+    assert!(cases.len() > 1000, "too few cases: {}", cases.len());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -281,7 +302,10 @@ fn admitted_vmi_drops_false_features_and_writes_zero_capacity() {
     let mut apic_in = serde_json::to_value(apic).unwrap();
     apic_in["endOfInterrupt"] = json!(false);
     assert_eq!(features["apic"], rules.marshal("v1.FeatureAPIC", &apic_in));
-    assert!(features["apic"].get("endOfInterrupt").is_none(), "{features}");
+    assert!(
+        features["apic"].get("endOfInterrupt").is_none(),
+        "{features}"
+    );
 
     let host_disk = &got["spec"]["volumes"][0]["hostDisk"];
     let expected_disk = rules.marshal(

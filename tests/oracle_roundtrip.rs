@@ -42,7 +42,9 @@ fn every_oracle_vmi_round_trips_as_go_writes_it() {
         let back = serde_json::to_value(&typed).unwrap();
         compared += 1;
         if *suffix == "defaulted.json" && back != *original {
-            failures.push(format!("{file}: KubeVirt's own output changed in a round trip"));
+            failures.push(format!(
+                "{file}: KubeVirt's own output changed in a round trip"
+            ));
         }
         let diffs = json_differences("roundtrip", "", go, &back);
         if let Some(diff) = deliberate.unexpected(file, diffs).first() {

@@ -105,8 +105,8 @@ impl GoRules {
     /// Reads the committed table.
     pub fn load() -> Self {
         let path = rules_path();
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let table: Table =
             serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let by_go = table
@@ -189,12 +189,9 @@ impl GoRules {
     fn container(&self, f: &GoField, v: &Value) -> Value {
         let elem = f.elem.as_deref().unwrap_or("");
         match v {
-            Value::Array(items) => Value::Array(
-                items
-                    .iter()
-                    .map(|i| self.element(&f.ty, elem, i))
-                    .collect(),
-            ),
+            Value::Array(items) => {
+                Value::Array(items.iter().map(|i| self.element(&f.ty, elem, i)).collect())
+            }
             Value::Object(m) => Value::Object(
                 m.iter()
                     .map(|(k, i)| (k.clone(), self.element(&f.ty, elem, i)))
@@ -272,7 +269,10 @@ pub fn run_gotags(arg: &str, input: &[u8]) -> Vec<u8> {
     let input = input.to_vec();
     let writer = std::thread::spawn(move || stdin.write_all(&input));
     let out = child.wait_with_output().expect("kvrs-gotags output");
-    writer.join().expect("stdin writer").expect("write to kvrs-gotags");
+    writer
+        .join()
+        .expect("stdin writer")
+        .expect("write to kvrs-gotags");
     assert!(
         out.status.success(),
         "kvrs-gotags {arg} exited {}: {}",
@@ -288,6 +288,27 @@ pub fn go_remarshal(docs: &[Value]) -> Vec<Value> {
     let input = serde_json::to_vec(docs).expect("JSON documents");
     let out = run_gotags("remarshal", &input);
     let back: Vec<Value> = serde_json::from_slice(&out).expect("kvrs-gotags remarshal output");
-    assert_eq!(back.len(), docs.len(), "kvrs-gotags remarshal lost documents");
+    assert_eq!(
+        back.len(),
+        docs.len(),
+        "kvrs-gotags remarshal lost documents"
+    );
+    back
+}
+
+/// Each `(OpenAPI type name, value)` as KubeVirt's Go struct of that name writes the value back
+/// after reading it (`kvrs-gotags remarshal-as`).
+pub fn go_remarshal_as(docs: &[(&str, Value)]) -> Vec<Value> {
+    let input: Vec<Value> = docs
+        .iter()
+        .map(|(ty, value)| json!({"type": ty, "value": value}))
+        .collect();
+    let out = run_gotags("remarshal-as", &serde_json::to_vec(&input).expect("JSON"));
+    let back: Vec<Value> = serde_json::from_slice(&out).expect("kvrs-gotags remarshal-as output");
+    assert_eq!(
+        back.len(),
+        docs.len(),
+        "kvrs-gotags remarshal-as lost documents"
+    );
     back
 }
