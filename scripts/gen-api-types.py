@@ -192,7 +192,13 @@ def main():
                 ty = "Option<%s>" % ty
             else:
                 required_keys.append((n, key))
-            attrs += serialize_attrs(n, key, go_fields[key], optional)
+            if rust_type(p) == "ObjectMeta":
+                # k8s-openapi writes an empty map or string it holds; Go's omitempty drops it.
+                if go_fields[key]["kind"] != "struct" or go_fields[key]["omitzero"] or optional:
+                    raise SystemExit("%s.%s: ObjectMeta is expected as a struct value" % (n, key))
+                attrs.append('serialize_with = "crate::serde_util::go_object_meta"')
+            else:
+                attrs += serialize_attrs(n, key, go_fields[key], optional)
             out.append("    #[serde(%s)]" % ", ".join(attrs))
             out.append("    pub %s: %s," % (field, ty))
         out.append("    /// Fields this version of kvrs does not know, kept as they came.")
@@ -200,6 +206,17 @@ def main():
         out.append("    pub extra: BTreeMap<String, serde_json::Value>,")
         out.append("}")
         out.append("")
+    meta = go_types["k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta"]["fields"]
+    out += [
+        "/// The keys of `metav1.ObjectMeta` that Go's `omitempty` drops when empty (its non-pointer",
+        "/// scalar, slice and map fields): k8s-openapi's `ObjectMeta` writes what it holds, so",
+        "/// `crate::serde_util::go_object_meta` drops them.",
+        "#[doc(hidden)]",
+        "pub const OBJECT_META_OMIT_EMPTY: &[&str] = &[",
+    ]
+    out += ['    "%s",' % k for k, f in sorted(meta.items())
+            if f["omitempty"] and (f["kind"] in SCALARS or f["kind"] in ("slice", "map"))]
+    out += ["];", ""]
     out += [
         "/// The JSON keys, by OpenAPI type name, whose Rust field is not an `Option` (the schema",
         "/// requires them): they are always read and written, so tests of the Go rules give them a",

@@ -269,6 +269,58 @@ proptest! {
     }
 }
 
+/// `metadata` is k8s-openapi's `ObjectMeta`, written through kvrs-api's `go_object_meta`: every
+/// key of Go's `metav1.ObjectMeta`, unset, empty and set, inside a VMI.
+#[test]
+fn object_meta_is_written_as_go_writes_it() {
+    let rules = GoRules::load();
+    let meta = &rules.types["k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta"];
+    let time = json!("2024-01-02T03:04:05Z");
+    let mut cases = Vec::new();
+    for (key, f) in &meta.fields {
+        let (zero, set) = match (f.kind.as_str(), f.elem.as_deref()) {
+            ("string", _) => (json!(""), json!("x")),
+            ("int", _) | ("pointer", Some("int")) => (json!(0), json!(7)),
+            ("map", _) => (json!({}), json!({"k": "v"})),
+            ("slice", Some("string")) => (json!([]), json!(["x"])),
+            ("slice", _) if key == "ownerReferences" => (
+                json!([]),
+                json!([{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u"}]),
+            ),
+            ("slice", _) if key == "managedFields" => (json!([]), json!([{"manager": "m"}])),
+            ("time", _) | ("pointer", Some("time")) => (Value::Null, time.clone()),
+            other => panic!("ObjectMeta.{key}: no test values for {other:?}"),
+        };
+        for value in [None, Some(zero), Some(set)] {
+            let mut metadata = Map::new();
+            if let Some(v) = value {
+                metadata.insert(key.clone(), v);
+            }
+            cases.push(json!({
+                "apiVersion": "kubevirt.io/v1",
+                "kind": "VirtualMachineInstance",
+                "metadata": metadata,
+                "spec": {"domain": {"devices": {}}}
+            }));
+        }
+    }
+    let go = go_remarshal(&cases);
+    let mut failures = Vec::new();
+    for (input, go) in cases.iter().zip(&go) {
+        let model = rules.marshal("v1.VirtualMachineInstance", input);
+        let vmi: VirtualMachineInstance = serde_json::from_value(input.clone()).unwrap();
+        let got = serde_json::to_value(&vmi).unwrap();
+        if got != *go || model != *go {
+            failures.push(format!(
+                "{}\n  kvrs writes {}\n  the table says {}\n  Go writes {}",
+                input["metadata"], got["metadata"], model["metadata"], go["metadata"]
+            ));
+        }
+    }
+    println!("{} ObjectMeta cases written as Go writes them", cases.len());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// The two examples, through kvrs's admission (defaulting + validation).
 #[test]
 fn admitted_vmi_drops_false_features_and_writes_zero_capacity() {

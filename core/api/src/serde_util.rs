@@ -15,6 +15,7 @@
 //! | struct value (`omitempty` or not) | the type's zero value ([`or_go_zero`]) | the value |
 //! | `resource.Quantity` value | `"0"` ([`quantity_or_zero`]) | the value |
 //! | `metav1.Time` value | `null` | the value |
+//! | `metav1.ObjectMeta` value | — | without its empty keys ([`go_object_meta`]) |
 //!
 //! Deserialization is untouched: an absent field is `None`, so reading an object and writing it
 //! back differs from the input only where Go would have differed too.
@@ -22,6 +23,8 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::quantity::Quantity;
 
@@ -122,6 +125,24 @@ pub(crate) fn quantity_or_zero<S: Serializer>(
         Some(v) => v.serialize(serializer),
         None => serializer.serialize_str("0"),
     }
+}
+
+/// `serialize_with` for an object's `metadata`: k8s-openapi's `ObjectMeta` writes an empty
+/// `labels: {}` or `name: ""` it holds, where Go's `omitempty` drops them (the keys of
+/// [`OBJECT_META_OMIT_EMPTY`](crate::api::OBJECT_META_OMIT_EMPTY), from the Go rules). Pointer
+/// fields (`deletionGracePeriodSeconds: 0`) are written as they are.
+pub(crate) fn go_object_meta<S: Serializer>(
+    meta: &ObjectMeta,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::Error;
+    let mut value = serde_json::to_value(meta).map_err(S::Error::custom)?;
+    if let serde_json::Value::Object(map) = &mut value {
+        map.retain(|k, v| {
+            !(crate::api::OBJECT_META_OMIT_EMPTY.contains(&k.as_str()) && v.is_go_zero())
+        });
+    }
+    value.serialize(serializer)
 }
 
 #[cfg(test)]

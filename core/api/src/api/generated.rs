@@ -817,7 +817,11 @@ pub struct DataVolumeTemplateSpec {
     pub api_version: Option<String>,
     #[serde(rename = "kind", skip_serializing_if = "crate::serde_util::omit_empty")]
     pub kind: Option<String>,
-    #[serde(rename = "metadata", default)]
+    #[serde(
+        rename = "metadata",
+        default,
+        serialize_with = "crate::serde_util::go_object_meta"
+    )]
     pub metadata: ObjectMeta,
     #[serde(rename = "spec")]
     pub spec: DataVolumeSpec,
@@ -2748,7 +2752,11 @@ pub struct VirtualMachine {
     pub api_version: Option<String>,
     #[serde(rename = "kind", skip_serializing_if = "crate::serde_util::omit_empty")]
     pub kind: Option<String>,
-    #[serde(rename = "metadata", default)]
+    #[serde(
+        rename = "metadata",
+        default,
+        serialize_with = "crate::serde_util::go_object_meta"
+    )]
     pub metadata: ObjectMeta,
     #[serde(rename = "spec")]
     pub spec: VirtualMachineSpec,
@@ -2803,7 +2811,11 @@ pub struct VirtualMachineInstance {
     pub api_version: Option<String>,
     #[serde(rename = "kind", skip_serializing_if = "crate::serde_util::omit_empty")]
     pub kind: Option<String>,
-    #[serde(rename = "metadata", default)]
+    #[serde(
+        rename = "metadata",
+        default,
+        serialize_with = "crate::serde_util::go_object_meta"
+    )]
     pub metadata: ObjectMeta,
     #[serde(rename = "spec")]
     pub spec: VirtualMachineInstanceSpec,
@@ -3474,7 +3486,11 @@ pub struct VirtualMachineInstanceStatus {
 /// `v1.VirtualMachineInstanceTemplateSpec` of the kubevirt.io API.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VirtualMachineInstanceTemplateSpec {
-    #[serde(rename = "metadata", default)]
+    #[serde(
+        rename = "metadata",
+        default,
+        serialize_with = "crate::serde_util::go_object_meta"
+    )]
     pub metadata: ObjectMeta,
     #[serde(rename = "spec", serialize_with = "crate::serde_util::or_go_zero")]
     pub spec: Option<VirtualMachineInstanceSpec>,
@@ -3815,6 +3831,25 @@ pub struct Watchdog {
     #[serde(flatten)]
     pub extra: BTreeMap<String, serde_json::Value>,
 }
+
+/// The keys of `metav1.ObjectMeta` that Go's `omitempty` drops when empty (its non-pointer
+/// scalar, slice and map fields): k8s-openapi's `ObjectMeta` writes what it holds, so
+/// `crate::serde_util::go_object_meta` drops them.
+#[doc(hidden)]
+pub const OBJECT_META_OMIT_EMPTY: &[&str] = &[
+    "annotations",
+    "finalizers",
+    "generateName",
+    "generation",
+    "labels",
+    "managedFields",
+    "name",
+    "namespace",
+    "ownerReferences",
+    "resourceVersion",
+    "selfLink",
+    "uid",
+];
 
 /// The JSON keys, by OpenAPI type name, whose Rust field is not an `Option` (the schema
 /// requires them): they are always read and written, so tests of the Go rules give them a
