@@ -38,11 +38,13 @@ pub const COMPARISONS: &[(&str, &str)] = &[
     ("oracle-vm", "vm-error"),
     // tests/oracle_handler.rs
     ("oracle-handler", "handler-sync"),
-    // tests/oracle_pod.rs, oracle_convert.rs, oracle_defaults.rs, oracle_overhead.rs
+    // tests/oracle_pod.rs, oracle_convert.rs, oracle_defaults.rs, oracle_overhead.rs,
+    // oracle_roundtrip.rs
     ("oracle", "pod"),
     ("oracle", "domain"),
     ("oracle", "defaulted"),
     ("oracle", "overhead"),
+    ("oracle", "roundtrip"),
     // tests/differential.rs (generated VMIs against KubeVirt's Go code, tests/diff)
     ("differential", "admit"),
     ("differential", "defaulted"),

@@ -711,8 +711,9 @@ fn without_a_webhook_the_created_vmi_is_stored_as_virt_api_would_return_it() {
             .expect("a VMI is created")
     };
     let (plain, admitted) = (created(&bare), created(&admitting));
-    // KubeVirt's controller creates the bare VMI; the webhook adds the runtime user and defaults.
-    assert!(plain["status"].get("runtimeUser").is_none(), "{plain}");
+    // KubeVirt's controller creates the bare VMI (with Go's zero `runtimeUser: 0`, a field without
+    // omitempty); the webhook sets the runtime user and the defaults.
+    assert_eq!(plain["status"]["runtimeUser"], 0, "{plain}");
     assert_eq!(admitted["status"]["runtimeUser"], 107, "{admitted}");
     assert!(
         admitted["spec"]["domain"]["machine"]["type"].is_string(),
