@@ -25,6 +25,10 @@ bash scripts/mixed-harness.sh
 # renderer as a Go module, built into ~/.cache/kvrs (about 5 minutes the first time).
 bash scripts/diff-harness.sh
 
+# The Go json-tag reader (tests/gotags, kubevirt.io/api v1.9.0 by reflection) whose table
+# decides how kvrs writes kubevirt.io/v1 objects; tests/go_json_rules.rs checks it.
+bash scripts/gotags.sh
+
 # A fresh clone builds once: incremental artefacts would only double the target directory.
 export CARGO_INCREMENTAL=0
 
@@ -38,8 +42,8 @@ cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee -a "$log"
 echo "== kvrs against KubeVirt v1.9.0's oracle corpus"
 cargo test -q -p kvrs-tests \
   --test oracle_roundtrip --test oracle_defaults --test oracle_convert --test oracle_overhead \
-  --test oracle_pod --test oracle_vm --test oracle_handler -- --nocapture 2>&1 |
-  grep -E "match|round-tripped|idempotently" | sed "s/^\.*//" || true
+  --test oracle_pod --test oracle_vm --test oracle_handler --test differential -- --nocapture 2>&1 |
+  grep -E "match|round-tripped|idempotently|agree" | sed "s/^\.*//" || true
 
 # One closing line for the whole run, summed over every test binary above.
 awk '/^test result:/ { p += $4; f += $6 } END { printf "kvrs: %d passed, %d failed\n", p, f }' "$log"
