@@ -175,7 +175,7 @@ func run(c *input) output {
 			ObjectMeta: *c.VM.Spec.Template.ObjectMeta.DeepCopy(),
 			Spec:       *c.VM.Spec.Template.Spec.DeepCopy(),
 		}
-		if c.VM.Spec.Preference != nil {
+		if c.VM.Spec.Preference != nil && pref != nil {
 			preferenceapply.ApplyAutoAttachPreferences(pref, &vmi.Spec)
 		}
 		if it == nil && pref == nil {
