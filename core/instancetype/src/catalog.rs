@@ -74,6 +74,43 @@ pub enum FindError {
     },
 }
 
+/// Why an object could not be added to a [`Catalog`].
+#[derive(Debug, thiserror::Error)]
+pub enum AddError {
+    /// The object does not parse.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The field at fault (`spec.memory.guest`).
+        path: String,
+        /// Why it does not parse.
+        message: String,
+    },
+    /// A quantity KubeVirt could not parse (it could not read the object at all).
+    #[error("{field}: {error}")]
+    Quantity {
+        /// The quantity's path in the object.
+        field: &'static str,
+        /// Why it is not a quantity.
+        error: kvrs_api::QuantityError,
+    },
+}
+
+/// Deserializes `doc`, naming the field at fault on failure.
+fn typed<T: serde::de::DeserializeOwned>(doc: Value) -> Result<T, AddError> {
+    serde_path_to_error::deserialize(doc).map_err(|e| AddError::Parse {
+        path: e.path().to_string(),
+        message: e.inner().to_string(),
+    })
+}
+
+fn check_quantities(quantities: Vec<(&'static str, &kvrs_api::Quantity)>) -> Result<(), AddError> {
+    for (field, q) in quantities {
+        q.value()
+            .map_err(|error| AddError::Quantity { field, error })?;
+    }
+    Ok(())
+}
+
 /// Whether a kind names the namespaced object (`true`), the cluster-wide one (`false`), or
 /// neither (`None`). `names` are the lowercase singular names of the namespaced and cluster kinds.
 fn namespaced(kind: Option<&str>, names: (&str, &str)) -> Option<bool> {
@@ -139,7 +176,7 @@ pub enum Added {
 
 impl Catalog {
     /// Adds one object by its `kind`; an object that does not parse is an error naming the field.
-    pub fn add(&mut self, doc: Value) -> Result<Added, serde_json::Error> {
+    pub fn add(&mut self, doc: Value) -> Result<Added, AddError> {
         let kind = doc
             .get("kind")
             .and_then(Value::as_str)
@@ -147,11 +184,15 @@ impl Catalog {
             .to_string();
         match kind.as_str() {
             "VirtualMachineInstancetype" | "VirtualMachineClusterInstancetype" => {
-                self.instancetypes.push(serde_json::from_value(doc)?);
+                let it: Instancetype = typed(doc)?;
+                check_quantities(crate::types::instancetype_quantities(&it.spec))?;
+                self.instancetypes.push(it);
                 Ok(Added::Instancetype)
             }
             "VirtualMachinePreference" | "VirtualMachineClusterPreference" => {
-                self.preferences.push(serde_json::from_value(doc)?);
+                let p: Preference = typed(doc)?;
+                check_quantities(crate::types::preference_quantities(&p.spec))?;
+                self.preferences.push(p);
                 Ok(Added::Preference)
             }
             "ControllerRevision" => {
@@ -180,6 +221,11 @@ impl Catalog {
     /// Adds a preference object.
     pub fn add_preference(&mut self, p: Preference) {
         self.preferences.push(p);
+    }
+
+    /// How many ControllerRevisions the catalog holds.
+    pub fn revision_count(&self) -> usize {
+        self.revisions.len()
     }
 
     fn revision(&self, namespace: &str, name: &str) -> Option<&Revision> {

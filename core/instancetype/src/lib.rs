@@ -14,13 +14,14 @@ pub mod apply;
 mod catalog;
 mod check;
 pub mod conflict;
+pub mod revision;
 pub mod topology;
 pub mod types;
 pub mod vm;
 
 pub use apply::{Applied, apply, apply_autoattach_preferences, apply_in_place};
 pub use catalog::{
-    Added, Catalog, FindError, instancetype_is_namespaced, preference_is_namespaced,
+    AddError, Added, Catalog, FindError, instancetype_is_namespaced, preference_is_namespaced,
 };
 pub use check::{RequirementError, check_requirements, check_spread};
 pub use conflict::{Conflict, Conflicts};
