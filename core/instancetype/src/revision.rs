@@ -171,20 +171,20 @@ pub fn sync_status_ref(
             &mut status.infer_from_volume,
         ),
     ] {
-        if let Some(w) = want {
-            if have.as_deref() != Some(w) {
-                *have = Some(w.to_string());
-                clear = true;
-            }
+        if let Some(w) = want
+            && have.as_deref() != Some(w)
+        {
+            *have = Some(w.to_string());
+            clear = true;
         }
     }
     if clear {
         status.controller_revision_ref = None;
     }
-    if let Some(policy) = &matcher.infer_from_volume_failure_policy {
-        if status.infer_from_volume_failure_policy.as_ref() != Some(policy) {
-            status.infer_from_volume_failure_policy = Some(policy.clone());
-        }
+    if let Some(policy) = &matcher.infer_from_volume_failure_policy
+        && status.infer_from_volume_failure_policy.as_ref() != Some(policy)
+    {
+        status.infer_from_volume_failure_policy = Some(policy.clone());
     }
     if let Some(rev) = nonempty(&matcher.revision_name) {
         let named = status
