@@ -899,6 +899,31 @@ fn conflicts_key(v: &Value) -> Value {
     json!({"conflicts (as a set)": sorted})
 }
 
+/// The controller's error, with its field list as a set when several annotation conflicts make
+/// KubeVirt's order random (see [`conflicts_key`]).
+fn controller_key(v: &Value) -> Value {
+    let Some(error) = v.get("error").and_then(Value::as_str) else {
+        return v.clone();
+    };
+    let Some(list) = error
+        .strip_prefix("VMI conflicts with instancetype spec in fields: [")
+        .and_then(|rest| rest.strip_suffix(']'))
+    else {
+        return v.clone();
+    };
+    let mut fields: Vec<&str> = list.split(", ").collect();
+    if fields
+        .iter()
+        .filter(|f| f.starts_with("annotations."))
+        .count()
+        < 2
+    {
+        return v.clone();
+    }
+    fields.sort_unstable();
+    json!({"error fields (as a set)": fields})
+}
+
 fn without_spec(v: &Value) -> Value {
     let mut v = v.clone();
     if let Some(o) = v.as_object_mut() {
@@ -961,6 +986,19 @@ fn kvrs_applies_instancetypes_and_preferences_as_kubevirt_does() {
     for ((case, k), go) in cases.iter().zip(&kvrs).zip(&results) {
         assert_eq!(go["name"], json!(case.name));
         if let Some(p) = go.get("panic").and_then(Value::as_str) {
+            // The one input known to panic KubeVirt's code; any other panic is a finding.
+            let features = case.preference.as_ref().and_then(|p| {
+                p["spec"]["cpu"]["preferredCPUFeatures"]
+                    .as_array()
+                    .filter(|f| !f.is_empty())
+            });
+            assert!(
+                case.instancetype.is_none()
+                    && case.vm["spec"]["template"]["spec"]["domain"]["cpu"].is_null()
+                    && features.is_some(),
+                "{}: KubeVirt panicked on an input not known to panic it: {p}",
+                case.name
+            );
             panics.push(format!("{}: {p}", case.name));
         }
         tally.record("spread", &case.name, &go["spread"], &k.spread);
@@ -987,8 +1025,8 @@ fn kvrs_applies_instancetypes_and_preferences_as_kubevirt_does() {
             tally.record(
                 "controller",
                 &case.name,
-                &without_spec(g),
-                &without_spec(&k.controller),
+                &controller_key(&without_spec(g)),
+                &controller_key(&without_spec(&k.controller)),
             );
             if g.get("spec").is_some() {
                 tally.record(
