@@ -206,8 +206,8 @@ fn an_instancetype_reference_is_a_clear_error_in_every_subcommand() {
         let err = stderr(&out, sub);
         assert!(
             err.contains(
-                "vm-instancetype.yaml: spec.instancetype: instancetypes are not supported yet"
-            ) && err.contains(r#"VirtualMachineClusterInstancetype "u1.medium""#),
+                r#"vm-instancetype.yaml: spec.instancetype: references VirtualMachineClusterInstancetype "u1.medium"; pass it with --instancetype FILE|DIR"#
+            ),
             "{sub}: {err}"
         );
         assert!(
@@ -231,7 +231,7 @@ const EXPECTED: &[(&str, Result<&str, &str>)] = &[
     ("vmi-sriov.yaml", Ok("<name>default_sriov-box</name>")),
     (
         "vm-instancetype.yaml",
-        Err("spec.instancetype: instancetypes are not supported yet"),
+        Err("spec.instancetype: references VirtualMachineClusterInstancetype \"u1.medium\""),
     ),
     (
         "vm-running-and-runstrategy.yaml",

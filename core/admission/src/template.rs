@@ -106,6 +106,18 @@ pub fn vmi_to_start(
     config: &ClusterConfig,
 ) -> Result<VirtualMachineInstance, TemplateError> {
     let mut vmi = vmi_from_vm(vm)?;
+    add_controller_devices(&mut vmi, config)?;
+    Ok(vmi)
+}
+
+/// The VM controller's own device steps on the VMI it is about to create (the part of
+/// [`vmi_to_start`] after [`vmi_from_vm`]): the `default-0` input device and the default pod
+/// network. Separate so that a caller can run KubeVirt's instancetype step that comes between
+/// them (the preference's auto-attach values, applied before the controller adds devices).
+pub fn add_controller_devices(
+    vmi: &mut VirtualMachineInstance,
+    config: &ClusterConfig,
+) -> Result<(), TemplateError> {
     let devices = &mut vmi.spec.domain.devices;
     let has_inputs = devices.inputs.as_ref().is_some_and(|i| !i.is_empty());
     if devices.autoattach_input_device == Some(true) && !has_inputs {
@@ -115,7 +127,7 @@ pub fn vmi_to_start(
         }]);
     }
     crate::defaults::add_default_pod_interface(&mut vmi.spec, config)?;
-    Ok(vmi)
+    Ok(())
 }
 
 /// The VM's first state change request asks to start paused (`virtctl start --paused`).

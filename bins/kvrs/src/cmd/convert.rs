@@ -32,6 +32,8 @@ Examples (paths relative to a kvrs checkout):
   # The domain of a VMI, and of the VMI a VM starts
   kvrs convert fixtures/vmi/minimal.yaml
   kvrs convert fixtures/vm/fedora-always.yaml
+  # Dedicated CPUs, NUMA and hugepages from a cx1-like instancetype
+  kvrs convert fixtures/instancetype/vms/cx1-dedicated.yaml --instancetype fixtures/instancetype/instancetypes --preference fixtures/instancetype/preferences
   # On a cluster with useEmulation: <domain type=\"qemu\">
   kvrs convert fixtures/vmi/minimal.yaml --kubevirt-cr fixtures/kubevirt-cr/emulation.yaml
   # With the cluster's SMBIOS and balloon period
@@ -49,6 +51,9 @@ pub struct Args {
     /// The cluster's configuration.
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    /// The instancetypes and preferences VMs reference.
+    #[command(flatten)]
+    pub instancetypes: crate::cmd::instancetypes::InstancetypeArgs,
 }
 
 /// Runs the subcommand: prints the domain XML.
@@ -60,7 +65,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         context.apply_cluster(config);
     }
     let mut outputs = Vec::new();
-    for (origin, admitted) in admitted_vmis(&args.file, config)? {
+    for (origin, admitted) in admitted_vmis(&args.file, config, &args.instancetypes.load()?)? {
         let ctx = context.for_vmi(&admitted);
         match check_rendered_interfaces(&admitted, &ctx) {
             Ok(()) => {}

@@ -19,6 +19,8 @@ Examples (paths relative to a kvrs checkout):
   kvrs defaults fixtures/vmi/minimal.yaml
   # The VMI a VM's controller would create, as the cluster stores it
   kvrs defaults fixtures/vm/fedora-always.yaml
+  # A VM sized by an instancetype and shaped by a preference (looked up by kind and name)
+  kvrs defaults fixtures/instancetype/vms/fedora-u1-medium.yaml --instancetype fixtures/instancetype/instancetypes --preference fixtures/instancetype/preferences
   # With a cluster's configuration (masquerade default interface, 200m CPU request)
   kvrs defaults fixtures/vmi/minimal.yaml --kubevirt-cr fixtures/kubevirt-cr/production.yaml
   # Feature gates, added to the cluster's (a gate KubeVirt v1.9.0 does not know is an error)
@@ -33,13 +35,16 @@ pub struct Args {
     /// The cluster's configuration.
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    /// The instancetypes and preferences VMs reference.
+    #[command(flatten)]
+    pub instancetypes: crate::cmd::instancetypes::InstancetypeArgs,
 }
 
 /// Runs the subcommand: prints the admitted VMI as pretty JSON.
 pub fn run(args: Args) -> Result<(), CliError> {
     let config = args.cluster.load()?.config;
     let mut outputs = Vec::new();
-    for (_, admitted) in admitted_vmis(&args.file, &config)? {
+    for (_, admitted) in admitted_vmis(&args.file, &config, &args.instancetypes.load()?)? {
         let text =
             serde_json::to_string_pretty(&admitted).map_err(|e| CliError::Failed(e.to_string()))?;
         outputs.push(format!("{text}\n"));

@@ -4,6 +4,7 @@ pub mod cluster;
 pub mod convert;
 pub mod decide;
 pub mod defaults;
+pub mod instancetypes;
 pub mod kubelet;
 pub mod launcher;
 pub mod overhead;

@@ -28,13 +28,16 @@ pub struct Args {
     /// The cluster's configuration.
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    /// The instancetypes and preferences VMs reference.
+    #[command(flatten)]
+    pub instancetypes: crate::cmd::instancetypes::InstancetypeArgs,
 }
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> Result<(), CliError> {
     let config = args.cluster.load()?.config;
     let mut outputs = Vec::new();
-    for (origin, vmi) in admitted_vmis(&args.file, &config)? {
+    for (origin, vmi) in admitted_vmis(&args.file, &config, &args.instancetypes.load()?)? {
         let report = ResourceReport::new(&vmi, &config)
             .map_err(|e| CliError::Input(format!("{origin}: {e}")))?;
         outputs.push(report.to_lines());

@@ -22,6 +22,8 @@ const EXAMPLES: &str = "\
 Examples (paths relative to a kvrs checkout):
   kvrs pod fixtures/vmi/minimal.yaml
   kvrs pod fixtures/vm/windows-halted.yaml -o json
+  # Memory overcommit from an o1-like instancetype: the pod requests less than the guest has
+  kvrs pod fixtures/instancetype/vms/o1-overcommit.yaml --instancetype fixtures/instancetype/instancetypes
   # useEmulation: no devices.kubevirt.io/kvm, --allow-emulation for the launcher
   kvrs pod fixtures/vmi/minimal.yaml --kubevirt-cr fixtures/kubevirt-cr/emulation.yaml
   # cpuAllocationRatio 1: the compute container requests one CPU per vCPU
@@ -36,6 +38,9 @@ pub struct Args {
     /// The cluster's configuration.
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    /// The instancetypes and preferences VMs reference.
+    #[command(flatten)]
+    pub instancetypes: crate::cmd::instancetypes::InstancetypeArgs,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "yaml")]
     pub output: Output,
@@ -57,7 +62,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         ..PodInputs::default()
     };
     let mut pods = Vec::new();
-    for (origin, vmi) in admitted_vmis(&args.file, &config)? {
+    for (origin, vmi) in admitted_vmis(&args.file, &config, &args.instancetypes.load()?)? {
         let pod = render_launcher_pod(&vmi, &config, &inputs)
             .map_err(|e| CliError::Input(format!("{origin}: {}", pod_error(&e, &cluster))))?;
         pods.push(pod);

@@ -11,6 +11,7 @@ mod claim;
 mod conditions;
 mod data_volumes;
 mod finalizer;
+mod instancetype;
 mod run_strategy;
 mod start;
 mod status;

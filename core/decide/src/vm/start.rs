@@ -1,5 +1,6 @@
 //! Starting and stopping: the VMI built from the VM template (by
-//! [`kvrs_admission::template::vmi_to_start`], plus the controller's bookkeeping metadata), the
+//! [`kvrs_admission::template::vmi_to_start`], expanded from the instancetype and preference
+//! revisions of a VM that references them, plus the controller's bookkeeping metadata), the
 //! ControllerRevision recording the spec it was started from, and the deletion that stops it.
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -204,14 +205,9 @@ pub(super) fn start_vmi(r: &mut Reconcile<'_, '_>) -> Option<SyncError> {
         return None;
     }
     remove_restart_required(r);
-    let mut vmi = match kvrs_admission::template::vmi_to_start(&r.vm, r.w.config) {
+    let mut vmi = match super::instancetype::vmi_to_start(r) {
         Ok(v) => v,
-        Err(e) => {
-            return Some(SyncError::new(
-                run_strategy::FAILED_CREATE,
-                format!("Failure while starting VMI: {e}"),
-            ));
-        }
+        Err(e) => return Some(e),
     };
     // In KubeVirt, virt-api's validating webhook refuses such a VMI at create and the VM
     // controller reports the refusal. kvrs runs where no webhook stands in front of the API

@@ -727,3 +727,86 @@ fn without_a_webhook_the_created_vmi_is_stored_as_virt_api_would_return_it() {
         );
     }
 }
+
+/// A VM with an instancetype and a preference starts a VMI expanded from their stored
+/// ControllerRevisions; without the revisions it does not start, with KubeVirt's reason.
+#[test]
+fn a_vm_with_an_instancetype_starts_from_its_revisions() {
+    let cfg = ClusterConfig::default();
+    let mut v = vm(
+        Some("Always"),
+        None,
+        json!({
+            "instancetypeRef": {"name": "u1", "controllerRevisionRef": {"name": "vm1-u1-v1beta1-u-1"}},
+            "preferenceRef": {"name": "p", "controllerRevisionRef": {"name": "vm1-p-v1beta1-p-1"}},
+        }),
+    );
+    v.spec.instancetype = Some(serde_json::from_value(json!({"name": "u1"})).unwrap());
+    v.spec.preference = Some(serde_json::from_value(json!({"name": "p"})).unwrap());
+    if let Some(s) = v.spec.template.spec.as_mut() {
+        s.domain.resources = None;
+    }
+    let revision = |name: &str, object: &str, data: Value| {
+        serde_json::from_value::<ControllerRevision>(json!({
+            "metadata": {"name": name, "namespace": "default",
+                         "labels": {"instancetype.kubevirt.io/object-name": object}},
+            "data": data, "revision": 0,
+        }))
+        .unwrap()
+    };
+    let revs = [
+        revision(
+            "vm1-u1-v1beta1-u-1",
+            "u1",
+            json!({"kind": "VirtualMachineClusterInstancetype",
+            "spec": {"cpu": {"guest": 2}, "memory": {"guest": "1Gi"}}}),
+        ),
+        revision(
+            "vm1-p-v1beta1-p-1",
+            "p",
+            json!({"kind": "VirtualMachineClusterPreference",
+            "spec": {"cpu": {"preferredCPUTopology": "cores"}, "devices": {"preferredDiskBus": "sata"}}}),
+        ),
+    ];
+    let mut w = world(&v, None, &cfg);
+    w.revisions = &revs;
+    let d = decide_vm(&w);
+    assert_eq!(d.plan.error, None);
+    let created = d
+        .plan
+        .writes()
+        .find_map(|x| match (&x.op, x.resource.as_str()) {
+            (WriteOp::Create { object }, "virtualmachineinstances") => Some(object.clone()),
+            _ => None,
+        })
+        .expect("the VMI is created");
+    assert_eq!(
+        created["spec"]["domain"]["cpu"]["cores"], 2,
+        "the preference's topology"
+    );
+    assert_eq!(created["spec"]["domain"]["memory"]["guest"], "1Gi");
+    assert_eq!(
+        created["spec"]["domain"]["devices"]["disks"][0]["disk"]["bus"],
+        "sata"
+    );
+    assert_eq!(
+        created["metadata"]["annotations"]["kubevirt.io/cluster-instancetype-name"],
+        "u1"
+    );
+
+    let mut w = world(&v, None, &cfg);
+    w.revisions = &revs[1..];
+    let d = decide_vm(&w);
+    assert!(
+        d.plan
+            .error_message()
+            .is_some_and(|m| m.contains(r#"VirtualMachineClusterInstancetype "u1" not found"#)),
+        "{:?}",
+        d.plan.error_message()
+    );
+    assert!(
+        !d.plan
+            .writes()
+            .any(|x| x.resource == "virtualmachineinstances")
+    );
+}

@@ -86,7 +86,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let mut manifests = Vec::new();
     for (origin, workload) in workloads {
         let document = workload.document();
-        admit_workload(workload, &origin, &config)?;
+        admit_workload(workload, &origin, &config, None)?;
         manifests.push(document);
     }
     stack::preflight(&args)?;
