@@ -29,6 +29,10 @@ bash scripts/diff-harness.sh
 # decides how kvrs writes kubevirt.io/v1 objects; tests/go_json_rules.rs checks it.
 bash scripts/gotags.sh
 
+# The instancetype harness (tests/instancetype): KubeVirt v1.9.0's instancetype/preference
+# application code as a Go module, for tests/instancetype_differential.rs.
+bash scripts/instancetype-harness.sh
+
 # A fresh clone builds once: incremental artefacts would only double the target directory.
 export CARGO_INCREMENTAL=0
 
@@ -42,7 +46,7 @@ cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee -a "$log"
 echo "== kvrs against KubeVirt v1.9.0's oracle corpus"
 cargo test -q -p kvrs-tests \
   --test oracle_roundtrip --test oracle_defaults --test oracle_convert --test oracle_overhead \
-  --test oracle_pod --test oracle_vm --test oracle_handler --test differential -- --nocapture 2>&1 |
+  --test oracle_pod --test oracle_vm --test oracle_handler --test differential --test instancetype_differential -- --nocapture 2>&1 |
   grep -E "match|round-tripped|idempotently|agree" | sed "s/^\.*//" || true
 
 # One closing line for the whole run, summed over every test binary above.
