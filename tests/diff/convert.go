@@ -157,8 +157,10 @@ func serialConsoleLog(vmi *v1.VirtualMachineInstance) bool {
 }
 
 // cpuLimitOf is the compute container's CPU limit. When the pod could not be rendered (no
-// launcher would exist), the converter still runs, with the limit such a pod would have had:
-// one CPU per vCPU, plus one for an isolated emulator thread.
+// launcher would exist), the converter still runs, with the limit such a pod would have had,
+// counted as the pod renderer's dedicated-CPU rule counts it: one CPU per vCPU, one per
+// supplemental-pool IO thread, and one (two with the even-parity annotation when the count is
+// even) for an isolated emulator thread.
 func cpuLimitOf(pod *k8sv1.Pod, vmi *v1.VirtualMachineInstance) int64 {
 	if pod == nil {
 		cpu := vmi.Spec.Domain.CPU
@@ -171,8 +173,21 @@ func cpuLimitOf(pod *k8sv1.Pod, vmi *v1.VirtualMachineInstance) int64 {
 				n *= int64(f)
 			}
 		}
+		ioThreads, additional := int64(0), int64(0)
+		if t := vmi.Spec.Domain.IOThreads; t != nil && t.SupplementalPoolThreadCount != nil {
+			ioThreads = int64(*t.SupplementalPoolThreadCount)
+			if p := vmi.Spec.Domain.IOThreadsPolicy; p != nil && *p == v1.IOThreadsPolicySupplementalPool {
+				additional = ioThreads
+			}
+		}
+		n += ioThreads
 		if cpu.IsolateEmulatorThread {
-			n++
+			_, parity := vmi.Annotations[v1.EmulatorThreadCompleteToEvenParity]
+			if parity && (n+additional)%2 == 0 {
+				n += 2
+			} else {
+				n++
+			}
 		}
 		return n
 	}
