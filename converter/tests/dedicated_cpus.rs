@@ -26,7 +26,10 @@ fn dedicated(cpu: Value, extra: Value, annotations: Value) -> Domain {
     convert(&vmi, &ConverterContext::default()).unwrap()
 }
 
-fn pins(domain: &Domain) -> (Vec<(u32, String)>, Vec<(u32, String)>, Option<String>) {
+/// `(vCPU or IO thread, host CPUs)` pairs.
+type Pins = Vec<(u32, String)>;
+
+fn pins(domain: &Domain) -> (Pins, Pins, Option<String>) {
     let tune = domain.cputune.as_ref().expect("cputune");
     (
         tune.vcpupin
@@ -41,7 +44,7 @@ fn pins(domain: &Domain) -> (Vec<(u32, String)>, Vec<(u32, String)>, Option<Stri
     )
 }
 
-fn s(pairs: &[(u32, &str)]) -> Vec<(u32, String)> {
+fn s(pairs: &[(u32, &str)]) -> Pins {
     pairs.iter().map(|(a, b)| (*a, (*b).to_string())).collect()
 }
 
