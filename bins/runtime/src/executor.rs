@@ -55,6 +55,7 @@ pub async fn execute<E: Api + Expecting>(plan: &Plan, fx: &mut E, now: Instant) 
                     reason = err.kind.label(),
                     "write failed: {}", err.message
                 );
+                tracing::trace!(op = ?write.op, "the failed write");
                 failed = Some(err);
                 break;
             }

@@ -113,7 +113,7 @@ impl Harness {
             .args(extra)
             .env(
                 "RUST_LOG",
-                "info,kvrs_virt_controller=trace,kvrs_runtime=debug",
+                "info,kvrs_virt_controller=trace,kvrs_runtime=trace",
             )
             .stdout(Stdio::null())
             .stderr(file)
@@ -368,15 +368,29 @@ impl Harness {
             .unwrap_or_default();
         transitions.push(json!({"phase": phase, "phaseTransitionTimestamp": now_rfc3339()}));
         let ready = if phase == "Running" { "True" } else { "False" };
-        self.patch(
-            "vmi",
-            ns,
-            name,
-            &json!({"status": {"phase": phase, "phaseTransitionTimestamps": transitions,
-                "conditions": [
-                {"type": "Ready", "status": ready, "lastProbeTime": null,
-                 "lastTransitionTime": now_rfc3339()}]}}),
-            false,
+        // A JSON patch, as virt-handler writes: a merge patch would drop the condition's
+        // `lastProbeTime: null` (RFC 7386 removes nulls), leaving a condition neither KubeVirt's
+        // handler nor kvrs's ever stores, and the controllers' `test` preconditions, computed
+        // from the object as Go writes it, would never hold.
+        let mut ops = Vec::new();
+        if vmi["status"].is_null() {
+            ops.push(json!({"op": "add", "path": "/status", "value": {}}));
+        }
+        ops.push(json!({"op": "add", "path": "/status/phase", "value": phase}));
+        ops.push(
+            json!({"op": "add", "path": "/status/phaseTransitionTimestamps", "value": transitions}),
+        );
+        ops.push(json!({"op": "add", "path": "/status/conditions", "value": [
+            {"type": "Ready", "status": ready, "lastProbeTime": null,
+             "lastTransitionTime": now_rfc3339()}]}));
+        let p = Value::Array(ops).to_string();
+        let out = self
+            .cluster
+            .kubectl(["patch", "vmi", "-n", ns, name, "--type=json", "-p", &p]);
+        assert!(
+            out.status.success(),
+            "patch vmi {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
         );
     }
 }
