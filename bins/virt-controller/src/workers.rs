@@ -101,8 +101,14 @@ fn to_values<K: serde::Serialize>(objs: &[Arc<K>]) -> Vec<Value> {
 fn referenced_revisions(vm: &VirtualMachine) -> Vec<String> {
     let mut names = Vec::new();
     let spec = [
-        vm.spec.instancetype.as_ref().and_then(|m| m.revision_name.clone()),
-        vm.spec.preference.as_ref().and_then(|m| m.revision_name.clone()),
+        vm.spec
+            .instancetype
+            .as_ref()
+            .and_then(|m| m.revision_name.clone()),
+        vm.spec
+            .preference
+            .as_ref()
+            .and_then(|m| m.revision_name.clone()),
     ];
     let status = vm.status.as_ref();
     let refs = [

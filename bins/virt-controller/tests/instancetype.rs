@@ -28,7 +28,8 @@ fn vm_with(name: &str, instancetype: &str, preference: Option<&str>) -> Value {
         .as_object_mut()
         .expect("domain");
     domain.remove("memory");
-    v["spec"]["instancetype"] = json!({"name": instancetype, "kind": "virtualmachineclusterinstancetype"});
+    v["spec"]["instancetype"] =
+        json!({"name": instancetype, "kind": "virtualmachineclusterinstancetype"});
     if let Some(p) = preference {
         v["spec"]["preference"] = json!({"name": p, "kind": "virtualmachineclusterpreference"});
     }
@@ -99,7 +100,11 @@ fn references_are_stored_as_revisions_and_expand_the_vmi() {
     );
     for (name, kind, object) in [
         (&it_rev, "VirtualMachineClusterInstancetype", "two-cpus"),
-        (&pref_rev, "VirtualMachineClusterPreference", "virtio-sockets"),
+        (
+            &pref_rev,
+            "VirtualMachineClusterPreference",
+            "virtio-sockets",
+        ),
     ] {
         let cr = h
             .get("controllerrevisions", "default", name)
@@ -153,7 +158,10 @@ fn a_missing_instancetype_fails_the_vm_without_a_vmi() {
     assert_eq!(failure["status"], "True");
     assert_eq!(failure["reason"], "FailedFindInstancetype");
     assert!(
-        failure["message"].as_str().unwrap_or("").contains("nowhere"),
+        failure["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("nowhere"),
         "{failure}"
     );
     // Give the controller time for a few more syncs: still no VMI and no revision.
@@ -161,9 +169,10 @@ fn a_missing_instancetype_fails_the_vm_without_a_vmi() {
     assert!(h.get("vmi", "default", "lost").is_none());
     let revisions = h.list("controllerrevisions", "default", "");
     assert!(
-        revisions
-            .iter()
-            .all(|r| !r["metadata"]["name"].as_str().unwrap_or("").starts_with("lost-")),
+        revisions.iter().all(|r| !r["metadata"]["name"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("lost-")),
         "{revisions:?}"
     );
 }

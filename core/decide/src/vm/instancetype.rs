@@ -72,7 +72,8 @@ pub(super) fn vmi_to_start(r: &Reconcile<'_, '_>) -> Result<VirtualMachineInstan
 }
 
 /// KubeVirt's message for a failed store (`storeControllerRevisionErrFmt`).
-const STORE_ERROR: &str = "error encountered while storing instancetype.kubevirt.io controllerRevisions";
+const STORE_ERROR: &str =
+    "error encountered while storing instancetype.kubevirt.io controllerRevisions";
 
 /// The instancetype or preference object a matcher names, as the world holds it (the kind
 /// decides between the namespaced and the cluster-wide object).
@@ -128,7 +129,10 @@ pub(super) fn sync_references(r: &mut Reconcile<'_, '_>) -> Result<bool, SyncErr
             objects,
             m.name.as_deref(),
             instancetype_is_namespaced(m.kind.as_deref()),
-            ("VirtualMachineInstancetype", "VirtualMachineClusterInstancetype"),
+            (
+                "VirtualMachineInstancetype",
+                "VirtualMachineClusterInstancetype",
+            ),
             &namespace,
         )
     });
@@ -137,7 +141,10 @@ pub(super) fn sync_references(r: &mut Reconcile<'_, '_>) -> Result<bool, SyncErr
             objects,
             m.name.as_deref(),
             preference_is_namespaced(m.kind.as_deref()),
-            ("VirtualMachinePreference", "VirtualMachineClusterPreference"),
+            (
+                "VirtualMachinePreference",
+                "VirtualMachineClusterPreference",
+            ),
             &namespace,
         )
     });
@@ -158,7 +165,9 @@ pub(super) fn sync_references(r: &mut Reconcile<'_, '_>) -> Result<bool, SyncErr
             .to_string();
         // A revision stored by an earlier sync whose status patch did not land is reused, as
         // KubeVirt does (its name fixes the object's UID and generation).
-        if in_namespace(r.w.revisions, &namespace).any(|cr| cr.metadata.name.as_deref() == Some(&name)) {
+        if in_namespace(r.w.revisions, &namespace)
+            .any(|cr| cr.metadata.name.as_deref() == Some(&name))
+        {
             continue;
         }
         r.plan.push_write(ApiWrite::new(

@@ -855,7 +855,10 @@ fn references_are_stored_before_the_vm_starts() {
         })
         .collect();
     assert_eq!(created[0]["metadata"]["name"], "vm1-u1-v1beta1-u-1");
-    assert_eq!(created[0]["metadata"]["ownerReferences"][0]["uid"], "vm-uid");
+    assert_eq!(
+        created[0]["metadata"]["ownerReferences"][0]["uid"],
+        "vm-uid"
+    );
     assert!(created[0]["data"]["metadata"]["labels"].is_null());
     assert_eq!(created[1]["metadata"]["name"], "vm1-p-v1beta1-p-3");
     let status_patch = d
