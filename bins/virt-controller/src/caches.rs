@@ -99,7 +99,24 @@ pub struct Caches {
     pub pvcs: Store<PersistentVolumeClaim>,
     /// CDI DataVolumes, when the cluster has CDI's CRD.
     pub data_volumes: Option<Store<DynamicObject>>,
+    /// The `instancetype.kubevirt.io` objects VMs reference, by kind, when the cluster has the
+    /// CRDs (KubeVirt's instancetype controller reads the same four informers).
+    pub instancetypes: Vec<(&'static str, Store<DynamicObject>)>,
 }
+
+/// The four `instancetype.kubevirt.io/v1beta1` kinds and their plurals.
+pub const INSTANCETYPE_KINDS: [(&str, &str); 4] = [
+    ("VirtualMachineInstancetype", "virtualmachineinstancetypes"),
+    (
+        "VirtualMachineClusterInstancetype",
+        "virtualmachineclusterinstancetypes",
+    ),
+    ("VirtualMachinePreference", "virtualmachinepreferences"),
+    (
+        "VirtualMachineClusterPreference",
+        "virtualmachineclusterpreferences",
+    ),
+];
 
 /// `namespace/name` of an object.
 pub fn key_of<K: Resource>(obj: &K) -> String {
@@ -308,6 +325,19 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
         info!("no DataVolume CRD (cdi.kubevirt.io) on this cluster: running without DataVolumes");
         None
     };
+    let mut instancetypes = Vec::new();
+    let served = served_resources(client, "instancetype.kubevirt.io").await;
+    for (kind, plural) in INSTANCETYPE_KINDS {
+        if !served.iter().any(|p| p == plural) {
+            info!("no {plural} (instancetype.kubevirt.io) on this cluster: running without them");
+            continue;
+        }
+        let gvk = GroupVersionKind::gvk("instancetype.kubevirt.io", "v1beta1", kind);
+        let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
+        let (store, t) = watch_dynamic(client, &ar);
+        tasks.push(t);
+        instancetypes.push((kind, store));
+    }
     (
         Caches {
             vms,
@@ -316,6 +346,7 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
             revisions,
             pvcs,
             data_volumes,
+            instancetypes,
         },
         tasks,
     )
@@ -349,6 +380,18 @@ async fn has_data_volumes(client: &kube::Client) -> bool {
     }
 }
 
+/// The plurals `group` serves (none when the group is unknown).
+async fn served_resources(client: &kube::Client, group: &str) -> Vec<String> {
+    match kube::discovery::group(client, group).await {
+        Ok(g) => g
+            .recommended_resources()
+            .into_iter()
+            .map(|(r, _)| r.plural)
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
 impl Caches {
     /// Waits until every cache has listed once.
     pub async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
@@ -359,6 +402,9 @@ impl Caches {
         self.pvcs.wait_until_ready().await?;
         if let Some(dvs) = &self.data_volumes {
             dvs.wait_until_ready().await?;
+        }
+        for (_, store) in &self.instancetypes {
+            store.wait_until_ready().await?;
         }
         Ok(())
     }

@@ -97,6 +97,31 @@ fn to_values<K: serde::Serialize>(objs: &[Arc<K>]) -> Vec<Value> {
         .collect()
 }
 
+/// The ControllerRevision names a VM's matchers and status refs give.
+fn referenced_revisions(vm: &VirtualMachine) -> Vec<String> {
+    let mut names = Vec::new();
+    let spec = [
+        vm.spec
+            .instancetype
+            .as_ref()
+            .and_then(|m| m.revision_name.clone()),
+        vm.spec
+            .preference
+            .as_ref()
+            .and_then(|m| m.revision_name.clone()),
+    ];
+    let status = vm.status.as_ref();
+    let refs = [
+        status.and_then(|s| s.instancetype_ref.as_ref()),
+        status.and_then(|s| s.preference_ref.as_ref()),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|r| r.controller_revision_ref.as_ref()?.name.clone());
+    names.extend(spec.into_iter().flatten().chain(refs));
+    names
+}
+
 impl Controllers {
     /// One VM controller sync of `key`.
     pub async fn sync_vm(&self, key: &str) {
@@ -116,16 +141,29 @@ impl Controllers {
             .get(&ObjectRef::<VirtualMachineInstance>::new(name).within(ns));
         let uid = vm.metadata.uid.clone().unwrap_or_default();
         let prefix = format!("revision-start-vm-{uid}");
+        let named = referenced_revisions(&vm);
+        // The VM's start revisions, and the instancetype and preference revisions it owns or
+        // names (a `revisionName` may name one another VM stored).
         let revisions: Vec<_> = in_namespace(&self.caches.revisions.state(), ns)
             .into_iter()
             .filter(|r| {
-                r.metadata
-                    .name
-                    .as_deref()
-                    .is_some_and(|n| n.starts_with(&prefix))
+                let name = r.metadata.name.as_deref().unwrap_or_default();
+                let owned = r
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.uid == uid);
+                name.starts_with(&prefix) || owned || named.iter().any(|n| n == name)
             })
             .map(|r| r.as_ref().clone())
             .collect();
+        let instancetype_objects = if vm.spec.instancetype.is_some() || vm.spec.preference.is_some()
+        {
+            self.instancetype_objects(ns)
+        } else {
+            Vec::new()
+        };
         let pvcs: Vec<_> = in_namespace(&self.caches.pvcs.state(), ns)
             .into_iter()
             .map(|p| p.as_ref().clone())
@@ -142,6 +180,7 @@ impl Controllers {
             vm: &vm,
             vmi: vmi.as_deref(),
             revisions: &revisions,
+            instancetype_objects: &instancetype_objects,
             data_volumes: &data_volumes,
             pvcs: &pvcs,
             expectations,
@@ -232,6 +271,26 @@ impl Controllers {
         }
         self.finish("vmi", key, &out);
         requeue_async(&self.shared.vmi_queue, key, &out.queue);
+    }
+
+    /// The cluster-wide instancetypes and preferences and those of `ns`, each with its kind (a
+    /// list's items may come without one).
+    fn instancetype_objects(&self, ns: &str) -> Vec<Value> {
+        let mut out = Vec::new();
+        for (kind, store) in &self.caches.instancetypes {
+            for o in store.state() {
+                let namespace = o.metadata.namespace.as_deref();
+                if namespace.is_some_and(|n| n != ns) {
+                    continue;
+                }
+                if let Ok(mut v) = serde_json::to_value(o.as_ref()) {
+                    v["apiVersion"] = Value::String("instancetype.kubevirt.io/v1beta1".into());
+                    v["kind"] = Value::String((*kind).into());
+                    out.push(v);
+                }
+            }
+        }
+        out
     }
 
     async fn run(

@@ -25,6 +25,7 @@ fn planned_vmi(vm: &Value) -> Value {
         vm: &vm,
         vmi: None,
         revisions: &[],
+        instancetype_objects: &[],
         data_volumes: &[],
         pvcs: &[],
         expectations: Default::default(),

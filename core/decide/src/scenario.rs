@@ -182,6 +182,7 @@ impl Scenario {
             vm,
             vmi,
             revisions: &self.controller_revisions,
+            instancetype_objects: &[],
             data_volumes: &self.data_volumes,
             pvcs: &self.pvcs,
             expectations: self.expectations(),

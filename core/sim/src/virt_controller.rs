@@ -263,6 +263,7 @@ impl Sim {
             vm,
             vmi: vmi.as_deref().and_then(Obj::vmi),
             revisions: &revisions,
+            instancetype_objects: &[],
             data_volumes: &[],
             pvcs: &[],
             expectations,

@@ -9,11 +9,15 @@
 //! (`FailedFindInstancetype` / `FailedFindPreference`): storing the revisions
 //! ([`kvrs_instancetype::revision::store_plan`]) comes first.
 
-use kvrs_instancetype::Catalog;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use kvrs_instancetype::revision::store_plan;
 use kvrs_instancetype::vm::controller_apply;
+use kvrs_instancetype::{Catalog, instancetype_is_namespaced, preference_is_namespaced};
+use serde_json::{Value, json};
 
 use super::{Reconcile, SyncError, run_strategy};
 use crate::api::VirtualMachineInstance;
+use crate::{ApiWrite, Event, WriteOp};
 
 /// The VMI to start, expanded when the VM has references (see the module documentation).
 pub(super) fn vmi_to_start(r: &Reconcile<'_, '_>) -> Result<VirtualMachineInstance, SyncError> {
@@ -65,4 +69,144 @@ pub(super) fn vmi_to_start(r: &Reconcile<'_, '_>) -> Result<VirtualMachineInstan
     )
     .map_err(|e| start_error(&format!("Failed to apply instancetype: {e}")))?;
     Ok(vmi)
+}
+
+/// KubeVirt's message for a failed store (`storeControllerRevisionErrFmt`).
+const STORE_ERROR: &str =
+    "error encountered while storing instancetype.kubevirt.io controllerRevisions";
+
+/// The instancetype or preference object a matcher names, as the world holds it (the kind
+/// decides between the namespaced and the cluster-wide object).
+fn referenced<'a>(
+    objects: &'a [Value],
+    name: Option<&str>,
+    is_namespaced: Option<bool>,
+    kinds: (&str, &str),
+    namespace: &str,
+) -> Option<&'a Value> {
+    let name = name.filter(|n| !n.is_empty())?;
+    let namespaced = is_namespaced?;
+    let kind = if namespaced { kinds.0 } else { kinds.1 };
+    objects.iter().find(|o| {
+        o.get("kind").and_then(Value::as_str) == Some(kind)
+            && o.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+            && (!namespaced
+                || o.pointer("/metadata/namespace").and_then(Value::as_str) == Some(namespace))
+    })
+}
+
+/// KubeVirt's instancetype controller `Sync` under the `Reference` policy, before the run
+/// strategy: the referenced objects must exist (else `FailedFindInstancetype` /
+/// `FailedFindPreference`), then [`kvrs_instancetype::revision::store_plan`]'s
+/// ControllerRevisions are created and the VM's `status.instancetypeRef` / `preferenceRef`
+/// patched. Returns whether the VM status changed: KubeVirt then ends the sync, and the next
+/// one starts the VMI from the stored revisions.
+pub(super) fn sync_references(r: &mut Reconcile<'_, '_>) -> Result<bool, SyncError> {
+    if r.vm.spec.instancetype.is_none() && r.vm.spec.preference.is_none() {
+        return Ok(false);
+    }
+    let namespace = r.ns();
+    let mut catalog = Catalog::default();
+    for object in r.w.instancetype_objects {
+        // An object that does not read cannot be referenced; the finder reports it missing.
+        let _ = catalog.add(object.clone());
+    }
+    for cr in in_namespace(r.w.revisions, &namespace) {
+        if let Ok(doc) = serde_json::to_value(cr) {
+            let _ = catalog.add(doc);
+        }
+    }
+    catalog
+        .find_instancetype(&r.vm)
+        .map_err(|e| SyncError::new("FailedFindInstancetype", e.to_string()))?;
+    catalog
+        .find_preference(&r.vm)
+        .map_err(|e| SyncError::new("FailedFindPreference", e.to_string()))?;
+
+    let objects = r.w.instancetype_objects;
+    let instancetype = r.vm.spec.instancetype.as_ref().and_then(|m| {
+        referenced(
+            objects,
+            m.name.as_deref(),
+            instancetype_is_namespaced(m.kind.as_deref()),
+            (
+                "VirtualMachineInstancetype",
+                "VirtualMachineClusterInstancetype",
+            ),
+            &namespace,
+        )
+    });
+    let preference = r.vm.spec.preference.as_ref().and_then(|m| {
+        referenced(
+            objects,
+            m.name.as_deref(),
+            preference_is_namespaced(m.kind.as_deref()),
+            (
+                "VirtualMachinePreference",
+                "VirtualMachineClusterPreference",
+            ),
+            &namespace,
+        )
+    });
+    let plan = match store_plan(&r.vm, instancetype, preference) {
+        Ok(p) => p,
+        Err(e) => {
+            let message = format!("{STORE_ERROR}: {e}");
+            let ev = Event::warning(r.vm_ref(), run_strategy::FAILED_CREATE, message.clone());
+            r.plan.events.push(ev);
+            return Err(SyncError::new(run_strategy::FAILED_CREATE, message));
+        }
+    };
+    for object in plan.create {
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        // A revision stored by an earlier sync whose status patch did not land is reused, as
+        // KubeVirt does (its name fixes the object's UID and generation).
+        if in_namespace(r.w.revisions, &namespace)
+            .any(|cr| cr.metadata.name.as_deref() == Some(&name))
+        {
+            continue;
+        }
+        r.plan.push_write(ApiWrite::new(
+            "controllerrevisions",
+            &namespace,
+            &name,
+            WriteOp::Create { object },
+        ));
+    }
+    if plan.status_patch.is_empty() {
+        return Ok(false);
+    }
+    let mut ops = Vec::new();
+    // A VM that never had a status has no /status to add into.
+    if !r.stored_status.is_object() {
+        ops.push(crate::patch::op("add", "/status", Some(json!({}))));
+    }
+    ops.extend(plan.status_patch);
+    let patch = Value::Array(ops);
+    let mut doc = json!({"status": r.stored_status.clone()});
+    crate::patch::apply_json_patch(&mut doc, &patch)
+        .map_err(|e| SyncError::new(run_strategy::FAILED_CREATE, format!("{STORE_ERROR}: {e}")))?;
+    let write = r.vm_patch(patch).on_subresource("status");
+    r.plan.push_write(write);
+    r.stored_status = doc["status"].take();
+    if let Ok(status) = serde_json::from_value(r.stored_status.clone()) {
+        r.vm.status = Some(status);
+    }
+    Ok(true)
+}
+
+fn in_namespace<'a>(
+    revisions: &'a [ControllerRevision],
+    namespace: &'a str,
+) -> impl Iterator<Item = &'a ControllerRevision> + 'a {
+    revisions.iter().filter(move |cr| {
+        cr.metadata
+            .namespace
+            .as_deref()
+            .is_none_or(|n| n == namespace)
+    })
 }

@@ -53,8 +53,13 @@ pub struct VmWorld<'a> {
     pub vm: &'a VirtualMachine,
     /// The VMI with the VM's name, if the cache holds one (ownership is checked here).
     pub vmi: Option<&'a VirtualMachineInstance>,
-    /// ControllerRevisions of the namespace (only this VM's start revisions are read).
+    /// ControllerRevisions of the namespace: this VM's start revisions and the instancetype
+    /// and preference revisions it owns or names.
     pub revisions: &'a [ControllerRevision],
+    /// The instancetypes and preferences (`instancetype.kubevirt.io`, all four kinds, each
+    /// with its `kind`) a VM can reference: the cluster-wide ones and those of its namespace.
+    /// Read only for a VM with `spec.instancetype` or `spec.preference`.
+    pub instancetype_objects: &'a [Value],
     /// DataVolumes of the namespace, as JSON objects: CDI's DataVolume has no Rust type here,
     /// and the decision reads only its phase and conditions.
     pub data_volumes: &'a [Value],
@@ -245,6 +250,14 @@ fn sync(r: &mut Reconcile<'_, '_>) -> (Option<SyncError>, Option<String>) {
         }
         Err(e) => return (None, Some(e.to_string())),
     };
+
+    // KubeVirt's instancetype controller runs here: a VM whose references are not stored yet
+    // stores them and ends this sync (the next one starts from the stored revisions).
+    match instancetype::sync_references(r) {
+        Ok(true) => return (None, None),
+        Ok(false) => {}
+        Err(e) => return (Some(e), None),
+    }
 
     if meta::annotation(&r.vm.metadata, data_volumes::IMMEDIATE_DATA_VOLUME_CREATION)
         != Some("false")

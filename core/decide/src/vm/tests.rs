@@ -65,6 +65,7 @@ fn world<'a>(
         vm,
         vmi,
         revisions: &[],
+        instancetype_objects: &[],
         data_volumes: &[],
         pvcs: &[],
         expectations: PendingExpectations::default(),
@@ -809,4 +810,103 @@ fn a_vm_with_an_instancetype_starts_from_its_revisions() {
             .writes()
             .any(|x| x.resource == "virtualmachineinstances")
     );
+}
+
+fn with_references(status: Value) -> VirtualMachine {
+    let mut v = vm(Some("Always"), None, status);
+    v.spec.instancetype = Some(serde_json::from_value(json!({"name": "u1"})).unwrap());
+    v.spec.preference = Some(serde_json::from_value(json!({"name": "p"})).unwrap());
+    if let Some(s) = v.spec.template.spec.as_mut() {
+        s.domain.resources = None;
+    }
+    v
+}
+
+#[test]
+fn references_are_stored_before_the_vm_starts() {
+    let cfg = ClusterConfig::default();
+    let v = with_references(json!({}));
+    let objects = [
+        json!({"apiVersion": "instancetype.kubevirt.io/v1beta1",
+               "kind": "VirtualMachineClusterInstancetype",
+               "metadata": {"name": "u1", "uid": "u", "generation": 1,
+                            "labels": {"team": "a"}},
+               "spec": {"cpu": {"guest": 2}, "memory": {"guest": "1Gi"}}}),
+        json!({"apiVersion": "instancetype.kubevirt.io/v1beta1",
+               "kind": "VirtualMachineClusterPreference",
+               "metadata": {"name": "p", "uid": "p", "generation": 3},
+               "spec": {"cpu": {"preferredCPUTopology": "cores"}}}),
+    ];
+    let mut w = world(&v, None, &cfg);
+    w.instancetype_objects = &objects;
+    let d = decide_vm(&w);
+    assert_eq!(d.plan.error, None);
+    assert_eq!(
+        actions(&d),
+        ["create controllerrevisions", "create controllerrevisions"],
+        "the revisions, and no VMI in the same sync"
+    );
+    let created: Vec<Value> = d
+        .plan
+        .writes()
+        .filter_map(|x| match &x.op {
+            WriteOp::Create { object } => Some(object.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(created[0]["metadata"]["name"], "vm1-u1-v1beta1-u-1");
+    assert_eq!(
+        created[0]["metadata"]["ownerReferences"][0]["uid"],
+        "vm-uid"
+    );
+    assert!(created[0]["data"]["metadata"]["labels"].is_null());
+    assert_eq!(created[1]["metadata"]["name"], "vm1-p-v1beta1-p-3");
+    let status_patch = d
+        .plan
+        .writes()
+        .find(|x| x.subresource.as_deref() == Some("status"))
+        .expect("the status refs are patched");
+    let WriteOp::Patch { patch, .. } = &status_patch.op else {
+        panic!("a patch")
+    };
+    assert_eq!(patch[0]["path"], "/status/instancetypeRef");
+    assert_eq!(
+        patch[0]["value"]["controllerRevisionRef"]["name"],
+        "vm1-u1-v1beta1-u-1"
+    );
+    assert_eq!(patch[1]["path"], "/status/preferenceRef");
+    let status = d.status.expect("status written");
+    assert_eq!(
+        status["instancetypeRef"]["controllerRevisionRef"]["name"],
+        "vm1-u1-v1beta1-u-1"
+    );
+
+    // A revision already stored (its status patch lost) is not created again.
+    let stored: Vec<ControllerRevision> = created
+        .iter()
+        .map(|o| serde_json::from_value(o.clone()).unwrap())
+        .collect();
+    w.revisions = &stored;
+    let d = decide_vm(&w);
+    assert_eq!(actions(&d), Vec::<String>::new());
+    assert!(
+        d.plan
+            .writes()
+            .any(|x| x.subresource.as_deref() == Some("status"))
+    );
+}
+
+#[test]
+fn a_missing_instancetype_is_a_failure_without_a_vmi() {
+    let cfg = ClusterConfig::default();
+    let v = with_references(json!({}));
+    let d = decide_vm(&world(&v, None, &cfg));
+    assert_eq!(actions(&d), Vec::<String>::new());
+    let status = d.status.expect("status written");
+    let failure = status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Failure"))
+        .expect("a Failure condition");
+    assert_eq!(failure["reason"], "FailedFindInstancetype");
+    assert!(failure["message"].as_str().unwrap().contains("\"u1\""));
 }
