@@ -127,7 +127,7 @@ fn a_full_overlay_pauses_the_guest_with_a_clear_condition_and_it_resumes_once_sp
     println!("condition: {paused}");
     let event = wait_for(
         "the IOerror event naming the volume",
-        Duration::from_secs(30),
+        Duration::from_secs(90),
         || {
             let events = kubectl_json(&stack.cluster, &["get", "events", "-n", NS])?;
             events["items"]

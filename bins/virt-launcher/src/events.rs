@@ -261,7 +261,15 @@ async fn notify_in_order(
             }
         };
         if ev.event == EVENT_SUSPENDED && ev.detail == SUSPENDED_IOERROR {
-            report_disk_errors(&conn, &ev.domain, &owner, &mut client, &notify_socket).await;
+            report_disk_errors(
+                &conn,
+                &launcher,
+                &ev.domain,
+                &owner,
+                &mut client,
+                &notify_socket,
+            )
+            .await;
         }
         let kind = Lifecycle::of(ev.event);
         let json = if kind == Lifecycle::Undefined {
@@ -302,18 +310,30 @@ async fn notify_in_order(
 /// event, so the VMI says which volume is full.
 async fn report_disk_errors(
     conn: &Connection,
+    launcher: &Launcher,
     dom: &crate::libvirt::DomainRef,
     owner: &crate::state::Owner,
     client: &mut Option<NotifyClient>,
     socket: &PathBuf,
 ) {
-    let errors = match conn.disk_errors(dom).await {
+    let mut errors = match conn.disk_errors(dom).await {
         Ok(e) => e,
         Err(e) => {
             log::warn(format_args!("could not get the disks with errors: {e}"));
-            return;
+            Vec::new()
         }
     };
+    // A sync may have resumed the domain (clearing libvirt's record) before this event was
+    // handled: it kept the errors it saw.
+    let kept = launcher.take_disk_errors();
+    if errors.is_empty() {
+        errors = kept;
+    }
+    if errors.is_empty() {
+        log::warn(format_args!(
+            "domain paused on an IO error, but libvirt names no failing disk"
+        ));
+    }
     let spec = match conn.xml_desc(dom).await {
         Ok(xml) => kvrs_converter::Domain::from_xml(&xml).unwrap_or_default(),
         Err(_) => kvrs_converter::Domain::default(),

@@ -36,6 +36,9 @@ pub struct Launcher {
     /// paused for any other reason — an IO error once the disk has room again (KubeVirt's
     /// launcher does the same; virt-handler spaces those syncs out).
     paused_by_user: std::sync::atomic::AtomicBool,
+    /// The disk errors read just before a sync resumed a domain paused on an IO error: resuming
+    /// clears libvirt's record, and the IOerror event for that pause may not have been sent yet.
+    disk_errors: std::sync::Mutex<Vec<crate::libvirt::DiskError>>,
 }
 
 fn failed(what: &str, e: impl std::fmt::Display) -> CmdError {
@@ -58,6 +61,7 @@ impl Launcher {
             owner: std::sync::Mutex::new(owner),
             vmi_grace: std::sync::Mutex::new(None),
             paused_by_user: std::sync::atomic::AtomicBool::new(false),
+            disk_errors: std::sync::Mutex::new(Vec::new()),
             agent,
         }
     }
@@ -93,6 +97,14 @@ impl Launcher {
     /// Who the domain belongs to (for events).
     pub fn owner(&self) -> Owner {
         self.owner.lock().map(|o| o.clone()).unwrap_or_default()
+    }
+
+    /// The disk errors a sync kept before resuming (see [`Launcher::sync_vmi`]), once.
+    pub fn take_disk_errors(&self) -> Vec<crate::libvirt::DiskError> {
+        self.disk_errors
+            .lock()
+            .map(|mut e| std::mem::take(&mut *e))
+            .unwrap_or_default()
     }
 
     /// `<namespace>_<name>`: KubeVirt's domain name.

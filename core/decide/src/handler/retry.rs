@@ -74,7 +74,10 @@ impl RetryPolicy {
             return (self.fresh(now), None);
         }
         if now <= state.next_run {
-            return (state, Some((state.next_run - now).unsigned_abs()));
+            // KubeVirt's clock has nanoseconds; this one has seconds: hold back at least one,
+            // or a failure at exactly `next_run` would requeue at once, over and over, for the
+            // rest of that second.
+            return (state, Some((state.next_run - now).unsigned_abs().max(1)));
         }
         state.wait = state.wait.saturating_mul(2).min(self.max_wait);
         state.next_run = now.saturating_add_unsigned(state.wait);
@@ -132,16 +135,25 @@ mod tests {
         assert_eq!((d, s.first_fail, s.wait), (None, 100, 10));
     }
 
+    #[test]
+    fn a_failure_at_exactly_the_next_run_is_held_back_a_second() {
+        let p = IO_ERROR_RETRY;
+        let (s, _) = p.on_failure(None, 0);
+        let (s, _) = p.on_failure(Some(s), 1);
+        assert!(s.last_run_failed);
+        assert_eq!(p.on_failure(Some(s), s.next_run).1, Some(1));
+    }
+
     proptest! {
         #[test]
-        fn the_delay_never_exceeds_the_longest_wait(times in proptest::collection::vec(0i64..400, 1..60)) {
+        fn the_delay_never_is_zero_and_never_exceeds_the_longest_wait(times in proptest::collection::vec(0i64..400, 1..60)) {
             let p = IO_ERROR_RETRY;
             let mut now = 0i64;
             let mut state = None;
             for step in times {
                 now += step;
                 let (s, d) = p.on_failure(state, now);
-                prop_assert!(d.unwrap_or(0) <= p.max_wait);
+                prop_assert!(d.unwrap_or(1) >= 1 && d.unwrap_or(0) <= p.max_wait);
                 prop_assert!(s.wait >= p.initial_wait && s.wait <= p.max_wait);
                 state = Some(s);
             }
