@@ -25,16 +25,9 @@ STUBS="$ROOT/tests/mixed/stubs"
 [ -f "$MOD_DIR/go.mod" ] && [ -f "$MOD_DIR/go.sum" ] || die "missing $MOD_DIR/go.mod or go.sum"
 [ -d "$STUBS" ] || die "missing $STUBS (the stand-in modules go.mod replaces)"
 
-if [ -n "${GO:-}" ]; then
-  GO_CMD=$GO
-elif command -v go >/dev/null 2>&1; then
-  GO_CMD=$(command -v go)
-elif [ -x /usr/local/go/bin/go ]; then
-  GO_CMD=/usr/local/go/bin/go
-else
-  die "no Go toolchain found (set GO=/path/to/go or put go on PATH); Go >= 1.26 is needed"
-fi
-GO_VERSION=$("$GO_CMD" env GOVERSION) || die "'$GO_CMD env GOVERSION' failed"
+# shellcheck source=lib/go-harness.sh
+source "$ROOT/scripts/lib/go-harness.sh"
+gh_find_go
 command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libvirt ||
   die "libvirt's C headers are needed (cgo, libvirt.org/go/libvirt): apt-get install libvirt-dev pkg-config"
 
@@ -49,44 +42,7 @@ HASH=$(
     echo "go=$GO_VERSION cgo=1 flags=$FLAGS"
   } | sha256sum | cut -c1-16
 )
-CACHE_DIR="${KVRS_CACHE:-$HOME/.cache/kvrs}/diff-$HASH"
-BIN="$CACHE_DIR/kvrs-diff-go"
-if [ -x "$BIN" ]; then
-  echo "$BIN"
-  exit 0
-fi
-
-mkdir -p "$CACHE_DIR"
-exec 9>"$CACHE_DIR/lock"
-if ! flock -n 9; then
-  echo "diff-harness.sh: another build holds $CACHE_DIR/lock; waiting" >&2
-  flock 9
-fi
-if [ -x "$BIN" ]; then
-  echo "$BIN"
-  exit 0
-fi
-
-LOG="$CACHE_DIR/build.log"
-: >"$LOG"
-cd "$MOD_DIR"
-export CGO_ENABLED=1
-export GOFLAGS="-mod=readonly -buildvcs=false"
 # The checksum database behind this proxy has no record of these modules (404); go.sum pins
 # their hashes, which the build still checks.
 export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}libvirt.org/go/libvirt,github.com/rhobs/operator-observability-toolkit"
-
-echo "diff-harness.sh: building kvrs-diff-go with $GO_VERSION against kubevirt.io/kubevirt v1.9.0 (GOPROXY=$("$GO_CMD" env GOPROXY); about 5 minutes the first time)" >&2
-start=$(date +%s)
-if ! "$GO_CMD" build -trimpath -ldflags="-s -w" -o "$BIN.tmp.$$" . >>"$LOG" 2>&1; then
-  rm -f "$BIN.tmp.$$"
-  tail -n 40 "$LOG" >&2
-  die "go build of tests/diff failed (GOPROXY=$("$GO_CMD" env GOPROXY)); full log: $LOG"
-fi
-mv "$BIN.tmp.$$" "$BIN"
-# Builds of older harness sources (about 60 MB each) are not needed any more.
-for old in "${CACHE_DIR%/*}"/diff-*; do
-  [ "$old" != "$CACHE_DIR" ] && [ -f "$old/kvrs-diff-go" -o -f "$old/lock" ] && rm -rf "$old"
-done
-echo "diff-harness.sh: built in $(($(date +%s) - start)) s: $BIN" >&2
-echo "$BIN"
+gh_build diff-harness.sh diff kvrs-diff-go "$HASH" "$MOD_DIR" 1 "against kubevirt.io/kubevirt v1.9.0; about 5 minutes the first time"

@@ -23,16 +23,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MOD_DIR="$ROOT/tests/mixed"
 [ -f "$MOD_DIR/go.mod" ] && [ -f "$MOD_DIR/go.sum" ] || die "missing $MOD_DIR/go.mod or go.sum"
 
-if [ -n "${GO:-}" ]; then
-  GO_CMD=$GO
-elif command -v go >/dev/null 2>&1; then
-  GO_CMD=$(command -v go)
-elif [ -x /usr/local/go/bin/go ]; then
-  GO_CMD=/usr/local/go/bin/go
-else
-  die "no Go toolchain found (set GO=/path/to/go or put go on PATH); Go >= 1.26 is needed"
-fi
-GO_VERSION=$("$GO_CMD" env GOVERSION) || die "'$GO_CMD env GOVERSION' failed"
+# shellcheck source=lib/go-harness.sh
+source "$ROOT/scripts/lib/go-harness.sh"
+gh_find_go
 command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libvirt ||
   die "libvirt's C headers are needed (cgo, libvirt.org/go/libvirt): apt-get install libvirt-dev pkg-config"
 
@@ -46,44 +39,7 @@ HASH=$(
     echo "go=$GO_VERSION cgo=1 flags=$FLAGS"
   } | sha256sum | cut -c1-16
 )
-CACHE_DIR="${KVRS_CACHE:-$HOME/.cache/kvrs}/mixed-$HASH"
-BIN="$CACHE_DIR/kvrs-mixed"
-if [ -x "$BIN" ]; then
-  echo "$BIN"
-  exit 0
-fi
-
-mkdir -p "$CACHE_DIR"
-exec 9>"$CACHE_DIR/lock"
-if ! flock -n 9; then
-  echo "mixed-harness.sh: another build holds $CACHE_DIR/lock; waiting" >&2
-  flock 9
-fi
-if [ -x "$BIN" ]; then
-  echo "$BIN"
-  exit 0
-fi
-
-LOG="$CACHE_DIR/build.log"
-: >"$LOG"
-cd "$MOD_DIR"
-export CGO_ENABLED=1
-export GOFLAGS="-mod=readonly -buildvcs=false"
 # The checksum database behind this proxy has no record of libvirt.org/go/libvirt v1.12003.0
 # (404); go.sum pins its hash, which the build still checks.
 export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}libvirt.org/go/libvirt"
-
-echo "mixed-harness.sh: building kvrs-mixed with $GO_VERSION against kubevirt.io/kubevirt v1.9.0 (GOPROXY=$("$GO_CMD" env GOPROXY); about 5 minutes the first time)" >&2
-start=$(date +%s)
-if ! "$GO_CMD" build -trimpath -ldflags="-s -w" -o "$BIN.tmp.$$" . >>"$LOG" 2>&1; then
-  rm -f "$BIN.tmp.$$"
-  tail -n 40 "$LOG" >&2
-  die "go build of tests/mixed failed (GOPROXY=$("$GO_CMD" env GOPROXY)); full log: $LOG"
-fi
-mv "$BIN.tmp.$$" "$BIN"
-# Builds of older harness sources (about 50 MB each) are not needed any more.
-for old in "${CACHE_DIR%/*}"/mixed-*; do
-  [ "$old" != "$CACHE_DIR" ] && [ -f "$old/kvrs-mixed" -o -f "$old/lock" ] && rm -rf "$old"
-done
-echo "mixed-harness.sh: built in $(($(date +%s) - start)) s: $BIN" >&2
-echo "$BIN"
+gh_build mixed-harness.sh mixed kvrs-mixed "$HASH" "$MOD_DIR" 1 "against kubevirt.io/kubevirt v1.9.0; about 5 minutes the first time"
