@@ -114,7 +114,12 @@ async fn the_vmi_arrives_intact() {
         .unwrap();
     // Compared as the JSON Go writes: a field Go always writes (a struct value such as
     // `resources`) arrives as its zero value where the sender had it unset.
-    let got = capture.0.lock().unwrap().clone().expect("the launcher got the VMI");
+    let got = capture
+        .0
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the launcher got the VMI");
     assert_eq!(
         serde_json::to_value(&got).unwrap(),
         serde_json::to_value(&vmi).unwrap()
