@@ -217,7 +217,7 @@ async fn run(flags: Flags) -> Result<(), String> {
         let probe = conn.clone();
         tokio::spawn(async move {
             let t = Instant::now();
-            match probe.capabilities().await {
+            match probe.domain_capabilities(std::env::consts::ARCH).await {
                 Ok(_) => log::info(format_args!("libvirt probed QEMU in {:?}", t.elapsed())),
                 Err(e) => log::warn(format_args!("capabilities probe: {e}")),
             }

@@ -45,7 +45,63 @@ fn mkdir(dir: &Path) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))
 }
 
+/// One file a disk of the domain needs, with its paths already checked.
+enum Job<'a> {
+    Overlay {
+        overlay: PathBuf,
+        backing: PathBuf,
+        format: String,
+    },
+    EmptyDisk {
+        path: PathBuf,
+        size: String,
+    },
+    CloudInit {
+        volume: &'a Volume,
+        iso: PathBuf,
+    },
+    ConfigDisk {
+        iso: PathBuf,
+        source: PathBuf,
+    },
+}
+
+impl Job<'_> {
+    async fn run(self, vmi: &VirtualMachineInstance) -> Result<(), String> {
+        match self {
+            Job::Overlay {
+                overlay,
+                backing,
+                format,
+            } => create_overlay(&overlay, &backing, &format).await,
+            Job::EmptyDisk { path, size } => {
+                if path.exists() {
+                    return Ok(());
+                }
+                mkdir(Path::new(EMPTY_DISKS))?;
+                run(
+                    "qemu-img",
+                    &[
+                        "create".as_ref(),
+                        "-f".as_ref(),
+                        "qcow2".as_ref(),
+                        path.as_os_str(),
+                        size.as_ref(),
+                    ],
+                )
+                .await
+            }
+            Job::CloudInit { volume, iso } => build_cloud_init(vmi, volume, &iso).await,
+            Job::ConfigDisk { iso, source } => build_iso(&iso, &source, "cfgdata").await,
+        }
+    }
+}
+
 /// Prepares every file the domain needs.
+///
+/// Every path is checked first, in disk order, so a bad volume is reported before anything is
+/// written; the files are then made concurrently: each job is an external tool (`qemu-img`,
+/// `xorrisofs`) on its own file, and they sit on SyncVirtualMachine's path to a running domain.
 pub async fn prepare(
     vmi: &VirtualMachineInstance,
     domain: &Domain,
@@ -63,6 +119,7 @@ pub async fn prepare(
     }
     mkdir(&private.join("libvirt/qemu/nvram"))?;
 
+    let mut jobs = Vec::new();
     for disk in &domain.devices.disks {
         let volume_name = disk
             .alias
@@ -95,42 +152,34 @@ pub async fn prepare(
                 .backing_store
                 .as_ref()
                 .and_then(|b| b.format.as_ref())
-                .map(|f| f.kind.as_str())
-                .unwrap_or("raw");
-            create_overlay(&overlay, &backing, format).await?;
+                .map(|f| f.kind.clone())
+                .unwrap_or_else(|| "raw".into());
+            jobs.push(Job::Overlay {
+                overlay,
+                backing,
+                format,
+            });
             continue;
         }
         let Some(volume) = volume else { continue };
         if let Some(empty) = &volume.empty_disk {
             let path = check_within("empty disk", &file, Path::new(EMPTY_DISKS))?;
-            if !path.exists() {
-                mkdir(Path::new(EMPTY_DISKS))?;
-                let size = empty
-                    .capacity
-                    .value()
-                    .map_err(|e| format!("emptyDisk {} capacity: {e}", volume.name))?
-                    .to_string();
-                run(
-                    "qemu-img",
-                    &[
-                        "create".as_ref(),
-                        "-f".as_ref(),
-                        "qcow2".as_ref(),
-                        path.as_os_str(),
-                        size.as_ref(),
-                    ],
-                )
-                .await?;
-            }
+            let size = empty
+                .capacity
+                .value()
+                .map_err(|e| format!("emptyDisk {} capacity: {e}", volume.name))?
+                .to_string();
+            jobs.push(Job::EmptyDisk { path, size });
         } else if volume.cloud_init_no_cloud.is_some() || volume.cloud_init_config_drive.is_some() {
             let iso = check_within("cloud-init ISO", &file, Path::new(CLOUD_INIT_DIR))?;
-            build_cloud_init(vmi, volume, &iso).await?;
+            jobs.push(Job::CloudInit { volume, iso });
         } else if let Some(kind) = config_volume_dir(volume) {
             let iso = check_within("config disk", &file, private)?;
             let source = private.join(kind).join(&volume.name);
-            build_iso(&iso, &source, "cfgdata").await?;
+            jobs.push(Job::ConfigDisk { iso, source });
         }
     }
+    futures::future::try_join_all(jobs.into_iter().map(|job| job.run(vmi))).await?;
 
     // Kernel boot artifacts come from the kernel-boot container: say clearly when absent.
     for (what, path) in [

@@ -45,7 +45,6 @@ mod proc_ {
     pub const CONNECT_OPEN: u32 = 1;
     pub const CONNECT_CLOSE: u32 = 2;
     pub const CONNECT_GET_VERSION: u32 = 4;
-    pub const CONNECT_GET_CAPABILITIES: u32 = 7;
     pub const DOMAIN_CREATE: u32 = 9;
     pub const DOMAIN_DEFINE_XML: u32 = 11;
     pub const DOMAIN_DESTROY: u32 = 12;
@@ -58,6 +57,7 @@ mod proc_ {
     pub const DOMAIN_SUSPEND: u32 = 34;
     pub const CONNECT_DOMAIN_EVENT_REGISTER: u32 = 105;
     pub const DOMAIN_EVENT_LIFECYCLE: u32 = 107;
+    pub const CONNECT_GET_DOMAIN_CAPABILITIES: u32 = 342;
     pub const DOMAIN_GET_STATE: u32 = 212;
     pub const DOMAIN_GET_DISK_ERRORS: u32 = 263;
     pub const DOMAIN_UNDEFINE_FLAGS: u32 = 231;
@@ -332,13 +332,22 @@ impl Connection {
         Ok(Dec::new(&reply).u64()?)
     }
 
-    /// The host capabilities XML. The first call makes libvirt probe QEMU (seconds under TCG),
-    /// so the launcher calls it once in the background to have the probe done before the first
-    /// define.
-    pub async fn capabilities(&self) -> Result<String, LibvirtError> {
-        let reply = self
-            .call(proc_::CONNECT_GET_CAPABILITIES, Enc::default())
-            .await?;
+    /// The domain capabilities XML of the default emulator for `arch` (`virConnectGetDomainCapabilities`).
+    ///
+    /// The first call makes libvirt probe that one QEMU binary (about a second under TCG), and a
+    /// later define of an `arch` domain reuses the probe. The launcher calls this in the
+    /// background at start so the probe is done before the first SyncVirtualMachine. It asks
+    /// for one architecture on purpose: `virConnectGetCapabilities` would probe every installed
+    /// `qemu-system-*` binary in turn (on Debian x86_64 and i386: twice the time), where
+    /// KubeVirt's launcher image holds a single QEMU.
+    pub async fn domain_capabilities(&self, arch: &str) -> Result<String, LibvirtError> {
+        let mut a = Enc::default();
+        a.opt_string(None) // emulator binary: the default for the architecture
+            .opt_string(Some(arch))
+            .opt_string(None) // machine
+            .opt_string(None) // virt type: kvm when usable, else qemu
+            .u32(0);
+        let reply = self.call(proc_::CONNECT_GET_DOMAIN_CAPABILITIES, a).await?;
         Ok(Dec::new(&reply).string()?)
     }
 
