@@ -10,7 +10,7 @@
 use kvrs_api::VirtualMachine;
 use serde_json::Value;
 
-use crate::types::{Instancetype, InstancetypeSpec, Preference, PreferenceSpec};
+use crate::types::{Instancetype, InstancetypeSpec, Object, Preference, PreferenceSpec};
 
 /// Why the object a VM references was not found (or not usable). Each names the VM field.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -125,23 +125,62 @@ fn namespaced(kind: Option<&str>, names: (&str, &str)) -> Option<bool> {
     }
 }
 
-const INSTANCETYPE_KINDS: (&str, &str) = (
-    "virtualmachineinstancetype",
-    "virtualmachineclusterinstancetype",
-);
-const PREFERENCE_KINDS: (&str, &str) = (
-    "virtualmachinepreference",
-    "virtualmachineclusterpreference",
-);
+/// What differs between finding an instancetype and finding a preference.
+struct Family {
+    /// The VM field of the matcher, for errors.
+    field: &'static str,
+    /// The matcher's Go type name, for errors (KubeVirt's words).
+    matcher: &'static str,
+    /// The family's name in errors.
+    what: &'static str,
+    /// The namespaced and cluster-wide kinds.
+    namespaced_kind: &'static str,
+    cluster_kind: &'static str,
+    /// Their lowercase names, as a matcher's `kind` may spell them.
+    kinds: (&'static str, &'static str),
+}
+
+const INSTANCETYPES: Family = Family {
+    field: "spec.instancetype",
+    matcher: "InstancetypeMatcher",
+    what: "instancetype",
+    namespaced_kind: "VirtualMachineInstancetype",
+    cluster_kind: "VirtualMachineClusterInstancetype",
+    kinds: (
+        "virtualmachineinstancetype",
+        "virtualmachineclusterinstancetype",
+    ),
+};
+
+const PREFERENCES: Family = Family {
+    field: "spec.preference",
+    matcher: "PreferenceMatcher",
+    what: "preference",
+    namespaced_kind: "VirtualMachinePreference",
+    cluster_kind: "VirtualMachineClusterPreference",
+    kinds: (
+        "virtualmachinepreference",
+        "virtualmachineclusterpreference",
+    ),
+};
+
+/// The fields the two matchers share, and the revision the VM's status names.
+struct Reference<'a> {
+    name: String,
+    kind: Option<&'a str>,
+    revision_name: Option<&'a str>,
+    infer_from_volume: Option<&'a str>,
+    status_revision: Option<String>,
+}
 
 /// Whether a VM matcher's kind names the namespaced instancetype (for the VMI's annotation).
 pub fn instancetype_is_namespaced(kind: Option<&str>) -> Option<bool> {
-    namespaced(kind, INSTANCETYPE_KINDS)
+    namespaced(kind, INSTANCETYPES.kinds)
 }
 
 /// Whether a VM matcher's kind names the namespaced preference (for the VMI's annotation).
 pub fn preference_is_namespaced(kind: Option<&str>) -> Option<bool> {
-    namespaced(kind, PREFERENCE_KINDS)
+    namespaced(kind, PREFERENCES.kinds)
 }
 
 /// A ControllerRevision as the finders need it.
@@ -239,62 +278,23 @@ impl Catalog {
         &self,
         vm: &VirtualMachine,
     ) -> Result<Option<InstancetypeSpec>, FindError> {
-        const FIELD: &str = "spec.instancetype";
         let Some(m) = &vm.spec.instancetype else {
             return Ok(None);
         };
-        let namespace = vm_namespace(vm);
-        let name = m.name.clone().unwrap_or_default();
         let status_revision = vm
             .status
             .as_ref()
             .and_then(|s| s.instancetype_ref.as_ref())
             .and_then(|r| r.controller_revision_ref.as_ref())
             .and_then(|r| r.name.clone());
-        if let Some(spec) = self.revision_spec(
-            FIELD,
-            &namespace,
-            m.revision_name.as_deref(),
+        let reference = Reference {
+            name: m.name.clone().unwrap_or_default(),
+            kind: m.kind.as_deref(),
+            revision_name: m.revision_name.as_deref(),
+            infer_from_volume: m.infer_from_volume.as_deref(),
             status_revision,
-            &name,
-        )? {
-            return Ok(Some(spec));
-        }
-        if let Some(volume) = m.infer_from_volume.as_ref().filter(|v| !v.is_empty())
-            && name.is_empty()
-        {
-            return Err(FindError::Infer {
-                field: FIELD,
-                volume: volume.clone(),
-                what: "instancetype",
-            });
-        }
-        let Some(is_namespaced) = instancetype_is_namespaced(m.kind.as_deref()) else {
-            return Err(FindError::UnexpectedKind {
-                field: FIELD,
-                matcher: "InstancetypeMatcher",
-                kind: m.kind.clone().unwrap_or_default(),
-            });
         };
-        let (kind, scope) = kind_and_scope(
-            is_namespaced,
-            "VirtualMachineInstancetype",
-            "VirtualMachineClusterInstancetype",
-            &namespace,
-        );
-        self.instancetypes
-            .iter()
-            .find(|o| {
-                o.kind.as_deref() == Some(kind)
-                    && matches(&o.metadata, &name, is_namespaced, &namespace)
-            })
-            .map(|o| Some(o.spec.clone()))
-            .ok_or(FindError::NotFound {
-                field: FIELD,
-                kind,
-                name,
-                scope,
-            })
+        self.find(&INSTANCETYPES, vm, reference, &self.instancetypes)
     }
 
     /// The preference spec `vm` references (`None` when it references none).
@@ -302,50 +302,73 @@ impl Catalog {
         &self,
         vm: &VirtualMachine,
     ) -> Result<Option<PreferenceSpec>, FindError> {
-        const FIELD: &str = "spec.preference";
         let Some(m) = &vm.spec.preference else {
             return Ok(None);
         };
-        let namespace = vm_namespace(vm);
-        let name = m.name.clone().unwrap_or_default();
         let status_revision = vm
             .status
             .as_ref()
             .and_then(|s| s.preference_ref.as_ref())
             .and_then(|r| r.controller_revision_ref.as_ref())
             .and_then(|r| r.name.clone());
+        let reference = Reference {
+            name: m.name.clone().unwrap_or_default(),
+            kind: m.kind.as_deref(),
+            revision_name: m.revision_name.as_deref(),
+            infer_from_volume: m.infer_from_volume.as_deref(),
+            status_revision,
+        };
+        self.find(&PREFERENCES, vm, reference, &self.preferences)
+    }
+
+    /// KubeVirt's finder order for either family (module doc).
+    fn find<S: Clone + serde::de::DeserializeOwned>(
+        &self,
+        family: &Family,
+        vm: &VirtualMachine,
+        reference: Reference<'_>,
+        objects: &[Object<S>],
+    ) -> Result<Option<S>, FindError> {
+        let namespace = vm_namespace(vm);
+        let Reference {
+            name,
+            kind,
+            revision_name,
+            infer_from_volume,
+            status_revision,
+        } = reference;
         if let Some(spec) = self.revision_spec(
-            FIELD,
+            family.field,
             &namespace,
-            m.revision_name.as_deref(),
+            revision_name,
             status_revision,
             &name,
         )? {
             return Ok(Some(spec));
         }
-        if let Some(volume) = m.infer_from_volume.as_ref().filter(|v| !v.is_empty())
+        if let Some(volume) = infer_from_volume.filter(|v| !v.is_empty())
             && name.is_empty()
         {
             return Err(FindError::Infer {
-                field: FIELD,
-                volume: volume.clone(),
-                what: "preference",
+                field: family.field,
+                volume: volume.to_string(),
+                what: family.what,
             });
         }
-        let Some(is_namespaced) = preference_is_namespaced(m.kind.as_deref()) else {
+        let Some(is_namespaced) = namespaced(kind, family.kinds) else {
             return Err(FindError::UnexpectedKind {
-                field: FIELD,
-                matcher: "PreferenceMatcher",
-                kind: m.kind.clone().unwrap_or_default(),
+                field: family.field,
+                matcher: family.matcher,
+                kind: kind.unwrap_or_default().to_string(),
             });
         };
         let (kind, scope) = kind_and_scope(
             is_namespaced,
-            "VirtualMachinePreference",
-            "VirtualMachineClusterPreference",
+            family.namespaced_kind,
+            family.cluster_kind,
             &namespace,
         );
-        self.preferences
+        objects
             .iter()
             .find(|o| {
                 o.kind.as_deref() == Some(kind)
@@ -353,7 +376,7 @@ impl Catalog {
             })
             .map(|o| Some(o.spec.clone()))
             .ok_or(FindError::NotFound {
-                field: FIELD,
+                field: family.field,
                 kind,
                 name,
                 scope,

@@ -32,46 +32,37 @@ fn is_zero_i64(v: &i64) -> bool {
     *v == 0
 }
 
-/// A `VirtualMachineInstancetype` or `VirtualMachineClusterInstancetype` (`kind` tells which:
-/// both kinds share one spec).
+/// An instancetype or preference object, either scope: the two families (and their namespaced
+/// and cluster-wide kinds) differ only in their spec.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Instancetype {
+#[serde(bound(
+    serialize = "S: Serialize",
+    deserialize = "S: Deserialize<'de> + Default"
+))]
+pub struct Object<S> {
     /// `instancetype.kubevirt.io/v1beta1` (or an older version of the group).
     #[serde(rename = "apiVersion", skip_serializing_if = "Option::is_none")]
     pub api_version: Option<String>,
-    /// `VirtualMachineInstancetype` or `VirtualMachineClusterInstancetype`.
+    /// The kind, e.g. `VirtualMachineInstancetype` or `VirtualMachineClusterPreference`.
     #[serde(rename = "kind", skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
-    /// The object's name (what a VM's `spec.instancetype.name` matches) and namespace.
+    /// The object's name (what a VM's matcher `name` matches) and namespace.
     #[serde(default)]
     pub metadata: ObjectMeta,
-    /// What the instancetype gives the VMI.
+    /// What the object gives the VMI (instancetype) or fills in where the VM leaves a field
+    /// unset (preference).
     #[serde(default)]
-    pub spec: InstancetypeSpec,
+    pub spec: S,
     /// Fields this version of kvrs does not know, kept as they came.
     #[serde(flatten)]
     pub extra: Extra,
 }
 
+/// A `VirtualMachineInstancetype` or `VirtualMachineClusterInstancetype`.
+pub type Instancetype = Object<InstancetypeSpec>;
+
 /// A `VirtualMachinePreference` or `VirtualMachineClusterPreference`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Preference {
-    /// `instancetype.kubevirt.io/v1beta1` (or an older version of the group).
-    #[serde(rename = "apiVersion", skip_serializing_if = "Option::is_none")]
-    pub api_version: Option<String>,
-    /// `VirtualMachinePreference` or `VirtualMachineClusterPreference`.
-    #[serde(rename = "kind", skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    /// The object's name (what a VM's `spec.preference.name` matches) and namespace.
-    #[serde(default)]
-    pub metadata: ObjectMeta,
-    /// What the preference fills in where the VM leaves a field unset.
-    #[serde(default)]
-    pub spec: PreferenceSpec,
-    /// Fields this version of kvrs does not know, kept as they came.
-    #[serde(flatten)]
-    pub extra: Extra,
-}
+pub type Preference = Object<PreferenceSpec>;
 
 /// `v1beta1.VirtualMachineInstancetypeSpec`: the fields an instancetype owns. A VM that sets
 /// one of them itself conflicts with the instancetype.
