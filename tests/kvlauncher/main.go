@@ -17,7 +17,7 @@
 // sync_return_s, sync_to_running_s (SyncVirtualMachine sent -> GetDomain shows Running),
 // notify_running_s (-> the notify server got the Running event), boot_s (Running -> the guest's
 // boot marker on its serial log), rss_*_kib (VmRSS once the guest booted), kill_to_shutoff_s,
-// kill_to_exit_s (KillVirtualMachine sent -> GetDomain Shutoff -> DeleteDomain -> the pod's
+// kill_to_exit_s (KillVirtualMachine sent -> GetDomain Shutoff and the Shutoff event -> DeleteDomain -> the pod's
 // monitor exited), sync_start_unix (for lining up the launcher's own log timestamps).
 package main
 

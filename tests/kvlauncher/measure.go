@@ -42,17 +42,27 @@ type options struct {
 	poll                                                         time.Duration
 }
 
-// eventTimes records when the notify server first saw each domain status.
+// eventTimes records when the notify server received each domain status.
 type eventTimes struct {
 	sync.Mutex
-	first map[api.LifeCycle]time.Time
+	seen []seenEvent
 }
 
-func (e *eventTimes) saw(s api.LifeCycle) (time.Time, bool) {
+type seenEvent struct {
+	status api.LifeCycle
+	at     time.Time
+}
+
+// sawAfter returns when the first event with status s arrived after t.
+func (e *eventTimes) sawAfter(s api.LifeCycle, t time.Time) (time.Time, bool) {
 	e.Lock()
 	defer e.Unlock()
-	t, ok := e.first[s]
-	return t, ok
+	for _, ev := range e.seen {
+		if ev.status == s && ev.at.After(t) {
+			return ev.at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 func measure(args []string) error {
@@ -100,7 +110,7 @@ func measure(args []string) error {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	events := &eventTimes{first: map[api.LifeCycle]time.Time{}}
+	events := &eventTimes{}
 	stopNotify, err := startNotify(ctx, filepath.Join(pod, "kubevirt/domain-notify-pipe.sock"), vmi, events)
 	if err != nil {
 		return fmt.Errorf("notify server: %w", err)
@@ -191,9 +201,7 @@ func startNotify(ctx context.Context, notifySocket string, vmi *v1.VirtualMachin
 		for ev := range events {
 			if d, ok := ev.Object.(*api.Domain); ok {
 				times.Lock()
-				if _, seen := times.first[d.Status.Status]; !seen {
-					times.first[d.Status.Status] = time.Now()
-				}
+				times.seen = append(times.seen, seenEvent{d.Status.Status, time.Now()})
 				times.Unlock()
 				emit(map[string]any{"event": string(ev.Type), "status": string(d.Status.Status), "reason": string(d.Status.Reason)})
 			}
@@ -357,7 +365,7 @@ func runPod(o options, vmi *v1.VirtualMachineInstance, pod, podLog string, event
 	running := time.Now()
 	var notifyRunning time.Time
 	if err := waitUntil("the Running domain event", o.poll, 30*time.Second, exited, func() bool {
-		t, ok := events.saw(api.Running)
+		t, ok := events.sawAfter(api.Running, syncStart)
 		notifyRunning = t
 		return ok
 	}); err != nil {
@@ -385,7 +393,14 @@ func runPod(o options, vmi *v1.VirtualMachineInstance, pod, podLog string, event
 		return nil, err
 	}
 	killToShutoff := time.Since(killStart)
-	// virt-handler deletes the domain once it is stopped; the launcher then exits.
+	// virt-handler deletes the domain once its domain informer (these events) shows it stopped;
+	// the launcher then exits.
+	if err := waitUntil("the Shutoff domain event after Kill", o.poll, 30*time.Second, exited, func() bool {
+		_, ok := events.sawAfter(api.Shutoff, killStart)
+		return ok
+	}); err != nil {
+		return nil, err
+	}
 	if err := client.DeleteDomain(vmi); err != nil {
 		return nil, fmt.Errorf("DeleteDomain: %w", err)
 	}
