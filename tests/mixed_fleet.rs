@@ -659,7 +659,12 @@ fn kubevirt_launcher_boots_the_guest_under_the_comparison_harness() {
 
     let out = Command::new(dir.join("kvrs-kvlauncher"))
         .arg("measure")
-        .args(["--kind", "kubevirt", "--monitor", "/usr/bin/virt-launcher-monitor"])
+        .args([
+            "--kind",
+            "kubevirt",
+            "--monitor",
+            "/usr/bin/virt-launcher-monitor",
+        ])
         .arg("--kubevirt-root")
         .arg(dir.join("kubevirt-root"))
         .arg("--pod-script")
@@ -700,7 +705,12 @@ fn kubevirt_launcher_boots_the_guest_under_the_comparison_harness() {
         .unwrap_or_else(|| panic!("no figures line{}", context()));
     println!("KubeVirt v1.9.0 launcher under the comparison harness: {figures}");
     // The monitor and the launcher were found and measured while the guest ran.
-    for key in ["rss_monitor_kib", "rss_launcher_kib", "rss_libvirtd_kib", "rss_qemu_kib"] {
+    for key in [
+        "rss_monitor_kib",
+        "rss_launcher_kib",
+        "rss_libvirtd_kib",
+        "rss_qemu_kib",
+    ] {
         assert!(
             figures[key].as_u64().is_some_and(|v| v > 0),
             "{key} = {} (a process of the pod was not found){}",
@@ -712,7 +722,11 @@ fn kubevirt_launcher_boots_the_guest_under_the_comparison_harness() {
         .iter()
         .filter_map(|l| Some((l["event"].as_str()?, l["status"].as_str()?)))
         .collect();
-    for (ty, status) in [("ADDED", None), ("MODIFIED", Some("Running")), ("MODIFIED", Some("Shutoff"))] {
+    for (ty, status) in [
+        ("ADDED", None),
+        ("MODIFIED", Some("Running")),
+        ("MODIFIED", Some("Shutoff")),
+    ] {
         assert!(
             statuses
                 .iter()
