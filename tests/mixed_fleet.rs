@@ -10,6 +10,9 @@
 //!     behind KubeVirt's notify pipe on the pod's `domain-notify-pipe.sock`.
 //! (b) `kvrs_handler_drives_kubevirt_launcher`: kvrs-ipc's `LauncherClient` against KubeVirt's
 //!     cmd server (backed by the harness's in-memory domain manager, no libvirt).
+//! (c) `kubevirt_launcher_boots_the_guest_under_the_comparison_harness`: KubeVirt's own
+//!     virt-launcher-monitor + virt-launcher (tests/kvlauncher, scripts/kvlauncher-harness.sh)
+//!     boot the same guest in the pod benches/compare-launchers.sh measures both launchers in.
 //!
 //! What passes (both directions, real run of `cargo test -p kvrs-tests --test mixed_fleet`):
 //! (a) KubeVirt client -> kvrs launcher: NewClient (Info / version negotiation -> v1), Ping,
@@ -604,4 +607,134 @@ async fn kvrs_handler_drives_kubevirt_launcher() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The comparison harness (scripts/kvlauncher-harness.sh): its driver and KubeVirt's launcher
+/// image files. Panics with the script's output when the build fails: never skips.
+fn kvlauncher_harness() -> PathBuf {
+    let script = repo_root().join("scripts/kvlauncher-harness.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "KubeVirt's launcher and the comparison driver could not be built (Go >= 1.26, the Go \
+         module proxy and libvirt-dev are needed): {} exited {}\n{}{}",
+        script.display(),
+        out.status,
+        stdout,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(stdout.lines().last().unwrap_or("").trim())
+}
+
+/// (c) KubeVirt v1.9.0's own virt-launcher-monitor + virt-launcher (built unchanged from the
+/// module) boot the kvrs-test-guest under the pod harness benches/compare-launchers.sh measures
+/// both launchers with (scripts/launcher-pod-harness.sh), driven by KubeVirt's cmd client and
+/// notify server: Sync -> Running, the guest's init runs, Kill -> Shutoff, Delete -> the pod
+/// exits 0. This is what makes the comparison's KubeVirt side a real run, not a copied figure.
+#[test]
+fn kubevirt_launcher_boots_the_guest_under_the_comparison_harness() {
+    assert!(
+        is_root(),
+        "mixed_fleet needs root (mount + PID namespaces, UID 107); run scripts/test-all.sh as root"
+    );
+    let dir = kvlauncher_harness();
+    let work = std::env::temp_dir().join(format!("kvrs-mixed-kvlauncher-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    run(Command::new("chmod").arg("755").arg(&work));
+    kvrs_test_guest::write_images(&target_dir(), &work.join("guest")).expect("guest images");
+    let input: kvrs_core::VirtualMachineInstance = serde_json::from_slice(
+        &std::fs::read(repo_root().join("tests/kvlauncher/vmi.json")).unwrap(),
+    )
+    .expect("tests/kvlauncher/vmi.json is a VMI");
+    let vmi = kvrs_core::admission::admit(input, &kvrs_core::ClusterConfig::default())
+        .expect("the comparison VMI is admitted");
+    let vmi_file = work.join("vmi.json");
+    std::fs::write(&vmi_file, serde_json::to_vec(&vmi).unwrap()).unwrap();
+
+    let out = Command::new(dir.join("kvrs-kvlauncher"))
+        .arg("measure")
+        .args([
+            "--kind",
+            "kubevirt",
+            "--monitor",
+            "/usr/bin/virt-launcher-monitor",
+        ])
+        .arg("--kubevirt-root")
+        .arg(dir.join("kubevirt-root"))
+        .arg("--pod-script")
+        .arg(repo_root().join("scripts/launcher-pod-harness.sh"))
+        .arg("--guest")
+        .arg(work.join("guest"))
+        .arg("--vmi")
+        .arg(&vmi_file)
+        .arg("--work")
+        .arg(&work)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run kvrs-kvlauncher measure");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines = json_lines(&stdout);
+    let context = || {
+        let log = lines
+            .iter()
+            .find_map(|l| l["log"].as_str())
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default();
+        format!(
+            "\n--- driver stdout\n{}\n--- driver stderr\n{}\n--- pod log (last 6000 bytes)\n{}",
+            tail(&stdout, 6000),
+            String::from_utf8_lossy(&out.stderr),
+            tail(&log, 6000)
+        )
+    };
+    assert!(
+        out.status.success(),
+        "the driver exited {}{}",
+        out.status,
+        context()
+    );
+    let figures = lines
+        .iter()
+        .find_map(|l| l.get("figures"))
+        .unwrap_or_else(|| panic!("no figures line{}", context()));
+    println!("KubeVirt v1.9.0 launcher under the comparison harness: {figures}");
+    // The monitor and the launcher were found and measured while the guest ran.
+    for key in [
+        "rss_monitor_kib",
+        "rss_launcher_kib",
+        "rss_libvirtd_kib",
+        "rss_qemu_kib",
+    ] {
+        assert!(
+            figures[key].as_u64().is_some_and(|v| v > 0),
+            "{key} = {} (a process of the pod was not found){}",
+            figures[key],
+            context()
+        );
+    }
+    let statuses: Vec<(&str, &str)> = lines
+        .iter()
+        .filter_map(|l| Some((l["event"].as_str()?, l["status"].as_str()?)))
+        .collect();
+    for (ty, status) in [
+        ("ADDED", None),
+        ("MODIFIED", Some("Running")),
+        ("MODIFIED", Some("Shutoff")),
+    ] {
+        assert!(
+            statuses
+                .iter()
+                .any(|(t, s)| *t == ty && status.is_none_or(|st| *s == st)),
+            "KubeVirt's notify server did not receive {ty} {status:?} from KubeVirt's launcher \
+             (got {statuses:?}){}",
+            context()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&work);
 }
