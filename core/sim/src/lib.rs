@@ -30,6 +30,7 @@ pub mod rng;
 pub mod store;
 mod virt_controller;
 mod vmi_controller;
+pub mod writes;
 
 // The API crate's module under the name the code here has always used.
 use kvrs_api::api;
@@ -160,6 +161,8 @@ pub struct SimStats {
     pub crashes: u64,
     /// Writes that failed (conflicts, failed tests, ...).
     pub failed_writes: u64,
+    /// The refused writes of kvrs's controllers by writer, target and cause.
+    pub failed_by: writes::FailedWrites,
 }
 
 /// The simulated cluster.

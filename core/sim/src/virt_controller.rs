@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::cache::Cache;
 use super::store::{Obj, WatchEvent, res};
+use super::writes::{FailureClass, Writer, classify, rv_of};
 use super::{Proc, Sim};
 
 /// The virt-controller process.
@@ -120,6 +121,8 @@ pub(super) enum Controller {
 pub(super) struct ControllerFx<'s> {
     pub sim: &'s mut Sim,
     pub controller: Option<Controller>,
+    /// Who the writes are from (what the report blames refused writes on).
+    pub writer: Writer,
 }
 
 impl Api for ControllerFx<'_> {
@@ -127,12 +130,14 @@ impl Api for ControllerFx<'_> {
         let sim = &mut *self.sim;
         let inject = sim.faults_on() && sim.rng.chance(sim.cfg.conflict_probability);
         let unix = sim.now_unix();
-        let result = sim.api.apply(w, unix, inject);
+        let result = sim.api.apply(w, self.writer, unix, inject);
+        if let Err(e) = &result {
+            // Classified before the flush: a refused write changed nothing, so the API server
+            // still holds the version the write met.
+            sim.count_failure(w, self.writer, e, inject);
+        }
         sim.flush_events();
-        result.map_err(|e| {
-            sim.stats.failed_writes += 1;
-            ApiError::from(e)
-        })
+        result.map_err(ApiError::from)
     }
 
     async fn event(&mut self, _: &Event) {}
@@ -157,12 +162,52 @@ impl Expecting for ControllerFx<'_> {
 }
 
 impl Sim {
+    /// Counts a refused write of `writer` in its class (see [`crate::writes::Cause`]).
+    fn count_failure(
+        &mut self,
+        w: &ApiWrite,
+        writer: Writer,
+        err: &super::store::ApiError,
+        injected: bool,
+    ) {
+        self.stats.failed_writes += 1;
+        let key = if w.namespace.is_empty() {
+            w.name.clone()
+        } else {
+            format!("{}/{}", w.namespace, w.name)
+        };
+        let cache = match writer {
+            Writer::Handler(n) => self.handlers.get(n).map(|h| &h.cache),
+            Writer::VmController | Writer::VmiController => Some(&self.ctrl.cache),
+            Writer::Kubelet | Writer::OtherClient => None,
+        };
+        let cached = cache
+            .and_then(|c| c.get(&w.resource, &key))
+            .and_then(|o| rv_of(o));
+        let current = self.api.last_write(&w.resource, &key);
+        let cause = classify(err, injected, writer, cached, current);
+        let target = match &w.subresource {
+            Some(sub) => format!("{} {}/{sub}", w.op.verb(), w.resource),
+            None => format!("{} {}", w.op.verb(), w.resource),
+        };
+        self.stats.failed_by.count(FailureClass {
+            writer: writer.kind(),
+            target,
+            cause,
+        });
+    }
+
     /// Executes a plan for `key` through the shared executor and requeues the key.
     pub(super) fn execute_plan(&mut self, key: &str, plan: Plan, controller: Controller) {
         let now = self.now;
+        let writer = match controller {
+            Controller::Vm => Writer::VmController,
+            Controller::Vmi => Writer::VmiController,
+        };
         let mut fx = ControllerFx {
             sim: self,
             controller: Some(controller),
+            writer,
         };
         let Ok(out) = run_ready(execute(&plan, &mut fx, now)) else {
             // The simulator's effects never wait; a pending executor is a bug in them.
