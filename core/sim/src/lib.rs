@@ -161,6 +161,9 @@ pub struct SimStats {
     pub crashes: u64,
     /// Writes that failed (conflicts, failed tests, ...).
     pub failed_writes: u64,
+    /// Syncs of virt-controller held back because its cache had not yet seen the process's own
+    /// write of the key (the write's event queues the key again).
+    pub held_back_syncs: u64,
     /// The refused writes of kvrs's controllers by writer, target and cause.
     pub failed_by: writes::FailedWrites,
 }
