@@ -157,12 +157,13 @@ fn many_vms_reach_running() {
     let s = &sim.stats;
     println!(
         "{vms} VMs on {nodes} nodes all Running after {:?} virtual, {:?} wall; syncs vm {} vmi {} \
-         handler {}; {} successful writes\n{}",
+         handler {} ({} held back behind own writes); {} successful writes\n{}",
         sim.elapsed(),
         started.elapsed(),
         s.vm_syncs,
         s.vmi_syncs,
         s.handler_syncs,
+        s.held_back_syncs,
         sim.api.stats.writes,
         s.failed_by
     );

@@ -167,10 +167,9 @@ impl Sim {
         };
         self.nodes[node].pods += 1;
         let name = self.nodes[node].name.clone();
-        self.api
-            .edit_as(Writer::Kubelet, res::PODS, key, |p| {
-                p["spec"]["nodeName"] = json!(name);
-            });
+        self.api.edit_as(Writer::Kubelet, res::PODS, key, |p| {
+            p["spec"]["nodeName"] = json!(name);
+        });
         let uid = pod_vmi_uid(&pod);
         self.nodes[node].launchers.insert(
             uid,

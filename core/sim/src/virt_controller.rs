@@ -239,11 +239,7 @@ impl Sim {
         let Some((rv, by)) = self.api.last_write(resource, &key) else {
             return;
         };
-        let cached = self
-            .ctrl
-            .cache
-            .get(resource, &key)
-            .and_then(|o| rv_of(o));
+        let cached = self.ctrl.cache.get(resource, &key).and_then(|o| rv_of(o));
         if by != writer || cached.is_some_and(|c| c >= rv) {
             return;
         }

@@ -210,7 +210,10 @@ mod tests {
             (Writer::OtherClient, Cause::StaleOtherClient),
         ];
         for (by, want) in cases {
-            assert_eq!(classify(&conflict(), false, w, Some(4), Some((7, by))), want);
+            assert_eq!(
+                classify(&conflict(), false, w, Some(4), Some((7, by))),
+                want
+            );
         }
         assert_eq!(
             classify(&conflict(), false, w, Some(7), Some((7, Writer::Kubelet))),
