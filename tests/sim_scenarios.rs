@@ -60,10 +60,11 @@ fn hundred_vms_on_ten_nodes_report() {
         sim.unconverged()
     );
     println!(
-        "converged after {:?} virtual; {:?}; store {:?}",
+        "converged after {:?} virtual; {:?}; store {:?}\n{}",
         sim.elapsed(),
         sim.stats,
-        sim.api.stats
+        sim.api.stats,
+        sim.stats.failed_by
     );
     assert!(sim.violations().is_empty(), "{:?}", sim.violations());
 }
@@ -153,13 +154,21 @@ fn many_vms_reach_running() {
         "{} VMs not converged",
         sim.unconverged().len()
     );
+    let s = &sim.stats;
     println!(
-        "{vms} VMs on {nodes} nodes all Running after {:?} virtual, {:?} wall; {:?}; {:?}",
+        "{vms} VMs on {nodes} nodes all Running after {:?} virtual, {:?} wall; syncs vm {} vmi {} \
+         handler {} ({} held back behind own writes); {} successful writes\n{}",
         sim.elapsed(),
         started.elapsed(),
-        sim.stats,
-        sim.api.stats.writes
+        s.vm_syncs,
+        s.vmi_syncs,
+        s.handler_syncs,
+        s.held_back_syncs,
+        sim.api.stats.writes,
+        s.failed_by
     );
+    // Every refused write is in the report's classes.
+    assert_eq!(s.failed_by.total(), s.failed_writes);
     assert!(sim.unconverged().is_empty());
     assert!(sim.violations().is_empty(), "{:?}", sim.violations());
 }

@@ -16,6 +16,7 @@ use kvrs_runtime::{Api, ApiError, Launcher, Node, execute_handler, requeue};
 use super::cache::Cache;
 use super::store::{Obj, WatchEvent, res};
 use super::virt_controller::ControllerFx;
+use super::writes::Writer;
 use super::{Proc, Sim};
 use crate::api::VirtualMachineInstance;
 
@@ -170,6 +171,7 @@ impl Api for HandlerFx<'_> {
         let mut fx = ControllerFx {
             sim: &mut *self.sim,
             controller: None,
+            writer: Writer::Handler(self.node),
         };
         fx.write(w).await
     }

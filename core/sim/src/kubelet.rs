@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::store::{WatchEvent, res};
+use super::writes::Writer;
 use super::{Ev, Sim};
 use crate::api::VirtualMachineInstance;
 use kvrs_decide::format_rfc3339;
@@ -166,8 +167,9 @@ impl Sim {
         };
         self.nodes[node].pods += 1;
         let name = self.nodes[node].name.clone();
-        self.api
-            .third_party_edit(res::PODS, key, |p| p["spec"]["nodeName"] = json!(name));
+        self.api.edit_as(Writer::Kubelet, res::PODS, key, |p| {
+            p["spec"]["nodeName"] = json!(name);
+        });
         let uid = pod_vmi_uid(&pod);
         self.nodes[node].launchers.insert(
             uid,
@@ -204,7 +206,7 @@ impl Sim {
             l.started = true;
         }
         let now = format_rfc3339(self.now_unix());
-        self.api.third_party_edit(res::PODS, key, |p| {
+        self.api.edit_as(Writer::Kubelet, res::PODS, key, |p| {
             p["status"] = json!({
                 "phase": "Running",
                 "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],
@@ -317,7 +319,7 @@ impl Sim {
             .is_none_or(|d| d.status.reason == "Shutdown");
         let phase = if clean { "Succeeded" } else { "Failed" };
         self.nodes[node].pods = self.nodes[node].pods.saturating_sub(1);
-        self.api.third_party_edit(res::PODS, &key, |p| {
+        self.api.edit_as(Writer::Kubelet, res::PODS, &key, |p| {
             let code = if phase == "Succeeded" { 0 } else { 1 };
             p["status"] = json!({
                 "phase": phase,

@@ -30,6 +30,7 @@ pub mod rng;
 pub mod store;
 mod virt_controller;
 mod vmi_controller;
+pub mod writes;
 
 // The API crate's module under the name the code here has always used.
 use kvrs_api::api;
@@ -160,6 +161,11 @@ pub struct SimStats {
     pub crashes: u64,
     /// Writes that failed (conflicts, failed tests, ...).
     pub failed_writes: u64,
+    /// Syncs of virt-controller held back because its cache had not yet seen the process's own
+    /// write of the key (the write's event queues the key again).
+    pub held_back_syncs: u64,
+    /// The refused writes of kvrs's controllers by writer, target and cause.
+    pub failed_by: writes::FailedWrites,
 }
 
 /// The simulated cluster.

@@ -2,6 +2,7 @@
 //! what kvrs's structs serialise to) behind the simulator's plural-named, key-addressed calls,
 //! with injected conflicts and watch events handed out in batches.
 
+use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
@@ -12,6 +13,8 @@ use kvrs_store::{
     CreateOptions, DeleteOptions, EventKind, ResourceType, Store, StoreError, StoreOptions,
 };
 pub use kvrs_store::{Obj, StoreStats, res};
+
+use crate::writes::{Writer, rv_of};
 
 /// Why the API server refused a write.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -95,6 +98,11 @@ pub struct ApiServer {
     pending: Vec<WatchEvent>,
     /// The latest time a call passed (for writes that have none, like third-party edits).
     now: i64,
+    /// The client of the call in progress: its events are attributed to it.
+    author: Writer,
+    /// Who wrote the current version of each object, by resource and key (what a refused
+    /// write is blamed on).
+    last_writer: HashMap<(&'static str, String), Writer>,
 }
 
 impl Default for ApiServer {
@@ -108,6 +116,8 @@ impl Default for ApiServer {
             seen: 0,
             pending: Vec::new(),
             now: 0,
+            author: Writer::OtherClient,
+            last_writer: HashMap::new(),
         }
     }
 }
@@ -134,8 +144,15 @@ impl ApiServer {
         };
         for e in events {
             let removed = e.kind == EventKind::Deleted;
+            let resource = intern(&e.resource.plural);
+            if removed {
+                self.last_writer.remove(&(resource, e.key.clone()));
+            } else {
+                self.last_writer
+                    .insert((resource, e.key.clone()), self.author);
+            }
             self.pending.push(WatchEvent {
-                resource: intern(&e.resource.plural),
+                resource,
                 key: e.key.clone(),
                 obj: (!removed).then(|| e.object.clone()),
                 old: e.old.clone(),
@@ -147,6 +164,17 @@ impl ApiServer {
     /// The stored JSON of an object.
     pub fn get(&self, resource: &str, key: &str) -> Option<&Value> {
         self.store.get_json(&self::resource(resource), key)
+    }
+
+    /// The current version of an object and the client that wrote it.
+    pub fn last_write(&self, resource: &str, key: &str) -> Option<(u64, Writer)> {
+        let rv = rv_of(&*self.get_obj(resource, key)?)?;
+        let by = self
+            .last_writer
+            .get(&(intern(resource), key.to_string()))
+            .copied()
+            .unwrap_or(Writer::OtherClient);
+        Some((rv, by))
     }
 
     /// The parsed object.
@@ -216,14 +244,17 @@ impl ApiServer {
     /// Removes a terminated pod for good (what the kubelet does after the containers stopped).
     pub fn remove_pod(&mut self, key: &str, now_unix: i64) {
         self.now = now_unix;
+        self.author = Writer::Kubelet;
         self.store.remove(&self::resource(res::PODS), key, now_unix);
         self.collect();
+        self.author = Writer::OtherClient;
     }
 
     /// Applies a decision's write. `inject_conflict` makes it fail as if someone wrote first.
     pub fn apply(
         &mut self,
         w: &ApiWrite,
+        writer: Writer,
         now_unix: i64,
         inject_conflict: bool,
     ) -> Result<(), ApiError> {
@@ -238,6 +269,7 @@ impl ApiServer {
             )));
         }
         let sub = w.subresource.as_deref();
+        self.author = writer;
         let result = match &w.op {
             WriteOp::Create { object } => {
                 let mut object = object.clone();
@@ -269,14 +301,29 @@ impl ApiServer {
                 .map(|_| ()),
         };
         self.collect();
+        self.author = Writer::OtherClient;
         result.map_err(ApiError::from)
     }
 
     /// Edits an object as a third party would (the simulator's markers), without a conflict check.
     pub fn third_party_edit(&mut self, resource: &str, key: &str, edit: impl FnOnce(&mut Value)) {
+        self.edit_as(Writer::OtherClient, resource, key, edit);
+    }
+
+    /// Edits an object without a conflict check, as `writer` (the kubelet's pod binding and
+    /// status).
+    pub fn edit_as(
+        &mut self,
+        writer: Writer,
+        resource: &str,
+        key: &str,
+        edit: impl FnOnce(&mut Value),
+    ) {
         let now = self.now;
+        self.author = writer;
         self.store
             .edit_unchecked(&self::resource(resource), key, edit, now);
         self.collect();
+        self.author = Writer::OtherClient;
     }
 }

@@ -1,6 +1,7 @@
 //! virt-controller in the simulator: the VM controller running kvrs's VM decision and the VMI
 //! controller, sharing one set of informer caches, each with its own queue and expectations.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use kvrs_decide::vm::{VmWorld, decide_vm};
@@ -15,6 +16,7 @@ use serde_json::Value;
 
 use super::cache::Cache;
 use super::store::{Obj, WatchEvent, res};
+use super::writes::{FailureClass, Writer, classify, rv_of};
 use super::{Proc, Sim};
 
 /// The virt-controller process.
@@ -24,6 +26,11 @@ pub(super) struct VirtController {
     pub vmi_queue: WorkQueue<String>,
     pub vm_expectations: ControllerExpectations,
     pub vmi_expectations: ControllerExpectations,
+    /// The process's own writes its cache has not seen yet: by (resource, key), the
+    /// resourceVersion written and the VM/VMI key it belongs to.
+    own_writes: HashMap<(&'static str, String), (u64, String)>,
+    /// How many of [`Self::own_writes`] belong to each VM/VMI key.
+    own_writes_of: HashMap<String, u32>,
 }
 
 impl Default for VirtController {
@@ -34,6 +41,8 @@ impl Default for VirtController {
             vmi_queue: WorkQueue::new(),
             vm_expectations: ControllerExpectations::new(),
             vmi_expectations: ControllerExpectations::new(),
+            own_writes: HashMap::new(),
+            own_writes_of: HashMap::new(),
         }
     }
 }
@@ -66,6 +75,7 @@ impl VirtController {
     pub fn observe(&mut self, ev: &WatchEvent, now: Instant) {
         let old = self.cache.get(ev.resource, &ev.key).map(|o| seen(o));
         self.cache.apply(ev);
+        self.own_write_seen(ev, now);
         let watched = match ev.resource {
             res::VMS => Watched::Vm,
             res::VMIS => Watched::Vmi,
@@ -91,9 +101,58 @@ impl VirtController {
         }
     }
 
+    /// Records a write of this process that produced `rv` of `(resource, key)`, belonging to
+    /// VM/VMI `owner`, until its watch event reaches the cache.
+    pub fn own_write(&mut self, resource: &'static str, key: &str, rv: u64, owner: String) {
+        let slot = (resource, key.to_string());
+        match self.own_writes.get_mut(&slot) {
+            Some(pending) => pending.0 = pending.0.max(rv),
+            None => {
+                *self.own_writes_of.entry(owner.clone()).or_default() += 1;
+                self.own_writes.insert(slot, (rv, owner));
+            }
+        }
+    }
+
+    /// Whether a VM/VMI key has own writes the cache has not seen: a sync would decide from a
+    /// version older than the process itself wrote, and its writes would be refused.
+    pub fn behind_own_writes(&self, key: &str) -> bool {
+        self.own_writes_of.contains_key(key)
+    }
+
+    /// Settles the pending own write an event catches up with, and queues its VM/VMI key (whose
+    /// sync was held back while the write was pending).
+    fn own_write_seen(&mut self, ev: &WatchEvent, now: Instant) {
+        let slot = (ev.resource, ev.key.clone());
+        let Some(&(rv, _)) = self.own_writes.get(&slot) else {
+            return;
+        };
+        let caught_up = ev
+            .obj
+            .as_deref()
+            .and_then(rv_of)
+            .is_none_or(|seen| seen >= rv);
+        if !caught_up {
+            return;
+        }
+        let Some((_, owner)) = self.own_writes.remove(&slot) else {
+            return;
+        };
+        if let Some(n) = self.own_writes_of.get_mut(&owner) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.own_writes_of.remove(&owner);
+                self.vm_queue.add(owner.clone(), now);
+                self.vmi_queue.add(owner, now);
+            }
+        }
+    }
+
     /// After a relist: the new cache, and every key queued again.
     pub fn reset_cache(&mut self, cache: Cache, now: Instant) {
         self.cache = cache;
+        self.own_writes.clear();
+        self.own_writes_of.clear();
         let vms: Vec<String> = self.cache.iter(res::VMS).map(|(k, _)| k.clone()).collect();
         let vmis: Vec<String> = self.cache.iter(res::VMIS).map(|(k, _)| k.clone()).collect();
         for k in vms {
@@ -120,6 +179,8 @@ pub(super) enum Controller {
 pub(super) struct ControllerFx<'s> {
     pub sim: &'s mut Sim,
     pub controller: Option<Controller>,
+    /// Who the writes are from (what the report blames refused writes on).
+    pub writer: Writer,
 }
 
 impl Api for ControllerFx<'_> {
@@ -127,12 +188,16 @@ impl Api for ControllerFx<'_> {
         let sim = &mut *self.sim;
         let inject = sim.faults_on() && sim.rng.chance(sim.cfg.conflict_probability);
         let unix = sim.now_unix();
-        let result = sim.api.apply(w, unix, inject);
+        let result = sim.api.apply(w, self.writer, unix, inject);
+        match &result {
+            // Classified before the flush: a refused write changed nothing, so the API server
+            // still holds the version the write met.
+            Err(e) => sim.count_failure(w, self.writer, e, inject),
+            Ok(()) if self.controller.is_some() => sim.note_own_write(w, self.writer),
+            Ok(()) => {}
+        }
         sim.flush_events();
-        result.map_err(|e| {
-            sim.stats.failed_writes += 1;
-            ApiError::from(e)
-        })
+        result.map_err(ApiError::from)
     }
 
     async fn event(&mut self, _: &Event) {}
@@ -157,12 +222,84 @@ impl Expecting for ControllerFx<'_> {
 }
 
 impl Sim {
+    /// Remembers a successful write of virt-controller that made a new version its cache has
+    /// yet to see (a write that changed nothing made none).
+    fn note_own_write(&mut self, w: &ApiWrite, writer: Writer) {
+        let resource = match w.resource.as_str() {
+            res::VMS => res::VMS,
+            res::VMIS => res::VMIS,
+            res::PODS => res::PODS,
+            _ => return,
+        };
+        let key = if w.namespace.is_empty() {
+            w.name.clone()
+        } else {
+            format!("{}/{}", w.namespace, w.name)
+        };
+        let Some((rv, by)) = self.api.last_write(resource, &key) else {
+            return;
+        };
+        let cached = self.ctrl.cache.get(resource, &key).and_then(|o| rv_of(o));
+        if by != writer || cached.is_some_and(|c| c >= rv) {
+            return;
+        }
+        let owner = if resource == res::PODS {
+            match self.api.get(resource, &key).and_then(pod_vmi_key) {
+                Some(k) => k,
+                None => return,
+            }
+        } else {
+            key.clone()
+        };
+        self.ctrl.own_write(resource, &key, rv, owner);
+    }
+
+    /// Counts a refused write of `writer` in its class (see [`crate::writes::Cause`]).
+    fn count_failure(
+        &mut self,
+        w: &ApiWrite,
+        writer: Writer,
+        err: &super::store::ApiError,
+        injected: bool,
+    ) {
+        self.stats.failed_writes += 1;
+        let key = if w.namespace.is_empty() {
+            w.name.clone()
+        } else {
+            format!("{}/{}", w.namespace, w.name)
+        };
+        let cache = match writer {
+            Writer::Handler(n) => self.handlers.get(n).map(|h| &h.cache),
+            Writer::VmController | Writer::VmiController => Some(&self.ctrl.cache),
+            Writer::Kubelet | Writer::OtherClient => None,
+        };
+        let cached = cache
+            .and_then(|c| c.get(&w.resource, &key))
+            .and_then(|o| rv_of(o));
+        let current = self.api.last_write(&w.resource, &key);
+        let cause = classify(err, injected, writer, cached, current);
+        let target = match &w.subresource {
+            Some(sub) => format!("{} {}/{sub}", w.op.verb(), w.resource),
+            None => format!("{} {}", w.op.verb(), w.resource),
+        };
+        self.stats.failed_by.count(FailureClass {
+            writer: writer.kind(),
+            target,
+            cause,
+        });
+    }
+
     /// Executes a plan for `key` through the shared executor and requeues the key.
     pub(super) fn execute_plan(&mut self, key: &str, plan: Plan, controller: Controller) {
         let now = self.now;
+        let writer = match controller {
+            Controller::Vm => Writer::VmController,
+            Controller::Vmi => Writer::VmiController,
+        };
         let mut fx = ControllerFx {
             sim: self,
             controller: Some(controller),
+            writer,
         };
         let Ok(out) = run_ready(execute(&plan, &mut fx, now)) else {
             // The simulator's effects never wait; a pending executor is a bug in them.
@@ -238,6 +375,11 @@ impl Sim {
     }
 
     fn sync_vm(&mut self, key: &str) {
+        if self.ctrl.behind_own_writes(key) {
+            // The event of the pending write queues the key again.
+            self.stats.held_back_syncs += 1;
+            return;
+        }
         self.stats.vm_syncs += 1;
         let Some(vm) = self.ctrl.cache.get(res::VMS, key).cloned() else {
             self.ctrl.vm_expectations.forget(key);

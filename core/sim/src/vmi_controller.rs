@@ -39,6 +39,11 @@ pub fn launcher_pod(vmi: &VirtualMachineInstance) -> Result<Value, String> {
 impl Sim {
     /// One sync of the VMI controller.
     pub(super) fn sync_vmi(&mut self, key: &str) {
+        if self.ctrl.behind_own_writes(key) {
+            // The event of the pending write queues the key again.
+            self.stats.held_back_syncs += 1;
+            return;
+        }
         self.stats.vmi_syncs += 1;
         let Some(obj) = self.ctrl.cache.get(res::VMIS, key).cloned() else {
             self.ctrl.vmi_expectations.forget(key);
