@@ -135,7 +135,10 @@ pub fn print(f: &Figures, n: usize) {
             .iter()
             .map(|(r, keys)| format!("{r}x: {keys}"))
             .collect();
-        println!("{queue} reconciles per key (reconciles: keys): {}", hist.join(", "));
+        println!(
+            "{queue} reconciles per key (reconciles: keys): {}",
+            hist.join(", ")
+        );
         for (reason, c) in &q.failed {
             println!("{queue} reconciles failed ({reason}): {c}");
         }
@@ -163,7 +166,11 @@ mod tests {
         assert_eq!((vm.reconciles, vm.idle, vm.writes), (2, 1, 3));
         assert_eq!(vm.per_key.get(&2), Some(&1));
         assert_eq!(f.queues["vmi"].failed.get("api_write"), Some(&1));
-        let refused = ("patch".to_string(), "virtualmachines".to_string(), "conflict".to_string());
+        let refused = (
+            "patch".to_string(),
+            "virtualmachines".to_string(),
+            "conflict".to_string(),
+        );
         assert_eq!(f.refused.get(&refused), Some(&1));
     }
 }

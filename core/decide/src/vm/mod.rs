@@ -210,7 +210,8 @@ pub fn decide_vm(world: &VmWorld<'_>) -> VmDecision {
     if let Some(e) = sync_err {
         r.plan.fail(crate::ErrorKind::Sync, e.message);
     }
-    merge_vm_object_patches(&mut r.plan, &r.ns(), &r.name());
+    let (ns, name) = (r.ns(), r.name());
+    merge_vm_object_patches(&mut r.plan, &ns, &name);
     VmDecision {
         plan: r.plan,
         status,

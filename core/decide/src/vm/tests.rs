@@ -945,7 +945,10 @@ fn one_reconcile_sends_one_patch_of_the_vm_object() {
         .collect();
     assert_eq!(
         tested,
-        ["/metadata/finalizers", "/spec/template/spec/domain/firmware"]
+        [
+            "/metadata/finalizers",
+            "/spec/template/spec/domain/firmware"
+        ]
     );
     let mut stored = bare.clone();
     crate::patch::apply_json_patch(&mut stored, patch).unwrap();
