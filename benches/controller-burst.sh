@@ -9,10 +9,12 @@
 #
 # Not run by CI: it takes minutes and its figures depend on the machine.
 #
-# usage: benches/controller-burst.sh [N]   (default 1000)
+# usage: benches/controller-burst.sh [N [burst flags...]]   (default 1000; e.g. `1000 --vm-workers 16`
+# raises the controller's VM workers above KubeVirt's 3, and the output says so)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-1000}
+shift || true
 
 # The Kubernetes binaries (built once into a cache); the cluster crate finds them the same way.
 KVRS_KUBE_BIN=$(bash scripts/kube-components.sh | tail -n 1)
@@ -20,4 +22,4 @@ export KVRS_KUBE_BIN
 
 cargo build --release -p kvrs-virt-controller --bins --examples
 target_dir=$(cargo metadata -q --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-"$target_dir/release/examples/burst" --vms "$n" --controller "$target_dir/release/virt-controller"
+"$target_dir/release/examples/burst" --vms "$n" --controller "$target_dir/release/virt-controller" "$@"

@@ -14,7 +14,15 @@
 //!    verbs (POST, PUT, PATCH, DELETE, APPLY, DELETECOLLECTION) from before (3) until the write
 //!    count settles, minus the benchmark's own N VM creates, minus Lease writes (the controller
 //!    manager's leader election). The metric has no user label, so this counts every client's
-//!    writes — in practice kvrs's, since nothing else writes in that window.
+//!    writes — in practice kvrs's, since nothing else writes in that window;
+//! 5. where the controller's work went, from its own log: reconciles per VM by queue, those that
+//!    wrote nothing, failed reconciles and the writes the API server refused (`reconciles.rs`);
+//! 6. KubeVirt's API writes for the steps that take a new VM to a VMI and a launcher pod, counted
+//!    from KubeVirt v1.9.0's recorded reconciles in `../shared/oracle-vm`, next to kvrs's
+//!    decisions on the same scenarios (`oracle_chain.rs`; the benchmark fails without them).
+//!
+//! The controller runs with KubeVirt's worker counts (3 VM, 10 VMI) unless `--vm-workers` /
+//! `--vmi-workers` raise them, as an operator of a busy cluster would; the output says which.
 //!
 //! ```text
 //! cargo run --release -p kvrs-virt-controller --example burst -- --vms 1000 \
@@ -37,6 +45,11 @@ use kube::runtime::watcher;
 use kvrs_test_cluster::{Options, TestCluster, free_loopback_port};
 use serde_json::{Value, json};
 
+#[path = "burst/oracle_chain.rs"]
+mod oracle_chain;
+#[path = "burst/reconciles.rs"]
+mod reconciles;
+
 /// The burst benchmark's flags.
 #[derive(Debug, Parser)]
 struct Args {
@@ -52,6 +65,12 @@ struct Args {
     /// Give up when a phase does not converge within this many seconds.
     #[arg(long, default_value_t = 600)]
     timeout_secs: u64,
+    /// The controller's `--vm-workers` (default: the binary's, KubeVirt's 3).
+    #[arg(long)]
+    vm_workers: Option<usize>,
+    /// The controller's `--vmi-workers` (default: the binary's, KubeVirt's 10).
+    #[arg(long)]
+    vmi_workers: Option<usize>,
 }
 
 const VM_NS: &str = "burst-vms";
@@ -301,6 +320,9 @@ async fn main() -> Result<()> {
         .controller
         .clone()
         .unwrap_or_else(|| root().join("target/release/virt-controller"));
+    // The corpus first: a benchmark that cannot print its comparison fails before it starts.
+    let oracle_dir = oracle_chain::corpus_dir()?;
+    let oracle_steps = oracle_chain::count(&oracle_dir)?;
     if !controller_bin.is_file() {
         bail!(
             "no virt-controller binary at {} (cargo build --release -p kvrs-virt-controller)",
@@ -358,12 +380,21 @@ async fn main() -> Result<()> {
     let port = free_loopback_port();
     let log = cluster.dir().join("virt-controller-burst.log");
     let log_file = std::fs::File::create(&log)?;
-    let child = Command::new(&controller_bin)
+    let mut command = Command::new(&controller_bin);
+    command
         .arg("--kubeconfig")
         .arg(&controller_kubeconfig)
         .args(["--identity", "a", "--no-leader-elect"])
-        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
-        .env("RUST_LOG", "warn")
+        .args(["--metrics-addr", &format!("127.0.0.1:{port}")]);
+    if let Some(w) = args.vm_workers {
+        command.args(["--vm-workers", &w.to_string()]);
+    }
+    if let Some(w) = args.vmi_workers {
+        command.args(["--vmi-workers", &w.to_string()]);
+    }
+    let child = command
+        .env("RUST_LOG", reconciles::CONTROLLER_LOG)
+        .env("NO_COLOR", "1")
         .stdout(Stdio::null())
         .stderr(log_file)
         .spawn()
@@ -479,6 +510,17 @@ async fn main() -> Result<()> {
         "controller burst: {n} VMs, {} requests in flight",
         args.concurrency
     );
+    let workers = |flag: Option<usize>, default: usize| match flag {
+        Some(w) => format!("{w} (raised by flag; KubeVirt's default is {default})"),
+        None => format!("{default} (KubeVirt's default)"),
+    };
+    // The binary's own defaults, which are KubeVirt's.
+    let defaults = <kvrs_virt_controller::Flags as clap::Parser>::parse_from(["virt-controller"]);
+    println!(
+        "controller workers: VM {}, VMI {}",
+        workers(args.vm_workers, defaults.vm_workers),
+        workers(args.vmi_workers, defaults.vmi_workers)
+    );
     println!("{:<52} {:>12}", "figure", "value");
     println!(
         "{:<52} {:>12.1}",
@@ -556,5 +598,13 @@ async fn main() -> Result<()> {
         println!("{verb:<8} {what:<40} {d:>10} {:>9.2}", d / n as f64);
     }
     drop(controller);
+    let log_text = std::fs::read_to_string(&log).with_context(|| log.display().to_string())?;
+    reconciles::print(&reconciles::read(&log_text), n);
+    oracle_chain::print(&oracle_steps, &oracle_dir);
+    println!(
+        "{:<60} {:>9.2}",
+        "kvrs in the cluster: API writes per VM (measured above)",
+        controller_writes / n as f64
+    );
     Ok(())
 }

@@ -210,9 +210,74 @@ pub fn decide_vm(world: &VmWorld<'_>) -> VmDecision {
     if let Some(e) = sync_err {
         r.plan.fail(crate::ErrorKind::Sync, e.message);
     }
+    let (ns, name) = (r.ns(), r.name());
+    merge_vm_object_patches(&mut r.plan, &ns, &name);
     VmDecision {
         plan: r.plan,
         status,
+    }
+}
+
+/// Folds every later JSON patch of the VM object itself (metadata and spec: the finalizer, the
+/// firmware UUID, the PCI topology annotations, the run strategy) into the first one, so a
+/// reconcile sends at most one such write instead of one per step.
+///
+/// Why this is the same change: each step computed its patch against the working copy of the
+/// VM, which already had the earlier steps' edits, and the steps touch different paths — so the
+/// concatenated operations (every `test` included) apply in one request exactly as the separate
+/// patches would in sequence, and the API server applies all or none of them. The later patches
+/// move ahead of the writes in between (the start revision, the VMI create), which none of them
+/// depends on: they read the VM and the cached VMI only. The first patch keeps its place, so the
+/// finalizer is still stored before a VMI is created. Fewer writes also mean fewer watch events
+/// of the VM, each of which queues the key again.
+fn merge_vm_object_patches(plan: &mut Plan, ns: &str, name: &str) {
+    let is_vm_object_patch = |a: &crate::Action| {
+        a.as_write().is_some_and(|w| {
+            w.resource == "virtualmachines"
+                && w.subresource.is_none()
+                && w.namespace == ns
+                && w.name == name
+                && w.expectation.is_none()
+                && matches!(
+                    &w.op,
+                    WriteOp::Patch {
+                        patch_type: super::PatchType::Json,
+                        patch: Value::Array(_),
+                    }
+                )
+        })
+    };
+    let Some(first) = plan.actions.iter().position(&is_vm_object_patch) else {
+        return;
+    };
+    let mut later_ops = Vec::new();
+    let mut i = first + 1;
+    while i < plan.actions.len() {
+        if is_vm_object_patch(&plan.actions[i]) {
+            if let crate::Action::Write(ApiWrite {
+                op:
+                    WriteOp::Patch {
+                        patch: Value::Array(ops),
+                        ..
+                    },
+                ..
+            }) = plan.actions.remove(i)
+            {
+                later_ops.extend(ops);
+            }
+        } else {
+            i += 1;
+        }
+    }
+    if let crate::Action::Write(ApiWrite {
+        op: WriteOp::Patch {
+            patch: Value::Array(ops),
+            ..
+        },
+        ..
+    }) = &mut plan.actions[first]
+    {
+        ops.extend(later_ops);
     }
 }
 

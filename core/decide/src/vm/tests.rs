@@ -910,3 +910,59 @@ fn a_missing_instancetype_is_a_failure_without_a_vmi() {
     assert_eq!(failure["reason"], "FailedFindInstancetype");
     assert!(failure["message"].as_str().unwrap().contains("\"u1\""));
 }
+
+/// A reconcile that both adds the finalizer and stores the firmware UUID sends one VM patch,
+/// and that patch stores exactly what the two separate patches stored.
+#[test]
+fn one_reconcile_sends_one_patch_of_the_vm_object() {
+    let cfg = ClusterConfig::default();
+    let mut bare = serde_json::to_value(vm(Some("Halted"), None, json!({}))).unwrap();
+    bare["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("finalizers");
+    bare["spec"]["template"]["spec"]["domain"]
+        .as_object_mut()
+        .unwrap()
+        .remove("firmware");
+    let bare_vm: VirtualMachine = serde_json::from_value(bare.clone()).unwrap();
+    let d = decide_vm(&world(&bare_vm, None, &cfg));
+    let object_patches: Vec<_> = d
+        .plan
+        .writes()
+        .filter(|w| w.resource == "virtualmachines" && w.subresource.is_none())
+        .collect();
+    assert_eq!(object_patches.len(), 1, "{:?}", d.plan.write_list());
+    let WriteOp::Patch { patch, .. } = &object_patches[0].op else {
+        panic!("not a patch: {:?}", object_patches[0].op);
+    };
+    let tested: Vec<&str> = patch
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["op"] == "test")
+        .filter_map(|o| o["path"].as_str())
+        .collect();
+    assert_eq!(
+        tested,
+        [
+            "/metadata/finalizers",
+            "/spec/template/spec/domain/firmware"
+        ]
+    );
+    let mut stored = bare.clone();
+    crate::patch::apply_json_patch(&mut stored, patch).unwrap();
+    assert_eq!(
+        stored["metadata"]["finalizers"],
+        json!([super::VM_CONTROLLER_FINALIZER])
+    );
+    let uuid = kvrs_admission::template::firmware_uuid_for_vm("vm1");
+    assert_eq!(
+        stored["spec"]["template"]["spec"]["domain"]["firmware"]["uuid"],
+        json!(uuid)
+    );
+    // A VM changed in between (another finalizer stored) refuses the whole patch.
+    let mut changed = bare;
+    changed["metadata"]["finalizers"] = json!(["other"]);
+    assert!(crate::patch::apply_json_patch(&mut changed, patch).is_err());
+}
