@@ -326,17 +326,21 @@ fn missing_finalizer_and_firmware_uuid_are_added() {
         s.domain.firmware = None;
     }
     let d = decide_vm(&world(&v, None, &cfg));
-    assert_eq!(
-        actions(&d),
-        ["patch virtualmachines", "patch virtualmachines"]
-    );
-    let fw = &d.plan.write_list()[1];
-    let WriteOp::Patch { patch, .. } = &fw.op else {
-        panic!()
+    // One JSON patch carries both: the finalizer and the firmware UUID.
+    assert_eq!(actions(&d), ["patch virtualmachines"]);
+    let WriteOp::Patch { patch, .. } = &d.plan.write_list()[0].op else {
+        panic!("the VM write is a patch")
     };
-    assert_eq!(
-        patch[1]["value"]["uuid"],
-        json!(kvrs_admission::template::firmware_uuid_for_vm("vm1"))
+    let ops = patch.as_array().expect("a JSON patch is an array");
+    assert!(
+        ops.iter()
+            .any(|op| op["path"] == "/metadata/finalizers" || op["path"] == "/metadata/finalizers/-"),
+        "the finalizer is added: {patch}"
+    );
+    assert!(
+        ops.iter().any(|op| op["value"]["uuid"]
+            == json!(kvrs_admission::template::firmware_uuid_for_vm("vm1"))),
+        "the firmware UUID is set: {patch}"
     );
 }
 
