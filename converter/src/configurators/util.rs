@@ -3,6 +3,7 @@
 use crate::error::ConvertError;
 use kvrs_api::VirtualMachineInstance;
 use kvrs_api::names::path_component;
+use crate::domain::Str;
 use std::collections::HashMap;
 
 /// The position of the first item of each name: one pass, then constant-time lookups. Lists
@@ -20,13 +21,13 @@ pub fn first_by_name<'a, T>(
 }
 
 /// `yes`/`no` from an optional flag with a default.
-pub fn yes_no(v: Option<bool>, default: bool) -> String {
-    if v.unwrap_or(default) { "yes" } else { "no" }.to_string()
+pub fn yes_no(v: Option<bool>, default: bool) -> Str {
+    Str::Borrowed(if v.unwrap_or(default) { "yes" } else { "no" })
 }
 
 /// `on`/`off` from an optional flag with a default.
-pub fn on_off(v: Option<bool>, default: bool) -> String {
-    if v.unwrap_or(default) { "on" } else { "off" }.to_string()
+pub fn on_off(v: Option<bool>, default: bool) -> Str {
+    Str::Borrowed(if v.unwrap_or(default) { "on" } else { "off" })
 }
 
 /// An optional metadata field that goes into a host path. Unset (or empty) stays empty, the path
