@@ -95,7 +95,7 @@ pub async fn prepare(
                 .backing_store
                 .as_ref()
                 .and_then(|b| b.format.as_ref())
-                .map(|f| f.kind.as_str())
+                .map(|f| f.kind.as_ref())
                 .unwrap_or("raw");
             create_overlay(&overlay, &backing, format).await?;
             continue;

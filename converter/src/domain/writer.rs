@@ -173,6 +173,31 @@ static SPECIAL: [u8; 256] = {
     t
 };
 
+/// Whether any byte of `s` is one [`escape_into`] must look at closely. Whole 16-byte blocks
+/// are tested branch-free (the compiler turns a fixed-size block into vector compares: paths and
+/// UUIDs are long); the short rest, and most values are short, by one table look-up per byte.
+fn needs_care(s: &[u8], attr: bool) -> bool {
+    let mut blocks = s.chunks_exact(16);
+    for block in &mut blocks {
+        let hit = block.iter().fold(false, |acc, &b| {
+            acc | (b < 0x20)
+                | (b == b'&')
+                | (b == b'<')
+                | (b == b'>')
+                | (attr & (b == b'"'))
+                | (b == 0xEF)
+        });
+        if hit {
+            return true;
+        }
+    }
+    let mask = if attr { SPECIAL_ATTR } else { SPECIAL_TEXT };
+    blocks
+        .remainder()
+        .iter()
+        .any(|&b| SPECIAL[usize::from(b)] & mask != 0)
+}
+
 /// The one escaping routine of every string the writer puts in a document (text and attribute
 /// values), so that a conforming XML 1.0 parser reads back exactly `s`:
 /// - `&`, `<`, `>` (and `"` in attributes) as entities;
@@ -182,10 +207,8 @@ static SPECIAL: [u8; 256] = {
 ///   other than tab, newline and carriage return; U+FFFE and U+FFFF; surrogates cannot occur in
 ///   a `str`) are refused: there is no way to write them.
 fn escape_into(out: &mut String, s: &str, attr: bool) -> R {
-    // Almost no value needs escaping: one pass finds out, then one copy. Most values are short
-    // (names, models, paths), where one table look-up per byte beats a vectorised pass's set-up.
-    let mask = if attr { SPECIAL_ATTR } else { SPECIAL_TEXT };
-    if !s.bytes().any(|b| SPECIAL[usize::from(b)] & mask != 0) {
+    // Almost no value needs escaping: one pass finds out, then one copy.
+    if !needs_care(s.as_bytes(), attr) {
         out.push_str(s);
         return Ok(());
     }
