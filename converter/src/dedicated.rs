@@ -3,9 +3,9 @@
 
 use crate::configurators::Env;
 use crate::cpu_pool::{CpuPool, PoolError};
-use crate::domain::{Str, 
+use crate::domain::{
     CpuEmulatorPin, CpuTune, CpuTuneIoThreadPin, CpuTuneVcpuPin, Domain, FeatureKvm, FeatureState,
-    Features, HugePage, MemNode, MemoryAllocation, Numa, NumaCell, NumaTune, NumaTuneMemory,
+    Features, HugePage, MemNode, MemoryAllocation, Numa, NumaCell, NumaTune, NumaTuneMemory, Str,
 };
 use crate::error::ConvertError;
 use crate::topology::{quantity_to_bytes, virtual_memory};
@@ -378,7 +378,8 @@ fn numa_passthrough(
                 .iter()
                 .map(|c| c.id.to_string())
                 .collect::<Vec<_>>()
-                .join(",").into(),
+                .join(",")
+                .into(),
         },
         memnodes: Vec::new(),
     };
@@ -400,7 +401,8 @@ fn numa_passthrough(
                     .iter()
                     .map(|c| c.to_string())
                     .collect::<Vec<_>>()
-                    .join(",").into(),
+                    .join(",")
+                    .into(),
             ),
             memory: Some(memory / cells + if (virt as u64) < rem { page_size } else { 0 }),
             unit: Some("b".into()),

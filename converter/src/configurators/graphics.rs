@@ -30,11 +30,14 @@ impl Configurator for Graphics<'_> {
         domain.devices.graphics = vec![DomGraphics {
             listen: Some(GraphicsListen {
                 kind: "socket".into(),
-                socket: Some(format!(
-                    "{}/{}/virt-vnc",
-                    util::VIRT_PRIVATE_DIR,
-                    util::uid_component(vmi)?
-                ).into()),
+                socket: Some(
+                    format!(
+                        "{}/{}/virt-vnc",
+                        util::VIRT_PRIVATE_DIR,
+                        util::uid_component(vmi)?
+                    )
+                    .into(),
+                ),
                 ..GraphicsListen::default()
             }),
             kind: "vnc".into(),

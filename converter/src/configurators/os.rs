@@ -160,7 +160,9 @@ impl Configurator for Os<'_> {
                         None
                     } else {
                         Some(NvRam {
-                            template: (!efi.vars.is_empty()).then(|| efi.vars.clone()).map(Into::into),
+                            template: (!efi.vars.is_empty())
+                                .then(|| efi.vars.clone())
+                                .map(Into::into),
                             format: None,
                             path: nvram_path(vmi)?.into(),
                         })
@@ -192,7 +194,11 @@ impl Configurator for Os<'_> {
                         domain.os.initrd = Some(format!("{KERNEL_BOOT_DIR}/{base}").into());
                     }
                 }
-                domain.os.cmdline = kb.kernel_args.clone().filter(|s| !s.is_empty()).map(Into::into);
+                domain.os.cmdline = kb
+                    .kernel_args
+                    .clone()
+                    .filter(|s| !s.is_empty())
+                    .map(Into::into);
             }
             if let Some(acpi) = &fw.acpi {
                 let slic = acpi.slic_name_ref.as_deref().unwrap_or("");

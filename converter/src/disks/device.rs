@@ -43,7 +43,9 @@ pub fn convert_disk<'a>(
     if let Some(t) = &src.disk {
         let bus = t.bus.as_deref().unwrap_or("");
         d.device = "disk".into();
-        d.target.bus = Some(bus.into()).filter(|b: &String| !b.is_empty()).map(Into::into);
+        d.target.bus = Some(bus.into())
+            .filter(|b: &String| !b.is_empty())
+            .map(Into::into);
         let (name, unit) = namer.name(&src.name, bus);
         d.target.dev = Some(name).filter(|n| !n.is_empty()).map(Into::into);
         if bus == "scsi" {
@@ -89,7 +91,9 @@ pub fn convert_disk<'a>(
     } else if let Some(t) = &src.lun {
         let bus = t.bus.as_deref().unwrap_or("");
         d.device = "lun".into();
-        d.target.bus = Some(bus.into()).filter(|b: &String| !b.is_empty()).map(Into::into);
+        d.target.bus = Some(bus.into())
+            .filter(|b: &String| !b.is_empty())
+            .map(Into::into);
         let (name, unit) = namer.name(&src.name, bus);
         d.target.dev = Some(name).filter(|n| !n.is_empty()).map(Into::into);
         if bus == "scsi" {
@@ -113,7 +117,9 @@ pub fn convert_disk<'a>(
         let bus = t.bus.as_deref().unwrap_or("");
         d.device = "cdrom".into();
         d.target.tray = nonempty(&t.tray).map(Into::into);
-        d.target.bus = Some(bus.into()).filter(|b: &String| !b.is_empty()).map(Into::into);
+        d.target.bus = Some(bus.into())
+            .filter(|b: &String| !b.is_empty())
+            .map(Into::into);
         let (name, _) = namer.name(&src.name, bus);
         d.target.dev = Some(name).filter(|n| !n.is_empty()).map(Into::into);
         if t.readonly.unwrap_or(true) {

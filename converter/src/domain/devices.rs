@@ -1,6 +1,6 @@
 //! `<devices>` and every device kind except disks and interfaces.
 
-use super::{Str, Disk, Interface, MemoryDevice};
+use super::{Disk, Interface, MemoryDevice, Str};
 use serde::{Deserialize, Serialize};
 
 /// KubeVirt's prefix on aliases of user-named devices.

@@ -1,6 +1,6 @@
 //! `<disk>` and its parts.
 
-use super::{Str, Address, Alias, BootOrder, Empty};
+use super::{Address, Alias, BootOrder, Empty, Str};
 use serde::{Deserialize, Serialize};
 
 /// `<disk device type model>`.

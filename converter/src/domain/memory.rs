@@ -1,6 +1,6 @@
 //! `<memoryBacking>` and the virtio-mem `<memory>` device.
 
-use super::{Str, Address, Alias, Empty, Memory};
+use super::{Address, Alias, Empty, Memory, Str};
 use serde::{Deserialize, Serialize};
 
 /// `<memoryBacking>`.
