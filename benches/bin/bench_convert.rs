@@ -5,6 +5,10 @@
 //!
 //! Allocations (and reallocations) are counted by `stats_alloc`'s instrumented system
 //! allocator: the counterpart of Go's `runtime.MemStats.Mallocs`.
+//!
+//! `kvrs-bench-convert FILE N --phases` additionally splits one conversion into its phases —
+//! convert (configurators, disks, libvirt defaults), XML writing, and dropping the domain and
+//! the text — with each phase's median time and allocations, to show where the time goes.
 
 use std::alloc::System;
 use std::process::ExitCode;
@@ -39,6 +43,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let phases = match args.get(3).map(String::as_str) {
+        None => false,
+        Some("--phases") => true,
+        Some(other) => {
+            eprintln!("kvrs-bench-convert: unknown option {other:?} (only --phases)");
+            return ExitCode::from(2);
+        }
+    };
     let ctx = ConverterContext::default();
     let once = || -> Result<usize, String> {
         let domain = convert(&vmi, &ctx).map_err(|e| e.to_string())?;
@@ -68,5 +80,53 @@ fn main() -> ExitCode {
     let bytes = u64::try_from(stats.bytes_allocated).unwrap_or(u64::MAX);
     println!("allocations/conversion: {}", allocations / per);
     println!("bytes/conversion: {}", bytes / per);
+    if phases {
+        let run = |ctx: &ConverterContext| convert(&vmi, ctx);
+        if let Err(e) = print_phases(run, &ctx, n) {
+            eprintln!("kvrs-bench-convert: convert: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     ExitCode::SUCCESS
+}
+
+/// Times and counts each phase of a conversion separately, N times, and prints per phase the
+/// median nanoseconds and the allocations per conversion.
+fn print_phases(
+    run: impl Fn(&ConverterContext) -> Result<kvrs_converter::Domain, kvrs_converter::ConvertError>,
+    ctx: &ConverterContext,
+    n: usize,
+) -> Result<(), String> {
+    const NAMES: [&str; 4] = ["convert", "xml", "drop domain", "drop xml"];
+    let mut times: [Vec<u64>; 4] = std::array::from_fn(|_| Vec::with_capacity(n));
+    let mut allocs = [0usize; 4];
+    for _ in 0..n {
+        let mut mark = |phase: usize, start: Instant, region: Region<'_, System>| {
+            let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            times[phase].push(nanos);
+            let c = region.change();
+            allocs[phase] += c.allocations + c.reallocations;
+        };
+        let (start, region) = (Instant::now(), Region::new(GLOBAL));
+        let domain = run(ctx).map_err(|e| e.to_string())?;
+        mark(0, start, region);
+        let (start, region) = (Instant::now(), Region::new(GLOBAL));
+        let xml = domain.to_xml().map_err(|e| e.to_string())?;
+        mark(1, start, region);
+        let (start, region) = (Instant::now(), Region::new(GLOBAL));
+        drop(domain);
+        mark(2, start, region);
+        let (start, region) = (Instant::now(), Region::new(GLOBAL));
+        drop(xml);
+        mark(3, start, region);
+    }
+    for (i, name) in NAMES.iter().enumerate() {
+        times[i].sort_unstable();
+        println!(
+            "phase {name}: median ns {}, allocations/conversion {}",
+            times[i][n / 2],
+            allocs[i] / n
+        );
+    }
+    Ok(())
 }

@@ -5,7 +5,7 @@ use crate::configurators::Env;
 use crate::cpu_pool::{CpuPool, PoolError};
 use crate::domain::{
     CpuEmulatorPin, CpuTune, CpuTuneIoThreadPin, CpuTuneVcpuPin, Domain, FeatureKvm, FeatureState,
-    Features, HugePage, MemNode, MemoryAllocation, Numa, NumaCell, NumaTune, NumaTuneMemory,
+    Features, HugePage, MemNode, MemoryAllocation, Numa, NumaCell, NumaTune, NumaTuneMemory, Str,
 };
 use crate::error::ConvertError;
 use crate::topology::{quantity_to_bytes, virtual_memory};
@@ -149,7 +149,7 @@ pub fn adjust(
     for (vcpu, host) in placed.iter().enumerate() {
         tune.vcpupin.push(CpuTuneVcpuPin {
             vcpu: index_u32(vcpu),
-            cpuset: host.to_string(),
+            cpuset: host.to_string().into(),
         });
     }
     // Supplemental IO threads come before the emulator: they count towards its parity.
@@ -170,7 +170,7 @@ pub fn adjust(
             })?;
             tune.iothreadpin.push(CpuTuneIoThreadPin {
                 iothread: thread,
-                cpuset: host.to_string(),
+                cpuset: host.to_string().into(),
             });
         }
     }
@@ -192,7 +192,7 @@ pub fn adjust(
             })?);
         }
         tune.emulatorpin = Some(CpuEmulatorPin {
-            cpuset: cpu_list_to_set(&emulator),
+            cpuset: cpu_list_to_set(&emulator).into(),
         });
     }
     if crate::iothreads::has_io_threads(vmi) && supplemental == 0 {
@@ -248,7 +248,7 @@ fn pin_io_threads(vmi: &VirtualMachineInstance, domain: &Domain, tune: &mut CpuT
         .as_ref()
         .and_then(|c| c.isolate_emulator_thread)
         .unwrap_or(false);
-    let pin = |tune: &mut CpuTune, thread: usize, cpuset: String| {
+    let pin = |tune: &mut CpuTune, thread: usize, cpuset: Str| {
         tune.iothreadpin.push(CpuTuneIoThreadPin {
             iothread: index_u32(thread),
             cpuset,
@@ -262,7 +262,7 @@ fn pin_io_threads(vmi: &VirtualMachineInstance, domain: &Domain, tune: &mut CpuT
     } else if threads >= vcpus {
         for t in 1..=threads {
             if let Some(c) = set.get(t % vcpus) {
-                pin(tune, t, c.to_string());
+                pin(tune, t, c.to_string().into());
             }
         }
     } else {
@@ -272,7 +272,7 @@ fn pin_io_threads(vmi: &VirtualMachineInstance, domain: &Domain, tune: &mut CpuT
             let len = vcpus / threads + usize::from(t <= series);
             let end = (curr + len).min(set.len());
             let cpus: Vec<String> = set[curr.min(end)..end].iter().map(u32::to_string).collect();
-            pin(tune, t, cpus.join(","));
+            pin(tune, t, cpus.join(",").into());
             curr += len;
         }
     }
@@ -378,7 +378,8 @@ fn numa_passthrough(
                 .iter()
                 .map(|c| c.id.to_string())
                 .collect::<Vec<_>>()
-                .join(","),
+                .join(",")
+                .into(),
         },
         memnodes: Vec::new(),
     };
@@ -394,13 +395,14 @@ fn numa_passthrough(
             .map(|(_, v)| v.clone())
             .unwrap_or_default();
         numa.cells.push(NumaCell {
-            id: virt.to_string(),
+            id: virt.to_string().into(),
             cpus: Some(
                 vcpus
                     .iter()
                     .map(|c| c.to_string())
                     .collect::<Vec<_>>()
-                    .join(","),
+                    .join(",")
+                    .into(),
             ),
             memory: Some(memory / cells + if (virt as u64) < rem { page_size } else { 0 }),
             unit: Some("b".into()),
@@ -409,12 +411,12 @@ fn numa_passthrough(
         tune.memnodes.push(MemNode {
             cellid: index_u32(virt),
             mode: "strict".into(),
-            nodeset: cell.id.to_string(),
+            nodeset: cell.id.to_string().into(),
         });
         hp.pages.push(HugePage {
-            size: page_size.to_string(),
+            size: page_size.to_string().into(),
             unit: "b".into(),
-            nodeset: virt.to_string(),
+            nodeset: virt.to_string().into(),
         });
     }
     if vmi

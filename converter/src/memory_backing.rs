@@ -60,7 +60,7 @@ pub fn configure(vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<()
             domain.cpu.numa = Some(Numa {
                 cells: vec![NumaCell {
                     id: "0".into(),
-                    cpus: Some(format!("0-{}", vcpus.saturating_sub(1))),
+                    cpus: Some(format!("0-{}", vcpus.saturating_sub(1)).into()),
                     memory: Some(bytes / 1024),
                     unit: Some("KiB".into()),
                     ..NumaCell::default()

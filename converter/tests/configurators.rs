@@ -174,7 +174,7 @@ fn dedicated_cpus_with_isolated_emulator_pin_io_thread_to_emulator_cpu() {
     }));
     let d = kvrs_converter::convert(&vmi, &ConverterContext::default()).unwrap();
     let tune = d.cputune.unwrap();
-    let pins: Vec<_> = tune.vcpupin.iter().map(|p| p.cpuset.as_str()).collect();
+    let pins: Vec<_> = tune.vcpupin.iter().map(|p| p.cpuset.as_ref()).collect();
     assert_eq!(pins, ["0", "1"]);
     assert_eq!(tune.emulatorpin.unwrap().cpuset, "2");
     assert_eq!(tune.iothreadpin.len(), 1);

@@ -14,7 +14,7 @@ fn dedicated(cores: u32, isolate: bool) -> Result<Vec<String>, String> {
     .unwrap();
     let domain = convert(&vmi, &ConverterContext::default()).map_err(|e| e.to_string())?;
     let tune = domain.cputune.unwrap_or_default();
-    let mut pins: Vec<String> = tune.vcpupin.iter().map(|p| p.cpuset.clone()).collect();
+    let mut pins: Vec<String> = tune.vcpupin.iter().map(|p| p.cpuset.to_string()).collect();
     pins.extend(tune.emulatorpin.map(|e| format!("emulator {}", e.cpuset)));
     Ok(pins)
 }

@@ -34,13 +34,13 @@ fn pins(domain: &Domain) -> (Pins, Pins, Option<String>) {
     (
         tune.vcpupin
             .iter()
-            .map(|p| (p.vcpu, p.cpuset.clone()))
+            .map(|p| (p.vcpu, p.cpuset.to_string()))
             .collect(),
         tune.iothreadpin
             .iter()
-            .map(|p| (p.iothread, p.cpuset.clone()))
+            .map(|p| (p.iothread, p.cpuset.to_string()))
             .collect(),
-        tune.emulatorpin.as_ref().map(|e| e.cpuset.clone()),
+        tune.emulatorpin.as_ref().map(|e| e.cpuset.to_string()),
     )
 }
 

@@ -80,10 +80,10 @@ fn domain_with(s: &str) -> Domain {
     d.devices.disks.push(Disk {
         device: "disk".into(),
         kind: "file".into(),
-        serial: Some(s.to_string()),
+        serial: Some(s.to_string().into()),
         alias: Some(Alias::user(s)),
         // `model` follows child elements in field order: written through the insert path.
-        model: Some(s.to_string()),
+        model: Some(s.to_string().into()),
         ..Disk::default()
     });
     d
@@ -186,7 +186,7 @@ fn a_domain_longer_than_libvirt_accepts_is_refused_not_written() {
     // issue 17 (item 4): rendering stops near libvirt's 4 MiB string limit.
     let disks = (0..MAX_XML_BYTES / 1000 + 1)
         .map(|i| Disk {
-            serial: Some(format!("{i:0>990}")),
+            serial: Some(format!("{i:0>990}").into()),
             ..Disk::default()
         })
         .collect();

@@ -152,7 +152,7 @@ pub async fn prepare(
                 .backing_store
                 .as_ref()
                 .and_then(|b| b.format.as_ref())
-                .map(|f| f.kind.clone())
+                .map(|f| f.kind.to_string())
                 .unwrap_or_else(|| "raw".into());
             jobs.push(Job::Overlay {
                 overlay,

@@ -19,20 +19,20 @@ impl Configurator for Clock {
             if let Some(utc) = &src.utc {
                 c.offset = Some("utc".into());
                 c.adjustment = Some(match utc.offset_seconds {
-                    Some(s) => s.to_string(),
+                    Some(s) => s.to_string().into(),
                     None => "reset".into(),
                 });
             } else if let Some(tz) = &src.timezone {
                 c.offset = Some("timezone".into());
-                c.timezone = Some(tz.clone());
+                c.timezone = Some(tz.clone().into());
             }
             if let Some(t) = &src.timer {
                 let s = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
                 if let Some(rtc) = &t.rtc {
                     c.timers.push(Timer {
                         name: "rtc".into(),
-                        track: s(&rtc.track),
-                        tickpolicy: s(&rtc.tick_policy),
+                        track: s(&rtc.track).map(Into::into),
+                        tickpolicy: s(&rtc.tick_policy).map(Into::into),
                         present: Some(yes_no(rtc.present, true)),
                         ..Timer::default()
                     });
@@ -41,7 +41,7 @@ impl Configurator for Clock {
                     c.timers.push(Timer {
                         name: "pit".into(),
                         present: Some(yes_no(pit.present, true)),
-                        tickpolicy: s(&pit.tick_policy),
+                        tickpolicy: s(&pit.tick_policy).map(Into::into),
                         ..Timer::default()
                     });
                 }
@@ -56,7 +56,7 @@ impl Configurator for Clock {
                     c.timers.push(Timer {
                         name: "hpet".into(),
                         present: Some(yes_no(hpet.present, true)),
-                        tickpolicy: s(&hpet.tick_policy),
+                        tickpolicy: s(&hpet.tick_policy).map(Into::into),
                         ..Timer::default()
                     });
                 }
@@ -74,7 +74,7 @@ impl Configurator for Clock {
             let c = domain.clock.get_or_insert_with(DomClock::default);
             c.timers.push(Timer {
                 name: "tsc".into(),
-                frequency: Some(freq.to_string()),
+                frequency: Some(freq.to_string().into()),
                 ..Timer::default()
             });
         }

@@ -50,12 +50,12 @@ impl Configurator for Console<'_> {
             kind: "unix".into(),
             target: Some(SerialTarget { port: Some(0) }),
             log: log.then(|| SerialLog {
-                file: Some(format!("{socket}-log")),
+                file: Some(format!("{socket}-log").into()),
                 append: Some("on".into()),
             }),
             source: Some(CharSource {
                 mode: Some("bind".into()),
-                path: Some(socket),
+                path: Some(socket.into()),
             }),
             alias: None,
         }];

@@ -49,8 +49,8 @@ impl Configurator for Cpu<'_> {
                     vcpu: (0..total)
                         .map(|id| VcpusVcpu {
                             id,
-                            enabled: yn(id < count),
-                            hotpluggable: yn(id >= min_enabled),
+                            enabled: yn(id < count).map(Into::into),
+                            hotpluggable: yn(id >= min_enabled).map(Into::into),
                             order: None,
                         })
                         .collect(),
@@ -68,18 +68,26 @@ impl Configurator for Cpu<'_> {
                     domain.cpu.mode = Some("custom".into());
                     domain.cpu.model = Some("max".into());
                 } else if host_mode {
-                    domain.cpu.mode = Some(model.into());
+                    // One of the two constants (host_mode), so borrowed.
+                    domain.cpu.mode = Some(
+                        if model == "host-model" {
+                            "host-model"
+                        } else {
+                            "host-passthrough"
+                        }
+                        .into(),
+                    );
                 } else {
                     domain.cpu.mode = Some("custom".into());
-                    domain.cpu.model = Some(model.into());
+                    domain.cpu.model = Some(model.to_string().into());
                 }
             }
             let mut has_mpx = false;
             for f in cpu.features.iter().flatten() {
                 has_mpx |= f.name == "mpx";
                 domain.cpu.features.push(CpuFeature {
-                    name: f.name.clone(),
-                    policy: f.policy.clone().filter(|p| !p.is_empty()),
+                    name: f.name.clone().into(),
+                    policy: f.policy.clone().filter(|p| !p.is_empty()).map(Into::into),
                 });
             }
             if self.env.arch == Arch::Amd64 && !has_mpx && !host_mode {

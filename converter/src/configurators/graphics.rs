@@ -30,11 +30,14 @@ impl Configurator for Graphics<'_> {
         domain.devices.graphics = vec![DomGraphics {
             listen: Some(GraphicsListen {
                 kind: "socket".into(),
-                socket: Some(format!(
-                    "{}/{}/virt-vnc",
-                    util::VIRT_PRIVATE_DIR,
-                    util::uid_component(vmi)?
-                )),
+                socket: Some(
+                    format!(
+                        "{}/{}/virt-vnc",
+                        util::VIRT_PRIVATE_DIR,
+                        util::uid_component(vmi)?
+                    )
+                    .into(),
+                ),
                 ..GraphicsListen::default()
             }),
             kind: "vnc".into(),
@@ -42,7 +45,7 @@ impl Configurator for Graphics<'_> {
         }];
         let model = if let Some(video) = &devices.video {
             VideoModel {
-                kind: video.r#type.clone().unwrap_or_default(),
+                kind: video.r#type.clone().unwrap_or_default().into(),
                 vram: Some(DEFAULT_VRAM),
                 heads: Some(DEFAULT_HEADS),
                 ..VideoModel::default()

@@ -55,7 +55,7 @@ impl Configurator for HypervisorFeatures<'_> {
                 }),
                 vendor_id: h.vendorid.as_ref().map(|v| FeatureVendorId {
                     state: Some(on_off(v.enabled, true)),
-                    value: v.vendorid.clone().filter(|s| !s.is_empty()),
+                    value: v.vendorid.clone().filter(|s| !s.is_empty()).map(Into::into),
                 }),
                 relaxed: state(&h.relaxed),
                 reset: state(&h.reset),

@@ -39,7 +39,7 @@ impl Configurator for InputDevices {
                     ));
                 }
                 out.push(Input {
-                    kind: input.r#type.clone(),
+                    kind: input.r#type.clone().into(),
                     bus: bus.into(),
                     alias: Some(Alias::user(&input.name)),
                     address: None,
@@ -49,7 +49,7 @@ impl Configurator for InputDevices {
             domain.devices.inputs = out;
         }
         if devices.autoattach_graphics_device.unwrap_or(true) {
-            let plain = |kind: &str, bus: &str| Input {
+            let plain = |kind: &'static str, bus: &'static str| Input {
                 kind: kind.into(),
                 bus: bus.into(),
                 ..Input::default()

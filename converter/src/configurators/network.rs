@@ -224,7 +224,7 @@ impl Configurator for Network<'_> {
                 continue;
             }
             let path = || format!("spec.domain.devices.interfaces[{i}]");
-            if !network_index.contains_key(iface.name.as_str()) {
+            if network_index.get(iface.name.as_str()).is_none() {
                 return Err(ConvertError::new(
                     path(),
                     format!("failed to find network {}", iface.name),

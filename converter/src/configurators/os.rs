@@ -138,7 +138,7 @@ impl Configurator for Os<'_> {
                     if vmi.spec.architecture.as_deref() != Some("arm64") {
                         domain.os.nvram = Some(NvRam {
                             format: Some("raw".into()),
-                            path: nvram_path(vmi)?,
+                            path: nvram_path(vmi)?.into(),
                             template: None,
                         });
                     }
@@ -151,7 +151,7 @@ impl Configurator for Os<'_> {
                             .as_ref()
                             .is_some_and(|l| l.snp.is_some());
                     domain.os.loader = Some(Loader {
-                        path: efi.code.clone(),
+                        path: efi.code.clone().into(),
                         readonly: Some("yes".into()),
                         secure: Some(if efi.secure_loader { "yes" } else { "no" }.into()),
                         kind: Some(if snp_or_tdx { "rom" } else { "pflash" }.into()),
@@ -160,9 +160,11 @@ impl Configurator for Os<'_> {
                         None
                     } else {
                         Some(NvRam {
-                            template: (!efi.vars.is_empty()).then(|| efi.vars.clone()),
+                            template: (!efi.vars.is_empty())
+                                .then(|| efi.vars.clone())
+                                .map(Into::into),
                             format: None,
-                            path: nvram_path(vmi)?,
+                            path: nvram_path(vmi)?.into(),
                         })
                     };
                 }
@@ -182,17 +184,21 @@ impl Configurator for Os<'_> {
                             format_args!("{FIELD}.kernelPath"),
                             base_name(k),
                         )?;
-                        domain.os.kernel = Some(format!("{KERNEL_BOOT_DIR}/{base}"));
+                        domain.os.kernel = Some(format!("{KERNEL_BOOT_DIR}/{base}").into());
                     }
                     if let Some(i) = c.initrd_path.as_deref().filter(|s| !s.is_empty()) {
                         let base = util::file_name_component(
                             format_args!("{FIELD}.initrdPath"),
                             base_name(i),
                         )?;
-                        domain.os.initrd = Some(format!("{KERNEL_BOOT_DIR}/{base}"));
+                        domain.os.initrd = Some(format!("{KERNEL_BOOT_DIR}/{base}").into());
                     }
                 }
-                domain.os.cmdline = kb.kernel_args.clone().filter(|s| !s.is_empty());
+                domain.os.cmdline = kb
+                    .kernel_args
+                    .clone()
+                    .filter(|s| !s.is_empty())
+                    .map(Into::into);
             }
             if let Some(acpi) = &fw.acpi {
                 let slic = acpi.slic_name_ref.as_deref().unwrap_or("");
@@ -228,7 +234,7 @@ impl Configurator for Os<'_> {
                         ));
                     }
                     tables.tables.push(AcpiTable {
-                        path: format!("{SECRET_SOURCE_DIR}/{vol}/{kind}.bin"),
+                        path: format!("{SECRET_SOURCE_DIR}/{vol}/{kind}.bin").into(),
                         kind: Some(kind.into()),
                     });
                 }
@@ -241,7 +247,7 @@ impl Configurator for Os<'_> {
             });
         }
         if let Some(m) = spec.machine.as_ref().and_then(|m| m.r#type.as_ref()) {
-            domain.os.kind.machine = Some(m.clone()).filter(|s| !s.is_empty());
+            domain.os.kind.machine = Some(m.clone()).filter(|s| !s.is_empty()).map(Into::into);
         }
         if vmi.spec.start_strategy.as_deref() == Some("Paused") {
             domain.os.bootmenu = Some(BootMenu {

@@ -16,7 +16,7 @@ impl Configurator for PanicDevices {
     ) -> Result<(), ConvertError> {
         for p in vmi.spec.domain.devices.panic_devices.iter().flatten() {
             domain.devices.panics.push(PanicDevice {
-                model: p.model.clone(),
+                model: p.model.clone().map(Into::into),
             });
         }
         Ok(())

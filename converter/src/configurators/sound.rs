@@ -18,8 +18,8 @@ impl Configurator for Sound {
             return Ok(());
         };
         let model = match sound.model.as_deref().unwrap_or("") {
-            "" => "ich9",
-            m @ ("ich9" | "ac97") => m,
+            "" | "ich9" => "ich9",
+            "ac97" => "ac97",
             other => {
                 return Err(ConvertError::new(
                     "spec.domain.devices.sound.model",

@@ -27,7 +27,7 @@ impl Configurator for UsbRedirect {
                 bus: "usb".into(),
                 source: RedirectedDeviceSource {
                     mode: "bind".into(),
-                    path: format!("{}/{uid}/virt-usbredir-{i}", util::VIRT_PRIVATE_DIR),
+                    path: format!("{}/{uid}/virt-usbredir-{i}", util::VIRT_PRIVATE_DIR).into(),
                 },
             })
             .collect();

@@ -1,5 +1,6 @@
 //! Small helpers shared by the configurators.
 
+use crate::domain::Str;
 use crate::error::ConvertError;
 use kvrs_api::VirtualMachineInstance;
 use kvrs_api::names::path_component;
@@ -7,26 +8,52 @@ use std::collections::HashMap;
 
 /// The position of the first item of each name: one pass, then constant-time lookups. Lists
 /// matched by name (disks to volumes, interfaces to networks) go through it, so a VMI with N of
-/// them converts in O(N), where a search of the list per item made it O(N^2).
-pub fn first_by_name<'a, T>(
+/// them converts in O(N), where a search of the list per item made it O(N^2). Lists of up to
+/// [`SCAN_MAX`] items (nearly every VMI) are searched in place instead: that is faster than
+/// hashing and allocates nothing.
+pub fn first_by_name<'a, T, F: Fn(&'a T) -> &'a str>(
     items: &'a [T],
-    name: impl Fn(&'a T) -> &'a str,
-) -> HashMap<&'a str, usize> {
-    let mut index = HashMap::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        index.entry(name(item)).or_insert(i);
+    name: F,
+) -> NameIndex<'a, T, F> {
+    let map = (items.len() > SCAN_MAX).then(|| {
+        let mut index = HashMap::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            index.entry(name(item)).or_insert(i);
+        }
+        index
+    });
+    NameIndex { items, name, map }
+}
+
+/// Longest list [`first_by_name`] searches in place.
+pub const SCAN_MAX: usize = 16;
+
+/// [`first_by_name`]'s answer: the first position of a name.
+pub struct NameIndex<'a, T, F> {
+    items: &'a [T],
+    name: F,
+    /// Built only for lists longer than [`SCAN_MAX`].
+    map: Option<HashMap<&'a str, usize>>,
+}
+
+impl<'a, T, F: Fn(&'a T) -> &'a str> NameIndex<'a, T, F> {
+    /// Position of the first item called `key`.
+    pub fn get(&self, key: &str) -> Option<usize> {
+        match &self.map {
+            Some(map) => map.get(key).copied(),
+            None => self.items.iter().position(|item| (self.name)(item) == key),
+        }
     }
-    index
 }
 
 /// `yes`/`no` from an optional flag with a default.
-pub fn yes_no(v: Option<bool>, default: bool) -> String {
-    if v.unwrap_or(default) { "yes" } else { "no" }.to_string()
+pub fn yes_no(v: Option<bool>, default: bool) -> Str {
+    Str::Borrowed(if v.unwrap_or(default) { "yes" } else { "no" })
 }
 
 /// `on`/`off` from an optional flag with a default.
-pub fn on_off(v: Option<bool>, default: bool) -> String {
-    if v.unwrap_or(default) { "on" } else { "off" }.to_string()
+pub fn on_off(v: Option<bool>, default: bool) -> Str {
+    Str::Borrowed(if v.unwrap_or(default) { "on" } else { "off" })
 }
 
 /// An optional metadata field that goes into a host path. Unset (or empty) stays empty, the path

@@ -42,11 +42,11 @@ impl Configurator for Virtiofs {
                     queue: Some("1024".into()),
                 }),
                 source: Some(FilesystemSource {
-                    dir: String::new(),
-                    socket: Some(format!("{VIRTIOFS_SOCKET_DIR}/{name}.sock")),
+                    dir: String::new().into(),
+                    socket: Some(format!("{VIRTIOFS_SOCKET_DIR}/{name}.sock").into()),
                 }),
                 target: Some(FilesystemTarget {
-                    dir: Some(name.to_string()),
+                    dir: Some(name.to_string().into()),
                 }),
                 binary: None,
             });

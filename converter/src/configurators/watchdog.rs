@@ -49,7 +49,7 @@ impl Configurator for Watchdog {
         };
         domain.devices.watchdogs.push(DomWatchdog {
             model: model.into(),
-            action: action.unwrap_or_default(),
+            action: action.unwrap_or_default().into(),
             alias: Some(Alias::user(&w.name)),
             address: None,
         });

@@ -43,9 +43,11 @@ pub fn convert_disk<'a>(
     if let Some(t) = &src.disk {
         let bus = t.bus.as_deref().unwrap_or("");
         d.device = "disk".into();
-        d.target.bus = Some(bus.into()).filter(|b: &String| !b.is_empty());
+        d.target.bus = Some(bus.into())
+            .filter(|b: &String| !b.is_empty())
+            .map(Into::into);
         let (name, unit) = namer.name(&src.name, bus);
-        d.target.dev = Some(name).filter(|n| !n.is_empty());
+        d.target.dev = Some(name).filter(|n| !n.is_empty()).map(Into::into);
         if bus == "scsi" {
             d.address = Some(scsi_address(unit));
         }
@@ -75,7 +77,7 @@ pub fn convert_disk<'a>(
         if t.readonly == Some(true) {
             d.readonly = Some(Empty {});
         }
-        d.serial = nonempty(&src.serial);
+        d.serial = nonempty(&src.serial).map(Into::into);
         if src.shareable == Some(true) {
             let cache = src.cache.as_deref().unwrap_or("");
             if !cache.is_empty() && cache != "none" {
@@ -89,9 +91,11 @@ pub fn convert_disk<'a>(
     } else if let Some(t) = &src.lun {
         let bus = t.bus.as_deref().unwrap_or("");
         d.device = "lun".into();
-        d.target.bus = Some(bus.into()).filter(|b: &String| !b.is_empty());
+        d.target.bus = Some(bus.into())
+            .filter(|b: &String| !b.is_empty())
+            .map(Into::into);
         let (name, unit) = namer.name(&src.name, bus);
-        d.target.dev = Some(name).filter(|n| !n.is_empty());
+        d.target.dev = Some(name).filter(|n| !n.is_empty()).map(Into::into);
         if bus == "scsi" {
             d.address = Some(scsi_address(unit));
         }
@@ -112,10 +116,12 @@ pub fn convert_disk<'a>(
     } else if let Some(t) = &src.cdrom {
         let bus = t.bus.as_deref().unwrap_or("");
         d.device = "cdrom".into();
-        d.target.tray = nonempty(&t.tray);
-        d.target.bus = Some(bus.into()).filter(|b: &String| !b.is_empty());
+        d.target.tray = nonempty(&t.tray).map(Into::into);
+        d.target.bus = Some(bus.into())
+            .filter(|b: &String| !b.is_empty())
+            .map(Into::into);
         let (name, _) = namer.name(&src.name, bus);
-        d.target.dev = Some(name).filter(|n| !n.is_empty());
+        d.target.dev = Some(name).filter(|n| !n.is_empty()).map(Into::into);
         if t.readonly.unwrap_or(true) {
             d.readonly = Some(Empty {});
         }
@@ -125,8 +131,8 @@ pub fn convert_disk<'a>(
         (src.disk.is_some() && src.shareable == Some(true)).then(|| "none".to_string());
     let mut driver = DiskDriver {
         name: "qemu".into(),
-        cache: nonempty(&src.cache).or(shareable_default),
-        io: nonempty(&src.io),
+        cache: nonempty(&src.cache).or(shareable_default).map(Into::into),
+        io: nonempty(&src.io).map(Into::into),
         ..DiskDriver::default()
     };
     if (src.disk.is_some() || src.lun.is_some()) && !facts.discard_ignored {
@@ -185,8 +191,10 @@ pub fn block_size(
 /// The driver's error policy (`stop` by default).
 pub fn error_policy(src: &VmiDisk, d: &mut Disk, path: &DiskPath) -> Result<(), ConvertError> {
     let policy = match src.error_policy.as_deref() {
-        None => "stop",
-        Some(p @ ("stop" | "ignore" | "report" | "enospace")) => p,
+        None | Some("stop") => "stop",
+        Some("ignore") => "ignore",
+        Some("report") => "report",
+        Some("enospace") => "enospace",
         Some(other) => {
             return Err(ConvertError::new(
                 format!("{path}.errorPolicy"),

@@ -80,7 +80,7 @@ pub fn convert_disks(
             discard_ignored: discard_ignore.contains(disk.name.as_str()),
         };
         device::convert_disk(env, disk, &mut namer, queues, facts, &path, out)?;
-        match volume_index.get(disk.name.as_str()).copied() {
+        match volume_index.get(disk.name.as_str()) {
             None if disk.cdrom.is_some() => volume::missing_volume(out),
             None => {
                 return Err(ConvertError::new(

@@ -41,7 +41,7 @@ fn driver(d: &mut Disk) -> &mut DiskDriver {
 }
 
 /// KubeVirt's `setDiskDriver`: type, `stop` policy, and `unmap` when asked.
-fn set_driver(d: &mut Disk, kind: &str, discard: bool) {
+fn set_driver(d: &mut Disk, kind: &'static str, discard: bool) {
     let drv = driver(d);
     drv.kind = kind.into();
     drv.error_policy = Some("stop".into());
@@ -73,20 +73,20 @@ fn pvc_source(name: &str, is_block: bool, hotplug: bool, facts: DiskFacts, d: &m
     match (is_block, hotplug) {
         (true, false) => {
             d.kind = "block".into();
-            d.source.name = Some(name.into());
-            d.source.dev = Some(block_path(name));
+            d.source.name = Some(name.to_string().into());
+            d.source.dev = Some(block_path(name).into());
         }
         (false, false) => {
             d.kind = "file".into();
-            d.source.file = Some(filesystem_path(name));
+            d.source.file = Some(filesystem_path(name).into());
         }
         (true, true) => {
             d.kind = "block".into();
-            d.source.dev = Some(cat(&[HOTPLUG_DISKS, "/", name]));
+            d.source.dev = Some(cat(&[HOTPLUG_DISKS, "/", name]).into());
         }
         (false, true) => {
             d.kind = "file".into();
-            d.source.file = Some(cat(&[HOTPLUG_DISKS, "/", name, ".img"]));
+            d.source.file = Some(cat(&[HOTPLUG_DISKS, "/", name, ".img"]).into());
         }
     }
 }
@@ -122,7 +122,7 @@ pub fn convert_volume(
         lun_incompatible(d, name, path)?;
         d.kind = "file".into();
         set_driver(d, "qcow2", true);
-        d.source.file = Some(cat(&[&ctx.ephemeral_disk_dir, "/", name, "/disk.qcow2"]));
+        d.source.file = Some(cat(&[&ctx.ephemeral_disk_dir, "/", name, "/disk.qcow2"]).into());
         let format = ctx
             .disk_formats
             .get(name)
@@ -130,10 +130,10 @@ pub fn convert_volume(
         d.backing_store = Some(BackingStore {
             kind: Some("file".into()),
             format: Some(FormatType {
-                kind: format.clone(),
+                kind: format.clone().into(),
             }),
             source: Some(DiskSource {
-                file: Some(format!("{CONTAINER_DISKS}/disk_{index}.img")),
+                file: Some(format!("{CONTAINER_DISKS}/disk_{index}.img").into()),
                 ..DiskSource::default()
             }),
         });
@@ -146,12 +146,12 @@ pub fn convert_volume(
         };
         let ns = util::namespace_component(vmi)?;
         let vm = util::name_component(vmi)?;
-        d.source.file = Some(cat(&[CLOUD_INIT_DIR, "/", ns, "/", vm, "/", file]));
+        d.source.file = Some(cat(&[CLOUD_INIT_DIR, "/", ns, "/", vm, "/", file]).into());
         d.kind = "file".into();
         set_driver(d, "raw", false);
     } else if v.sysprep.is_some() {
         lun_incompatible(d, name, path)?;
-        d.source.file = Some(cat(&[PRIVATE, "/sysprep-disks/", name, ".iso"]));
+        d.source.file = Some(cat(&[PRIVATE, "/sysprep-disks/", name, ".iso"]).into());
         d.kind = "file".into();
         driver(d).kind = "raw".into();
     } else if let Some(hd) = &v.host_disk {
@@ -167,7 +167,7 @@ pub fn convert_volume(
         let drv = driver(d);
         drv.kind = "raw".into();
         drv.error_policy = Some("stop".into());
-        d.source.file = Some(cat(&[PRIVATE, "/vmi-disks/", name, "/", base]));
+        d.source.file = Some(cat(&[PRIVATE, "/vmi-disks/", name, "/", base]).into());
     } else if v.persistent_volume_claim.is_some() {
         pvc_source(name, ctx.block_pvcs.contains(name), false, facts, d);
     } else if v.data_volume.is_some() {
@@ -175,14 +175,14 @@ pub fn convert_volume(
     } else if v.ephemeral.is_some() {
         d.kind = "file".into();
         set_driver(d, "qcow2", true);
-        d.source.file = Some(cat(&[&ctx.ephemeral_disk_dir, "/", name, "/disk.qcow2"]));
+        d.source.file = Some(cat(&[&ctx.ephemeral_disk_dir, "/", name, "/disk.qcow2"]).into());
         let mut backing = Disk::default();
         if ctx.block_pvcs.contains(name) {
             pvc_source(name, true, false, facts, &mut backing);
         } else {
             backing.kind = "file".into();
             set_driver(&mut backing, "raw", false);
-            backing.source.file = Some(filesystem_path(name));
+            backing.source.file = Some(filesystem_path(name).into());
         }
         d.backing_store = Some(BackingStore {
             kind: Some(backing.kind),
@@ -194,7 +194,7 @@ pub fn convert_volume(
     } else if v.empty_disk.is_some() {
         lun_incompatible(d, name, path)?;
         d.kind = "file".into();
-        d.source.file = Some(cat(&[EMPTY_DISKS, "/", name, ".qcow2"]));
+        d.source.file = Some(cat(&[EMPTY_DISKS, "/", name, ".qcow2"]).into());
         set_driver(d, "qcow2", true);
     } else if v.config_map.is_some() {
         config_disk(d, cat(&[PRIVATE, "/config-map-disks/", name, ".iso"]));
@@ -217,7 +217,7 @@ pub fn convert_volume(
         });
         d.model = Some(env.virtio_model.into());
         d.source = DiskSource {
-            file: Some(format!("{PRIVATE}/downwardapi-disks/vhostmd0")),
+            file: Some(format!("{PRIVATE}/downwardapi-disks/vhostmd0").into()),
             ..DiskSource::default()
         };
     } else {
@@ -232,5 +232,5 @@ pub fn convert_volume(
 fn config_disk(d: &mut Disk, file: String) {
     d.kind = "file".into();
     set_driver(d, "raw", false);
-    d.source.file = Some(file);
+    d.source.file = Some(file.into());
 }

@@ -1,5 +1,6 @@
 //! CPU model, topology, NUMA cells, vCPU hotplug and pinning.
 
+use super::Str;
 use serde::{Deserialize, Serialize};
 
 /// `<cpu>`.
@@ -8,10 +9,10 @@ use serde::{Deserialize, Serialize};
 pub struct Cpu {
     /// `host-model`, `host-passthrough` or `custom`.
     #[serde(rename = "@mode", skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
+    pub mode: Option<Str>,
     /// Named model (`<model>Skylake</model>`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    pub model: Option<Str>,
     /// Required / forbidden CPU flags.
     #[serde(rename = "feature")]
     pub features: Vec<CpuFeature>,
@@ -29,10 +30,10 @@ pub struct Cpu {
 pub struct CpuFeature {
     /// Flag name.
     #[serde(rename = "@name")]
-    pub name: String,
+    pub name: Str,
     /// `require`, `disable`, ...
     #[serde(rename = "@policy", skip_serializing_if = "Option::is_none")]
-    pub policy: Option<String>,
+    pub policy: Option<Str>,
 }
 
 /// `<topology>`; zero counts are not written (Go `omitempty`).
@@ -65,19 +66,19 @@ pub struct Numa {
 pub struct NumaCell {
     /// Cell id.
     #[serde(rename = "@id")]
-    pub id: String,
+    pub id: Str,
     /// vCPUs of the cell (`0-3`).
     #[serde(rename = "@cpus", skip_serializing_if = "Option::is_none")]
-    pub cpus: Option<String>,
+    pub cpus: Option<Str>,
     /// Memory of the cell.
     #[serde(rename = "@memory", skip_serializing_if = "Option::is_none")]
     pub memory: Option<u64>,
     /// Unit of `memory`.
     #[serde(rename = "@unit", skip_serializing_if = "Option::is_none")]
-    pub unit: Option<String>,
+    pub unit: Option<Str>,
     /// `shared` for vhost-user / virtiofs.
     #[serde(rename = "@memAccess", skip_serializing_if = "Option::is_none")]
-    pub mem_access: Option<String>,
+    pub mem_access: Option<Str>,
     /// Distances to other cells.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub distances: Option<NumaCellDistances>,
@@ -98,7 +99,7 @@ pub struct NumaCellDistances {
 pub struct NumaCellSibling {
     /// Other cell.
     #[serde(rename = "@id")]
-    pub id: String,
+    pub id: Str,
     /// Distance.
     #[serde(rename = "@value")]
     pub value: u64,
@@ -110,7 +111,7 @@ pub struct NumaCellSibling {
 pub struct Vcpu {
     /// `static`.
     #[serde(rename = "@placement")]
-    pub placement: String,
+    pub placement: Str,
     /// Number of vCPUs (the maximum, with hotplug).
     #[serde(rename = "$text")]
     pub cpus: u32,
@@ -134,10 +135,10 @@ pub struct VcpusVcpu {
     pub id: u32,
     /// `yes` / `no`.
     #[serde(rename = "@enabled", skip_serializing_if = "Option::is_none")]
-    pub enabled: Option<String>,
+    pub enabled: Option<Str>,
     /// `yes` / `no`.
     #[serde(rename = "@hotpluggable", skip_serializing_if = "Option::is_none")]
-    pub hotpluggable: Option<String>,
+    pub hotpluggable: Option<Str>,
     /// Hotplug order.
     #[serde(rename = "@order", skip_serializing_if = "Option::is_none")]
     pub order: Option<u32>,
@@ -167,7 +168,7 @@ pub struct CpuTuneVcpuPin {
     pub vcpu: u32,
     /// Host CPUs.
     #[serde(rename = "@cpuset")]
-    pub cpuset: String,
+    pub cpuset: Str,
 }
 
 /// `<iothreadpin iothread cpuset>`.
@@ -179,7 +180,7 @@ pub struct CpuTuneIoThreadPin {
     pub iothread: u32,
     /// Host CPUs.
     #[serde(rename = "@cpuset")]
-    pub cpuset: String,
+    pub cpuset: Str,
 }
 
 /// `<emulatorpin cpuset>`.
@@ -188,7 +189,7 @@ pub struct CpuTuneIoThreadPin {
 pub struct CpuEmulatorPin {
     /// Host CPUs.
     #[serde(rename = "@cpuset")]
-    pub cpuset: String,
+    pub cpuset: Str,
 }
 
 /// `<numatune>`.
@@ -208,10 +209,10 @@ pub struct NumaTune {
 pub struct NumaTuneMemory {
     /// `strict`, ...
     #[serde(rename = "@mode")]
-    pub mode: String,
+    pub mode: Str,
     /// Host nodes.
     #[serde(rename = "@nodeset")]
-    pub nodeset: String,
+    pub nodeset: Str,
 }
 
 /// `<memnode cellid mode nodeset>`.
@@ -223,8 +224,8 @@ pub struct MemNode {
     pub cellid: u32,
     /// Policy.
     #[serde(rename = "@mode")]
-    pub mode: String,
+    pub mode: Str,
     /// Host nodes.
     #[serde(rename = "@nodeset")]
-    pub nodeset: String,
+    pub nodeset: Str,
 }

@@ -1,6 +1,6 @@
 //! `<devices>` and every device kind except disks and interfaces.
 
-use super::{Disk, Interface, MemoryDevice};
+use super::{Disk, Interface, MemoryDevice, Str};
 use serde::{Deserialize, Serialize};
 
 /// KubeVirt's prefix on aliases of user-named devices.
@@ -169,7 +169,7 @@ pub struct BootOrder {
 pub struct PanicDevice {
     /// `isa`, `hyperv`, `pvpanic`.
     #[serde(rename = "@model", skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    pub model: Option<Str>,
 }
 
 /// `<tpm model>`.
@@ -178,7 +178,7 @@ pub struct PanicDevice {
 pub struct Tpm {
     /// `tpm-tis`, `tpm-crb`.
     #[serde(rename = "@model")]
-    pub model: String,
+    pub model: Str,
     /// Backend (always written).
     pub backend: TpmBackend,
 }
@@ -189,13 +189,13 @@ pub struct Tpm {
 pub struct TpmBackend {
     /// `emulator`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// `2.0`.
     #[serde(rename = "@version")]
-    pub version: String,
+    pub version: Str,
     /// yes when persistent.
     #[serde(rename = "@persistent_state", skip_serializing_if = "Option::is_none")]
-    pub persistent_state: Option<String>,
+    pub persistent_state: Option<Str>,
 }
 
 /// `<redirdev type bus>`.
@@ -204,10 +204,10 @@ pub struct TpmBackend {
 pub struct RedirectedDevice {
     /// `unix`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// `usb`.
     #[serde(rename = "@bus")]
-    pub bus: String,
+    pub bus: Str,
     /// Socket.
     pub source: RedirectedDeviceSource,
 }
@@ -218,10 +218,10 @@ pub struct RedirectedDevice {
 pub struct RedirectedDeviceSource {
     /// `bind`.
     #[serde(rename = "@mode")]
-    pub mode: String,
+    pub mode: Str,
     /// Socket path.
     #[serde(rename = "@path")]
-    pub path: String,
+    pub path: Str,
 }
 
 /// `<filesystem type accessMode>`.
@@ -230,10 +230,10 @@ pub struct RedirectedDeviceSource {
 pub struct FilesystemDevice {
     /// `mount`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// `passthrough`.
     #[serde(rename = "@accessMode")]
-    pub access_mode: String,
+    pub access_mode: Str,
     /// Source.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<FilesystemSource>,
@@ -254,7 +254,7 @@ pub struct FilesystemDevice {
 pub struct FilesystemTarget {
     /// Mount tag.
     #[serde(rename = "@dir", skip_serializing_if = "Option::is_none")]
-    pub dir: Option<String>,
+    pub dir: Option<Str>,
 }
 
 /// `<source dir socket>`.
@@ -263,10 +263,10 @@ pub struct FilesystemTarget {
 pub struct FilesystemSource {
     /// Directory (Go writes it even when empty).
     #[serde(rename = "@dir")]
-    pub dir: String,
+    pub dir: Str,
     /// virtiofsd socket.
     #[serde(rename = "@socket", skip_serializing_if = "Option::is_none")]
-    pub socket: Option<String>,
+    pub socket: Option<Str>,
 }
 
 /// `<driver type queue>`.
@@ -275,10 +275,10 @@ pub struct FilesystemSource {
 pub struct FilesystemDriver {
     /// `virtiofs`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// Queue size.
     #[serde(rename = "@queue", skip_serializing_if = "Option::is_none")]
-    pub queue: Option<String>,
+    pub queue: Option<Str>,
 }
 
 /// `<binary path xattr>`.
@@ -287,10 +287,10 @@ pub struct FilesystemDriver {
 pub struct FilesystemBinary {
     /// Path.
     #[serde(rename = "@path", skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
+    pub path: Option<Str>,
     /// on/off.
     #[serde(rename = "@xattr", skip_serializing_if = "Option::is_none")]
-    pub xattr: Option<String>,
+    pub xattr: Option<Str>,
     /// Cache.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<FilesystemBinaryCache>,
@@ -305,7 +305,7 @@ pub struct FilesystemBinary {
 pub struct FilesystemBinaryCache {
     /// Mode.
     #[serde(rename = "@mode", skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
+    pub mode: Option<Str>,
 }
 
 /// `<lock posix flock>`.
@@ -314,10 +314,10 @@ pub struct FilesystemBinaryCache {
 pub struct FilesystemBinaryLock {
     /// on/off.
     #[serde(rename = "@posix", skip_serializing_if = "Option::is_none")]
-    pub posix: Option<String>,
+    pub posix: Option<Str>,
     /// on/off.
     #[serde(rename = "@flock", skip_serializing_if = "Option::is_none")]
-    pub flock: Option<String>,
+    pub flock: Option<Str>,
 }
 
 /// `<input type bus model>`.
@@ -326,10 +326,10 @@ pub struct FilesystemBinaryLock {
 pub struct Input {
     /// `tablet`, `keyboard`, `mouse`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// `usb`, `virtio`, `ps2`.
     #[serde(rename = "@bus")]
-    pub bus: String,
+    pub bus: Str,
     /// Alias.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alias: Option<Alias>,
@@ -338,7 +338,7 @@ pub struct Input {
     pub address: Option<Address>,
     /// virtio model.
     #[serde(rename = "@model", skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    pub model: Option<Str>,
 }
 
 /// `<hostdev type managed mode model>`.
@@ -349,19 +349,19 @@ pub struct HostDevice {
     pub source: HostDeviceSource,
     /// `pci`, `mdev`, `usb`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// Boot order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub boot: Option<BootOrder>,
     /// yes/no.
     #[serde(rename = "@managed", skip_serializing_if = "Option::is_none")]
-    pub managed: Option<String>,
+    pub managed: Option<Str>,
     /// `subsystem`.
     #[serde(rename = "@mode", skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
+    pub mode: Option<Str>,
     /// mdev model.
     #[serde(rename = "@model", skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    pub model: Option<Str>,
     /// Guest address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<Address>,
@@ -370,10 +370,10 @@ pub struct HostDevice {
     pub alias: Option<Alias>,
     /// on/off.
     #[serde(rename = "@display", skip_serializing_if = "Option::is_none")]
-    pub display: Option<String>,
+    pub display: Option<Str>,
     /// on/off.
     #[serde(rename = "@ramfb", skip_serializing_if = "Option::is_none")]
-    pub ramfb: Option<String>,
+    pub ramfb: Option<Str>,
     /// Driver.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<HostDevDriver>,
@@ -397,7 +397,7 @@ pub struct HostDeviceSource {
 pub struct HostDevDriver {
     /// yes/no.
     #[serde(rename = "@iommufd", skip_serializing_if = "Option::is_none")]
-    pub iommufd: Option<String>,
+    pub iommufd: Option<Str>,
 }
 
 /// `<acpi nodeset>`.
@@ -406,7 +406,7 @@ pub struct HostDevDriver {
 pub struct AcpiHostDev {
     /// Node set.
     #[serde(rename = "@nodeset", skip_serializing_if = "Option::is_none")]
-    pub nodeset: Option<String>,
+    pub nodeset: Option<Str>,
 }
 
 /// `<controller type index model>`.
@@ -415,13 +415,13 @@ pub struct AcpiHostDev {
 pub struct Controller {
     /// `usb`, `scsi`, `virtio-serial`, `pci`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// Index (Go writes it even when empty).
     #[serde(rename = "@index")]
-    pub index: String,
+    pub index: Str,
     /// Model.
     #[serde(rename = "@model", skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    pub model: Option<Str>,
     /// Driver.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<ControllerDriver>,
@@ -451,7 +451,7 @@ pub struct ControllerDriver {
     pub queues: Option<u32>,
     /// on/off.
     #[serde(rename = "@iommu", skip_serializing_if = "Option::is_none")]
-    pub iommu: Option<String>,
+    pub iommu: Option<Str>,
 }
 
 /// `<pcihole64 unit>N</pcihole64>`.
@@ -463,7 +463,7 @@ pub struct PciHole64 {
     pub value: u64,
     /// Unit.
     #[serde(rename = "@unit", skip_serializing_if = "Option::is_none")]
-    pub unit: Option<String>,
+    pub unit: Option<Str>,
 }
 
 /// `<target busNr><node/></target>`.
@@ -484,7 +484,7 @@ pub struct ControllerTarget {
 pub struct IommuDevice {
     /// `intel`, `smmuv3`.
     #[serde(rename = "@model")]
-    pub model: String,
+    pub model: Str,
     /// Driver.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<IommuDriver>,
@@ -496,22 +496,22 @@ pub struct IommuDevice {
 pub struct IommuDriver {
     /// PCI bus.
     #[serde(rename = "@pciBus", skip_serializing_if = "Option::is_none")]
-    pub pci_bus: Option<String>,
+    pub pci_bus: Option<Str>,
     /// Accel.
     #[serde(rename = "@accel", skip_serializing_if = "Option::is_none")]
-    pub accel: Option<String>,
+    pub accel: Option<Str>,
     /// ATS.
     #[serde(rename = "@ats", skip_serializing_if = "Option::is_none")]
-    pub ats: Option<String>,
+    pub ats: Option<Str>,
     /// RIL.
     #[serde(rename = "@ril", skip_serializing_if = "Option::is_none")]
-    pub ril: Option<String>,
+    pub ril: Option<Str>,
     /// SSID size.
     #[serde(rename = "@ssidSize", skip_serializing_if = "Option::is_none")]
-    pub ssid_size: Option<String>,
+    pub ssid_size: Option<Str>,
     /// OAS.
     #[serde(rename = "@oas", skip_serializing_if = "Option::is_none")]
-    pub oas: Option<String>,
+    pub oas: Option<Str>,
 }
 
 /// `<serial type>`.
@@ -520,7 +520,7 @@ pub struct IommuDriver {
 pub struct Serial {
     /// `unix`, `pty`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// Port.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<SerialTarget>,
@@ -550,10 +550,10 @@ pub struct SerialTarget {
 pub struct CharSource {
     /// `bind`.
     #[serde(rename = "@mode", skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
+    pub mode: Option<Str>,
     /// Socket.
     #[serde(rename = "@path", skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
+    pub path: Option<Str>,
 }
 
 /// `<log file append>`.
@@ -562,10 +562,10 @@ pub struct CharSource {
 pub struct SerialLog {
     /// File.
     #[serde(rename = "@file", skip_serializing_if = "Option::is_none")]
-    pub file: Option<String>,
+    pub file: Option<Str>,
     /// on/off.
     #[serde(rename = "@append", skip_serializing_if = "Option::is_none")]
-    pub append: Option<String>,
+    pub append: Option<Str>,
 }
 
 /// `<console type>`.
@@ -574,7 +574,7 @@ pub struct SerialLog {
 pub struct Console {
     /// `pty`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// Target.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<ConsoleTarget>,
@@ -592,7 +592,7 @@ pub struct Console {
 pub struct ConsoleTarget {
     /// `serial`.
     #[serde(rename = "@type", skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
+    pub kind: Option<Str>,
     /// Port.
     #[serde(rename = "@port", skip_serializing_if = "Option::is_none")]
     pub port: Option<u32>,
@@ -604,7 +604,7 @@ pub struct ConsoleTarget {
 pub struct Channel {
     /// `unix`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// Socket.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<ChannelSource>,
@@ -619,19 +619,19 @@ pub struct Channel {
 pub struct ChannelTarget {
     /// `org.qemu.guest_agent.0`.
     #[serde(rename = "@name", skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Str>,
     /// `virtio`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// Address.
     #[serde(rename = "@address", skip_serializing_if = "Option::is_none")]
-    pub address: Option<String>,
+    pub address: Option<Str>,
     /// Port.
     #[serde(rename = "@port", skip_serializing_if = "Option::is_none")]
     pub port: Option<u32>,
     /// `connected` (libvirt).
     #[serde(rename = "@state", skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    pub state: Option<Str>,
 }
 
 /// `<source mode path>` of a channel (both always written).
@@ -640,10 +640,10 @@ pub struct ChannelTarget {
 pub struct ChannelSource {
     /// `bind`.
     #[serde(rename = "@mode")]
-    pub mode: String,
+    pub mode: Str,
     /// Socket.
     #[serde(rename = "@path")]
-    pub path: String,
+    pub path: Str,
 }
 
 /// `<sound model>`.
@@ -655,7 +655,7 @@ pub struct SoundCard {
     pub alias: Option<Alias>,
     /// `ich9`, `ac97`.
     #[serde(rename = "@model")]
-    pub model: String,
+    pub model: Str,
 }
 
 /// `<video><model/></video>`.
@@ -672,7 +672,7 @@ pub struct Video {
 pub struct VideoModel {
     /// `vga`, `bochs`, `virtio`, `ramfb`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// Heads.
     #[serde(rename = "@heads", skip_serializing_if = "Option::is_none")]
     pub heads: Option<u32>,
@@ -693,16 +693,16 @@ pub struct VideoModel {
 pub struct Graphics {
     /// yes/no.
     #[serde(rename = "@autoport", skip_serializing_if = "Option::is_none")]
-    pub autoport: Option<String>,
+    pub autoport: Option<Str>,
     /// Default mode.
     #[serde(rename = "@defaultMode", skip_serializing_if = "Option::is_none")]
-    pub default_mode: Option<String>,
+    pub default_mode: Option<Str>,
     /// Listen socket.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<GraphicsListen>,
     /// Password expiry.
     #[serde(rename = "@passwdValidTo", skip_serializing_if = "Option::is_none")]
-    pub passwd_valid_to: Option<String>,
+    pub passwd_valid_to: Option<Str>,
     /// Port.
     #[serde(rename = "@port", skip_serializing_if = "Option::is_none")]
     pub port: Option<i32>,
@@ -711,7 +711,7 @@ pub struct Graphics {
     pub tls_port: Option<i32>,
     /// `vnc`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
 }
 
 /// `<listen type address socket>`.
@@ -720,16 +720,16 @@ pub struct Graphics {
 pub struct GraphicsListen {
     /// `socket`, `address`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// Address.
     #[serde(rename = "@address", skip_serializing_if = "Option::is_none")]
-    pub address: Option<String>,
+    pub address: Option<Str>,
     /// Network (KubeVirt's schema spells the attribute `newtork`).
     #[serde(rename = "@newtork", skip_serializing_if = "Option::is_none")]
-    pub network: Option<String>,
+    pub network: Option<Str>,
     /// Socket.
     #[serde(rename = "@socket", skip_serializing_if = "Option::is_none")]
-    pub socket: Option<String>,
+    pub socket: Option<Str>,
 }
 
 /// `<vsock model><cid/></vsock>`.
@@ -738,7 +738,7 @@ pub struct GraphicsListen {
 pub struct Vsock {
     /// `virtio`, `virtio-non-transitional`.
     #[serde(rename = "@model", skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    pub model: Option<Str>,
     /// Context id.
     pub cid: Cid,
 }
@@ -749,7 +749,7 @@ pub struct Vsock {
 pub struct Cid {
     /// yes/no.
     #[serde(rename = "@auto")]
-    pub auto: String,
+    pub auto: Str,
     /// CID.
     #[serde(rename = "@address", skip_serializing_if = "Option::is_none")]
     pub address: Option<u32>,
@@ -761,7 +761,7 @@ pub struct Cid {
 pub struct MemBalloon {
     /// `virtio`, `none`.
     #[serde(rename = "@model")]
-    pub model: String,
+    pub model: Str,
     /// Stats.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stats: Option<Stats>,
@@ -773,7 +773,7 @@ pub struct MemBalloon {
     pub driver: Option<IommuOnly>,
     /// on/off.
     #[serde(rename = "@freePageReporting", skip_serializing_if = "Option::is_none")]
-    pub free_page_reporting: Option<String>,
+    pub free_page_reporting: Option<Str>,
 }
 
 /// `<stats period>`.
@@ -791,7 +791,7 @@ pub struct Stats {
 pub struct IommuOnly {
     /// on/off.
     #[serde(rename = "@iommu", skip_serializing_if = "Option::is_none")]
-    pub iommu: Option<String>,
+    pub iommu: Option<Str>,
 }
 
 /// `<watchdog model action>`.
@@ -800,10 +800,10 @@ pub struct IommuOnly {
 pub struct Watchdog {
     /// `i6300esb`, `diag288`.
     #[serde(rename = "@model")]
-    pub model: String,
+    pub model: Str,
     /// `poweroff`, `reset`, `shutdown`.
     #[serde(rename = "@action")]
-    pub action: String,
+    pub action: Str,
     /// Alias.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alias: Option<Alias>,
@@ -818,7 +818,7 @@ pub struct Watchdog {
 pub struct Rng {
     /// `virtio`, ...
     #[serde(rename = "@model")]
-    pub model: String,
+    pub model: Str,
     /// Entropy source.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backend: Option<RngBackend>,
@@ -836,8 +836,8 @@ pub struct Rng {
 pub struct RngBackend {
     /// `random`.
     #[serde(rename = "@model")]
-    pub model: String,
+    pub model: Str,
     /// Source device.
     #[serde(rename = "$text")]
-    pub source: String,
+    pub source: Str,
 }

@@ -1,6 +1,6 @@
 //! `<disk>` and its parts.
 
-use super::{Address, Alias, BootOrder, Empty};
+use super::{Address, Alias, BootOrder, Empty, Str};
 use serde::{Deserialize, Serialize};
 
 /// `<disk device type model>`.
@@ -9,20 +9,20 @@ use serde::{Deserialize, Serialize};
 pub struct Disk {
     /// `disk`, `cdrom`, `lun`.
     #[serde(rename = "@device")]
-    pub device: String,
+    pub device: Str,
     /// Snapshot mode.
     #[serde(rename = "@snapshot", skip_serializing_if = "Option::is_none")]
-    pub snapshot: Option<String>,
+    pub snapshot: Option<Str>,
     /// `file`, `block`, `network`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// Backing file or device (always written).
     pub source: DiskSource,
     /// Guest bus and device name (always written).
     pub target: DiskTarget,
     /// Serial number.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub serial: Option<String>,
+    pub serial: Option<Str>,
     /// QEMU driver options.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<DiskDriver>,
@@ -46,13 +46,13 @@ pub struct Disk {
     pub address: Option<Address>,
     /// `virtio`, `virtio-transitional`, `virtio-non-transitional`.
     #[serde(rename = "@model", skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    pub model: Option<Str>,
     /// Block sizes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub blockio: Option<BlockIo>,
     /// KubeVirt-only: filesystem overhead of the PVC (never sent to libvirt).
     #[serde(rename = "filesystemOverhead", skip_serializing_if = "Option::is_none")]
-    pub filesystem_overhead: Option<String>,
+    pub filesystem_overhead: Option<Str>,
     /// KubeVirt-only: PVC capacity.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity: Option<i64>,
@@ -67,19 +67,19 @@ pub struct Disk {
 pub struct DiskSource {
     /// Block device.
     #[serde(rename = "@dev", skip_serializing_if = "Option::is_none")]
-    pub dev: Option<String>,
+    pub dev: Option<Str>,
     /// File.
     #[serde(rename = "@file", skip_serializing_if = "Option::is_none")]
-    pub file: Option<String>,
+    pub file: Option<Str>,
     /// `optional` etc.
     #[serde(rename = "@startupPolicy", skip_serializing_if = "Option::is_none")]
-    pub startup_policy: Option<String>,
+    pub startup_policy: Option<Str>,
     /// Network protocol.
     #[serde(rename = "@protocol", skip_serializing_if = "Option::is_none")]
-    pub protocol: Option<String>,
+    pub protocol: Option<Str>,
     /// Network export name.
     #[serde(rename = "@name", skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Str>,
     /// Network host.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<DiskSourceHost>,
@@ -100,10 +100,10 @@ pub struct DiskSource {
 pub struct DiskSourceHost {
     /// Host.
     #[serde(rename = "@name")]
-    pub name: String,
+    pub name: Str,
     /// Port.
     #[serde(rename = "@port", skip_serializing_if = "Option::is_none")]
-    pub port: Option<String>,
+    pub port: Option<Str>,
 }
 
 /// `<reservations managed migration>`.
@@ -112,10 +112,10 @@ pub struct DiskSourceHost {
 pub struct Reservations {
     /// yes/no.
     #[serde(rename = "@managed", skip_serializing_if = "Option::is_none")]
-    pub managed: Option<String>,
+    pub managed: Option<Str>,
     /// yes/no.
     #[serde(rename = "@migration", skip_serializing_if = "Option::is_none")]
-    pub migration: Option<String>,
+    pub migration: Option<Str>,
     /// pr-helper socket.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceReservations>,
@@ -127,13 +127,13 @@ pub struct Reservations {
 pub struct SourceReservations {
     /// `unix`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// Socket.
     #[serde(rename = "@path", skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
+    pub path: Option<Str>,
     /// `client`.
     #[serde(rename = "@mode", skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
+    pub mode: Option<Str>,
 }
 
 /// `<slices><slice/></slices>`.
@@ -150,7 +150,7 @@ pub struct Slices {
 pub struct SliceType {
     /// `storage`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// Offset.
     #[serde(rename = "@offset")]
     pub offset: i64,
@@ -165,7 +165,7 @@ pub struct SliceType {
 pub struct DataStore {
     /// `file`, `block`.
     #[serde(rename = "@type", skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
+    pub kind: Option<Str>,
     /// Format.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub format: Option<FormatType>,
@@ -180,7 +180,7 @@ pub struct DataStore {
 pub struct FormatType {
     /// `raw`, `qcow2`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
 }
 
 /// `<target bus dev tray>`.
@@ -189,13 +189,13 @@ pub struct FormatType {
 pub struct DiskTarget {
     /// `virtio`, `sata`, `scsi`, `usb`.
     #[serde(rename = "@bus", skip_serializing_if = "Option::is_none")]
-    pub bus: Option<String>,
+    pub bus: Option<Str>,
     /// `vda`, `sda`, ...
     #[serde(rename = "@dev", skip_serializing_if = "Option::is_none")]
-    pub dev: Option<String>,
+    pub dev: Option<Str>,
     /// `open` / `closed`.
     #[serde(rename = "@tray", skip_serializing_if = "Option::is_none")]
-    pub tray: Option<String>,
+    pub tray: Option<Str>,
 }
 
 /// `<driver cache error_policy io name type iothread queues discard iommu>`.
@@ -204,19 +204,19 @@ pub struct DiskTarget {
 pub struct DiskDriver {
     /// `none`, `writethrough`, `writeback`.
     #[serde(rename = "@cache", skip_serializing_if = "Option::is_none")]
-    pub cache: Option<String>,
+    pub cache: Option<Str>,
     /// `stop`, `report`, `ignore`, `enospace`.
     #[serde(rename = "@error_policy", skip_serializing_if = "Option::is_none")]
-    pub error_policy: Option<String>,
+    pub error_policy: Option<Str>,
     /// `native`, `threads`.
     #[serde(rename = "@io", skip_serializing_if = "Option::is_none")]
-    pub io: Option<String>,
+    pub io: Option<Str>,
     /// `qemu`.
     #[serde(rename = "@name")]
-    pub name: String,
+    pub name: Str,
     /// `raw`, `qcow2`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// IO thread.
     #[serde(rename = "@iothread", skip_serializing_if = "Option::is_none")]
     pub iothread: Option<u32>,
@@ -228,10 +228,10 @@ pub struct DiskDriver {
     pub queues: Option<u32>,
     /// `unmap`.
     #[serde(rename = "@discard", skip_serializing_if = "Option::is_none")]
-    pub discard: Option<String>,
+    pub discard: Option<Str>,
     /// `on` for launch security.
     #[serde(rename = "@iommu", skip_serializing_if = "Option::is_none")]
-    pub iommu: Option<String>,
+    pub iommu: Option<Str>,
 }
 
 /// `<iothreads>` of a disk driver.
@@ -258,7 +258,7 @@ pub struct DiskIoThread {
 pub struct DiskAuth {
     /// User.
     #[serde(rename = "@username")]
-    pub username: String,
+    pub username: Str,
     /// Secret.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secret: Option<DiskSecret>,
@@ -270,13 +270,13 @@ pub struct DiskAuth {
 pub struct DiskSecret {
     /// Type.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// Usage.
     #[serde(rename = "@usage", skip_serializing_if = "Option::is_none")]
-    pub usage: Option<String>,
+    pub usage: Option<Str>,
     /// UUID.
     #[serde(rename = "@uuid", skip_serializing_if = "Option::is_none")]
-    pub uuid: Option<String>,
+    pub uuid: Option<Str>,
 }
 
 /// `<backingStore type>`.
@@ -285,7 +285,7 @@ pub struct DiskSecret {
 pub struct BackingStore {
     /// `file`, `block`.
     #[serde(rename = "@type", skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
+    pub kind: Option<Str>,
     /// Format.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub format: Option<FormatType>,

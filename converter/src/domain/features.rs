@@ -1,6 +1,7 @@
 //! `<features>`: ACPI, APIC, Hyper-V enlightenments, SMM, KVM hints, PMU, vmport.
 
 use super::Empty;
+use super::Str;
 use serde::{Deserialize, Serialize};
 
 /// `<features>`.
@@ -39,14 +40,14 @@ pub struct Features {
 pub struct FeatureState {
     /// `on` / `off`.
     #[serde(rename = "@state", skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    pub state: Option<Str>,
 }
 
 impl FeatureState {
     /// `state="on"` or `state="off"`.
     pub fn on_off(on: bool) -> FeatureState {
         FeatureState {
-            state: Some(if on { "on" } else { "off" }.to_string()),
+            state: Some((if on { "on" } else { "off" }.to_string()).into()),
         }
     }
 }
@@ -57,7 +58,7 @@ impl FeatureState {
 pub struct FeatureHyperv {
     /// `passthrough` or unset (custom).
     #[serde(rename = "@mode", skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
+    pub mode: Option<Str>,
     /// relaxed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub relaxed: Option<FeatureState>,
@@ -108,7 +109,7 @@ pub struct FeatureHyperv {
 pub struct FeatureSpinlocks {
     /// on/off.
     #[serde(rename = "@state", skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    pub state: Option<Str>,
     /// Retry count.
     #[serde(rename = "@retries", skip_serializing_if = "Option::is_none")]
     pub retries: Option<u32>,
@@ -123,7 +124,7 @@ pub struct SynicTimer {
     pub direct: Option<FeatureState>,
     /// on/off.
     #[serde(rename = "@state", skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    pub state: Option<Str>,
 }
 
 /// `<tlbflush state>`.
@@ -138,7 +139,7 @@ pub struct TlbFlush {
     pub extended: Option<FeatureState>,
     /// on/off.
     #[serde(rename = "@state", skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    pub state: Option<Str>,
 }
 
 /// `<vendor_id state value>`.
@@ -147,10 +148,10 @@ pub struct TlbFlush {
 pub struct FeatureVendorId {
     /// on/off.
     #[serde(rename = "@state", skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    pub state: Option<Str>,
     /// Vendor string.
     #[serde(rename = "@value", skip_serializing_if = "Option::is_none")]
-    pub value: Option<String>,
+    pub value: Option<Str>,
 }
 
 /// `<kvm>`.

@@ -1,6 +1,6 @@
 //! `<memoryBacking>` and the virtio-mem `<memory>` device.
 
-use super::{Address, Alias, Empty, Memory};
+use super::{Address, Alias, Empty, Memory, Str};
 use serde::{Deserialize, Serialize};
 
 /// `<memoryBacking>`.
@@ -39,13 +39,13 @@ pub struct HugePages {
 pub struct HugePage {
     /// Page size.
     #[serde(rename = "@size")]
-    pub size: String,
+    pub size: Str,
     /// Unit of size.
     #[serde(rename = "@unit")]
-    pub unit: String,
+    pub unit: Str,
     /// Guest cells.
     #[serde(rename = "@nodeset")]
-    pub nodeset: String,
+    pub nodeset: Str,
 }
 
 /// `<source type>`.
@@ -54,7 +54,7 @@ pub struct HugePage {
 pub struct MemoryBackingSource {
     /// `memfd`, `file`, `anonymous`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
 }
 
 /// `<access mode>`.
@@ -63,7 +63,7 @@ pub struct MemoryBackingSource {
 pub struct MemoryBackingAccess {
     /// `shared` / `private`.
     #[serde(rename = "@mode")]
-    pub mode: String,
+    pub mode: Str,
 }
 
 /// `<allocation mode>`.
@@ -72,7 +72,7 @@ pub struct MemoryBackingAccess {
 pub struct MemoryAllocation {
     /// `immediate` / `ondemand`.
     #[serde(rename = "@mode")]
-    pub mode: String,
+    pub mode: Str,
 }
 
 /// `<memory model="virtio-mem">` device for memory hotplug.
@@ -81,7 +81,7 @@ pub struct MemoryAllocation {
 pub struct MemoryDevice {
     /// `virtio-mem`.
     #[serde(rename = "@model")]
-    pub model: String,
+    pub model: Str,
     /// Sizes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<MemoryTarget>,
@@ -104,7 +104,7 @@ pub struct MemoryTarget {
     /// Current size.
     pub current: Memory,
     /// Guest NUMA node.
-    pub node: String,
+    pub node: Str,
     /// Block size.
     pub block: Memory,
     /// Base address.
@@ -118,5 +118,5 @@ pub struct MemoryTarget {
 pub struct MemoryAddress {
     /// Base.
     #[serde(rename = "@base")]
-    pub base: String,
+    pub base: Str,
 }

@@ -35,6 +35,11 @@ use serde::{Deserialize, Serialize};
 /// The namespace KubeVirt binds to the `qemu:` prefix on the root element.
 pub const QEMU_NAMESPACE: &str = "http://libvirt.org/schemas/domain/qemu/1.0";
 
+/// A text field of the model: borrowed when the converter writes a constant (`virtio`, `qemu`,
+/// `on`; most values are), owned when it is built or parsed. Most of a conversion's allocations
+/// (and the time to free them) were these constants copied into `String`s.
+pub type Str = std::borrow::Cow<'static, str>;
+
 /// An element without attributes or children whose presence alone means something (`<acpi/>`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Empty {}
@@ -56,10 +61,10 @@ pub enum XmlError {
 pub struct Domain {
     /// Hypervisor type: `kvm` or `qemu` (emulation).
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// Binds the `qemu:` prefix when a `<qemu:commandline>` may follow.
     #[serde(rename = "@xmlns:qemu", skip_serializing_if = "Option::is_none")]
-    pub xmlns_qemu: Option<String>,
+    pub xmlns_qemu: Option<Str>,
     /// `<namespace>_<name>` of the VMI.
     pub name: String,
     /// Domain UUID (libvirt's; KubeVirt puts the firmware UUID into SMBIOS instead).
@@ -164,7 +169,7 @@ pub struct Memory {
     pub value: u64,
     /// The unit (`b`, `KiB`, ...).
     #[serde(rename = "@unit")]
-    pub unit: String,
+    pub unit: Str,
 }
 
 /// `<maxMemory slots=".." unit="..">`: the hotplug ceiling.

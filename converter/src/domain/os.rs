@@ -1,5 +1,6 @@
 //! `<os>` (boot), `<sysinfo>` (SMBIOS) and `<clock>`.
 
+use super::Str;
 use serde::{Deserialize, Serialize};
 
 /// `<os>`.
@@ -8,7 +9,7 @@ use serde::{Deserialize, Serialize};
 pub struct Os {
     /// Firmware auto-selection (`efi`), unused by KubeVirt's default context.
     #[serde(rename = "@firmware", skip_serializing_if = "Option::is_none")]
-    pub firmware: Option<String>,
+    pub firmware: Option<Str>,
     /// Firmware feature requests for auto-selection.
     #[serde(rename = "firmware", skip_serializing_if = "Option::is_none")]
     pub firmware_info: Option<FirmwareInfo>,
@@ -38,13 +39,13 @@ pub struct Os {
     pub nvram: Option<NvRam>,
     /// Direct kernel boot: kernel path.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub kernel: Option<String>,
+    pub kernel: Option<Str>,
     /// Direct kernel boot: initrd path.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub initrd: Option<String>,
+    pub initrd: Option<Str>,
     /// Direct kernel boot: command line.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cmdline: Option<String>,
+    pub cmdline: Option<Str>,
 }
 
 /// `<firmware>` feature list.
@@ -62,10 +63,10 @@ pub struct FirmwareInfo {
 pub struct FirmwareFeature {
     /// yes/no.
     #[serde(rename = "@enabled")]
-    pub enabled: String,
+    pub enabled: Str,
     /// Feature name.
     #[serde(rename = "@name")]
-    pub name: String,
+    pub name: Str,
 }
 
 /// `<type arch machine>hvm</type>`.
@@ -74,13 +75,13 @@ pub struct FirmwareFeature {
 pub struct OsType {
     /// `hvm`.
     #[serde(rename = "$text")]
-    pub os: String,
+    pub os: Str,
     /// `x86_64`, `aarch64`, `s390x`.
     #[serde(rename = "@arch", skip_serializing_if = "Option::is_none")]
-    pub arch: Option<String>,
+    pub arch: Option<Str>,
     /// Machine type (`q35`).
     #[serde(rename = "@machine", skip_serializing_if = "Option::is_none")]
-    pub machine: Option<String>,
+    pub machine: Option<Str>,
 }
 
 /// `<acpi>` tables.
@@ -98,10 +99,10 @@ pub struct OsAcpi {
 pub struct AcpiTable {
     /// File.
     #[serde(rename = "$text")]
-    pub path: String,
+    pub path: Str,
     /// Table type.
     #[serde(rename = "@type", skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
+    pub kind: Option<Str>,
 }
 
 /// `<smbios mode>`.
@@ -110,7 +111,7 @@ pub struct AcpiTable {
 pub struct SmBios {
     /// `sysinfo`.
     #[serde(rename = "@mode")]
-    pub mode: String,
+    pub mode: Str,
 }
 
 /// `<boot dev>`.
@@ -119,7 +120,7 @@ pub struct SmBios {
 pub struct Boot {
     /// `hd`, `cdrom`, `network`.
     #[serde(rename = "@dev")]
-    pub dev: String,
+    pub dev: Str,
 }
 
 /// `<bootmenu enable timeout>`.
@@ -128,7 +129,7 @@ pub struct Boot {
 pub struct BootMenu {
     /// yes/no.
     #[serde(rename = "@enable")]
-    pub enable: String,
+    pub enable: Str,
     /// Milliseconds.
     #[serde(rename = "@timeout", skip_serializing_if = "Option::is_none")]
     pub timeout: Option<u32>,
@@ -140,7 +141,7 @@ pub struct BootMenu {
 pub struct Bios {
     /// yes/no.
     #[serde(rename = "@useserial", skip_serializing_if = "Option::is_none")]
-    pub useserial: Option<String>,
+    pub useserial: Option<Str>,
 }
 
 /// `<loader readonly secure type>path</loader>`.
@@ -149,16 +150,16 @@ pub struct Bios {
 pub struct Loader {
     /// yes/no.
     #[serde(rename = "@readonly", skip_serializing_if = "Option::is_none")]
-    pub readonly: Option<String>,
+    pub readonly: Option<Str>,
     /// yes/no.
     #[serde(rename = "@secure", skip_serializing_if = "Option::is_none")]
-    pub secure: Option<String>,
+    pub secure: Option<Str>,
     /// `pflash`, `rom`.
     #[serde(rename = "@type", skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
+    pub kind: Option<Str>,
     /// Firmware code file.
     #[serde(rename = "$text")]
-    pub path: String,
+    pub path: Str,
 }
 
 /// `<nvram template format>path</nvram>`.
@@ -167,13 +168,13 @@ pub struct Loader {
 pub struct NvRam {
     /// Template of the variable store.
     #[serde(rename = "@template", skip_serializing_if = "Option::is_none")]
-    pub template: Option<String>,
+    pub template: Option<Str>,
     /// Store format.
     #[serde(rename = "@format", skip_serializing_if = "Option::is_none")]
-    pub format: Option<String>,
+    pub format: Option<Str>,
     /// The VMI's own variable store.
     #[serde(rename = "$text")]
-    pub path: String,
+    pub path: Str,
 }
 
 /// `<sysinfo type="smbios">`: Go writes all four sections even when empty.
@@ -182,7 +183,7 @@ pub struct NvRam {
 pub struct SysInfo {
     /// `smbios`.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// SMBIOS type 1.
     pub system: SysInfoSection,
     /// SMBIOS type 0.
@@ -209,17 +210,17 @@ pub struct SysInfoSection {
 pub struct Entry {
     /// Field name.
     #[serde(rename = "@name")]
-    pub name: String,
+    pub name: Str,
     /// Value (may be empty).
     #[serde(rename = "$text")]
-    pub value: String,
+    pub value: Str,
 }
 
 impl Entry {
     /// An entry.
-    pub fn new(name: &str, value: impl Into<String>) -> Entry {
+    pub fn new(name: &'static str, value: impl Into<Str>) -> Entry {
         Entry {
-            name: name.to_string(),
+            name: Str::Borrowed(name),
             value: value.into(),
         }
     }
@@ -231,13 +232,13 @@ impl Entry {
 pub struct Clock {
     /// `utc`, `timezone`.
     #[serde(rename = "@offset", skip_serializing_if = "Option::is_none")]
-    pub offset: Option<String>,
+    pub offset: Option<Str>,
     /// Timezone name.
     #[serde(rename = "@timezone", skip_serializing_if = "Option::is_none")]
-    pub timezone: Option<String>,
+    pub timezone: Option<Str>,
     /// Seconds.
     #[serde(rename = "@adjustment", skip_serializing_if = "Option::is_none")]
-    pub adjustment: Option<String>,
+    pub adjustment: Option<Str>,
     /// Timers.
     #[serde(rename = "timer")]
     pub timers: Vec<Timer>,
@@ -249,17 +250,17 @@ pub struct Clock {
 pub struct Timer {
     /// `rtc`, `pit`, `hpet`, `kvmclock`, `hypervclock`.
     #[serde(rename = "@name")]
-    pub name: String,
+    pub name: Str,
     /// Tick policy.
     #[serde(rename = "@tickpolicy", skip_serializing_if = "Option::is_none")]
-    pub tickpolicy: Option<String>,
+    pub tickpolicy: Option<Str>,
     /// yes/no.
     #[serde(rename = "@present", skip_serializing_if = "Option::is_none")]
-    pub present: Option<String>,
+    pub present: Option<Str>,
     /// `guest`, `wall`.
     #[serde(rename = "@track", skip_serializing_if = "Option::is_none")]
-    pub track: Option<String>,
+    pub track: Option<Str>,
     /// Frequency.
     #[serde(rename = "@frequency", skip_serializing_if = "Option::is_none")]
-    pub frequency: Option<String>,
+    pub frequency: Option<Str>,
 }

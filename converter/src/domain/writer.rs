@@ -134,12 +134,68 @@ struct Writer {
 impl Writer {
     fn newline(&mut self) {
         if self.indent && !self.out.is_empty() {
-            self.out.push('\n');
-            for _ in 0..self.depth {
-                self.out.push('\t');
+            // One copy of a prefix of a constant instead of a push per tab (the writer's most
+            // frequent operation); deeper nesting than the constant holds falls back to pushes.
+            const NEWLINE_TABS: &str = "\n\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t";
+            match NEWLINE_TABS.get(..=self.depth) {
+                Some(prefix) => self.out.push_str(prefix),
+                None => {
+                    self.out.push_str(NEWLINE_TABS);
+                    for _ in NEWLINE_TABS.len()..=self.depth {
+                        self.out.push('\t');
+                    }
+                }
             }
         }
     }
+}
+
+/// [`SPECIAL`] bit: the byte needs care in text.
+const SPECIAL_TEXT: u8 = 1;
+/// [`SPECIAL`] bit: the byte needs care in an attribute value.
+const SPECIAL_ATTR: u8 = 2;
+
+/// Per byte, whether [`escape_into`] must look closer: C0 controls, `&`, `<`, `>` (both), `"`
+/// (attributes only), and 0xEF, which leads the UTF-8 of U+F000..U+FFFF (U+FFFE and U+FFFF).
+static SPECIAL: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let both = SPECIAL_TEXT | SPECIAL_ATTR;
+    let mut b = 0;
+    while b < 0x20 {
+        t[b] = both;
+        b += 1;
+    }
+    t[b'&' as usize] = both;
+    t[b'<' as usize] = both;
+    t[b'>' as usize] = both;
+    t[0xEF] = both;
+    t[b'"' as usize] = SPECIAL_ATTR;
+    t
+};
+
+/// Whether any byte of `s` is one [`escape_into`] must look at closely. Whole 16-byte blocks
+/// are tested branch-free (the compiler turns a fixed-size block into vector compares: paths and
+/// UUIDs are long); the short rest, and most values are short, by one table look-up per byte.
+fn needs_care(s: &[u8], attr: bool) -> bool {
+    let mut blocks = s.chunks_exact(16);
+    for block in &mut blocks {
+        let hit = block.iter().fold(false, |acc, &b| {
+            acc | (b < 0x20)
+                | (b == b'&')
+                | (b == b'<')
+                | (b == b'>')
+                | (attr & (b == b'"'))
+                | (b == 0xEF)
+        });
+        if hit {
+            return true;
+        }
+    }
+    let mask = if attr { SPECIAL_ATTR } else { SPECIAL_TEXT };
+    blocks
+        .remainder()
+        .iter()
+        .any(|&b| SPECIAL[usize::from(b)] & mask != 0)
 }
 
 /// The one escaping routine of every string the writer puts in a document (text and attribute
@@ -151,17 +207,8 @@ impl Writer {
 ///   other than tab, newline and carriage return; U+FFFE and U+FFFF; surrogates cannot occur in
 ///   a `str`) are refused: there is no way to write them.
 fn escape_into(out: &mut String, s: &str, attr: bool) -> R {
-    // Almost no value needs escaping: one branch-free pass (vectorised) finds out, then one copy.
-    // 0xEF leads the UTF-8 of U+F000..U+FFFF, which includes U+FFFE and U+FFFF.
-    let special = s.bytes().fold(false, |acc, b| {
-        acc | (b < 0x20)
-            | (b == b'&')
-            | (b == b'<')
-            | (b == b'>')
-            | (attr & (b == b'"'))
-            | (b == 0xEF)
-    });
-    if !special {
+    // Almost no value needs escaping: one pass finds out, then one copy.
+    if !needs_care(s.as_bytes(), attr) {
         out.push_str(s);
         return Ok(());
     }
@@ -258,7 +305,11 @@ impl<'w> ser::Serializer for ElementSer<'w> {
     type SerializeStruct = StructSer<'w>;
     type SerializeStructVariant = Impossible<(), WriteError>;
 
-    display_fns!(serialize_bool: bool, serialize_f32: f32, serialize_f64: f64, serialize_char: char);
+    display_fns!(serialize_f32: f32, serialize_f64: f64, serialize_char: char);
+
+    fn serialize_bool(self, v: bool) -> R {
+        self.text(if v { "true" } else { "false" })
+    }
     int_fns!(push_i64 as i64: serialize_i8: i8, serialize_i16: i16, serialize_i32: i32, serialize_i64: i64);
     int_fns!(push_u64 as u64: serialize_u8: u8, serialize_u16: u16, serialize_u32: u32, serialize_u64: u64);
 
@@ -516,7 +567,12 @@ impl ser::Serializer for AttrSer<'_> {
     type SerializeStruct = Impossible<bool, WriteError>;
     type SerializeStructVariant = Impossible<bool, WriteError>;
 
-    attr_display!(serialize_bool: bool, serialize_f32: f32, serialize_f64: f64, serialize_char: char);
+    attr_display!(serialize_f32: f32, serialize_f64: f64, serialize_char: char);
+
+    fn serialize_bool(self, v: bool) -> R<bool> {
+        self.out.push_str(if v { "true" } else { "false" });
+        Ok(true)
+    }
     attr_int!(push_i64 as i64: serialize_i8: i8, serialize_i16: i16, serialize_i32: i32, serialize_i64: i64);
     attr_int!(push_u64 as u64: serialize_u8: u8, serialize_u16: u16, serialize_u32: u32, serialize_u64: u64);
 

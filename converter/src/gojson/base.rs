@@ -176,6 +176,16 @@ impl GoJson for String {
     }
 }
 
+/// The model's text fields ([`crate::domain::Str`]): the same JSON as `String`.
+impl GoJson for std::borrow::Cow<'static, str> {
+    fn to_go(&self) -> Value {
+        Value::String(self.to_string())
+    }
+    fn from_go(v: &Value, at: &Path<'_>) -> Result<Self, GoJsonError> {
+        String::from_go(v, at).map(Into::into)
+    }
+}
+
 impl GoJson for bool {
     fn to_go(&self) -> Value {
         Value::Bool(*self)
