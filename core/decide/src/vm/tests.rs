@@ -333,8 +333,9 @@ fn missing_finalizer_and_firmware_uuid_are_added() {
     };
     let ops = patch.as_array().expect("a JSON patch is an array");
     assert!(
-        ops.iter()
-            .any(|op| op["path"] == "/metadata/finalizers" || op["path"] == "/metadata/finalizers/-"),
+        ops.iter().any(
+            |op| op["path"] == "/metadata/finalizers" || op["path"] == "/metadata/finalizers/-"
+        ),
         "the finalizer is added: {patch}"
     );
     assert!(
