@@ -33,6 +33,8 @@ bash scripts/gotags.sh
 # application code as a Go module, for tests/instancetype_differential.rs.
 bash scripts/instancetype-harness.sh
 
+bash scripts/kvlauncher-harness.sh
+
 # A fresh clone builds once: incremental artefacts would only double the target directory.
 export CARGO_INCREMENTAL=0
 
