@@ -122,6 +122,11 @@ impl Progress {
         lines
     }
 
+    /// Whether a VMI has been reported and its removal not yet.
+    pub fn watching(&self) -> bool {
+        !self.seen.is_empty()
+    }
+
     /// The line for a VMI that is gone from the API server.
     pub fn removed(&mut self, vmi: &Value, elapsed: Duration) -> String {
         let key = key(vmi);

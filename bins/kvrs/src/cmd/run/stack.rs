@@ -438,6 +438,17 @@ impl Stack {
             }
             let left = self.left_over().await;
             if left.is_empty() {
+                // The API server's list can be ahead of the watch: report the removals the
+                // watch still has to deliver (briefly, not waiting on a watch that lags).
+                let until = Instant::now() + Duration::from_secs(3);
+                while progress.watching() && Instant::now() < until {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    for change in self.vmi_changes().await {
+                        if let VmiChange::Removed(vmi) = change {
+                            println!("{}", progress.removed(&vmi, started.elapsed()));
+                        }
+                    }
+                }
                 break;
             }
             if Instant::now() > deadline {
