@@ -43,28 +43,9 @@ fn repo_root() -> PathBuf {
 
 /// The Go harness; panics with the script's output when it cannot be built: never skipped.
 fn harness() -> PathBuf {
-    let script = repo_root().join("scripts/instancetype-harness.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the instancetype Go harness could not be built (Go >= 1.26 and the Go module proxy are \
-         needed): {} exited {}\n{}{}",
-        script.display(),
-        out.status,
-        stdout,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(
-        stdout
-            .lines()
-            .last()
-            .expect("the script prints the binary's path")
-            .trim(),
+    kvrs_tests::go_harness(
+        "scripts/instancetype-harness.sh",
+        "Go >= 1.26 and the Go module proxy",
     )
 }
 

@@ -42,7 +42,6 @@
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use kvrs_ipc::{LauncherClient, VirtualMachineOptions};
@@ -55,35 +54,10 @@ const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-00000000f1ee";
 /// kvrs-mixed, built (or found in ~/.cache/kvrs) by scripts/mixed-harness.sh. Panics with the
 /// script's output when Go or the build fails: the mixed-fleet tests never skip.
 fn harness() -> PathBuf {
-    static BUILT: Mutex<Option<PathBuf>> = Mutex::new(None);
-    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(p) = built.as_ref() {
-        return p.clone();
-    }
-    let script = repo_root().join("scripts/mixed-harness.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the mixed-fleet Go harness could not be built (Go >= 1.26, the Go module proxy and \
-         libvirt-dev are needed): {} exited {}\n{}{}",
-        script.display(),
-        out.status,
-        stdout,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let path = PathBuf::from(stdout.lines().last().unwrap_or("").trim());
-    assert!(
-        path.is_file(),
-        "{} printed {path:?}, which is not a file",
-        script.display()
-    );
-    *built = Some(path.clone());
-    path
+    kvrs_tests::go_harness(
+        "scripts/mixed-harness.sh",
+        "Go >= 1.26, the Go module proxy and libvirt-dev",
+    )
 }
 
 /// A child process killed (SIGTERM, then SIGKILL) if the test ends without reaping it.
@@ -612,23 +586,10 @@ async fn kvrs_handler_drives_kubevirt_launcher() {
 /// The comparison harness (scripts/kvlauncher-harness.sh): its driver and KubeVirt's launcher
 /// image files. Panics with the script's output when the build fails: never skips.
 fn kvlauncher_harness() -> PathBuf {
-    let script = repo_root().join("scripts/kvlauncher-harness.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "KubeVirt's launcher and the comparison driver could not be built (Go >= 1.26, the Go \
-         module proxy and libvirt-dev are needed): {} exited {}\n{}{}",
-        script.display(),
-        out.status,
-        stdout,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(stdout.lines().last().unwrap_or("").trim())
+    kvrs_tests::go_harness(
+        "scripts/kvlauncher-harness.sh",
+        "Go >= 1.26, the Go module proxy and libvirt-dev",
+    )
 }
 
 /// (c) KubeVirt v1.9.0's own virt-launcher-monitor + virt-launcher (built unchanged from the

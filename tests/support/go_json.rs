@@ -224,33 +224,7 @@ impl GoRules {
 /// kvrs-gotags, built (or found in ~/.cache/kvrs) by scripts/gotags.sh. Panics with the script's
 /// output when Go or the build fails: the tests that need KubeVirt's Go types never skip.
 pub fn gotags_tool() -> PathBuf {
-    use std::process::{Command, Stdio};
-    use std::sync::Mutex;
-    static BUILT: Mutex<Option<PathBuf>> = Mutex::new(None);
-    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(p) = built.as_ref() {
-        return p.clone();
-    }
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/gotags.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "tests/gotags could not be built (Go >= 1.26 and the Go module proxy are needed): {} \
-         exited {}\n{}{}",
-        script.display(),
-        out.status,
-        stdout,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let path = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
-    assert!(path.is_file(), "{}: printed no binary", script.display());
-    *built = Some(path.clone());
-    path
+    crate::go_harness("scripts/gotags.sh", "Go >= 1.26 and the Go module proxy")
 }
 
 /// Runs the tool with `arg`, `input` on stdin; its stdout.

@@ -3,7 +3,9 @@
 //! purpose ([`deliberate`]), and what Go's encoding/json writes for KubeVirt's types ([`go_json`]).
 
 pub mod deliberate;
+pub mod go_harness;
 pub mod go_json;
 
 pub use deliberate::{Deliberate, Difference};
+pub use go_harness::go_harness;
 pub use kvrs_corpus::{cases_with, read_json, shared_dir};
