@@ -35,16 +35,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MOD_DIR="$ROOT/tests/kube"
 [ -f "$MOD_DIR/go.mod" ] && [ -f "$MOD_DIR/go.sum" ] || die "missing $MOD_DIR/go.mod or go.sum"
 
-if [ -n "${GO:-}" ]; then
-  GO_CMD=$GO
-elif command -v go >/dev/null 2>&1; then
-  GO_CMD=$(command -v go)
-elif [ -x /usr/local/go/bin/go ]; then
-  GO_CMD=/usr/local/go/bin/go
-else
-  die "no Go toolchain found (set GO=/path/to/go or put go on PATH); Go >= 1.26 is needed"
-fi
-GO_VERSION=$("$GO_CMD" env GOVERSION) || die "'$GO_CMD env GOVERSION' failed"
+# shellcheck source=lib/go-harness.sh
+. "$ROOT/scripts/lib/go-harness.sh"
+gh_find_go
 
 CACHE_DIR="${KVRS_CACHE:-$HOME/.cache/kvrs}/kube-${K8S_VERSION}"
 BIN_DIR="$CACHE_DIR/bin"

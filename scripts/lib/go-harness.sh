@@ -1,8 +1,9 @@
 # shellcheck shell=bash
-# Shared by the Go test harness build scripts (mixed-harness.sh, diff-harness.sh, gotags.sh,
-# instancetype-harness.sh): finding the Go toolchain, and the cached, locked build. Each script
-# keeps what differs — which files its cache hash covers, cgo, the modules the checksum database
-# does not know — and sources this file. The caller defines `die`.
+# Shared by the Go build scripts (mixed-harness.sh, diff-harness.sh, gotags.sh,
+# instancetype-harness.sh, kvlauncher-harness.sh; kube-components.sh uses gh_find_go only):
+# finding the Go toolchain, and the cached, locked build. Each script keeps what differs — which
+# files its cache hash covers, cgo, the modules the checksum database does not know — and sources
+# this file. The caller defines `die`.
 
 # Sets GO_CMD and GO_VERSION: $GO, else go on PATH, else /usr/local/go/bin/go.
 gh_find_go() {
