@@ -338,6 +338,12 @@ impl Sim {
             .as_str()
     }
 
+    /// How many VMIs the API server holds in phase `Running` (a counter kept with every write,
+    /// not a list).
+    pub fn running_vmis(&self) -> usize {
+        self.api.running_vmis()
+    }
+
     /// Invariant violations seen so far.
     pub fn violations(&self) -> &[String] {
         &self.violations

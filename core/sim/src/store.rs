@@ -84,6 +84,16 @@ fn intern(resource: &str) -> &'static str {
     }
 }
 
+/// Whether a VMI's phase is `Running`.
+fn phase_running(o: &Obj) -> bool {
+    let phase = match o {
+        Obj::Vmi(v) => v.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Obj::Other(v) => v.pointer("/status/phase").and_then(Value::as_str),
+        Obj::Vm(_) => None,
+    };
+    phase == Some("Running")
+}
+
 fn resource(plural: &str) -> Arc<ResourceType> {
     kvrs_store::by_plural(plural)
         .unwrap_or_else(|| Arc::new(ResourceType::unknown("", "v1", plural, true)))
@@ -103,6 +113,11 @@ pub struct ApiServer {
     /// Who wrote the current version of each object, by resource and key (what a refused
     /// write is blamed on).
     last_writer: HashMap<(&'static str, String), Writer>,
+    /// VMIs whose stored phase is `Running`, kept in step with every event (so a run can wait
+    /// for all of them without listing every VMI).
+    running_vmis: usize,
+    /// Watch events by the writer kind that caused them and resource.
+    pub events_by: std::collections::BTreeMap<(&'static str, &'static str), u64>,
 }
 
 impl Default for ApiServer {
@@ -118,6 +133,8 @@ impl Default for ApiServer {
             now: 0,
             author: Writer::OtherClient,
             last_writer: HashMap::new(),
+            running_vmis: 0,
+            events_by: Default::default(),
         }
     }
 }
@@ -145,6 +162,12 @@ impl ApiServer {
         for e in events {
             let removed = e.kind == EventKind::Deleted;
             let resource = intern(&e.resource.plural);
+            *self.events_by.entry((self.author.kind(), resource)).or_default() += 1;
+            if resource == res::VMIS {
+                let running = |o: Option<&Arc<Obj>>| usize::from(o.is_some_and(|o| phase_running(o)));
+                self.running_vmis += running((!removed).then_some(&e.object));
+                self.running_vmis -= running(e.old.as_ref());
+            }
             if removed {
                 self.last_writer.remove(&(resource, e.key.clone()));
             } else {
@@ -159,6 +182,11 @@ impl ApiServer {
             });
         }
         self.seen = self.store.resource_version();
+    }
+
+    /// How many VMIs are in phase `Running`.
+    pub fn running_vmis(&self) -> usize {
+        self.running_vmis
     }
 
     /// The stored JSON of an object.

@@ -1,6 +1,7 @@
 //! The VMI controller in the simulator: kvrs's VMI decision with a small launcher pod renderer
 //! (the decision takes the renderer as a parameter; the simulator's kubelet needs only the
-//! owner reference, the labels and the grace period of the real pod).
+//! owner reference, the labels and the grace period of the real pod, and the VMI decision reads
+//! the compute container's image).
 
 use serde_json::{Value, json};
 
@@ -12,8 +13,14 @@ use kvrs_decide::Now;
 use kvrs_decide::meta;
 use kvrs_decide::vmi::{VmiWorld, decide_vmi};
 
-/// The launcher pod of a VMI, reduced to what the simulated kubelet reads.
-pub fn launcher_pod(vmi: &VirtualMachineInstance) -> Result<Value, String> {
+/// The launcher pod of a VMI running `image`, reduced to what the simulated kubelet and the VMI
+/// decision read.
+///
+/// The compute container carries the launcher image, as every real launcher pod does. Without
+/// one the VMI decision wants `status.launcherContainerImageVersion: ""`, which the typed store
+/// drops again on every write: each VMI was then rewritten on every sync, ~25 writes per VMI
+/// within 3 virtual seconds and more the longer a run lasts.
+pub fn launcher_pod(vmi: &VirtualMachineInstance, image: &str) -> Result<Value, String> {
     let name = meta::name(&vmi.metadata);
     let grace = vmi.spec.termination_grace_period_seconds.unwrap_or(180) + 15;
     Ok(json!({
@@ -31,7 +38,7 @@ pub fn launcher_pod(vmi: &VirtualMachineInstance) -> Result<Value, String> {
             // Real launcher pods always carry annotations; the VMI decision patches keys into the map.
             "annotations": {"kubevirt.io/domain": name},
         },
-        "spec": {"containers": [{"name": "compute"}], "terminationGracePeriodSeconds": grace},
+        "spec": {"containers": [{"name": "compute", "image": image}], "terminationGracePeriodSeconds": grace},
         "status": {"phase": "Pending"},
     }))
 }
@@ -71,7 +78,9 @@ impl Sim {
             now: Now::from_unix(self.now_unix()),
             config: &self.config,
         };
-        let decision = decide_vmi(&world, &launcher_pod, &suffix);
+        let image = self.config.launcher_image.as_str();
+        let render = |vmi: &VirtualMachineInstance| launcher_pod(vmi, image);
+        let decision = decide_vmi(&world, &render, &suffix);
         self.execute_plan(key, decision.plan, Controller::Vmi);
     }
 }

@@ -1,0 +1,48 @@
+//! Profiling harness: `SIM_VMS` VMs with `runStrategy: Always` on `SIM_NODES` nodes until every
+//! VMI is Running, as the `many_vms_reach_running` scenario test runs them, without the test
+//! harness (`cargo run --release -p kvrs-sim --example scale`; under `valgrind --tool=callgrind`
+//! with a small `SIM_VMS` for an instruction profile). Prints the same figures as the test.
+
+use kvrs_sim::store::res;
+use kvrs_sim::{Sim, SimConfig};
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let vms = env("SIM_VMS", 1000);
+    let nodes = env("SIM_NODES", 10);
+    let started = std::time::Instant::now();
+    let mut sim = Sim::new(SimConfig {
+        nodes,
+        ..SimConfig::default()
+    });
+    sim.trace = std::env::var("SIM_TRACE").ok();
+    for i in 0..vms {
+        sim.create_vm(&Sim::vm(&format!("vm{i}"), "Always"));
+    }
+    let converged = sim.run_until(|s| s.running_vmis() == vms, 3600);
+    let s = &sim.stats;
+    println!(
+        "{vms} VMs on {nodes} nodes all Running: {converged} after {:?} virtual, {:?} wall; syncs \
+         vm {} vmi {} handler {} ({} held back behind own writes); {} successful writes\n{}",
+        sim.elapsed(),
+        started.elapsed(),
+        s.vm_syncs,
+        s.vmi_syncs,
+        s.handler_syncs,
+        s.held_back_syncs,
+        sim.api.stats.writes,
+        s.failed_by
+    );
+    println!("events by writer and resource: {:?}", sim.api.events_by);
+    if std::env::var_os("SIM_DUMP").is_some()
+        && let Some(v) = sim.api.get(res::VMIS, "default/vm0")
+    {
+        println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    }
+}
