@@ -665,12 +665,17 @@ impl Store {
             ));
         }
         let mut next = match sub {
-            None if rt.status_subresource => with_status(&next, cur.get("status").cloned()),
+            None if rt.status_subresource => keep_status(next, cur.get("status")),
             None => next,
-            Some("status") if rt.status_subresource => with_status(
-                cur,
-                Some(next.get("status").cloned().unwrap_or(Value::Null)),
-            ),
+            Some("status") if rt.status_subresource => {
+                let mut next = next;
+                // The body is dropped after this: its status is moved, not copied.
+                let status = next
+                    .as_object_mut()
+                    .and_then(|m| m.remove("status"))
+                    .unwrap_or(Value::Null);
+                with_status(cur, Some(status))
+            }
             Some(s) => {
                 return Err(StoreError::NotFound {
                     resource: format!("{}/{s}", rt.id()),
@@ -839,18 +844,42 @@ impl Store {
     }
 }
 
+/// `next` with the stored status `status` in place of its own (or without one when `None`):
+/// what [`with_status`] makes of it, field order included, without copying `next`.
+fn keep_status(mut next: Value, status: Option<&Value>) -> Value {
+    let Some(map) = next.as_object_mut() else {
+        return with_status(&next, status.cloned());
+    };
+    match (status, map.get_mut("status")) {
+        (Some(s), Some(slot)) => *slot = s.clone(),
+        (Some(s), None) => {
+            map.insert("status".to_string(), s.clone());
+        }
+        (None, _) => {
+            map.shift_remove("status");
+        }
+    }
+    next
+}
+
+/// An object's `metadata` map, or `empty` when it has none (or it is not a map).
+fn meta_map<'a>(
+    o: &'a serde_json::Map<String, Value>,
+    empty: &'a serde_json::Map<String, Value>,
+) -> &'a serde_json::Map<String, Value> {
+    o.get("metadata")
+        .and_then(Value::as_object)
+        .unwrap_or(empty)
+}
+
 /// Whether `a` and `b` are the same object, their `metadata.resourceVersion` aside (compared
 /// in place: no copy of either).
 fn same_but_resource_version(a: &Value, b: &Value) -> bool {
     let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
         return a == b;
     };
-    let meta = |m: &serde_json::Map<String, Value>| {
-        m.get("metadata")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default()
-    };
+    let empty = serde_json::Map::new();
+    let (ma, mb) = (meta_map(a, &empty), meta_map(b, &empty));
     let without_rv = |m: &serde_json::Map<String, Value>| {
         m.iter().filter(|(k, _)| *k != "resourceVersion").count()
     };
@@ -858,8 +887,7 @@ fn same_but_resource_version(a: &Value, b: &Value) -> bool {
         && a.iter()
             .all(|(k, v)| k == "metadata" || b.get(k) == Some(v))
         && {
-            let (ma, mb) = (meta(a), meta(b));
-            without_rv(&ma) == without_rv(&mb)
+            without_rv(ma) == without_rv(mb)
                 && ma
                     .iter()
                     .all(|(k, v)| k == "resourceVersion" || mb.get(k) == Some(v))
