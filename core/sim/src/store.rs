@@ -162,9 +162,13 @@ impl ApiServer {
         for e in events {
             let removed = e.kind == EventKind::Deleted;
             let resource = intern(&e.resource.plural);
-            *self.events_by.entry((self.author.kind(), resource)).or_default() += 1;
+            *self
+                .events_by
+                .entry((self.author.kind(), resource))
+                .or_default() += 1;
             if resource == res::VMIS {
-                let running = |o: Option<&Arc<Obj>>| usize::from(o.is_some_and(|o| phase_running(o)));
+                let running =
+                    |o: Option<&Arc<Obj>>| usize::from(o.is_some_and(|o| phase_running(o)));
                 self.running_vmis += running((!removed).then_some(&e.object));
                 self.running_vmis -= running(e.old.as_ref());
             }
