@@ -18,6 +18,21 @@ fn always_vm_reaches_running() {
     assert!(sim.violations().is_empty(), "{:?}", sim.violations());
 }
 
+/// Once a VM runs, nothing writes any more: a decision that wants what the API server keeps
+/// normalising away (the VMI controller's `launcherContainerImageVersion: ""` for a launcher
+/// pod without an image) would rewrite the VMI on every sync, forever.
+#[test]
+fn a_running_vm_settles_without_further_writes() {
+    let mut sim = Sim::new(SimConfig::default());
+    sim.create_vm(&Sim::vm("vm1", "Always"));
+    assert!(sim.run_until(|s| running(s, "default/vm1"), 120));
+    sim.run_for(10);
+    let settled = sim.api.stats.writes;
+    sim.run_for(60);
+    assert_eq!(sim.api.stats.writes, settled, "{:?}", sim.api.events_by);
+    assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+}
+
 #[test]
 fn halting_stops_the_vmi_and_deleting_cleans_everything_up() {
     let mut sim = Sim::new(SimConfig::default());

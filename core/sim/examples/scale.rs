@@ -39,6 +39,10 @@ fn main() {
         sim.api.stats.writes,
         s.failed_by
     );
+    println!(
+        "size of a stored object: {} bytes",
+        std::mem::size_of::<kvrs_sim::store::Obj>()
+    );
     println!("events by writer and resource: {:?}", sim.api.events_by);
     if std::env::var_os("SIM_DUMP").is_some()
         && let Some(v) = sim.api.get(res::VMIS, "default/vm0")
