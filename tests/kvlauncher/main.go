@@ -19,6 +19,13 @@
 // boot marker on its serial log), rss_*_kib (VmRSS once the guest booted), kill_to_shutoff_s,
 // kill_to_exit_s (KillVirtualMachine sent -> GetDomain Shutoff and the Shutoff event -> DeleteDomain -> the pod's
 // monitor exited), sync_start_unix (for lining up the launcher's own log timestamps).
+//
+//	kvrs-kvlauncher floor --pod-script scripts/launcher-pod-harness.sh --monitor PATH --floor PATH
+//	    --guest DIR --domain-xml FILE [--work DIR]
+//
+// runs libvirt alone in the same pod set-up (kvrs's monitor running
+// bins/virt-launcher/examples/libvirt-floor.rs in place of the launcher): a fresh libvirtd, connect, QEMU capability probe, define + start of FILE. Its
+// figures (kind "libvirt") are the floor under SyncVirtualMachine -> Running; see floor.go.
 package main
 
 import (
@@ -43,15 +50,25 @@ func emit(v map[string]any) {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: kvrs-kvlauncher measure --kind kubevirt|kvrs --pod-script S --monitor M [--kubevirt-root D] --guest D --vmi F [--work D] [--poll 20ms]")
+	fmt.Fprintln(os.Stderr, "       kvrs-kvlauncher floor --pod-script S --monitor M --floor B --guest D --domain-xml F [--work D]")
 	os.Exit(2)
 }
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] != "measure" {
+	if len(os.Args) < 2 {
 		usage()
 	}
-	if err := measure(os.Args[2:]); err != nil {
-		fmt.Fprintf(os.Stderr, "kvrs-kvlauncher measure: %v\n", err)
+	var err error
+	switch os.Args[1] {
+	case "measure":
+		err = measure(os.Args[2:])
+	case "floor":
+		err = floor(os.Args[2:])
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvrs-kvlauncher %s: %v\n", os.Args[1], err)
 		os.Exit(1)
 	}
 }

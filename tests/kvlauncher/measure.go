@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -283,19 +282,7 @@ func runPod(o options, vmi *v1.VirtualMachineInstance, pod, podLog string, event
 		return nil, err
 	}
 	defer logFile.Close()
-	scriptArgs := []string{o.podScript, "--pod", pod, "--state-dir", pod + ".state"}
-	if o.kubevirtRoot != "" {
-		scriptArgs = append(scriptArgs, "--kubevirt-root", o.kubevirtRoot)
-	}
-	scriptArgs = append(scriptArgs, "--", o.monitor)
-	scriptArgs = append(scriptArgs, monitorArgs(vmi)...)
-	cmd := exec.Command("bash", scriptArgs...)
-	cmd.Env = append(os.Environ(),
-		"XDG_RUNTIME_DIR=/var/run",
-		"XDG_CONFIG_HOME=/var/run/kubevirt-private",
-		"XDG_CACHE_HOME=/var/run/kubevirt-private",
-		"HOME=/var/run/kubevirt-private",
-	)
+	cmd := podCommand(o.podScript, pod, o.kubevirtRoot, append([]string{o.monitor}, monitorArgs(vmi)...))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 
 	started := time.Now()
