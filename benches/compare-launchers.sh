@@ -19,7 +19,16 @@
 # libvirtd, then connect, QEMU capability probe, define of the XML kvrs's launcher defined (taken
 # from its log), start -> Running, one after another. Floor = probe + define + start (a launcher
 # is connected before SyncVirtualMachine arrives); each launcher's Sync -> Running minus the
-# floor's median is its overhead above libvirt.
+# floor is its overhead above libvirt, printed as median minus median and as the median of each
+# round's own difference. Those carry the machine's noise (libvirt's start alone varies by a
+# second on a busy machine), so the script also splits each kvrs run by its own log: the Sync's
+# way in, the launcher's steps before the define and how much of them libvirt's probe did not
+# hide, libvirt's define and start, the way out to the notify server and to GetDomain — the sum
+# of the launcher's parts is its own share of the run, next to libvirt's steps in the floor.
+#
+# The cache of Go harness builds (${KVRS_CACHE:-~/.cache/kvrs}), shared by every checkout, keeps one
+# build per harness: a checkout whose tests/kvlauncher differs from another's running at the same
+# time removes the other's build. Set KVRS_CACHE to a directory of your own then.
 #
 # Not run by CI: the figures depend on the machine. Needs root, Go >= 1.26 + the Go module proxy,
 # libvirt-dev, libvirt 11 + QEMU (scripts/install-test-deps.sh). The first run builds KubeVirt's
@@ -29,7 +38,9 @@
 # Environment: KVRS_CMP_KEEP=1 keeps the work directory (pod logs) for reading;
 # KVRS_CMP_KVRS_BIN=DIR runs the virt-launcher and virt-launcher-monitor in DIR as kvrs's (e.g.
 # an older build, for a before/after in one run); KVRS_CMP_DOMAIN_XML=FILE gives the floor its
-# XML (by default the first kvrs run's "Domain XML generated" log line).
+# XML (by default the first kvrs run's "Domain XML generated" log line); KVRS_CMP_SYNC_DELAY=3s
+# sends each SyncVirtualMachine that long after launcher-sock answers (a handler that syncs
+# later): a launcher that probed QEMU meanwhile then has define + start left as its floor.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -45,6 +56,7 @@ cargo build -q --profile launcher -p virt-launcher --example libvirt-floor
 cargo build -q -p kvrs --bin kvrs -p kvrs-test-guest --bin kvrs-guest-images
 target=$(cargo metadata -q --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 kvrs_bin=${KVRS_CMP_KVRS_BIN:-$target/launcher}
+sync_delay=${KVRS_CMP_SYNC_DELAY:-0s}
 
 work=$(mktemp -d /tmp/kvrs-compare-launchers.XXXXXX)
 if [ "${KVRS_CMP_KEEP:-}" != 1 ]; then trap 'rm -rf "$work"' EXIT; fi
@@ -93,7 +105,7 @@ run_one() { # KIND ROUND
       --guest "$work/guest" --domain-xml "$xml" --work "$work")
   else
     args=(measure --kind "$kind" --pod-script scripts/launcher-pod-harness.sh
-      --guest "$work/guest" --vmi "$work/vmi.json" --work "$work")
+      --guest "$work/guest" --vmi "$work/vmi.json" --work "$work" --sync-delay "$sync_delay")
     if [ "$kind" = kubevirt ]; then
       args+=(--monitor /usr/bin/virt-launcher-monitor --kubevirt-root "$kvroot")
     else
@@ -228,6 +240,7 @@ for r in runs["kvrs"]:
     for j, t, m in log_lines(r):
         if mt := re.search(r"sync timings: ([^)]*)", m):
             r["timings"] = {k: float(v) for k, v in (kv.split("=", 1) for kv in mt.group(1).split())}
+            r["started_at"] = t - r["sync_start_unix"] if t is not None else None
         if (mp := re.search(r"libvirt probed QEMU in ([0-9.]+)(m?s)", m)) and t is not None:
             took = float(mp.group(1)) / (1000 if mp.group(2) == "ms" else 1)
             r["probe"] = (t - took - r["sync_start_unix"], t - r["sync_start_unix"])
@@ -252,20 +265,27 @@ if not runs["libvirt"]:
     print("\nno libvirt floor figures (see the failures above)")
     sys.exit(0)
 fl = runs["libvirt"]
+for r in fl:
+    r["floor_late_s"] = r["define_s"] + r["start_s"]
+late = any(r.get("sync_delay_s", 0) > 0 for r in runs["kvrs"])
+floor_key = "floor_late_s" if late else "floor_s"
 print(f"\nlibvirt's floor, median (min-max) of {len(fl)} runs (fresh libvirtd, same pod set-up, kvrs's XML):")
 for label, key in [("connect (daemon start -> connected)", "connect_s"),
                    ("QEMU capability probe", "probe_s"), ("define", "define_s"),
                    ("start (create -> reply)", "start_s"),
                    ("start (create -> Started event)", "started_event_s"),
-                   ("floor = probe + define + start", "floor_s")]:
+                   ("floor = probe + define + start", "floor_s"),
+                   ("floor once probed (a late Sync) = define + start", "floor_late_s")]:
     lo, hi = rng("libvirt", key)
-    print(f"  {label:42} {med('libvirt', key) * 1000:7.0f} ms ({lo * 1000:.0f}-{hi * 1000:.0f})")
+    print(f"  {label:50} {med('libvirt', key) * 1000:7.0f} ms ({lo * 1000:.0f}-{hi * 1000:.0f})")
 
-floor = med("libvirt", "floor_s")
+floor = med("libvirt", floor_key)
 by_round = {r["round"]: r for r in fl}
 def paired(kind, key):
-    d = [r[key] - by_round[r["round"]]["floor_s"] for r in runs[kind] if r["round"] in by_round]
+    d = [r[key] - by_round[r["round"]][floor_key] for r in runs[kind] if r["round"] in by_round]
     return statistics.median(d) if d else float("nan")
+if late:
+    print(f"\nthe Sync came {runs['kvrs'][0]['sync_delay_s']:.1f} s after launcher-sock answered: the floor is define + start")
 print(f"\noverhead above libvirt's floor: median - floor median ({floor * 1000:.0f} ms), and the median of")
 print("each round's difference (same minute, same load; the machine's noise is still in both):")
 print(f"{'':44} {'KubeVirt v1.9.0':>22} {'kvrs':>22}")
@@ -283,22 +303,28 @@ if ks:
     km = lambda f: statistics.median(f(r) for r in ks)
     fm = lambda k: med("libvirt", k) * 1000
     def held_up(r):
-        # The probe's answer came after the define was sent: the define waited for libvirt.
-        p = r["probe"]
-        return 0.0 if p and p[1] * 1000 >= r["timings"]["define_sent_ms"] else r["timings"]["define_sent_ms"]
+        # What of the launcher's steps before the define outlasted libvirt's probe (whose
+        # answer came at p[1] s after the Sync was sent, maybe before it).
+        p, sent = r["probe"], r["timings"]["define_sent_ms"]
+        return max(0.0, sent - max(0.0, p[1] * 1000)) if p else sent
     probe_head = km(lambda r: -r["probe"][0] * 1000 if r["probe"] else float("nan"))
     print("\nkvrs step by step against libvirt's own (medians, ms; kvrs's steps from its log):")
     print(f"  {'step':58} {'kvrs':>7} {'libvirt':>7} {'above':>7}")
+    # The launcher logs "Domain started" as create returns: its timestamp splits the driver's
+    # Sync -> Running into the Sync's way in, the launcher's steps and the way back out.
+    ks_at = [r for r in ks if r.get("started_at") is not None]
+    kma = lambda f: statistics.median(f(r) for r in ks_at) if ks_at else float("nan")
     table = [
         ("QEMU probe started before the Sync arrived (head start)", probe_head, None),
-        ("Sync -> define sent (convert, disks: during the probe)", km(lambda r: r["timings"]["define_sent_ms"]), None),
-        ("  of it not hidden by the probe", km(held_up), 0.0),
-        ("define sent -> defined (waits for the probe in libvirt)", km(lambda r: r["timings"]["define_ms"]), fm("probe_s") + fm("define_s")),
+        ("Sync sent -> arrived in the launcher (gRPC)", kma(lambda r: (r["started_at"] * 1000 - r["timings"]["total_ms"])), 0.0),
+        ("Sync arrived -> define sent (convert, disks)", km(lambda r: r["timings"]["define_sent_ms"]), None),
+        ("  of it not hidden by libvirt's probe", km(held_up), 0.0),
+        ("define sent -> defined (waits for the probe in libvirt)", km(lambda r: r["timings"]["define_ms"]), fm("define_s") if late else fm("probe_s") + fm("define_s")),
         ("create -> reply", km(lambda r: r["timings"]["start_ms"]), fm("start_s")),
-        ("Sync -> create replied (launcher's clock)", km(lambda r: r["timings"]["total_ms"]), fm("floor_s")),
-        ("Sync transit + create replied -> Running seen (GetDomain)", km(lambda r: r["sync_to_running_s"] * 1000 - r["timings"]["total_ms"]), 0.0),
-        ("Sync transit + create replied -> Running event", km(lambda r: r["notify_running_s"] * 1000 - r["timings"]["total_ms"]), fm("started_event_s") - fm("start_s")),
-        ("Sync -> Running (GetDomain)", km(lambda r: r["sync_to_running_s"] * 1000), fm("floor_s")),
+        ("create replied -> Running event at the notify server", kma(lambda r: (r["notify_running_s"] - r["started_at"]) * 1000), fm("started_event_s") - fm("start_s")),
+        ("create replied -> Running seen by GetDomain (driver polls)", kma(lambda r: (r["sync_to_running_s"] - r["started_at"]) * 1000), 0.0),
+        ("Sync -> Running (GetDomain)", km(lambda r: r["sync_to_running_s"] * 1000), fm(floor_key)),
+        ("kvrs's own share: Sync in + steps not hidden + event out", kma(lambda r: r["started_at"] * 1000 - r["timings"]["total_ms"] + held_up(r) + (r["notify_running_s"] - r["started_at"]) * 1000), 0.0),
     ]
     for label, k, f in table:
         fs = f"{f:7.0f}" if f is not None else f"{'':>7}"

@@ -3,6 +3,7 @@
 //
 //	kvrs-kvlauncher measure --kind kubevirt|kvrs --pod-script scripts/launcher-pod-harness.sh
 //	    --monitor PATH [--kubevirt-root DIR] --guest DIR --vmi FILE.json [--work DIR] [--poll 20ms]
+//	    [--sync-delay 0s]
 //
 // The driver is KubeVirt's handler side for both launchers: its cmd client (pkg/virt-handler/
 // cmd-client) and its notify server behind its notify pipe (pkg/virt-handler/notify-server), as
@@ -12,7 +13,8 @@
 // difference is the binaries: --kubevirt-root adds KubeVirt's launcher image files inside the
 // pod's mount namespace (launcher-pod-harness.sh).
 //
-// Every wait polls at the same --poll interval for both kinds. It prints progress lines as JSON
+// Every wait polls at the same --poll interval for both kinds. --sync-delay holds the
+// SyncVirtualMachine back after launcher-sock answers, as a handler that syncs later would. It prints progress lines as JSON
 // and, last, one line `{"figures": {...}}`: ready_s (the monitor exec'd -> launcher-sock exists; pod_setup_s is the namespace set-up before it),
 // sync_return_s, sync_to_running_s (SyncVirtualMachine sent -> GetDomain shows Running),
 // notify_running_s (-> the notify server got the Running event), boot_s (Running -> the guest's
@@ -49,7 +51,7 @@ func emit(v map[string]any) {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: kvrs-kvlauncher measure --kind kubevirt|kvrs --pod-script S --monitor M [--kubevirt-root D] --guest D --vmi F [--work D] [--poll 20ms]")
+	fmt.Fprintln(os.Stderr, "usage: kvrs-kvlauncher measure --kind kubevirt|kvrs --pod-script S --monitor M [--kubevirt-root D] --guest D --vmi F [--work D] [--poll 20ms] [--sync-delay 0s]")
 	fmt.Fprintln(os.Stderr, "       kvrs-kvlauncher floor --pod-script S --monitor M --floor B --guest D --domain-xml F [--work D]")
 	os.Exit(2)
 }
