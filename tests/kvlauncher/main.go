@@ -3,6 +3,7 @@
 //
 //	kvrs-kvlauncher measure --kind kubevirt|kvrs --pod-script scripts/launcher-pod-harness.sh
 //	    --monitor PATH [--kubevirt-root DIR] --guest DIR --vmi FILE.json [--work DIR] [--poll 20ms]
+//	    [--sync-delay 0s]
 //
 // The driver is KubeVirt's handler side for both launchers: its cmd client (pkg/virt-handler/
 // cmd-client) and its notify server behind its notify pipe (pkg/virt-handler/notify-server), as
@@ -12,13 +13,21 @@
 // difference is the binaries: --kubevirt-root adds KubeVirt's launcher image files inside the
 // pod's mount namespace (launcher-pod-harness.sh).
 //
-// Every wait polls at the same --poll interval for both kinds. It prints progress lines as JSON
+// Every wait polls at the same --poll interval for both kinds. --sync-delay holds the
+// SyncVirtualMachine back after launcher-sock answers, as a handler that syncs later would. It prints progress lines as JSON
 // and, last, one line `{"figures": {...}}`: ready_s (the monitor exec'd -> launcher-sock exists; pod_setup_s is the namespace set-up before it),
 // sync_return_s, sync_to_running_s (SyncVirtualMachine sent -> GetDomain shows Running),
 // notify_running_s (-> the notify server got the Running event), boot_s (Running -> the guest's
 // boot marker on its serial log), rss_*_kib (VmRSS once the guest booted), kill_to_shutoff_s,
 // kill_to_exit_s (KillVirtualMachine sent -> GetDomain Shutoff and the Shutoff event -> DeleteDomain -> the pod's
 // monitor exited), sync_start_unix (for lining up the launcher's own log timestamps).
+//
+//	kvrs-kvlauncher floor --pod-script scripts/launcher-pod-harness.sh --monitor PATH --floor PATH
+//	    --guest DIR --domain-xml FILE [--work DIR]
+//
+// runs libvirt alone in the same pod set-up (kvrs's monitor running
+// bins/virt-launcher/examples/libvirt-floor.rs in place of the launcher): a fresh libvirtd, connect, QEMU capability probe, define + start of FILE. Its
+// figures (kind "libvirt") are the floor under SyncVirtualMachine -> Running; see floor.go.
 package main
 
 import (
@@ -42,16 +51,26 @@ func emit(v map[string]any) {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: kvrs-kvlauncher measure --kind kubevirt|kvrs --pod-script S --monitor M [--kubevirt-root D] --guest D --vmi F [--work D] [--poll 20ms]")
+	fmt.Fprintln(os.Stderr, "usage: kvrs-kvlauncher measure --kind kubevirt|kvrs --pod-script S --monitor M [--kubevirt-root D] --guest D --vmi F [--work D] [--poll 20ms] [--sync-delay 0s]")
+	fmt.Fprintln(os.Stderr, "       kvrs-kvlauncher floor --pod-script S --monitor M --floor B --guest D --domain-xml F [--work D]")
 	os.Exit(2)
 }
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] != "measure" {
+	if len(os.Args) < 2 {
 		usage()
 	}
-	if err := measure(os.Args[2:]); err != nil {
-		fmt.Fprintf(os.Stderr, "kvrs-kvlauncher measure: %v\n", err)
+	var err error
+	switch os.Args[1] {
+	case "measure":
+		err = measure(os.Args[2:])
+	case "floor":
+		err = floor(os.Args[2:])
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvrs-kvlauncher %s: %v\n", os.Args[1], err)
 		os.Exit(1)
 	}
 }

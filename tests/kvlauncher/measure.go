@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -39,7 +38,7 @@ const qemuUser = 107
 
 type options struct {
 	kind, podScript, monitor, kubevirtRoot, guest, vmiFile, work string
-	poll                                                         time.Duration
+	poll, syncDelay                                              time.Duration
 }
 
 // eventTimes records when the notify server received each domain status.
@@ -76,6 +75,7 @@ func measure(args []string) error {
 	fs.StringVar(&o.vmiFile, "vmi", "", "the VMI to sync, kubevirt.io/v1 JSON (defaults applied)")
 	fs.StringVar(&o.work, "work", os.TempDir(), "where the pod directory is made")
 	fs.DurationVar(&o.poll, "poll", 20*time.Millisecond, "the interval of every wait, the same for both kinds")
+	fs.DurationVar(&o.syncDelay, "sync-delay", 0, "how long after launcher-sock answers the SyncVirtualMachine is sent (0: at once)")
 	fs.Parse(args)
 	if o.kind != "kubevirt" && o.kind != "kvrs" {
 		return fmt.Errorf("--kind %q: want kubevirt or kvrs", o.kind)
@@ -283,19 +283,7 @@ func runPod(o options, vmi *v1.VirtualMachineInstance, pod, podLog string, event
 		return nil, err
 	}
 	defer logFile.Close()
-	scriptArgs := []string{o.podScript, "--pod", pod, "--state-dir", pod + ".state"}
-	if o.kubevirtRoot != "" {
-		scriptArgs = append(scriptArgs, "--kubevirt-root", o.kubevirtRoot)
-	}
-	scriptArgs = append(scriptArgs, "--", o.monitor)
-	scriptArgs = append(scriptArgs, monitorArgs(vmi)...)
-	cmd := exec.Command("bash", scriptArgs...)
-	cmd.Env = append(os.Environ(),
-		"XDG_RUNTIME_DIR=/var/run",
-		"XDG_CONFIG_HOME=/var/run/kubevirt-private",
-		"XDG_CACHE_HOME=/var/run/kubevirt-private",
-		"HOME=/var/run/kubevirt-private",
-	)
+	cmd := podCommand(o.podScript, pod, o.kubevirtRoot, append([]string{o.monitor}, monitorArgs(vmi)...))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 
 	started := time.Now()
@@ -350,6 +338,7 @@ func runPod(o options, vmi *v1.VirtualMachineInstance, pod, podLog string, event
 		return nil, fmt.Errorf("Ping: %w", err)
 	}
 
+	time.Sleep(o.syncDelay)
 	syncStart := time.Now()
 	if err := client.SyncVirtualMachine(vmi, &cmdv1.VirtualMachineOptions{}); err != nil {
 		return nil, fmt.Errorf("SyncVirtualMachine: %w", err)
@@ -423,6 +412,7 @@ func runPod(o options, vmi *v1.VirtualMachineInstance, pod, podLog string, event
 		"kill_to_shutoff_s": killToShutoff.Seconds(),
 		"kill_to_exit_s":    exitedAt.Sub(killStart).Seconds(),
 		"sync_start_unix":   float64(syncStart.UnixNano()) / 1e9,
+		"sync_delay_s":      o.syncDelay.Seconds(),
 	}
 	for k, v := range rss {
 		figures["rss_"+k+"_kib"] = v

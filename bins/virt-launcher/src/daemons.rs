@@ -6,13 +6,22 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
 
+use crate::libvirt::{self, Connection};
 use crate::log;
+
+/// How long the libvirt daemon gets to open its socket.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often the socket is tried meanwhile: the daemon opens it ~0.1 s after its start, and every
+/// millisecond between that and the connection is on the way to a running domain.
+const CONNECT_RETRY: Duration = Duration::from_millis(10);
 
 /// Where libvirt's files live, from the pod's environment (KubeVirt's values as defaults).
 #[derive(Debug, Clone)]
@@ -140,6 +149,34 @@ impl Daemons {
             children: vec![("virtlogd", virtlogd), (binary, daemon)],
             socket: run.join(socket_name),
         })
+    }
+
+    /// Connects to the daemon as soon as its socket accepts, opening `uri`; fails when a daemon
+    /// exits first or the socket does not come within [`CONNECT_TIMEOUT`].
+    pub async fn connect(
+        &mut self,
+        uri: &str,
+    ) -> Result<(Arc<Connection>, mpsc::UnboundedReceiver<libvirt::Event>), String> {
+        let deadline = Instant::now() + CONNECT_TIMEOUT;
+        let mut last = String::from("socket not created");
+        loop {
+            if self.socket.exists() {
+                match Connection::open(&self.socket, uri).await {
+                    Ok(c) => return Ok(c),
+                    Err(e) => last = e.to_string(),
+                }
+            }
+            if let Some(name) = self.exited() {
+                return Err(format!("{name} exited before it accepted connections"));
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "could not connect to libvirt at {}: {last}",
+                    self.socket.display()
+                ));
+            }
+            tokio::time::sleep(CONNECT_RETRY).await;
+        }
     }
 
     /// Gives clients expecting KubeVirt's socket name (`virtqemud-sock`) a way in.

@@ -36,40 +36,10 @@ use tokio::sync::mpsc;
 use crate::daemons::{Daemons, LibvirtLayout};
 use crate::events::Lifecycle;
 use crate::flags::Flags;
-use crate::libvirt::Connection;
 use crate::service::Launcher;
 
-/// How long the libvirt daemon gets to open its socket.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-const CONNECT_RETRY: Duration = Duration::from_millis(10);
 /// After the domain stopped without being deleted, how long to wait for the delete.
 const FINAL_DELETE_WAIT: Duration = Duration::from_secs(30);
-
-async fn connect(
-    daemons: &mut Daemons,
-    uri: &str,
-) -> Result<(Arc<Connection>, mpsc::UnboundedReceiver<libvirt::Event>), String> {
-    let deadline = Instant::now() + CONNECT_TIMEOUT;
-    let mut last = String::from("socket not created");
-    loop {
-        if daemons.socket.exists() {
-            match Connection::open(&daemons.socket, uri).await {
-                Ok(c) => return Ok(c),
-                Err(e) => last = e.to_string(),
-            }
-        }
-        if let Some(name) = daemons.exited() {
-            return Err(format!("{name} exited before it accepted connections"));
-        }
-        if Instant::now() >= deadline {
-            return Err(format!(
-                "could not connect to libvirt at {}: {last}",
-                daemons.socket.display()
-            ));
-        }
-        tokio::time::sleep(CONNECT_RETRY).await;
-    }
-}
 
 /// Shuts the guest down (ACPI), waits up to the grace period for it to stop, then destroys it.
 async fn graceful_stop(
@@ -187,7 +157,22 @@ async fn run(flags: Flags) -> Result<(), String> {
     let mut daemons = Daemons::start(&libvirt_layout, &flags.libvirt_log_filters)
         .map_err(|e| format!("start libvirt: {e}"))?;
     let result = async {
-        let (conn, events) = connect(&mut daemons, libvirt_layout.uri()).await?;
+        let (conn, events) = daemons.connect(libvirt_layout.uri()).await?;
+        // Have libvirt probe QEMU (about a second) from the first moment, rather than inside
+        // the first SyncVirtualMachine: the define waits for it in libvirt either way. The calls
+        // below go to libvirt meanwhile; it serves a client's calls concurrently.
+        let probe = conn.clone();
+        tokio::spawn(async move {
+            let t = Instant::now();
+            match probe.domain_capabilities(std::env::consts::ARCH).await {
+                Ok(_) => log::info(format_args!(
+                    "libvirt probed QEMU in {:?} (from {:?} after the launcher's start)",
+                    t.elapsed(),
+                    t.duration_since(started)
+                )),
+                Err(e) => log::warn(format_args!("capabilities probe: {e}")),
+            }
+        });
         daemons.link_kubevirt_socket_name();
         conn.register_lifecycle_events()
             .await
@@ -212,16 +197,6 @@ async fn run(flags: Flags) -> Result<(), String> {
             socket.display(),
             started.elapsed()
         ));
-
-        // Have libvirt probe QEMU now rather than inside the first SyncVirtualMachine.
-        let probe = conn.clone();
-        tokio::spawn(async move {
-            let t = Instant::now();
-            match probe.domain_capabilities(std::env::consts::ARCH).await {
-                Ok(_) => log::info(format_args!("libvirt probed QEMU in {:?}", t.elapsed())),
-                Err(e) => log::warn(format_args!("capabilities probe: {e}")),
-            }
-        });
 
         let (tx, mut lifecycle) = mpsc::unbounded_channel();
         let notify = layout::notify_pipe_socket(&flags.kubevirt_share_dir);
