@@ -202,7 +202,12 @@ pub(super) fn update_status(
         } else {
             remove_label(&mut c, OUTDATED_LAUNCHER_LABEL);
         }
-        c["status"]["launcherContainerImageVersion"] = json!(image);
+        // Go omits the empty string (`omitempty`): a pod without an image leaves an absent
+        // field absent, or every sync would write `""` the API server then drops again.
+        let stored = c["status"]["launcherContainerImageVersion"].as_str();
+        if !image.is_empty() || stored.is_some_and(|s| !s.is_empty()) {
+            c["status"]["launcherContainerImageVersion"] = json!(image);
+        }
         // As KubeVirt does, also for a pod deleted earlier in this reconcile (issue 18 class 6):
         // the API server keeps a bound pod until its grace period ends, so the paused condition
         // and labels it carries while terminating are the VMI's, as for a pod found terminating

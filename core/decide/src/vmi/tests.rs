@@ -465,3 +465,48 @@ fn volume_status_is_sorted_by_name_as_virt_handler_writes_it() {
         .collect();
     assert_eq!(names, ["cloudinitdisk", "rootdisk"]);
 }
+
+/// A launcher pod whose compute container names no image leaves the VMI's
+/// `launcherContainerImageVersion` absent, as Go's `omitempty` does: no write of `""` that the
+/// API server would drop, which made every sync write the VMI again.
+#[test]
+fn a_pod_without_an_image_writes_no_empty_launcher_image() {
+    let cfg = ClusterConfig::default();
+    let with_node = vmi("Scheduling");
+    let running = json!({"running": {"startedAt": "2025-12-31T23:52:00Z"}});
+    let mentions_image = |d: &super::VmiDecision| {
+        d.plan
+            .writes()
+            .any(|w| format!("{:?}", w.op).contains("launcherContainerImageVersion"))
+            || d.vmi
+                .as_ref()
+                .is_some_and(|v| v.pointer("/status/launcherContainerImageVersion").is_some())
+    };
+
+    let mut no_image = pod("Running", Some("node01"), running.clone());
+    no_image["spec"]["containers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("image");
+    let d = decide_vmi(
+        &world(&with_node, vec![&typed(&no_image)], &cfg),
+        &render,
+        "x",
+    );
+    assert_eq!(phase_after(&d).as_deref(), Some("Scheduled"));
+    assert!(!mentions_image(&d), "{:?}", d.plan);
+
+    // The same pod with an image: the image is recorded (the check above is not vacuous).
+    let with_image = pod("Running", Some("node01"), running);
+    let d = decide_vmi(
+        &world(&with_node, vec![&typed(&with_image)], &cfg),
+        &render,
+        "x",
+    );
+    assert_eq!(
+        d.vmi
+            .as_ref()
+            .and_then(|v| v.pointer("/status/launcherContainerImageVersion")),
+        Some(&json!("quay.io/kubevirt/virt-launcher:v1.9.0"))
+    );
+}
