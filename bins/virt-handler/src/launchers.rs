@@ -20,6 +20,23 @@ use crate::lock;
 /// KubeVirt's qemu user, owner of the notify pipe in non-root launcher pods.
 const QEMU_USER: (u32, u32) = (107, 107);
 
+/// How long a launcher pod may exist without its command socket before the handler stops
+/// waiting (KubeVirt's three minutes): a launcher that died before it made the socket leaves a
+/// pod that will never answer, and the VMI must fail so that its VM can start a new one.
+pub const INIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(180);
+
+/// Whether the wait that began at `since` has lasted [`INIT_TIMEOUT`] at `now` (both RFC 3339;
+/// an unreadable time never times out, so a bad clock string cannot fail a VMI).
+pub fn waited_too_long(since: &str, now: &str) -> bool {
+    use k8s_openapi::jiff::Timestamp;
+    match (since.parse::<Timestamp>(), now.parse::<Timestamp>()) {
+        (Ok(since), Ok(now)) => {
+            now.as_second() - since.as_second() >= INIT_TIMEOUT.as_secs().cast_signed()
+        }
+        _ => false,
+    }
+}
+
 /// One VMI's launcher, by VMI UID.
 struct Entry {
     socket: PathBuf,
@@ -105,6 +122,17 @@ impl Launchers {
             (Some(mut e), None) => {
                 if e.answered || !e.socket.exists() && vmi.is_none() {
                     facts.gone = true;
+                } else if vmi.is_some_and(|v| !self.pod_dir_present(v)) {
+                    // No pod directory: waiting for its launcher makes no sense.
+                    facts.unresponsive = true;
+                } else if waited_too_long(
+                    e.waiting_since.get_or_insert_with(|| now.to_string()),
+                    now,
+                ) {
+                    // A pod whose launcher never made its socket (it died first): give up,
+                    // as KubeVirt does, after INIT_TIMEOUT.
+                    warn!(uid, "the launcher made no socket in {INIT_TIMEOUT:?}");
+                    facts.unresponsive = true;
                 } else {
                     facts.not_initialized = true;
                     facts.not_initialized_since = Some(
@@ -122,7 +150,9 @@ impl Launchers {
                 };
             }
             (None, None) => {
-                if vmi.is_some() {
+                if vmi.is_some_and(|v| !self.pod_dir_present(v)) {
+                    facts.unresponsive = true;
+                } else if vmi.is_some() {
                     facts.not_initialized = true;
                     facts.not_initialized_since = Some(now.to_string());
                     lock(&self.entries).insert(
@@ -185,6 +215,21 @@ impl Launchers {
         reached
     }
 
+    /// Whether one of `vmi`'s launcher pods on this node still has its socket directory
+    /// (KubeVirt's `FindPodDirOnHost`): without one, no launcher is coming.
+    fn pod_dir_present(&self, vmi: &VirtualMachineInstance) -> bool {
+        vmi.status
+            .as_ref()
+            .and_then(|s| s.active_pods.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|(_, on)| on.as_str() == self.node)
+            .filter_map(|(uid, _)| {
+                kvrs_ipc::layout::pod_sockets_dir_on_host(&self.pods_dir, uid).ok()
+            })
+            .any(|dir| dir.is_dir())
+    }
+
     /// Puts the notify pipe into the launcher pod, so the launcher's domain events reach this
     /// handler's notify server whatever the node's paths are.
     fn place_pipe(&self, pid: u32, vmi: Option<&VirtualMachineInstance>) -> Option<PipeHandle> {
@@ -220,5 +265,86 @@ impl Launchers {
     /// Closes and forgets the launcher of `uid` (its pod is gone or the VMI is final).
     pub fn close(&self, uid: &str) {
         lock(&self.entries).remove(uid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NODE: &str = "node01";
+    const POD_UID: &str = "6a1f3c2e-0000-4000-8000-000000000001";
+
+    fn vmi_with_pod() -> VirtualMachineInstance {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "v", "namespace": "ns", "uid": "vmi-uid"},
+            "spec": {"domain": {"devices": {}}},
+            "status": {"phase": "Scheduled", "activePods": {POD_UID: NODE}},
+        }))
+        .unwrap()
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("kvrs-launchers-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn waits_time_out_after_three_minutes() {
+        let since = "2026-01-01T00:00:00Z";
+        assert!(!waited_too_long(since, "2026-01-01T00:02:59Z"));
+        assert!(waited_too_long(since, "2026-01-01T00:03:00Z"));
+        assert!(
+            !waited_too_long(since, "2025-12-31T23:00:00Z"),
+            "a clock going back"
+        );
+        assert!(!waited_too_long("not a time", "2026-01-01T01:00:00Z"));
+    }
+
+    /// A launcher pod that never made its socket: first "not initialized" (the decision
+    /// requeues), then unresponsive once the pod has waited three minutes (the VMI fails and
+    /// its VM can start another) — not a VMI Scheduled for ever.
+    #[tokio::test]
+    async fn a_launcher_that_never_made_its_socket_is_given_up_after_the_timeout() {
+        let pods = scratch("never");
+        std::fs::create_dir_all(kvrs_ipc::layout::pod_sockets_dir_on_host(&pods, POD_UID).unwrap())
+            .unwrap();
+        let launchers = Launchers::new(pods.clone(), pods.join("share"), NODE.into());
+        let vmi = vmi_with_pod();
+
+        let first = launchers
+            .reach("vmi-uid", Some(&vmi), "2026-01-01T00:00:00Z")
+            .await;
+        assert!(first.facts.not_initialized && !first.facts.unresponsive);
+        let later = launchers
+            .reach("vmi-uid", Some(&vmi), "2026-01-01T00:02:00Z")
+            .await;
+        assert!(later.facts.not_initialized && !later.facts.unresponsive);
+        assert_eq!(
+            later.facts.not_initialized_since.as_deref(),
+            Some("2026-01-01T00:00:00Z"),
+            "the wait is counted from the first look"
+        );
+        let timed_out = launchers
+            .reach("vmi-uid", Some(&vmi), "2026-01-01T00:03:01Z")
+            .await;
+        assert!(timed_out.facts.unresponsive && !timed_out.facts.not_initialized);
+        let _ = std::fs::remove_dir_all(&pods);
+    }
+
+    /// Without the pod's socket directory on this node there is nothing to wait for.
+    #[tokio::test]
+    async fn no_pod_directory_means_unresponsive_at_once() {
+        let pods = scratch("nodir");
+        let launchers = Launchers::new(pods.clone(), pods.join("share"), NODE.into());
+        let vmi = vmi_with_pod();
+        let first = launchers
+            .reach("vmi-uid", Some(&vmi), "2026-01-01T00:00:00Z")
+            .await;
+        assert!(first.facts.unresponsive && !first.facts.not_initialized);
+        let _ = std::fs::remove_dir_all(&pods);
     }
 }
