@@ -10,7 +10,7 @@
 //! - after runStrategy Halted: no VMI, no pod, no network namespace, no VM process.
 //!
 //! `KVRS_FAULT_ROUNDS` (default: one round per fault kind) and `KVRS_FAULT_SEED` (default 1)
-//! choose the run; `KVRS_FAULT_ROUNDS=60 cargo test -p kvrs --test faults -- --nocapture` is a
+//! choose the run (`KVRS_FAULT_KIND` repeats one kind, `KVRS_FAULT_AT_MS` fixes the moment); `KVRS_FAULT_ROUNDS=60 cargo test -p kvrs --test faults -- --nocapture` is a
 //! long one. The counts are printed at the end.
 
 mod common;
@@ -186,6 +186,16 @@ fn killed_components_and_a_restarted_apiserver_leave_no_duplicates_and_no_leaks(
     let rounds = env_u64("KVRS_FAULT_ROUNDS", FAULTS.len() as u64);
     let seed = env_u64("KVRS_FAULT_SEED", 1);
     let mut rng = Rng(seed.max(1));
+    let at_ms = std::env::var("KVRS_FAULT_AT_MS")
+        .ok()
+        .map(|_| env_u64("KVRS_FAULT_AT_MS", 0));
+    // `KVRS_FAULT_KIND=Monitor` (etc.) repeats one kind: for chasing one fault's race.
+    let only = std::env::var("KVRS_FAULT_KIND").ok().map(|kind| {
+        *FAULTS
+            .iter()
+            .find(|f| format!("{f:?}") == kind)
+            .unwrap_or_else(|| panic!("KVRS_FAULT_KIND={kind:?}: one of {FAULTS:?}"))
+    });
     let mut stack = Stack::start();
     stack.apply_vm("Halted");
     let mut kinds = std::collections::BTreeMap::new();
@@ -201,12 +211,14 @@ fn killed_components_and_a_restarted_apiserver_leave_no_duplicates_and_no_leaks(
                 order.swap(i, j);
             }
         }
-        let fault = order[usize::try_from(round % 6).unwrap_or(0)];
+        let fault = only.unwrap_or(order[usize::try_from(round % 6).unwrap_or(0)]);
         let point = if rng.below(2) == 0 {
             Point::Starting(Duration::from_millis(rng.below(4000)))
         } else {
             Point::Running
         };
+        // `KVRS_FAULT_AT_MS=557` strikes every round that long after the start instead.
+        let point = at_ms.map_or(point, |ms| Point::Starting(Duration::from_millis(ms)));
         let warnings_before = warnings(&stack).len();
         stack.set_run_strategy("Always");
         match point {

@@ -258,7 +258,11 @@ impl Stack {
                 &format!("127.0.0.1:{}", free_loopback_port()),
             ])
             .arg("--allow-emulation")
-            .env("RUST_LOG", "info");
+            // `KVRS_E2E_HANDLER_LOG=debug` to read every sync when chasing a race.
+            .env(
+                "RUST_LOG",
+                std::env::var("KVRS_E2E_HANDLER_LOG").unwrap_or_else(|_| "info".into()),
+            );
         let handler = Daemon::start("virt-handler", handler_cmd, dir.join("virt-handler.log"));
 
         let stack = Stack {
@@ -404,7 +408,7 @@ impl Stack {
                     .filter(|o| o.status.success())
                     .map(drop)
             },
-            || self.logs(),
+            || format!("{}\n{}", self.logs(), self.pod_files_tail()),
         );
         assert!(
             pings(&[&pod_ip]),
@@ -412,6 +416,41 @@ impl Stack {
             self.logs()
         );
         vmi
+    }
+
+    /// The last lines of each log file under the pods' directories (the guest's serial
+    /// console log, the launcher's and libvirt's logs): what a guest that never answers ping
+    /// printed is the first thing to read.
+    pub fn pod_files_tail(&self) -> String {
+        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                match entry.file_type() {
+                    Ok(t) if t.is_dir() => walk(&path, out),
+                    Ok(t) if t.is_file() => {
+                        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                        if name.ends_with("-log") || name.ends_with(".log") {
+                            out.push(path);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut files = Vec::new();
+        walk(&self.pods_dir, &mut files);
+        let mut text = String::new();
+        for file in files {
+            let body = std::fs::read(&file).unwrap_or_default();
+            let body = String::from_utf8_lossy(&body);
+            let lines: Vec<&str> = body.lines().collect();
+            text.push_str(&format!(
+                "--- {} (last 30 lines)\n{}\n",
+                file.display(),
+                lines[lines.len().saturating_sub(30)..].join("\n")
+            ));
+        }
+        text
     }
 
     /// The one network namespace the kvrs kubelet made for a pod, if there is exactly one.

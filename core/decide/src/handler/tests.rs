@@ -314,3 +314,40 @@ fn null_and_absent_condition_timestamps_are_the_same_status() {
     let plan = run(Some(&v), Some(&d), &NodeFacts::default());
     assert_eq!(plan.status, None, "null and absent timestamps are equal");
 }
+
+/// A Scheduled VMI whose launcher has not made its socket yet: the sync looks again in a
+/// second (the client manager turns a wait that lasts into "unresponsive", which fails the VMI).
+#[test]
+fn a_scheduled_vmi_waiting_for_its_launcher_is_looked_at_again() {
+    let v = vmi("Scheduled");
+    let facts = NodeFacts {
+        launcher: LauncherFacts {
+            not_initialized: true,
+            not_initialized_since: Some("2026-01-01T00:00:00Z".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let plan = run(Some(&v), None, &facts);
+    assert!(
+        plan.plan
+            .queue
+            .ops()
+            .contains(&QueueOp::AddAfter { delay_seconds: 1 }),
+        "{:?} {:?}",
+        plan.decision,
+        plan.plan.queue.ops()
+    );
+    let gone = NodeFacts {
+        launcher: LauncherFacts {
+            unresponsive: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let plan = run(Some(&v), None, &gone);
+    assert_eq!(
+        plan.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Failed")
+    );
+}
