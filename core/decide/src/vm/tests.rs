@@ -1117,7 +1117,8 @@ fn the_firmware_patch_holds_only_at_the_generation_it_read() {
 fn only_a_revision_of_the_stored_vm_goes_alongside_the_patch() {
     let v = vm(Some("Always"), None, json!({}));
     let revision = |generation: i64, spec: &crate::api::VirtualMachineSpec| {
-        json!({"revision": generation, "data": {"spec": serde_json::to_value(spec).unwrap()}})
+        let spec = serde_json::to_value(spec).unwrap();
+        json!({"revision": generation, "data": {"spec": spec}})
     };
     assert!(super::records_stored_vm(&revision(1, &v.spec), &v));
     assert!(!super::records_stored_vm(&revision(2, &v.spec), &v));
