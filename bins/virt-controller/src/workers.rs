@@ -57,6 +57,11 @@ struct Fx<'a> {
     waited: Duration,
 }
 
+/// `d` in whole microseconds, for the log (saturating; no duration here comes near the limit).
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
 /// Sends one write, logs it when accepted (the burst benchmark reads each write's latency from
 /// that line) and returns how long it took.
 async fn timed_write(api: &KubeApi, write: &ApiWrite) -> (Result<(), ApiError>, Duration) {
@@ -70,7 +75,7 @@ async fn timed_write(api: &KubeApi, write: &ApiWrite) -> (Result<(), ApiError>, 
             verb = write.op.verb(),
             resource = %write.resource,
             sub = write.subresource.as_deref().unwrap_or(""),
-            took_us = took.as_micros() as u64,
+            took_us = micros(took),
             "wrote"
         );
     }
@@ -359,8 +364,8 @@ impl Controllers {
         started: std::time::Instant,
         api: Duration,
     ) {
-        let took_us = started.elapsed().as_micros() as u64;
-        let api_us = api.as_micros() as u64;
+        let took_us = micros(started.elapsed());
+        let api_us = micros(api);
         if let Some(e) = &out.error {
             self.metrics.reconcile_error(queue, e.label());
             warn!(

@@ -203,12 +203,12 @@ pub fn print(f: &Figures, n: usize) {
         println!(
             "{:<6} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>12.0}% {:>10.1}",
             queue,
-            ms(percentile(&q.took_us, 0.5)),
-            ms(percentile(&q.took_us, 0.9)),
-            ms(percentile(&q.took_us, 1.0)),
+            ms(percentile(&q.took_us, 50)),
+            ms(percentile(&q.took_us, 90)),
+            ms(percentile(&q.took_us, 100)),
             mean / 1000.0,
             api_share * 100.0,
-            ms(percentile(&q.writing_took_us, 0.5)),
+            ms(percentile(&q.writing_took_us, 50)),
         );
     }
     println!();
@@ -225,8 +225,8 @@ pub fn print(f: &Figures, n: usize) {
             what,
             lat.len(),
             lat.len() as f64 / n as f64,
-            ms(percentile(lat, 0.5)),
-            ms(percentile(lat, 0.9)),
+            ms(percentile(lat, 50)),
+            ms(percentile(lat, 90)),
             mean / 1000.0
         );
     }
@@ -238,14 +238,14 @@ pub fn print(f: &Figures, n: usize) {
     }
 }
 
-/// The `p`-quantile (0..=1) of `values`, nearest rank; 0 for none.
-pub fn percentile(values: &[u64], p: f64) -> u64 {
+/// The `percent`-th percentile (0..=100) of `values`, nearest rank; 0 for none.
+pub fn percentile(values: &[u64], percent: usize) -> u64 {
     if values.is_empty() {
         return 0;
     }
     let mut v = values.to_vec();
     v.sort_unstable();
-    let rank = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    let rank = (percent * v.len()).div_ceil(100).clamp(1, v.len());
     v[rank - 1]
 }
 
@@ -273,8 +273,8 @@ mod tests {
         assert_eq!(vm.writing_took_us, [900]);
         let status = ("patch".to_string(), "virtualmachines/status".to_string());
         assert_eq!(f.wrote.get(&status), Some(&vec![700]));
-        assert_eq!(percentile(&[5, 1, 3], 0.5), 3);
-        assert_eq!(percentile(&[5, 1, 3], 1.0), 5);
+        assert_eq!(percentile(&[5, 1, 3], 50), 3);
+        assert_eq!(percentile(&[5, 1, 3], 100), 5);
         let refused = (
             "patch".to_string(),
             "virtualmachines".to_string(),
