@@ -129,6 +129,9 @@ struct Write {
     subresource: String,
     name: String,
     precondition_uid: Option<String>,
+    /// Sent together with the write before it (`ApiWrite::alongside_previous`); KubeVirt's
+    /// writes always go one after another.
+    alongside_previous: bool,
 }
 
 impl Write {
@@ -206,7 +209,8 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
     };
 
     // Writes: resource, subresource, name, in order (see `Write::same`). A write only one side
-    // sends differs at its selector; a delete's precondition at `SELECTOR /preconditions/uid`.
+    // sends differs at its selector; a delete's precondition at `SELECTOR /preconditions/uid`;
+    // a write sent together with the one before it at `SELECTOR /alongside_previous`.
     let ours: Vec<Write> = plan
         .writes()
         .take(sent)
@@ -219,6 +223,7 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
                 WriteOp::Delete { precondition_uid } => precondition_uid.clone(),
                 _ => None,
             },
+            alongside_previous: w.alongside_previous,
         })
         .collect();
     let theirs: Vec<Write> = oracle["actions"]
@@ -235,6 +240,7 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
                 .pointer("/DeleteOptions/preconditions/uid")
                 .and_then(Value::as_str)
                 .map(str::to_string),
+            alongside_previous: false,
         })
         .collect();
     for pair in align(&theirs, &ours, Write::same) {
@@ -246,6 +252,21 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
                     format!("{} /preconditions/uid", t.selector()),
                     uid_shown(&t.precondition_uid),
                     uid_shown(&o.precondition_uid),
+                ))
+            }
+            (Some(t), Some(o)) if t.alongside_previous != o.alongside_previous => {
+                let order = |together: bool| {
+                    if together {
+                        "together with the write before it"
+                    } else {
+                        "after the write before it is answered"
+                    }
+                };
+                diffs.push(Difference::new(
+                    test,
+                    format!("{} /alongside_previous", t.selector()),
+                    order(t.alongside_previous),
+                    order(o.alongside_previous),
                 ))
             }
             (Some(t), None) => {

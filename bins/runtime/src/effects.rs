@@ -72,6 +72,23 @@ pub trait Api {
     /// object the controller only partly understands.
     fn write(&mut self, write: &ApiWrite) -> impl Future<Output = Result<(), ApiError>>;
 
+    /// Sends `writes`, none of which depends on another (a plan's writes marked
+    /// [`alongside_previous`](ApiWrite::alongside_previous)), and returns each one's outcome in
+    /// their order; all are sent even when one fails. By default one after another; a transport
+    /// that can have several requests in flight sends them at the same time.
+    fn write_together(
+        &mut self,
+        writes: &[&ApiWrite],
+    ) -> impl Future<Output = Vec<Result<(), ApiError>>> {
+        async move {
+            let mut out = Vec::with_capacity(writes.len());
+            for w in writes {
+                out.push(self.write(w).await);
+            }
+            out
+        }
+    }
+
     /// Records an event. Failing to record one never fails a reconcile (as in client-go's
     /// recorder), so there is no error to return.
     fn event(&mut self, event: &Event) -> impl Future<Output = ()>;
@@ -127,6 +144,12 @@ impl<T: Api + ?Sized> Api for &mut T {
     fn write(&mut self, write: &ApiWrite) -> impl Future<Output = Result<(), ApiError>> {
         (**self).write(write)
     }
+    fn write_together(
+        &mut self,
+        writes: &[&ApiWrite],
+    ) -> impl Future<Output = Vec<Result<(), ApiError>>> {
+        (**self).write_together(writes)
+    }
     fn event(&mut self, event: &Event) -> impl Future<Output = ()> {
         (**self).event(event)
     }
@@ -139,6 +162,12 @@ pub struct With<A, X>(pub A, pub X);
 impl<A: Api, X> Api for With<A, X> {
     fn write(&mut self, write: &ApiWrite) -> impl Future<Output = Result<(), ApiError>> {
         self.0.write(write)
+    }
+    fn write_together(
+        &mut self,
+        writes: &[&ApiWrite],
+    ) -> impl Future<Output = Vec<Result<(), ApiError>>> {
+        self.0.write_together(writes)
     }
     fn event(&mut self, event: &Event) -> impl Future<Output = ()> {
         self.0.event(event)

@@ -1,6 +1,6 @@
 //! Running a controller plan: the VM and VMI controllers' writes, in order.
 
-use kvrs_decide::{Action, DecideError, ErrorKind, Plan, Requeue};
+use kvrs_decide::{DecideError, ErrorKind, Plan, Requeue};
 use kvrs_queue::Instant;
 use tracing::debug;
 
@@ -13,6 +13,9 @@ pub struct Executed {
     pub writes_sent: usize,
     /// The write that failed, with the server's answer; the plan stopped there.
     pub failed: Option<ApiError>,
+    /// Which of the plan's writes (`plan.writes().nth(i)`) failed. Writes sent together with
+    /// it may have been accepted, so this is not always `writes_sent`.
+    pub failed_write: Option<usize>,
     /// What to do with the key now: the plan's own outcome, or a rate-limited retry when a write
     /// failed.
     pub queue: Requeue,
@@ -21,9 +24,11 @@ pub struct Executed {
 }
 
 /// Runs `plan`'s writes in order through `fx`, raising each write's expectation first and
-/// lowering it if the write fails; stops at the first failure (the
-/// later writes assumed the earlier ones succeeded). Events are recorded after the writes that
-/// were sent, as KubeVirt records them after acting.
+/// lowering it if the write fails; stops at the first failure (the later writes assumed the
+/// earlier ones succeeded). Writes the plan marks
+/// [`alongside_previous`](kvrs_decide::ApiWrite::alongside_previous) go out together with the
+/// write before them ([`Api::write_together`]), and the next write waits for all of them.
+/// Events are recorded after the writes that were sent, as KubeVirt records them after acting.
 ///
 /// A controller plan has no launcher calls or node steps; should one appear it is skipped with a
 /// debug log rather than sent anywhere (only [`execute_handler`](crate::execute_handler) runs them).
@@ -32,34 +37,55 @@ pub struct Executed {
 /// write's watch event reaches the store before the write returns, as it can in a cluster).
 /// [`With`](crate::With) pairs an API with a separate store.
 pub async fn execute<E: Api + Expecting>(plan: &Plan, fx: &mut E, now: Instant) -> Executed {
+    for action in &plan.actions {
+        if action.as_write().is_none() {
+            debug!(action = %action.label(), "controller plan: non-write action skipped");
+        }
+    }
+    let writes = plan.write_list();
     let mut writes_sent = 0;
     let mut failed = None;
-    for action in &plan.actions {
-        let Action::Write(write) = action else {
-            debug!(action = %action.label(), "controller plan: non-write action skipped");
-            continue;
-        };
-        if let Some(e) = &write.expectation {
-            fx.raise(e, now);
-        }
-        match fx.write(write).await {
-            Ok(()) => writes_sent += 1,
-            Err(err) => {
-                if let Some(e) = &write.expectation {
-                    fx.lower(e);
-                }
-                debug!(
-                    verb = write.op.verb(),
-                    resource = %write.resource,
-                    object = %format!("{}/{}", write.namespace, write.name),
-                    reason = err.kind.label(),
-                    "write failed: {}", err.message
-                );
-                tracing::trace!(op = ?write.op, "the failed write");
-                failed = Some(err);
-                break;
+    let mut start = 0;
+    while start < writes.len() && failed.is_none() {
+        let end = start
+            + 1
+            + writes[start + 1..]
+                .iter()
+                .take_while(|w| w.alongside_previous)
+                .count();
+        let wave = &writes[start..end];
+        for w in wave {
+            if let Some(e) = &w.expectation {
+                fx.raise(e, now);
             }
         }
+        let results = if let [one] = wave {
+            vec![fx.write(one).await]
+        } else {
+            fx.write_together(wave).await
+        };
+        for (i, (write, result)) in wave.iter().zip(results).enumerate() {
+            match result {
+                Ok(()) => writes_sent += 1,
+                Err(err) => {
+                    if let Some(e) = &write.expectation {
+                        fx.lower(e);
+                    }
+                    debug!(
+                        verb = write.op.verb(),
+                        resource = %write.resource,
+                        object = %format!("{}/{}", write.namespace, write.name),
+                        reason = err.kind.label(),
+                        "write failed: {}", err.message
+                    );
+                    tracing::trace!(op = ?write.op, "the failed write");
+                    if failed.is_none() {
+                        failed = Some((start + i, err));
+                    }
+                }
+            }
+        }
+        start = end;
     }
     for event in &plan.events {
         fx.event(event).await;
@@ -67,19 +93,21 @@ pub async fn execute<E: Api + Expecting>(plan: &Plan, fx: &mut E, now: Instant) 
     finish(plan, writes_sent, failed)
 }
 
-fn finish(plan: &Plan, writes_sent: usize, failed: Option<ApiError>) -> Executed {
+fn finish(plan: &Plan, writes_sent: usize, failed: Option<(usize, ApiError)>) -> Executed {
     match failed {
         None => Executed {
             writes_sent,
             failed: None,
+            failed_write: None,
             queue: plan.queue.clone(),
             error: plan.error.clone(),
         },
-        Some(err) => Executed {
+        Some((index, err)) => Executed {
             writes_sent,
             error: Some(DecideError::new(ErrorKind::ApiWrite, err.message.clone())),
             queue: retry_after(&err),
             failed: Some(err),
+            failed_write: Some(index),
         },
     }
 }
@@ -194,5 +222,70 @@ mod tests {
         assert_eq!(out.failed, None);
         assert_eq!(out.queue.after_seconds(), Some(5));
         assert_eq!(api.events, 1);
+    }
+    /// An API that refuses the write named `fail` and records which writes went out together.
+    struct Waves {
+        fail: &'static str,
+        sent: Vec<String>,
+        waves: Vec<Vec<String>>,
+    }
+
+    impl Api for Waves {
+        async fn write(&mut self, w: &ApiWrite) -> Result<(), ApiError> {
+            self.sent.push(w.name.clone());
+            if w.name == self.fail {
+                return Err(ApiError::new(ApiErrorKind::Conflict, "test failed"));
+            }
+            Ok(())
+        }
+        async fn write_together(&mut self, writes: &[&ApiWrite]) -> Vec<Result<(), ApiError>> {
+            self.waves
+                .push(writes.iter().map(|w| w.name.clone()).collect());
+            let mut out = Vec::new();
+            for w in writes {
+                out.push(self.write(w).await);
+            }
+            out
+        }
+        async fn event(&mut self, _: &Event) {}
+    }
+
+    #[test]
+    fn independent_writes_go_together_and_the_next_waits_for_both() {
+        let mut plan = Plan::idle();
+        plan.push_write(create("a"));
+        plan.push_write(create("b").independent_of_previous());
+        plan.push_write(create("c"));
+        let mut api = Waves {
+            fail: "none",
+            sent: vec![],
+            waves: vec![],
+        };
+        let mut exp = ControllerExpectations::new();
+        let out = run_ready(execute(&plan, &mut With(&mut api, &mut exp), Instant::ZERO)).unwrap();
+        assert_eq!(api.waves, [["a", "b"]]);
+        assert_eq!(api.sent, ["a", "b", "c"]);
+        assert_eq!((out.writes_sent, out.failed_write), (3, None));
+    }
+
+    #[test]
+    fn a_failure_in_a_wave_ends_the_plan_after_the_wave() {
+        let mut plan = Plan::idle();
+        plan.push_write(create("a"));
+        plan.push_write(create("b").independent_of_previous());
+        plan.push_write(create("c"));
+        let mut api = Waves {
+            fail: "a",
+            sent: vec![],
+            waves: vec![],
+        };
+        let mut exp = ControllerExpectations::new();
+        let out = run_ready(execute(&plan, &mut With(&mut api, &mut exp), Instant::ZERO)).unwrap();
+        // `b` was already on its way; `c` assumed both and is not sent.
+        assert_eq!(api.sent, ["a", "b"]);
+        assert_eq!(out.writes_sent, 1);
+        assert_eq!(out.failed_write, Some(0));
+        // Only the accepted create is still expected.
+        assert_eq!(exp.pending("ns/vm", Instant::ZERO).creations, 1);
     }
 }

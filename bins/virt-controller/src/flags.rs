@@ -39,11 +39,15 @@ pub struct Flags {
     /// Address of `/metrics`, `/healthz`, `/readyz` and `/leader`.
     #[arg(long, default_value = "0.0.0.0:8443")]
     pub metrics_addr: SocketAddr,
-    /// Workers of the VMI controller (KubeVirt: 10).
-    #[arg(long, default_value_t = 10)]
+    /// Workers of the VMI controller: KubeVirt's `--vmi-controller-threads` (accepted too),
+    /// default 10 as KubeVirt's. Each worker runs one sync at a time and waits on the API
+    /// server's answers; raise it on a busy cluster.
+    #[arg(long, alias = "vmi-controller-threads", default_value_t = 10)]
     pub vmi_workers: usize,
-    /// Workers of the VM controller (KubeVirt: 3).
-    #[arg(long, default_value_t = 3)]
+    /// Workers of the VM controller: KubeVirt's `--vm-controller-threads` (accepted too),
+    /// default 3 as KubeVirt's. A burst of new VMs is paced by these workers: each VM start
+    /// waits on a few API round trips in a row.
+    #[arg(long, alias = "vm-controller-threads", default_value_t = 3)]
     pub vm_workers: usize,
     /// The virt-launcher image rendered into launcher pods.
     #[arg(long, default_value = "quay.io/kubevirt/virt-launcher:v1.9.0")]
@@ -103,6 +107,21 @@ mod tests {
         assert!(flags.leader_elect);
         assert_eq!(flags.namespace, "kubevirt");
         assert_eq!(flags.metrics_addr.port(), 8443);
+    }
+
+    #[test]
+    fn worker_counts_default_to_kubevirts_and_take_its_flag_names() {
+        let flags = Flags::try_parse_from(["virt-controller"]).unwrap();
+        assert_eq!((flags.vm_workers, flags.vmi_workers), (3, 10));
+        let flags = Flags::try_parse_from([
+            "virt-controller",
+            "--vm-controller-threads",
+            "8",
+            "--vmi-controller-threads",
+            "12",
+        ])
+        .unwrap();
+        assert_eq!((flags.vm_workers, flags.vmi_workers), (8, 12));
     }
 
     #[test]

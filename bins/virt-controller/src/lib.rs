@@ -9,6 +9,7 @@
 //! one in-flight request.
 
 mod caches;
+mod events;
 pub mod flags;
 mod metrics;
 mod random;
@@ -91,10 +92,12 @@ pub async fn run(
         qemu_timeout_seconds: flags.qemu_timeout_seconds,
         ..PodInputs::default()
     };
+    let api = Arc::new(KubeApi::new(client.clone(), "virt-controller", &identity));
     let controllers = Arc::new(Controllers {
         caches,
         shared: shared.clone(),
-        api: KubeApi::new(client.clone(), "virt-controller", &identity),
+        events: events::BackgroundEvents::new(api.clone()),
+        api,
         config,
         pod_inputs,
         metrics: metrics.clone(),

@@ -92,6 +92,9 @@ impl kvrs_queue::QueueMetrics for Hooks {
     fn retry(&self) {
         self.0.retries.inc();
     }
+    fn queue_latency(&self, waited: Duration) {
+        self.0.queue_duration.observe_duration(waited);
+    }
     fn work_duration(&self, took: Duration) {
         self.0.work_duration.observe_duration(took);
     }

@@ -5,7 +5,7 @@
 //! the clock and the random numbers the decisions take as inputs.
 
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kube::runtime::reflector::ObjectRef;
 use kvrs_admission::ClusterConfig;
@@ -27,6 +27,7 @@ use serde_json::Value;
 use tracing::{debug, warn};
 
 use crate::caches::{Caches, Shared, lock};
+use crate::events::BackgroundEvents;
 use crate::random;
 
 /// What a sync needs besides its key.
@@ -36,7 +37,9 @@ pub struct Controllers {
     /// Queues and expectations.
     pub shared: Arc<Shared>,
     /// The API.
-    pub api: KubeApi,
+    pub api: Arc<KubeApi>,
+    /// Where events go (sent in the background, as client-go's recorder sends them).
+    pub events: BackgroundEvents,
     /// Cluster configuration.
     pub config: ClusterConfig,
     /// Launcher pod inputs (the jitter is drawn per pod).
@@ -45,20 +48,58 @@ pub struct Controllers {
     pub metrics: Arc<crate::metrics::ControllerMetrics>,
 }
 
-/// The executor's effects for one controller: the shared API and that controller's expectations.
+/// The executor's effects for one controller: the shared API and that controller's expectations,
+/// and how long the reconcile waited on the API server (reported in its `reconciled` line).
 struct Fx<'a> {
     api: &'a KubeApi,
+    events: &'a BackgroundEvents,
     expectations: &'a Mutex<ControllerExpectations>,
+    waited: Duration,
+}
+
+/// `d` in whole microseconds, for the log (saturating; no duration here comes near the limit).
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Sends one write, logs it when accepted (the burst benchmark reads each write's latency from
+/// that line) and returns how long it took.
+async fn timed_write(api: &KubeApi, write: &ApiWrite) -> (Result<(), ApiError>, Duration) {
+    let mut api = api;
+    let start = std::time::Instant::now();
+    let out = api.write(write).await;
+    let took = start.elapsed();
+    tracing::trace!(op = ?write.op, "the write");
+    if out.is_ok() {
+        debug!(
+            verb = write.op.verb(),
+            resource = %write.resource,
+            sub = write.subresource.as_deref().unwrap_or(""),
+            took_us = micros(took),
+            "wrote"
+        );
+    }
+    (out, took)
 }
 
 impl Api for Fx<'_> {
     async fn write(&mut self, write: &ApiWrite) -> Result<(), ApiError> {
-        let mut api = self.api;
-        api.write(write).await
+        let (out, took) = timed_write(self.api, write).await;
+        self.waited += took;
+        out
     }
+
+    /// All at once: each write has a connection of the client's pool to itself.
+    async fn write_together(&mut self, writes: &[&ApiWrite]) -> Vec<Result<(), ApiError>> {
+        let start = std::time::Instant::now();
+        let api = self.api;
+        let out = futures::future::join_all(writes.iter().map(|w| timed_write(api, w))).await;
+        self.waited += start.elapsed();
+        out.into_iter().map(|(result, _)| result).collect()
+    }
+
     async fn event(&mut self, event: &Event) {
-        let mut api = self.api;
-        api.event(event).await;
+        self.events.record(event);
     }
 }
 
@@ -125,6 +166,7 @@ fn referenced_revisions(vm: &VirtualMachine) -> Vec<String> {
 impl Controllers {
     /// One VM controller sync of `key`.
     pub async fn sync_vm(&self, key: &str) {
+        let started = std::time::Instant::now();
         let (ns, name) = split(key);
         let Some(vm) = self
             .caches
@@ -199,15 +241,16 @@ impl Controllers {
             "deciding"
         );
         let decision = decide_vm(&world);
-        let out = self
+        let (out, api) = self
             .run(&decision.plan, &self.shared.vm_expectations, queue_now)
             .await;
-        self.finish("vm", key, &out);
+        self.finish("vm", key, &out, started, api);
         requeue_async(&self.shared.vm_queue, key, &out.queue);
     }
 
     /// One VMI controller sync of `key`.
     pub async fn sync_vmi(&self, key: &str) {
+        let started = std::time::Instant::now();
         let (ns, name) = split(key);
         let Some(vmi) = self
             .caches
@@ -252,24 +295,25 @@ impl Controllers {
         let render = launcher_renderer(&self.config, &inputs);
         let suffix = pod_name_suffix(random::u64());
         let decision = decide_vmi(&world, &render, &suffix);
-        let mut out = self
+        let (mut out, mut api) = self
             .run(&decision.plan, &self.shared.vmi_expectations, queue_now)
             .await;
         if let Some(failed) = &out.failed {
-            let failed_write = decision.plan.writes().nth(out.writes_sent);
+            let failed_write = out.failed_write.and_then(|i| decision.plan.writes().nth(i));
             let pod_create = failed_write
                 .is_some_and(|w| w.resource == "pods" && matches!(w.op, WriteOp::Create { .. }));
             if pod_create {
                 // KubeVirt records why the pod could not be created on the VMI, then retries.
                 let forbidden = failed.kind == ApiErrorKind::Forbidden;
                 let plan: Plan = pod_create_failed(&vmi, forbidden, &failed.message, now.unix());
-                let again = self
+                let (again, waited) = self
                     .run(&plan, &self.shared.vmi_expectations, queue_now)
                     .await;
                 out.queue = again.queue;
+                api += waited;
             }
         }
-        self.finish("vmi", key, &out);
+        self.finish("vmi", key, &out, started, api);
         requeue_async(&self.shared.vmi_queue, key, &out.queue);
     }
 
@@ -293,33 +337,57 @@ impl Controllers {
         out
     }
 
+    /// Runs `plan`; also returns how long its writes waited on the API server.
     async fn run(
         &self,
         plan: &Plan,
         expectations: &Mutex<ControllerExpectations>,
         now: Instant,
-    ) -> Executed {
+    ) -> (Executed, Duration) {
         let mut fx = Fx {
             api: &self.api,
+            events: &self.events,
             expectations,
+            waited: Duration::ZERO,
         };
-        execute(plan, &mut fx, now).await
+        let out = execute(plan, &mut fx, now).await;
+        (out, fx.waited)
     }
 
-    fn finish(&self, queue: &str, key: &str, out: &Executed) {
+    /// Logs the reconcile's end: its writes, how long it took from the key's dequeue (`took_us`)
+    /// and how much of that was spent waiting on the API server (`api_us`).
+    fn finish(
+        &self,
+        queue: &str,
+        key: &str,
+        out: &Executed,
+        started: std::time::Instant,
+        api: Duration,
+    ) {
+        let took_us = micros(started.elapsed());
+        let api_us = micros(api);
         if let Some(e) = &out.error {
             self.metrics.reconcile_error(queue, e.label());
             warn!(
                 queue,
                 object = key,
                 writes = out.writes_sent,
+                took_us,
+                api_us,
                 reason = e.label(),
                 "reconcile failed: {}",
                 e.message
             );
         } else {
             // One line per reconcile: the burst benchmark counts reconciles and writes from it.
-            debug!(queue, object = key, writes = out.writes_sent, "reconciled");
+            debug!(
+                queue,
+                object = key,
+                writes = out.writes_sent,
+                took_us,
+                api_us,
+                "reconciled"
+            );
         }
     }
 }

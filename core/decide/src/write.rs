@@ -107,6 +107,11 @@ pub struct ApiWrite {
     pub op: WriteOp,
     /// Expectation to raise before sending (and lower if the write fails).
     pub expectation: Option<Expectation>,
+    /// Neither this write nor the one before it in the plan depends on the other, so a shell
+    /// may send the two at the same time (`kvrs_runtime::execute` does). Set by a decision only
+    /// where KubeVirt's order of the two is incidental; the writes after them still wait for
+    /// both.
+    pub alongside_previous: bool,
 }
 
 impl ApiWrite {
@@ -119,6 +124,7 @@ impl ApiWrite {
             name: name.into(),
             op,
             expectation: None,
+            alongside_previous: false,
         }
     }
 
@@ -131,6 +137,13 @@ impl ApiWrite {
     /// The same write with an expectation raised first.
     pub fn expecting(mut self, e: Expectation) -> Self {
         self.expectation = Some(e);
+        self
+    }
+
+    /// The same write, independent of the write before it (see
+    /// [`alongside_previous`](Self::alongside_previous)).
+    pub fn independent_of_previous(mut self) -> Self {
+        self.alongside_previous = true;
         self
     }
 

@@ -231,12 +231,10 @@ pub fn api_error(e: kube::Error) -> ApiError {
     }
 }
 
-impl Api for KubeApi {
-    async fn write(&mut self, write: &ApiWrite) -> Result<(), ApiError> {
-        self.send(write).await
-    }
-
-    async fn event(&mut self, event: &Event) {
+impl KubeApi {
+    /// Records `event` (events.k8s.io/v1). A failure is logged, never returned: an event that
+    /// cannot be recorded never fails a reconcile (client-go drops them too).
+    pub async fn record_event(&self, event: &Event) {
         let reference = ObjectReference {
             api_version: Some(api_version_of(&event.object.kind).to_string()),
             kind: Some(event.object.kind.clone()),
@@ -266,6 +264,16 @@ impl Api for KubeApi {
     }
 }
 
+impl Api for KubeApi {
+    async fn write(&mut self, write: &ApiWrite) -> Result<(), ApiError> {
+        self.send(write).await
+    }
+
+    async fn event(&mut self, event: &Event) {
+        self.record_event(event).await;
+    }
+}
+
 /// Also usable through a shared reference, so many workers share one client.
 impl Api for &KubeApi {
     async fn write(&mut self, write: &ApiWrite) -> Result<(), ApiError> {
@@ -273,8 +281,7 @@ impl Api for &KubeApi {
     }
 
     async fn event(&mut self, event: &Event) {
-        let mut this = (*self).clone();
-        Api::event(&mut this, event).await;
+        self.record_event(event).await;
     }
 }
 

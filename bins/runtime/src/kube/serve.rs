@@ -426,6 +426,7 @@ pub struct WorkqueueMetrics {
     depth: GaugeVec,
     adds: CounterVec,
     retries: CounterVec,
+    queue_duration: HistogramVec,
     work_duration: HistogramVec,
     errors: CounterVec,
 }
@@ -439,6 +440,9 @@ pub struct QueueMetrics {
     pub adds: Counter,
     /// Rate-limited re-adds (`kubevirt_workqueue_retries_total`).
     pub retries: Counter,
+    /// Time a key waited in the queue before a worker took it
+    /// (`kubevirt_workqueue_queue_duration_seconds`).
+    pub queue_duration: Histogram,
     /// Time one sync took (`kubevirt_workqueue_work_duration_seconds`).
     pub work_duration: Histogram,
     name: String,
@@ -464,6 +468,12 @@ impl WorkqueueMetrics {
                 "Total number of retries handled by workqueue",
                 &["name"],
             ),
+            queue_duration: metrics.histogram(
+                "kubevirt_workqueue_queue_duration_seconds",
+                "How long in seconds an item stays in workqueue before being requested.",
+                &["name"],
+                &DURATION_BUCKETS,
+            ),
             work_duration: metrics.histogram(
                 "kubevirt_workqueue_work_duration_seconds",
                 "How long in seconds processing an item from workqueue takes.",
@@ -484,6 +494,7 @@ impl WorkqueueMetrics {
             depth: self.depth.with(&[name]),
             adds: self.adds.with(&[name]),
             retries: self.retries.with(&[name]),
+            queue_duration: self.queue_duration.with(&[name]),
             work_duration: self.work_duration.with(&[name]),
             name: name.to_owned(),
             errors: self.errors.clone(),

@@ -212,6 +212,7 @@ pub fn decide_vm(world: &VmWorld<'_>) -> VmDecision {
     }
     let (ns, name) = (r.ns(), r.name());
     merge_vm_object_patches(&mut r.plan, &ns, &name);
+    send_revision_with_vm_patch(&mut r.plan, world.vm);
     VmDecision {
         plan: r.plan,
         status,
@@ -279,6 +280,58 @@ fn merge_vm_object_patches(plan: &mut Plan, ns: &str, name: &str) {
     {
         ops.extend(later_ops);
     }
+}
+
+/// Lets the start revision's create go out together with the VM object patch right before it
+/// (the finalizer, in a VM's first start): neither reads the other, and both still come before
+/// the VMI create, which waits for the two. KubeVirt sends them one after the other only
+/// because its steps run in sequence.
+///
+/// Only when the revision records the VM exactly as the cache holds it (`stored`): its
+/// generation and its spec. A revision is named after the VM's UID and generation, and a
+/// stored object's spec at a generation never changes, so the revision is right whether the
+/// patch is accepted or refused (its `test`s make it fail rather than apply to a changed VM).
+/// A revision made from a spec this reconcile changed would hold a spec the VM may never have
+/// at that generation if the patch failed; that one waits for the patch as in KubeVirt. If the
+/// patch fails, the revision stands without the VMI; the retry finds it (in the cache, or
+/// refused as existing, which retries once more) — the start itself still waits for the
+/// finalizer.
+fn send_revision_with_vm_patch(plan: &mut Plan, stored: &VirtualMachine) {
+    let (ns, name) = (
+        stored.metadata.namespace.as_deref().unwrap_or_default(),
+        stored.metadata.name.as_deref().unwrap_or_default(),
+    );
+    let writes: Vec<&ApiWrite> = plan.writes().collect();
+    let Some(i) = writes.windows(2).position(|pair| {
+        let (patch, create) = (pair[0], pair[1]);
+        patch.resource == "virtualmachines"
+            && patch.subresource.is_none()
+            && patch.namespace == ns
+            && patch.name == name
+            && matches!(patch.op, WriteOp::Patch { .. })
+            && create.resource == "controllerrevisions"
+            && matches!(&create.op, WriteOp::Create { object } if records_stored_vm(object, stored))
+    }) else {
+        return;
+    };
+    if let Some(create) = plan
+        .actions
+        .iter_mut()
+        .filter_map(|a| match a {
+            crate::Action::Write(w) => Some(w),
+            _ => None,
+        })
+        .nth(i + 1)
+    {
+        create.alongside_previous = true;
+    }
+}
+
+/// Whether the start revision `object` holds `stored`'s generation and spec.
+fn records_stored_vm(object: &Value, stored: &VirtualMachine) -> bool {
+    stored.metadata.generation.is_some()
+        && object["revision"].as_i64() == stored.metadata.generation
+        && serde_json::to_value(&stored.spec).is_ok_and(|spec| object["data"]["spec"] == spec)
 }
 
 /// KubeVirt's `sync`: returns the sync error (status is still written) or a fatal error (the
@@ -377,11 +430,25 @@ fn firmware_sync(r: &mut Reconcile<'_, '_>) {
     let uuid = kvrs_admission::template::firmware_uuid_for_vm(&r.name());
     new["uuid"] = Value::String(uuid.clone());
     let path = "/spec/template/spec/domain/firmware";
-    let patch = Value::Array(vec![
+    let mut ops = vec![
         super::patch::op("test", path, Some(old)),
         super::patch::op("add", path, Some(new)),
-    ]);
-    r.push_vm_patch(patch);
+    ];
+    // The patch changes the spec, so the API server stores the VM at the next generation.
+    // KubeVirt's status write that follows reports that generation (`desiredGeneration`), read
+    // from the VM its patch returned; the decision knows it without the answer once the patch
+    // also tests the generation it read (a VM whose spec changed meanwhile refuses the patch,
+    // and the retry decides from the newer VM). Without this, the status reports the old
+    // generation and the VM's own watch event brings a second status write for nothing but the
+    // new one.
+    if let Some(g) = r.vm.metadata.generation.as_mut() {
+        ops.insert(
+            0,
+            super::patch::op("test", "/metadata/generation", Some(Value::from(*g))),
+        );
+        *g += 1;
+    }
+    r.push_vm_patch(Value::Array(ops));
     if let Some(spec) = r.vm.spec.template.spec.as_mut() {
         spec.domain
             .firmware

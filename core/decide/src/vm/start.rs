@@ -246,6 +246,13 @@ pub(super) fn start_vmi(r: &mut Reconcile<'_, '_>) -> Option<SyncError> {
     let annotations = md.annotations.get_or_insert_with(Default::default);
     let generation = r.vm.metadata.generation.unwrap_or(0).to_string();
     annotations.insert(VM_GENERATION_ANNOTATION.into(), generation);
+    // KubeVirt creates the VMI without the API-version annotations, and its VMI controller's
+    // first reconcile does nothing but store them (an update, then a requeue). The VMI is
+    // created at the current version, which is what they record: set here, they save each
+    // started VM that write, its watch event and that reconcile (a deliberate difference,
+    // tests/deliberate-differences.json).
+    annotations.insert(meta::LATEST_OBSERVED_API_VERSION.into(), "v1".into());
+    annotations.insert(meta::STORAGE_OBSERVED_API_VERSION.into(), "v1".into());
     if r.vm.spec.run_strategy.as_deref() == Some("WaitAsReceiver") {
         annotations.insert(CREATE_MIGRATION_TARGET_ANNOTATION.into(), "true".into());
     }

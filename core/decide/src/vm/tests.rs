@@ -952,6 +952,7 @@ fn one_reconcile_sends_one_patch_of_the_vm_object() {
         tested,
         [
             "/metadata/finalizers",
+            "/metadata/generation",
             "/spec/template/spec/domain/firmware"
         ]
     );
@@ -970,4 +971,164 @@ fn one_reconcile_sends_one_patch_of_the_vm_object() {
     let mut changed = bare;
     changed["metadata"]["finalizers"] = json!(["other"]);
     assert!(crate::patch::apply_json_patch(&mut changed, patch).is_err());
+}
+
+/// The VMI a VM starts carries the API-version annotations, so the VMI controller's first
+/// reconcile of it creates the launcher pod instead of only storing them (KubeVirt creates the
+/// VMI without them and spends a write and a reconcile on them).
+#[test]
+fn the_started_vmi_needs_no_api_version_write_of_the_vmi_controller() {
+    let cfg = ClusterConfig {
+        admit_created_vmis: true,
+        ..ClusterConfig::default()
+    };
+    let v = vm(Some("Always"), None, json!({}));
+    let d = decide_vm(&world(&v, None, &cfg));
+    let mut created = d
+        .plan
+        .writes()
+        .find_map(|w| match &w.op {
+            WriteOp::Create { object } if w.resource == "virtualmachineinstances" => {
+                Some(object.clone())
+            }
+            _ => None,
+        })
+        .expect("a VMI is created");
+    for a in [
+        crate::meta::LATEST_OBSERVED_API_VERSION,
+        crate::meta::STORAGE_OBSERVED_API_VERSION,
+    ] {
+        assert_eq!(created["metadata"]["annotations"][a], "v1", "{created}");
+    }
+    // As the API server stores it: with a UID.
+    created["metadata"]["uid"] = json!("vmi-uid");
+    let vmi: VirtualMachineInstance = serde_json::from_value(created).unwrap();
+    let world = crate::vmi::VmiWorld {
+        vmi: &vmi,
+        pods: Vec::new(),
+        vms: std::slice::from_ref(&v),
+        vm: Some(&v),
+        migrations: &[],
+        expectations: PendingExpectations::default(),
+        now: crate::Now::from_unix(NOW),
+        config: &cfg,
+    };
+    let inputs = kvrs_pod::PodInputs::default();
+    let render = crate::vmi::launcher_renderer(&cfg, &inputs);
+    let first = crate::vmi::decide_vmi(&world, &render, "abcde");
+    let writes: Vec<String> = first
+        .plan
+        .writes()
+        .map(|w| format!("{} {}", w.op.verb(), w.resource))
+        .collect();
+    assert_eq!(
+        writes.first().map(String::as_str),
+        Some("create pods"),
+        "{writes:?}"
+    );
+}
+
+/// A VM's first start: the finalizer patch and the start revision go out together (neither
+/// reads the other); the VMI create waits for both, the status for the VMI create.
+#[test]
+fn the_first_start_sends_the_finalizer_and_the_revision_together() {
+    let cfg = ClusterConfig::default();
+    let mut v = vm(Some("Always"), None, json!({}));
+    v.metadata.finalizers = None;
+    let d = decide_vm(&world(&v, None, &cfg));
+    let writes: Vec<(String, bool)> = d
+        .plan
+        .writes()
+        .map(|w| {
+            let sub = w
+                .subresource
+                .as_deref()
+                .map(|s| format!("/{s}"))
+                .unwrap_or_default();
+            (
+                format!("{} {}{sub}", w.op.verb(), w.resource),
+                w.alongside_previous,
+            )
+        })
+        .collect();
+    let expected = [
+        ("patch virtualmachines", false),
+        ("create controllerrevisions", true),
+        ("create virtualmachineinstances", false),
+        ("patch virtualmachines/status", false),
+    ];
+    let expected: Vec<(String, bool)> = expected.iter().map(|(w, t)| (w.to_string(), *t)).collect();
+    assert_eq!(writes, expected);
+
+    // A VM that has its finalizer starts in order: nothing goes out together.
+    let started = decide_vm(&world(&vm(Some("Always"), None, json!({})), None, &cfg));
+    assert!(started.plan.writes().all(|w| !w.alongside_previous));
+}
+
+/// The firmware UUID patch changes the spec, which the API server stores at the next
+/// generation: the status written after it reports that generation (KubeVirt's reads it from
+/// its update's answer), instead of a second status write once the VM's watch event shows it.
+#[test]
+fn the_status_after_the_firmware_patch_reports_the_next_generation() {
+    let cfg = ClusterConfig::default();
+    let mut v = vm(Some("Always"), None, json!({}));
+    if let Some(s) = v.spec.template.spec.as_mut() {
+        s.domain.firmware = None;
+    }
+    let running = vmi("Running", true);
+    let d = decide_vm(&world(&v, Some(&running), &cfg));
+    assert_eq!(actions(&d), ["patch virtualmachines"]);
+    let status = d.status.expect("the status is written");
+    assert_eq!(status["desiredGeneration"], 2, "{status}");
+    assert_eq!(status["observedGeneration"], 1, "{status}");
+}
+
+/// The firmware patch tests the generation it read, so the next generation the status reports
+/// is the one the API server stores: a VM whose spec changed meanwhile refuses the patch.
+#[test]
+fn the_firmware_patch_holds_only_at_the_generation_it_read() {
+    let cfg = ClusterConfig::default();
+    let mut v = vm(Some("Always"), None, json!({}));
+    if let Some(s) = v.spec.template.spec.as_mut() {
+        s.domain.firmware = None;
+    }
+    let running = vmi("Running", true);
+    let d = decide_vm(&world(&v, Some(&running), &cfg));
+    let patch = d
+        .plan
+        .writes()
+        .find_map(|w| match &w.op {
+            WriteOp::Patch { patch, .. } if w.resource == "virtualmachines" => Some(patch.clone()),
+            _ => None,
+        })
+        .expect("the firmware patch");
+    let stored = serde_json::to_value(&v).unwrap();
+    let mut same = stored.clone();
+    crate::patch::apply_json_patch(&mut same, &patch).expect("applies at the generation read");
+    assert!(same["spec"]["template"]["spec"]["domain"]["firmware"]["uuid"].is_string());
+    let mut changed = stored;
+    changed["metadata"]["generation"] = json!(2);
+    assert!(crate::patch::apply_json_patch(&mut changed, &patch).is_err());
+}
+
+/// A start revision goes out alongside the VM patch only when it records the VM as stored: its
+/// generation and its spec. One made from another spec or generation waits for the patch.
+#[test]
+fn only_a_revision_of_the_stored_vm_goes_alongside_the_patch() {
+    let v = vm(Some("Always"), None, json!({}));
+    let revision = |generation: i64, spec: &crate::api::VirtualMachineSpec| {
+        let spec = serde_json::to_value(spec).unwrap();
+        json!({"revision": generation, "data": {"spec": spec}})
+    };
+    assert!(super::records_stored_vm(&revision(1, &v.spec), &v));
+    assert!(!super::records_stored_vm(&revision(2, &v.spec), &v));
+    let mut other = v.spec.clone();
+    other.run_strategy = Some("Halted".into());
+    assert!(!super::records_stored_vm(&revision(1, &other), &v));
+    let mut no_generation = v.clone();
+    no_generation.metadata.generation = None;
+    assert!(!super::records_stored_vm(
+        &revision(0, &no_generation.spec),
+        &no_generation
+    ));
 }
