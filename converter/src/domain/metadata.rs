@@ -1,5 +1,6 @@
 //! `<metadata><kubevirt xmlns="http://kubevirt.io">`: KubeVirt's bookkeeping inside the domain.
 
+use kvrs_converter_xml_derive::XmlElement;
 use serde::{Deserialize, Serialize};
 
 /// KubeVirt's metadata namespace.
@@ -14,7 +15,7 @@ fn is_false(b: &bool) -> bool {
 }
 
 /// `<metadata>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Metadata {
     /// KubeVirt's element.
@@ -22,7 +23,7 @@ pub struct Metadata {
 }
 
 /// `<kubevirt xmlns="http://kubevirt.io">`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct KubeVirtMetadata {
     /// Always [`KUBEVIRT_NAMESPACE`].
@@ -62,7 +63,7 @@ impl Default for KubeVirtMetadata {
 }
 
 /// `<graceperiod>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct GracePeriodMetadata {
     /// Grace period in seconds (always written).
@@ -80,7 +81,7 @@ pub struct GracePeriodMetadata {
 }
 
 /// `<migration>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct MigrationMetadata {
     /// Migration UID.
@@ -107,7 +108,7 @@ pub struct MigrationMetadata {
 }
 
 /// `<backup>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct BackupMetadata {
     /// Backup name.
@@ -146,7 +147,7 @@ pub struct BackupMetadata {
 }
 
 /// `<accessCredential>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct AccessCredentialMetadata {
     /// Succeeded.
@@ -158,7 +159,7 @@ pub struct AccessCredentialMetadata {
 }
 
 /// `<memoryDump>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct MemoryDumpMetadata {
     /// Target file.
