@@ -46,6 +46,35 @@ impl<'a, T, F: Fn(&'a T) -> &'a str> NameIndex<'a, T, F> {
     }
 }
 
+/// Joins string pieces into one exactly-sized `String`: one allocation, where `format!` grows
+/// its buffer (and reallocates) as the pieces arrive.
+pub fn cat(parts: &[&str]) -> String {
+    let mut s = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for p in parts {
+        s.push_str(p);
+    }
+    s
+}
+
+/// A string copied from the VMI or the context into the domain: borrowed when it is one of the
+/// values nearly every VMI carries (`q35`, `virtio`, `qcow2`, KubeVirt's SMBIOS defaults, ...),
+/// so the copy allocates nothing; any other value is owned. Same text either way.
+pub fn intern(s: &str) -> Str {
+    macro_rules! known {
+        ($($k:literal)*) => {
+            match s {
+                $($k => Str::Borrowed($k),)*
+                _ => Str::Owned(s.to_owned()),
+            }
+        };
+    }
+    known!(
+        "" "q35" "virtio" "sata" "scsi" "usb" "qcow2" "raw" "KubeVirt" "None" "vga" "bochs"
+        "none" "writethrough" "writeback" "native" "threads" "tablet" "ps2" "disable" "require"
+        "force" "optional" "forbid" "mpx"
+    )
+}
+
 /// `yes`/`no` from an optional flag with a default.
 pub fn yes_no(v: Option<bool>, default: bool) -> Str {
     Str::Borrowed(if v.unwrap_or(default) { "yes" } else { "no" })

@@ -1,14 +1,11 @@
 //! `<metadata><kubevirt xmlns="http://kubevirt.io">`: KubeVirt's bookkeeping inside the domain.
 
 use kvrs_converter_xml_derive::XmlElement;
+use super::Str;
 use serde::{Deserialize, Serialize};
 
 /// KubeVirt's metadata namespace.
 pub const KUBEVIRT_NAMESPACE: &str = "http://kubevirt.io";
-
-fn kubevirt_ns() -> String {
-    KUBEVIRT_NAMESPACE.to_string()
-}
 
 fn is_false(b: &bool) -> bool {
     !*b
@@ -28,7 +25,7 @@ pub struct Metadata {
 pub struct KubeVirtMetadata {
     /// Always [`KUBEVIRT_NAMESPACE`].
     #[serde(rename = "@xmlns")]
-    pub xmlns: String,
+    pub xmlns: Str,
     /// The VMI's UID (empty until the launcher fills it in).
     pub uid: String,
     /// Grace period bookkeeping.
@@ -51,7 +48,7 @@ pub struct KubeVirtMetadata {
 impl Default for KubeVirtMetadata {
     fn default() -> Self {
         KubeVirtMetadata {
-            xmlns: kubevirt_ns(),
+            xmlns: Str::Borrowed(KUBEVIRT_NAMESPACE),
             uid: String::new(),
             graceperiod: None,
             migration: None,
