@@ -67,9 +67,52 @@ type R<T = ()> = Result<T, WriteError>;
 #[derive(Debug, Clone, Copy)]
 pub struct Tag {
     /// `<name`.
-    pub open: &'static str,
+    pub open: Piece,
     /// `</name>`.
-    pub close: &'static str,
+    pub close: Piece,
+}
+
+/// Longest constant text [`Piece`] copies with one fixed-size copy.
+pub const PAD: usize = 32;
+
+/// A constant piece of markup (`<disk`, `</disk>`), stored padded with spaces to [`PAD`] bytes:
+/// appending it copies a fixed-size block and cuts it back, a couple of stores where a
+/// variable-length copy is a call to `memcpy` (tags reach the writers of shared element types
+/// as parameters, so their lengths are not constants there).
+#[derive(Debug, Clone, Copy)]
+pub struct Piece {
+    /// The text, then spaces up to at least [`PAD`] bytes when it is not longer.
+    padded: &'static str,
+    /// Length of the text.
+    len: usize,
+}
+
+impl Piece {
+    /// `text` (`len` bytes) followed by padding (what the derive generates).
+    pub const fn padded(padded: &'static str, len: usize) -> Piece {
+        Piece { padded, len }
+    }
+
+    /// `text` as it is, unpadded (appended by an ordinary copy).
+    pub const fn exact(text: &'static str) -> Piece {
+        Piece {
+            padded: text,
+            len: text.len(),
+        }
+    }
+
+    #[inline(always)]
+    fn push(&self, out: &mut String) {
+        if self.len <= PAD
+            && let Some(block) = self.padded.get(..PAD)
+        {
+            let end = out.len() + self.len;
+            out.push_str(block);
+            out.truncate(end);
+        } else {
+            out.push_str(self.padded.get(..self.len).unwrap_or(self.padded));
+        }
+    }
 }
 
 /// A value written as an element of the given tag: a model struct (derived), a scalar as
@@ -171,7 +214,7 @@ impl Writer {
     #[inline]
     pub fn start(&mut self, tag: &Tag) {
         self.newline();
-        self.out.push_str(tag.open);
+        tag.open.push(&mut self.out);
         self.depth += 1;
     }
 
@@ -193,7 +236,7 @@ impl Writer {
             self.out.push_str("/>");
         } else {
             self.newline();
-            self.out.push_str(tag.close);
+            tag.close.push(&mut self.out);
         }
         Ok(())
     }
@@ -212,7 +255,7 @@ impl Writer {
     pub fn end_text(&mut self, tag: &Tag) -> R {
         self.depth -= 1;
         self.check_size()?;
-        self.out.push_str(tag.close);
+        tag.close.push(&mut self.out);
         Ok(())
     }
 
@@ -228,15 +271,16 @@ impl Writer {
     #[inline]
     fn text_element(&mut self, tag: &Tag, text: impl FnOnce(&mut String) -> R) -> R {
         self.newline();
-        self.out.push_str(tag.open);
+        tag.open.push(&mut self.out);
         self.out.push('>');
         text(&mut self.out)?;
-        self.out.push_str(tag.close);
+        tag.close.push(&mut self.out);
         Ok(())
     }
 
-    /// ` name="value"` for a string value.
-    #[inline]
+    /// ` name="value"` for a string value. Inlined into the generated writers, where `prefix`
+    /// is a constant: its copy becomes a few stores instead of a call to `memcpy`.
+    #[inline(always)]
     fn str_attr(&mut self, prefix: &'static str, s: &str) -> R {
         self.out.push_str(prefix);
         escape_into(&mut self.out, s, true)?;
@@ -268,7 +312,7 @@ macro_rules! str_impls {
             }
         }
         impl XmlAttr for $t {
-            #[inline]
+            #[inline(always)]
             fn write_attr(&self, w: &mut Writer, prefix: &'static str) -> R {
                 w.str_attr(prefix, self)
             }
@@ -281,7 +325,53 @@ macro_rules! str_impls {
         }
     )*};
 }
-str_impls!(String, super::Str);
+str_impls!(String);
+
+/// A constant of this crate (`Str::Borrowed`: `"virtio"`, `"on"`, a known value from
+/// `intern`) is plain text by the model's rule (see [`super::Str`]), so it is copied without
+/// the escape check; an owned value (from the VMI, built, or parsed) is checked and escaped.
+/// Debug builds (every test) check the constants too.
+#[inline(always)]
+fn write_str(out: &mut String, s: &super::Str, attr: bool) -> R {
+    match s {
+        std::borrow::Cow::Borrowed(c) => {
+            debug_assert!(is_plain(c, attr), "constant {c:?} needs escaping");
+            out.push_str(c);
+            Ok(())
+        }
+        std::borrow::Cow::Owned(o) => escape_into(out, o, attr),
+    }
+}
+
+/// Whether escaping leaves `s` as it is (the rule [`write_str`] relies on for constants).
+fn is_plain(s: &str, attr: bool) -> bool {
+    let mut escaped = String::new();
+    escape_slow(&mut escaped, s, attr).is_ok() && escaped == s
+}
+
+impl XmlElement for super::Str {
+    #[inline]
+    fn write_element(&self, w: &mut Writer, tag: &Tag) -> R {
+        w.text_element(tag, |out| write_str(out, self, false))
+    }
+}
+
+impl XmlAttr for super::Str {
+    #[inline(always)]
+    fn write_attr(&self, w: &mut Writer, prefix: &'static str) -> R {
+        w.out.push_str(prefix);
+        write_str(&mut w.out, self, true)?;
+        w.out.push('"');
+        Ok(())
+    }
+}
+
+impl XmlText for super::Str {
+    #[inline]
+    fn write_text(&self, w: &mut Writer) -> R {
+        write_str(&mut w.out, self, false)
+    }
+}
 
 macro_rules! int_impls {
     ($($t:ty),*) => {$(
@@ -295,7 +385,7 @@ macro_rules! int_impls {
             }
         }
         impl XmlAttr for $t {
-            #[inline]
+            #[inline(always)]
             fn write_attr(&self, w: &mut Writer, prefix: &'static str) -> R {
                 w.out.push_str(prefix);
                 push_int(&mut w.out, *self);
@@ -326,7 +416,7 @@ impl XmlElement for bool {
 }
 
 impl XmlAttr for bool {
-    #[inline]
+    #[inline(always)]
     fn write_attr(&self, w: &mut Writer, prefix: &'static str) -> R {
         w.out.push_str(prefix);
         w.out.push_str(if *self { "true\"" } else { "false\"" });
@@ -353,7 +443,7 @@ impl<T: XmlElement> XmlElement for Option<T> {
 }
 
 impl<T: XmlAttr> XmlAttr for Option<T> {
-    #[inline]
+    #[inline(always)]
     fn write_attr(&self, w: &mut Writer, prefix: &'static str) -> R {
         match self {
             Some(v) => v.write_attr(w, prefix),
@@ -390,29 +480,6 @@ impl<T: XmlElement> XmlElement for Vec<T> {
     }
 }
 
-/// [`SPECIAL`] bit: the byte needs care in text.
-const SPECIAL_TEXT: u8 = 1;
-/// [`SPECIAL`] bit: the byte needs care in an attribute value.
-const SPECIAL_ATTR: u8 = 2;
-
-/// Per byte, whether [`escape_into`] must look closer: C0 controls, `&`, `<`, `>` (both), `"`
-/// (attributes only), and 0xEF, which leads the UTF-8 of U+F000..U+FFFF (U+FFFE and U+FFFF).
-static SPECIAL: [u8; 256] = {
-    let mut t = [0u8; 256];
-    let both = SPECIAL_TEXT | SPECIAL_ATTR;
-    let mut b = 0;
-    while b < 0x20 {
-        t[b] = both;
-        b += 1;
-    }
-    t[b'&' as usize] = both;
-    t[b'<' as usize] = both;
-    t[b'>' as usize] = both;
-    t[0xEF] = both;
-    t[b'"' as usize] = SPECIAL_ATTR;
-    t
-};
-
 /// Eight copies of a byte.
 const fn splat(b: u8) -> u64 {
     u64::from_ne_bytes([b; 8])
@@ -434,25 +501,39 @@ fn word_needs_care(x: u64) -> bool {
     (control | amp_quot | lt_gt | ef) != 0
 }
 
-/// Whether any byte of `s` is one [`escape_into`] must look at closely. Eight bytes at a time
-/// ([`word_needs_care`]; the last word overlaps the one before it), shorter values by one table
-/// look-up per byte.
+/// Whether any byte of `s` is one [`escape_into`] must look at closely, by [`word_needs_care`]
+/// on words that together cover every byte (overlaps only test a byte twice): whole words, the
+/// last eight bytes, two overlapping halves for 4..8 bytes, or the first, middle and last byte
+/// (padded with a plain letter) for 1..3 — most values are short, so no per-byte loop.
 #[inline(never)]
-fn needs_care(s: &[u8], attr: bool) -> bool {
-    let word = |b: &[u8]| {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(b);
-        word_needs_care(u64::from_ne_bytes(w))
+fn needs_care(s: &[u8]) -> bool {
+    let n = s.len();
+    let half = |at: usize| {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(&s[at..at + 4]);
+        u64::from(u32::from_le_bytes(b))
     };
-    if s.len() < 8 {
-        let mask = if attr { SPECIAL_ATTR } else { SPECIAL_TEXT };
-        return s.iter().any(|&b| SPECIAL[usize::from(b)] & mask != 0);
-    }
-    let mut words = s.chunks_exact(8);
-    if words.any(word) {
-        return true;
-    }
-    !words.remainder().is_empty() && word(&s[s.len() - 8..])
+    let word = |at: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&s[at..at + 8]);
+        u64::from_le_bytes(b)
+    };
+    let x = match n {
+        0 => return false,
+        1..=3 => u64::from_le_bytes([s[0], s[n / 2], s[n - 1], b'a', b'a', b'a', b'a', b'a']),
+        4..=7 => half(0) | half(n - 4) << 32,
+        _ => {
+            let mut at = 0;
+            while at + 8 < n {
+                if word_needs_care(word(at)) {
+                    return true;
+                }
+                at += 8;
+            }
+            word(n - 8)
+        }
+    };
+    word_needs_care(x)
 }
 
 /// The one escaping routine of every string the writer puts in a document (text and attribute
@@ -466,7 +547,7 @@ fn needs_care(s: &[u8], attr: bool) -> bool {
 #[inline]
 fn escape_into(out: &mut String, s: &str, attr: bool) -> R {
     // Almost no value needs escaping: one pass finds out, then one copy.
-    if needs_care(s.as_bytes(), attr) {
+    if needs_care(s.as_bytes()) {
         return escape_slow(out, s, attr);
     }
     out.push_str(s);

@@ -99,11 +99,14 @@ fn expand(input: &DeriveInput) -> Result<Tokens, Error> {
                 #w::XmlText::write_text(&self.#ident, w)?;
             },
             Kind::Element(name) => {
-                let open = format!("<{name}");
-                let close = format!("</{name}>");
+                let (open, open_len) = padded(&format!("<{name}"));
+                let (close, close_len) = padded(&format!("</{name}>"));
                 let tag = format_ident!("TAG_{}", ident.unraw().to_string().to_uppercase());
                 quote! {{
-                    const #tag: #w::Tag = #w::Tag { open: #open, close: #close };
+                    const #tag: #w::Tag = #w::Tag {
+                        open: #w::Piece::padded(#open, #open_len),
+                        close: #w::Piece::padded(#close, #close_len),
+                    };
                     #w::XmlElement::write_element(&self.#ident, w, &#tag)
                         .map_err(|e| e.within(#name))?;
                 }}
@@ -150,6 +153,11 @@ fn expand(input: &DeriveInput) -> Result<Tokens, Error> {
             }
         }
     })
+}
+
+/// `text` padded with spaces to `writer::PAD` (32) bytes, and its length (see `writer::Piece`).
+fn padded(text: &str) -> (String, usize) {
+    (format!("{text:<32}"), text.len())
 }
 
 /// Reads a field's `#[serde(...)]` attributes.
