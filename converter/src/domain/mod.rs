@@ -41,10 +41,6 @@ pub const QEMU_NAMESPACE: &str = "http://libvirt.org/schemas/domain/qemu/1.0";
 /// A text field of the model: borrowed when the converter writes a constant (`virtio`, `qemu`,
 /// `on`; most values are), owned when it is built or parsed. Most of a conversion's allocations
 /// (and the time to free them) were these constants copied into `String`s.
-///
-/// The rule that goes with it: a borrowed value is plain text — nothing in it needs escaping in
-/// XML (no `&`, `<`, `>`, `"`, control characters) — so the writer copies it unchecked (debug
-/// builds check). Anything from outside the crate's own constants must be owned.
 pub type Str = std::borrow::Cow<'static, str>;
 
 /// An element without attributes or children whose presence alone means something (`<acpi/>`).

@@ -63,6 +63,8 @@ impl WriteError {
 
 type R<T = ()> = Result<T, WriteError>;
 
+use std::cell::Cell;
+
 /// An element's name as the generated writers use it: the start tag's beginning and the end tag.
 #[derive(Debug, Clone, Copy)]
 pub struct Tag {
@@ -175,6 +177,9 @@ thread_local! {
     static LAST_LEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
+/// A newline and the indentation of up to 15 levels.
+const NEWLINE_TABS: &str = "\n\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t";
+
 /// The output being written and where in the tree the writer is.
 pub struct Writer {
     out: String,
@@ -189,24 +194,28 @@ impl Writer {
         self.out.push_str(s);
     }
 
-    #[inline]
+    #[inline(always)]
     fn newline(&mut self) {
         if self.indent && !self.out.is_empty() {
             // One fixed-size copy of a newline and 15 tabs, cut back to the depth: a 16-byte
             // store instead of a variable-length copy (the writer's most frequent operation).
-            // Deeper nesting than the constant holds falls back to pushes.
-            const NEWLINE_TABS: &str = "\n\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t";
-            let out = &mut self.out;
             if self.depth < NEWLINE_TABS.len() {
-                let keep = out.len() + 1 + self.depth;
-                out.push_str(NEWLINE_TABS);
-                out.truncate(keep);
+                let keep = self.out.len() + 1 + self.depth;
+                self.out.push_str(NEWLINE_TABS);
+                self.out.truncate(keep);
             } else {
-                out.push_str(NEWLINE_TABS);
-                for _ in NEWLINE_TABS.len()..=self.depth {
-                    out.push('\t');
-                }
+                self.deep_newline();
             }
+        }
+    }
+
+    /// [`Writer::newline`] nested deeper than [`NEWLINE_TABS`] holds.
+    #[cold]
+    #[inline(never)]
+    fn deep_newline(&mut self) {
+        self.out.push_str(NEWLINE_TABS);
+        for _ in NEWLINE_TABS.len()..=self.depth {
+            self.out.push('\t');
         }
     }
 
@@ -327,26 +336,43 @@ macro_rules! str_impls {
 }
 str_impls!(String);
 
-/// A constant of this crate (`Str::Borrowed`: `"virtio"`, `"on"`, a known value from
-/// `intern`) is plain text by the model's rule (see [`super::Str`]), so it is copied without
-/// the escape check; an owned value (from the VMI, built, or parsed) is checked and escaped.
-/// Debug builds (every test) check the constants too.
+thread_local! {
+    /// Constants (`Str::Borrowed`) already found plain (nothing to escape, even in attributes),
+    /// by address and length, direct-mapped. A `&'static str` is immutable for the rest of the
+    /// program, so once plain it stays plain: the model's constants (`virtio`, `on`, `unix`, most
+    /// values of a domain) are checked once per thread instead of once per document.
+    static PLAIN: [Cell<(usize, usize)>; PLAIN_SLOTS] =
+        const { [const { Cell::new((0, 0)) }; PLAIN_SLOTS] };
+}
+
+/// Appends a model string: a constant found plain before is copied as it is, anything else
+/// goes through [`escape_into`].
 #[inline(always)]
 fn write_str(out: &mut String, s: &super::Str, attr: bool) -> R {
     match s {
-        std::borrow::Cow::Borrowed(c) => {
-            debug_assert!(is_plain(c, attr), "constant {c:?} needs escaping");
-            out.push_str(c);
-            Ok(())
-        }
+        std::borrow::Cow::Borrowed(c) => write_constant(out, c, attr),
         std::borrow::Cow::Owned(o) => escape_into(out, o, attr),
     }
 }
 
-/// Whether escaping leaves `s` as it is (the rule [`write_str`] relies on for constants).
-fn is_plain(s: &str, attr: bool) -> bool {
-    let mut escaped = String::new();
-    escape_slow(&mut escaped, s, attr).is_ok() && escaped == s
+/// Slots of [`PLAIN`]: a domain uses some 50 distinct constants.
+const PLAIN_SLOTS: usize = 256;
+
+#[inline(always)]
+fn write_constant(out: &mut String, c: &'static str, attr: bool) -> R {
+    let key = (c.as_ptr().addr(), c.len());
+    // Fibonacci hashing of the address: its top bits pick the slot.
+    let slot = (key.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) % PLAIN_SLOTS;
+    if PLAIN.with(|t| t[slot].get() == key) {
+        out.push_str(c);
+        return Ok(());
+    }
+    if needs_care(c.as_bytes(), true) {
+        return escape_into(out, c, attr);
+    }
+    PLAIN.with(|t| t[slot].set(key));
+    out.push_str(c);
+    Ok(())
 }
 
 impl XmlElement for super::Str {
@@ -501,39 +527,52 @@ fn word_needs_care(x: u64) -> bool {
     (control | amp_quot | lt_gt | ef) != 0
 }
 
-/// Whether any byte of `s` is one [`escape_into`] must look at closely, by [`word_needs_care`]
-/// on words that together cover every byte (overlaps only test a byte twice): whole words, the
-/// last eight bytes, two overlapping halves for 4..8 bytes, or the first, middle and last byte
-/// (padded with a plain letter) for 1..3 — most values are short, so no per-byte loop.
+/// [`SPECIAL`] bit: the byte needs care in text.
+const SPECIAL_TEXT: u8 = 1;
+/// [`SPECIAL`] bit: the byte needs care in an attribute value.
+const SPECIAL_ATTR: u8 = 2;
+
+/// Per byte, whether [`escape_into`] must look closer: C0 controls, `&`, `<`, `>` (both), `"`
+/// (attributes only), and 0xEF, which leads the UTF-8 of U+F000..U+FFFF (U+FFFE and U+FFFF).
+static SPECIAL: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let both = SPECIAL_TEXT | SPECIAL_ATTR;
+    let mut b = 0;
+    while b < 0x20 {
+        t[b] = both;
+        b += 1;
+    }
+    t[b'&' as usize] = both;
+    t[b'<' as usize] = both;
+    t[b'>' as usize] = both;
+    t[0xEF] = both;
+    t[b'"' as usize] = SPECIAL_ATTR;
+    t
+};
+
+/// Whether any byte of `s` is one [`escape_into`] must look at closely. Values shorter than a
+/// word (most are) by one table look-up per byte; longer ones eight bytes at a time
+/// ([`word_needs_care`]; the last word overlaps the one before it).
 #[inline(never)]
-fn needs_care(s: &[u8]) -> bool {
+fn needs_care(s: &[u8], attr: bool) -> bool {
     let n = s.len();
-    let half = |at: usize| {
-        let mut b = [0u8; 4];
-        b.copy_from_slice(&s[at..at + 4]);
-        u64::from(u32::from_le_bytes(b))
-    };
+    if n < 8 {
+        let mask = if attr { SPECIAL_ATTR } else { SPECIAL_TEXT };
+        return s.iter().any(|&b| SPECIAL[usize::from(b)] & mask != 0);
+    }
     let word = |at: usize| {
         let mut b = [0u8; 8];
         b.copy_from_slice(&s[at..at + 8]);
-        u64::from_le_bytes(b)
+        word_needs_care(u64::from_le_bytes(b))
     };
-    let x = match n {
-        0 => return false,
-        1..=3 => u64::from_le_bytes([s[0], s[n / 2], s[n - 1], b'a', b'a', b'a', b'a', b'a']),
-        4..=7 => half(0) | half(n - 4) << 32,
-        _ => {
-            let mut at = 0;
-            while at + 8 < n {
-                if word_needs_care(word(at)) {
-                    return true;
-                }
-                at += 8;
-            }
-            word(n - 8)
+    let mut at = 0;
+    while at + 8 < n {
+        if word(at) {
+            return true;
         }
-    };
-    word_needs_care(x)
+        at += 8;
+    }
+    word(n - 8)
 }
 
 /// The one escaping routine of every string the writer puts in a document (text and attribute
@@ -547,7 +586,7 @@ fn needs_care(s: &[u8]) -> bool {
 #[inline]
 fn escape_into(out: &mut String, s: &str, attr: bool) -> R {
     // Almost no value needs escaping: one pass finds out, then one copy.
-    if needs_care(s.as_bytes()) {
+    if needs_care(s.as_bytes(), attr) {
         return escape_slow(out, s, attr);
     }
     out.push_str(s);
