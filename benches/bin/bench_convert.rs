@@ -53,8 +53,11 @@ fn main() -> ExitCode {
     };
     let ctx = ConverterContext::default();
     let once = || -> Result<usize, String> {
-        let domain = convert(&vmi, &ctx).map_err(|e| e.to_string())?;
-        domain.to_xml().map(|x| x.len()).map_err(|e| e.to_string())
+        // Matched by reference: moving the (large) domain out of the result copies it.
+        match &convert(&vmi, &ctx) {
+            Ok(domain) => domain.to_xml().map(|x| x.len()).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        }
     };
     if let Err(e) = once() {
         eprintln!("kvrs-bench-convert: convert: {e}");

@@ -78,6 +78,19 @@ fn target_name(prefix: &'static str, index: usize) -> Str {
     }
 }
 
+/// Whether two disks have the same name: pairwise for short lists, through a set beyond
+/// [`SCAN_MAX`].
+fn repeats_a_name(disks: &[Disk]) -> bool {
+    if disks.len() <= SCAN_MAX {
+        return disks
+            .iter()
+            .enumerate()
+            .any(|(i, d)| disks[..i].iter().any(|e| e.name == d.name));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(disks.len());
+    !disks.iter().all(|d| seen.insert(d.name.as_str()))
+}
+
 /// The three prefixes [`prefix`] returns, as small indices.
 fn prefix_slot(prefix: &str) -> usize {
     match prefix {
@@ -123,6 +136,9 @@ pub struct Namer<'a> {
     /// short (nearly every VMI), indexed by a map once longer than [`SCAN_MAX`].
     given: Vec<(usize, &'a str, Given<'a>)>,
     given_index: Option<HashMap<(usize, &'a str), usize>>,
+    /// Whether a disk can be named twice: no volume status and no disk name repeated (nearly
+    /// every VMI) means each disk is named once, so the targets given need no record.
+    recall: bool,
     /// Indices taken per prefix slot.
     taken: [Taken; 3],
     /// Candidate indices examined so far (the tests' measure of the work done).
@@ -136,6 +152,7 @@ impl<'a> Namer<'a> {
         let mut namer = Namer {
             given: Vec::new(),
             given_index: None,
+            recall: !statuses.is_empty() || repeats_a_name(disks),
             taken: Default::default(),
             #[cfg(test)]
             probes: 0,
@@ -168,6 +185,9 @@ impl<'a> Namer<'a> {
 
     /// The target given to `disk` under the prefix slot, if any.
     fn lookup(&self, slot: usize, disk: &str) -> Option<Given<'a>> {
+        if !self.recall {
+            return None;
+        }
         match &self.given_index {
             Some(map) => map.get(&(slot, disk)).map(|&i| self.given[i].2),
             None => self
@@ -181,7 +201,7 @@ impl<'a> Namer<'a> {
     /// Records `target` for `disk` (unless it has one) and takes its index.
     fn assign(&mut self, pfx: &'static str, disk: &'a str, target: Given<'a>, index: Option<usize>) {
         let slot = prefix_slot(pfx);
-        if self.lookup(slot, disk).is_none() {
+        if self.recall && self.lookup(slot, disk).is_none() {
             self.given.push((slot, disk, target));
             let at = self.given.len() - 1;
             if let Some(map) = &mut self.given_index {
@@ -337,8 +357,25 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        for st in [&statuses[..], &[]] {
-            assert_eq!(indexed(st, &disks).0, reference(st, &disks));
+        // Repeated names among many disks, among a few, and none repeated.
+        let few_repeated: Vec<Disk> = [
+            ("a", "virtio"),
+            ("b", "sata"),
+            ("a", "virtio"),
+            ("c", "scsi"),
+            ("b", "sata"),
+            ("a", "sata"),
+        ]
+        .iter()
+        .map(|(name, bus)| disk(name, bus))
+        .collect();
+        let unique: Vec<Disk> = (0..40)
+            .map(|i| disk(&format!("d{i}"), buses[i % 3]))
+            .collect();
+        for disks in [&disks, &few_repeated, &unique[..8].to_vec(), &unique] {
+            for st in [&statuses[..], &[]] {
+                assert_eq!(indexed(st, disks).0, reference(st, disks));
+            }
         }
     }
 
