@@ -59,10 +59,12 @@ pub enum XmlError {
 }
 
 /// The root element.
-const ROOT: writer::Tag = writer::Tag {
-    open: writer::Piece::exact("<domain"),
-    close: writer::Piece::exact("</domain>"),
-};
+struct Root;
+
+impl writer::TagName for Root {
+    const OPEN: &'static str = "<domain";
+    const CLOSE: &'static str = "</domain>";
+}
 
 /// A libvirt domain definition (KubeVirt's `api.DomainSpec`), the root `<domain>` element.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, XmlElement)]
@@ -155,12 +157,12 @@ impl Domain {
     /// assert_eq!(Domain::from_xml(&xml).unwrap(), d);
     /// ```
     pub fn to_xml(&self) -> Result<String, XmlError> {
-        Ok(writer::to_string(self, &ROOT, "domain", true, 6144)?)
+        Ok(writer::to_string::<_, Root>(self, "domain", true, 6144)?)
     }
 
     /// Writes the domain as XML without any indentation (fastest; same tree).
     pub fn to_xml_compact(&self) -> Result<String, XmlError> {
-        Ok(writer::to_string(self, &ROOT, "domain", false, 4096)?)
+        Ok(writer::to_string::<_, Root>(self, "domain", false, 4096)?)
     }
 
     /// Parses a domain XML (KubeVirt's or libvirt's own `dumpxml` output).

@@ -65,63 +65,20 @@ type R<T = ()> = Result<T, WriteError>;
 
 use std::cell::Cell;
 
-/// An element's name as the generated writers use it: the start tag's beginning and the end tag.
-#[derive(Debug, Clone, Copy)]
-pub struct Tag {
+/// An element's name as a type: the generated writers are instantiated per tag, so the start
+/// and end tags they copy are constants (a few stores each, no call to `memcpy`, no length).
+pub trait TagName {
     /// `<name`.
-    pub open: Piece,
+    const OPEN: &'static str;
     /// `</name>`.
-    pub close: Piece,
-}
-
-/// Longest constant text [`Piece`] copies with one fixed-size copy.
-pub const PAD: usize = 32;
-
-/// A constant piece of markup (`<disk`, `</disk>`), stored padded with spaces to [`PAD`] bytes:
-/// appending it copies a fixed-size block and cuts it back, a couple of stores where a
-/// variable-length copy is a call to `memcpy` (tags reach the writers of shared element types
-/// as parameters, so their lengths are not constants there).
-#[derive(Debug, Clone, Copy)]
-pub struct Piece {
-    /// The text, then spaces up to at least [`PAD`] bytes when it is not longer.
-    padded: &'static str,
-    /// Length of the text.
-    len: usize,
-}
-
-impl Piece {
-    /// `text` (`len` bytes) followed by padding (what the derive generates).
-    pub const fn padded(padded: &'static str, len: usize) -> Piece {
-        Piece { padded, len }
-    }
-
-    /// `text` as it is, unpadded (appended by an ordinary copy).
-    pub const fn exact(text: &'static str) -> Piece {
-        Piece {
-            padded: text,
-            len: text.len(),
-        }
-    }
-
-    #[inline(always)]
-    fn push(&self, out: &mut String) {
-        if self.len <= PAD
-            && let Some(block) = self.padded.get(..PAD)
-        {
-            let end = out.len() + self.len;
-            out.push_str(block);
-            out.truncate(end);
-        } else {
-            out.push_str(self.padded.get(..self.len).unwrap_or(self.padded));
-        }
-    }
+    const CLOSE: &'static str;
 }
 
 /// A value written as an element of the given tag: a model struct (derived), a scalar as
 /// `<name>text</name>`, or nothing (`None`), or one element per item (`Vec`).
 pub trait XmlElement {
     /// Appends the element (preceded by a newline and indentation when indenting).
-    fn write_element(&self, w: &mut Writer, tag: &Tag) -> R;
+    fn write_element<N: TagName>(&self, w: &mut Writer) -> R;
 }
 
 /// A value written as an attribute: ` name="value"`, or nothing when `None`.
@@ -137,9 +94,8 @@ pub trait XmlText {
 }
 
 /// Writes `value` as the root element `root` (`name` for error locations).
-pub fn to_string<T: XmlElement>(
+pub fn to_string<T: XmlElement, N: TagName>(
     value: &T,
-    root: &Tag,
     name: &str,
     indent: bool,
     capacity: usize,
@@ -153,7 +109,7 @@ pub fn to_string<T: XmlElement>(
         depth: 0,
     };
     value
-        .write_element(&mut w, root)
+        .write_element::<N>(&mut w)
         .map_err(|e| e.within(name))?;
     let len = w.out.len();
     if len > capacity {
@@ -221,9 +177,9 @@ impl Writer {
 
     /// Begins a struct's element: its line and `<name`; attributes follow.
     #[inline]
-    pub fn start(&mut self, tag: &Tag) {
+    pub fn start<N: TagName>(&mut self) {
         self.newline();
-        tag.open.push(&mut self.out);
+        self.out.push_str(N::OPEN);
         self.depth += 1;
     }
 
@@ -237,7 +193,7 @@ impl Writer {
     /// Ends an element begun with [`Writer::open_body`]: on its own line after children, or as
     /// an empty-element tag when no child was written (all lists empty, all options unset).
     #[inline]
-    pub fn end_body(&mut self, body: usize, tag: &Tag) -> R {
+    pub fn end_body<N: TagName>(&mut self, body: usize) -> R {
         self.depth -= 1;
         self.check_size()?;
         if self.out.len() == body {
@@ -245,7 +201,7 @@ impl Writer {
             self.out.push_str("/>");
         } else {
             self.newline();
-            tag.close.push(&mut self.out);
+            self.out.push_str(N::CLOSE);
         }
         Ok(())
     }
@@ -261,10 +217,10 @@ impl Writer {
 
     /// Ends an element with character data: `</name>` right after the text.
     #[inline]
-    pub fn end_text(&mut self, tag: &Tag) -> R {
+    pub fn end_text<N: TagName>(&mut self) -> R {
         self.depth -= 1;
         self.check_size()?;
-        tag.close.push(&mut self.out);
+        self.out.push_str(N::CLOSE);
         Ok(())
     }
 
@@ -278,12 +234,12 @@ impl Writer {
 
     /// `<name>text</name>` on its own line, for a scalar element.
     #[inline]
-    fn text_element(&mut self, tag: &Tag, text: impl FnOnce(&mut String) -> R) -> R {
+    fn text_element<N: TagName>(&mut self, text: impl FnOnce(&mut String) -> R) -> R {
         self.newline();
-        tag.open.push(&mut self.out);
+        self.out.push_str(N::OPEN);
         self.out.push('>');
         text(&mut self.out)?;
-        tag.close.push(&mut self.out);
+        self.out.push_str(N::CLOSE);
         Ok(())
     }
 
@@ -316,8 +272,8 @@ macro_rules! str_impls {
     ($($t:ty),*) => {$(
         impl XmlElement for $t {
             #[inline]
-            fn write_element(&self, w: &mut Writer, tag: &Tag) -> R {
-                w.text_element(tag, |out| escape_into(out, self, false))
+            fn write_element<N: TagName>(&self, w: &mut Writer) -> R {
+                w.text_element::<N>(|out| escape_into(out, self, false))
             }
         }
         impl XmlAttr for $t {
@@ -377,8 +333,8 @@ fn write_constant(out: &mut String, c: &'static str, attr: bool) -> R {
 
 impl XmlElement for super::Str {
     #[inline]
-    fn write_element(&self, w: &mut Writer, tag: &Tag) -> R {
-        w.text_element(tag, |out| write_str(out, self, false))
+    fn write_element<N: TagName>(&self, w: &mut Writer) -> R {
+        w.text_element::<N>(|out| write_str(out, self, false))
     }
 }
 
@@ -403,8 +359,8 @@ macro_rules! int_impls {
     ($($t:ty),*) => {$(
         impl XmlElement for $t {
             #[inline]
-            fn write_element(&self, w: &mut Writer, tag: &Tag) -> R {
-                w.text_element(tag, |out| {
+            fn write_element<N: TagName>(&self, w: &mut Writer) -> R {
+                w.text_element::<N>(|out| {
                     push_int(out, *self);
                     Ok(())
                 })
@@ -432,9 +388,9 @@ int_impls!(u8, u16, u32, u64, i8, i16, i32, i64);
 
 impl XmlElement for bool {
     #[inline]
-    fn write_element(&self, w: &mut Writer, tag: &Tag) -> R {
+    fn write_element<N: TagName>(&self, w: &mut Writer) -> R {
         let text = if *self { "true" } else { "false" };
-        w.text_element(tag, |out| {
+        w.text_element::<N>(|out| {
             out.push_str(text);
             Ok(())
         })
@@ -460,9 +416,9 @@ impl XmlText for bool {
 
 impl<T: XmlElement> XmlElement for Option<T> {
     #[inline]
-    fn write_element(&self, w: &mut Writer, tag: &Tag) -> R {
+    fn write_element<N: TagName>(&self, w: &mut Writer) -> R {
         match self {
-            Some(v) => v.write_element(w, tag),
+            Some(v) => v.write_element::<N>(w),
             None => Ok(()),
         }
     }
@@ -490,16 +446,16 @@ impl<T: XmlText> XmlText for Option<T> {
 
 impl<T: XmlElement> XmlElement for Box<T> {
     #[inline]
-    fn write_element(&self, w: &mut Writer, tag: &Tag) -> R {
-        (**self).write_element(w, tag)
+    fn write_element<N: TagName>(&self, w: &mut Writer) -> R {
+        (**self).write_element::<N>(w)
     }
 }
 
 impl<T: XmlElement> XmlElement for Vec<T> {
-    fn write_element(&self, w: &mut Writer, tag: &Tag) -> R {
+    fn write_element<N: TagName>(&self, w: &mut Writer) -> R {
         for (i, item) in self.iter().enumerate() {
             // Errors name the item, 1-based as in XPath.
-            item.write_element(w, tag)
+            item.write_element::<N>(w)
                 .map_err(|e| e.within(format!("[{}]", i + 1)))?;
         }
         Ok(())

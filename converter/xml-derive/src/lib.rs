@@ -16,7 +16,7 @@
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as Tokens;
-use quote::{format_ident, quote};
+use quote::quote;
 use syn::ext::IdentExt;
 use syn::{Data, DeriveInput, Error, Fields, LitStr, parse_macro_input};
 
@@ -99,15 +99,15 @@ fn expand(input: &DeriveInput) -> Result<Tokens, Error> {
                 #w::XmlText::write_text(&self.#ident, w)?;
             },
             Kind::Element(name) => {
-                let (open, open_len) = padded(&format!("<{name}"));
-                let (close, close_len) = padded(&format!("</{name}>"));
-                let tag = format_ident!("TAG_{}", ident.unraw().to_string().to_uppercase());
+                let open = format!("<{name}");
+                let close = format!("</{name}>");
                 quote! {{
-                    const #tag: #w::Tag = #w::Tag {
-                        open: #w::Piece::padded(#open, #open_len),
-                        close: #w::Piece::padded(#close, #close_len),
-                    };
-                    #w::XmlElement::write_element(&self.#ident, w, &#tag)
+                    struct Tag;
+                    impl #w::TagName for Tag {
+                        const OPEN: &'static str = #open;
+                        const CLOSE: &'static str = #close;
+                    }
+                    #w::XmlElement::write_element::<Tag>(&self.#ident, w)
                         .map_err(|e| e.within(#name))?;
                 }}
             }
@@ -125,13 +125,13 @@ fn expand(input: &DeriveInput) -> Result<Tokens, Error> {
         quote! {
             w.push(">");
             #(#body)*
-            w.end_text(tag)
+            w.end_text::<N>()
         }
     } else if has_children {
         quote! {
             let children = w.open_body();
             #(#body)*
-            w.end_body(children, tag)
+            w.end_body::<N>(children)
         }
     } else {
         quote! { w.end_empty() }
@@ -142,22 +142,16 @@ fn expand(input: &DeriveInput) -> Result<Tokens, Error> {
     Ok(quote! {
         impl #impl_generics #w::XmlElement for #name #ty_generics #where_clause {
             #[inline]
-            fn write_element(
+            fn write_element<N: #w::TagName>(
                 &self,
                 w: &mut #w::Writer,
-                tag: &#w::Tag,
             ) -> ::core::result::Result<(), #w::WriteError> {
-                w.start(tag);
+                w.start::<N>();
                 #(#attributes)*
                 #finish
             }
         }
     })
-}
-
-/// `text` padded with spaces to `writer::PAD` (32) bytes, and its length (see `writer::Piece`).
-fn padded(text: &str) -> (String, usize) {
-    (format!("{text:<32}"), text.len())
 }
 
 /// Reads a field's `#[serde(...)]` attributes.
