@@ -261,7 +261,7 @@ impl Configurator for Network<'_> {
                 }
             }
             if let Some(pci) = iface.pci_address.as_deref().filter(|s| !s.is_empty()) {
-                d.address = Some(pci_address(pci).ok_or_else(|| {
+                d.address = Some(pci_address(pci).map(Box::new).ok_or_else(|| {
                     ConvertError::new(
                         format!("{}.pciAddress", path()),
                         format!(

@@ -55,7 +55,7 @@ pub fn convert_disk<'a>(
         let (name, unit) = namer.name(&src.name, bus);
         d.target.dev = Some(name).filter(|n| !n.is_empty());
         if bus == "scsi" {
-            d.address = Some(scsi_address(unit));
+            d.address = Some(Box::new(scsi_address(unit)));
         }
         if let Some(pci) = t.pci_address.as_deref().filter(|s| !s.is_empty()) {
             if bus != "virtio" {
@@ -67,7 +67,7 @@ pub fn convert_disk<'a>(
                     ),
                 ));
             }
-            d.address = Some(network_pci_address(pci).ok_or_else(|| {
+            d.address = Some(network_pci_address(pci).map(Box::new).ok_or_else(|| {
                 ConvertError::new(
                     format!("{path}.disk.pciAddress"),
                     format!(
@@ -101,7 +101,7 @@ pub fn convert_disk<'a>(
         let (name, unit) = namer.name(&src.name, bus);
         d.target.dev = Some(name).filter(|n| !n.is_empty());
         if bus == "scsi" {
-            d.address = Some(scsi_address(unit));
+            d.address = Some(Box::new(scsi_address(unit)));
         }
         if t.readonly == Some(true) {
             d.readonly = Some(Empty {});

@@ -336,7 +336,7 @@ pub struct Input {
     pub alias: Option<Alias>,
     /// Address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
     /// virtio model.
     #[serde(rename = "@model", skip_serializing_if = "Option::is_none")]
     pub model: Option<Str>,
@@ -365,7 +365,7 @@ pub struct HostDevice {
     pub model: Option<Str>,
     /// Guest address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
     /// Alias.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alias: Option<Alias>,
@@ -389,7 +389,7 @@ pub struct HostDevice {
 pub struct HostDeviceSource {
     /// Host address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
 }
 
 /// `<driver iommufd>`.
@@ -431,7 +431,7 @@ pub struct Controller {
     pub alias: Option<Alias>,
     /// Address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
     /// 64-bit PCI hole.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pcihole64: Option<PciHole64>,
@@ -768,7 +768,7 @@ pub struct MemBalloon {
     pub stats: Option<Stats>,
     /// Address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
     /// Driver.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<IommuOnly>,
@@ -810,7 +810,7 @@ pub struct Watchdog {
     pub alias: Option<Alias>,
     /// Address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
 }
 
 /// `<rng model>`.
@@ -825,7 +825,7 @@ pub struct Rng {
     pub backend: Option<RngBackend>,
     /// Address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
     /// Driver.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<IommuOnly>,

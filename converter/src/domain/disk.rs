@@ -44,7 +44,7 @@ pub struct Disk {
     pub boot: Option<BootOrder>,
     /// Guest address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
     /// `virtio`, `virtio-transitional`, `virtio-non-transitional`.
     #[serde(rename = "@model", skip_serializing_if = "Option::is_none")]
     pub model: Option<Str>,

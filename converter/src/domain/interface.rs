@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 pub struct Interface {
     /// Guest PCI address (Go writes it first).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
     /// `ethernet`, `bridge`, `user`, `vhostuser`, `hostdev`.
     #[serde(rename = "@type")]
     pub kind: String,
@@ -84,7 +84,7 @@ pub struct InterfaceSource {
     pub mode: Option<String>,
     /// Host device address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
 }
 
 /// `<target dev managed>`.

@@ -91,7 +91,7 @@ pub struct MemoryDevice {
     pub alias: Option<Alias>,
     /// Address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
 }
 
 /// `<target>` of a memory device.
