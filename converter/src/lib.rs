@@ -87,7 +87,11 @@ pub fn convert(
 }
 
 /// The configurators, disks and defaults, in KubeVirt's order.
-fn build(env: &Env<'_>, vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+fn build(
+    env: &Env<'_>,
+    vmi: &VirtualMachineInstance,
+    domain: &mut Domain,
+) -> Result<(), ConvertError> {
     configurators::run_pipeline(env, vmi, domain)?;
     memory_backing::configure(vmi, domain)?;
     disks::convert_disks(env, vmi, domain)?;

@@ -4,7 +4,15 @@ use crate::domain::Str;
 use crate::error::ConvertError;
 use kvrs_api::VirtualMachineInstance;
 use kvrs_api::names::path_component;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+
+/// A map keyed by names from the VMI (disks, volumes): hashed by foldhash, seeded at random per
+/// process like std's default, but several times cheaper than SipHash on short keys — hashing
+/// was a tenth of a 200-disk conversion.
+pub type NameMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// A set of names from the VMI, hashed as [`NameMap`].
+pub type NameSet<K> = HashSet<K, foldhash::fast::RandomState>;
 
 /// The position of the first item of each name: one pass, then constant-time lookups. Lists
 /// matched by name (disks to volumes, interfaces to networks) go through it, so a VMI with N of
@@ -16,7 +24,7 @@ pub fn first_by_name<'a, T, F: Fn(&'a T) -> &'a str>(
     name: F,
 ) -> NameIndex<'a, T, F> {
     let map = (items.len() > SCAN_MAX).then(|| {
-        let mut index = HashMap::with_capacity(items.len());
+        let mut index = NameMap::with_capacity_and_hasher(items.len(), Default::default());
         for (i, item) in items.iter().enumerate() {
             index.entry(name(item)).or_insert(i);
         }
@@ -33,7 +41,7 @@ pub struct NameIndex<'a, T, F> {
     items: &'a [T],
     name: F,
     /// Built only for lists longer than [`SCAN_MAX`].
-    map: Option<HashMap<&'a str, usize>>,
+    map: Option<NameMap<&'a str, usize>>,
 }
 
 impl<'a, T, F: Fn(&'a T) -> &'a str> NameIndex<'a, T, F> {

@@ -1,10 +1,9 @@
 //! Target device names: `vd*` for virtio, `sd*` for SATA/SCSI/USB, keeping names already
 //! recorded in the VMI's volume status.
 
-use crate::configurators::util::SCAN_MAX;
+use crate::configurators::util::{NameMap, NameSet, SCAN_MAX};
 use crate::domain::Str;
 use kvrs_api::api::{Disk, VolumeStatus};
-use std::collections::HashMap;
 
 /// `prefix` + a base-26 index (`a`..`z`, `aa`..).
 pub fn device_name(prefix: &str, index: usize) -> String {
@@ -65,16 +64,42 @@ const SD: [&str; 26] = [
     "sdn", "sdo", "sdp", "sdq", "sdr", "sds", "sdt", "sdu", "sdv", "sdw", "sdx", "sdy", "sdz",
 ];
 
-/// [`device_name`] as a model string: a constant for the common names.
+/// The 676 two-letter names of a prefix (`vdaa`..`vdzz`, indices 26..702), four bytes each, back
+/// to back: with [`VD`] and [`SD`], a VMI of up to 702 disks per prefix is named without an
+/// allocation (a 200-disk VMI allocated a `String` for 174 of its targets).
+const fn two_letter_names(prefix: &[u8; 2]) -> [u8; 676 * 4] {
+    const LETTERS: &[u8; 26] = b"abcdefghijklmnopqrstuvwxyz";
+    let mut t = [0u8; 676 * 4];
+    let mut i = 0;
+    while i < 676 {
+        t[i * 4] = prefix[0];
+        t[i * 4 + 1] = prefix[1];
+        t[i * 4 + 2] = LETTERS[i / 26];
+        t[i * 4 + 3] = LETTERS[i % 26];
+        i += 1;
+    }
+    t
+}
+
+/// `vdaa`..`vdzz`.
+static VD2: [u8; 676 * 4] = two_letter_names(b"vd");
+/// `sdaa`..`sdzz`.
+static SD2: [u8; 676 * 4] = two_letter_names(b"sd");
+
+/// [`device_name`] as a model string: a constant for names of one and two letters.
 fn target_name(prefix: &'static str, index: usize) -> Str {
-    let table = match prefix {
-        "vd" => &VD,
-        "sd" => &SD,
+    let (one, two): (&'static [&'static str; 26], &'static [u8; 676 * 4]) = match prefix {
+        "vd" => (&VD, &VD2),
+        "sd" => (&SD, &SD2),
         _ => return Str::Owned(device_name(prefix, index)),
     };
-    match table.get(index) {
-        Some(name) => Str::Borrowed(name),
-        None => Str::Owned(device_name(prefix, index)),
+    if let Some(name) = one.get(index) {
+        return Str::Borrowed(name);
+    }
+    let at = (index - one.len()) * 4;
+    match two.get(at..at + 4).map(std::str::from_utf8) {
+        Some(Ok(name)) => Str::Borrowed(name),
+        _ => Str::Owned(device_name(prefix, index)),
     }
 }
 
@@ -87,7 +112,7 @@ fn repeats_a_name(disks: &[Disk]) -> bool {
             .enumerate()
             .any(|(i, d)| disks[..i].iter().any(|e| e.name == d.name));
     }
-    let mut seen = std::collections::HashSet::with_capacity(disks.len());
+    let mut seen = NameSet::with_capacity_and_hasher(disks.len(), Default::default());
     !disks.iter().all(|d| seen.insert(d.name.as_str()))
 }
 
@@ -111,7 +136,9 @@ struct Taken {
 
 impl Taken {
     fn contains(&self, i: usize) -> bool {
-        self.used.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+        self.used
+            .get(i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
     }
 
     fn insert(&mut self, i: usize) {
@@ -135,7 +162,7 @@ pub struct Namer<'a> {
     /// (prefix slot, disk name) -> target, the first one assigned: searched in place while
     /// short (nearly every VMI), indexed by a map once longer than [`SCAN_MAX`].
     given: Vec<(usize, &'a str, Given<'a>)>,
-    given_index: Option<HashMap<(usize, &'a str), usize>>,
+    given_index: Option<NameMap<(usize, &'a str), usize>>,
     /// Whether a disk can be named twice: no volume status and no disk name repeated (nearly
     /// every VMI) means each disk is named once, so the targets given need no record.
     recall: bool,
@@ -161,7 +188,8 @@ impl<'a> Namer<'a> {
             return namer;
         }
         // The first status with a target, per volume name.
-        let mut targets: HashMap<&str, &str> = HashMap::with_capacity(statuses.len());
+        let mut targets: NameMap<&str, &str> =
+            NameMap::with_capacity_and_hasher(statuses.len(), Default::default());
         for s in statuses.iter().filter(|s| !s.target.is_empty()) {
             targets.entry(s.name.as_str()).or_insert(s.target.as_str());
         }
@@ -199,7 +227,13 @@ impl<'a> Namer<'a> {
     }
 
     /// Records `target` for `disk` (unless it has one) and takes its index.
-    fn assign(&mut self, pfx: &'static str, disk: &'a str, target: Given<'a>, index: Option<usize>) {
+    fn assign(
+        &mut self,
+        pfx: &'static str,
+        disk: &'a str,
+        target: Given<'a>,
+        index: Option<usize>,
+    ) {
         let slot = prefix_slot(pfx);
         if self.recall && self.lookup(slot, disk).is_none() {
             self.given.push((slot, disk, target));
@@ -207,7 +241,8 @@ impl<'a> Namer<'a> {
             if let Some(map) = &mut self.given_index {
                 map.insert((slot, disk), at);
             } else if self.given.len() > SCAN_MAX {
-                let mut map = HashMap::with_capacity(self.given.len() * 2);
+                let mut map =
+                    NameMap::with_capacity_and_hasher(self.given.len() * 2, Default::default());
                 for (i, (s, d, _)) in self.given.iter().enumerate() {
                     map.entry((*s, *d)).or_insert(i);
                 }
@@ -261,6 +296,20 @@ mod tests {
         }
         assert_eq!(device_name("sd", 0), "sda");
         assert_eq!(device_name("sd", 26), "sdaa");
+    }
+
+    /// The constant targets are the names [`device_name`] computes, and are constants exactly up
+    /// to two letters.
+    #[test]
+    fn constant_targets_match_computed_names() {
+        for prefix in ["vd", "sd"] {
+            for i in 0..800 {
+                let name = target_name(prefix, i);
+                assert_eq!(name, device_name(prefix, i), "{prefix} {i}");
+                assert_eq!(matches!(name, Str::Borrowed(_)), i < 702, "{name}");
+            }
+        }
+        assert!(matches!(target_name("hd", 0), Str::Owned(_)));
     }
 
     /// The namer before it was indexed (one scan of the names so far per candidate index): the

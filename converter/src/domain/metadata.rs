@@ -1,7 +1,7 @@
 //! `<metadata><kubevirt xmlns="http://kubevirt.io">`: KubeVirt's bookkeeping inside the domain.
 
-use kvrs_converter_xml_derive::XmlElement;
 use super::Str;
+use kvrs_converter_xml_derive::XmlElement;
 use serde::{Deserialize, Serialize};
 
 /// KubeVirt's metadata namespace.

@@ -590,3 +590,59 @@ fn excerpt(s: &str) -> String {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::borrow::Cow;
+
+    fn text(s: &super::super::Str) -> String {
+        let mut out = String::new();
+        write_str(&mut out, s, false).expect("text");
+        out
+    }
+
+    fn attr(s: &super::super::Str) -> String {
+        let mut out = String::new();
+        write_str(&mut out, s, true).expect("attribute");
+        out
+    }
+
+    /// A constant is never copied unescaped because it was written before in the other context:
+    /// `"` is plain in text but not in an attribute, `<` and `&` in neither. Each order is tried
+    /// twice, so the second round runs after any caching of the first.
+    #[test]
+    fn constants_are_escaped_in_both_contexts_whatever_was_written_before() {
+        const QUOTE_TEXT_FIRST: &str = "a\"b";
+        const QUOTE_ATTR_FIRST: &str = "c\"d";
+        const LT_AMP_TEXT_FIRST: &str = "x<y&z";
+        const LT_AMP_ATTR_FIRST: &str = "u<v&w";
+        const LONG_QUOTE: &str = "a value longer than a word \"quoted\"";
+        for _ in 0..2 {
+            let q = Cow::Borrowed(QUOTE_TEXT_FIRST);
+            assert_eq!(text(&q), "a\"b");
+            assert_eq!(attr(&q), "a&quot;b");
+            let q = Cow::Borrowed(QUOTE_ATTR_FIRST);
+            assert_eq!(attr(&q), "c&quot;d");
+            assert_eq!(text(&q), "c\"d");
+            let l = Cow::Borrowed(LT_AMP_TEXT_FIRST);
+            assert_eq!(text(&l), "x&lt;y&amp;z");
+            assert_eq!(attr(&l), "x&lt;y&amp;z");
+            let l = Cow::Borrowed(LT_AMP_ATTR_FIRST);
+            assert_eq!(attr(&l), "u&lt;v&amp;w");
+            assert_eq!(text(&l), "u&lt;v&amp;w");
+            let long = Cow::Borrowed(LONG_QUOTE);
+            assert_eq!(text(&long), LONG_QUOTE);
+            assert_eq!(attr(&long), "a value longer than a word &quot;quoted&quot;");
+        }
+    }
+
+    /// A plain constant is copied as it is, every time, in both contexts.
+    #[test]
+    fn plain_constants_are_copied_unchanged() {
+        let v: super::super::Str = Cow::Borrowed("virtio-non-transitional");
+        for _ in 0..3 {
+            assert_eq!(text(&v), "virtio-non-transitional");
+            assert_eq!(attr(&v), "virtio-non-transitional");
+        }
+    }
+}
