@@ -183,9 +183,8 @@ fn field(f: &syn::Field) -> Result<Field, Error> {
                     meta.value()?.parse::<LitStr>()?;
                 }
             } else {
-                return Err(meta.error(
-                    "XmlElement understands rename, skip_serializing_if and default only",
-                ));
+                return Err(meta
+                    .error("XmlElement understands rename, skip_serializing_if and default only"));
             }
             Ok(())
         })?;
