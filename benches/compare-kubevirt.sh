@@ -6,7 +6,9 @@
 # _To_api_Domain, libvirt-domain defaulting, xml.MarshalIndent; kvrs: convert + indented XML —
 # with the oracle's converter context, one core each, alternating KubeVirt / kvrs for ROUNDS
 # rounds of N conversions. Prints per case the median of the rounds' medians, the ratio, and
-# allocations per conversion (Go runtime.MemStats.Mallocs; kvrs counting allocator).
+# allocations per conversion (Go runtime.MemStats.Mallocs; kvrs: a separate, untimed run of the
+# same conversions on a counting allocator, kvrs-bench-convert-allocs — the timed runs use the
+# system allocator, as the launcher does).
 #
 # Usage: bash benches/compare-kubevirt.sh [ROUNDS] [N]   (defaults 5 and 2000)
 set -euo pipefail
@@ -16,9 +18,12 @@ N=${2:-2000}
 SHARED=${KVRS_SHARED:-$(cd .. && pwd)/shared}
 
 GO_BIN=$(bash scripts/diff-harness.sh | tail -n 1)
-cargo build -q --release -p kvrs-benches --bin kvrs-bench-convert
+cargo build -q --release -p kvrs-benches --bin kvrs-bench-convert --bin kvrs-bench-convert-allocs
 KVRS_BIN=${CARGO_TARGET_DIR:-target}/release/kvrs-bench-convert
-[ -x "$KVRS_BIN" ] || { echo "compare-kubevirt.sh: $KVRS_BIN not built" >&2; exit 1; }
+KVRS_ALLOCS=${CARGO_TARGET_DIR:-target}/release/kvrs-bench-convert-allocs
+for bin in "$KVRS_BIN" "$KVRS_ALLOCS"; do
+  [ -x "$bin" ] || { echo "compare-kubevirt.sh: $bin not built" >&2; exit 1; }
+done
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -68,7 +73,7 @@ for entry in "${cases[@]}"; do
   go_ns=$(median <"$work/go")
   rs_ns=$(median <"$work/rs")
   go_alloc=$(field "allocations\/conversion" <"$work/go.out")
-  rs_alloc=$(field "allocations\/conversion" <"$work/rs.out")
+  rs_alloc=$(taskset -c 0 "$KVRS_ALLOCS" "$file" "$N" | field "allocations\/conversion")
   ratio=$(awk -v g="$go_ns" -v r="$rs_ns" 'BEGIN { printf "%.1fx", g / r }')
   printf '%-16s %14s %14s %8s %12s %12s\n' "$name" "$go_ns" "$rs_ns" "$ratio" "$go_alloc" "$rs_alloc"
 done

@@ -81,16 +81,25 @@ pub fn convert(
     vmi: &VirtualMachineInstance,
     ctx: &ConverterContext,
 ) -> Result<Domain, ConvertError> {
-    let env = Env::new(vmi, ctx);
     let mut domain = Domain::default();
-    configurators::run_pipeline(&env, vmi, &mut domain)?;
-    memory_backing::configure(vmi, &mut domain)?;
-    disks::convert_disks(&env, vmi, &mut domain)?;
-    if util::is_cpu_dedicated(vmi) {
-        dedicated::adjust(&env, vmi, &mut domain)?;
-    }
-    apply_libvirt_defaults(&env, &mut domain);
+    build(&Env::new(vmi, ctx), vmi, &mut domain)?;
     Ok(domain)
+}
+
+/// The configurators, disks and defaults, in KubeVirt's order.
+fn build(
+    env: &Env<'_>,
+    vmi: &VirtualMachineInstance,
+    domain: &mut Domain,
+) -> Result<(), ConvertError> {
+    configurators::run_pipeline(env, vmi, domain)?;
+    memory_backing::configure(vmi, domain)?;
+    disks::convert_disks(env, vmi, domain)?;
+    if util::is_cpu_dedicated(vmi) {
+        dedicated::adjust(env, vmi, domain)?;
+    }
+    apply_libvirt_defaults(env, domain);
+    Ok(())
 }
 
 /// Converts and writes the XML in one go.

@@ -173,9 +173,12 @@ pub fn virtual_memory(vmi: &VirtualMachineInstance) -> Option<&Quantity> {
 /// A memory quantity in bytes (fractions rounded the way KubeVirt does: down).
 pub fn quantity_to_bytes(q: &Quantity, path: &str) -> Result<u64, ConvertError> {
     let bad = |e: kvrs_api::QuantityError| ConvertError::new(path, e.to_string());
-    let v = q.value().map_err(bad)?;
+    // KubeVirt: `Value()`, minus one unless `Value() * 1000 == MilliValue()`. Both round away
+    // from zero, so `Value()` is `MilliValue() / 1000` rounded the same way: one parse, not two
+    // (a quantity whose thousandths overflow failed on `MilliValue()` before, and still does).
     let milli = q.milli_value().map_err(bad)?;
-    let exact = v.checked_mul(1000) == Some(milli);
+    let exact = milli % 1000 == 0;
+    let v = milli / 1000 + if exact { 0 } else { milli.signum() };
     let bytes = if exact { v } else { v - 1 };
     u64::try_from(bytes).map_err(|_| {
         ConvertError::new(
@@ -186,4 +189,71 @@ pub fn quantity_to_bytes(q: &Quantity, path: &str) -> Result<u64, ConvertError> 
             ),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// KubeVirt's rule as it was written before (two parses): `Value()`, minus one unless
+    /// `Value() * 1000 == MilliValue()`.
+    fn two_parses(q: &Quantity) -> Result<i64, String> {
+        let v = q.value().map_err(|e| e.to_string())?;
+        let milli = q.milli_value().map_err(|e| e.to_string())?;
+        Ok(if v.checked_mul(1000) == Some(milli) {
+            v
+        } else {
+            v - 1
+        })
+    }
+
+    #[test]
+    fn one_parse_agrees_with_value_and_milli_value() {
+        let texts = [
+            "0",
+            "1",
+            "999",
+            "1000",
+            "1024M",
+            "1Gi",
+            "64Mi",
+            "1.5",
+            "1.5Gi",
+            "0.1",
+            "0.001",
+            "0.0001",
+            "1m",
+            "999m",
+            "1001m",
+            "1500m",
+            "1n",
+            "1u",
+            "123456789n",
+            "-1",
+            "-1m",
+            "-1.5",
+            "-0.0001",
+            "1e3",
+            "1.2e-3",
+            "8Ei",
+            "9223372036854775807",
+            "9223372036854775807m",
+            "9223372036854776",
+            "9223372036854775",
+            "abc",
+            "",
+            "12Q",
+        ];
+        for text in texts {
+            let q = Quantity::new(text.to_string());
+            let expected = two_parses(&q);
+            let found = quantity_to_bytes(&q, "f").map(|b| i64::try_from(b).unwrap_or(-1));
+            match (&expected, &found) {
+                (Ok(e), Ok(f)) => assert_eq!(e, f, "{text}"),
+                (Ok(e), Err(err)) => assert!(*e < 0, "{text}: {err}"),
+                (Err(e), Err(err)) => assert_eq!(err.to_string(), format!("f: {e}"), "{text}"),
+                (Err(e), Ok(f)) => panic!("{text}: expected error {e}, found {f}"),
+            }
+        }
+    }
 }

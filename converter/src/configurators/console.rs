@@ -37,11 +37,8 @@ impl Configurator for Console<'_> {
             source: None,
             alias: None,
         }];
-        let socket = format!(
-            "{}/{}/virt-serial0",
-            util::VIRT_PRIVATE_DIR,
-            util::uid_component(vmi)?
-        );
+        let uid = util::uid_component(vmi)?;
+        let socket = util::cat(&[util::VIRT_PRIVATE_DIR, "/", uid, "/virt-serial0"]);
         let log = self
             .ctx
             .serial_console_log
@@ -50,7 +47,7 @@ impl Configurator for Console<'_> {
             kind: "unix".into(),
             target: Some(SerialTarget { port: Some(0) }),
             log: log.then(|| SerialLog {
-                file: Some(format!("{socket}-log").into()),
+                file: Some(util::cat(&[&socket, "-log"]).into()),
                 append: Some("on".into()),
             }),
             source: Some(CharSource {

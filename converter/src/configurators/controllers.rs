@@ -66,6 +66,8 @@ impl Configurator for Controllers<'_> {
             ..Default::default()
         });
         let usb = usb_needed(vmi, self.env.arch);
+        // usb, scsi, pci and virtio-serial at most: one allocation.
+        domain.devices.controllers.reserve_exact(4);
         domain.devices.controllers.push(Controller {
             kind: "usb".into(),
             index: "0".into(),

@@ -2,7 +2,7 @@
 
 use super::{Configurator, Env};
 use crate::context::Arch;
-use crate::domain::{CpuFeature, CpuTopology, Domain, Vcpu, Vcpus, VcpusVcpu};
+use crate::domain::{CpuFeature, CpuTopology, Domain, Str, Vcpu, Vcpus, VcpusVcpu};
 use crate::error::ConvertError;
 use crate::topology::{Topology, checked_cpu_topology, checked_max_topology};
 use kvrs_api::VirtualMachineInstance;
@@ -44,13 +44,13 @@ impl Configurator for Cpu<'_> {
                 let max = checked_max_topology(topo, max_sockets)?;
                 let min_enabled = topo.cores * topo.threads;
                 let total = max.vcpus();
-                let yn = |b: bool| Some(if b { "yes" } else { "no" }.to_string());
+                let yn = |b: bool| Some(Str::Borrowed(if b { "yes" } else { "no" }));
                 domain.vcpus = Some(Vcpus {
                     vcpu: (0..total)
                         .map(|id| VcpusVcpu {
                             id,
-                            enabled: yn(id < count).map(Into::into),
-                            hotpluggable: yn(id >= min_enabled).map(Into::into),
+                            enabled: yn(id < count),
+                            hotpluggable: yn(id >= min_enabled),
                             order: None,
                         })
                         .collect(),
@@ -86,7 +86,7 @@ impl Configurator for Cpu<'_> {
             for f in cpu.features.iter().flatten() {
                 has_mpx |= f.name == "mpx";
                 domain.cpu.features.push(CpuFeature {
-                    name: f.name.clone().into(),
+                    name: super::util::intern(&f.name),
                     policy: f.policy.clone().filter(|p| !p.is_empty()).map(Into::into),
                 });
             }

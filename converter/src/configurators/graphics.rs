@@ -31,11 +31,12 @@ impl Configurator for Graphics<'_> {
             listen: Some(GraphicsListen {
                 kind: "socket".into(),
                 socket: Some(
-                    format!(
-                        "{}/{}/virt-vnc",
+                    util::cat(&[
                         util::VIRT_PRIVATE_DIR,
-                        util::uid_component(vmi)?
-                    )
+                        "/",
+                        util::uid_component(vmi)?,
+                        "/virt-vnc",
+                    ])
                     .into(),
                 ),
                 ..GraphicsListen::default()
@@ -45,7 +46,7 @@ impl Configurator for Graphics<'_> {
         }];
         let model = if let Some(video) = &devices.video {
             VideoModel {
-                kind: video.r#type.clone().unwrap_or_default().into(),
+                kind: util::intern(video.r#type.as_deref().unwrap_or_default()),
                 vram: Some(DEFAULT_VRAM),
                 heads: Some(DEFAULT_HEADS),
                 ..VideoModel::default()

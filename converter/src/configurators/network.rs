@@ -212,13 +212,9 @@ impl Configurator for Network<'_> {
             .as_ref()
             .and_then(|s| s.interfaces.as_deref())
             .unwrap_or(&[]);
-        // The first status of each name; a status without a name matches no interface.
-        let mut status_index = std::collections::HashMap::with_capacity(statuses.len());
-        for st in statuses {
-            if let Some(name) = st.name.as_deref() {
-                status_index.entry(name).or_insert(st);
-            }
-        }
+        // The first status of each name; a status without a name matches no interface. Built
+        // when the first passt interface needs it (no other binding looks at the status).
+        let mut status_index: Option<std::collections::HashMap<&str, _>> = None;
         for (i, iface) in ifaces.iter().enumerate() {
             if iface.state.as_deref() == Some("absent") {
                 continue;
@@ -265,7 +261,7 @@ impl Configurator for Network<'_> {
                 }
             }
             if let Some(pci) = iface.pci_address.as_deref().filter(|s| !s.is_empty()) {
-                d.address = Some(pci_address(pci).ok_or_else(|| {
+                d.address = Some(pci_address(pci).map(Box::new).ok_or_else(|| {
                     ConvertError::new(
                         format!("{}.pciAddress", path()),
                         format!(
@@ -303,7 +299,18 @@ impl Configurator for Network<'_> {
                     });
                 }
             } else if iface.passt_binding.is_some() {
-                let status = status_index.get(iface.name.as_str()).copied();
+                let status = status_index
+                    .get_or_insert_with(|| {
+                        let mut index = std::collections::HashMap::with_capacity(statuses.len());
+                        for st in statuses {
+                            if let Some(name) = st.name.as_deref() {
+                                index.entry(name).or_insert(st);
+                            }
+                        }
+                        index
+                    })
+                    .get(iface.name.as_str())
+                    .copied();
                 let pod_iface = status
                     .and_then(|s| s.pod_interface_name.clone())
                     .filter(|s| !s.is_empty());

@@ -247,7 +247,7 @@ impl Configurator for Os<'_> {
             });
         }
         if let Some(m) = spec.machine.as_ref().and_then(|m| m.r#type.as_ref()) {
-            domain.os.kind.machine = Some(m.clone()).filter(|s| !s.is_empty()).map(Into::into);
+            domain.os.kind.machine = Some(m).filter(|s| !s.is_empty()).map(|m| util::intern(m));
         }
         if vmi.spec.start_strategy.as_deref() == Some("Paused") {
             domain.os.bootmenu = Some(BootMenu {

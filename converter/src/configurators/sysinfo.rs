@@ -1,6 +1,7 @@
 //! `<sysinfo type="smbios">`: firmware UUID and serial, cluster SMBIOS, chassis.
 
 use super::Configurator;
+use super::util::intern;
 use crate::context::SmBios;
 use crate::domain::{Domain, Entry, SysInfo as DomSysInfo};
 use crate::error::ConvertError;
@@ -23,6 +24,8 @@ impl Configurator for SysInfo<'_> {
             ..DomSysInfo::default()
         };
         let system = &mut s.system.entries;
+        // uuid, serial and the five cluster values: one allocation.
+        system.reserve_exact(7);
         if let Some(fw) = &vmi.spec.domain.firmware {
             system.push(Entry::new("uuid", fw.uuid.clone().unwrap_or_default()));
             if let Some(serial) = fw.serial.as_ref().filter(|x| !x.is_empty()) {
@@ -30,11 +33,11 @@ impl Configurator for SysInfo<'_> {
             }
         }
         if let Some(b) = self.smbios {
-            system.push(Entry::new("manufacturer", b.manufacturer.clone()));
-            system.push(Entry::new("family", b.family.clone()));
-            system.push(Entry::new("product", b.product.clone()));
-            system.push(Entry::new("sku", b.sku.clone()));
-            system.push(Entry::new("version", b.version.clone()));
+            system.push(Entry::new("manufacturer", intern(&b.manufacturer)));
+            system.push(Entry::new("family", intern(&b.family)));
+            system.push(Entry::new("product", intern(&b.product)));
+            system.push(Entry::new("sku", intern(&b.sku)));
+            system.push(Entry::new("version", intern(&b.version)));
         }
         if let Some(c) = &vmi.spec.domain.chassis {
             let v = |x: &Option<String>| x.clone().unwrap_or_default();

@@ -5,9 +5,11 @@ use super::naming::Namer;
 use super::{DiskFacts, DiskPath};
 use crate::configurators::Env;
 use crate::configurators::network_pci_address;
+use crate::configurators::util::intern;
 use crate::context::Arch;
 use crate::domain::{
     Address, Alias, BlockIo, BootOrder, Disk, DiskDriver, Empty, Reservations, SourceReservations,
+    Str,
 };
 use crate::error::ConvertError;
 use kvrs_api::api::Disk as VmiDisk;
@@ -20,13 +22,19 @@ fn scsi_address(unit: usize) -> Address {
         kind: Some("drive".into()),
         controller: Some("0".into()),
         bus: Some("0".into()),
-        unit: Some(unit.to_string()),
+        unit: Some(itoa::Buffer::new().format(unit).to_owned()),
         ..Address::default()
     }
 }
 
-fn nonempty(s: &Option<String>) -> Option<String> {
-    s.clone().filter(|s| !s.is_empty())
+/// A VMI value copied into the domain, unless empty.
+fn nonempty_str(s: &str) -> Option<Str> {
+    (!s.is_empty()).then(|| intern(s))
+}
+
+/// An optional VMI value copied into the domain, unless unset or empty.
+fn nonempty(s: &Option<String>) -> Option<Str> {
+    nonempty_str(s.as_deref()?)
 }
 
 /// Converts the VMI disk's device settings into `d` (a default `Disk` already in its final place,
@@ -43,13 +51,11 @@ pub fn convert_disk<'a>(
     if let Some(t) = &src.disk {
         let bus = t.bus.as_deref().unwrap_or("");
         d.device = "disk".into();
-        d.target.bus = Some(bus.into())
-            .filter(|b: &String| !b.is_empty())
-            .map(Into::into);
+        d.target.bus = nonempty_str(bus);
         let (name, unit) = namer.name(&src.name, bus);
-        d.target.dev = Some(name).filter(|n| !n.is_empty()).map(Into::into);
+        d.target.dev = Some(name).filter(|n| !n.is_empty());
         if bus == "scsi" {
-            d.address = Some(scsi_address(unit));
+            d.address = Some(Box::new(scsi_address(unit)));
         }
         if let Some(pci) = t.pci_address.as_deref().filter(|s| !s.is_empty()) {
             if bus != "virtio" {
@@ -61,7 +67,7 @@ pub fn convert_disk<'a>(
                     ),
                 ));
             }
-            d.address = Some(network_pci_address(pci).ok_or_else(|| {
+            d.address = Some(network_pci_address(pci).map(Box::new).ok_or_else(|| {
                 ConvertError::new(
                     format!("{path}.disk.pciAddress"),
                     format!(
@@ -77,7 +83,7 @@ pub fn convert_disk<'a>(
         if t.readonly == Some(true) {
             d.readonly = Some(Empty {});
         }
-        d.serial = nonempty(&src.serial).map(Into::into);
+        d.serial = nonempty(&src.serial);
         if src.shareable == Some(true) {
             let cache = src.cache.as_deref().unwrap_or("");
             if !cache.is_empty() && cache != "none" {
@@ -91,13 +97,11 @@ pub fn convert_disk<'a>(
     } else if let Some(t) = &src.lun {
         let bus = t.bus.as_deref().unwrap_or("");
         d.device = "lun".into();
-        d.target.bus = Some(bus.into())
-            .filter(|b: &String| !b.is_empty())
-            .map(Into::into);
+        d.target.bus = nonempty_str(bus);
         let (name, unit) = namer.name(&src.name, bus);
-        d.target.dev = Some(name).filter(|n| !n.is_empty()).map(Into::into);
+        d.target.dev = Some(name).filter(|n| !n.is_empty());
         if bus == "scsi" {
-            d.address = Some(scsi_address(unit));
+            d.address = Some(Box::new(scsi_address(unit)));
         }
         if t.readonly == Some(true) {
             d.readonly = Some(Empty {});
@@ -116,23 +120,21 @@ pub fn convert_disk<'a>(
     } else if let Some(t) = &src.cdrom {
         let bus = t.bus.as_deref().unwrap_or("");
         d.device = "cdrom".into();
-        d.target.tray = nonempty(&t.tray).map(Into::into);
-        d.target.bus = Some(bus.into())
-            .filter(|b: &String| !b.is_empty())
-            .map(Into::into);
+        d.target.tray = nonempty(&t.tray);
+        d.target.bus = nonempty_str(bus);
         let (name, _) = namer.name(&src.name, bus);
-        d.target.dev = Some(name).filter(|n| !n.is_empty()).map(Into::into);
+        d.target.dev = Some(name).filter(|n| !n.is_empty());
         if t.readonly.unwrap_or(true) {
             d.readonly = Some(Empty {});
         }
     }
     // KubeVirt defaults a shareable disk's cache to `none` before writing the driver.
     let shareable_default =
-        (src.disk.is_some() && src.shareable == Some(true)).then(|| "none".to_string());
+        (src.disk.is_some() && src.shareable == Some(true)).then_some(Str::Borrowed("none"));
     let mut driver = DiskDriver {
         name: "qemu".into(),
-        cache: nonempty(&src.cache).or(shareable_default).map(Into::into),
-        io: nonempty(&src.io).map(Into::into),
+        cache: nonempty(&src.cache).or(shareable_default),
+        io: nonempty(&src.io),
         ..DiskDriver::default()
     };
     if (src.disk.is_some() || src.lun.is_some()) && !facts.discard_ignored {

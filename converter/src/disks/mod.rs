@@ -8,13 +8,12 @@ mod naming;
 mod volume;
 
 use crate::configurators::Env;
-use crate::configurators::util::first_by_name;
+use crate::configurators::util::{NameSet, first_by_name};
 use crate::domain::{Disk, Domain};
 use crate::error::ConvertError;
 use crate::iothreads::{has_dedicated, has_io_threads, io_thread_counts, supplemental_pool};
 use crate::topology::vcpu_count;
 use kvrs_api::VirtualMachineInstance;
-use std::collections::HashSet;
 
 pub use naming::device_name;
 
@@ -61,7 +60,7 @@ pub fn convert_disks(
     let mut next_auto = 1u32;
     let mut next_dedicated = auto_threads + 1;
     let volume_index = first_by_name(volumes, |v| v.name.as_str());
-    let discard_ignore: HashSet<&str> = env
+    let discard_ignore: NameSet<&str> = env
         .ctx
         .volumes_discard_ignore
         .iter()

@@ -1,8 +1,9 @@
 //! Target device names: `vd*` for virtio, `sd*` for SATA/SCSI/USB, keeping names already
 //! recorded in the VMI's volume status.
 
+use crate::configurators::util::{NameMap, NameSet, SCAN_MAX};
+use crate::domain::Str;
 use kvrs_api::api::{Disk, VolumeStatus};
-use std::collections::{HashMap, HashSet};
 
 /// `prefix` + a base-26 index (`a`..`z`, `aa`..).
 pub fn device_name(prefix: &str, index: usize) -> String {
@@ -52,21 +53,121 @@ pub fn prefix(bus: &str) -> &'static str {
 /// The search for a free index stops below 26^3 (as the converter always has).
 const MAX_INDEX: usize = 26 * 26 * 26;
 
+/// The first 26 names under `vd` and `sd` (nearly every VMI's targets), as constants: naming a
+/// disk allocates nothing.
+const VD: [&str; 26] = [
+    "vda", "vdb", "vdc", "vdd", "vde", "vdf", "vdg", "vdh", "vdi", "vdj", "vdk", "vdl", "vdm",
+    "vdn", "vdo", "vdp", "vdq", "vdr", "vds", "vdt", "vdu", "vdv", "vdw", "vdx", "vdy", "vdz",
+];
+const SD: [&str; 26] = [
+    "sda", "sdb", "sdc", "sdd", "sde", "sdf", "sdg", "sdh", "sdi", "sdj", "sdk", "sdl", "sdm",
+    "sdn", "sdo", "sdp", "sdq", "sdr", "sds", "sdt", "sdu", "sdv", "sdw", "sdx", "sdy", "sdz",
+];
+
+/// The 676 two-letter names of a prefix (`vdaa`..`vdzz`, indices 26..702), four bytes each, back
+/// to back: with [`VD`] and [`SD`], a VMI of up to 702 disks per prefix is named without an
+/// allocation (a 200-disk VMI allocated a `String` for 174 of its targets).
+const fn two_letter_names(prefix: &[u8; 2]) -> [u8; 676 * 4] {
+    const LETTERS: &[u8; 26] = b"abcdefghijklmnopqrstuvwxyz";
+    let mut t = [0u8; 676 * 4];
+    let mut i = 0;
+    while i < 676 {
+        t[i * 4] = prefix[0];
+        t[i * 4 + 1] = prefix[1];
+        t[i * 4 + 2] = LETTERS[i / 26];
+        t[i * 4 + 3] = LETTERS[i % 26];
+        i += 1;
+    }
+    t
+}
+
+/// `vdaa`..`vdzz`.
+static VD2: [u8; 676 * 4] = two_letter_names(b"vd");
+/// `sdaa`..`sdzz`.
+static SD2: [u8; 676 * 4] = two_letter_names(b"sd");
+
+/// [`device_name`] as a model string: a constant for names of one and two letters.
+fn target_name(prefix: &'static str, index: usize) -> Str {
+    let (one, two): (&'static [&'static str; 26], &'static [u8; 676 * 4]) = match prefix {
+        "vd" => (&VD, &VD2),
+        "sd" => (&SD, &SD2),
+        _ => return Str::Owned(device_name(prefix, index)),
+    };
+    if let Some(name) = one.get(index) {
+        return Str::Borrowed(name);
+    }
+    let at = (index - one.len()) * 4;
+    match two.get(at..at + 4).map(std::str::from_utf8) {
+        Some(Ok(name)) => Str::Borrowed(name),
+        _ => Str::Owned(device_name(prefix, index)),
+    }
+}
+
+/// Whether two disks have the same name: pairwise for short lists, through a set beyond
+/// [`SCAN_MAX`].
+fn repeats_a_name(disks: &[Disk]) -> bool {
+    if disks.len() <= SCAN_MAX {
+        return disks
+            .iter()
+            .enumerate()
+            .any(|(i, d)| disks[..i].iter().any(|e| e.name == d.name));
+    }
+    let mut seen = NameSet::with_capacity_and_hasher(disks.len(), Default::default());
+    !disks.iter().all(|d| seen.insert(d.name.as_str()))
+}
+
+/// The three prefixes [`prefix`] returns, as small indices.
+fn prefix_slot(prefix: &str) -> usize {
+    match prefix {
+        "vd" => 0,
+        "sd" => 1,
+        _ => 2,
+    }
+}
+
 /// The indices taken under one prefix and the lowest one that may still be free.
 #[derive(Default)]
 struct Taken {
-    used: HashSet<usize>,
+    /// One bit per index (at most [`MAX_INDEX`] bits), grown as indices are taken.
+    used: Vec<u64>,
     /// Every index below it is taken; indices are never released, so it only moves up.
     lowest_free: usize,
+}
+
+impl Taken {
+    fn contains(&self, i: usize) -> bool {
+        self.used
+            .get(i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+
+    fn insert(&mut self, i: usize) {
+        if self.used.len() <= i / 64 {
+            self.used.resize(i / 64 + 1, 0);
+        }
+        self.used[i / 64] |= 1 << (i % 64);
+    }
+}
+
+/// A target given to a disk: a computed name (by index) or one recorded in the volume status.
+#[derive(Clone, Copy)]
+enum Given<'a> {
+    Index(usize),
+    Recorded(&'a str),
 }
 
 /// Allocates target names per prefix, each in constant amortized time: a VMI with N disks is
 /// named in O(N) (a scan of the names given so far per disk made it O(N^3)).
 pub struct Namer<'a> {
-    /// (prefix, disk name) -> target, the first one assigned.
-    by_disk: HashMap<(&'static str, &'a str), String>,
-    /// Indices taken per prefix.
-    taken: HashMap<&'static str, Taken>,
+    /// (prefix slot, disk name) -> target, the first one assigned: searched in place while
+    /// short (nearly every VMI), indexed by a map once longer than [`SCAN_MAX`].
+    given: Vec<(usize, &'a str, Given<'a>)>,
+    given_index: Option<NameMap<(usize, &'a str), usize>>,
+    /// Whether a disk can be named twice: no volume status and no disk name repeated (nearly
+    /// every VMI) means each disk is named once, so the targets given need no record.
+    recall: bool,
+    /// Indices taken per prefix slot.
+    taken: [Taken; 3],
     /// Candidate indices examined so far (the tests' measure of the work done).
     #[cfg(test)]
     probes: usize,
@@ -76,8 +177,10 @@ impl<'a> Namer<'a> {
     /// Seeds the namer with targets from the volume status.
     pub fn new(statuses: &'a [VolumeStatus], disks: &'a [Disk]) -> Namer<'a> {
         let mut namer = Namer {
-            by_disk: HashMap::new(),
-            taken: HashMap::new(),
+            given: Vec::new(),
+            given_index: None,
+            recall: !statuses.is_empty() || repeats_a_name(disks),
+            taken: Default::default(),
             #[cfg(test)]
             probes: 0,
         };
@@ -85,7 +188,8 @@ impl<'a> Namer<'a> {
             return namer;
         }
         // The first status with a target, per volume name.
-        let mut targets: HashMap<&str, &str> = HashMap::with_capacity(statuses.len());
+        let mut targets: NameMap<&str, &str> =
+            NameMap::with_capacity_and_hasher(statuses.len(), Default::default());
         for s in statuses.iter().filter(|s| !s.target.is_empty()) {
             targets.entry(s.name.as_str()).or_insert(s.target.as_str());
         }
@@ -100,31 +204,70 @@ impl<'a> Namer<'a> {
                 continue;
             };
             if let Some(target) = targets.get(d.name.as_str()) {
-                namer.assign(prefix(bus.unwrap_or("")), &d.name, target);
+                let pfx = prefix(bus.unwrap_or(""));
+                namer.assign(pfx, &d.name, Given::Recorded(target), index_of(pfx, target));
             }
         }
         namer
     }
 
-    fn assign(&mut self, pfx: &'static str, disk: &'a str, target: &str) {
-        self.by_disk
-            .entry((pfx, disk))
-            .or_insert_with(|| target.to_string());
-        if let Some(i) = index_of(pfx, target) {
-            self.taken.entry(pfx).or_default().used.insert(i);
+    /// The target given to `disk` under the prefix slot, if any.
+    fn lookup(&self, slot: usize, disk: &str) -> Option<Given<'a>> {
+        if !self.recall {
+            return None;
+        }
+        match &self.given_index {
+            Some(map) => map.get(&(slot, disk)).map(|&i| self.given[i].2),
+            None => self
+                .given
+                .iter()
+                .find(|(s, d, _)| *s == slot && *d == disk)
+                .map(|g| g.2),
+        }
+    }
+
+    /// Records `target` for `disk` (unless it has one) and takes its index.
+    fn assign(
+        &mut self,
+        pfx: &'static str,
+        disk: &'a str,
+        target: Given<'a>,
+        index: Option<usize>,
+    ) {
+        let slot = prefix_slot(pfx);
+        if self.recall && self.lookup(slot, disk).is_none() {
+            self.given.push((slot, disk, target));
+            let at = self.given.len() - 1;
+            if let Some(map) = &mut self.given_index {
+                map.insert((slot, disk), at);
+            } else if self.given.len() > SCAN_MAX {
+                let mut map =
+                    NameMap::with_capacity_and_hasher(self.given.len() * 2, Default::default());
+                for (i, (s, d, _)) in self.given.iter().enumerate() {
+                    map.entry((*s, *d)).or_insert(i);
+                }
+                self.given_index = Some(map);
+            }
+        }
+        if let Some(i) = index {
+            self.taken[slot].insert(i);
         }
     }
 
     /// The target of `disk` on `bus` and its index.
-    pub fn name(&mut self, disk: &'a str, bus: &str) -> (String, usize) {
+    pub fn name(&mut self, disk: &'a str, bus: &str) -> (Str, usize) {
         let pfx = prefix(bus);
-        if let Some(existing) = self.by_disk.get(&(pfx, disk)) {
-            let idx = index_of(pfx, existing).unwrap_or(0);
-            return (existing.clone(), idx);
+        let slot = prefix_slot(pfx);
+        match self.lookup(slot, disk) {
+            Some(Given::Index(i)) => return (target_name(pfx, i), i),
+            Some(Given::Recorded(t)) => {
+                return (Str::Owned(t.to_owned()), index_of(pfx, t).unwrap_or(0));
+            }
+            None => {}
         }
-        let taken = self.taken.entry(pfx).or_default();
+        let taken = &mut self.taken[slot];
         let mut i = taken.lowest_free;
-        while i < MAX_INDEX && taken.used.contains(&i) {
+        while i < MAX_INDEX && taken.contains(i) {
             i += 1;
         }
         #[cfg(test)]
@@ -133,11 +276,10 @@ impl<'a> Namer<'a> {
         }
         taken.lowest_free = i;
         if i >= MAX_INDEX {
-            return (String::new(), 0);
+            return (Str::Borrowed(""), 0);
         }
-        let n = device_name(pfx, i);
-        self.assign(pfx, disk, &n);
-        (n, i)
+        self.assign(pfx, disk, Given::Index(i), Some(i));
+        (target_name(pfx, i), i)
     }
 }
 
@@ -154,6 +296,20 @@ mod tests {
         }
         assert_eq!(device_name("sd", 0), "sda");
         assert_eq!(device_name("sd", 26), "sdaa");
+    }
+
+    /// The constant targets are the names [`device_name`] computes, and are constants exactly up
+    /// to two letters.
+    #[test]
+    fn constant_targets_match_computed_names() {
+        for prefix in ["vd", "sd"] {
+            for i in 0..800 {
+                let name = target_name(prefix, i);
+                assert_eq!(name, device_name(prefix, i), "{prefix} {i}");
+                assert_eq!(matches!(name, Str::Borrowed(_)), i < 702, "{name}");
+            }
+        }
+        assert!(matches!(target_name("hd", 0), Str::Owned(_)));
     }
 
     /// The namer before it was indexed (one scan of the names so far per candidate index): the
@@ -220,10 +376,11 @@ mod tests {
         let names = disks
             .iter()
             .map(|d| {
-                namer.name(
+                let (name, i) = namer.name(
                     &d.name,
                     d.disk.as_ref().and_then(|t| t.bus.as_deref()).unwrap_or(""),
-                )
+                );
+                (name.into_owned(), i)
             })
             .collect();
         (names, namer.probes)
@@ -249,8 +406,25 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        for st in [&statuses[..], &[]] {
-            assert_eq!(indexed(st, &disks).0, reference(st, &disks));
+        // Repeated names among many disks, among a few, and none repeated.
+        let few_repeated: Vec<Disk> = [
+            ("a", "virtio"),
+            ("b", "sata"),
+            ("a", "virtio"),
+            ("c", "scsi"),
+            ("b", "sata"),
+            ("a", "sata"),
+        ]
+        .iter()
+        .map(|(name, bus)| disk(name, bus))
+        .collect();
+        let unique: Vec<Disk> = (0..40)
+            .map(|i| disk(&format!("d{i}"), buses[i % 3]))
+            .collect();
+        for disks in [&disks, &few_repeated, &unique[..8].to_vec(), &unique] {
+            for st in [&statuses[..], &[]] {
+                assert_eq!(indexed(st, disks).0, reference(st, disks));
+            }
         }
     }
 

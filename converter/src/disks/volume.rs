@@ -14,14 +14,7 @@ const HOTPLUG_DISKS: &str = "/var/run/kubevirt/hotplug-disks";
 const EMPTY_DISKS: &str = "/var/run/libvirt/empty-disks";
 const CLOUD_INIT_DIR: &str = "/var/run/libvirt/cloud-init-dir";
 
-/// Joins string pieces into one exactly-sized `String` (cheaper than `format!` on this hot path).
-fn cat(parts: &[&str]) -> String {
-    let mut s = String::with_capacity(parts.iter().map(|p| p.len()).sum());
-    for p in parts {
-        s.push_str(p);
-    }
-    s
-}
+use crate::configurators::util::{cat, intern};
 
 /// `/var/run/kubevirt-private/vmi-disks/<volume>/disk.img`.
 pub fn filesystem_path(volume: &str) -> String {
@@ -130,10 +123,18 @@ pub fn convert_volume(
         d.backing_store = Some(BackingStore {
             kind: Some("file".into()),
             format: Some(FormatType {
-                kind: format.clone().into(),
+                kind: intern(format),
             }),
             source: Some(DiskSource {
-                file: Some(format!("{CONTAINER_DISKS}/disk_{index}.img").into()),
+                file: Some(
+                    cat(&[
+                        CONTAINER_DISKS,
+                        "/disk_",
+                        itoa::Buffer::new().format(index),
+                        ".img",
+                    ])
+                    .into(),
+                ),
                 ..DiskSource::default()
             }),
         });

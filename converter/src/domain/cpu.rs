@@ -1,10 +1,11 @@
 //! CPU model, topology, NUMA cells, vCPU hotplug and pinning.
 
 use super::Str;
+use kvrs_converter_xml_derive::XmlElement;
 use serde::{Deserialize, Serialize};
 
 /// `<cpu>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Cpu {
     /// `host-model`, `host-passthrough` or `custom`.
@@ -25,7 +26,7 @@ pub struct Cpu {
 }
 
 /// `<feature name policy>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct CpuFeature {
     /// Flag name.
@@ -37,7 +38,7 @@ pub struct CpuFeature {
 }
 
 /// `<topology>`; zero counts are not written (Go `omitempty`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct CpuTopology {
     /// Sockets.
@@ -52,7 +53,7 @@ pub struct CpuTopology {
 }
 
 /// `<numa>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Numa {
     /// Cells.
@@ -61,7 +62,7 @@ pub struct Numa {
 }
 
 /// `<cell id cpus memory unit memAccess>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct NumaCell {
     /// Cell id.
@@ -85,7 +86,7 @@ pub struct NumaCell {
 }
 
 /// `<distances>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct NumaCellDistances {
     /// One entry per other cell.
@@ -94,7 +95,7 @@ pub struct NumaCellDistances {
 }
 
 /// `<sibling id value>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct NumaCellSibling {
     /// Other cell.
@@ -106,7 +107,7 @@ pub struct NumaCellSibling {
 }
 
 /// `<vcpu placement>N</vcpu>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Vcpu {
     /// `static`.
@@ -118,7 +119,7 @@ pub struct Vcpu {
 }
 
 /// `<vcpus>`: per-vCPU enabled / hotpluggable state.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Vcpus {
     /// One entry per vCPU.
@@ -127,7 +128,7 @@ pub struct Vcpus {
 }
 
 /// `<vcpu id enabled hotpluggable order>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct VcpusVcpu {
     /// vCPU index.
@@ -145,7 +146,7 @@ pub struct VcpusVcpu {
 }
 
 /// `<cputune>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct CpuTune {
     /// vCPU pins.
@@ -160,7 +161,7 @@ pub struct CpuTune {
 }
 
 /// `<vcpupin vcpu cpuset>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct CpuTuneVcpuPin {
     /// vCPU.
@@ -172,7 +173,7 @@ pub struct CpuTuneVcpuPin {
 }
 
 /// `<iothreadpin iothread cpuset>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct CpuTuneIoThreadPin {
     /// IO thread.
@@ -184,7 +185,7 @@ pub struct CpuTuneIoThreadPin {
 }
 
 /// `<emulatorpin cpuset>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct CpuEmulatorPin {
     /// Host CPUs.
@@ -193,7 +194,7 @@ pub struct CpuEmulatorPin {
 }
 
 /// `<numatune>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct NumaTune {
     /// Default policy (always written).
@@ -204,7 +205,7 @@ pub struct NumaTune {
 }
 
 /// `<memory mode nodeset>` inside `<numatune>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct NumaTuneMemory {
     /// `strict`, ...
@@ -216,7 +217,7 @@ pub struct NumaTuneMemory {
 }
 
 /// `<memnode cellid mode nodeset>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct MemNode {
     /// Guest cell.

@@ -1,13 +1,14 @@
 //! `<devices>` and every device kind except disks and interfaces.
 
 use super::{Disk, Interface, MemoryDevice, Str};
+use kvrs_converter_xml_derive::XmlElement;
 use serde::{Deserialize, Serialize};
 
 /// KubeVirt's prefix on aliases of user-named devices.
 pub const USER_ALIAS_PREFIX: &str = "ua-";
 
 /// `<devices>`, in the order Go's struct lists the kinds.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Devices {
     /// QEMU binary.
@@ -79,7 +80,7 @@ pub struct Devices {
 }
 
 /// `<address type domain bus slot function controller target unit ...>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Address {
     /// `pci`, `drive`, `ccw`, `usb`.
@@ -124,7 +125,7 @@ pub struct Address {
 }
 
 /// `<alias name>`. User-named devices carry [`USER_ALIAS_PREFIX`] in `name`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Alias {
     /// The alias as libvirt sees it.
@@ -155,7 +156,7 @@ impl Alias {
 }
 
 /// `<boot order>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct BootOrder {
     /// 1-based order.
@@ -164,7 +165,7 @@ pub struct BootOrder {
 }
 
 /// `<panic model>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct PanicDevice {
     /// `isa`, `hyperv`, `pvpanic`.
@@ -173,7 +174,7 @@ pub struct PanicDevice {
 }
 
 /// `<tpm model>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Tpm {
     /// `tpm-tis`, `tpm-crb`.
@@ -184,7 +185,7 @@ pub struct Tpm {
 }
 
 /// `<backend type version persistent_state>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct TpmBackend {
     /// `emulator`.
@@ -199,7 +200,7 @@ pub struct TpmBackend {
 }
 
 /// `<redirdev type bus>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct RedirectedDevice {
     /// `unix`.
@@ -213,7 +214,7 @@ pub struct RedirectedDevice {
 }
 
 /// `<source mode path>` of a redirdev.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct RedirectedDeviceSource {
     /// `bind`.
@@ -225,7 +226,7 @@ pub struct RedirectedDeviceSource {
 }
 
 /// `<filesystem type accessMode>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct FilesystemDevice {
     /// `mount`.
@@ -249,7 +250,7 @@ pub struct FilesystemDevice {
 }
 
 /// `<target dir>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct FilesystemTarget {
     /// Mount tag.
@@ -258,7 +259,7 @@ pub struct FilesystemTarget {
 }
 
 /// `<source dir socket>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct FilesystemSource {
     /// Directory (Go writes it even when empty).
@@ -270,7 +271,7 @@ pub struct FilesystemSource {
 }
 
 /// `<driver type queue>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct FilesystemDriver {
     /// `virtiofs`.
@@ -282,7 +283,7 @@ pub struct FilesystemDriver {
 }
 
 /// `<binary path xattr>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct FilesystemBinary {
     /// Path.
@@ -300,7 +301,7 @@ pub struct FilesystemBinary {
 }
 
 /// `<cache mode>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct FilesystemBinaryCache {
     /// Mode.
@@ -309,7 +310,7 @@ pub struct FilesystemBinaryCache {
 }
 
 /// `<lock posix flock>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct FilesystemBinaryLock {
     /// on/off.
@@ -321,7 +322,7 @@ pub struct FilesystemBinaryLock {
 }
 
 /// `<input type bus model>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Input {
     /// `tablet`, `keyboard`, `mouse`.
@@ -335,14 +336,14 @@ pub struct Input {
     pub alias: Option<Alias>,
     /// Address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
     /// virtio model.
     #[serde(rename = "@model", skip_serializing_if = "Option::is_none")]
     pub model: Option<Str>,
 }
 
 /// `<hostdev type managed mode model>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct HostDevice {
     /// Host address (always written).
@@ -364,7 +365,7 @@ pub struct HostDevice {
     pub model: Option<Str>,
     /// Guest address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
     /// Alias.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alias: Option<Alias>,
@@ -383,16 +384,16 @@ pub struct HostDevice {
 }
 
 /// `<source><address/></source>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct HostDeviceSource {
     /// Host address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
 }
 
 /// `<driver iommufd>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct HostDevDriver {
     /// yes/no.
@@ -401,7 +402,7 @@ pub struct HostDevDriver {
 }
 
 /// `<acpi nodeset>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct AcpiHostDev {
     /// Node set.
@@ -410,7 +411,7 @@ pub struct AcpiHostDev {
 }
 
 /// `<controller type index model>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Controller {
     /// `usb`, `scsi`, `virtio-serial`, `pci`.
@@ -430,7 +431,7 @@ pub struct Controller {
     pub alias: Option<Alias>,
     /// Address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
     /// 64-bit PCI hole.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pcihole64: Option<PciHole64>,
@@ -440,7 +441,7 @@ pub struct Controller {
 }
 
 /// `<driver iothread queues iommu>` of a controller.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct ControllerDriver {
     /// IO thread.
@@ -455,7 +456,7 @@ pub struct ControllerDriver {
 }
 
 /// `<pcihole64 unit>N</pcihole64>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct PciHole64 {
     /// Size.
@@ -467,7 +468,7 @@ pub struct PciHole64 {
 }
 
 /// `<target busNr><node/></target>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct ControllerTarget {
     /// Bus number.
@@ -479,7 +480,7 @@ pub struct ControllerTarget {
 }
 
 /// `<iommu model>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct IommuDevice {
     /// `intel`, `smmuv3`.
@@ -491,7 +492,7 @@ pub struct IommuDevice {
 }
 
 /// `<driver pciBus accel ats ril ssidSize oas>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct IommuDriver {
     /// PCI bus.
@@ -515,7 +516,7 @@ pub struct IommuDriver {
 }
 
 /// `<serial type>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Serial {
     /// `unix`, `pty`.
@@ -536,7 +537,7 @@ pub struct Serial {
 }
 
 /// `<target port>` of a serial port.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct SerialTarget {
     /// Port.
@@ -545,7 +546,7 @@ pub struct SerialTarget {
 }
 
 /// `<source mode path>` of a serial port or console.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct CharSource {
     /// `bind`.
@@ -557,7 +558,7 @@ pub struct CharSource {
 }
 
 /// `<log file append>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct SerialLog {
     /// File.
@@ -569,7 +570,7 @@ pub struct SerialLog {
 }
 
 /// `<console type>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Console {
     /// `pty`.
@@ -587,7 +588,7 @@ pub struct Console {
 }
 
 /// `<target type port>` of a console.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct ConsoleTarget {
     /// `serial`.
@@ -599,7 +600,7 @@ pub struct ConsoleTarget {
 }
 
 /// `<channel type>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Channel {
     /// `unix`.
@@ -614,7 +615,7 @@ pub struct Channel {
 }
 
 /// `<target name type address port state>` of a channel.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct ChannelTarget {
     /// `org.qemu.guest_agent.0`.
@@ -635,7 +636,7 @@ pub struct ChannelTarget {
 }
 
 /// `<source mode path>` of a channel (both always written).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct ChannelSource {
     /// `bind`.
@@ -647,7 +648,7 @@ pub struct ChannelSource {
 }
 
 /// `<sound model>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct SoundCard {
     /// Alias.
@@ -659,7 +660,7 @@ pub struct SoundCard {
 }
 
 /// `<video><model/></video>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Video {
     /// Model.
@@ -667,7 +668,7 @@ pub struct Video {
 }
 
 /// `<model type heads ram vram vgamem>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct VideoModel {
     /// `vga`, `bochs`, `virtio`, `ramfb`.
@@ -688,7 +689,7 @@ pub struct VideoModel {
 }
 
 /// `<graphics type>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Graphics {
     /// yes/no.
@@ -715,7 +716,7 @@ pub struct Graphics {
 }
 
 /// `<listen type address socket>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct GraphicsListen {
     /// `socket`, `address`.
@@ -733,7 +734,7 @@ pub struct GraphicsListen {
 }
 
 /// `<vsock model><cid/></vsock>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Vsock {
     /// `virtio`, `virtio-non-transitional`.
@@ -744,7 +745,7 @@ pub struct Vsock {
 }
 
 /// `<cid auto address>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Cid {
     /// yes/no.
@@ -756,7 +757,7 @@ pub struct Cid {
 }
 
 /// `<memballoon model freePageReporting>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct MemBalloon {
     /// `virtio`, `none`.
@@ -767,7 +768,7 @@ pub struct MemBalloon {
     pub stats: Option<Stats>,
     /// Address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
     /// Driver.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<IommuOnly>,
@@ -777,7 +778,7 @@ pub struct MemBalloon {
 }
 
 /// `<stats period>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Stats {
     /// Seconds.
@@ -786,7 +787,7 @@ pub struct Stats {
 }
 
 /// `<driver iommu>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct IommuOnly {
     /// on/off.
@@ -795,7 +796,7 @@ pub struct IommuOnly {
 }
 
 /// `<watchdog model action>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Watchdog {
     /// `i6300esb`, `diag288`.
@@ -809,11 +810,11 @@ pub struct Watchdog {
     pub alias: Option<Alias>,
     /// Address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
 }
 
 /// `<rng model>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Rng {
     /// `virtio`, ...
@@ -824,14 +825,14 @@ pub struct Rng {
     pub backend: Option<RngBackend>,
     /// Address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
     /// Driver.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<IommuOnly>,
 }
 
 /// `<backend model>/dev/urandom</backend>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct RngBackend {
     /// `random`.

@@ -1,10 +1,11 @@
 //! `<disk>` and its parts.
 
 use super::{Address, Alias, BootOrder, Empty, Str};
+use kvrs_converter_xml_derive::XmlElement;
 use serde::{Deserialize, Serialize};
 
 /// `<disk device type model>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Disk {
     /// `disk`, `cdrom`, `lun`.
@@ -43,7 +44,7 @@ pub struct Disk {
     pub boot: Option<BootOrder>,
     /// Guest address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
     /// `virtio`, `virtio-transitional`, `virtio-non-transitional`.
     #[serde(rename = "@model", skip_serializing_if = "Option::is_none")]
     pub model: Option<Str>,
@@ -62,7 +63,7 @@ pub struct Disk {
 }
 
 /// `<source dev file ...>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct DiskSource {
     /// Block device.
@@ -95,7 +96,7 @@ pub struct DiskSource {
 }
 
 /// `<host name port>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct DiskSourceHost {
     /// Host.
@@ -107,7 +108,7 @@ pub struct DiskSourceHost {
 }
 
 /// `<reservations managed migration>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Reservations {
     /// yes/no.
@@ -122,7 +123,7 @@ pub struct Reservations {
 }
 
 /// `<source type path mode>` of reservations.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct SourceReservations {
     /// `unix`.
@@ -137,7 +138,7 @@ pub struct SourceReservations {
 }
 
 /// `<slices><slice/></slices>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Slices {
     /// The slice.
@@ -145,7 +146,7 @@ pub struct Slices {
 }
 
 /// `<slice type offset size>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct SliceType {
     /// `storage`.
@@ -160,7 +161,7 @@ pub struct SliceType {
 }
 
 /// `<dataStore type>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct DataStore {
     /// `file`, `block`.
@@ -175,7 +176,7 @@ pub struct DataStore {
 }
 
 /// `<format type>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct FormatType {
     /// `raw`, `qcow2`.
@@ -184,7 +185,7 @@ pub struct FormatType {
 }
 
 /// `<target bus dev tray>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct DiskTarget {
     /// `virtio`, `sata`, `scsi`, `usb`.
@@ -199,7 +200,7 @@ pub struct DiskTarget {
 }
 
 /// `<driver cache error_policy io name type iothread queues discard iommu>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct DiskDriver {
     /// `none`, `writethrough`, `writeback`.
@@ -235,7 +236,7 @@ pub struct DiskDriver {
 }
 
 /// `<iothreads>` of a disk driver.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct DiskIoThreads {
     /// Threads.
@@ -244,7 +245,7 @@ pub struct DiskIoThreads {
 }
 
 /// `<iothread id>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct DiskIoThread {
     /// Thread id.
@@ -253,7 +254,7 @@ pub struct DiskIoThread {
 }
 
 /// `<auth username><secret/></auth>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct DiskAuth {
     /// User.
@@ -265,7 +266,7 @@ pub struct DiskAuth {
 }
 
 /// `<secret type usage uuid>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct DiskSecret {
     /// Type.
@@ -280,7 +281,7 @@ pub struct DiskSecret {
 }
 
 /// `<backingStore type>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct BackingStore {
     /// `file`, `block`.
@@ -295,7 +296,7 @@ pub struct BackingStore {
 }
 
 /// `<blockio logical_block_size physical_block_size discard_granularity>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct BlockIo {
     /// Logical.

@@ -2,10 +2,11 @@
 
 use super::Empty;
 use super::Str;
+use kvrs_converter_xml_derive::XmlElement;
 use serde::{Deserialize, Serialize};
 
 /// `<features>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Features {
     /// `<acpi/>`.
@@ -35,7 +36,7 @@ pub struct Features {
 }
 
 /// An element with an optional `state="on|off"`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct FeatureState {
     /// `on` / `off`.
@@ -53,7 +54,7 @@ impl FeatureState {
 }
 
 /// `<hyperv mode>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct FeatureHyperv {
     /// `passthrough` or unset (custom).
@@ -104,7 +105,7 @@ pub struct FeatureHyperv {
 }
 
 /// `<spinlocks state retries>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct FeatureSpinlocks {
     /// on/off.
@@ -116,7 +117,7 @@ pub struct FeatureSpinlocks {
 }
 
 /// `<stimer state><direct/></stimer>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct SynicTimer {
     /// Direct mode.
@@ -128,7 +129,7 @@ pub struct SynicTimer {
 }
 
 /// `<tlbflush state>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct TlbFlush {
     /// Direct flush.
@@ -143,7 +144,7 @@ pub struct TlbFlush {
 }
 
 /// `<vendor_id state value>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct FeatureVendorId {
     /// on/off.
@@ -155,7 +156,7 @@ pub struct FeatureVendorId {
 }
 
 /// `<kvm>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct FeatureKvm {
     /// Hide the KVM signature.

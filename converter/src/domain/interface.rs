@@ -1,15 +1,16 @@
 //! `<interface>`: network interfaces.
 
 use super::{Address, Alias, BootOrder, Empty};
+use kvrs_converter_xml_derive::XmlElement;
 use serde::{Deserialize, Serialize};
 
 /// `<interface type>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Interface {
     /// Guest PCI address (Go writes it first).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
     /// `ethernet`, `bridge`, `user`, `vhostuser`, `hostdev`.
     #[serde(rename = "@type")]
     pub kind: String,
@@ -66,7 +67,7 @@ pub struct Interface {
 }
 
 /// `<source network dev bridge mode>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct InterfaceSource {
     /// Network.
@@ -83,11 +84,11 @@ pub struct InterfaceSource {
     pub mode: Option<String>,
     /// Host device address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
 }
 
 /// `<target dev managed>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct InterfaceTarget {
     /// Tap name.
@@ -99,7 +100,7 @@ pub struct InterfaceTarget {
 }
 
 /// `<model type>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Model {
     /// Model.
@@ -108,7 +109,7 @@ pub struct Model {
 }
 
 /// `<mac address>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Mac {
     /// MAC.
@@ -117,7 +118,7 @@ pub struct Mac {
 }
 
 /// `<mtu size>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Mtu {
     /// Size.
@@ -126,7 +127,7 @@ pub struct Mtu {
 }
 
 /// `<link state>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct LinkState {
     /// `up` / `down`.
@@ -135,7 +136,7 @@ pub struct LinkState {
 }
 
 /// `<filterref filter>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct FilterRef {
     /// Filter.
@@ -144,7 +145,7 @@ pub struct FilterRef {
 }
 
 /// `<driver name queues iommu>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct InterfaceDriver {
     /// `vhost`.
@@ -159,7 +160,7 @@ pub struct InterfaceDriver {
 }
 
 /// `<rom enabled>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Rom {
     /// yes/no.
@@ -168,7 +169,7 @@ pub struct Rom {
 }
 
 /// `<acpi index>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Acpi {
     /// Index.
@@ -177,7 +178,7 @@ pub struct Acpi {
 }
 
 /// `<backend type logFile>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct InterfaceBackend {
     /// `passt`.
@@ -189,7 +190,7 @@ pub struct InterfaceBackend {
 }
 
 /// `<portForward proto address dev>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct PortForward {
     /// tcp/udp.
@@ -207,7 +208,7 @@ pub struct PortForward {
 }
 
 /// `<range start end to exclude>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct PortForwardRange {
     /// Start.

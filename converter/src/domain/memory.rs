@@ -1,10 +1,11 @@
 //! `<memoryBacking>` and the virtio-mem `<memory>` device.
 
 use super::{Address, Alias, Empty, Memory, Str};
+use kvrs_converter_xml_derive::XmlElement;
 use serde::{Deserialize, Serialize};
 
 /// `<memoryBacking>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct MemoryBacking {
     /// Hugepages.
@@ -25,7 +26,7 @@ pub struct MemoryBacking {
 }
 
 /// `<hugepages>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct HugePages {
     /// Pages.
@@ -34,7 +35,7 @@ pub struct HugePages {
 }
 
 /// `<page size unit nodeset>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct HugePage {
     /// Page size.
@@ -49,7 +50,7 @@ pub struct HugePage {
 }
 
 /// `<source type>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct MemoryBackingSource {
     /// `memfd`, `file`, `anonymous`.
@@ -58,7 +59,7 @@ pub struct MemoryBackingSource {
 }
 
 /// `<access mode>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct MemoryBackingAccess {
     /// `shared` / `private`.
@@ -67,7 +68,7 @@ pub struct MemoryBackingAccess {
 }
 
 /// `<allocation mode>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct MemoryAllocation {
     /// `immediate` / `ondemand`.
@@ -76,7 +77,7 @@ pub struct MemoryAllocation {
 }
 
 /// `<memory model="virtio-mem">` device for memory hotplug.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct MemoryDevice {
     /// `virtio-mem`.
@@ -90,11 +91,11 @@ pub struct MemoryDevice {
     pub alias: Option<Alias>,
     /// Address.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<Address>,
+    pub address: Option<Box<Address>>,
 }
 
 /// `<target>` of a memory device.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct MemoryTarget {
     /// Maximum size.
@@ -113,7 +114,7 @@ pub struct MemoryTarget {
 }
 
 /// `<address base>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct MemoryAddress {
     /// Base.

@@ -1,20 +1,18 @@
 //! `<metadata><kubevirt xmlns="http://kubevirt.io">`: KubeVirt's bookkeeping inside the domain.
 
+use super::Str;
+use kvrs_converter_xml_derive::XmlElement;
 use serde::{Deserialize, Serialize};
 
 /// KubeVirt's metadata namespace.
 pub const KUBEVIRT_NAMESPACE: &str = "http://kubevirt.io";
-
-fn kubevirt_ns() -> String {
-    KUBEVIRT_NAMESPACE.to_string()
-}
 
 fn is_false(b: &bool) -> bool {
     !*b
 }
 
 /// `<metadata>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Metadata {
     /// KubeVirt's element.
@@ -22,12 +20,12 @@ pub struct Metadata {
 }
 
 /// `<kubevirt xmlns="http://kubevirt.io">`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct KubeVirtMetadata {
     /// Always [`KUBEVIRT_NAMESPACE`].
     #[serde(rename = "@xmlns")]
-    pub xmlns: String,
+    pub xmlns: Str,
     /// The VMI's UID (empty until the launcher fills it in).
     pub uid: String,
     /// Grace period bookkeeping.
@@ -50,7 +48,7 @@ pub struct KubeVirtMetadata {
 impl Default for KubeVirtMetadata {
     fn default() -> Self {
         KubeVirtMetadata {
-            xmlns: kubevirt_ns(),
+            xmlns: Str::Borrowed(KUBEVIRT_NAMESPACE),
             uid: String::new(),
             graceperiod: None,
             migration: None,
@@ -62,7 +60,7 @@ impl Default for KubeVirtMetadata {
 }
 
 /// `<graceperiod>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct GracePeriodMetadata {
     /// Grace period in seconds (always written).
@@ -80,7 +78,7 @@ pub struct GracePeriodMetadata {
 }
 
 /// `<migration>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct MigrationMetadata {
     /// Migration UID.
@@ -107,7 +105,7 @@ pub struct MigrationMetadata {
 }
 
 /// `<backup>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct BackupMetadata {
     /// Backup name.
@@ -146,7 +144,7 @@ pub struct BackupMetadata {
 }
 
 /// `<accessCredential>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct AccessCredentialMetadata {
     /// Succeeded.
@@ -158,7 +156,7 @@ pub struct AccessCredentialMetadata {
 }
 
 /// `<memoryDump>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct MemoryDumpMetadata {
     /// Target file.

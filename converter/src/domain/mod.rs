@@ -17,9 +17,11 @@ mod interface;
 mod memory;
 mod metadata;
 mod os;
-mod writer;
 
 pub use writer::{MAX_XML_BYTES, WriteError};
+
+/// The XML writer's runtime half, used by the code `derive(XmlElement)` generates.
+pub mod writer;
 
 pub use cpu::*;
 pub use devices::*;
@@ -30,6 +32,7 @@ pub use memory::*;
 pub use metadata::*;
 pub use os::*;
 
+use kvrs_converter_xml_derive::XmlElement;
 use serde::{Deserialize, Serialize};
 
 /// The namespace KubeVirt binds to the `qemu:` prefix on the root element.
@@ -41,7 +44,7 @@ pub const QEMU_NAMESPACE: &str = "http://libvirt.org/schemas/domain/qemu/1.0";
 pub type Str = std::borrow::Cow<'static, str>;
 
 /// An element without attributes or children whose presence alone means something (`<acpi/>`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 pub struct Empty {}
 
 /// Errors turning a [`Domain`] into XML text or back.
@@ -55,8 +58,16 @@ pub enum XmlError {
     Read(#[from] quick_xml::DeError),
 }
 
+/// The root element.
+struct Root;
+
+impl writer::TagName for Root {
+    const OPEN: &'static str = "<domain";
+    const CLOSE: &'static str = "</domain>";
+}
+
 /// A libvirt domain definition (KubeVirt's `api.DomainSpec`), the root `<domain>` element.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, XmlElement)]
 #[serde(rename = "domain", default)]
 pub struct Domain {
     /// Hypervisor type: `kvm` or `qemu` (emulation).
@@ -146,12 +157,12 @@ impl Domain {
     /// assert_eq!(Domain::from_xml(&xml).unwrap(), d);
     /// ```
     pub fn to_xml(&self) -> Result<String, XmlError> {
-        Ok(writer::to_string(self, "domain", true, 6144)?)
+        Ok(writer::to_string::<_, Root>(self, "domain", true, 6144)?)
     }
 
     /// Writes the domain as XML without any indentation (fastest; same tree).
     pub fn to_xml_compact(&self) -> Result<String, XmlError> {
-        Ok(writer::to_string(self, "domain", false, 4096)?)
+        Ok(writer::to_string::<_, Root>(self, "domain", false, 4096)?)
     }
 
     /// Parses a domain XML (KubeVirt's or libvirt's own `dumpxml` output).
@@ -161,7 +172,7 @@ impl Domain {
 }
 
 /// A memory size with its unit (`<memory unit="b">1024</memory>`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Memory {
     /// The amount.
@@ -173,7 +184,7 @@ pub struct Memory {
 }
 
 /// `<maxMemory slots=".." unit="..">`: the hotplug ceiling.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct MaxMemory {
     /// The amount.
@@ -188,7 +199,7 @@ pub struct MaxMemory {
 }
 
 /// `<resource><partition>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Resource {
     /// The cgroup partition.
@@ -196,7 +207,7 @@ pub struct Resource {
 }
 
 /// `<qemu:commandline>`: environment and arguments handed to QEMU unchanged.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Commandline {
     /// `<qemu:env name value>`.
@@ -208,7 +219,7 @@ pub struct Commandline {
 }
 
 /// One QEMU environment variable.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct QemuEnv {
     /// Variable name.
@@ -220,7 +231,7 @@ pub struct QemuEnv {
 }
 
 /// One QEMU argument.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct QemuArg {
     /// The argument.
@@ -229,7 +240,7 @@ pub struct QemuArg {
 }
 
 /// `<iothreads>N</iothreads>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct IoThreads {
     /// Number of IO threads.
@@ -238,7 +249,7 @@ pub struct IoThreads {
 }
 
 /// `<launchSecurity>`: confidential computing.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct LaunchSecurity {
     /// `sev`, `sev-snp` or `tdx`.
@@ -268,7 +279,7 @@ pub struct LaunchSecurity {
 }
 
 /// TDX quote generation service socket.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct QuoteGenerationService {
     /// Socket path.
@@ -277,7 +288,7 @@ pub struct QuoteGenerationService {
 }
 
 /// `<iommufd enabled="yes">`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Iommufd {
     /// `yes` / `no`.

@@ -1,10 +1,11 @@
 //! `<os>` (boot), `<sysinfo>` (SMBIOS) and `<clock>`.
 
 use super::Str;
+use kvrs_converter_xml_derive::XmlElement;
 use serde::{Deserialize, Serialize};
 
 /// `<os>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Os {
     /// Firmware auto-selection (`efi`), unused by KubeVirt's default context.
@@ -49,7 +50,7 @@ pub struct Os {
 }
 
 /// `<firmware>` feature list.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct FirmwareInfo {
     /// Features.
@@ -58,7 +59,7 @@ pub struct FirmwareInfo {
 }
 
 /// `<feature enabled name>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct FirmwareFeature {
     /// yes/no.
@@ -70,7 +71,7 @@ pub struct FirmwareFeature {
 }
 
 /// `<type arch machine>hvm</type>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct OsType {
     /// `hvm`.
@@ -85,7 +86,7 @@ pub struct OsType {
 }
 
 /// `<acpi>` tables.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct OsAcpi {
     /// Tables.
@@ -94,7 +95,7 @@ pub struct OsAcpi {
 }
 
 /// `<table type>path</table>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct AcpiTable {
     /// File.
@@ -106,7 +107,7 @@ pub struct AcpiTable {
 }
 
 /// `<smbios mode>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct SmBios {
     /// `sysinfo`.
@@ -115,7 +116,7 @@ pub struct SmBios {
 }
 
 /// `<boot dev>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Boot {
     /// `hd`, `cdrom`, `network`.
@@ -124,7 +125,7 @@ pub struct Boot {
 }
 
 /// `<bootmenu enable timeout>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct BootMenu {
     /// yes/no.
@@ -136,7 +137,7 @@ pub struct BootMenu {
 }
 
 /// `<bios useserial>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Bios {
     /// yes/no.
@@ -145,7 +146,7 @@ pub struct Bios {
 }
 
 /// `<loader readonly secure type>path</loader>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Loader {
     /// yes/no.
@@ -163,7 +164,7 @@ pub struct Loader {
 }
 
 /// `<nvram template format>path</nvram>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct NvRam {
     /// Template of the variable store.
@@ -178,7 +179,7 @@ pub struct NvRam {
 }
 
 /// `<sysinfo type="smbios">`: Go writes all four sections even when empty.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct SysInfo {
     /// `smbios`.
@@ -196,7 +197,7 @@ pub struct SysInfo {
 }
 
 /// A list of `<entry>`s.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct SysInfoSection {
     /// Entries.
@@ -205,7 +206,7 @@ pub struct SysInfoSection {
 }
 
 /// `<entry name>value</entry>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Entry {
     /// Field name.
@@ -227,7 +228,7 @@ impl Entry {
 }
 
 /// `<clock offset timezone adjustment>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Clock {
     /// `utc`, `timezone`.
@@ -245,7 +246,7 @@ pub struct Clock {
 }
 
 /// `<timer name tickpolicy present track frequency>`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, XmlElement)]
 #[serde(default)]
 pub struct Timer {
     /// `rtc`, `pit`, `hpet`, `kvmclock`, `hypervclock`.

@@ -1,19 +1,23 @@
-//! A small serde serializer that writes the domain model as XML directly into a `String`.
+//! The domain model's XML writer: text appended straight into one `String`.
 //!
-//! It understands exactly the conventions of this model (`@name` fields are attributes, `$text`
-//! is character data, `Option`s are skipped by the derive, a `Vec` field repeats its element) and
-//! does no name validation, which makes it several times faster than a general XML serializer.
-//! Attributes that follow child elements in field order (Go's struct order, e.g. `<disk model>`)
-//! are inserted back into the start tag.
-
-use serde::ser::{self, Impossible, Serialize};
-use std::fmt;
+//! Each model struct derives [`XmlElement`] (`kvrs-converter-xml-derive`) from its serde
+//! attributes, the same ones quick-xml parses with: `@name` fields are attributes, `$text` is
+//! character data, any other field a child element, a `Vec` field repeats its element, `Option`s
+//! and `skip_serializing_if` leave fields out. The generated code writes constant tags
+//! (`<disk`, ` type="`, `</disk>`) and calls the small routines here for the values: no serde
+//! round, no per-element allocation, no name validation.
 
 /// Why writing failed: a string holds a code point XML 1.0 cannot carry (C0 controls other than
-/// tab, newline and carriage return; U+FFFE, U+FFFF), or a value kind the model never uses.
+/// tab, newline and carriage return; U+FFFE, U+FFFF), or the document outgrew [`MAX_XML_BYTES`].
+///
+/// Boxed: every step of the writer returns a `Result<(), WriteError>`, which stays one pointer
+/// wide (and `Ok` a null test) instead of a 48-byte value copied through every level.
 #[derive(Debug, thiserror::Error)]
-#[error("{}: {reason}", self.location())]
-pub struct WriteError {
+#[error("{}: {}", self.location(), self.0.reason)]
+pub struct WriteError(Box<WriteErrorInner>);
+
+#[derive(Debug)]
+struct WriteErrorInner {
     reason: String,
     /// Where, innermost first (`serial`, `disk[2]`, `devices`, `domain`): filled in while the
     /// error travels up, so writing pays nothing for it.
@@ -21,23 +25,28 @@ pub struct WriteError {
 }
 
 impl WriteError {
+    #[cold]
     fn new(reason: impl Into<String>) -> Self {
-        WriteError {
+        WriteError(Box::new(WriteErrorInner {
             reason: reason.into(),
             path: Vec::new(),
-        }
+        }))
     }
 
-    /// Adds the enclosing element, attribute or list item.
-    fn within(mut self, part: impl Into<String>) -> Self {
-        self.path.push(part.into());
+    /// Adds the enclosing element, attribute or list item (the generated writers call it as an
+    /// error travels up).
+    #[cold]
+    #[inline(never)]
+    #[must_use]
+    pub fn within(mut self, part: impl Into<String>) -> Self {
+        self.0.path.push(part.into());
         self
     }
 
     /// Where in the document: an XPath such as `/domain/devices/disk[2]/serial`.
     pub fn location(&self) -> String {
         let mut out = String::new();
-        for part in self.path.iter().rev() {
+        for part in self.0.path.iter().rev() {
             if !part.starts_with('[') {
                 out.push('/');
             }
@@ -48,20 +57,49 @@ impl WriteError {
 
     /// What is wrong, without the location.
     pub fn reason(&self) -> &str {
-        &self.reason
-    }
-}
-
-impl ser::Error for WriteError {
-    fn custom<T: fmt::Display>(msg: T) -> Self {
-        WriteError::new(msg.to_string())
+        &self.0.reason
     }
 }
 
 type R<T = ()> = Result<T, WriteError>;
 
-/// Writes `value` as the root element `root`.
-pub fn to_string<T: Serialize>(value: &T, root: &str, indent: bool, capacity: usize) -> R<String> {
+use std::cell::Cell;
+
+/// An element's name as a type: the generated writers are instantiated per tag, so the start
+/// and end tags they copy are constants (a few stores each, no call to `memcpy`, no length).
+pub trait TagName {
+    /// `<name`.
+    const OPEN: &'static str;
+    /// `</name>`.
+    const CLOSE: &'static str;
+}
+
+/// A value written as an element of the given tag: a model struct (derived), a scalar as
+/// `<name>text</name>`, or nothing (`None`), or one element per item (`Vec`).
+pub trait XmlElement {
+    /// Appends the element (preceded by a newline and indentation when indenting).
+    fn write_element<N: TagName>(&self, w: &mut Writer) -> R;
+}
+
+/// A value written as an attribute: ` name="value"`, or nothing when `None`.
+pub trait XmlAttr {
+    /// Appends `prefix` (` name="`), the escaped value and the closing quote.
+    fn write_attr(&self, w: &mut Writer, prefix: &'static str) -> R;
+}
+
+/// A value written as an element's character data.
+pub trait XmlText {
+    /// Appends the escaped text.
+    fn write_text(&self, w: &mut Writer) -> R;
+}
+
+/// Writes `value` as the root element `root` (`name` for error locations).
+pub fn to_string<T: XmlElement, N: TagName>(
+    value: &T,
+    name: &str,
+    indent: bool,
+    capacity: usize,
+) -> R<String> {
     // Start at the largest output this thread has written so far (never below `capacity`), so a
     // big domain is written into one allocation instead of growing (and copying) several times.
     let capacity = LAST_LEN.with(|c| c.get()).max(capacity);
@@ -69,14 +107,10 @@ pub fn to_string<T: Serialize>(value: &T, root: &str, indent: bool, capacity: us
         out: String::with_capacity(capacity),
         indent,
         depth: 0,
-        scratch: String::new(),
     };
     value
-        .serialize(ElementSer {
-            w: &mut w,
-            name: root,
-        })
-        .map_err(|e| e.within(root))?;
+        .write_element::<N>(&mut w)
+        .map_err(|e| e.within(name))?;
     let len = w.out.len();
     if len > capacity {
         LAST_LEN.with(|c| c.set(len.min(MAX_HINT)));
@@ -99,55 +133,354 @@ thread_local! {
     static LAST_LEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// Appends the decimal digits of `v` without going through `core::fmt`.
-fn push_u64(out: &mut String, mut v: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    // Only ASCII digits were written.
-    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or_default());
-}
+/// A newline and the indentation of up to 15 levels.
+const NEWLINE_TABS: &str = "\n\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t";
 
-/// Appends `v` in decimal, `-` first when negative (same text as `Display`).
-fn push_i64(out: &mut String, v: i64) {
-    if v < 0 {
-        out.push('-');
-    }
-    push_u64(out, v.unsigned_abs());
-}
-
-struct Writer {
+/// The output being written and where in the tree the writer is.
+pub struct Writer {
     out: String,
     indent: bool,
     depth: usize,
-    /// Reused for attributes that must be inserted back into an already closed start tag.
-    scratch: String,
 }
 
 impl Writer {
+    /// Appends constant text (a tag part).
+    #[inline]
+    pub fn push(&mut self, s: &'static str) {
+        self.out.push_str(s);
+    }
+
+    #[inline(always)]
     fn newline(&mut self) {
         if self.indent && !self.out.is_empty() {
-            // One copy of a prefix of a constant instead of a push per tab (the writer's most
-            // frequent operation); deeper nesting than the constant holds falls back to pushes.
-            const NEWLINE_TABS: &str = "\n\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t";
-            match NEWLINE_TABS.get(..=self.depth) {
-                Some(prefix) => self.out.push_str(prefix),
-                None => {
-                    self.out.push_str(NEWLINE_TABS);
-                    for _ in NEWLINE_TABS.len()..=self.depth {
-                        self.out.push('\t');
-                    }
-                }
+            // One fixed-size copy of a newline and 15 tabs, cut back to the depth: a 16-byte
+            // store instead of a variable-length copy (the writer's most frequent operation).
+            if self.depth < NEWLINE_TABS.len() {
+                let keep = self.out.len() + 1 + self.depth;
+                self.out.push_str(NEWLINE_TABS);
+                self.out.truncate(keep);
+            } else {
+                self.deep_newline();
             }
         }
     }
+
+    /// [`Writer::newline`] nested deeper than [`NEWLINE_TABS`] holds.
+    #[cold]
+    #[inline(never)]
+    fn deep_newline(&mut self) {
+        self.out.push_str(NEWLINE_TABS);
+        for _ in NEWLINE_TABS.len()..=self.depth {
+            self.out.push('\t');
+        }
+    }
+
+    /// Begins a struct's element: its line and `<name`; attributes follow.
+    #[inline]
+    pub fn start<N: TagName>(&mut self) {
+        self.newline();
+        self.out.push_str(N::OPEN);
+        self.depth += 1;
+    }
+
+    /// Closes the start tag of an element with children; returns where the children begin.
+    #[inline]
+    pub fn open_body(&mut self) -> usize {
+        self.out.push('>');
+        self.out.len()
+    }
+
+    /// Ends an element begun with [`Writer::open_body`]: on its own line after children, or as
+    /// an empty-element tag when no child was written (all lists empty, all options unset).
+    #[inline]
+    pub fn end_body<N: TagName>(&mut self, body: usize) -> R {
+        self.depth -= 1;
+        self.check_size()?;
+        if self.out.len() == body {
+            self.out.truncate(body - 1);
+            self.out.push_str("/>");
+        } else {
+            self.newline();
+            self.out.push_str(N::CLOSE);
+        }
+        Ok(())
+    }
+
+    /// Ends an element of attributes only: `/>`.
+    #[inline]
+    pub fn end_empty(&mut self) -> R {
+        self.depth -= 1;
+        self.check_size()?;
+        self.out.push_str("/>");
+        Ok(())
+    }
+
+    /// Ends an element with character data: `</name>` right after the text.
+    #[inline]
+    pub fn end_text<N: TagName>(&mut self) -> R {
+        self.depth -= 1;
+        self.check_size()?;
+        self.out.push_str(N::CLOSE);
+        Ok(())
+    }
+
+    #[inline]
+    fn check_size(&self) -> R {
+        if self.out.len() > MAX_XML_BYTES {
+            return Err(too_long());
+        }
+        Ok(())
+    }
+
+    /// `<name>text</name>` on its own line, for a scalar element.
+    #[inline]
+    fn text_element<N: TagName>(&mut self, text: impl FnOnce(&mut String) -> R) -> R {
+        self.newline();
+        self.out.push_str(N::OPEN);
+        self.out.push('>');
+        text(&mut self.out)?;
+        self.out.push_str(N::CLOSE);
+        Ok(())
+    }
+
+    /// ` name="value"` for a string value. Inlined into the generated writers, where `prefix`
+    /// is a constant: its copy becomes a few stores instead of a call to `memcpy`.
+    #[inline(always)]
+    fn str_attr(&mut self, prefix: &'static str, s: &str) -> R {
+        self.out.push_str(prefix);
+        escape_into(&mut self.out, s, true)?;
+        self.out.push('"');
+        Ok(())
+    }
+}
+
+#[cold]
+fn too_long() -> WriteError {
+    WriteError::new(format!(
+        "the domain XML is longer than {MAX_XML_BYTES} bytes, the most libvirt accepts \
+         (REMOTE_STRING_MAX)"
+    ))
+}
+
+/// Appends the decimal digits of `v` without going through `core::fmt`.
+#[inline]
+fn push_int(out: &mut String, v: impl itoa::Integer) {
+    out.push_str(itoa::Buffer::new().format(v));
+}
+
+macro_rules! str_impls {
+    ($($t:ty),*) => {$(
+        impl XmlElement for $t {
+            #[inline]
+            fn write_element<N: TagName>(&self, w: &mut Writer) -> R {
+                w.text_element::<N>(|out| escape_into(out, self, false))
+            }
+        }
+        impl XmlAttr for $t {
+            #[inline(always)]
+            fn write_attr(&self, w: &mut Writer, prefix: &'static str) -> R {
+                w.str_attr(prefix, self)
+            }
+        }
+        impl XmlText for $t {
+            #[inline]
+            fn write_text(&self, w: &mut Writer) -> R {
+                escape_into(&mut w.out, self, false)
+            }
+        }
+    )*};
+}
+str_impls!(String);
+
+thread_local! {
+    /// Constants (`Str::Borrowed`) already found plain (nothing to escape, even in attributes),
+    /// by address and length, direct-mapped. A `&'static str` is immutable for the rest of the
+    /// program, so once plain it stays plain: the model's constants (`virtio`, `on`, `unix`, most
+    /// values of a domain) are checked once per thread instead of once per document.
+    static PLAIN: [Cell<(usize, usize)>; PLAIN_SLOTS] =
+        const { [const { Cell::new((0, 0)) }; PLAIN_SLOTS] };
+}
+
+/// Appends a model string: a constant found plain before is copied as it is, anything else
+/// goes through [`escape_into`].
+#[inline(always)]
+fn write_str(out: &mut String, s: &super::Str, attr: bool) -> R {
+    match s {
+        std::borrow::Cow::Borrowed(c) => write_constant(out, c, attr),
+        std::borrow::Cow::Owned(o) => escape_into(out, o, attr),
+    }
+}
+
+/// Slots of [`PLAIN`]: a domain uses some 50 distinct constants.
+const PLAIN_SLOTS: usize = 256;
+
+#[inline(always)]
+fn write_constant(out: &mut String, c: &'static str, attr: bool) -> R {
+    let key = (c.as_ptr().addr(), c.len());
+    // Fibonacci hashing of the address: its top bits pick the slot.
+    let slot = (key.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) % PLAIN_SLOTS;
+    if PLAIN.with(|t| t[slot].get() == key) {
+        out.push_str(c);
+        return Ok(());
+    }
+    if needs_care(c.as_bytes(), true) {
+        return escape_into(out, c, attr);
+    }
+    PLAIN.with(|t| t[slot].set(key));
+    out.push_str(c);
+    Ok(())
+}
+
+impl XmlElement for super::Str {
+    #[inline]
+    fn write_element<N: TagName>(&self, w: &mut Writer) -> R {
+        w.text_element::<N>(|out| write_str(out, self, false))
+    }
+}
+
+impl XmlAttr for super::Str {
+    #[inline(always)]
+    fn write_attr(&self, w: &mut Writer, prefix: &'static str) -> R {
+        w.out.push_str(prefix);
+        write_str(&mut w.out, self, true)?;
+        w.out.push('"');
+        Ok(())
+    }
+}
+
+impl XmlText for super::Str {
+    #[inline]
+    fn write_text(&self, w: &mut Writer) -> R {
+        write_str(&mut w.out, self, false)
+    }
+}
+
+macro_rules! int_impls {
+    ($($t:ty),*) => {$(
+        impl XmlElement for $t {
+            #[inline]
+            fn write_element<N: TagName>(&self, w: &mut Writer) -> R {
+                w.text_element::<N>(|out| {
+                    push_int(out, *self);
+                    Ok(())
+                })
+            }
+        }
+        impl XmlAttr for $t {
+            #[inline(always)]
+            fn write_attr(&self, w: &mut Writer, prefix: &'static str) -> R {
+                w.out.push_str(prefix);
+                push_int(&mut w.out, *self);
+                w.out.push('"');
+                Ok(())
+            }
+        }
+        impl XmlText for $t {
+            #[inline]
+            fn write_text(&self, w: &mut Writer) -> R {
+                push_int(&mut w.out, *self);
+                Ok(())
+            }
+        }
+    )*};
+}
+int_impls!(u8, u16, u32, u64, i8, i16, i32, i64);
+
+impl XmlElement for bool {
+    #[inline]
+    fn write_element<N: TagName>(&self, w: &mut Writer) -> R {
+        let text = if *self { "true" } else { "false" };
+        w.text_element::<N>(|out| {
+            out.push_str(text);
+            Ok(())
+        })
+    }
+}
+
+impl XmlAttr for bool {
+    #[inline(always)]
+    fn write_attr(&self, w: &mut Writer, prefix: &'static str) -> R {
+        w.out.push_str(prefix);
+        w.out.push_str(if *self { "true\"" } else { "false\"" });
+        Ok(())
+    }
+}
+
+impl XmlText for bool {
+    #[inline]
+    fn write_text(&self, w: &mut Writer) -> R {
+        w.out.push_str(if *self { "true" } else { "false" });
+        Ok(())
+    }
+}
+
+impl<T: XmlElement> XmlElement for Option<T> {
+    #[inline]
+    fn write_element<N: TagName>(&self, w: &mut Writer) -> R {
+        match self {
+            Some(v) => v.write_element::<N>(w),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<T: XmlAttr> XmlAttr for Option<T> {
+    #[inline(always)]
+    fn write_attr(&self, w: &mut Writer, prefix: &'static str) -> R {
+        match self {
+            Some(v) => v.write_attr(w, prefix),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<T: XmlText> XmlText for Option<T> {
+    #[inline]
+    fn write_text(&self, w: &mut Writer) -> R {
+        match self {
+            Some(v) => v.write_text(w),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<T: XmlElement> XmlElement for Box<T> {
+    #[inline]
+    fn write_element<N: TagName>(&self, w: &mut Writer) -> R {
+        (**self).write_element::<N>(w)
+    }
+}
+
+impl<T: XmlElement> XmlElement for Vec<T> {
+    fn write_element<N: TagName>(&self, w: &mut Writer) -> R {
+        for (i, item) in self.iter().enumerate() {
+            // Errors name the item, 1-based as in XPath.
+            item.write_element::<N>(w)
+                .map_err(|e| e.within(format!("[{}]", i + 1)))?;
+        }
+        Ok(())
+    }
+}
+
+/// Eight copies of a byte.
+const fn splat(b: u8) -> u64 {
+    u64::from_ne_bytes([b; 8])
+}
+
+/// Whether any of the eight bytes of `x` is one [`escape_into`] must look at closely: a C0
+/// control, `&`, `<`, `>`, `"` or 0xEF (the lead byte of U+F000..U+FFFF). Word-at-a-time ("SWAR")
+/// zero-byte tests: `(v - 0x01..) & !v & 0x80..` is non-zero exactly when a byte of `v` is zero
+/// (and with 0x20 instead of 0x01, when a byte is below 0x20). `"` is tested together with `&`
+/// (they differ in bit 2 only), so text with a `"` takes the careful path for nothing — rare.
+#[inline]
+fn word_needs_care(x: u64) -> bool {
+    const HIGH: u64 = splat(0x80);
+    let zero_byte = |v: u64| v.wrapping_sub(splat(0x01)) & !v & HIGH;
+    let control = x.wrapping_sub(splat(0x20)) & !x & HIGH;
+    let amp_quot = zero_byte((x | splat(0x04)) ^ splat(b'&'));
+    let lt_gt = zero_byte((x | splat(0x02)) ^ splat(b'>'));
+    let ef = zero_byte(x ^ splat(0xEF));
+    (control | amp_quot | lt_gt | ef) != 0
 }
 
 /// [`SPECIAL`] bit: the byte needs care in text.
@@ -173,29 +506,29 @@ static SPECIAL: [u8; 256] = {
     t
 };
 
-/// Whether any byte of `s` is one [`escape_into`] must look at closely. Whole 16-byte blocks
-/// are tested branch-free (the compiler turns a fixed-size block into vector compares: paths and
-/// UUIDs are long); the short rest, and most values are short, by one table look-up per byte.
+/// Whether any byte of `s` is one [`escape_into`] must look at closely. Values shorter than a
+/// word (most are) by one table look-up per byte; longer ones eight bytes at a time
+/// ([`word_needs_care`]; the last word overlaps the one before it).
+#[inline(never)]
 fn needs_care(s: &[u8], attr: bool) -> bool {
-    let mut blocks = s.chunks_exact(16);
-    for block in &mut blocks {
-        let hit = block.iter().fold(false, |acc, &b| {
-            acc | (b < 0x20)
-                | (b == b'&')
-                | (b == b'<')
-                | (b == b'>')
-                | (attr & (b == b'"'))
-                | (b == 0xEF)
-        });
-        if hit {
+    let n = s.len();
+    if n < 8 {
+        let mask = if attr { SPECIAL_ATTR } else { SPECIAL_TEXT };
+        return s.iter().any(|&b| SPECIAL[usize::from(b)] & mask != 0);
+    }
+    let word = |at: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&s[at..at + 8]);
+        word_needs_care(u64::from_le_bytes(b))
+    };
+    let mut at = 0;
+    while at + 8 < n {
+        if word(at) {
             return true;
         }
+        at += 8;
     }
-    let mask = if attr { SPECIAL_ATTR } else { SPECIAL_TEXT };
-    blocks
-        .remainder()
-        .iter()
-        .any(|&b| SPECIAL[usize::from(b)] & mask != 0)
+    word(n - 8)
 }
 
 /// The one escaping routine of every string the writer puts in a document (text and attribute
@@ -206,12 +539,20 @@ fn needs_care(s: &[u8], attr: bool) -> bool {
 /// - code points XML 1.0's `Char` production excludes even as character references (C0 controls
 ///   other than tab, newline and carriage return; U+FFFE and U+FFFF; surrogates cannot occur in
 ///   a `str`) are refused: there is no way to write them.
+#[inline]
 fn escape_into(out: &mut String, s: &str, attr: bool) -> R {
     // Almost no value needs escaping: one pass finds out, then one copy.
-    if !needs_care(s.as_bytes(), attr) {
-        out.push_str(s);
-        return Ok(());
+    if needs_care(s.as_bytes(), attr) {
+        return escape_slow(out, s, attr);
     }
+    out.push_str(s);
+    Ok(())
+}
+
+/// [`escape_into`] for a value that has a byte to look at: character by character.
+#[cold]
+#[inline(never)]
+fn escape_slow(out: &mut String, s: &str, attr: bool) -> R {
     let mut last = 0;
     for (i, c) in s.char_indices() {
         let rep = match c {
@@ -249,405 +590,59 @@ fn excerpt(s: &str) -> String {
     }
 }
 
-/// Serializes one value as the element `name` (a field of its parent).
-struct ElementSer<'w> {
-    w: &'w mut Writer,
-    name: &'w str,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::borrow::Cow;
 
-impl ElementSer<'_> {
-    fn text(self, s: &str) -> R {
-        self.w.newline();
-        let out = &mut self.w.out;
-        out.push('<');
-        out.push_str(self.name);
-        out.push('>');
-        escape_into(out, s, false)?;
-        out.push_str("</");
-        out.push_str(self.name);
-        out.push('>');
-        Ok(())
+    fn text(s: &super::super::Str) -> String {
+        let mut out = String::new();
+        write_str(&mut out, s, false).expect("text");
+        out
     }
-    fn display(self, v: impl fmt::Display) -> R {
-        // Booleans, floats and chars: a char may need escaping like any string.
-        let text = v.to_string();
-        self.text(&text)
-    }
-}
 
-macro_rules! display_fns {
-    ($($f:ident: $t:ty),*) => { $(fn $f(self, v: $t) -> R { self.display(v) })* };
-}
+    fn attr(s: &super::super::Str) -> String {
+        let mut out = String::new();
+        write_str(&mut out, s, true).expect("attribute");
+        out
+    }
 
-macro_rules! int_fns {
-    ($push:ident as $w:ty: $($f:ident: $t:ty),*) => { $(fn $f(self, v: $t) -> R {
-        self.w.newline();
-        let out = &mut self.w.out;
-        out.push('<');
-        out.push_str(self.name);
-        out.push('>');
-        $push(out, v as $w);
-        out.push_str("</");
-        out.push_str(self.name);
-        out.push('>');
-        Ok(())
-    })* };
-}
-
-impl<'w> ser::Serializer for ElementSer<'w> {
-    type Ok = ();
-    type Error = WriteError;
-    type SerializeSeq = SeqSer<'w>;
-    type SerializeTuple = Impossible<(), WriteError>;
-    type SerializeTupleStruct = Impossible<(), WriteError>;
-    type SerializeTupleVariant = Impossible<(), WriteError>;
-    type SerializeMap = Impossible<(), WriteError>;
-    type SerializeStruct = StructSer<'w>;
-    type SerializeStructVariant = Impossible<(), WriteError>;
-
-    display_fns!(serialize_f32: f32, serialize_f64: f64, serialize_char: char);
-
-    fn serialize_bool(self, v: bool) -> R {
-        self.text(if v { "true" } else { "false" })
-    }
-    int_fns!(push_i64 as i64: serialize_i8: i8, serialize_i16: i16, serialize_i32: i32, serialize_i64: i64);
-    int_fns!(push_u64 as u64: serialize_u8: u8, serialize_u16: u16, serialize_u32: u32, serialize_u64: u64);
-
-    fn serialize_str(self, v: &str) -> R {
-        self.text(v)
-    }
-    fn serialize_bytes(self, _: &[u8]) -> R {
-        Err(WriteError::new("bytes are not supported"))
-    }
-    fn serialize_none(self) -> R {
-        Ok(())
-    }
-    fn serialize_some<T: ?Sized + Serialize>(self, v: &T) -> R {
-        v.serialize(self)
-    }
-    fn serialize_unit(self) -> R {
-        self.w.newline();
-        self.w.out.push('<');
-        self.w.out.push_str(self.name);
-        self.w.out.push_str("/>");
-        Ok(())
-    }
-    fn serialize_unit_struct(self, _: &'static str) -> R {
-        self.serialize_unit()
-    }
-    fn serialize_unit_variant(self, _: &'static str, _: u32, v: &'static str) -> R {
-        self.text(v)
-    }
-    fn serialize_newtype_struct<T: ?Sized + Serialize>(self, _: &'static str, v: &T) -> R {
-        v.serialize(self)
-    }
-    fn serialize_newtype_variant<T: ?Sized + Serialize>(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: &T,
-    ) -> R {
-        Err(WriteError::new("enum variants are not supported"))
-    }
-    fn serialize_seq(self, _: Option<usize>) -> R<SeqSer<'w>> {
-        Ok(SeqSer {
-            w: self.w,
-            name: self.name,
-            index: 0,
-        })
-    }
-    fn serialize_tuple(self, _: usize) -> R<Self::SerializeTuple> {
-        Err(WriteError::new("tuples are not supported"))
-    }
-    fn serialize_tuple_struct(self, _: &'static str, _: usize) -> R<Self::SerializeTupleStruct> {
-        Err(WriteError::new("tuple structs are not supported"))
-    }
-    fn serialize_tuple_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> R<Self::SerializeTupleVariant> {
-        Err(WriteError::new("enum variants are not supported"))
-    }
-    fn serialize_map(self, _: Option<usize>) -> R<Self::SerializeMap> {
-        Err(WriteError::new("maps are not supported"))
-    }
-    fn serialize_struct(self, _: &'static str, _: usize) -> R<StructSer<'w>> {
-        self.w.newline();
-        self.w.out.push('<');
-        self.w.out.push_str(self.name);
-        let attr_pos = self.w.out.len();
-        self.w.depth += 1;
-        Ok(StructSer {
-            w: self.w,
-            name: self.name,
-            attr_pos,
-            open: true,
-            child_elements: false,
-        })
-    }
-    fn serialize_struct_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> R<Self::SerializeStructVariant> {
-        Err(WriteError::new("enum variants are not supported"))
-    }
-}
-
-/// A `Vec` field: each item is one element of the field's name.
-struct SeqSer<'w> {
-    w: &'w mut Writer,
-    name: &'w str,
-    /// Items written so far (errors name the item, 1-based as in XPath).
-    index: usize,
-}
-
-impl ser::SerializeSeq for SeqSer<'_> {
-    type Ok = ();
-    type Error = WriteError;
-    fn serialize_element<T: ?Sized + Serialize>(&mut self, v: &T) -> R {
-        self.index += 1;
-        v.serialize(ElementSer {
-            w: self.w,
-            name: self.name,
-        })
-        .map_err(|e| e.within(format!("[{}]", self.index)))
-    }
-    fn end(self) -> R {
-        Ok(())
-    }
-}
-
-/// An element being written: attributes go into its start tag, everything else after it.
-struct StructSer<'w> {
-    w: &'w mut Writer,
-    name: &'w str,
-    /// Where the next attribute goes (end of the start tag's attributes).
-    attr_pos: usize,
-    /// The start tag is not closed with `>` yet.
-    open: bool,
-    child_elements: bool,
-}
-
-impl StructSer<'_> {
-    fn close_start_tag(&mut self) {
-        if self.open {
-            self.w.out.push('>');
-            self.open = false;
+    /// A constant is never copied unescaped because it was written before in the other context:
+    /// `"` is plain in text but not in an attribute, `<` and `&` in neither. Each order is tried
+    /// twice, so the second round runs after any caching of the first.
+    #[test]
+    fn constants_are_escaped_in_both_contexts_whatever_was_written_before() {
+        const QUOTE_TEXT_FIRST: &str = "a\"b";
+        const QUOTE_ATTR_FIRST: &str = "c\"d";
+        const LT_AMP_TEXT_FIRST: &str = "x<y&z";
+        const LT_AMP_ATTR_FIRST: &str = "u<v&w";
+        const LONG_QUOTE: &str = "a value longer than a word \"quoted\"";
+        for _ in 0..2 {
+            let q = Cow::Borrowed(QUOTE_TEXT_FIRST);
+            assert_eq!(text(&q), "a\"b");
+            assert_eq!(attr(&q), "a&quot;b");
+            let q = Cow::Borrowed(QUOTE_ATTR_FIRST);
+            assert_eq!(attr(&q), "c&quot;d");
+            assert_eq!(text(&q), "c\"d");
+            let l = Cow::Borrowed(LT_AMP_TEXT_FIRST);
+            assert_eq!(text(&l), "x&lt;y&amp;z");
+            assert_eq!(attr(&l), "x&lt;y&amp;z");
+            let l = Cow::Borrowed(LT_AMP_ATTR_FIRST);
+            assert_eq!(attr(&l), "u&lt;v&amp;w");
+            assert_eq!(text(&l), "u&lt;v&amp;w");
+            let long = Cow::Borrowed(LONG_QUOTE);
+            assert_eq!(text(&long), LONG_QUOTE);
+            assert_eq!(attr(&long), "a value longer than a word &quot;quoted&quot;");
         }
     }
-}
 
-impl ser::SerializeStruct for StructSer<'_> {
-    type Ok = ();
-    type Error = WriteError;
-    fn serialize_field<T: ?Sized + Serialize>(&mut self, key: &'static str, v: &T) -> R {
-        if let Some(attr) = key.strip_prefix('@') {
-            if self.open && self.attr_pos == self.w.out.len() {
-                // Common case: still inside the start tag, write in place.
-                let out = &mut self.w.out;
-                let mark = out.len();
-                out.push(' ');
-                out.push_str(attr);
-                out.push_str("=\"");
-                if v.serialize(AttrSer {
-                    out: &mut *out,
-                    attr: true,
-                })
-                .map_err(|e| e.within(key))?
-                {
-                    out.push('"');
-                } else {
-                    out.truncate(mark);
-                }
-                self.attr_pos = out.len();
-            } else {
-                // Built in the writer's reusable scratch buffer (no allocation per attribute).
-                let mut a = std::mem::take(&mut self.w.scratch);
-                a.clear();
-                a.push(' ');
-                a.push_str(attr);
-                a.push_str("=\"");
-                if v.serialize(AttrSer {
-                    out: &mut a,
-                    attr: true,
-                })
-                .map_err(|e| e.within(key))?
-                {
-                    a.push('"');
-                    self.w.out.insert_str(self.attr_pos, &a);
-                    self.attr_pos += a.len();
-                }
-                self.w.scratch = a;
-            }
-            return Ok(());
+    /// A plain constant is copied as it is, every time, in both contexts.
+    #[test]
+    fn plain_constants_are_copied_unchanged() {
+        let v: super::super::Str = Cow::Borrowed("virtio-non-transitional");
+        for _ in 0..3 {
+            assert_eq!(text(&v), "virtio-non-transitional");
+            assert_eq!(attr(&v), "virtio-non-transitional");
         }
-        if key == "$text" {
-            self.close_start_tag();
-            v.serialize(AttrSer {
-                out: &mut self.w.out,
-                attr: false,
-            })?;
-            return Ok(());
-        }
-        let was_open = self.open;
-        self.close_start_tag();
-        let before = self.w.out.len();
-        v.serialize(ElementSer {
-            w: self.w,
-            name: key,
-        })
-        .map_err(|e| e.within(key))?;
-        if self.w.out.len() != before {
-            self.child_elements = true;
-        } else if was_open {
-            // Nothing written (an empty list): keep the start tag open for later attributes.
-            self.w.out.truncate(before - 1);
-            self.open = true;
-        }
-        Ok(())
-    }
-    fn end(self) -> R {
-        self.w.depth -= 1;
-        if self.w.out.len() > MAX_XML_BYTES {
-            return Err(WriteError::new(format!(
-                "the domain XML is longer than {MAX_XML_BYTES} bytes, the most libvirt accepts \
-                 (REMOTE_STRING_MAX)"
-            )));
-        }
-        if self.open {
-            self.w.out.push_str("/>");
-            return Ok(());
-        }
-        if self.child_elements {
-            self.w.newline();
-        }
-        self.w.out.push_str("</");
-        self.w.out.push_str(self.name);
-        self.w.out.push('>');
-        Ok(())
-    }
-}
-
-/// Turns a scalar into attribute / text content; returns whether there was a value.
-struct AttrSer<'a> {
-    out: &'a mut String,
-    /// Escape `"` too.
-    attr: bool,
-}
-
-macro_rules! attr_display {
-    ($($f:ident: $t:ty),*) => { $(fn $f(self, v: $t) -> R<bool> {
-        let text = v.to_string();
-        escape_into(self.out, &text, self.attr)?;
-        Ok(true)
-    })* };
-}
-
-macro_rules! attr_int {
-    ($push:ident as $w:ty: $($f:ident: $t:ty),*) => {
-        $(fn $f(self, v: $t) -> R<bool> { $push(self.out, v as $w); Ok(true) })*
-    };
-}
-
-impl ser::Serializer for AttrSer<'_> {
-    type Ok = bool;
-    type Error = WriteError;
-    type SerializeSeq = Impossible<bool, WriteError>;
-    type SerializeTuple = Impossible<bool, WriteError>;
-    type SerializeTupleStruct = Impossible<bool, WriteError>;
-    type SerializeTupleVariant = Impossible<bool, WriteError>;
-    type SerializeMap = Impossible<bool, WriteError>;
-    type SerializeStruct = Impossible<bool, WriteError>;
-    type SerializeStructVariant = Impossible<bool, WriteError>;
-
-    attr_display!(serialize_f32: f32, serialize_f64: f64, serialize_char: char);
-
-    fn serialize_bool(self, v: bool) -> R<bool> {
-        self.out.push_str(if v { "true" } else { "false" });
-        Ok(true)
-    }
-    attr_int!(push_i64 as i64: serialize_i8: i8, serialize_i16: i16, serialize_i32: i32, serialize_i64: i64);
-    attr_int!(push_u64 as u64: serialize_u8: u8, serialize_u16: u16, serialize_u32: u32, serialize_u64: u64);
-
-    fn serialize_str(self, v: &str) -> R<bool> {
-        escape_into(self.out, v, self.attr)?;
-        Ok(true)
-    }
-    fn serialize_bytes(self, _: &[u8]) -> R<bool> {
-        Err(WriteError::new("bytes are not supported"))
-    }
-    fn serialize_none(self) -> R<bool> {
-        Ok(false)
-    }
-    fn serialize_some<T: ?Sized + Serialize>(self, v: &T) -> R<bool> {
-        v.serialize(self)
-    }
-    fn serialize_unit(self) -> R<bool> {
-        Ok(true)
-    }
-    fn serialize_unit_struct(self, _: &'static str) -> R<bool> {
-        Ok(true)
-    }
-    fn serialize_unit_variant(self, _: &'static str, _: u32, v: &'static str) -> R<bool> {
-        self.out.push_str(v);
-        Ok(true)
-    }
-    fn serialize_newtype_struct<T: ?Sized + Serialize>(self, _: &'static str, v: &T) -> R<bool> {
-        v.serialize(self)
-    }
-    fn serialize_newtype_variant<T: ?Sized + Serialize>(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: &T,
-    ) -> R<bool> {
-        Err(WriteError::new(
-            "enum variants are not supported in attributes",
-        ))
-    }
-    fn serialize_seq(self, _: Option<usize>) -> R<Self::SerializeSeq> {
-        Err(WriteError::new("lists are not supported in attributes"))
-    }
-    fn serialize_tuple(self, _: usize) -> R<Self::SerializeTuple> {
-        Err(WriteError::new("tuples are not supported in attributes"))
-    }
-    fn serialize_tuple_struct(self, _: &'static str, _: usize) -> R<Self::SerializeTupleStruct> {
-        Err(WriteError::new("tuples are not supported in attributes"))
-    }
-    fn serialize_tuple_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> R<Self::SerializeTupleVariant> {
-        Err(WriteError::new(
-            "enum variants are not supported in attributes",
-        ))
-    }
-    fn serialize_map(self, _: Option<usize>) -> R<Self::SerializeMap> {
-        Err(WriteError::new("maps are not supported in attributes"))
-    }
-    fn serialize_struct(self, _: &'static str, _: usize) -> R<Self::SerializeStruct> {
-        Err(WriteError::new("structs are not supported in attributes"))
-    }
-    fn serialize_struct_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> R<Self::SerializeStructVariant> {
-        Err(WriteError::new(
-            "enum variants are not supported in attributes",
-        ))
     }
 }
