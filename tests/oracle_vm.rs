@@ -300,13 +300,10 @@ fn compare_case(dir: &std::path::Path, name: &str) -> Outcome {
         if res == "pods" {
             continue; // rendered by crate::pod, compared by its own oracle test
         }
-        let mine = plan.writes().find_map(|w| match &w.op {
-            WriteOp::Create { object } if w.resource == res => Some(object.clone()),
-            _ => None,
-        });
+        let mine = plan.created(res);
         let path = format!("/{res}");
         match mine {
-            Some(m) => diffs.extend(json_differences("vm-created", &path, &a["object"], &m)),
+            Some(m) => diffs.extend(json_differences("vm-created", &path, &a["object"], m)),
             None => diffs.push(Difference::new("vm-created", path, "creates it", "absent")),
         }
     }

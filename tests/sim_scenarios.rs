@@ -165,19 +165,13 @@ fn many_vms_reach_running() {
         "{} VMs not converged",
         sim.unconverged().len()
     );
-    let s = &sim.stats;
     println!(
-        "{vms} VMs on {nodes} nodes all Running after {:?} virtual, {:?} wall; syncs vm {} vmi {} \
-         handler {} ({} held back behind own writes); {} successful writes\n{}",
+        "{vms} VMs on {nodes} nodes all Running after {:?} virtual, {:?} wall; {}",
         sim.elapsed(),
         started.elapsed(),
-        s.vm_syncs,
-        s.vmi_syncs,
-        s.handler_syncs,
-        s.held_back_syncs,
-        sim.api.stats.writes,
-        s.failed_by
+        sim.work_summary()
     );
+    let s = &sim.stats;
     // Every refused write is in the report's classes.
     assert_eq!(s.failed_by.total(), s.failed_writes);
     // The counter agrees with a full list of the API server's VMIs.

@@ -250,17 +250,29 @@ mod tests {
         async fn event(&mut self, _: &Event) {}
     }
 
-    #[test]
-    fn independent_writes_go_together_and_the_next_waits_for_both() {
+    impl Waves {
+        fn failing(fail: &'static str) -> Self {
+            Waves {
+                fail,
+                sent: vec![],
+                waves: vec![],
+            }
+        }
+    }
+
+    /// Creates `a`, `b` (independent of `a`), then `c`.
+    fn a_with_b_then_c() -> Plan {
         let mut plan = Plan::idle();
         plan.push_write(create("a"));
         plan.push_write(create("b").independent_of_previous());
         plan.push_write(create("c"));
-        let mut api = Waves {
-            fail: "none",
-            sent: vec![],
-            waves: vec![],
-        };
+        plan
+    }
+
+    #[test]
+    fn independent_writes_go_together_and_the_next_waits_for_both() {
+        let plan = a_with_b_then_c();
+        let mut api = Waves::failing("none");
         let mut exp = ControllerExpectations::new();
         let out = run_ready(execute(&plan, &mut With(&mut api, &mut exp), Instant::ZERO)).unwrap();
         assert_eq!(api.waves, [["a", "b"]]);
@@ -270,15 +282,8 @@ mod tests {
 
     #[test]
     fn a_failure_in_a_wave_ends_the_plan_after_the_wave() {
-        let mut plan = Plan::idle();
-        plan.push_write(create("a"));
-        plan.push_write(create("b").independent_of_previous());
-        plan.push_write(create("c"));
-        let mut api = Waves {
-            fail: "a",
-            sent: vec![],
-            waves: vec![],
-        };
+        let plan = a_with_b_then_c();
+        let mut api = Waves::failing("a");
         let mut exp = ControllerExpectations::new();
         let out = run_ready(execute(&plan, &mut With(&mut api, &mut exp), Instant::ZERO)).unwrap();
         // `b` was already on its way; `c` assumed both and is not sent.

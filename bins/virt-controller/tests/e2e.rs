@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use kvrs_admission::ClusterConfig;
 use kvrs_api::VirtualMachine;
+use kvrs_decide::Now;
 use kvrs_decide::vm::{VmWorld, decide_vm};
-use kvrs_decide::{Now, WriteOp};
 use serde_json::{Value, json};
 use support::{Harness, vm};
 
@@ -36,13 +36,8 @@ fn planned_vmi(vm: &Value) -> Value {
     let decision = decide_vm(&world);
     decision
         .plan
-        .writes()
-        .find_map(|w| match &w.op {
-            WriteOp::Create { object } if w.resource == "virtualmachineinstances" => {
-                Some(object.clone())
-            }
-            _ => None,
-        })
+        .created("virtualmachineinstances")
+        .cloned()
         .expect("the decision creates a VMI")
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::{Action, ApiWrite, Event};
+use crate::{Action, ApiWrite, Event, WriteOp};
 
 /// What one reconcile of one key decided.
 ///
@@ -47,6 +47,14 @@ impl Plan {
     /// The API writes, in order.
     pub fn writes(&self) -> impl Iterator<Item = &ApiWrite> {
         self.actions.iter().filter_map(Action::as_write)
+    }
+
+    /// The object of the plan's first create of `resource` (e.g. `virtualmachineinstances`).
+    pub fn created(&self, resource: &str) -> Option<&Value> {
+        self.writes().find_map(|w| match &w.op {
+            WriteOp::Create { object } if w.resource == resource => Some(object),
+            _ => None,
+        })
     }
 
     /// The API writes, in order, collected (for tests and oracle comparisons that index them).

@@ -26,18 +26,11 @@ fn main() {
         sim.create_vm(&Sim::vm(&format!("vm{i}"), "Always"));
     }
     let converged = sim.run_until(|s| s.running_vmis() == vms, 3600);
-    let s = &sim.stats;
     println!(
-        "{vms} VMs on {nodes} nodes all Running: {converged} after {:?} virtual, {:?} wall; syncs \
-         vm {} vmi {} handler {} ({} held back behind own writes); {} successful writes\n{}",
+        "{vms} VMs on {nodes} nodes all Running: {converged} after {:?} virtual, {:?} wall; {}",
         sim.elapsed(),
         started.elapsed(),
-        s.vm_syncs,
-        s.vmi_syncs,
-        s.handler_syncs,
-        s.held_back_syncs,
-        sim.api.stats.writes,
-        s.failed_by
+        sim.work_summary()
     );
     println!(
         "size of a stored object: {} bytes",

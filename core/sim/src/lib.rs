@@ -289,6 +289,22 @@ impl Sim {
         self.now < Instant::ZERO + Duration::from_secs(self.cfg.faults_for_s)
     }
 
+    /// The run's work in one line, then the refused writes by class: what the scale scenario
+    /// and its profiling example print.
+    pub fn work_summary(&self) -> String {
+        let s = &self.stats;
+        format!(
+            "syncs vm {} vmi {} handler {} ({} held back behind own writes); {} successful \
+             writes\n{}",
+            s.vm_syncs,
+            s.vmi_syncs,
+            s.handler_syncs,
+            s.held_back_syncs,
+            self.api.stats.writes,
+            s.failed_by
+        )
+    }
+
     /// Virtual seconds since the start.
     pub fn elapsed(&self) -> Duration {
         self.now - Instant::ZERO

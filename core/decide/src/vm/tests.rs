@@ -707,13 +707,8 @@ fn without_a_webhook_the_created_vmi_is_stored_as_virt_api_would_return_it() {
     let created = |cfg: &ClusterConfig| -> Value {
         let d = super::decide_vm(&world(&v, None, cfg));
         d.plan
-            .writes()
-            .find_map(|w| match &w.op {
-                WriteOp::Create { object } if w.resource == "virtualmachineinstances" => {
-                    Some(object.clone())
-                }
-                _ => None,
-            })
+            .created("virtualmachineinstances")
+            .cloned()
             .expect("a VMI is created")
     };
     let (plain, admitted) = (created(&bare), created(&admitting));
@@ -986,13 +981,8 @@ fn the_started_vmi_needs_no_api_version_write_of_the_vmi_controller() {
     let d = decide_vm(&world(&v, None, &cfg));
     let mut created = d
         .plan
-        .writes()
-        .find_map(|w| match &w.op {
-            WriteOp::Create { object } if w.resource == "virtualmachineinstances" => {
-                Some(object.clone())
-            }
-            _ => None,
-        })
+        .created("virtualmachineinstances")
+        .cloned()
         .expect("a VMI is created");
     for a in [
         crate::meta::LATEST_OBSERVED_API_VERSION,
@@ -1065,11 +1055,9 @@ fn the_first_start_sends_the_finalizer_and_the_revision_together() {
     assert!(started.plan.writes().all(|w| !w.alongside_previous));
 }
 
-/// The firmware UUID patch changes the spec, which the API server stores at the next
-/// generation: the status written after it reports that generation (KubeVirt's reads it from
-/// its update's answer), instead of a second status write once the VM's watch event shows it.
-#[test]
-fn the_status_after_the_firmware_patch_reports_the_next_generation() {
+/// A running VM (its VMI Running) whose spec has no firmware yet, and its decision: the
+/// firmware UUID patch.
+fn running_vm_without_firmware() -> (VirtualMachine, super::VmDecision) {
     let cfg = ClusterConfig::default();
     let mut v = vm(Some("Always"), None, json!({}));
     if let Some(s) = v.spec.template.spec.as_mut() {
@@ -1077,6 +1065,15 @@ fn the_status_after_the_firmware_patch_reports_the_next_generation() {
     }
     let running = vmi("Running", true);
     let d = decide_vm(&world(&v, Some(&running), &cfg));
+    (v, d)
+}
+
+/// The firmware UUID patch changes the spec, which the API server stores at the next
+/// generation: the status written after it reports that generation (KubeVirt's reads it from
+/// its update's answer), instead of a second status write once the VM's watch event shows it.
+#[test]
+fn the_status_after_the_firmware_patch_reports_the_next_generation() {
+    let (_, d) = running_vm_without_firmware();
     assert_eq!(actions(&d), ["patch virtualmachines"]);
     let status = d.status.expect("the status is written");
     assert_eq!(status["desiredGeneration"], 2, "{status}");
@@ -1087,13 +1084,7 @@ fn the_status_after_the_firmware_patch_reports_the_next_generation() {
 /// is the one the API server stores: a VM whose spec changed meanwhile refuses the patch.
 #[test]
 fn the_firmware_patch_holds_only_at_the_generation_it_read() {
-    let cfg = ClusterConfig::default();
-    let mut v = vm(Some("Always"), None, json!({}));
-    if let Some(s) = v.spec.template.spec.as_mut() {
-        s.domain.firmware = None;
-    }
-    let running = vmi("Running", true);
-    let d = decide_vm(&world(&v, Some(&running), &cfg));
+    let (v, d) = running_vm_without_firmware();
     let patch = d
         .plan
         .writes()
