@@ -65,15 +65,21 @@ pub struct Launchers {
     entries: Mutex<HashMap<String, Entry>>,
 }
 
-/// The command sockets of `vmi`'s launcher pods on `node`, from `status.activePods`.
-pub fn sockets_of(vmi: &VirtualMachineInstance, node: &str, pods_dir: &Path) -> Vec<PathBuf> {
+/// The UIDs of `vmi`'s launcher pods on `node`, from `status.activePods`.
+fn pods_on<'v>(vmi: &'v VirtualMachineInstance, node: &'v str) -> impl Iterator<Item = &'v str> {
     vmi.status
         .as_ref()
         .and_then(|s| s.active_pods.as_ref())
         .into_iter()
         .flatten()
-        .filter(|(_, on)| on.as_str() == node)
-        .filter_map(|(uid, _)| kvrs_ipc::layout::launcher_socket_on_host(pods_dir, uid).ok())
+        .filter(move |(_, on)| on.as_str() == node)
+        .map(|(uid, _)| uid.as_str())
+}
+
+/// The command sockets of `vmi`'s launcher pods on `node`.
+pub fn sockets_of(vmi: &VirtualMachineInstance, node: &str, pods_dir: &Path) -> Vec<PathBuf> {
+    pods_on(vmi, node)
+        .filter_map(|uid| kvrs_ipc::layout::launcher_socket_on_host(pods_dir, uid).ok())
         .collect()
 }
 
@@ -218,15 +224,8 @@ impl Launchers {
     /// Whether one of `vmi`'s launcher pods on this node still has its socket directory
     /// (KubeVirt's `FindPodDirOnHost`): without one, no launcher is coming.
     fn pod_dir_present(&self, vmi: &VirtualMachineInstance) -> bool {
-        vmi.status
-            .as_ref()
-            .and_then(|s| s.active_pods.as_ref())
-            .into_iter()
-            .flatten()
-            .filter(|(_, on)| on.as_str() == self.node)
-            .filter_map(|(uid, _)| {
-                kvrs_ipc::layout::pod_sockets_dir_on_host(&self.pods_dir, uid).ok()
-            })
+        pods_on(vmi, &self.node)
+            .filter_map(|uid| kvrs_ipc::layout::pod_sockets_dir_on_host(&self.pods_dir, uid).ok())
             .any(|dir| dir.is_dir())
     }
 
