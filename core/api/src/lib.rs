@@ -9,6 +9,7 @@
 //! protocol and virt-launcher depend on it alone, so they build without the controllers.
 
 pub mod api;
+pub mod json_pointer;
 pub mod names;
 pub mod quantity;
 mod serde_util;

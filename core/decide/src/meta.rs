@@ -1,6 +1,7 @@
 //! Small read helpers over object metadata shared by the decisions.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use kvrs_api::json_pointer::JsonPointer;
 use serde_json::{Value, json};
 
 /// Annotation that records the API version the controller last observed the object at.
@@ -20,7 +21,7 @@ pub fn namespace(meta: &ObjectMeta) -> &str {
 
 /// The namespace of an object held as JSON (a cache entry), `default` when unset.
 pub fn json_namespace(obj: &Value) -> &str {
-    obj.pointer("/metadata/namespace")
+    obj.at("/metadata/namespace")
         .and_then(Value::as_str)
         .unwrap_or("default")
 }
@@ -28,7 +29,7 @@ pub fn json_namespace(obj: &Value) -> &str {
 /// The object named `name` in namespace `ns` among cached JSON objects of one kind.
 pub fn find_json<'a>(objs: &'a [Value], ns: &str, name: &str) -> Option<&'a Value> {
     objs.iter().find(|o| {
-        o.pointer("/metadata/name").and_then(Value::as_str) == Some(name) && json_namespace(o) == ns
+        o.at("/metadata/name").and_then(Value::as_str) == Some(name) && json_namespace(o) == ns
     })
 }
 
@@ -46,7 +47,7 @@ where
 /// The condition of type `t` in `status.conditions` of an object held as JSON (pod, VMI,
 /// DataVolume: they all list conditions the same way).
 pub fn json_condition<'a>(obj: &'a Value, t: &str) -> Option<&'a Value> {
-    obj.pointer("/status/conditions")?
+    obj.at("/status/conditions")?
         .as_array()?
         .iter()
         .find(|c| c["type"] == t)

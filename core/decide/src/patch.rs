@@ -6,6 +6,7 @@
 //! key is retried with a fresh snapshot. The appliers here are what the simulator's and the tests'
 //! fake API servers use to see the result of a plan.
 
+use kvrs_api::json_pointer::JsonPointer;
 use serde_json::{Map, Value, json};
 
 /// One JSON-patch operation `{"op": .., "path": .., "value": ..}`.
@@ -128,7 +129,7 @@ fn get<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
     if path.is_empty() {
         return Some(doc);
     }
-    doc.pointer(path)
+    doc.at(path)
 }
 
 /// Applies an RFC 6902 JSON patch (add, remove, replace, test) to `doc`.

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::patch::{apply_json_patch, apply_merge_patch, apply_strategic_merge_patch};
 use super::{ApiWrite, PatchType, Plan, Requeue, WriteOp, format_rfc3339};
+use kvrs_api::json_pointer::JsonPointer;
 
 /// Objects by `(resource, namespace, name)`.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -50,7 +51,7 @@ impl ObjectStore {
     pub fn insert(&mut self, resource: &str, obj: Value) {
         let ns = super::meta::json_namespace(&obj).to_string();
         let name = obj
-            .pointer("/metadata/name")
+            .at("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
@@ -92,12 +93,12 @@ impl ObjectStore {
                 let mut obj = object.clone();
                 let mut name = w.name.clone();
                 if obj
-                    .pointer("/metadata/name")
+                    .at("/metadata/name")
                     .and_then(Value::as_str)
                     .is_none_or(str::is_empty)
                 {
                     let prefix = obj
-                        .pointer("/metadata/generateName")
+                        .at("/metadata/generateName")
                         .and_then(Value::as_str)
                         .unwrap_or_default();
                     name = format!("{prefix}{}", self.generate_suffix);
@@ -160,26 +161,26 @@ impl ObjectStore {
                     .get_mut(&key)
                     .ok_or_else(|| not_found(&w.resource, &w.name))?;
                 if let Some(uid) = precondition_uid
-                    && cur.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str())
+                    && cur.at("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str())
                 {
                     return Err(format!("Precondition failed: UID in precondition: {uid}"));
                 }
                 let has_finalizers = cur
-                    .pointer("/metadata/finalizers")
+                    .at("/metadata/finalizers")
                     .and_then(Value::as_array)
                     .is_some_and(|a| !a.is_empty());
                 let bound_pod = w.resource == "pods"
                     && cur
-                        .pointer("/spec/nodeName")
+                        .at("/spec/nodeName")
                         .and_then(Value::as_str)
                         .is_some_and(|n| !n.is_empty());
                 if has_finalizers || bound_pod {
                     if cur
-                        .pointer("/metadata/deletionTimestamp")
+                        .at("/metadata/deletionTimestamp")
                         .is_none_or(Value::is_null)
                     {
                         let grace = cur
-                            .pointer("/spec/terminationGracePeriodSeconds")
+                            .at("/spec/terminationGracePeriodSeconds")
                             .and_then(Value::as_i64)
                             .unwrap_or(30);
                         cur["metadata"]["deletionTimestamp"] = json!(format_rfc3339(now + grace));
@@ -196,9 +197,9 @@ impl ObjectStore {
     /// A terminating object whose last finalizer was just removed is gone.
     fn finish_deletion(&mut self, key: &(String, String, String)) {
         let gone = self.objects.get(key).is_some_and(|o| {
-            o.pointer("/metadata/deletionTimestamp")
+            o.at("/metadata/deletionTimestamp")
                 .is_some_and(|d| !d.is_null())
-                && o.pointer("/metadata/finalizers")
+                && o.at("/metadata/finalizers")
                     .and_then(Value::as_array)
                     .is_none_or(Vec::is_empty)
         });
@@ -209,7 +210,7 @@ impl ObjectStore {
 }
 
 fn finalizer_count(o: &Value) -> usize {
-    o.pointer("/metadata/finalizers")
+    o.at("/metadata/finalizers")
         .and_then(Value::as_array)
         .map_or(0, Vec::len)
 }

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::store::{Obj, WatchEvent, res};
 use super::{MARKER_LABEL, Sim};
+use kvrs_api::json_pointer::JsonPointer;
 
 /// Bookkeeping for the safety checks.
 #[derive(Debug, Default)]
@@ -46,9 +47,9 @@ fn has_status_marker(o: &Obj) -> bool {
 }
 
 fn active_pod(p: &Value) -> bool {
-    p.pointer("/metadata/deletionTimestamp").is_none()
+    p.at("/metadata/deletionTimestamp").is_none()
         && !matches!(
-            p.pointer("/status/phase").and_then(Value::as_str),
+            p.at("/status/phase").and_then(Value::as_str),
             Some("Succeeded" | "Failed")
         )
 }
@@ -117,7 +118,7 @@ impl Sim {
     fn check_pod(&mut self, ev: &WatchEvent) {
         let pod = ev.obj.as_deref().or(ev.old.as_deref()).and_then(Obj::json);
         let Some(uid) = pod
-            .and_then(|p| p.pointer("/metadata/labels/kubevirt.io~1created-by"))
+            .and_then(|p| p.at("/metadata/labels/kubevirt.io~1created-by"))
             .and_then(Value::as_str)
             .map(str::to_string)
         else {
@@ -186,7 +187,7 @@ impl Sim {
                         Obj::Vm(v) => v.metadata.finalizers.clone(),
                         Obj::Vmi(v) => v.metadata.finalizers.clone(),
                         Obj::Other(v) => v
-                            .pointer("/metadata/finalizers")
+                            .at("/metadata/finalizers")
                             .and_then(|f| serde_json::from_value(f.clone()).ok()),
                     };
                     format!("{r} {k} finalizers {fin:?}")

@@ -13,6 +13,7 @@ use super::store::{WatchEvent, res};
 use super::writes::Writer;
 use super::{Ev, Sim};
 use crate::api::VirtualMachineInstance;
+use kvrs_api::json_pointer::JsonPointer;
 use kvrs_decide::format_rfc3339;
 use kvrs_decide::handler::LauncherCall;
 use kvrs_decide::handler::domain::{Domain, GracePeriod};
@@ -88,7 +89,7 @@ pub(super) enum KubeletEv {
 }
 
 fn pod_vmi_uid(p: &Value) -> String {
-    p.pointer("/metadata/labels/kubevirt.io~1created-by")
+    p.at("/metadata/labels/kubevirt.io~1created-by")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string()
@@ -122,8 +123,8 @@ impl Sim {
             let d = self.ms(self.cfg.schedule_delay_ms);
             self.at(self.now + d, Ev::Kubelet(KubeletEv::Bind(ev.key.clone())));
         }
-        let was_deleting = old.is_some_and(|o| o.pointer("/metadata/deletionTimestamp").is_some());
-        if new.pointer("/metadata/deletionTimestamp").is_some() && !was_deleting {
+        let was_deleting = old.is_some_and(|o| o.at("/metadata/deletionTimestamp").is_some());
+        if new.at("/metadata/deletionTimestamp").is_some() && !was_deleting {
             self.terminate_pod(&ev.key, new.clone());
         }
     }
@@ -157,9 +158,7 @@ impl Sim {
         let Some(pod) = self.api.get(res::PODS, key).cloned() else {
             return;
         };
-        if pod.pointer("/spec/nodeName").is_some()
-            || pod.pointer("/metadata/deletionTimestamp").is_some()
-        {
+        if pod.at("/spec/nodeName").is_some() || pod.at("/metadata/deletionTimestamp").is_some() {
             return;
         }
         let Some(node) = (0..self.nodes.len()).min_by_key(|&i| (self.nodes[i].pods, i)) else {
@@ -185,14 +184,14 @@ impl Sim {
     }
 
     fn pod_node(&self, pod: &Value) -> Option<usize> {
-        self.node_index(pod.pointer("/spec/nodeName")?.as_str()?)
+        self.node_index(pod.at("/spec/nodeName")?.as_str()?)
     }
 
     fn start_pod(&mut self, key: &str) {
         let Some(pod) = self.api.get(res::PODS, key).cloned() else {
             return;
         };
-        if pod.pointer("/metadata/deletionTimestamp").is_some() {
+        if pod.at("/metadata/deletionTimestamp").is_some() {
             return;
         }
         let Some(node) = self.pod_node(&pod) else {
@@ -248,7 +247,7 @@ impl Sim {
             self.notify(node, &vmi_key);
         }
         let grace = pod
-            .pointer("/spec/terminationGracePeriodSeconds")
+            .at("/spec/terminationGracePeriodSeconds")
             .and_then(Value::as_u64)
             .unwrap_or(30);
         self.at(
@@ -308,7 +307,7 @@ impl Sim {
         let Some(pod) = self.api.get(res::PODS, &key).cloned() else {
             return;
         };
-        if pod.pointer("/metadata/deletionTimestamp").is_some() {
+        if pod.at("/metadata/deletionTimestamp").is_some() {
             self.release_pod(node, &key);
             return;
         }

@@ -44,6 +44,7 @@ use serde_json::{Value, json};
 
 use cache::Cache;
 use kvrs_admission::ClusterConfig;
+use kvrs_api::json_pointer::JsonPointer;
 use rng::Rng;
 use store::{ApiServer, WatchEvent, res};
 
@@ -338,7 +339,7 @@ impl Sim {
         self.api.third_party_edit(res::VMS, key, |v| {
             v["spec"]["runStrategy"] = json!(strategy);
             let g = v
-                .pointer("/metadata/generation")
+                .at("/metadata/generation")
                 .and_then(Value::as_i64)
                 .unwrap_or(1);
             v["metadata"]["generation"] = json!(g + 1);
@@ -348,10 +349,7 @@ impl Sim {
 
     /// The phase of a VMI in the API server.
     pub fn vmi_phase(&self, key: &str) -> Option<&str> {
-        self.api
-            .get(res::VMIS, key)?
-            .pointer("/status/phase")?
-            .as_str()
+        self.api.get(res::VMIS, key)?.at("/status/phase")?.as_str()
     }
 
     /// How many VMIs the API server holds in phase `Running` (a counter kept with every write,

@@ -15,6 +15,7 @@ use kvrs_store::{
 pub use kvrs_store::{Obj, StoreStats, res};
 
 use crate::writes::{Writer, rv_of};
+use kvrs_api::json_pointer::JsonPointer;
 
 /// Why the API server refused a write.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -88,7 +89,7 @@ fn intern(resource: &str) -> &'static str {
 fn phase_running(o: &Obj) -> bool {
     let phase = match o {
         Obj::Vmi(v) => v.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Obj::Other(v) => v.pointer("/status/phase").and_then(Value::as_str),
+        Obj::Other(v) => v.at("/status/phase").and_then(Value::as_str),
         Obj::Vm(_) => None,
     };
     phase == Some("Running")

@@ -18,6 +18,7 @@ use super::cache::Cache;
 use super::store::{Obj, WatchEvent, res};
 use super::writes::{FailureClass, Writer, classify, rv_of};
 use super::{Proc, Sim};
+use kvrs_api::json_pointer::JsonPointer;
 
 /// The virt-controller process.
 pub(super) struct VirtController {
@@ -52,7 +53,7 @@ fn seen(o: &Obj) -> Seen {
     let (deleting, vmi_key) = match o {
         Obj::Vmi(v) => (v.metadata.deletion_timestamp.is_some(), None),
         Obj::Other(v) => (
-            v.pointer("/metadata/deletionTimestamp").is_some(),
+            v.at("/metadata/deletionTimestamp").is_some(),
             pod_vmi_key(v),
         ),
         _ => (false, None),
@@ -62,10 +63,8 @@ fn seen(o: &Obj) -> Seen {
 
 /// The VMI key a launcher pod belongs to.
 pub(super) fn pod_vmi_key(pod: &Value) -> Option<String> {
-    let ns = pod.pointer("/metadata/namespace")?.as_str()?;
-    let name = pod
-        .pointer("/metadata/labels/vm.kubevirt.io~1name")?
-        .as_str()?;
+    let ns = pod.at("/metadata/namespace")?.as_str()?;
+    let name = pod.at("/metadata/labels/vm.kubevirt.io~1name")?.as_str()?;
     Some(format!("{ns}/{name}"))
 }
 

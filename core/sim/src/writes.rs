@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::store::{ApiError, Obj};
+use kvrs_api::json_pointer::JsonPointer;
 
 /// The client an API write comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -154,7 +155,7 @@ pub fn rv_of(o: &Obj) -> Option<u64> {
         Obj::Vm(v) => v.metadata.resource_version.as_deref(),
         Obj::Vmi(v) => v.metadata.resource_version.as_deref(),
         Obj::Other(v) => v
-            .pointer("/metadata/resourceVersion")
+            .at("/metadata/resourceVersion")
             .and_then(serde_json::Value::as_str),
     };
     rv?.parse().ok()

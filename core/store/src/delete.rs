@@ -16,6 +16,7 @@ use crate::error::StoreError;
 use crate::object::{finalizers_empty, meta_mut, meta_str};
 use crate::resource::ResourceType;
 use crate::store::{DeleteOptions, Deleted, Propagation, Store, not_found};
+use kvrs_api::json_pointer::JsonPointer;
 
 /// Default grace of a pod without `terminationGracePeriodSeconds`.
 const DEFAULT_POD_GRACE: i64 = 30;
@@ -30,11 +31,11 @@ fn grace_of(rt: &ResourceType, cur: &Value, asked: Option<i64>) -> i64 {
         return 0;
     }
     let bound = cur
-        .pointer("/spec/nodeName")
+        .at("/spec/nodeName")
         .and_then(Value::as_str)
         .is_some_and(|n| !n.is_empty());
     let terminal = matches!(
-        cur.pointer("/status/phase").and_then(Value::as_str),
+        cur.at("/status/phase").and_then(Value::as_str),
         Some("Succeeded" | "Failed")
     );
     if !bound || terminal {
@@ -42,7 +43,7 @@ fn grace_of(rt: &ResourceType, cur: &Value, asked: Option<i64>) -> i64 {
     }
     asked
         .or_else(|| {
-            cur.pointer("/spec/terminationGracePeriodSeconds")
+            cur.at("/spec/terminationGracePeriodSeconds")
                 .and_then(Value::as_i64)
         })
         .unwrap_or(DEFAULT_POD_GRACE)
@@ -81,8 +82,8 @@ impl Store {
         }
         let grace = grace_of(rt, cur, opts.grace_period_seconds);
         let uid = meta_str(cur, "uid").unwrap_or_default().to_string();
-        let marked_grace = cur.pointer("/metadata/deletionTimestamp").map(|_| {
-            cur.pointer("/metadata/deletionGracePeriodSeconds")
+        let marked_grace = cur.at("/metadata/deletionTimestamp").map(|_| {
+            cur.at("/metadata/deletionGracePeriodSeconds")
                 .and_then(Value::as_i64)
                 .unwrap_or(0)
         });
@@ -136,7 +137,7 @@ impl Store {
                 &key,
                 |v| {
                     if let Some(refs) = v
-                        .pointer_mut("/metadata/ownerReferences")
+                        .at_mut("/metadata/ownerReferences")
                         .and_then(Value::as_array_mut)
                     {
                         refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(owner_uid));

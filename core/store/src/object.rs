@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use kvrs_api::{VirtualMachine, VirtualMachineInstance};
 
 use crate::resource::Typed;
+use kvrs_api::json_pointer::JsonPointer;
 
 /// A stored object, parsed once per write and shared with every event and reader of it.
 // Always behind an `Arc`, so the size difference of the variants costs nothing.
@@ -64,7 +65,7 @@ impl Obj {
         match self {
             Obj::Vm(v) => v.metadata.uid.as_deref(),
             Obj::Vmi(v) => v.metadata.uid.as_deref(),
-            Obj::Other(v) => v.pointer("/metadata/uid").and_then(Value::as_str),
+            Obj::Other(v) => v.at("/metadata/uid").and_then(Value::as_str),
         }
     }
 }
@@ -116,14 +117,14 @@ pub(crate) fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {
 
 /// Whether `metadata.finalizers` is missing or empty.
 pub(crate) fn finalizers_empty(v: &Value) -> bool {
-    v.pointer("/metadata/finalizers")
+    v.at("/metadata/finalizers")
         .and_then(Value::as_array)
         .is_none_or(Vec::is_empty)
 }
 
 /// The UIDs of `metadata.ownerReferences`.
 pub(crate) fn owner_uids(v: &Value) -> Vec<String> {
-    v.pointer("/metadata/ownerReferences")
+    v.at("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()

@@ -9,6 +9,7 @@
 use serde_json::Value;
 
 use crate::error::StoreError;
+use kvrs_api::json_pointer::JsonPointer;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum LabelReq {
@@ -108,7 +109,7 @@ impl LabelSelector {
 
     /// Whether `obj`'s `metadata.labels` satisfy every requirement.
     pub fn matches(&self, obj: &Value) -> bool {
-        let labels = obj.pointer("/metadata/labels");
+        let labels = obj.at("/metadata/labels");
         let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
         self.0.iter().all(|r| match r {
             LabelReq::Eq(k, v) => get(k) == Some(v.as_str()),
@@ -204,7 +205,7 @@ impl Selector {
     pub fn matches(&self, obj: &Value) -> bool {
         self.namespace
             .as_deref()
-            .is_none_or(|ns| obj.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns))
+            .is_none_or(|ns| obj.at("/metadata/namespace").and_then(Value::as_str) == Some(ns))
             && self.labels.matches(obj)
             && self.fields.matches(obj)
     }

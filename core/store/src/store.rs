@@ -20,6 +20,7 @@ use crate::object::{
 };
 use crate::resource::{ResourceType, Typed};
 use crate::selector::Selector;
+use kvrs_api::json_pointer::JsonPointer;
 
 /// How a store is built.
 #[derive(Clone, Debug)]
@@ -412,10 +413,10 @@ impl Store {
     ) -> Arc<Obj> {
         let rv = self.next_rv();
         meta_mut(&mut value).insert("resourceVersion".into(), json!(rv.to_string()));
-        let releasable = value.pointer("/metadata/deletionTimestamp").is_some()
+        let releasable = value.at("/metadata/deletionTimestamp").is_some()
             && finalizers_empty(&value)
             && value
-                .pointer("/metadata/deletionGracePeriodSeconds")
+                .at("/metadata/deletionGracePeriodSeconds")
                 .and_then(Value::as_i64)
                 .unwrap_or(0)
                 == 0;
@@ -528,7 +529,7 @@ impl Store {
             return;
         };
         if let Some(refs) = next
-            .pointer_mut("/metadata/ownerReferences")
+            .at_mut("/metadata/ownerReferences")
             .and_then(Value::as_array_mut)
         {
             refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(owner_uid));
@@ -667,6 +668,9 @@ impl Store {
         let mut next = match sub {
             None if rt.status_subresource => keep_status(next, cur.get("status")),
             None => next,
+            // A status write that left everything else as stored (what every status patch
+            // does) is already what `with_status` would build: kept, not rebuilt.
+            Some("status") if rt.status_subresource && only_status_differs(cur, &next) => next,
             Some("status") if rt.status_subresource => {
                 let mut next = next;
                 // The body is dropped after this: its status is moved, not copied.
@@ -700,7 +704,7 @@ impl Store {
         }
         if rt.status_subresource && spec_differs(cur, &next) {
             let g = cur
-                .pointer("/metadata/generation")
+                .at("/metadata/generation")
                 .and_then(Value::as_i64)
                 .unwrap_or(1);
             meta_mut(&mut next).insert("generation".into(), json!(g + 1));
@@ -818,7 +822,7 @@ impl Store {
             return Err(invalid(rt, key, "target.name: Required value"));
         }
         if let Some(bound) = cur
-            .pointer("/spec/nodeName")
+            .at("/spec/nodeName")
             .and_then(Value::as_str)
             .filter(|n| !n.is_empty())
         {
@@ -828,7 +832,7 @@ impl Store {
                 format!("pod {key} is already assigned to node {bound:?}"),
             ));
         }
-        if cur.pointer("/metadata/deletionTimestamp").is_some() {
+        if cur.at("/metadata/deletionTimestamp").is_some() {
             return Err(conflict(
                 rt,
                 key,
@@ -860,6 +864,30 @@ fn keep_status(mut next: Value, status: Option<&Value>) -> Value {
         }
     }
     next
+}
+
+/// Whether `next` is `cur` with (at most) another status: the same fields in the same order,
+/// all but `status` equal, and a status of its own (added at the end when `cur` had none) —
+/// exactly what [`with_status`]`(cur, next.status)` builds.
+pub(crate) fn only_status_differs(cur: &Value, next: &Value) -> bool {
+    let (Some(cur), Some(next)) = (cur.as_object(), next.as_object()) else {
+        return false;
+    };
+    if !next.get("status").is_some_and(|s| !s.is_null()) {
+        return false;
+    }
+    let added = !cur.contains_key("status");
+    if next.len() != cur.len() + usize::from(added) {
+        return false;
+    }
+    let mut next_fields = next.iter();
+    let same_order_and_values = cur.iter().all(|(k, v)| {
+        next_fields
+            .next()
+            .is_some_and(|(nk, nv)| nk == k && (k == "status" || nv == v))
+    });
+    let rest_is_status = next_fields.all(|(k, _)| k == "status");
+    same_order_and_values && rest_is_status
 }
 
 /// An object's `metadata` map, or `empty` when it has none (or it is not a map).

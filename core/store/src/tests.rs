@@ -696,3 +696,82 @@ proptest! {
         prop_assert!(current - s.oldest_watchable() <= history as u64);
     }
 }
+
+/// A status write that touched only the status is kept as written; one that touched anything
+/// else is rebuilt from the stored object. Either way the stored JSON (field order included)
+/// is what `with_status(stored, written status)` makes.
+#[test]
+fn status_writes_keep_the_stored_fields_and_their_order() {
+    use crate::object::with_status;
+    use crate::store::only_status_differs;
+    let cur = json!({"apiVersion": "v1", "metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"p": 1}});
+    let bare = json!({"apiVersion": "v1", "metadata": {"name": "a"}, "spec": {"x": 1}});
+    let cases = [
+        // status replaced in place: kept
+        (
+            &cur,
+            json!({"apiVersion": "v1", "metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"p": 2}}),
+            true,
+        ),
+        // status added to an object without one: kept (at the end, as with_status puts it)
+        (
+            &bare,
+            json!({"apiVersion": "v1", "metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"p": 2}}),
+            true,
+        ),
+        // spec changed too: rebuilt
+        (
+            &cur,
+            json!({"apiVersion": "v1", "metadata": {"name": "a"}, "spec": {"x": 2}, "status": {"p": 2}}),
+            false,
+        ),
+        // status moved to the front (removed, then added): rebuilt
+        (
+            &cur,
+            json!({"status": {"p": 2}, "apiVersion": "v1", "metadata": {"name": "a"}, "spec": {"x": 1}}),
+            false,
+        ),
+        // a field dropped: rebuilt
+        (
+            &cur,
+            json!({"apiVersion": "v1", "spec": {"x": 1}, "status": {"p": 2}}),
+            false,
+        ),
+        // status removed: rebuilt (with_status writes it as null)
+        (
+            &cur,
+            json!({"apiVersion": "v1", "metadata": {"name": "a"}, "spec": {"x": 1}}),
+            false,
+        ),
+    ];
+    for (i, (stored, written, kept)) in cases.into_iter().enumerate() {
+        assert_eq!(only_status_differs(stored, &written), kept, "case {i}");
+        if kept {
+            let rebuilt = with_status(stored, written.get("status").cloned());
+            assert_eq!(
+                serde_json::to_string(&rebuilt).unwrap(),
+                serde_json::to_string(&written).unwrap(),
+                "case {i}: kept JSON differs from the rebuilt one"
+            );
+        }
+    }
+
+    // Through the store: a VM status patch leaves spec and the field order as stored.
+    let mut s = Store::default();
+    let vm = rt("virtualmachines");
+    let body = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "vm"}, "spec": {"running": false}});
+    s.create(&vm, None, body, &at(0)).unwrap();
+    s.patch(
+        &vm,
+        "default/vm",
+        Some("status"),
+        PatchType::Json,
+        &json!([{"op": "add", "path": "/status", "value": {"ready": true}}]),
+        0,
+    )
+    .unwrap();
+    let o = s.get_json(&vm, "default/vm").unwrap();
+    let keys: Vec<&str> = o.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, ["apiVersion", "kind", "metadata", "spec", "status"]);
+    assert_eq!(o["status"]["ready"], true);
+}

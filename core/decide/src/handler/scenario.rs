@@ -11,6 +11,7 @@ use crate::ApiWrite;
 use crate::api::VirtualMachineInstance;
 
 pub use super::plan::status_write;
+use kvrs_api::json_pointer::JsonPointer;
 
 /// Why a scenario could not be read; names the field.
 #[derive(Debug, thiserror::Error)]
@@ -107,7 +108,7 @@ impl HandlerScenario {
         };
         if let Some(kv) = v.get("kubevirtConfiguration") {
             if let Some(gates) = kv
-                .pointer("/developerConfiguration/featureGates")
+                .at("/developerConfiguration/featureGates")
                 .and_then(Value::as_array)
             {
                 config

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::Reconcile;
 use crate::{Event, meta};
+use kvrs_api::json_pointer::JsonPointer;
 
 const ALLOW_CLAIM_ADOPTION: &str = "cdi.kubevirt.io/allowClaimAdoption";
 const CREATED_BY_LABEL: &str = "kubevirt.io/created-by";
@@ -73,7 +74,7 @@ pub(super) fn handle_data_volumes(r: &mut Reconcile<'_, '_>) -> bool {
                 r.plan.events.push(ev);
             }
             Some(dv) => match dv
-                .pointer("/status/phase")
+                .at("/status/phase")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
             {

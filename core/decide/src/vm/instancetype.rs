@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use super::{Reconcile, SyncError, run_strategy};
 use crate::api::VirtualMachineInstance;
 use crate::{ApiWrite, Event, WriteOp};
+use kvrs_api::json_pointer::JsonPointer;
 
 /// The VMI to start, expanded when the VM has references (see the module documentation).
 pub(super) fn vmi_to_start(r: &Reconcile<'_, '_>) -> Result<VirtualMachineInstance, SyncError> {
@@ -89,9 +90,9 @@ fn referenced<'a>(
     let kind = if namespaced { kinds.0 } else { kinds.1 };
     objects.iter().find(|o| {
         o.get("kind").and_then(Value::as_str) == Some(kind)
-            && o.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+            && o.at("/metadata/name").and_then(Value::as_str) == Some(name)
             && (!namespaced
-                || o.pointer("/metadata/namespace").and_then(Value::as_str) == Some(namespace))
+                || o.at("/metadata/namespace").and_then(Value::as_str) == Some(namespace))
     })
 }
 
@@ -159,7 +160,7 @@ pub(super) fn sync_references(r: &mut Reconcile<'_, '_>) -> Result<bool, SyncErr
     };
     for object in plan.create {
         let name = object
-            .pointer("/metadata/name")
+            .at("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();

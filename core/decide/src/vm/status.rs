@@ -14,6 +14,7 @@ use crate::api::{
 };
 use crate::vmi_state::{self as state, phase};
 use crate::{meta, patch};
+use kvrs_api::json_pointer::JsonPointer;
 
 /// Computes the status, records its write when it changed, and removes the controller finalizer
 /// from a final VMI once its outcome is recorded. Returns the status when written.
@@ -287,7 +288,7 @@ fn data_volumes_of<'a>(
 
 fn data_volume_error(r: &Reconcile<'_, '_>, volumes: &[crate::api::Volume]) -> bool {
     data_volumes_of(r, volumes).any(|dv| {
-        if dv.pointer("/status/phase").and_then(Value::as_str) == Some("Failed") {
+        if dv.at("/status/phase").and_then(Value::as_str) == Some("Failed") {
             return true;
         }
         meta::json_condition(dv, "Running").is_some_and(|c| {
@@ -299,7 +300,7 @@ fn data_volume_error(r: &Reconcile<'_, '_>, volumes: &[crate::api::Volume]) -> b
 fn data_volume_provisioning(r: &Reconcile<'_, '_>, volumes: &[crate::api::Volume]) -> bool {
     data_volumes_of(r, volumes).any(|dv| {
         let phase = dv
-            .pointer("/status/phase")
+            .at("/status/phase")
             .and_then(Value::as_str)
             .unwrap_or_default();
         if matches!(phase, "Succeeded" | "PendingPopulation") {

@@ -11,6 +11,7 @@ use crate::api::VirtualMachineInstance;
 use crate::meta;
 pub(super) use crate::meta::json_condition as find_cond;
 use crate::vmi_state::phase;
+use kvrs_api::json_pointer::JsonPointer;
 
 pub(super) fn conds_mut(v: &mut Value) -> &mut Vec<Value> {
     if !v["status"].is_object() {
@@ -38,10 +39,7 @@ pub(super) fn update_cond(v: &mut Value, c: Value) {
 }
 
 pub(super) fn remove_cond(v: &mut Value, t: &str) {
-    if let Some(a) = v
-        .pointer_mut("/status/conditions")
-        .and_then(Value::as_array_mut)
-    {
+    if let Some(a) = v.at_mut("/status/conditions").and_then(Value::as_array_mut) {
         a.retain(|c| c["type"] != t);
     }
 }

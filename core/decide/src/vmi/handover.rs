@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 use crate::patch::op;
 use crate::{ApiWrite, PatchType, Plan, WriteOp};
+use kvrs_api::json_pointer::JsonPointer;
 
 /// Drops empty maps/lists Go would omit, so the patch does not churn on them.
 pub(super) fn tidy(v: &mut Value) {
@@ -60,7 +61,7 @@ pub(super) fn handed_over_patch(
         true,
     );
     let cond_key = |v: &Value| -> Vec<(String, String, String)> {
-        v.pointer("/status/conditions")
+        v.at("/status/conditions")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()

@@ -10,6 +10,7 @@ use super::{LauncherRenderer, VmiDecision, VmiWorld, created_pod_event, pod, sta
 use crate::api::VirtualMachineInstance;
 use crate::patch::{self, op};
 use crate::{ApiWrite, Event, Expectation, PatchType, Plan, WriteOp, meta};
+use kvrs_api::json_pointer::JsonPointer;
 
 /// The current VMI finalizer.
 pub const VMI_FINALIZER: &str = "kubevirt.io/foregroundDeleteVirtualMachine";
@@ -117,12 +118,12 @@ fn sync(
             }
         };
         let prefix = pod_obj
-            .pointer("/metadata/generateName")
+            .at("/metadata/generateName")
             .and_then(Value::as_str)
             .map(String::from)
             .unwrap_or_else(|| format!("virt-launcher-{}-", meta::name(&vmi.metadata)));
         let name = pod_obj
-            .pointer("/metadata/name")
+            .at("/metadata/name")
             .and_then(Value::as_str)
             .filter(|n| !n.is_empty())
             .map(String::from)
@@ -196,12 +197,12 @@ fn sync(
 fn active_migration_exists(w: &VmiWorld<'_>) -> bool {
     let name = meta::name(&w.vmi.metadata);
     w.migrations.iter().any(|m| {
-        m.pointer("/spec/vmiName").and_then(Value::as_str) == Some(name)
+        m.at("/spec/vmiName").and_then(Value::as_str) == Some(name)
             && !matches!(
-                m.pointer("/status/phase").and_then(Value::as_str),
+                m.at("/status/phase").and_then(Value::as_str),
                 Some("Succeeded") | Some("Failed")
             )
-            && m.pointer("/metadata/deletionTimestamp")
+            && m.at("/metadata/deletionTimestamp")
                 .is_none_or(Value::is_null)
     })
 }

@@ -12,6 +12,7 @@ use super::pod;
 use crate::api::VirtualMachineInstance;
 use crate::patch::op;
 use crate::{ApiWrite, PatchType, Plan, WriteOp, meta};
+use kvrs_api::json_pointer::JsonPointer;
 
 pub(super) fn string_map(v: Option<&Value>) -> Option<BTreeMap<String, String>> {
     v.and_then(|m| serde_json::from_value(m.clone()).ok())
@@ -147,14 +148,14 @@ pub(super) fn sync_dynamic_metadata_to_pod(
             }
         }
     };
-    let vmi_labels = string_map(vmi_copy.pointer("/metadata/labels")).unwrap_or_default();
+    let vmi_labels = string_map(vmi_copy.at("/metadata/labels")).unwrap_or_default();
     sync_map(
         &[NODE_NAME_LABEL, OUTDATED_LAUNCHER_LABEL],
         &vmi_labels,
         p.metadata.labels.as_ref(),
         "labels",
     );
-    let mut annotations = string_map(vmi_copy.pointer("/metadata/annotations")).unwrap_or_default();
+    let mut annotations = string_map(vmi_copy.at("/metadata/annotations")).unwrap_or_default();
     annotations.extend(storage_annotations(vmi));
     let mut keys = vec![
         "descheduler.alpha.kubernetes.io/evict",

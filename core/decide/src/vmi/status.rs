@@ -19,20 +19,21 @@ use super::{VmiWorld, pod, state};
 use crate::patch::{self, op};
 use crate::vmi_state::phase;
 use crate::{ApiWrite, Expectation, PatchType, Plan, WriteOp, meta};
+use kvrs_api::json_pointer::JsonPointer;
 
 fn set_phase(v: &mut Value, p: &str) {
     v["status"]["phase"] = json!(p);
 }
 
 fn has_finalizer(v: &Value, f: &str) -> bool {
-    v.pointer("/metadata/finalizers")
+    v.at("/metadata/finalizers")
         .and_then(Value::as_array)
         .is_some_and(|a| a.iter().any(|x| x == f))
 }
 
 fn remove_finalizer(v: &mut Value, f: &str) {
     if let Some(a) = v
-        .pointer_mut("/metadata/finalizers")
+        .at_mut("/metadata/finalizers")
         .and_then(Value::as_array_mut)
     {
         a.retain(|x| x != f);
@@ -58,10 +59,7 @@ fn set_label(v: &mut Value, k: &str, val: &str) {
 }
 
 fn remove_label(v: &mut Value, k: &str) {
-    if let Some(m) = v
-        .pointer_mut("/metadata/labels")
-        .and_then(Value::as_object_mut)
-    {
+    if let Some(m) = v.at_mut("/metadata/labels").and_then(Value::as_object_mut) {
         m.remove(k);
     }
 }
@@ -84,7 +82,7 @@ fn has_owner_vm(w: &VmiWorld<'_>) -> bool {
 /// A VMI no cached VM owns keeps no VM-controller finalizer: nobody else would remove it.
 fn release_orphan(w: &VmiWorld<'_>, c: &mut Value) {
     let has_finalizers = c
-        .pointer("/metadata/finalizers")
+        .at("/metadata/finalizers")
         .and_then(Value::as_array)
         .is_some_and(|a| !a.is_empty());
     if has_finalizers && !has_owner_vm(w) {
@@ -102,12 +100,12 @@ fn rebuild_status_list(
     fresh: impl Fn(&str, &Value) -> Option<Value>,
 ) {
     let old: Vec<Value> = v
-        .pointer(&format!("/status/{status_key}"))
+        .at(&format!("/status/{status_key}"))
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
     let new: Vec<Value> = v
-        .pointer(&format!("/spec/{spec_key}"))
+        .at(&format!("/spec/{spec_key}"))
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -133,7 +131,7 @@ fn update_volume_status(v: &mut Value) {
         Some(json!({"name": name, "target": ""}))
     });
     if let Some(list) = v
-        .pointer_mut("/status/volumeStatus")
+        .at_mut("/status/volumeStatus")
         .and_then(Value::as_array_mut)
     {
         list.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
@@ -187,10 +185,7 @@ pub(super) fn update_status(
             active.insert(uid.into(), json!(pod::node_name(x)));
         }
     }
-    if !active.is_empty()
-        || c.pointer("/status/activePods")
-            .is_some_and(|a| !a.is_null())
-    {
+    if !active.is_empty() || c.at("/status/activePods").is_some_and(|a| !a.is_null()) {
         c["status"]["activePods"] = Value::Object(active);
     }
 
@@ -355,7 +350,7 @@ pub(super) fn update_status(
     }
 
     let evacuating = c
-        .pointer("/status/evacuationNodeName")
+        .at("/status/evacuationNodeName")
         .and_then(Value::as_str)
         .is_some_and(|s| !s.is_empty());
     if evacuating {
@@ -396,7 +391,7 @@ pub(super) fn update_status(
         None => remove_cond(&mut c, "Synchronized"),
     }
     let new_phase = c
-        .pointer("/status/phase")
+        .at("/status/phase")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
