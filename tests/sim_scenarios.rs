@@ -3,7 +3,7 @@
 use kvrs_core::sim::{Sim, SimConfig};
 
 /// The scale scenario is allocation-bound (every simulated write and decision builds and drops
-/// JSON trees); mimalloc takes about a third off glibc's malloc there. The binaries keep the
+/// JSON trees); mimalloc spends about a third fewer instructions than glibc's malloc there. The binaries keep the
 /// system allocator.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
