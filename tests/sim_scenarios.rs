@@ -3,7 +3,7 @@
 use kvrs_core::sim::{Sim, SimConfig};
 
 /// The scale scenario is allocation-bound (every simulated write and decision builds and drops
-/// JSON trees); mimalloc spends about a third fewer instructions than glibc's malloc there. The binaries keep the
+/// JSON trees); with mimalloc a 300-VM run executes about 30% fewer instructions (callgrind). The binaries keep the
 /// system allocator.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -263,8 +263,14 @@ mod tests {
             );
         }
         let dropped = go_object_meta(&cases[2], serde_json::value::Serializer).unwrap();
-        assert!(dropped.get("annotations").is_none(), "empty annotations are dropped");
-        assert_eq!(dropped["deletionGracePeriodSeconds"], 0, "pointers are written as they are");
+        assert!(
+            dropped.get("annotations").is_none(),
+            "empty annotations are dropped"
+        );
+        assert_eq!(
+            dropped["deletionGracePeriodSeconds"], 0,
+            "pointers are written as they are"
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use kvrs_sim::store::res;
 use kvrs_sim::{Sim, SimConfig};
 
 /// As in the scale scenario test: the run is allocation-bound (every write and decision builds
-/// and drops JSON trees), and mimalloc spends about a third fewer instructions than glibc's malloc there.
+/// and drops JSON trees), and with mimalloc a 300-VM run executes about 30% fewer instructions (callgrind).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
