@@ -873,7 +873,7 @@ pub(crate) fn only_status_differs(cur: &Value, next: &Value) -> bool {
     let (Some(cur), Some(next)) = (cur.as_object(), next.as_object()) else {
         return false;
     };
-    if !next.get("status").is_some_and(|s| !s.is_null()) {
+    if next.get("status").is_none_or(Value::is_null) {
         return false;
     }
     let added = !cur.contains_key("status");
