@@ -1,6 +1,9 @@
 //! `<clock>`: UTC offset or timezone, and the timers.
 
-use super::{Configurator, util::yes_no};
+use super::{
+    Configurator,
+    util::{intern, yes_no},
+};
 use crate::domain::{Clock as DomClock, Domain, Timer};
 use crate::error::ConvertError;
 use kvrs_api::VirtualMachineInstance;
@@ -27,12 +30,13 @@ impl Configurator for Clock {
                 c.timezone = Some(tz.clone().into());
             }
             if let Some(t) = &src.timer {
-                let s = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
+                // Interned: the few values KubeVirt knows (`catchup`, `delay`, ...) are borrowed.
+                let s = |v: &Option<String>| v.as_deref().filter(|s| !s.is_empty()).map(intern);
                 if let Some(rtc) = &t.rtc {
                     c.timers.push(Timer {
                         name: "rtc".into(),
-                        track: s(&rtc.track).map(Into::into),
-                        tickpolicy: s(&rtc.tick_policy).map(Into::into),
+                        track: s(&rtc.track),
+                        tickpolicy: s(&rtc.tick_policy),
                         present: Some(yes_no(rtc.present, true)),
                         ..Timer::default()
                     });
@@ -41,7 +45,7 @@ impl Configurator for Clock {
                     c.timers.push(Timer {
                         name: "pit".into(),
                         present: Some(yes_no(pit.present, true)),
-                        tickpolicy: s(&pit.tick_policy).map(Into::into),
+                        tickpolicy: s(&pit.tick_policy),
                         ..Timer::default()
                     });
                 }
@@ -56,7 +60,7 @@ impl Configurator for Clock {
                     c.timers.push(Timer {
                         name: "hpet".into(),
                         present: Some(yes_no(hpet.present, true)),
-                        tickpolicy: s(&hpet.tick_policy).map(Into::into),
+                        tickpolicy: s(&hpet.tick_policy),
                         ..Timer::default()
                     });
                 }

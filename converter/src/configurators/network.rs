@@ -2,6 +2,7 @@
 //! bridge/masquerade, vhost-user for passt). SR-IOV and plugin bindings without a domain
 //! attachment are attached elsewhere.
 
+use super::util::intern;
 use super::{Configurator, Env};
 use crate::context::ConverterContext;
 use crate::domain::{
@@ -241,7 +242,7 @@ impl Configurator for Network<'_> {
                     kind: if model == "virtio" {
                         self.env.virtio_model.into()
                     } else {
-                        model.into()
+                        intern(model)
                     },
                 }),
                 ..Interface::default()

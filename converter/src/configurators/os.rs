@@ -9,6 +9,8 @@ use crate::domain::{
 use crate::error::ConvertError;
 use kvrs_api::VirtualMachineInstance;
 use kvrs_api::names::path_component;
+use std::borrow::Cow;
+use std::mem::take;
 
 /// Where the launcher keeps NVRAM files of non-root VMIs.
 const NVRAM_DIR_NONROOT: &str = "/var/run/kubevirt-private/libvirt/qemu/nvram";
@@ -41,7 +43,7 @@ pub fn derive_efi(vmi: &VirtualMachineInstance, env: &Env<'_>) -> EfiConfigurati
         if name.is_empty() {
             String::new()
         } else {
-            format!("{dir}/{name}")
+            util::cat(&[dir, "/", name])
         }
     };
     if env.arch == Arch::Arm64 {
@@ -96,7 +98,13 @@ fn nvram_path(vmi: &VirtualMachineInstance) -> Result<String, ConvertError> {
     } else {
         NVRAM_DIR_ROOT
     };
-    Ok(format!("{dir}/{}_VARS.fd", util::name_component(vmi)?))
+    // Joined by `cat`: one exactly-sized allocation (format! grew its buffer once here).
+    Ok(util::cat(&[
+        dir,
+        "/",
+        util::name_component(vmi)?,
+        "_VARS.fd",
+    ]))
 }
 
 fn base_name(p: &str) -> &str {
@@ -112,12 +120,20 @@ impl Configurator for Os<'_> {
         let spec = &vmi.spec.domain;
         if let Some(fw) = &spec.firmware {
             if util::is_efi(vmi) {
+                // Derived per conversion unless the context has it; derived paths are moved
+                // into the domain below, the context's copied.
                 let derived;
-                let efi = match &self.env.ctx.efi {
-                    Some(e) => e,
+                let (efi, code, vars) = match &self.env.ctx.efi {
+                    Some(e) => (
+                        e,
+                        Cow::Borrowed(e.code.as_str()),
+                        Cow::Borrowed(e.vars.as_str()),
+                    ),
                     None => {
-                        derived = derive_efi(vmi, self.env);
-                        &derived
+                        let mut d = derive_efi(vmi, self.env);
+                        let (code, vars) = (take(&mut d.code), take(&mut d.vars));
+                        derived = d;
+                        (&derived, Cow::Owned(code), Cow::Owned(vars))
                     }
                 };
                 if efi.uses_firmware_auto_selection {
@@ -151,7 +167,7 @@ impl Configurator for Os<'_> {
                             .as_ref()
                             .is_some_and(|l| l.snp.is_some());
                     domain.os.loader = Some(Loader {
-                        path: efi.code.clone().into(),
+                        path: code.into_owned().into(),
                         readonly: Some("yes".into()),
                         secure: Some(if efi.secure_loader { "yes" } else { "no" }.into()),
                         kind: Some(if snp_or_tdx { "rom" } else { "pflash" }.into()),
@@ -160,8 +176,8 @@ impl Configurator for Os<'_> {
                         None
                     } else {
                         Some(NvRam {
-                            template: (!efi.vars.is_empty())
-                                .then(|| efi.vars.clone())
+                            template: (!vars.is_empty())
+                                .then(|| vars.into_owned())
                                 .map(Into::into),
                             format: None,
                             path: nvram_path(vmi)?.into(),

@@ -79,7 +79,8 @@ pub fn intern(s: &str) -> Str {
     known!(
         "" "q35" "virtio" "sata" "scsi" "usb" "qcow2" "raw" "KubeVirt" "None" "vga" "bochs"
         "none" "writethrough" "writeback" "native" "threads" "tablet" "ps2" "disable" "require"
-        "force" "optional" "forbid" "mpx"
+        "force" "optional" "forbid" "mpx" "delay" "catchup" "merge" "discard" "guest" "wall"
+        "e1000" "e1000e" "rtl8139"
     )
 }
 

@@ -107,7 +107,7 @@ pub fn convert_disk<'a>(
             d.readonly = Some(Empty {});
         }
         if t.reservation == Some(true) {
-            d.source.reservations = Some(Reservations {
+            d.source.reservations = Some(Box::new(Reservations {
                 managed: Some("no".into()),
                 migration: Some("yes".into()),
                 source: Some(SourceReservations {
@@ -115,7 +115,7 @@ pub fn convert_disk<'a>(
                     path: Some(PR_HELPER_SOCKET.into()),
                     mode: Some("client".into()),
                 }),
-            });
+            }));
         }
     } else if let Some(t) = &src.cdrom {
         let bus = t.bus.as_deref().unwrap_or("");
@@ -180,11 +180,11 @@ pub fn block_size(
             ));
         }
         let nz = |v: i32| u64::try_from(v).ok().filter(|&v| v != 0);
-        d.blockio = Some(BlockIo {
+        d.blockio = Some(Box::new(BlockIo {
             logical_block_size: nz(l),
             physical_block_size: nz(p),
             discard_granularity: c.discard_granularity.and_then(|g| u64::try_from(g).ok()),
-        });
+        }));
     }
     // matchVolume needs the launcher to probe the device; it fills <blockio> later.
     Ok(())

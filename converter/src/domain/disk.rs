@@ -30,9 +30,10 @@ pub struct Disk {
     /// `<readonly/>`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub readonly: Option<Empty>,
-    /// Network disk authentication.
+    /// Network disk authentication (boxed, like the other rare parts: a disk is built, moved and
+    /// dropped per conversion, and every byte of it inline costs there).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub auth: Option<DiskAuth>,
+    pub auth: Option<Box<DiskAuth>>,
     /// Alias (`ua-<disk name>`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alias: Option<Alias>,
@@ -48,9 +49,9 @@ pub struct Disk {
     /// `virtio`, `virtio-transitional`, `virtio-non-transitional`.
     #[serde(rename = "@model", skip_serializing_if = "Option::is_none")]
     pub model: Option<Str>,
-    /// Block sizes.
+    /// Block sizes (boxed: set for custom block sizes only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub blockio: Option<BlockIo>,
+    pub blockio: Option<Box<BlockIo>>,
     /// KubeVirt-only: filesystem overhead of the PVC (never sent to libvirt).
     #[serde(rename = "filesystemOverhead", skip_serializing_if = "Option::is_none")]
     pub filesystem_overhead: Option<Str>,
@@ -81,12 +82,13 @@ pub struct DiskSource {
     /// Network export name.
     #[serde(rename = "@name", skip_serializing_if = "Option::is_none")]
     pub name: Option<Str>,
-    /// Network host.
+    /// Network host (boxed: network disks only; a source is inline in every disk and backing
+    /// store).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub host: Option<DiskSourceHost>,
-    /// Persistent reservations.
+    pub host: Option<Box<DiskSourceHost>>,
+    /// Persistent reservations (boxed: LUNs with reservation only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reservations: Option<Reservations>,
+    pub reservations: Option<Box<Reservations>>,
     /// Slices.
     #[serde(rename = "slices")]
     pub slices: Vec<Slices>,

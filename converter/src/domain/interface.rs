@@ -1,6 +1,6 @@
 //! `<interface>`: network interfaces.
 
-use super::{Address, Alias, BootOrder, Empty};
+use super::{Address, Alias, BootOrder, Empty, Str};
 use kvrs_converter_xml_derive::XmlElement;
 use serde::{Deserialize, Serialize};
 
@@ -11,9 +11,11 @@ pub struct Interface {
     /// Guest PCI address (Go writes it first).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<Box<Address>>,
-    /// `ethernet`, `bridge`, `user`, `vhostuser`, `hostdev`.
+    /// `ethernet`, `bridge`, `user`, `vhostuser`, `hostdev` (constants the converter writes:
+    /// borrowed, like the model, link state, driver and ROM values below — an interface's
+    /// allocations were mostly these).
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
     /// yes/no.
     #[serde(
         rename = "@trustGuestRxFilters",
@@ -105,7 +107,7 @@ pub struct InterfaceTarget {
 pub struct Model {
     /// Model.
     #[serde(rename = "@type")]
-    pub kind: String,
+    pub kind: Str,
 }
 
 /// `<mac address>`.
@@ -132,7 +134,7 @@ pub struct Mtu {
 pub struct LinkState {
     /// `up` / `down`.
     #[serde(rename = "@state")]
-    pub state: String,
+    pub state: Str,
 }
 
 /// `<filterref filter>`.
@@ -150,13 +152,13 @@ pub struct FilterRef {
 pub struct InterfaceDriver {
     /// `vhost`.
     #[serde(rename = "@name")]
-    pub name: String,
+    pub name: Str,
     /// Queues.
     #[serde(rename = "@queues", skip_serializing_if = "Option::is_none")]
     pub queues: Option<u32>,
     /// on/off.
     #[serde(rename = "@iommu", skip_serializing_if = "Option::is_none")]
-    pub iommu: Option<String>,
+    pub iommu: Option<Str>,
 }
 
 /// `<rom enabled>`.
@@ -165,7 +167,7 @@ pub struct InterfaceDriver {
 pub struct Rom {
     /// yes/no.
     #[serde(rename = "@enabled")]
-    pub enabled: String,
+    pub enabled: Str,
 }
 
 /// `<acpi index>`.

@@ -192,7 +192,7 @@ pub struct MaxMemory {
     pub value: u64,
     /// The unit.
     #[serde(rename = "@unit")]
-    pub unit: String,
+    pub unit: Str,
     /// DIMM slots (KubeVirt uses virtio-mem, so 0).
     #[serde(rename = "@slots")]
     pub slots: u64,

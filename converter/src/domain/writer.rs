@@ -294,11 +294,10 @@ str_impls!(String);
 
 thread_local! {
     /// Constants (`Str::Borrowed`) already found plain (nothing to escape, even in attributes),
-    /// by address and length, direct-mapped. A `&'static str` is immutable for the rest of the
+    /// by [`plain_key`], direct-mapped. A `&'static str` is immutable for the rest of the
     /// program, so once plain it stays plain: the model's constants (`virtio`, `on`, `unix`, most
     /// values of a domain) are checked once per thread instead of once per document.
-    static PLAIN: [Cell<(usize, usize)>; PLAIN_SLOTS] =
-        const { [const { Cell::new((0, 0)) }; PLAIN_SLOTS] };
+    static PLAIN: [Cell<u64>; PLAIN_SLOTS] = const { [const { Cell::new(0) }; PLAIN_SLOTS] };
 }
 
 /// Appends a model string: a constant found plain before is copied as it is, anything else
@@ -311,14 +310,32 @@ fn write_str(out: &mut String, s: &super::Str, attr: bool) -> R {
     }
 }
 
-/// Slots of [`PLAIN`]: a domain uses some 50 distinct constants.
-const PLAIN_SLOTS: usize = 256;
+/// Slots of [`PLAIN`]: a domain uses some 50 to 100 distinct constants. Direct-mapped, two of
+/// them in one slot evict each other on every document; with 256 slots that happened to a few
+/// in most builds (which ones depends on where the linker puts them: a few hundred instructions
+/// per conversion that came and went from build to build); 4096 slots (32 KiB per thread) make
+/// it rare.
+const PLAIN_SLOTS: usize = 4096;
+/// Right shift that leaves the top log2([`PLAIN_SLOTS`]) bits of the hash.
+const PLAIN_SHIFT: u32 = u64::BITS - PLAIN_SLOTS.trailing_zeros();
+
+/// A constant's address and length in one word (address in the low 48 bits, length above), the
+/// key of [`PLAIN`]; `None` (never cached, checked every time) if either does not fit. Never 0,
+/// the empty slot: a constant's address is not null.
+#[inline(always)]
+fn plain_key(c: &'static str) -> Option<u64> {
+    let addr = u64::try_from(c.as_ptr().addr()).ok()?;
+    let len = u64::try_from(c.len()).ok()?;
+    (addr >> 48 == 0 && len >> 16 == 0).then_some(addr | len << 48)
+}
 
 #[inline(always)]
 fn write_constant(out: &mut String, c: &'static str, attr: bool) -> R {
-    let key = (c.as_ptr().addr(), c.len());
-    // Fibonacci hashing of the address: its top bits pick the slot.
-    let slot = (key.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) % PLAIN_SLOTS;
+    let Some(key) = plain_key(c) else {
+        return escape_into(out, c, attr);
+    };
+    // Fibonacci hashing of the key: its top bits pick the slot.
+    let slot = ((key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> PLAIN_SHIFT) as usize) % PLAIN_SLOTS;
     if PLAIN.with(|t| t[slot].get() == key) {
         out.push_str(c);
         return Ok(());
