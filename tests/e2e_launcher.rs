@@ -276,6 +276,15 @@ async fn launcher_boots_a_guest_and_cleans_up() {
         .await
         .unwrap_or_else(|e| panic!("SyncVirtualMachine: {e}\n{}", pod.launcher_log()));
     let sync_returned = sync_started.elapsed();
+    // The handler heard that the domain runs before the sync's reply: a reply that overtook
+    // that news left a handler with a started VMI beside a "Shutoff" domain (its ADDED
+    // notification), which KubeVirt's rules delete.
+    let told = recorder.seen();
+    assert!(
+        told.iter()
+            .any(|(t, s, _)| t == "MODIFIED" && s == "Running"),
+        "SyncVirtualMachine replied before the handler was told the domain runs: {told:?}"
+    );
     wait_for("domain Running", Duration::from_secs(30), async || {
         (domain_status(&client).await?.0 == "Running").then_some(())
     })

@@ -14,8 +14,29 @@ use kvrs_test_guest::{
 };
 use support::*;
 
-fn context(handler: &Handler, pods: &[&LauncherPod], vmi_uids: &[&str]) -> String {
-    let mut s = format!("--- handler log ---\n{}", tail(&handler.log(), 80));
+/// What a failed wait prints, most telling first (CI keeps only the head and tail of a long
+/// failure): each VMI's phase, interfaces and conditions, the free disk space, then the logs.
+fn context(
+    cluster: &Cluster,
+    handler: &Handler,
+    pods: &[&LauncherPod],
+    vmi_uids: &[&str],
+) -> String {
+    let mut s = String::new();
+    for p in pods {
+        let status = cluster
+            .vmi(&p.name)
+            .map(|v| {
+                format!(
+                    "phase={} interfaces={} conditions={}",
+                    v["status"]["phase"], v["status"]["interfaces"], v["status"]["conditions"]
+                )
+            })
+            .unwrap_or_else(|| "absent".into());
+        s += &format!("--- VMI {}: {status}\n", p.name);
+    }
+    s += &format!("--- free disk space ---\n{}\n", free_disk_space());
+    s += &format!("--- handler log ---\n{}", tail(&handler.log(), 40));
     for (p, uid) in pods.iter().zip(vmi_uids) {
         s += &format!(
             "\n--- launcher {} ---\n{}\n--- serial ---\n{}\n--- netns ---\n{}",
@@ -26,6 +47,15 @@ fn context(handler: &Handler, pods: &[&LauncherPod], vmi_uids: &[&str]) -> Strin
         );
     }
     s
+}
+
+/// `df` of the filesystems the tests write to: a full disk shows up as a guest that stalls.
+fn free_disk_space() -> String {
+    std::process::Command::new("df")
+        .args(["-h", "/tmp", "/var"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_else(|e| format!("df: {e}"))
 }
 
 fn tail(s: &str, n: usize) -> String {
@@ -50,7 +80,7 @@ fn two_vmis_boot_with_dhcp_run_quietly_and_shut_down_gracefully() {
     let handler = dirs.start_handler(&cluster, 0, &["--resync-period-seconds", "3"]);
     let (mut a, a_uid) = launch(&cluster, &dirs, 1, "guest-a");
     let (mut b, b_uid) = launch(&cluster, &dirs, 2, "guest-b");
-    let ctx = || context(&handler, &[&a, &b], &[&a_uid, &b_uid]);
+    let ctx = || context(&cluster, &handler, &[&a, &b], &[&a_uid, &b_uid]);
 
     for (name, pod) in [("guest-a", &a), ("guest-b", &b)] {
         let vmi = wait_for(
@@ -219,7 +249,7 @@ fn two_vmis_boot_with_dhcp_run_quietly_and_shut_down_gracefully() {
         "guest-b to see the power button and its launcher to exit after its VMI was removed",
         Duration::from_secs(90),
         || (b.serial_log(&b_uid).contains(POWER_MARKER) && b.exited()).then_some(()),
-        || context(&handler, &[&b], &[&b_uid]),
+        || context(&cluster, &handler, &[&b], &[&b_uid]),
     );
     b.delete();
 }
@@ -231,7 +261,7 @@ fn a_killed_launcher_fails_its_vmi() {
     let dirs = NodeDirs::new("kill");
     let handler = dirs.start_handler(&cluster, 0, &["--resync-period-seconds", "3"]);
     let (mut pod, uid) = launch(&cluster, &dirs, 3, "guest-k");
-    let ctx = || context(&handler, &[&pod], &[&uid]);
+    let ctx = || context(&cluster, &handler, &[&pod], &[&uid]);
     wait_for(
         "Running",
         Duration::from_secs(180),
@@ -295,7 +325,7 @@ fn a_handler_killed_mid_start_converges_without_a_second_define() {
         "the first handler to reach the launcher",
         Duration::from_secs(120),
         || pod.launcher_log().contains("Domain defined").then_some(()),
-        || context(&first, &[&pod], &[&uid]),
+        || context(&cluster, &first, &[&pod], &[&uid]),
     );
     first.kill();
     let second = dirs.start_handler(&cluster, 1, &[]);
@@ -303,7 +333,7 @@ fn a_handler_killed_mid_start_converges_without_a_second_define() {
         "Running after the restart",
         Duration::from_secs(180),
         || (phase(&cluster.vmi("guest-r")?) == "Running").then_some(()),
-        || context(&second, &[&pod], &[&uid]),
+        || context(&cluster, &second, &[&pod], &[&uid]),
     );
     let defines = pod.launcher_log().matches("Domain defined").count();
     assert_eq!(defines, 1, "{}", pod.launcher_log());

@@ -85,11 +85,12 @@ pub fn k8s_event_json(
 
 /// What the notifier sends next.
 #[derive(Debug)]
-enum Notice {
+pub(crate) enum Notice {
     /// A lifecycle event: ADDED for a new definition, MODIFIED otherwise.
     Lifecycle(LifecycleEvent),
-    /// The domain as it is now, MODIFIED (agent connected/disconnected, agent data changed).
-    Refresh,
+    /// The domain as it is now, MODIFIED (agent connected/disconnected, agent data changed, a
+    /// sync started it); the sender, if any, hears when it has been sent (or given up).
+    Refresh(Option<tokio::sync::oneshot::Sender<()>>),
 }
 
 /// How long one event is retried while the notify socket is missing or refusing.
@@ -140,6 +141,7 @@ pub async fn forward(
     supervisor: mpsc::UnboundedSender<Lifecycle>,
 ) {
     let (queue, pending) = mpsc::unbounded_channel::<Notice>();
+    launcher.attach_notices(&queue);
     let notifier = tokio::spawn(notify_in_order(
         pending,
         launcher.clone(),
@@ -155,7 +157,7 @@ pub async fn forward(
                 None => break,
             },
             Some(()) = agent_changed.recv() => {
-                let _ = queue.send(Notice::Refresh);
+                let _ = queue.send(Notice::Refresh(None));
                 continue;
             }
         };
@@ -211,7 +213,7 @@ pub async fn forward(
                 } else {
                     poller.stop();
                 }
-                let _ = queue.send(Notice::Refresh);
+                let _ = queue.send(Notice::Refresh(None));
             }
         }
     }
@@ -241,7 +243,9 @@ async fn notify_in_order(
         let owner = launcher.owner();
         let ev = match notice {
             Notice::Lifecycle(ev) => ev,
-            Notice::Refresh => {
+            Notice::Refresh(done) => {
+                // `done` (dropped on every path) tells a waiting sync this notice is through.
+                let _done = done;
                 // No domain (yet, or any more): its lifecycle events tell the handler.
                 let Ok(domain) = conn.lookup(&launcher.domain_name()).await else {
                     continue;

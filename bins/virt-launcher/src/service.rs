@@ -15,6 +15,7 @@ use kvrs_ipc::{CmdError, CmdResult, LauncherService, VmiCommand};
 use tokio::sync::Mutex;
 
 use crate::agent::{self, AgentStore, Intervals};
+use crate::events::Notice;
 use crate::flags::Flags;
 use crate::libvirt::{Connection, DomainRef, LibvirtError};
 use crate::state::{AgentStatus, Owner, domain_json};
@@ -41,7 +42,13 @@ pub struct Launcher {
     /// The disk errors read just before a sync resumed a domain paused on an IO error: resuming
     /// clears libvirt's record, and the IOerror event for that pause may not have been sent yet.
     disk_errors: std::sync::Mutex<Vec<crate::libvirt::DiskError>>,
+    /// The event forwarder's queue of notifications to the handler (weak: the forwarder ends
+    /// when libvirt's connection closes, and this must not keep its queue open).
+    notices: std::sync::OnceLock<tokio::sync::mpsc::WeakUnboundedSender<Notice>>,
 }
+
+/// How long a sync waits for the handler to be told that the domain it started runs.
+const ANNOUNCE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn failed(what: &str, e: impl std::fmt::Display) -> CmdError {
     CmdError::failed(format!("{what}: {e}"))
@@ -64,7 +71,37 @@ impl Launcher {
             vmi_grace: std::sync::Mutex::new(None),
             paused_by_user: std::sync::atomic::AtomicBool::new(false),
             disk_errors: std::sync::Mutex::new(Vec::new()),
+            notices: std::sync::OnceLock::new(),
             agent,
+        }
+    }
+
+    /// Connects the event forwarder's notification queue (see [`Launcher::announce_state`]).
+    pub(crate) fn attach_notices(&self, queue: &tokio::sync::mpsc::UnboundedSender<Notice>) {
+        let _ = self.notices.set(queue.downgrade());
+    }
+
+    /// Tells the handler the domain's current state through the ordered notification queue and
+    /// waits (at most [`ANNOUNCE_WAIT`]) until it has been sent, so that the reply to the sync
+    /// that started the domain never reaches the handler before the news that it runs.
+    ///
+    /// Why: the domain was defined before it was started, and its ADDED notification says
+    /// "Shutoff". libvirt's start event travels to the handler on its own path; were the sync's
+    /// reply to overtake it, the handler's next sync would see a VMI that is not final beside an
+    /// inactive domain — which KubeVirt's rules delete, taking the pod's network cache with it.
+    async fn announce_state(&self) {
+        let Some(queue) = self.notices.get().and_then(|q| q.upgrade()) else {
+            return;
+        };
+        let (done, sent) = tokio::sync::oneshot::channel();
+        if queue.send(Notice::Refresh(Some(done))).is_err() {
+            return;
+        }
+        drop(queue);
+        if tokio::time::timeout(ANNOUNCE_WAIT, sent).await.is_err() {
+            log::warn(format_args!(
+                "the handler was not told within {ANNOUNCE_WAIT:?} that the domain runs; replying anyway"
+            ));
         }
     }
 
@@ -314,6 +351,7 @@ impl LauncherService for Launcher {
             ms(t2, t3),
             ms(arrived, t3)
         ));
+        self.announce_state().await;
         Ok(())
     }
 

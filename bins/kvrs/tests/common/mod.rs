@@ -473,7 +473,25 @@ impl Stack {
                     && launcher_processes() == self.launchers_before)
                     .then_some(())
             },
-            || self.logs(),
+            || {
+                // Which of the conditions is still unmet, before the logs.
+                let left: Vec<String> = processes(VM_PROCESSES)
+                    .iter()
+                    .map(|pid| {
+                        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                            .unwrap_or_default();
+                        format!("{pid} {}", comm.trim())
+                    })
+                    .collect();
+                format!(
+                    "VM processes now {left:?} (before: {}); network namespaces now {:?} \
+                     (before: {:?})\n{}",
+                    self.launchers_before,
+                    netns(),
+                    self.netns_before,
+                    self.logs()
+                )
+            },
         )
     }
 
