@@ -367,38 +367,23 @@ impl Stack {
     /// Waits for the VMI to run on the kvrs node and its guest to answer ping from its pod
     /// and on the pod IP; returns the VMI.
     pub fn wait_booted(&self, round: &str, timeout: Duration) -> Value {
+        // The VMI seen Running may be the one a fault is killing right now (virt-handler has
+        // not marked it Failed yet), and the one pod namespace then is that VMI's, about to go.
+        // So every probe reads the VMI and the pod's namespace afresh and pings the guest
+        // (10.0.2.2 behind the masquerade bridge of its pod): only a guest answering in the pod
+        // that exists now counts.
         let vmi = wait_for(
-            &format!("the VMI Running ({round})"),
-            timeout,
+            &format!("the VMI Running and its guest answering ping from its pod ({round})"),
+            timeout + Duration::from_secs(150),
             || {
-                kubectl_json(&self.cluster, &["get", "vmi", "-n", NS, "guest"]).filter(|v| {
-                    v["status"]["phase"] == "Running"
-                        && v["metadata"]["deletionTimestamp"].is_null()
-                        && v["status"]["interfaces"][0]["ipAddress"].is_string()
-                })
-            },
-            || self.logs(),
-        );
-        assert_eq!(
-            vmi["status"]["nodeName"], NODE,
-            "kube-scheduler placed the launcher pod on the kvrs node"
-        );
-        let pod_ip = vmi["status"]["interfaces"][0]["ipAddress"]
-            .as_str()
-            .expect("the guest's address")
-            .to_string();
-        let ns = wait_for(
-            "the pod's network namespace",
-            Duration::from_secs(30),
-            || self.pod_netns(),
-            || self.logs(),
-        );
-        // The guest itself (10.0.2.2 behind the masquerade bridge of its pod), and through the
-        // pod IP from the node (KubeVirt's DNAT to the guest).
-        wait_for(
-            &format!("the guest to answer ping from its pod ({round})"),
-            Duration::from_secs(120),
-            || {
+                let vmi = kubectl_json(&self.cluster, &["get", "vmi", "-n", NS, "guest"]).filter(
+                    |v| {
+                        v["status"]["phase"] == "Running"
+                            && v["metadata"]["deletionTimestamp"].is_null()
+                            && v["status"]["interfaces"][0]["ipAddress"].is_string()
+                    },
+                )?;
+                let ns = self.pod_netns()?;
                 Command::new("ip")
                     .args([
                         "netns", "exec", &ns, "ping", "-c", "1", "-W", "2", "10.0.2.2",
@@ -406,10 +391,19 @@ impl Stack {
                     .output()
                     .ok()
                     .filter(|o| o.status.success())
-                    .map(drop)
+                    .map(|_| vmi)
             },
             || format!("{}\n{}", self.logs(), self.pod_files_tail()),
         );
+        assert_eq!(
+            vmi["status"]["nodeName"], NODE,
+            "kube-scheduler placed the launcher pod on the kvrs node"
+        );
+        // And through the pod IP from the node (KubeVirt's DNAT to the guest).
+        let pod_ip = vmi["status"]["interfaces"][0]["ipAddress"]
+            .as_str()
+            .expect("the guest's address")
+            .to_string();
         assert!(
             pings(&[&pod_ip]),
             "the guest answers ping on the pod IP {pod_ip}\n{}",
