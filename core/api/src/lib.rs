@@ -17,3 +17,4 @@ pub mod time;
 
 pub use api::{VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceSpec};
 pub use quantity::{Quantity, QuantityError};
+pub use serde_util::object_meta_json;

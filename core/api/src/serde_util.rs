@@ -149,6 +149,13 @@ pub(crate) fn go_object_meta<S: Serializer>(
     }
 }
 
+/// An object's `metadata` as JSON, exactly as the object itself writes it (Go's `omitempty`
+/// rules): for a decision that reads or patches the metadata without serialising the whole
+/// object.
+pub fn object_meta_json(meta: &ObjectMeta) -> serde_json::Result<serde_json::Value> {
+    go_object_meta(meta, serde_json::value::Serializer)
+}
+
 /// Whether `meta`'s field `key` is present and holds Go's empty value (what `omitempty` drops);
 /// `None` for a key this does not know, which sends the caller the general way.
 fn holds_go_zero(meta: &ObjectMeta, key: &str) -> Option<bool> {

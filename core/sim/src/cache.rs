@@ -14,7 +14,7 @@ use super::store::{Obj, WatchEvent, res};
 pub const CREATED_BY_LABEL: &str = "kubevirt.io/created-by";
 
 /// One process's view of the cluster.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Cache {
     objects: HashMap<&'static str, BTreeMap<String, Arc<Obj>>>,
     /// Launcher pods by the VMI UID they belong to, then by key, parsed once as they enter the

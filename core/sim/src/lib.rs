@@ -194,7 +194,8 @@ pub struct Sim {
     flushing: bool,
     /// Counters.
     pub stats: SimStats,
-    config: ClusterConfig,
+    /// Shared with the thread that decides virt-controller's syncs.
+    config: std::sync::Arc<ClusterConfig>,
     /// When set, decisions and writes for this key are printed to stderr (debugging aid).
     pub trace: Option<String>,
 }
@@ -223,7 +224,7 @@ impl Sim {
             tracker: invariants::Tracker::default(),
             flushing: false,
             stats: SimStats::default(),
-            config: ClusterConfig::default(),
+            config: std::sync::Arc::new(ClusterConfig::default()),
             trace: None,
             cfg,
         };

@@ -2,10 +2,12 @@
 //! controller, sharing one set of informer caches, each with its own queue and expectations.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
+use kvrs_admission::ClusterConfig;
 use kvrs_decide::vm::{VmWorld, decide_vm};
-use kvrs_decide::{ApiWrite, Event, Expectation, Now, Plan};
+use kvrs_decide::{ApiWrite, Event, Expectation, Now, PendingExpectations, Plan};
 use kvrs_queue::{Instant, WorkQueue};
 use kvrs_runtime::ready::run_ready;
 use kvrs_runtime::{
@@ -16,13 +18,15 @@ use serde_json::Value;
 
 use super::cache::Cache;
 use super::store::{Obj, WatchEvent, res};
+use super::vmi_controller::decide_vmi_sync;
 use super::writes::{FailureClass, Writer, classify, rv_of};
 use super::{Proc, Sim};
 use kvrs_api::json_pointer::JsonPointer;
 
 /// The virt-controller process.
 pub(super) struct VirtController {
-    pub cache: Cache,
+    /// Shared with the thread that decides a pass's syncs (changed only between passes).
+    pub cache: Arc<Cache>,
     pub vm_queue: WorkQueue<String>,
     pub vmi_queue: WorkQueue<String>,
     pub vm_expectations: ControllerExpectations,
@@ -37,7 +41,7 @@ pub(super) struct VirtController {
 impl Default for VirtController {
     fn default() -> Self {
         Self {
-            cache: Cache::default(),
+            cache: Arc::new(Cache::default()),
             vm_queue: WorkQueue::new(),
             vmi_queue: WorkQueue::new(),
             vm_expectations: ControllerExpectations::new(),
@@ -73,7 +77,7 @@ impl VirtController {
     /// expectations and say which keys to queue.
     pub fn observe(&mut self, ev: &WatchEvent, now: Instant) {
         let old = self.cache.get(ev.resource, &ev.key).map(|o| seen(o));
-        self.cache.apply(ev);
+        Arc::make_mut(&mut self.cache).apply(ev);
         self.own_write_seen(ev, now);
         let watched = match ev.resource {
             res::VMS => Watched::Vm,
@@ -149,7 +153,7 @@ impl VirtController {
 
     /// After a relist: the new cache, and every key queued again.
     pub fn reset_cache(&mut self, cache: Cache, now: Instant) {
-        self.cache = cache;
+        self.cache = Arc::new(cache);
         self.own_writes.clear();
         self.own_writes_of.clear();
         let vms: Vec<String> = self.cache.iter(res::VMS).map(|(k, _)| k.clone()).collect();
@@ -269,7 +273,7 @@ impl Sim {
         };
         let cache = match writer {
             Writer::Handler(n) => self.handlers.get(n).map(|h| &h.cache),
-            Writer::VmController | Writer::VmiController => Some(&self.ctrl.cache),
+            Writer::VmController | Writer::VmiController => Some(&*self.ctrl.cache),
             Writer::Kubelet | Writer::OtherClient => None,
         };
         let cached = cache
@@ -326,33 +330,35 @@ impl Sim {
         requeue(q, key, &out.queue, now);
     }
 
-    /// Runs every VM and VMI key that is ready now.
+    /// Runs every VM and VMI key that is ready now: the VM keys first, in batches, then the VMI
+    /// keys (gathered only after the VM plans ran, so a VMI key the VM controller just wrote
+    /// is held back as it would be one sync at a time).
     pub(super) fn run_controller(&mut self) {
         let budget = self.ctrl.vm_queue.len() + self.ctrl.vmi_queue.len() + 16;
         let mut done = 0;
-        loop {
-            let now = self.now;
-            let key = self.ctrl.vm_queue.get(now);
-            let Some(key) = key else { break };
-            self.sync_vm(&key);
-            let now = self.now;
-            self.ctrl.vm_queue.done(&key, now);
-            done += 1;
-            if done > budget {
-                break;
-            }
-        }
-        loop {
-            let now = self.now;
-            let Some(key) = self.ctrl.vmi_queue.get(now) else {
-                break;
+        for controller in [Controller::Vm, Controller::Vmi] {
+            let limit = match controller {
+                Controller::Vm => budget + 1,
+                Controller::Vmi => 2 * budget + 1,
             };
-            self.sync_vmi(&key);
-            let now = self.now;
-            self.ctrl.vmi_queue.done(&key, now);
-            done += 1;
-            if done > 2 * budget {
-                break;
+            loop {
+                let mut jobs = Vec::new();
+                while done < limit {
+                    let now = self.now;
+                    let queue = match controller {
+                        Controller::Vm => &mut self.ctrl.vm_queue,
+                        Controller::Vmi => &mut self.ctrl.vmi_queue,
+                    };
+                    let Some(key) = queue.get(now) else { break };
+                    done += 1;
+                    if let Some(job) = self.job(controller, key) {
+                        jobs.push(job);
+                    }
+                }
+                if jobs.is_empty() {
+                    break;
+                }
+                self.run_jobs(jobs, controller);
             }
         }
         let now = self.now;
@@ -373,46 +379,164 @@ impl Sim {
         self.schedule_wakeup(Proc::Controller, next);
     }
 
-    fn sync_vm(&mut self, key: &str) {
-        if self.ctrl.behind_own_writes(key) {
+    /// A sync of `key` to decide, or `None` when it ends here (held back behind the process's
+    /// own write, or nothing cached to decide on); the key is then done.
+    fn job(&mut self, controller: Controller, key: String) -> Option<Job> {
+        let now = self.now;
+        if self.ctrl.behind_own_writes(&key) {
             // The event of the pending write queues the key again.
             self.stats.held_back_syncs += 1;
+            self.done(controller, key);
+            return None;
+        }
+        let (resource, expectations) = match controller {
+            Controller::Vm => {
+                self.stats.vm_syncs += 1;
+                (res::VMS, &mut self.ctrl.vm_expectations)
+            }
+            Controller::Vmi => {
+                self.stats.vmi_syncs += 1;
+                (res::VMIS, &mut self.ctrl.vmi_expectations)
+            }
+        };
+        if self.ctrl.cache.get(resource, &key).is_none() {
+            expectations.forget(&key);
+            self.done(controller, key);
+            return None;
+        }
+        let expectations = expectations.pending(&key, now);
+        // The seeded draws happen here, in queue order, whatever thread decides.
+        let draw = match controller {
+            Controller::Vm => Draw::Jitter(self.rng.unit()),
+            Controller::Vmi => Draw::Suffix(
+                (0..5)
+                    .map(|_| {
+                        char::from(
+                            b"bcdfghjklmnpqrstvwxz2456789"
+                                [usize::try_from(self.rng.range(0, 26)).unwrap_or(0)],
+                        )
+                    })
+                    .collect(),
+            ),
+        };
+        Some(Job {
+            key,
+            expectations,
+            draw,
+        })
+    }
+
+    fn done(&mut self, controller: Controller, key: String) {
+        let now = self.now;
+        match controller {
+            Controller::Vm => self.ctrl.vm_queue.done(&key, now),
+            Controller::Vmi => self.ctrl.vmi_queue.done(&key, now),
+        };
+    }
+
+    /// Decides the jobs and executes their plans in queue order. A large batch is decided on a
+    /// second thread while this one executes the plans already decided: the decisions read only
+    /// the controller's cache, which no write changes before its watch event is delivered (at
+    /// least a millisecond of virtual time later), so each decides from what it would have
+    /// seen one sync at a time, and the run stays reproducible from its seed.
+    fn run_jobs(&mut self, jobs: Vec<Job>, controller: Controller) {
+        let cache = Arc::clone(&self.ctrl.cache);
+        let config = Arc::clone(&self.config);
+        let now = Now::from_unix(self.now_unix());
+        if jobs.len() < PARALLEL_BATCH {
+            for job in jobs {
+                let plan = job.decide(&cache, &config, now);
+                self.finish(job.key, plan, controller);
+            }
             return;
         }
-        self.stats.vm_syncs += 1;
-        let Some(vm) = self.ctrl.cache.get(res::VMS, key).cloned() else {
-            self.ctrl.vm_expectations.forget(key);
-            return;
-        };
-        let Some(vm) = vm.vm() else { return };
-        let vmi = self.ctrl.cache.get(res::VMIS, key).cloned();
-        let uid = vm.metadata.uid.clone().unwrap_or_default();
-        let ns = vm
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into());
-        let prefix = format!("{ns}/revision-start-vm-{uid}");
-        let revisions: Vec<_> = self
-            .ctrl
-            .cache
-            .revisions_with_prefix(&prefix)
-            .cloned()
-            .collect();
-        let expectations = self.ctrl.vm_expectations.pending(key, self.now);
-        let world = VmWorld {
-            vm,
-            vmi: vmi.as_deref().and_then(Obj::vmi),
-            revisions: &revisions,
-            instancetype_objects: &[],
-            data_volumes: &[],
-            pvcs: &[],
-            expectations,
-            now: Now::from_unix(self.now_unix()),
-            jitter: self.rng.unit(),
-            config: &self.config,
-        };
-        let decision = decide_vm(&world);
-        self.execute_plan(key, decision.plan, Controller::Vm);
+        let keys: Vec<String> = jobs.iter().map(|j| j.key.clone()).collect();
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            scope.spawn(move || {
+                for job in jobs {
+                    if tx.send(job.decide(&cache, &config, now)).is_err() {
+                        break;
+                    }
+                }
+            });
+            for key in keys {
+                // The decision thread sends one plan per job, in order, unless it panicked
+                // (the scope then re-raises that panic).
+                let Ok(plan) = rx.recv() else { break };
+                self.finish(key, plan, controller);
+            }
+        });
     }
+
+    /// Executes a decided plan and marks the key done.
+    fn finish(&mut self, key: String, plan: Option<Plan>, controller: Controller) {
+        if let Some(plan) = plan {
+            self.execute_plan(&key, plan, controller);
+        }
+        self.done(controller, key);
+    }
+}
+
+/// Batches at least this large are decided on a second thread (smaller ones are not worth a
+/// thread's start).
+const PARALLEL_BATCH: usize = 16;
+
+/// What one sync's decision needs besides the cache, the configuration and the time.
+pub(super) struct Job {
+    key: String,
+    expectations: PendingExpectations,
+    draw: Draw,
+}
+
+/// The seeded draw a decision takes.
+enum Draw {
+    /// The VM decision's start-failure jitter.
+    Jitter(f64),
+    /// The VMI decision's pod name suffix.
+    Suffix(String),
+}
+
+impl Job {
+    /// The plan of this sync (`None` when the cache holds no typed object to decide on).
+    fn decide(&self, cache: &Cache, config: &ClusterConfig, now: Now) -> Option<Plan> {
+        match &self.draw {
+            Draw::Jitter(jitter) => {
+                decide_vm_sync(cache, config, now, &self.key, self.expectations, *jitter)
+            }
+            Draw::Suffix(suffix) => {
+                decide_vmi_sync(cache, config, now, &self.key, self.expectations, suffix)
+            }
+        }
+    }
+}
+
+/// One sync of the VM controller, decided from the controller's cache.
+fn decide_vm_sync(
+    cache: &Cache,
+    config: &ClusterConfig,
+    now: Now,
+    key: &str,
+    expectations: PendingExpectations,
+    jitter: f64,
+) -> Option<Plan> {
+    let vm = cache.get(res::VMS, key)?.vm()?;
+    let vmi = cache.get(res::VMIS, key);
+    let uid = vm.metadata.uid.as_deref().unwrap_or_default();
+    let ns = vm.metadata.namespace.as_deref().unwrap_or("default");
+    let prefix = format!("{ns}/revision-start-vm-{uid}");
+    let revisions: Vec<_> = cache.revisions_with_prefix(&prefix).cloned().collect();
+    let world = VmWorld {
+        vm,
+        vmi: vmi.and_then(|o| o.vmi()),
+        revisions: &revisions,
+        instancetype_objects: &[],
+        data_volumes: &[],
+        pvcs: &[],
+        expectations,
+        now,
+        jitter,
+        config,
+    };
+    Some(decide_vm(&world).plan)
 }

@@ -5,13 +5,13 @@
 
 use serde_json::{Value, json};
 
-use super::Sim;
+use super::cache::Cache;
 use super::store::res;
-use super::virt_controller::Controller;
 use crate::api::VirtualMachineInstance;
-use kvrs_decide::Now;
+use kvrs_admission::ClusterConfig;
 use kvrs_decide::meta;
 use kvrs_decide::vmi::{VmiWorld, decide_vmi};
+use kvrs_decide::{Now, PendingExpectations, Plan};
 
 /// The launcher pod of a VMI running `image`, reduced to what the simulated kubelet and the VMI
 /// decision read.
@@ -43,44 +43,29 @@ pub fn launcher_pod(vmi: &VirtualMachineInstance, image: &str) -> Result<Value, 
     }))
 }
 
-impl Sim {
-    /// One sync of the VMI controller.
-    pub(super) fn sync_vmi(&mut self, key: &str) {
-        if self.ctrl.behind_own_writes(key) {
-            // The event of the pending write queues the key again.
-            self.stats.held_back_syncs += 1;
-            return;
-        }
-        self.stats.vmi_syncs += 1;
-        let Some(obj) = self.ctrl.cache.get(res::VMIS, key).cloned() else {
-            self.ctrl.vmi_expectations.forget(key);
-            return;
-        };
-        let Some(vmi) = obj.vmi() else { return };
-        let expectations = self.ctrl.vmi_expectations.pending(key, self.now);
-        let suffix: String = (0..5)
-            .map(|_| {
-                char::from(
-                    b"bcdfghjklmnpqrstvwxz2456789"
-                        [usize::try_from(self.rng.range(0, 26)).unwrap_or(0)],
-                )
-            })
-            .collect();
-        // The pods are borrowed from the cache, not copied: the decision only reads them.
-        let vm_obj = self.ctrl.cache.get(res::VMS, key).cloned();
-        let world = VmiWorld {
-            vmi,
-            pods: self.ctrl.cache.pods_of(meta::uid(&vmi.metadata)),
-            vms: &[],
-            vm: vm_obj.as_deref().and_then(|o| o.vm()),
-            migrations: &[],
-            expectations,
-            now: Now::from_unix(self.now_unix()),
-            config: &self.config,
-        };
-        let image = self.config.launcher_image.as_str();
-        let render = |vmi: &VirtualMachineInstance| launcher_pod(vmi, image);
-        let decision = decide_vmi(&world, &render, &suffix);
-        self.execute_plan(key, decision.plan, Controller::Vmi);
-    }
+/// One sync of the VMI controller, decided from the controller's cache (`None` when the VMI is
+/// not cached as a typed object). Pure: virt-controller's pass runs it on its decision thread.
+pub(super) fn decide_vmi_sync(
+    cache: &Cache,
+    config: &ClusterConfig,
+    now: Now,
+    key: &str,
+    expectations: PendingExpectations,
+    suffix: &str,
+) -> Option<Plan> {
+    let vmi = cache.get(res::VMIS, key)?.vmi()?;
+    // The pods are borrowed from the cache, not copied: the decision only reads them.
+    let world = VmiWorld {
+        vmi,
+        pods: cache.pods_of(meta::uid(&vmi.metadata)),
+        vms: &[],
+        vm: cache.get(res::VMS, key).and_then(|o| o.vm()),
+        migrations: &[],
+        expectations,
+        now,
+        config,
+    };
+    let image = config.launcher_image.as_str();
+    let render = |vmi: &VirtualMachineInstance| launcher_pod(vmi, image);
+    Some(decide_vmi(&world, &render, suffix).plan)
 }

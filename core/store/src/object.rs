@@ -10,18 +10,21 @@ use serde_json::{Map, Value};
 
 use kvrs_api::{VirtualMachine, VirtualMachineInstance};
 
+use crate::canonical::serializes_to;
 use crate::resource::Typed;
 use kvrs_api::json_pointer::JsonPointer;
 
 /// A stored object, parsed once per write and shared with every event and reader of it.
-// Always behind an `Arc`, so the size difference of the variants costs nothing.
-#[allow(clippy::large_enum_variant)]
+///
+/// The typed variants are boxed: a VMI struct is about 8 KB inline (every optional device and
+/// setting of the API has its place), and unboxed every pod and revision — every write of
+/// them — took an 8 KB allocation and copy too, most of a large simulation's memory.
 #[derive(Debug)]
 pub enum Obj {
     /// A VirtualMachine.
-    Vm(VirtualMachine),
+    Vm(Box<VirtualMachine>),
     /// A VirtualMachineInstance.
-    Vmi(VirtualMachineInstance),
+    Vmi(Box<VirtualMachineInstance>),
     /// Anything else, as JSON.
     Other(Value),
 }
@@ -30,7 +33,7 @@ impl Obj {
     /// The VM, if this is one.
     pub fn vm(&self) -> Option<&VirtualMachine> {
         match self {
-            Obj::Vm(v) => Some(v),
+            Obj::Vm(v) => Some(&**v),
             _ => None,
         }
     }
@@ -38,7 +41,7 @@ impl Obj {
     /// The VMI, if this is one.
     pub fn vmi(&self) -> Option<&VirtualMachineInstance> {
         match self {
-            Obj::Vmi(v) => Some(v),
+            Obj::Vmi(v) => Some(&**v),
             _ => None,
         }
     }
@@ -70,24 +73,39 @@ impl Obj {
     }
 }
 
-/// Parses `value` as the resource's typed struct (when `typed`) and makes `value` exactly what
-/// that struct serialises to; untyped objects are kept as they are.
-pub(crate) fn parse(typed: Typed, value: &mut Value) -> Arc<Obj> {
+/// Parses `value` as the resource's typed struct (when `typed`). Returns the shared object and,
+/// for a typed one, its JSON made exactly what the struct serialises to; an untyped object's
+/// JSON moves into the object itself (the store reads it there: one copy, not two).
+pub(crate) fn parse(typed: Typed, mut value: Value) -> (Arc<Obj>, Option<Value>) {
     // Deserialising from a borrowed `Value` avoids a deep copy of the object on every write.
     let obj = match typed {
-        Typed::Vm => VirtualMachine::deserialize(&*value).ok().map(Obj::Vm),
-        Typed::Vmi => VirtualMachineInstance::deserialize(&*value)
+        Typed::Vm => VirtualMachine::deserialize(&value)
             .ok()
-            .map(Obj::Vmi),
+            .map(|v| Obj::Vm(Box::new(v))),
+        Typed::Vmi => VirtualMachineInstance::deserialize(&value)
+            .ok()
+            .map(|v| Obj::Vmi(Box::new(v))),
         Typed::Json => None,
     };
-    let obj = obj.unwrap_or_else(|| Obj::Other(value.clone()));
+    let Some(obj) = obj else {
+        return (Arc::new(Obj::Other(value)), None);
+    };
+    // Usually the patched JSON already is the struct's serialisation: confirmed without
+    // building it again, rebuilt only when it differs.
     match &obj {
-        Obj::Vm(v) => *value = serde_json::to_value(v).unwrap_or_else(|_| value.clone()),
-        Obj::Vmi(v) => *value = serde_json::to_value(v).unwrap_or_else(|_| value.clone()),
-        Obj::Other(_) => {}
+        Obj::Vm(v) if !serializes_to(v, &value) => {
+            if let Ok(canonical) = serde_json::to_value(v) {
+                value = canonical;
+            }
+        }
+        Obj::Vmi(v) if !serializes_to(v, &value) => {
+            if let Ok(canonical) = serde_json::to_value(v) {
+                value = canonical;
+            }
+        }
+        _ => {}
     }
-    Arc::new(obj)
+    (Arc::new(obj), Some(value))
 }
 
 /// `metadata.<field>` as a string.

@@ -155,8 +155,26 @@ pub struct List {
 
 #[derive(Debug)]
 struct Stored {
-    value: Value,
+    /// The JSON of a typed object (for an untyped one it is the object itself: [`Obj::Other`]).
+    value: Option<Value>,
     obj: Arc<Obj>,
+}
+
+impl Stored {
+    fn new(obj: Arc<Obj>, value: Option<Value>) -> Self {
+        Self { value, obj }
+    }
+
+    /// The stored JSON.
+    fn json(&self) -> &Value {
+        static NULL: Value = Value::Null;
+        match (&self.value, &*self.obj) {
+            (Some(v), _) => v,
+            (None, Obj::Other(v)) => v,
+            // Not built: a typed object always comes with its JSON.
+            (None, _) => &NULL,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -286,7 +304,7 @@ impl Store {
 
     /// The stored JSON of an object.
     pub fn get_json(&self, rt: &ResourceType, key: &str) -> Option<&Value> {
-        self.table(rt)?.objects.get(key).map(|s| &s.value)
+        self.table(rt)?.objects.get(key).map(Stored::json)
     }
 
     /// The parsed object.
@@ -315,7 +333,7 @@ impl Store {
             .table(rt)
             .into_iter()
             .flat_map(|t| t.objects.values())
-            .filter(|s| selector.matches(&s.value))
+            .filter(|s| selector.matches(s.json()))
             .map(|s| s.obj.clone())
             .collect();
         List {
@@ -395,7 +413,7 @@ impl Store {
         now: i64,
     ) -> Arc<Obj> {
         if let Some(cur) = self.table_mut(rt).objects.get(key)
-            && same_but_resource_version(&cur.value, &next)
+            && same_but_resource_version(cur.json(), &next)
         {
             return cur.obj.clone();
         }
@@ -420,21 +438,18 @@ impl Store {
                 .and_then(Value::as_i64)
                 .unwrap_or(0)
                 == 0;
-        let typed = self.typed(rt);
-        let obj = parse(typed, &mut value);
         let uid = meta_str(&value, "uid").unwrap_or_default().to_string();
         let new_owners = owner_uids(&value);
+        let typed = self.typed(rt);
+        let (obj, value) = parse(typed, value);
         let id = rt.id();
-        let old = self.table_mut(rt).objects.insert(
-            key.to_string(),
-            Stored {
-                value,
-                obj: obj.clone(),
-            },
-        );
+        let old = self
+            .table_mut(rt)
+            .objects
+            .insert(key.to_string(), Stored::new(obj.clone(), value));
         let old_owners = old
             .as_ref()
-            .map(|s| owner_uids(&s.value))
+            .map(|s| owner_uids(s.json()))
             .unwrap_or_default();
         for o in old_owners.iter().filter(|o| !new_owners.contains(o)) {
             if let Some(set) = self.dependents.get_mut(o) {
@@ -475,7 +490,8 @@ impl Store {
     pub fn remove(&mut self, rt: &Arc<ResourceType>, key: &str, now: i64) -> Option<Arc<Obj>> {
         let old = self.table_mut(rt).objects.remove(key)?;
         let rv = self.next_rv();
-        let mut last = old.value;
+        let mut last = old.json().clone();
+        let old_obj = old.obj;
         meta_mut(&mut last).insert("resourceVersion".into(), json!(rv.to_string()));
         let uid = meta_str(&last, "uid").unwrap_or_default().to_string();
         let id = rt.id();
@@ -485,7 +501,7 @@ impl Store {
             }
         }
         let typed = self.typed(rt);
-        let object = parse(typed, &mut last);
+        let (object, _) = parse(typed, last);
         self.stats.writes += 1;
         self.record(Event {
             rv,
@@ -493,7 +509,7 @@ impl Store {
             resource: rt.clone(),
             key: key.to_string(),
             object: object.clone(),
-            old: Some(old.obj),
+            old: Some(old_obj),
         });
         self.by_uid.remove(&uid);
         self.collect_dependents(&uid, now);

@@ -88,7 +88,9 @@ pub struct VmiWorld<'a> {
 pub struct VmiDecision {
     /// Writes, events, queue outcome and error.
     pub plan: Plan,
-    /// The VMI after the plan's VMI write, when the plan writes it.
+    /// The VMI's metadata and status (with the spec's volumes and networks they derive from)
+    /// after the plan's VMI write, when the plan writes it; the rest of the spec is not carried,
+    /// as no VMI controller write changes it.
     pub vmi: Option<Value>,
 }
 

@@ -16,6 +16,7 @@ use super::lifecycle::{
 };
 use super::pod_sync::{sync_dynamic_metadata_to_pod, sync_paused_condition_to_pod};
 use super::{VmiWorld, pod, state};
+use crate::api::{VirtualMachineInstance, VirtualMachineInstanceStatus};
 use crate::patch::{self, op};
 use crate::vmi_state::phase;
 use crate::{ApiWrite, Expectation, PatchType, Plan, WriteOp, meta};
@@ -147,6 +148,39 @@ fn update_network_status(v: &mut Value) {
     });
 }
 
+/// The part of the VMI this step reads and writes, as JSON: metadata, status, and the spec's
+/// volumes and networks (whose status lists it rebuilds) — each exactly as the VMI writes it, so
+/// the patch's `test` operations match what is stored. Serialising the whole VMI (its domain
+/// spec above all) on every sync cost about as much as the rest of the step.
+fn status_view(vmi: &VirtualMachineInstance) -> Value {
+    let mut view = Map::new();
+    view.insert(
+        "metadata".into(),
+        kvrs_api::object_meta_json(&vmi.metadata).unwrap_or_else(|_| json!({})),
+    );
+    let mut spec = Map::new();
+    if let Some(volumes) = vmi.spec.volumes.as_ref().filter(|v| !v.is_empty()) {
+        spec.insert(
+            "volumes".into(),
+            serde_json::to_value(volumes).unwrap_or_default(),
+        );
+    }
+    if let Some(networks) = vmi.spec.networks.as_ref().filter(|n| !n.is_empty()) {
+        spec.insert(
+            "networks".into(),
+            serde_json::to_value(networks).unwrap_or_default(),
+        );
+    }
+    view.insert("spec".into(), Value::Object(spec));
+    // As the VMI writes it: a missing status is Go's zero status.
+    let status = match &vmi.status {
+        Some(s) => serde_json::to_value(s),
+        None => serde_json::to_value(VirtualMachineInstanceStatus::default()),
+    };
+    view.insert("status".into(), status.unwrap_or_default());
+    Value::Object(view)
+}
+
 pub(super) fn update_status(
     w: &VmiWorld<'_>,
     plan: &mut Plan,
@@ -156,7 +190,7 @@ pub(super) fn update_status(
     let vmi = w.vmi;
     let now = w.now.unix();
     let ns = meta::namespace(&vmi.metadata).to_string();
-    let orig = serde_json::to_value(vmi).unwrap_or_default();
+    let orig = status_view(vmi);
     let mut c = orig.clone();
     if !c["status"].is_object() {
         c["status"] = json!({});

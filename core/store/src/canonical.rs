@@ -1,0 +1,601 @@
+//! Whether a typed object serialises to exactly a given JSON value, decided without building
+//! that JSON.
+//!
+//! The store keeps a VM's or VMI's JSON exactly as its typed struct serialises, so that the
+//! `test` operations of later patches compare equal. After a patch the JSON usually already is
+//! that serialisation (a controller's patch writes values serialised from the same structs), and
+//! building the whole object again with `serde_json::to_value` — a string allocation per key
+//! and value, a hashed map insert per key — was about a tenth of a simulator run. This
+//! serialiser walks the typed struct and the stored value side by side instead: no allocation,
+//! no hashing, keys compared in order. Anything it cannot confirm (another key order, a
+//! duplicate key from a flattened map, a float where an integer is serialised, a map key that
+//! is not a string) counts as a mismatch, and the caller falls back to `to_value`: a `true`
+//! means `to_value(t)` would produce `v` with the same keys in the same order.
+
+use serde::ser::{self, Serialize};
+use serde_json::Value;
+
+/// Whether `serde_json::to_value(t)` equals `v`, object keys in the same order.
+pub(crate) fn serializes_to<T: Serialize + ?Sized>(t: &T, v: &Value) -> bool {
+    t.serialize(Matcher(v)).is_ok()
+}
+
+/// The serialisation differs from the value (no detail: the caller only falls back).
+#[derive(Debug)]
+pub(crate) struct Mismatch;
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("serialisation differs from the stored value")
+    }
+}
+
+impl std::error::Error for Mismatch {}
+
+impl ser::Error for Mismatch {
+    fn custom<M: std::fmt::Display>(_: M) -> Self {
+        Mismatch
+    }
+}
+
+fn check(ok: bool) -> Result<(), Mismatch> {
+    if ok { Ok(()) } else { Err(Mismatch) }
+}
+
+/// Serialises into a comparison with one JSON value.
+struct Matcher<'v>(&'v Value);
+
+impl<'v> Matcher<'v> {
+    /// The single `{variant: ...}` entry an enum variant with data serialises to.
+    fn variant(&self, variant: &str) -> Result<&'v Value, Mismatch> {
+        match self.0 {
+            Value::Object(m) if m.len() == 1 => match m.iter().next() {
+                Some((k, inner)) if k == variant => Ok(inner),
+                _ => Err(Mismatch),
+            },
+            _ => Err(Mismatch),
+        }
+    }
+
+    fn seq(v: &'v Value, len: Option<usize>) -> Result<Elements<'v>, Mismatch> {
+        match v {
+            Value::Array(items) if len.is_none_or(|n| n == items.len()) => Ok(Elements {
+                items: items.iter(),
+            }),
+            _ => Err(Mismatch),
+        }
+    }
+
+    fn object(v: &'v Value) -> Result<Entries<'v>, Mismatch> {
+        match v {
+            Value::Object(m) => Ok(Entries {
+                entries: m.iter(),
+                value: None,
+            }),
+            _ => Err(Mismatch),
+        }
+    }
+}
+
+impl<'v> ser::Serializer for Matcher<'v> {
+    type Ok = ();
+    type Error = Mismatch;
+    type SerializeSeq = Elements<'v>;
+    type SerializeTuple = Elements<'v>;
+    type SerializeTupleStruct = Elements<'v>;
+    type SerializeTupleVariant = Elements<'v>;
+    type SerializeMap = Entries<'v>;
+    type SerializeStruct = Entries<'v>;
+    type SerializeStructVariant = Entries<'v>;
+
+    fn serialize_bool(self, b: bool) -> Result<(), Mismatch> {
+        check(self.0.as_bool() == Some(b))
+    }
+    fn serialize_i8(self, n: i8) -> Result<(), Mismatch> {
+        check(*self.0 == Value::from(n))
+    }
+    fn serialize_i16(self, n: i16) -> Result<(), Mismatch> {
+        check(*self.0 == Value::from(n))
+    }
+    fn serialize_i32(self, n: i32) -> Result<(), Mismatch> {
+        check(*self.0 == Value::from(n))
+    }
+    fn serialize_i64(self, n: i64) -> Result<(), Mismatch> {
+        check(*self.0 == Value::from(n))
+    }
+    fn serialize_i128(self, n: i128) -> Result<(), Mismatch> {
+        check(serde_json::to_value(n).is_ok_and(|x| x == *self.0))
+    }
+    fn serialize_u8(self, n: u8) -> Result<(), Mismatch> {
+        check(*self.0 == Value::from(n))
+    }
+    fn serialize_u16(self, n: u16) -> Result<(), Mismatch> {
+        check(*self.0 == Value::from(n))
+    }
+    fn serialize_u32(self, n: u32) -> Result<(), Mismatch> {
+        check(*self.0 == Value::from(n))
+    }
+    fn serialize_u64(self, n: u64) -> Result<(), Mismatch> {
+        check(*self.0 == Value::from(n))
+    }
+    fn serialize_u128(self, n: u128) -> Result<(), Mismatch> {
+        check(serde_json::to_value(n).is_ok_and(|x| x == *self.0))
+    }
+    fn serialize_f32(self, n: f32) -> Result<(), Mismatch> {
+        check(serde_json::to_value(n).is_ok_and(|x| x == *self.0))
+    }
+    fn serialize_f64(self, n: f64) -> Result<(), Mismatch> {
+        check(serde_json::to_value(n).is_ok_and(|x| x == *self.0))
+    }
+    fn serialize_char(self, c: char) -> Result<(), Mismatch> {
+        let mut buf = [0u8; 4];
+        self.serialize_str(c.encode_utf8(&mut buf))
+    }
+    fn serialize_str(self, s: &str) -> Result<(), Mismatch> {
+        check(self.0.as_str() == Some(s))
+    }
+    fn serialize_bytes(self, bytes: &[u8]) -> Result<(), Mismatch> {
+        let Value::Array(items) = self.0 else {
+            return Err(Mismatch);
+        };
+        check(
+            items.len() == bytes.len()
+                && items.iter().zip(bytes).all(|(v, b)| *v == Value::from(*b)),
+        )
+    }
+    fn serialize_none(self) -> Result<(), Mismatch> {
+        check(self.0.is_null())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), Mismatch> {
+        value.serialize(self)
+    }
+    fn serialize_unit(self) -> Result<(), Mismatch> {
+        check(self.0.is_null())
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result<(), Mismatch> {
+        check(self.0.is_null())
+    }
+    fn serialize_unit_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+    ) -> Result<(), Mismatch> {
+        self.serialize_str(variant)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        value: &T,
+    ) -> Result<(), Mismatch> {
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        value: &T,
+    ) -> Result<(), Mismatch> {
+        let inner = self.variant(variant)?;
+        value.serialize(Matcher(inner))
+    }
+    fn serialize_seq(self, len: Option<usize>) -> Result<Elements<'v>, Mismatch> {
+        Self::seq(self.0, len)
+    }
+    fn serialize_tuple(self, len: usize) -> Result<Elements<'v>, Mismatch> {
+        Self::seq(self.0, Some(len))
+    }
+    fn serialize_tuple_struct(self, _: &'static str, len: usize) -> Result<Elements<'v>, Mismatch> {
+        Self::seq(self.0, Some(len))
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        len: usize,
+    ) -> Result<Elements<'v>, Mismatch> {
+        let inner = self.variant(variant)?;
+        Self::seq(inner, Some(len))
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<Entries<'v>, Mismatch> {
+        Self::object(self.0)
+    }
+    fn serialize_struct(self, _: &'static str, _: usize) -> Result<Entries<'v>, Mismatch> {
+        Self::object(self.0)
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        _: usize,
+    ) -> Result<Entries<'v>, Mismatch> {
+        let inner = self.variant(variant)?;
+        Self::object(inner)
+    }
+}
+
+/// The elements of an array, matched in order.
+pub(crate) struct Elements<'v> {
+    items: std::slice::Iter<'v, Value>,
+}
+
+impl Elements<'_> {
+    fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Mismatch> {
+        let item = self.items.next().ok_or(Mismatch)?;
+        value.serialize(Matcher(item))
+    }
+
+    fn finish(mut self) -> Result<(), Mismatch> {
+        check(self.items.next().is_none())
+    }
+}
+
+impl ser::SerializeSeq for Elements<'_> {
+    type Ok = ();
+    type Error = Mismatch;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Mismatch> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Mismatch> {
+        self.finish()
+    }
+}
+
+impl ser::SerializeTuple for Elements<'_> {
+    type Ok = ();
+    type Error = Mismatch;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Mismatch> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Mismatch> {
+        self.finish()
+    }
+}
+
+impl ser::SerializeTupleStruct for Elements<'_> {
+    type Ok = ();
+    type Error = Mismatch;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Mismatch> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Mismatch> {
+        self.finish()
+    }
+}
+
+impl ser::SerializeTupleVariant for Elements<'_> {
+    type Ok = ();
+    type Error = Mismatch;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Mismatch> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Mismatch> {
+        self.finish()
+    }
+}
+
+/// The entries of an object, matched in order: the serialisation's k-th key must be the
+/// object's k-th key (what `to_value` with ordered maps would produce).
+pub(crate) struct Entries<'v> {
+    entries: serde_json::map::Iter<'v>,
+    /// The value of the entry whose key `serialize_key` just matched.
+    value: Option<&'v Value>,
+}
+
+impl<'v> Entries<'v> {
+    fn next_with_key(&mut self, key: &str) -> Result<&'v Value, Mismatch> {
+        match self.entries.next() {
+            Some((k, v)) if k == key => Ok(v),
+            _ => Err(Mismatch),
+        }
+    }
+
+    fn field<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), Mismatch> {
+        let v = self.next_with_key(key)?;
+        value.serialize(Matcher(v))
+    }
+
+    fn finish(mut self) -> Result<(), Mismatch> {
+        check(self.entries.next().is_none() && self.value.is_none())
+    }
+}
+
+impl ser::SerializeMap for Entries<'_> {
+    type Ok = ();
+    type Error = Mismatch;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Mismatch> {
+        let expected = self.entries.next().ok_or(Mismatch)?;
+        key.serialize(KeyMatcher(expected.0))?;
+        self.value = Some(expected.1);
+        Ok(())
+    }
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Mismatch> {
+        let v = self.value.take().ok_or(Mismatch)?;
+        value.serialize(Matcher(v))
+    }
+    fn end(self) -> Result<(), Mismatch> {
+        self.finish()
+    }
+}
+
+impl ser::SerializeStruct for Entries<'_> {
+    type Ok = ();
+    type Error = Mismatch;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), Mismatch> {
+        self.field(key, value)
+    }
+    fn end(self) -> Result<(), Mismatch> {
+        self.finish()
+    }
+}
+
+impl ser::SerializeStructVariant for Entries<'_> {
+    type Ok = ();
+    type Error = Mismatch;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), Mismatch> {
+        self.field(key, value)
+    }
+    fn end(self) -> Result<(), Mismatch> {
+        self.finish()
+    }
+}
+
+/// A map key compared with a stored key. Only string keys are confirmed; anything else (which
+/// `to_value` would turn into a string, or refuse) is a mismatch, so the caller falls back.
+struct KeyMatcher<'k>(&'k str);
+
+impl ser::Serializer for KeyMatcher<'_> {
+    type Ok = ();
+    type Error = Mismatch;
+    type SerializeSeq = ser::Impossible<(), Mismatch>;
+    type SerializeTuple = ser::Impossible<(), Mismatch>;
+    type SerializeTupleStruct = ser::Impossible<(), Mismatch>;
+    type SerializeTupleVariant = ser::Impossible<(), Mismatch>;
+    type SerializeMap = ser::Impossible<(), Mismatch>;
+    type SerializeStruct = ser::Impossible<(), Mismatch>;
+    type SerializeStructVariant = ser::Impossible<(), Mismatch>;
+
+    fn serialize_str(self, s: &str) -> Result<(), Mismatch> {
+        check(self.0 == s)
+    }
+    fn serialize_char(self, c: char) -> Result<(), Mismatch> {
+        let mut buf = [0u8; 4];
+        check(self.0 == c.encode_utf8(&mut buf))
+    }
+    fn serialize_unit_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+    ) -> Result<(), Mismatch> {
+        check(self.0 == variant)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        value: &T,
+    ) -> Result<(), Mismatch> {
+        value.serialize(self)
+    }
+    fn serialize_bool(self, _: bool) -> Result<(), Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_i8(self, _: i8) -> Result<(), Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_i16(self, _: i16) -> Result<(), Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_i32(self, _: i32) -> Result<(), Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_i64(self, _: i64) -> Result<(), Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_u8(self, _: u8) -> Result<(), Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_u16(self, _: u16) -> Result<(), Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_u32(self, _: u32) -> Result<(), Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_u64(self, _: u64) -> Result<(), Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_f32(self, _: f32) -> Result<(), Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_f64(self, _: f64) -> Result<(), Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_bytes(self, _: &[u8]) -> Result<(), Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_none(self) -> Result<(), Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Result<(), Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_unit(self) -> Result<(), Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result<(), Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: &T,
+    ) -> Result<(), Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_tuple_struct(
+        self,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleStruct, Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleVariant, Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_struct(
+        self,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeStruct, Mismatch> {
+        Err(Mismatch)
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeStructVariant, Mismatch> {
+        Err(Mismatch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::serializes_to;
+    use kvrs_api::VirtualMachineInstance;
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    /// Exact equality, object key order included (what the store must keep).
+    fn same_text(a: &Value, b: &Value) -> bool {
+        serde_json::to_string(a).ok() == serde_json::to_string(b).ok()
+    }
+
+    fn vmi() -> VirtualMachineInstance {
+        serde_json::from_value(json!({
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachineInstance",
+            "metadata": {"name": "a", "namespace": "default", "labels": {"x": "1", "kubevirt.io/vm": "a"},
+                         "resourceVersion": "7", "generation": 2},
+            "spec": {"domain": {"devices": {"disks": [{"name": "d", "disk": {"bus": "virtio"}}]},
+                                "memory": {"guest": "128Mi"}, "resources": {"requests": {"memory": "1Gi"}}},
+                     "terminationGracePeriodSeconds": 5},
+            "status": {"phase": "Running", "activePods": {"u1": "node01"},
+                       "conditions": [{"type": "Ready", "status": "True", "lastProbeTime": null}],
+                       "simMarker": "kept"}
+        }))
+        .expect("a valid VMI")
+    }
+
+    #[test]
+    fn the_canonical_json_of_a_vmi_is_confirmed() {
+        let v = vmi();
+        let canonical = serde_json::to_value(&v).expect("serialises");
+        assert!(serializes_to(&v, &canonical));
+    }
+
+    #[test]
+    fn a_different_value_key_order_number_kind_or_extra_key_is_a_mismatch() {
+        let v = vmi();
+        let canonical = serde_json::to_value(&v).expect("serialises");
+
+        let mut other_value = canonical.clone();
+        other_value["status"]["phase"] = json!("Failed");
+        assert!(!serializes_to(&v, &other_value));
+
+        let mut float = canonical.clone();
+        float["spec"]["terminationGracePeriodSeconds"] = json!(5.0);
+        assert!(!serializes_to(&v, &float));
+
+        let mut extra = canonical.clone();
+        extra["metadata"]["annotations"] = json!({"a": "b"});
+        assert!(!serializes_to(&v, &extra));
+
+        let mut missing = canonical.clone();
+        missing["metadata"]
+            .as_object_mut()
+            .map(|m| m.shift_remove("generation"));
+        assert!(!serializes_to(&v, &missing));
+
+        // The same labels in another order: equal as maps, but not what `to_value` writes.
+        let mut reordered = canonical.clone();
+        reordered["metadata"]["labels"] = json!({"x": "1", "kubevirt.io/vm": "a"});
+        assert_eq!(
+            reordered, canonical,
+            "serde_json's map equality ignores order"
+        );
+        assert!(!serializes_to(&v, &reordered));
+
+        let mut longer = canonical;
+        longer["status"]["conditions"]
+            .as_array_mut()
+            .map(|c| c.push(json!({"type": "Paused", "status": "False"})));
+        assert!(!serializes_to(&v, &longer));
+    }
+
+    proptest! {
+        /// Whatever a patch leaves behind, a confirmation means `to_value` would have written
+        /// exactly that JSON: the store may then keep it instead of rebuilding it.
+        #[test]
+        fn a_confirmation_is_exact(
+            phase in prop::option::of("[A-Za-z]{0,8}"),
+            grace in prop::option::of(prop_oneof![
+                any::<i64>().prop_map(Value::from),
+                (0.0f64..1e6).prop_map(Value::from),
+                "[0-9]{1,3}".prop_map(Value::from),
+            ]),
+            labels in prop::collection::vec(("[a-c]{1,2}", "[a-z]{0,3}"), 0..4),
+            extra in prop::option::of("[a-z]{1,3}"),
+        ) {
+            let mut raw = serde_json::to_value(vmi()).expect("serialises");
+            match phase {
+                Some(p) => raw["status"]["phase"] = json!(p),
+                None => { raw["status"].as_object_mut().map(|s| s.shift_remove("phase")); }
+            }
+            if let Some(g) = grace {
+                raw["spec"]["terminationGracePeriodSeconds"] = g;
+            }
+            let mut l = serde_json::Map::new();
+            for (k, v) in labels {
+                l.insert(k, json!(v));
+            }
+            raw["metadata"]["labels"] = Value::Object(l);
+            if let Some(x) = extra {
+                raw["status"][x.as_str()] = json!(1);
+            }
+            if let Ok(typed) = serde_json::from_value::<VirtualMachineInstance>(raw.clone()) {
+                let canonical = serde_json::to_value(&typed).expect("serialises");
+                prop_assert_eq!(serializes_to(&typed, &raw), same_text(&canonical, &raw));
+            }
+        }
+    }
+}
