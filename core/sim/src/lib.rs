@@ -1,6 +1,8 @@
 //! A deterministic simulator of a KubeVirt cluster driven by kvrs's pure decisions.
 //!
-//! One process-free, thread-free event loop on a virtual clock (like quinn-proto's test `Pair`):
+//! One process-free event loop on a virtual clock (like quinn-proto's test `Pair`; a large pass
+//! of virt-controller's pure decisions is computed on a second thread while this one executes
+//! the plans, which changes nothing a run does, only how long it takes):
 //! an in-memory API server with resourceVersions, UIDs, finalizers and garbage collection
 //! ([`store`]); informer caches fed by watch events that arrive late, out of step between
 //! processes, or not at all until the next relist ([`cache`]); virt-controller running the VM
