@@ -145,15 +145,16 @@ pub fn apply_json_patch(doc: &mut Value, patch: &Value) -> Result<(), PatchError
         let path = o["path"]
             .as_str()
             .ok_or_else(|| PatchError::Malformed("no path".into()))?;
-        let value = o.get("value").cloned().unwrap_or(Value::Null);
+        // Compared in place: a test copies neither the stored nor the expected value.
+        let expected = o.get("value").unwrap_or(&Value::Null);
         match kind {
             "test" => {
-                let cur = get(doc, path).cloned().unwrap_or(Value::Null);
-                if cur != value {
+                if get(doc, path).unwrap_or(&Value::Null) != expected {
                     return Err(PatchError::TestFailed(path.into()));
                 }
             }
             "add" | "replace" => {
+                let value = expected.clone();
                 let segs = segments(path)?;
                 let Some((last, parents)) = segs.split_last() else {
                     *doc = value;
