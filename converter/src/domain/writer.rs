@@ -105,11 +105,12 @@ pub fn to_string<T: XmlElement, N: TagName>(
     let capacity = LAST_LEN.with(|c| c.get()).max(capacity);
     let mut w = Writer {
         out: String::with_capacity(capacity),
-        indent,
+        newline_after: if indent { 0 } else { usize::MAX },
         depth: 0,
     };
     value
         .write_element::<N>(&mut w)
+        .and_then(|()| w.check_size())
         .map_err(|e| e.within(name))?;
     let len = w.out.len();
     if len > capacity {
@@ -120,8 +121,9 @@ pub fn to_string<T: XmlElement, N: TagName>(
 
 /// The largest domain XML written: libvirt's `REMOTE_STRING_MAX` (4 MiB), the longest string
 /// its remote protocol carries — `virDomainDefineXML` refuses anything longer, so writing more
-/// only costs memory (issue 17: thousands of devices rendered hundreds of MB). Checked as each
-/// element closes, so a runaway document stops near the bound.
+/// only costs memory (issue 17: thousands of devices rendered hundreds of MB). Checked after each
+/// item of a list (the only part of the model that can repeat without bound; any other element
+/// is a fixed set of fields) and once at the end, so a runaway document stops near the bound.
 pub const MAX_XML_BYTES: usize = 4 << 20;
 
 /// Upper bound of the remembered output size (a freak huge domain must not make every later
@@ -139,7 +141,10 @@ const NEWLINE_TABS: &str = "\n\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t";
 /// The output being written and where in the tree the writer is.
 pub struct Writer {
     out: String,
-    indent: bool,
+    /// Newlines are written once the output is longer than this: 0 when indenting (every
+    /// element but the root starts a line), `usize::MAX` for compact output. One comparison
+    /// where a flag and an emptiness test took two.
+    newline_after: usize,
     depth: usize,
 }
 
@@ -152,7 +157,7 @@ impl Writer {
 
     #[inline(always)]
     fn newline(&mut self) {
-        if self.indent && !self.out.is_empty() {
+        if self.out.len() > self.newline_after {
             // One fixed-size copy of a newline and 15 tabs, cut back to the depth: a 16-byte
             // store instead of a variable-length copy (the writer's most frequent operation).
             if self.depth < NEWLINE_TABS.len() {
@@ -195,7 +200,6 @@ impl Writer {
     #[inline]
     pub fn end_body<N: TagName>(&mut self, body: usize) -> R {
         self.depth -= 1;
-        self.check_size()?;
         if self.out.len() == body {
             self.out.truncate(body - 1);
             self.out.push_str("/>");
@@ -210,7 +214,6 @@ impl Writer {
     #[inline]
     pub fn end_empty(&mut self) -> R {
         self.depth -= 1;
-        self.check_size()?;
         self.out.push_str("/>");
         Ok(())
     }
@@ -219,7 +222,6 @@ impl Writer {
     #[inline]
     pub fn end_text<N: TagName>(&mut self) -> R {
         self.depth -= 1;
-        self.check_size()?;
         self.out.push_str(N::CLOSE);
         Ok(())
     }
@@ -294,10 +296,12 @@ str_impls!(String);
 
 thread_local! {
     /// Constants (`Str::Borrowed`) already found plain (nothing to escape, even in attributes),
-    /// by [`plain_key`], direct-mapped. A `&'static str` is immutable for the rest of the
-    /// program, so once plain it stays plain: the model's constants (`virtio`, `on`, `unix`, most
-    /// values of a domain) are checked once per thread instead of once per document.
-    static PLAIN: [Cell<u64>; PLAIN_SLOTS] = const { [const { Cell::new(0) }; PLAIN_SLOTS] };
+    /// as (address, length), direct-mapped by address. A `&'static str` is immutable for the
+    /// rest of the program, so once plain it stays plain: the model's constants (`virtio`, `on`,
+    /// `unix`, most values of a domain) are checked once per thread instead of once per
+    /// document.
+    static PLAIN: [Cell<(usize, usize)>; PLAIN_SLOTS] =
+        const { [const { Cell::new((0, 0)) }; PLAIN_SLOTS] };
 }
 
 /// Appends a model string: a constant found plain before is copied as it is, anything else
@@ -311,31 +315,28 @@ fn write_str(out: &mut String, s: &super::Str, attr: bool) -> R {
 }
 
 /// Slots of [`PLAIN`]: a domain uses some 50 to 100 distinct constants. Direct-mapped, two of
-/// them in one slot evict each other on every document; with 256 slots that happened to a few
-/// in most builds (which ones depends on where the linker puts them: a few hundred instructions
-/// per conversion that came and went from build to build); 4096 slots (32 KiB per thread) make
-/// it rare.
-const PLAIN_SLOTS: usize = 4096;
+/// them in one slot evict each other on every document (which ones depends on where the linker
+/// puts them); 2048 slots (32 KiB per thread) make that rare.
+const PLAIN_SLOTS: usize = 2048;
 /// Right shift that leaves the top log2([`PLAIN_SLOTS`]) bits of the hash.
-const PLAIN_SHIFT: u32 = u64::BITS - PLAIN_SLOTS.trailing_zeros();
+const PLAIN_SHIFT: u32 = usize::BITS - PLAIN_SLOTS.trailing_zeros();
 
-/// A constant's address and length in one word (address in the low 48 bits, length above), the
-/// key of [`PLAIN`]; `None` (never cached, checked every time) if either does not fit. Never 0,
-/// the empty slot: a constant's address is not null.
+/// A constant's slot in [`PLAIN`]: Fibonacci hashing of its address (the top bits of the
+/// product). The slot holds address and length both (a constant can start where a longer one
+/// does), compared as they are: no packing into one word, no range checks on either.
 #[inline(always)]
-fn plain_key(c: &'static str) -> Option<u64> {
-    let addr = u64::try_from(c.as_ptr().addr()).ok()?;
-    let len = u64::try_from(c.len()).ok()?;
-    (addr >> 48 == 0 && len >> 16 == 0).then_some(addr | len << 48)
+fn plain_slot(addr: usize) -> usize {
+    #[cfg(target_pointer_width = "64")]
+    const GOLDEN: usize = 0x9E37_79B9_7F4A_7C15;
+    #[cfg(not(target_pointer_width = "64"))]
+    const GOLDEN: usize = 0x9E37_79B9;
+    (addr.wrapping_mul(GOLDEN) >> PLAIN_SHIFT) % PLAIN_SLOTS
 }
 
 #[inline(always)]
 fn write_constant(out: &mut String, c: &'static str, attr: bool) -> R {
-    let Some(key) = plain_key(c) else {
-        return escape_into(out, c, attr);
-    };
-    // Fibonacci hashing of the key: its top bits pick the slot.
-    let slot = ((key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> PLAIN_SHIFT) as usize) % PLAIN_SLOTS;
+    let key = (c.as_ptr().addr(), c.len());
+    let slot = plain_slot(key.0);
     if PLAIN.with(|t| t[slot].get() == key) {
         out.push_str(c);
         return Ok(());
@@ -473,6 +474,7 @@ impl<T: XmlElement> XmlElement for Vec<T> {
         for (i, item) in self.iter().enumerate() {
             // Errors name the item, 1-based as in XPath.
             item.write_element::<N>(w)
+                .and_then(|()| w.check_size())
                 .map_err(|e| e.within(format!("[{}]", i + 1)))?;
         }
         Ok(())
