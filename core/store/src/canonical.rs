@@ -230,49 +230,28 @@ impl Elements<'_> {
     }
 }
 
-impl ser::SerializeSeq for Elements<'_> {
-    type Ok = ();
-    type Error = Mismatch;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Mismatch> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Mismatch> {
-        self.finish()
-    }
+/// The four array-shaped compounds differ only in their method's name.
+macro_rules! elements_impl {
+    ($($trait:ident :: $method:ident),*) => {$(
+        impl ser::$trait for Elements<'_> {
+            type Ok = ();
+            type Error = Mismatch;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Mismatch> {
+                self.element(value)
+            }
+            fn end(self) -> Result<(), Mismatch> {
+                self.finish()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Elements<'_> {
-    type Ok = ();
-    type Error = Mismatch;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Mismatch> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Mismatch> {
-        self.finish()
-    }
-}
-
-impl ser::SerializeTupleStruct for Elements<'_> {
-    type Ok = ();
-    type Error = Mismatch;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Mismatch> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Mismatch> {
-        self.finish()
-    }
-}
-
-impl ser::SerializeTupleVariant for Elements<'_> {
-    type Ok = ();
-    type Error = Mismatch;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Mismatch> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Mismatch> {
-        self.finish()
-    }
-}
+elements_impl!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
 /// The entries of an object, matched in order: the serialisation's k-th key must be the
 /// object's k-th key (what `to_value` with ordered maps would produce).
@@ -318,35 +297,27 @@ impl ser::SerializeMap for Entries<'_> {
     }
 }
 
-impl ser::SerializeStruct for Entries<'_> {
-    type Ok = ();
-    type Error = Mismatch;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Mismatch> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), Mismatch> {
-        self.finish()
-    }
+/// A struct and a struct variant's fields match alike.
+macro_rules! fields_impl {
+    ($($trait:ident),*) => {$(
+        impl ser::$trait for Entries<'_> {
+            type Ok = ();
+            type Error = Mismatch;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), Mismatch> {
+                self.field(key, value)
+            }
+            fn end(self) -> Result<(), Mismatch> {
+                self.finish()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeStructVariant for Entries<'_> {
-    type Ok = ();
-    type Error = Mismatch;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Mismatch> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), Mismatch> {
-        self.finish()
-    }
-}
+fields_impl!(SerializeStruct, SerializeStructVariant);
 
 /// A map key compared with a stored key. Only string keys are confirmed; anything else (which
 /// `to_value` would turn into a string, or refuse) is a mismatch, so the caller falls back.

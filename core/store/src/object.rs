@@ -76,36 +76,37 @@ impl Obj {
 /// Parses `value` as the resource's typed struct (when `typed`). Returns the shared object and,
 /// for a typed one, its JSON made exactly what the struct serialises to; an untyped object's
 /// JSON moves into the object itself (the store reads it there: one copy, not two).
-pub(crate) fn parse(typed: Typed, mut value: Value) -> (Arc<Obj>, Option<Value>) {
-    // Deserialising from a borrowed `Value` avoids a deep copy of the object on every write.
-    let obj = match typed {
-        Typed::Vm => VirtualMachine::deserialize(&value)
-            .ok()
-            .map(|v| Obj::Vm(Box::new(v))),
-        Typed::Vmi => VirtualMachineInstance::deserialize(&value)
-            .ok()
-            .map(|v| Obj::Vmi(Box::new(v))),
-        Typed::Json => None,
-    };
-    let Some(obj) = obj else {
-        return (Arc::new(Obj::Other(value)), None);
-    };
-    // Usually the patched JSON already is the struct's serialisation: confirmed without
-    // building it again, rebuilt only when it differs.
-    match &obj {
-        Obj::Vm(v) if !serializes_to(v, &value) => {
-            if let Ok(canonical) = serde_json::to_value(v) {
-                value = canonical;
-            }
-        }
-        Obj::Vmi(v) if !serializes_to(v, &value) => {
-            if let Ok(canonical) = serde_json::to_value(v) {
-                value = canonical;
-            }
-        }
-        _ => {}
+pub(crate) fn parse(typed: Typed, value: Value) -> (Arc<Obj>, Option<Value>) {
+    match typed {
+        Typed::Vm => parse_as(value, Obj::Vm),
+        Typed::Vmi => parse_as(value, Obj::Vmi),
+        Typed::Json => (Arc::new(Obj::Other(value)), None),
     }
-    (Arc::new(obj), Some(value))
+}
+
+/// [`parse`] for one typed struct; JSON that does not parse as it is kept untyped.
+fn parse_as<T>(value: Value, wrap: fn(Box<T>) -> Obj) -> (Arc<Obj>, Option<Value>)
+where
+    T: for<'de> Deserialize<'de> + serde::Serialize,
+{
+    // Deserialising from a borrowed `Value` avoids a deep copy of the object on every write.
+    match T::deserialize(&value) {
+        Ok(typed) => {
+            let value = canonical(&typed, value);
+            (Arc::new(wrap(Box::new(typed))), Some(value))
+        }
+        Err(_) => (Arc::new(Obj::Other(value)), None),
+    }
+}
+
+/// `value` as `typed` serialises: usually the patched JSON already is, which is confirmed
+/// without building it again; it is rebuilt only when it differs.
+fn canonical<T: serde::Serialize>(typed: &T, value: Value) -> Value {
+    if serializes_to(typed, &value) {
+        value
+    } else {
+        serde_json::to_value(typed).unwrap_or(value)
+    }
 }
 
 /// `metadata.<field>` as a string.
