@@ -17,4 +17,4 @@ pub mod time;
 
 pub use api::{VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceSpec};
 pub use quantity::{Quantity, QuantityError};
-pub use serde_util::object_meta_json;
+pub use serde_util::{go_object_meta, object_meta_json};

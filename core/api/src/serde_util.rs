@@ -135,10 +135,7 @@ pub(crate) fn quantity_or_zero<S: Serializer>(
 /// Nearly every stored object's metadata holds none of those empty values; it is then written
 /// straight from the struct (the same keys in the same order), without first building a JSON
 /// tree of it — that detour was a tenth of the simulator's work.
-pub(crate) fn go_object_meta<S: Serializer>(
-    meta: &ObjectMeta,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
+pub fn go_object_meta<S: Serializer>(meta: &ObjectMeta, serializer: S) -> Result<S::Ok, S::Error> {
     let nothing_to_drop = crate::api::OBJECT_META_OMIT_EMPTY
         .iter()
         .all(|key| holds_go_zero(meta, key) == Some(false));

@@ -19,6 +19,7 @@ mod object;
 mod resource;
 mod selector;
 mod store;
+mod top_level;
 mod watch;
 
 pub use error::StoreError;
@@ -32,5 +33,7 @@ pub use store::{
 };
 pub use watch::{WatchEvent, json_of};
 
+#[cfg(test)]
+mod in_place_tests;
 #[cfg(test)]
 mod tests;

@@ -143,7 +143,13 @@ pub(crate) fn finalizers_empty(v: &Value) -> bool {
 
 /// The UIDs of `metadata.ownerReferences`.
 pub(crate) fn owner_uids(v: &Value) -> Vec<String> {
-    v.at("/metadata/ownerReferences")
+    owner_uids_in(v.get("metadata"))
+}
+
+/// The UIDs of a `metadata` map's `ownerReferences`.
+pub(crate) fn owner_uids_in(metadata: Option<&Value>) -> Vec<String> {
+    metadata
+        .and_then(|m| m.get("ownerReferences"))
         .and_then(Value::as_array)
         .into_iter()
         .flatten()

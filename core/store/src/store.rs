@@ -22,6 +22,8 @@ use crate::resource::{ResourceType, Typed};
 use crate::selector::Selector;
 use kvrs_api::json_pointer::JsonPointer;
 
+mod in_place;
+
 /// How a store is built.
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
@@ -91,6 +93,8 @@ pub struct Event {
 pub struct StoreStats {
     /// Successful writes.
     pub writes: u64,
+    /// Patches of typed objects done in place (see `store/in_place.rs`), writes or not.
+    pub in_place_patches: u64,
     /// Conflicts injected by the caller (the simulator counts them here).
     pub injected_conflicts: u64,
     /// Writes refused.
@@ -177,6 +181,29 @@ impl Stored {
     }
 }
 
+/// A write ready to be installed: the new stored object and what the indexes need of it.
+struct Written {
+    stored: Stored,
+    rv: u64,
+    /// The owner UIDs before and after, when they may have changed.
+    owners: Option<(Vec<String>, Vec<String>)>,
+    /// The object's UID, when it may be new to the index.
+    uid: Option<String>,
+    /// Marked for deletion with nothing holding it: removed right after the write.
+    releasable: bool,
+}
+
+/// Whether a written object is marked for deletion with no finalizer and no grace period left.
+fn releasable(value: &Value) -> bool {
+    value.at("/metadata/deletionTimestamp").is_some()
+        && finalizers_empty(value)
+        && value
+            .at("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            == 0
+}
+
 #[derive(Debug)]
 struct Table {
     rt: Arc<ResourceType>,
@@ -199,6 +226,9 @@ pub struct Store {
     /// Where each live UID is: `(resource id, key)`.
     by_uid: HashMap<String, (String, String)>,
     admit: Option<Arc<AdmitFn>>,
+    /// Whether patches of typed objects take the in-place path ([`in_place`]); off only in
+    /// the test comparing it with the general path.
+    pub(crate) in_place: bool,
     /// Counters.
     pub stats: StoreStats,
 }
@@ -256,6 +286,7 @@ impl Store {
             dependents: HashMap::new(),
             by_uid: HashMap::new(),
             admit: None,
+            in_place: true,
             stats: StoreStats::default(),
         }
     }
@@ -431,38 +462,47 @@ impl Store {
     ) -> Arc<Obj> {
         let rv = self.next_rv();
         meta_mut(&mut value).insert("resourceVersion".into(), json!(rv.to_string()));
-        let releasable = value.at("/metadata/deletionTimestamp").is_some()
-            && finalizers_empty(&value)
-            && value
-                .at("/metadata/deletionGracePeriodSeconds")
-                .and_then(Value::as_i64)
-                .unwrap_or(0)
-                == 0;
+        let releasable = releasable(&value);
         let uid = meta_str(&value, "uid").unwrap_or_default().to_string();
         let new_owners = owner_uids(&value);
         let typed = self.typed(rt);
         let (obj, value) = parse(typed, value);
-        let id = rt.id();
-        let old = self
-            .table_mut(rt)
-            .objects
-            .insert(key.to_string(), Stored::new(obj.clone(), value));
-        let old_owners = old
-            .as_ref()
+        let old_owners = self
+            .table(rt)
+            .and_then(|t| t.objects.get(key))
             .map(|s| owner_uids(s.json()))
             .unwrap_or_default();
-        for o in old_owners.iter().filter(|o| !new_owners.contains(o)) {
-            if let Some(set) = self.dependents.get_mut(o) {
-                set.remove(&(id.clone(), key.to_string()));
+        let written = Written {
+            stored: Stored::new(obj, value),
+            rv,
+            owners: Some((old_owners, new_owners)),
+            uid: Some(uid),
+            releasable,
+        };
+        self.install(rt, key, written, now)
+    }
+
+    /// Puts a written object in its table: the ownership and UID indexes follow it, the write
+    /// is counted and recorded as an event, and an object whose deletion nothing holds any
+    /// more is removed.
+    fn install(&mut self, rt: &Arc<ResourceType>, key: &str, w: Written, now: i64) -> Arc<Obj> {
+        let obj = w.stored.obj.clone();
+        let id = rt.id();
+        let old = self.table_mut(rt).objects.insert(key.to_string(), w.stored);
+        if let Some((old_owners, new_owners)) = w.owners {
+            for o in old_owners.iter().filter(|o| !new_owners.contains(o)) {
+                if let Some(set) = self.dependents.get_mut(o) {
+                    set.remove(&(id.clone(), key.to_string()));
+                }
+            }
+            for o in new_owners {
+                self.dependents
+                    .entry(o)
+                    .or_default()
+                    .insert((id.clone(), key.to_string()));
             }
         }
-        for o in new_owners {
-            self.dependents
-                .entry(o)
-                .or_default()
-                .insert((id.clone(), key.to_string()));
-        }
-        if !uid.is_empty() {
+        if let Some(uid) = w.uid.filter(|u| !u.is_empty()) {
             self.by_uid.insert(uid, (id, key.to_string()));
         }
         self.stats.writes += 1;
@@ -472,14 +512,14 @@ impl Store {
             EventKind::Added
         };
         self.record(Event {
-            rv,
+            rv: w.rv,
             kind,
             resource: rt.clone(),
             key: key.to_string(),
             object: obj.clone(),
             old: old.map(|s| s.obj),
         });
-        if releasable {
+        if w.releasable {
             self.remove(rt, key, now);
         }
         obj
@@ -704,15 +744,7 @@ impl Store {
             }
         };
         let md = meta_mut(&mut next);
-        for field in [
-            "name",
-            "namespace",
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "generation",
-        ] {
+        for field in in_place::PROTECTED_METADATA {
             match cur.get("metadata").and_then(|m| m.get(field)) {
                 Some(v) => md.insert(field.into(), v.clone()),
                 None => md.remove(field),
@@ -769,6 +801,9 @@ impl Store {
         patch: &Value,
         now: i64,
     ) -> Result<Arc<Obj>, StoreError> {
+        if let Some(done) = self.patch_in_place(rt, key, sub, patch_type, patch, now) {
+            return done;
+        }
         let Some(cur) = self.get_json(rt, key) else {
             return Err(not_found(rt, key));
         };

@@ -1,0 +1,259 @@
+//! The in-place patch of a typed VM or VMI gives exactly what the general path gives: the same
+//! answer, the same stored JSON (text-exact, key order included), the same struct, the same
+//! resourceVersion, generation and counters, for any sequence of patches.
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use crate::*;
+
+fn rt(plural: &str) -> Arc<ResourceType> {
+    by_plural(plural).unwrap()
+}
+
+/// A VM with a status subresource and a VMI without one, both typed, with owner references,
+/// finalizers and a status with conditions.
+fn seeded(in_place: bool) -> Store {
+    let mut s = Store::new(StoreOptions {
+        typed: true,
+        history: 100,
+    });
+    s.in_place = in_place;
+    let opts = CreateOptions::default();
+    let vm = json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {"name": "vm", "labels": {"a": "1"}, "annotations": {"x": "y"},
+                     "finalizers": ["kubevirt.io/virtualMachineControllerFinalize"]},
+        "spec": {"runStrategy": "Always", "template": {"metadata": {"labels": {"kubevirt.io/vm": "vm"}},
+                 "spec": {"domain": {"devices": {}, "cpu": {"cores": 1}, "memory": {"guest": "128Mi"}}}}}
+    });
+    let vmi = json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": "vm", "labels": {"kubevirt.io/vm": "vm"},
+                     "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": "vm", "uid": "u-vm", "controller": true}],
+                     "finalizers": ["foregroundDeleteVirtualMachine"]},
+        "spec": {"domain": {"devices": {"disks": [{"name": "d"}]}, "cpu": {"cores": 1}}, "volumes": [{"name": "d", "containerDisk": {"image": "i"}}]},
+        "status": {"phase": "Scheduling", "conditions": [{"type": "Ready", "status": "False"}]}
+    });
+    s.create(&rt("virtualmachines"), None, vm, &opts).unwrap();
+    s.create(&rt("virtualmachineinstances"), None, vmi, &opts)
+        .unwrap();
+    s
+}
+
+const PATHS: &[&str] = &[
+    "/status",
+    "/status/phase",
+    "/status/conditions",
+    "/status/conditions/0",
+    "/status/conditions/-",
+    "/status/printableStatus",
+    "/status/notAField",
+    "/metadata",
+    "/metadata/labels",
+    "/metadata/labels/a",
+    "/metadata/annotations/x",
+    "/metadata/finalizers",
+    "/metadata/finalizers/0",
+    "/metadata/resourceVersion",
+    "/metadata/name",
+    "/metadata/generation",
+    "/metadata/ownerReferences",
+    "/spec",
+    "/spec/runStrategy",
+    "/spec/domain/cpu/cores",
+    "/spec/template/spec/domain/cpu",
+    "/apiVersion",
+    "/kind",
+    "/notAField",
+    "",
+];
+
+/// Values; `"$rv"` stands for the current resourceVersion (a precondition that holds).
+fn values() -> Vec<Value> {
+    vec![
+        Value::Null,
+        json!("Running"),
+        json!("$rv"),
+        json!("1"),
+        json!(3),
+        json!(true),
+        json!({}),
+        json!([]),
+        json!({"a": "b"}),
+        json!([{"type": "Ready", "status": "True"}]),
+        json!({"domain": {"devices": {}}}),
+        json!({"phase": "Running", "conditions": []}),
+        json!({"name": "vm", "labels": {"b": "2"}}),
+    ]
+}
+
+#[derive(Clone, Debug)]
+enum Patch {
+    Json(Vec<(&'static str, &'static str, usize)>),
+    Merge(Vec<(&'static str, usize)>, bool),
+}
+
+#[derive(Clone, Debug)]
+struct Step {
+    vmi: bool,
+    status_sub: bool,
+    patch: Patch,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let n = values().len();
+    let op = (
+        prop::sample::select(vec!["test", "add", "replace", "remove"]),
+        prop::sample::select(PATHS.to_vec()),
+        0..n,
+    );
+    let key = prop::sample::select(vec![
+        "status",
+        "metadata",
+        "spec",
+        "apiVersion",
+        "notAField",
+    ]);
+    let patch = prop_oneof![
+        prop::collection::vec(op, 0..4).prop_map(Patch::Json),
+        (prop::collection::vec((key, 0..n), 0..3), any::<bool>())
+            .prop_map(|(k, strategic)| Patch::Merge(k, strategic)),
+    ];
+    (any::<bool>(), any::<bool>(), patch).prop_map(|(vmi, status_sub, patch)| Step {
+        vmi,
+        status_sub,
+        patch,
+    })
+}
+
+fn value(i: usize, rv: u64) -> Value {
+    match values().swap_remove(i) {
+        Value::String(s) if s == "$rv" => json!(rv.to_string()),
+        v => v,
+    }
+}
+
+fn apply(s: &mut Store, st: &Step) -> Result<String, String> {
+    let rv = s.resource_version();
+    let (resource, key) = if st.vmi {
+        (rt("virtualmachineinstances"), "default/vm")
+    } else {
+        (rt("virtualmachines"), "default/vm")
+    };
+    let (patch_type, body) = match &st.patch {
+        Patch::Json(ops) => (
+            PatchType::Json,
+            Value::Array(
+                ops.iter()
+                    .map(|(op, path, v)| json!({"op": op, "path": path, "value": value(*v, rv)}))
+                    .collect(),
+            ),
+        ),
+        Patch::Merge(keys, strategic) => (
+            if *strategic {
+                PatchType::StrategicMerge
+            } else {
+                PatchType::Merge
+            },
+            Value::Object(
+                keys.iter()
+                    .map(|(k, v)| (k.to_string(), value(*v, rv)))
+                    .collect(),
+            ),
+        ),
+    };
+    let sub = st.status_sub.then_some("status");
+    s.patch(&resource, key, sub, patch_type, &body, 7)
+        .map(|o| {
+            let variant = match &*o {
+                Obj::Vm(_) => "vm",
+                Obj::Vmi(_) => "vmi",
+                Obj::Other(_) => "other",
+            };
+            format!("{variant} {}", serde_json::to_string(&o.to_json()).unwrap())
+        })
+        .map_err(|e| e.to_string())
+}
+
+fn stored(s: &Store) -> Vec<String> {
+    ["virtualmachines", "virtualmachineinstances"]
+        .iter()
+        .map(|r| serde_json::to_string(&s.get_json(&rt(r), "default/vm")).unwrap())
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn in_place_patches_equal_the_general_path(steps in prop::collection::vec(step(), 1..12)) {
+        let mut fast = seeded(true);
+        let mut general = seeded(false);
+        for st in &steps {
+            let a = apply(&mut fast, st);
+            let b = apply(&mut general, st);
+            prop_assert_eq!(&a, &b, "answer of {:?}", st);
+            prop_assert_eq!(stored(&fast), stored(&general), "stored after {:?}", st);
+            prop_assert_eq!(fast.resource_version(), general.resource_version());
+            prop_assert_eq!(fast.stats.writes, general.stats.writes);
+            prop_assert_eq!(fast.stats.refused, general.stats.refused);
+            prop_assert_eq!(&fast.stats.refused_by, &general.stats.refused_by);
+        }
+        prop_assert_eq!(general.stats.in_place_patches, 0);
+    }
+}
+
+/// The patches the controllers send most — a VMI status change, a VM status subresource
+/// write, a VM metadata edit — take the in-place path, and what they store is typed.
+#[test]
+fn common_patches_go_in_place() {
+    let mut s = seeded(true);
+    let vmi = rt("virtualmachineinstances");
+    let vm = rt("virtualmachines");
+    let o = s
+        .patch(
+            &vmi,
+            "default/vm",
+            None,
+            PatchType::Json,
+            &json!([{"op": "test", "path": "/status/phase", "value": "Scheduling"},
+                    {"op": "replace", "path": "/status/phase", "value": "Scheduled"}]),
+            0,
+        )
+        .unwrap();
+    assert_eq!(
+        o.vmi().unwrap().status.as_ref().unwrap().phase.as_deref(),
+        Some("Scheduled")
+    );
+    s.patch(
+        &vm,
+        "default/vm",
+        Some("status"),
+        PatchType::Json,
+        &json!([{"op": "add", "path": "/status", "value": {"printableStatus": "Starting"}}]),
+        0,
+    )
+    .unwrap();
+    let o = s
+        .patch(
+            &vm,
+            "default/vm",
+            None,
+            PatchType::Merge,
+            &json!({"metadata": {"annotations": {"kubevirt.io/x": "1"}}}),
+            0,
+        )
+        .unwrap();
+    assert_eq!(
+        o.vm().unwrap().metadata.annotations.as_ref().unwrap()["kubevirt.io/x"],
+        "1"
+    );
+    assert_eq!(s.stats.in_place_patches, 3);
+    assert_eq!(
+        s.get_json(&vm, "default/vm").unwrap()["metadata"]["resourceVersion"],
+        json!(s.resource_version().to_string())
+    );
+}

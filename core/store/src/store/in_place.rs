@@ -1,0 +1,370 @@
+//! Patching a stored VM or VMI where it lies.
+//!
+//! The general patch copies the whole stored object, patches the copy, compares the copy with
+//! the original twice (did anything but the status change? did anything change at all?), parses
+//! the whole copy into its struct and drops the original: for a status patch of a VMI that is
+//! all of its spec copied, compared, parsed and freed to change a phase. In the simulator that
+//! was most of the API server's work.
+//!
+//! A patch names the top-level fields it touches (the first segment of each JSON-patch path,
+//! the keys of a merge patch). Only those are copied and patched; the others move from the old
+//! object into the new one untouched; the comparisons and the parse look at the touched fields
+//! alone ([`TopLevel::rebuilt`]). The result — the stored JSON, the struct, the resourceVersion
+//! and generation, the error of a refused patch — is the general path's, which a property test
+//! checks. Anything this path does not model (an admission hook, a subresource other than
+//! `status`, a patch of the whole document, an untyped object) takes the general path.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use kvrs_decide::PatchType;
+use kvrs_decide::patch::{apply_json_patch, apply_merge_patch, apply_strategic_merge_patch};
+
+use super::{Store, Stored, Written, conflict, invalid, meta_map, releasable};
+use crate::error::StoreError;
+use crate::object::{Obj, owner_uids, owner_uids_in, parse};
+use crate::resource::{ResourceType, Typed};
+use crate::top_level::TopLevel;
+
+/// Metadata a client cannot change: carried over from the stored object.
+pub(super) const PROTECTED_METADATA: [&str; 7] = [
+    "name",
+    "namespace",
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+];
+
+/// The top-level keys a patch reads or writes, in first-seen order; `None` for a patch this
+/// path does not take (not a list of operations or a map, a path outside the object's fields,
+/// a top-level `$` directive).
+pub(super) fn touched_keys(patch_type: PatchType, patch: &Value) -> Option<Vec<String>> {
+    let mut keys: Vec<String> = Vec::new();
+    let mut note = |k: String| {
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    };
+    match patch_type {
+        PatchType::Json => {
+            for op in patch.as_array()? {
+                let rest = op.get("path")?.as_str()?.strip_prefix('/')?;
+                let first = rest.split('/').next().unwrap_or(rest);
+                note(first.replace("~1", "/").replace("~0", "~"));
+            }
+        }
+        PatchType::Merge | PatchType::StrategicMerge => {
+            for k in patch.as_object()?.keys() {
+                if k.starts_with('$') {
+                    return None;
+                }
+                note(k.clone());
+            }
+        }
+    }
+    Some(keys)
+}
+
+/// What the in-place path concluded before anything was stored.
+enum Outcome {
+    /// The general path decides (nothing was changed).
+    General,
+    /// Refused, with the error the general path gives.
+    Refused(StoreError),
+    /// Nothing changed: no write.
+    Unchanged,
+    /// A write of `next` (the touched fields; the others are still in the stored object).
+    Write { next: Map<String, Value> },
+}
+
+impl Store {
+    /// [`Store::patch`] of a typed VM or VMI in place; `None` when the general path must run.
+    pub(super) fn patch_in_place(
+        &mut self,
+        rt: &Arc<ResourceType>,
+        key: &str,
+        sub: Option<&str>,
+        patch_type: PatchType,
+        patch: &Value,
+        now: i64,
+    ) -> Option<Result<Arc<Obj>, StoreError>> {
+        if !self.in_place || self.admit.is_some() || self.typed(rt) == Typed::Json {
+            return None;
+        }
+        let status_only = match sub {
+            None => false,
+            Some("status") if rt.status_subresource => true,
+            Some(_) => return None,
+        };
+        let mut touched = touched_keys(patch_type, patch)?;
+        if status_only && touched != ["status"] {
+            return None;
+        }
+        if !status_only && rt.status_subresource && touched.iter().any(|k| k == "status") {
+            return None;
+        }
+        let stored = self.table_mut(rt).objects.get_mut(key)?;
+        if !matches!(&*stored.obj, Obj::Vm(_) | Obj::Vmi(_)) {
+            return None;
+        }
+        let Some(Value::Object(mut cur)) = stored.value.take() else {
+            return None;
+        };
+        let outcome = patch_touched(rt, key, &cur, &mut touched, patch_type, patch, status_only);
+        if !matches!(outcome, Outcome::General) {
+            self.stats.in_place_patches += 1;
+        }
+        let next = match outcome {
+            Outcome::Write { next } => next,
+            other => {
+                // Nothing moved out of the stored object: it goes back as it was.
+                let stored = self.table_mut(rt).objects.get_mut(key)?;
+                let obj = stored.obj.clone();
+                stored.value = Some(Value::Object(cur));
+                return match other {
+                    Outcome::General => None,
+                    Outcome::Refused(e) => {
+                        self.note_refused_patch(rt, sub, &e);
+                        Some(Err(e))
+                    }
+                    _ => Some(Ok(obj)),
+                };
+            }
+        };
+        let old_owners = touched
+            .iter()
+            .any(|k| k == "metadata")
+            .then(|| owner_uids_in(cur.get("metadata")));
+        let rv = self.next_rv();
+        let next = assemble(next, &mut cur, &touched);
+        let old_obj = self.table(rt)?.objects.get(key)?.obj.clone();
+        let written = commit_typed(self.typed(rt), &old_obj, next, touched, rv, old_owners);
+        Some(Ok(self.install(rt, key, written, now)))
+    }
+
+    /// Counts a refused patch under its resource and reason, as the general path does.
+    fn note_refused_patch(&mut self, rt: &ResourceType, sub: Option<&str>, e: &StoreError) {
+        self.stats.refused += 1;
+        if let StoreError::Invalid { reason, .. } = e {
+            let why = reason.split(':').next().unwrap_or("").to_string();
+            *self
+                .stats
+                .refused_by
+                .entry(format!("{} patch {} {why}", rt.plural, sub.unwrap_or("")))
+                .or_default() += 1;
+        }
+    }
+}
+
+/// Patches copies of the touched fields of `cur` and checks the result as the general path's
+/// `prepare_update` and `commit_if_changed` do. `touched` gains `metadata` when a generation
+/// bump writes it.
+fn patch_touched(
+    rt: &ResourceType,
+    key: &str,
+    cur: &Map<String, Value>,
+    touched: &mut Vec<String>,
+    patch_type: PatchType,
+    patch: &Value,
+    status_only: bool,
+) -> Outcome {
+    let is_touched = |touched: &[String], k: &str| touched.iter().any(|t| t == k);
+    // The untouched fields are placeholders: no operation reads or writes them, and keeping
+    // their keys keeps every key's position what it is in the whole object.
+    let mut work = Map::with_capacity(cur.len() + touched.len());
+    for (k, v) in cur {
+        let v = if is_touched(touched, k) {
+            v.clone()
+        } else {
+            Value::Null
+        };
+        work.insert(k.clone(), v);
+    }
+    let mut doc = Value::Object(work);
+    let applied = match patch_type {
+        PatchType::Json => apply_json_patch(&mut doc, patch).map_err(|e| e.to_string()),
+        PatchType::Merge => {
+            apply_merge_patch(&mut doc, patch);
+            Ok(())
+        }
+        PatchType::StrategicMerge => {
+            apply_strategic_merge_patch(&mut doc, patch);
+            Ok(())
+        }
+    };
+    if let Err(e) = applied {
+        return Outcome::Refused(invalid(rt, key, e));
+    }
+    let Value::Object(mut next) = doc else {
+        return Outcome::General;
+    };
+    if status_only && next.get("status").is_none_or(Value::is_null) {
+        return Outcome::General;
+    }
+    let empty = Map::new();
+    if is_touched(touched, "metadata") {
+        let want = next
+            .get("metadata")
+            .and_then(|m| m.get("resourceVersion"))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
+        let have = meta_map(cur, &empty)
+            .get("resourceVersion")
+            .and_then(Value::as_str);
+        if want.is_some() && want != have {
+            return Outcome::Refused(conflict(
+                rt,
+                key,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            ));
+        }
+        let md = meta_of(&mut next);
+        let stored_md = meta_map(cur, &empty);
+        for field in PROTECTED_METADATA {
+            match stored_md.get(field) {
+                Some(v) => md.insert(field.into(), v.clone()),
+                None => md.remove(field),
+            };
+        }
+    }
+    let spec_changed = touched
+        .iter()
+        .filter(|k| !matches!(k.as_str(), "metadata" | "status"))
+        .any(|k| cur.get(k) != next.get(k));
+    if rt.status_subresource && spec_changed {
+        let g = meta_map(cur, &empty)
+            .get("generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        if !is_touched(touched, "metadata") {
+            let Some(stored_md) = cur.get("metadata") else {
+                return Outcome::General;
+            };
+            next.insert("metadata".into(), stored_md.clone());
+            touched.push("metadata".into());
+        }
+        meta_of(&mut next).insert("generation".into(), json!(g + 1));
+    }
+    let unchanged = next.len() == cur.len()
+        && touched.iter().all(|k| match (cur.get(k), next.get(k)) {
+            (Some(a), Some(b)) if k == "metadata" => same_but_rv(a, b),
+            (a, b) => a == b,
+        });
+    if unchanged {
+        Outcome::Unchanged
+    } else {
+        Outcome::Write { next }
+    }
+}
+
+/// `metadata` of a patched object, made a map when it is not one (as the general path does).
+fn meta_of(next: &mut Map<String, Value>) -> &mut Map<String, Value> {
+    let md = next
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !md.is_object() {
+        *md = Value::Object(Map::new());
+    }
+    match md {
+        Value::Object(m) => m,
+        _ => unreachable!("made a map above"),
+    }
+}
+
+/// Whether two metadata maps are equal but for `resourceVersion`.
+fn same_but_rv(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let without_rv = |m: &Map<String, Value>| m.keys().filter(|k| *k != "resourceVersion").count();
+    without_rv(a) == without_rv(b)
+        && a.iter()
+            .all(|(k, v)| k == "resourceVersion" || b.get(k) == Some(v))
+}
+
+/// The whole new object: the untouched fields move over from the stored one.
+fn assemble(
+    mut next: Map<String, Value>,
+    cur: &mut Map<String, Value>,
+    touched: &[String],
+) -> Map<String, Value> {
+    for (k, v) in next.iter_mut() {
+        if !touched.iter().any(|t| t == k)
+            && let Some(old) = cur.get_mut(k)
+        {
+            *v = std::mem::take(old);
+        }
+    }
+    next
+}
+
+/// Stamps the resourceVersion and builds the stored object: the struct from the touched fields
+/// (the others cloned from the old struct), the JSON confirmed canonical field by field.
+fn commit_typed(
+    typed: Typed,
+    old: &Obj,
+    mut next: Map<String, Value>,
+    mut touched: Vec<String>,
+    rv: u64,
+    old_owners: Option<Vec<String>>,
+) -> Written {
+    let rv_text = rv.to_string();
+    let md = meta_of(&mut next);
+    // An untouched metadata that already holds a resourceVersion keeps the key where it is,
+    // so only the value changes: the struct's copy takes the same value without a parse.
+    let parse_metadata = !md.contains_key("resourceVersion");
+    md.insert("resourceVersion".into(), json!(rv_text));
+    if parse_metadata && !touched.iter().any(|k| k == "metadata") {
+        touched.push("metadata".into());
+    }
+    let meta_touched = touched.iter().any(|k| k == "metadata");
+    let value = Value::Object(next);
+    let releasable = releasable(&value);
+    let owners = old_owners.map(|old| (old, owner_uids(&value)));
+    let (obj, value) = match old {
+        Obj::Vm(vm) => rebuild(&**vm, value, &touched, &rv_text, typed),
+        Obj::Vmi(vmi) => rebuild(&**vmi, value, &touched, &rv_text, typed),
+        Obj::Other(_) => parse(typed, value),
+    };
+    Written {
+        stored: Stored::new(obj, value),
+        rv,
+        owners: if meta_touched { owners } else { None },
+        uid: None,
+        releasable,
+    }
+}
+
+/// The struct and canonical JSON of a patched object from its old struct.
+fn rebuild<T: TopLevel>(
+    old: &T,
+    value: Value,
+    touched: &[String],
+    rv: &str,
+    typed: Typed,
+) -> (Arc<Obj>, Option<Value>) {
+    let Value::Object(map) = &value else {
+        return parse(typed, value);
+    };
+    let Ok(mut t) = old.rebuilt(touched, map) else {
+        // The whole-object parse says what a field that does not parse makes of the object.
+        return parse(typed, value);
+    };
+    if !touched.iter().any(|k| k == "metadata") {
+        t.metadata_mut().resource_version = Some(rv.to_string());
+    }
+    let canonical = t.keys_match(map)
+        && touched
+            .iter()
+            .all(|k| map.get(k).is_none_or(|v| t.field_serializes_to(k, v)));
+    let value = if canonical {
+        value
+    } else {
+        // As the whole-object parse: the struct's own serialisation is what is stored.
+        serde_json::to_value(&t).unwrap_or(value)
+    };
+    (Arc::new(Box::new(t).into_obj()), Some(value))
+}

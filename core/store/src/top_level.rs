@@ -1,0 +1,169 @@
+//! A VM or VMI rebuilt one top-level field at a time.
+//!
+//! A patch names the top-level fields it touches (`status`, `metadata`, ...); the rest of the
+//! object is what it was. Re-reading only those fields from the patched JSON, and confirming
+//! only they still serialise to it, gives the struct and the canonical JSON a whole-object
+//! parse would give, for a fraction of the work: the spec of a VMI — most of it — is neither
+//! read nor compared when its status changes.
+//!
+//! The fields are those of the generated structs: `apiVersion`, `kind`, `metadata`, `spec`,
+//! `status`, and everything else in the flattened `extra` map.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kvrs_api::{VirtualMachine, VirtualMachineInstance};
+
+use crate::canonical::serializes_to;
+use crate::object::Obj;
+
+/// A typed object whose top-level fields can be set and checked one by one.
+pub(crate) trait TopLevel: Clone + Serialize {
+    /// Wraps the struct as a stored object.
+    fn into_obj(self: Box<Self>) -> Obj;
+
+    /// A copy of the struct whose fields under `touched` keys are read again from `map` (the
+    /// patched object), as the derived `Deserialize` reads them from the whole object; the
+    /// other fields are cloned.
+    fn rebuilt(
+        &self,
+        touched: &[String],
+        map: &Map<String, Value>,
+    ) -> Result<Self, serde_json::Error>;
+
+    /// Whether the field under `key` serialises to `json` (object keys in order).
+    fn field_serializes_to(&self, key: &str, json: &Value) -> bool;
+
+    /// Whether `map` has exactly the keys the struct serialises, in the same order.
+    fn keys_match(&self, map: &Map<String, Value>) -> bool;
+
+    /// The metadata, for a change that needs no parse (the resourceVersion of a write).
+    fn metadata_mut(&mut self) -> &mut ObjectMeta;
+}
+
+/// `metadata` serialised as the generated structs write it (Go's `omitempty` rules).
+struct GoMeta<'a>(&'a ObjectMeta);
+
+impl Serialize for GoMeta<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        kvrs_api::go_object_meta(self.0, serializer)
+    }
+}
+
+/// Whether an optional field written with Go's zero for `None` serialises to `json`.
+fn or_zero_serializes_to<T: Default + Serialize>(field: &Option<T>, json: &Value) -> bool {
+    match field {
+        Some(v) => serializes_to(v, json),
+        None => serializes_to(&T::default(), json),
+    }
+}
+
+/// Whether an `omitempty` string is written at all.
+fn written(s: &Option<String>) -> bool {
+    s.as_deref().is_some_and(|s| !s.is_empty())
+}
+
+fn missing(field: &'static str) -> serde_json::Error {
+    serde::de::Error::missing_field(field)
+}
+
+/// An optional field: absent or `null` is `None`.
+fn optional<T: for<'de> Deserialize<'de>>(
+    json: Option<&Value>,
+) -> Result<Option<T>, serde_json::Error> {
+    json.map_or(Ok(None), Deserialize::deserialize)
+}
+
+/// The top-level keys the structs have fields for; any other goes to `extra`.
+const KNOWN: [&str; 5] = ["apiVersion", "kind", "metadata", "spec", "status"];
+
+macro_rules! top_level_impl {
+    ($ty:ty, $variant:ident) => {
+        impl TopLevel for $ty {
+            fn into_obj(self: Box<Self>) -> Obj {
+                Obj::$variant(self)
+            }
+
+            fn rebuilt(
+                &self,
+                touched: &[String],
+                map: &Map<String, Value>,
+            ) -> Result<Self, serde_json::Error> {
+                let is = |k: &str| touched.iter().any(|t| t == k);
+                let mut extra = self.extra.clone();
+                for k in touched.iter().filter(|k| !KNOWN.contains(&k.as_str())) {
+                    match map.get(k) {
+                        Some(v) => extra.insert(k.clone(), v.clone()),
+                        None => extra.remove(k),
+                    };
+                }
+                Ok(Self {
+                    api_version: if is("apiVersion") {
+                        optional(map.get("apiVersion"))?
+                    } else {
+                        self.api_version.clone()
+                    },
+                    kind: if is("kind") {
+                        optional(map.get("kind"))?
+                    } else {
+                        self.kind.clone()
+                    },
+                    metadata: match (is("metadata"), map.get("metadata")) {
+                        (true, Some(v)) => Deserialize::deserialize(v)?,
+                        (true, None) => ObjectMeta::default(),
+                        (false, _) => self.metadata.clone(),
+                    },
+                    spec: match (is("spec"), map.get("spec")) {
+                        (true, Some(v)) => Deserialize::deserialize(v)?,
+                        (true, None) => return Err(missing("spec")),
+                        (false, _) => self.spec.clone(),
+                    },
+                    status: if is("status") {
+                        optional(map.get("status"))?
+                    } else {
+                        self.status.clone()
+                    },
+                    extra,
+                })
+            }
+
+            fn field_serializes_to(&self, key: &str, json: &Value) -> bool {
+                match key {
+                    "apiVersion" => serializes_to(&self.api_version, json),
+                    "kind" => serializes_to(&self.kind, json),
+                    "metadata" => serializes_to(&GoMeta(&self.metadata), json),
+                    "spec" => serializes_to(&self.spec, json),
+                    "status" => or_zero_serializes_to(&self.status, json),
+                    other => self
+                        .extra
+                        .get(other)
+                        .is_some_and(|v| serializes_to(v, json)),
+                }
+            }
+
+            fn keys_match(&self, map: &Map<String, Value>) -> bool {
+                let fixed = [
+                    ("apiVersion", written(&self.api_version)),
+                    ("kind", written(&self.kind)),
+                    ("metadata", true),
+                    ("spec", true),
+                    ("status", true),
+                ];
+                let expected = fixed
+                    .iter()
+                    .filter(|(_, present)| *present)
+                    .map(|(k, _)| *k)
+                    .chain(self.extra.keys().map(String::as_str));
+                map.len() == expected.clone().count() && map.keys().map(String::as_str).eq(expected)
+            }
+
+            fn metadata_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+top_level_impl!(VirtualMachine, Vm);
+top_level_impl!(VirtualMachineInstance, Vmi);
