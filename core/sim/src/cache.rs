@@ -2,7 +2,7 @@
 //! events that arrive late or not at all, and rebuilt from a full list after a relist or restart.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
@@ -17,11 +17,25 @@ pub const CREATED_BY_LABEL: &str = "kubevirt.io/created-by";
 #[derive(Clone, Debug, Default)]
 pub struct Cache {
     objects: HashMap<&'static str, BTreeMap<String, Arc<Obj>>>,
-    /// Launcher pods by the VMI UID they belong to, then by key, parsed once as they enter the
-    /// cache: the VMI decision reads them typed on every sync of the VMI.
-    pods_by_vmi: HashMap<String, BTreeMap<String, Pod>>,
+    /// Launcher pods by the VMI UID they belong to, then by key. Each is parsed once, by the
+    /// first VMI decision that reads it (on the decision thread, not the simulator's, whose
+    /// work bounds a large run), and the parse is kept for every later sync.
+    pods_by_vmi: HashMap<String, BTreeMap<String, CachedPod>>,
     /// ControllerRevisions by key, parsed once as they enter the cache.
     revisions: BTreeMap<String, ControllerRevision>,
+}
+
+/// A cached launcher pod and its typed view, parsed on first read.
+#[derive(Clone, Debug)]
+struct CachedPod {
+    obj: Arc<Obj>,
+    typed: OnceLock<Option<Pod>>,
+}
+
+impl CachedPod {
+    fn typed(&self) -> Option<&Pod> {
+        self.typed.get_or_init(|| parse::<Pod>(&self.obj)).as_ref()
+    }
 }
 
 fn pod_owner(obj: &Obj) -> Option<String> {
@@ -86,6 +100,7 @@ impl Cache {
             .get(vmi_uid)
             .into_iter()
             .flat_map(BTreeMap::values)
+            .filter_map(CachedPod::typed)
             .collect()
     }
 
@@ -110,9 +125,13 @@ impl Cache {
                     self.pods_by_vmi.remove(&owner);
                 }
             }
-            if let Some(o) = obj.as_deref()
-                && let (Some(owner), Some(pod)) = (pod_owner(o), parse::<Pod>(o))
+            if let Some(o) = &obj
+                && let Some(owner) = pod_owner(o)
             {
+                let pod = CachedPod {
+                    obj: o.clone(),
+                    typed: OnceLock::new(),
+                };
                 self.pods_by_vmi
                     .entry(owner)
                     .or_default()

@@ -26,6 +26,7 @@
 //! decision takes the pod renderer as a parameter).
 
 pub mod cache;
+mod decider;
 mod handler;
 mod kubelet;
 pub mod rng;
@@ -198,6 +199,8 @@ pub struct Sim {
     pub stats: SimStats,
     /// Shared with the thread that decides virt-controller's syncs.
     config: std::sync::Arc<ClusterConfig>,
+    /// That thread.
+    decider: decider::Decider,
     /// When set, decisions and writes for this key are printed to stderr (debugging aid).
     pub trace: Option<String>,
 }
@@ -227,6 +230,7 @@ impl Sim {
             flushing: false,
             stats: SimStats::default(),
             config: std::sync::Arc::new(ClusterConfig::default()),
+            decider: decider::Decider::default(),
             trace: None,
             cfg,
         };

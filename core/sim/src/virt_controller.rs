@@ -17,6 +17,7 @@ use kvrs_runtime::{
 use serde_json::Value;
 
 use super::cache::Cache;
+use super::decider::Batch;
 use super::store::{Obj, WatchEvent, res};
 use super::vmi_controller::decide_vmi_sync;
 use super::writes::{FailureClass, Writer, classify, rv_of};
@@ -434,39 +435,33 @@ impl Sim {
         };
     }
 
-    /// Decides the jobs and executes their plans in queue order. A large batch is decided on a
-    /// second thread while this one executes the plans already decided: the decisions read only
-    /// the controller's cache, which no write changes before its watch event is delivered (at
-    /// least a millisecond of virtual time later), so each decides from what it would have
-    /// seen one sync at a time, and the run stays reproducible from its seed.
+    /// Decides the jobs and executes their plans in queue order. A batch of more than one is
+    /// decided on the decision thread ([`crate::decider`]) while this one executes the plans
+    /// already decided: the decisions read only the controller's cache, which no write changes
+    /// before its watch event is delivered (at least a millisecond of virtual time later), so
+    /// each decides from what it would have seen one sync at a time, and the run stays
+    /// reproducible from its seed.
     fn run_jobs(&mut self, jobs: Vec<Job>, controller: Controller) {
-        let cache = Arc::clone(&self.ctrl.cache);
-        let config = Arc::clone(&self.config);
         let now = Now::from_unix(self.now_unix());
         if jobs.len() < PARALLEL_BATCH {
+            let cache = Arc::clone(&self.ctrl.cache);
             for job in jobs {
-                let plan = job.decide(&cache, &config, now);
+                let plan = job.decide(&cache, &self.config, now);
                 self.finish(job.key, plan, controller);
             }
             return;
         }
         let keys: Vec<String> = jobs.iter().map(|j| j.key.clone()).collect();
-        std::thread::scope(|scope| {
-            let (tx, rx) = std::sync::mpsc::channel();
-            scope.spawn(move || {
-                for job in jobs {
-                    if tx.send(job.decide(&cache, &config, now)).is_err() {
-                        break;
-                    }
-                }
-            });
-            for key in keys {
-                // The decision thread sends one plan per job, in order, unless it panicked
-                // (the scope then re-raises that panic).
-                let Ok(plan) = rx.recv() else { break };
-                self.finish(key, plan, controller);
-            }
+        self.decider.submit(Batch {
+            cache: Arc::clone(&self.ctrl.cache),
+            config: Arc::clone(&self.config),
+            now,
+            jobs,
         });
+        for key in keys {
+            let plan = self.decider.next_plan();
+            self.finish(key, plan, controller);
+        }
     }
 
     /// Executes a decided plan and marks the key done.
@@ -478,12 +473,12 @@ impl Sim {
     }
 }
 
-/// Batches at least this large are decided on a second thread (smaller ones are not worth a
-/// thread's start).
-const PARALLEL_BATCH: usize = 16;
+/// Batches at least this large are decided on the decision thread (a single sync has nothing
+/// to overlap with, and would only wait for the hand-over).
+const PARALLEL_BATCH: usize = 2;
 
 /// What one sync's decision needs besides the cache, the configuration and the time.
-pub(super) struct Job {
+pub(crate) struct Job {
     key: String,
     expectations: PendingExpectations,
     draw: Draw,
@@ -499,7 +494,7 @@ enum Draw {
 
 impl Job {
     /// The plan of this sync (`None` when the cache holds no typed object to decide on).
-    fn decide(&self, cache: &Cache, config: &ClusterConfig, now: Now) -> Option<Plan> {
+    pub(crate) fn decide(&self, cache: &Cache, config: &ClusterConfig, now: Now) -> Option<Plan> {
         match &self.draw {
             Draw::Jitter(jitter) => {
                 decide_vm_sync(cache, config, now, &self.key, self.expectations, *jitter)

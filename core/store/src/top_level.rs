@@ -35,6 +35,9 @@ pub(crate) trait TopLevel: Clone + Serialize {
     /// Whether the field under `key` serialises to `json` (object keys in order).
     fn field_serializes_to(&self, key: &str, json: &Value) -> bool;
 
+    /// The field under `key` as JSON, as the whole struct writes it (`None` when not written).
+    fn field_to_value(&self, key: &str) -> Option<Value>;
+
     /// Whether `map` has exactly the keys the struct serialises, in the same order.
     fn keys_match(&self, map: &Map<String, Value>) -> bool;
 
@@ -57,6 +60,11 @@ fn or_zero_serializes_to<T: Default + Serialize>(field: &Option<T>, json: &Value
         Some(v) => serializes_to(v, json),
         None => serializes_to(&T::default(), json),
     }
+}
+
+/// Go's zero value of an optional field's type (what `None` is written as).
+fn zero_of<T: Default>(_: &Option<T>) -> T {
+    T::default()
 }
 
 /// Whether an `omitempty` string is written at all.
@@ -139,6 +147,25 @@ macro_rules! top_level_impl {
                         .extra
                         .get(other)
                         .is_some_and(|v| serializes_to(v, json)),
+                }
+            }
+
+            fn field_to_value(&self, key: &str) -> Option<Value> {
+                let written_str = |s: &Option<String>| {
+                    s.as_ref()
+                        .filter(|s| !s.is_empty())
+                        .map(|s| Value::String(s.clone()))
+                };
+                match key {
+                    "apiVersion" => written_str(&self.api_version),
+                    "kind" => written_str(&self.kind),
+                    "metadata" => serde_json::to_value(GoMeta(&self.metadata)).ok(),
+                    "spec" => serde_json::to_value(&self.spec).ok(),
+                    "status" => match &self.status {
+                        Some(s) => serde_json::to_value(s).ok(),
+                        None => serde_json::to_value(zero_of(&self.status)).ok(),
+                    },
+                    other => self.extra.get(other).cloned(),
                 }
             }
 

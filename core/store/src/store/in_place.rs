@@ -356,15 +356,31 @@ fn rebuild<T: TopLevel>(
     if !touched.iter().any(|k| k == "metadata") {
         t.metadata_mut().resource_version = Some(rv.to_string());
     }
-    let canonical = t.keys_match(map)
-        && touched
-            .iter()
-            .all(|k| map.get(k).is_none_or(|v| t.field_serializes_to(k, v)));
-    let value = if canonical {
+    // A field that does not serialise to its JSON (a patch appended a key the struct writes
+    // earlier, or wrote a value the struct writes differently) is replaced by its own
+    // serialisation; only a different set or order of top-level keys rebuilds the whole.
+    let stale: Vec<&String> = touched
+        .iter()
+        .filter(|k| map.get(*k).is_some_and(|v| !t.field_serializes_to(k, v)))
+        .collect();
+    let value = if !t.keys_match(map) {
+        serde_json::to_value(&t).unwrap_or(value)
+    } else if stale.is_empty() {
         value
     } else {
-        // As the whole-object parse: the struct's own serialisation is what is stored.
-        serde_json::to_value(&t).unwrap_or(value)
+        let fresh: Vec<(String, Option<Value>)> = stale
+            .into_iter()
+            .map(|k| (k.clone(), t.field_to_value(k)))
+            .collect();
+        let mut value = value;
+        if let Value::Object(m) = &mut value {
+            for (k, v) in fresh {
+                if let (Some(slot), Some(v)) = (m.get_mut(&k), v) {
+                    *slot = v;
+                }
+            }
+        }
+        value
     };
     (Arc::new(Box::new(t).into_obj()), Some(value))
 }
