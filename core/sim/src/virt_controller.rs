@@ -451,13 +451,22 @@ impl Sim {
             }
             return;
         }
-        let keys: Vec<String> = jobs.iter().map(|j| j.key.clone()).collect();
+        // The first sync is decided here while the decision thread starts on the rest: this
+        // thread would otherwise only wait for it.
+        let mut jobs = jobs.into_iter();
+        let first = jobs.next();
+        let rest: Vec<Job> = jobs.collect();
+        let keys: Vec<String> = rest.iter().map(|j| j.key.clone()).collect();
         self.decider.submit(Batch {
             cache: Arc::clone(&self.ctrl.cache),
             config: Arc::clone(&self.config),
             now,
-            jobs,
+            jobs: rest,
         });
+        if let Some(job) = first {
+            let plan = job.decide(&self.ctrl.cache, &self.config, now);
+            self.finish(job.key, plan, controller);
+        }
         for key in keys {
             let plan = self.decider.next_plan();
             self.finish(key, plan, controller);
