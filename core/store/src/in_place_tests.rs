@@ -14,7 +14,9 @@ fn rt(plural: &str) -> Arc<ResourceType> {
 }
 
 /// A VM with a status subresource and a VMI without one, both typed, with owner references,
-/// finalizers and a status with conditions.
+/// finalizers and a status with conditions. A patch value may own the VMI by the VM's UID
+/// (`…0001`), and a delete marks either (its finalizer holds it), so patches that change
+/// owners or release a marked object are compared too.
 fn seeded(in_place: bool) -> Store {
     let mut s = Store::new(StoreOptions {
         typed: true,
@@ -87,6 +89,7 @@ fn values() -> Vec<Value> {
         json!({"domain": {"devices": {}}}),
         json!({"phase": "Running", "conditions": []}),
         json!({"name": "vm", "labels": {"b": "2"}}),
+        json!([{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": "vm", "uid": "00000000-0000-4000-8000-000000000001"}]),
     ]
 }
 
@@ -101,6 +104,8 @@ struct Step {
     vmi: bool,
     status_sub: bool,
     patch: Patch,
+    /// Delete the object before patching (its finalizer keeps it, marked).
+    delete_first: bool,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -122,11 +127,18 @@ fn step() -> impl Strategy<Value = Step> {
         (prop::collection::vec((key, 0..n), 0..3), any::<bool>())
             .prop_map(|(k, strategic)| Patch::Merge(k, strategic)),
     ];
-    (any::<bool>(), any::<bool>(), patch).prop_map(|(vmi, status_sub, patch)| Step {
-        vmi,
-        status_sub,
+    (
+        any::<bool>(),
+        any::<bool>(),
         patch,
-    })
+        prop::bool::weighted(0.1),
+    )
+        .prop_map(|(vmi, status_sub, patch, delete_first)| Step {
+            vmi,
+            status_sub,
+            patch,
+            delete_first,
+        })
 }
 
 fn value(i: usize, rv: u64) -> Value {
@@ -166,6 +178,9 @@ fn apply(s: &mut Store, st: &Step) -> Result<String, String> {
         ),
     };
     let sub = st.status_sub.then_some("status");
+    if st.delete_first {
+        let _ = s.delete(&resource, key, &DeleteOptions::default(), 7);
+    }
     s.patch(&resource, key, sub, patch_type, &body, 7)
         .map(|o| {
             let variant = match &*o {
@@ -178,11 +193,16 @@ fn apply(s: &mut Store, st: &Step) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
+/// Both objects as stored, and who the store thinks they own and are owned by.
 fn stored(s: &Store) -> Vec<String> {
-    ["virtualmachines", "virtualmachineinstances"]
+    let mut out: Vec<String> = ["virtualmachines", "virtualmachineinstances"]
         .iter()
         .map(|r| serde_json::to_string(&s.get_json(&rt(r), "default/vm")).unwrap())
-        .collect()
+        .collect();
+    for uid in ["u-vm", "00000000-0000-4000-8000-000000000001"] {
+        out.push(format!("{uid}: {:?}", s.dependents_index(uid)));
+    }
+    out
 }
 
 proptest! {
