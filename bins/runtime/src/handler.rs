@@ -46,54 +46,57 @@ pub async fn execute_handler<E: Api + Launcher + Node>(
 ) -> HandlerExecuted {
     let mut plan = decide(facts);
     let mut decisions = 1;
-    let mut done = 0;
     let mut status_written = false;
     let mut failed_write = None;
     let mut unrecorded: Option<DecideError> = None;
-    'plan: loop {
-        let actions = plan.plan.actions.clone();
-        for (i, action) in actions.iter().enumerate().skip(done) {
-            let result = match action {
-                Action::Write(w) => match fx.write(w).await {
-                    Ok(()) => {
-                        status_written |= w.resource == "virtualmachineinstances";
-                        continue;
-                    }
-                    Err(err) => {
-                        failed_write = Some(err);
-                        break 'plan;
-                    }
-                },
-                Action::Launcher(call) => fx.call(vmi, *call).await,
-                Action::Node(step) => fx.step(vmi, step).await,
-            };
-            let Err(message) = result else { continue };
-            debug!(action = %action.label(), "handler step failed: {message}");
-            let kind = match action {
-                Action::Launcher(_) => ErrorKind::LauncherCall,
-                _ => ErrorKind::NodeStep,
-            };
-            if decisions > MAX_REDECISIONS || !facts.record_failure(action, &message) {
-                unrecorded = Some(DecideError::new(kind, message));
-                break 'plan;
-            }
-            let next = decide(facts);
-            decisions += 1;
-            if next.plan.actions.get(..=i) != actions.get(..=i) {
-                // A decision that changes what it did before a failure would make the shell
-                // repeat or skip side effects; fail the sync instead and retry it later.
-                unrecorded = Some(DecideError::new(
-                    kind,
-                    format!("{message} (and the sync decided differently after it)"),
-                ));
-                plan = next;
-                break 'plan;
-            }
-            plan = next;
-            done = i + 1;
-            continue 'plan;
+    // The actions are read in place, by index: a plan is replaced only after a failure, and
+    // then only when it repeats every step taken before (copying them per sync was a tenth
+    // of a large simulation's handler work).
+    let mut i = 0;
+    while i < plan.plan.actions.len() {
+        let action = &plan.plan.actions[i];
+        let result = match action {
+            Action::Write(w) => match fx.write(w).await {
+                Ok(()) => {
+                    status_written |= w.resource == "virtualmachineinstances";
+                    i += 1;
+                    continue;
+                }
+                Err(err) => {
+                    failed_write = Some(err);
+                    break;
+                }
+            },
+            Action::Launcher(call) => fx.call(vmi, *call).await,
+            Action::Node(step) => fx.step(vmi, step).await,
+        };
+        let Err(message) = result else {
+            i += 1;
+            continue;
+        };
+        debug!(action = %action.label(), "handler step failed: {message}");
+        let kind = match action {
+            Action::Launcher(_) => ErrorKind::LauncherCall,
+            _ => ErrorKind::NodeStep,
+        };
+        if decisions > MAX_REDECISIONS || !facts.record_failure(action, &message) {
+            unrecorded = Some(DecideError::new(kind, message));
+            break;
         }
-        break;
+        let next = decide(facts);
+        decisions += 1;
+        let same_so_far = next.plan.actions.get(..=i) == plan.plan.actions.get(..=i);
+        plan = next;
+        if !same_so_far {
+            // A decision that changes what it did before a failure would make the shell
+            // repeat or skip side effects; fail the sync instead and retry it later.
+            unrecorded = Some(DecideError::new(
+                kind,
+                format!("{message} (and the sync decided differently after it)"),
+            ));
+            break;
+        }
+        i += 1;
     }
     for event in &plan.plan.events {
         fx.event(event).await;
