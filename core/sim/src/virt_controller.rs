@@ -436,8 +436,8 @@ impl Sim {
     }
 
     /// Decides the jobs and executes their plans in queue order. A batch of more than one is
-    /// decided on the decision thread ([`crate::decider`]) while this one executes the plans
-    /// already decided: the decisions read only the controller's cache, which no write changes
+    /// decided on both threads ([`crate::decider`]) while this one executes the plans already
+    /// decided: the decisions read only the controller's cache, which no write changes
     /// before its watch event is delivered (at least a millisecond of virtual time later), so
     /// each decides from what it would have seen one sync at a time, and the run stays
     /// reproducible from its seed.
@@ -451,24 +451,13 @@ impl Sim {
             }
             return;
         }
-        // The first sync is decided here while the decision thread starts on the rest: this
-        // thread would otherwise only wait for it.
-        let mut jobs = jobs.into_iter();
-        let first = jobs.next();
-        let rest: Vec<Job> = jobs.collect();
-        let keys: Vec<String> = rest.iter().map(|j| j.key.clone()).collect();
-        self.decider.submit(Batch {
+        let mut pass = self.decider.submit(Batch {
             cache: Arc::clone(&self.ctrl.cache),
             config: Arc::clone(&self.config),
             now,
-            jobs: rest,
+            jobs,
         });
-        if let Some(job) = first {
-            let plan = job.decide(&self.ctrl.cache, &self.config, now);
-            self.finish(job.key, plan, controller);
-        }
-        for key in keys {
-            let plan = self.decider.next_plan();
+        while let Some((key, plan)) = self.decider.next_plan(&mut pass, &self.ctrl.cache) {
             self.finish(key, plan, controller);
         }
     }
@@ -482,8 +471,8 @@ impl Sim {
     }
 }
 
-/// Batches at least this large are decided on the decision thread (a single sync has nothing
-/// to overlap with, and would only wait for the hand-over).
+/// Batches at least this large are shared with the decision thread (a single sync has nothing
+/// to overlap with: handing it over would only cost a wake-up).
 const PARALLEL_BATCH: usize = 2;
 
 /// What one sync's decision needs besides the cache, the configuration and the time.
@@ -502,6 +491,11 @@ enum Draw {
 }
 
 impl Job {
+    /// The VM or VMI key this job syncs.
+    pub(crate) fn key(&self) -> &str {
+        &self.key
+    }
+
     /// The plan of this sync (`None` when the cache holds no typed object to decide on).
     pub(crate) fn decide(&self, cache: &Cache, config: &ClusterConfig, now: Now) -> Option<Plan> {
         match &self.draw {
