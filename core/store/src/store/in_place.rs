@@ -38,34 +38,54 @@ pub(super) const PROTECTED_METADATA: [&str; 7] = [
     "generation",
 ];
 
-/// The top-level keys a patch reads or writes, in first-seen order; `None` for a patch this
-/// path does not take (not a list of operations or a map, a path outside the object's fields,
-/// a top-level `$` directive).
-pub(super) fn touched_keys(patch_type: PatchType, patch: &Value) -> Option<Vec<String>> {
-    let mut keys: Vec<String> = Vec::new();
-    let mut note = |k: String| {
-        if !keys.contains(&k) {
-            keys.push(k);
-        }
-    };
+/// The top-level keys of an object a patch reads or writes.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Touched {
+    /// Keys some operation may change, in first-seen order.
+    pub written: Vec<String>,
+    /// Keys only `test` operations read: lent to the patch and given back as they were, so
+    /// they are neither copied nor compared nor parsed again (the resourceVersion test of a
+    /// status write leaves `metadata` alone).
+    pub tested: Vec<String>,
+}
+
+/// The top-level keys a patch touches; `None` for a patch this path does not take (not a list
+/// of operations or a map, a path outside the object's fields, a top-level `$` directive).
+pub(super) fn touched_keys(patch_type: PatchType, patch: &Value) -> Option<Touched> {
+    let mut t = Touched::default();
     match patch_type {
         PatchType::Json => {
-            for op in patch.as_array()? {
+            let ops = patch.as_array()?;
+            for op in ops {
                 let rest = op.get("path")?.as_str()?.strip_prefix('/')?;
                 let first = rest.split('/').next().unwrap_or(rest);
-                note(first.replace("~1", "/").replace("~0", "~"));
+                let key = first.replace("~1", "/").replace("~0", "~");
+                let is_test = op.get("op").and_then(Value::as_str) == Some("test");
+                let list = if is_test {
+                    &mut t.tested
+                } else {
+                    &mut t.written
+                };
+                if !list.contains(&key) {
+                    list.push(key);
+                }
             }
+            let written = std::mem::take(&mut t.written);
+            t.tested.retain(|k| !written.contains(k));
+            t.written = written;
         }
         PatchType::Merge | PatchType::StrategicMerge => {
             for k in patch.as_object()?.keys() {
                 if k.starts_with('$') {
                     return None;
                 }
-                note(k.clone());
+                if !t.written.contains(k) {
+                    t.written.push(k.clone());
+                }
             }
         }
     }
-    Some(keys)
+    Some(t)
 }
 
 /// What the in-place path concluded before anything was stored.
@@ -99,7 +119,10 @@ impl Store {
             Some("status") if rt.status_subresource => true,
             Some(_) => return None,
         };
-        let mut touched = touched_keys(patch_type, patch)?;
+        let Touched {
+            written: mut touched,
+            tested,
+        } = touched_keys(patch_type, patch)?;
         if status_only && touched != ["status"] {
             return None;
         }
@@ -113,7 +136,16 @@ impl Store {
         let Some(Value::Object(mut cur)) = stored.value.take() else {
             return None;
         };
-        let outcome = patch_touched(rt, key, &cur, &mut touched, patch_type, patch, status_only);
+        let outcome = patch_touched(
+            rt,
+            key,
+            &mut cur,
+            &mut touched,
+            &tested,
+            patch_type,
+            patch,
+            status_only,
+        );
         if !matches!(outcome, Outcome::General) {
             self.stats.in_place_patches += 1;
         }
@@ -159,14 +191,17 @@ impl Store {
     }
 }
 
-/// Patches copies of the touched fields of `cur` and checks the result as the general path's
-/// `prepare_update` and `commit_if_changed` do. `touched` gains `metadata` when a generation
-/// bump writes it.
+/// Patches copies of the written fields of `cur` and checks the result as the general path's
+/// `prepare_update` and `commit_if_changed` do. `touched` (the written fields) gains `metadata`
+/// when a generation bump writes it; the `tested` fields are lent to the patch and are back in
+/// `cur` when this returns.
+#[allow(clippy::too_many_arguments)]
 fn patch_touched(
     rt: &ResourceType,
     key: &str,
-    cur: &Map<String, Value>,
+    cur: &mut Map<String, Value>,
     touched: &mut Vec<String>,
+    tested: &[String],
     patch_type: PatchType,
     patch: &Value,
     status_only: bool,
@@ -175,9 +210,11 @@ fn patch_touched(
     // The untouched fields are placeholders: no operation reads or writes them, and keeping
     // their keys keeps every key's position what it is in the whole object.
     let mut work = Map::with_capacity(cur.len() + touched.len());
-    for (k, v) in cur {
+    for (k, v) in cur.iter_mut() {
         let v = if is_touched(touched, k) {
             v.clone()
+        } else if is_touched(tested, k) {
+            std::mem::take(v)
         } else {
             Value::Null
         };
@@ -195,6 +232,14 @@ fn patch_touched(
             Ok(())
         }
     };
+    // A `test` changes nothing, so what was lent goes back as it was, whatever the outcome.
+    if let Value::Object(m) = &mut doc {
+        for k in tested {
+            if let (Some(lent), Some(slot)) = (m.get_mut(k), cur.get_mut(k)) {
+                *slot = std::mem::replace(lent, Value::Null);
+            }
+        }
+    }
     if let Err(e) = applied {
         return Outcome::Refused(invalid(rt, key, e));
     }
