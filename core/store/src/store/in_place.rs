@@ -47,6 +47,9 @@ pub(super) struct Touched {
     /// they are neither copied nor compared nor parsed again (the resourceVersion test of a
     /// status write leaves `metadata` alone).
     pub tested: Vec<String>,
+    /// Written keys whose first operation replaces the whole field (`add` or `replace` of
+    /// `/<key>`): the patch never reads their stored value, so it gets no copy of it.
+    pub overwritten: Vec<String>,
 }
 
 /// The top-level keys a patch touches; `None` for a patch this path does not take (not a list
@@ -60,7 +63,12 @@ pub(super) fn touched_keys(patch_type: PatchType, patch: &Value) -> Option<Touch
                 let rest = op.get("path")?.as_str()?.strip_prefix('/')?;
                 let first = rest.split('/').next().unwrap_or(rest);
                 let key = first.replace("~1", "/").replace("~0", "~");
-                let is_test = op.get("op").and_then(Value::as_str) == Some("test");
+                let kind = op.get("op").and_then(Value::as_str);
+                let is_test = kind == Some("test");
+                let seen = t.written.contains(&key) || t.tested.contains(&key);
+                if !seen && first == rest && matches!(kind, Some("add" | "replace")) {
+                    t.overwritten.push(key.clone());
+                }
                 let list = if is_test {
                     &mut t.tested
                 } else {
@@ -122,6 +130,7 @@ impl Store {
         let Touched {
             written: mut touched,
             tested,
+            overwritten,
         } = touched_keys(patch_type, patch)?;
         if status_only && touched != ["status"] {
             return None;
@@ -142,6 +151,7 @@ impl Store {
             &mut cur,
             &mut touched,
             &tested,
+            &overwritten,
             patch_type,
             patch,
             status_only,
@@ -194,7 +204,7 @@ impl Store {
 /// Patches copies of the written fields of `cur` and checks the result as the general path's
 /// `prepare_update` and `commit_if_changed` do. `touched` (the written fields) gains `metadata`
 /// when a generation bump writes it; the `tested` fields are lent to the patch and are back in
-/// `cur` when this returns.
+/// `cur` when this returns; the `overwritten` ones start as placeholders.
 #[allow(clippy::too_many_arguments)]
 fn patch_touched(
     rt: &ResourceType,
@@ -202,6 +212,7 @@ fn patch_touched(
     cur: &mut Map<String, Value>,
     touched: &mut Vec<String>,
     tested: &[String],
+    overwritten: &[String],
     patch_type: PatchType,
     patch: &Value,
     status_only: bool,
@@ -211,7 +222,11 @@ fn patch_touched(
     // their keys keeps every key's position what it is in the whole object.
     let mut work = Map::with_capacity(cur.len() + touched.len());
     for (k, v) in cur.iter_mut() {
-        let v = if is_touched(touched, k) {
+        // An overwritten field is present (so `replace` of it succeeds, as on a copy) and
+        // replaced before anything reads it.
+        let v = if is_touched(overwritten, k) {
+            Value::Null
+        } else if is_touched(touched, k) {
             v.clone()
         } else if is_touched(tested, k) {
             std::mem::take(v)
