@@ -183,20 +183,21 @@ pub(super) fn sync_references(r: &mut Reconcile<'_, '_>) -> Result<bool, SyncErr
     }
     let mut ops = Vec::new();
     // A VM that never had a status has no /status to add into.
-    if !r.stored_status.is_object() {
+    if !r.stored_status().is_object() {
         ops.push(crate::patch::op("add", "/status", Some(json!({}))));
     }
     ops.extend(plan.status_patch);
     let patch = Value::Array(ops);
-    let mut doc = json!({"status": r.stored_status.clone()});
+    let mut doc = json!({"status": r.stored_status().clone()});
     crate::patch::apply_json_patch(&mut doc, &patch)
         .map_err(|e| SyncError::new(run_strategy::FAILED_CREATE, format!("{STORE_ERROR}: {e}")))?;
     let write = r.vm_patch(patch).on_subresource("status");
     r.plan.push_write(write);
-    r.stored_status = doc["status"].take();
-    if let Ok(status) = serde_json::from_value(r.stored_status.clone()) {
+    let stored = doc["status"].take();
+    if let Ok(status) = serde_json::from_value(stored.clone()) {
         r.vm.status = Some(status);
     }
+    r.stored_status = Some(stored);
     Ok(true)
 }
 

@@ -111,11 +111,22 @@ pub(crate) struct Reconcile<'w, 'a> {
     pub vmi: Option<VirtualMachineInstance>,
     pub plan: Plan,
     pub pending: PendingExpectations,
-    /// The VM status as stored after the status writes already in the plan.
-    pub stored_status: Value,
+    /// The VM status as stored after the status writes already in the plan; serialised from
+    /// the cached VM only when a status write needs it (most reconciles write none).
+    stored_status: Option<Value>,
 }
 
 impl Reconcile<'_, '_> {
+    /// The VM status as stored after the status writes already in the plan.
+    pub(crate) fn stored_status(&mut self) -> &mut Value {
+        let cached = self.w.vm.status.as_ref();
+        self.stored_status.get_or_insert_with(|| {
+            cached
+                .and_then(|s| serde_json::to_value(s).ok())
+                .unwrap_or(Value::Null)
+        })
+    }
+
     pub(crate) fn ns(&self) -> String {
         meta::namespace(&self.vm.metadata).to_string()
     }
@@ -179,11 +190,7 @@ pub fn decide_vm(world: &VmWorld<'_>) -> VmDecision {
         vmi: None,
         plan: Plan::idle(),
         pending: world.expectations,
-        stored_status: vm
-            .status
-            .as_ref()
-            .and_then(|s| serde_json::to_value(s).ok())
-            .unwrap_or(Value::Null),
+        stored_status: None,
     };
 
     // Writing the annotations makes the API server re-store the object at the current version;

@@ -226,7 +226,7 @@ fn add_start_request(r: &mut Reconcile<'_, '_>) {
     });
     let value = serde_json::to_value(&requests).unwrap_or_default();
     // A VM that never had a status has no /status to add into.
-    let patch = if r.stored_status.is_object() {
+    let patch = if r.stored_status().is_object() {
         serde_json::Value::Array(vec![op(
             "add",
             "/status/stateChangeRequests",
@@ -241,10 +241,11 @@ fn add_start_request(r: &mut Reconcile<'_, '_>) {
     };
     let write = r.vm_patch(patch).on_subresource("status");
     r.plan.push_write(write);
-    if !r.stored_status.is_object() {
-        r.stored_status = serde_json::json!({});
+    let stored = r.stored_status();
+    if !stored.is_object() {
+        *stored = serde_json::json!({});
     }
-    r.stored_status["stateChangeRequests"] = value;
+    stored["stateChangeRequests"] = value;
     r.vm.status
         .get_or_insert_with(Default::default)
         .state_change_requests = Some(requests);

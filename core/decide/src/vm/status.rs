@@ -73,12 +73,12 @@ pub(super) fn update_status(
     };
     if !unchanged {
         let new = serde_json::to_value(&st).unwrap_or(Value::Null);
-        let ops = patch::field_ops("/status", Some(&r.stored_status), &new);
+        let ops = patch::field_ops("/status", Some(r.stored_status()), &new);
         if !ops.is_empty() {
             let write = r.vm_patch(Value::Array(ops)).on_subresource("status");
             r.plan.push_write(write);
         }
-        r.stored_status = new.clone();
+        r.stored_status = Some(new.clone());
         written = Some(new);
     }
     r.vm.status = Some(st);
