@@ -112,9 +112,11 @@ impl Cache {
     /// Sets or removes one object.
     pub fn set(&mut self, resource: &'static str, key: &str, obj: Option<Arc<Obj>>) {
         let map = self.objects.entry(resource).or_default();
-        let old = match &obj {
-            Some(o) => map.insert(key.to_string(), o.clone()),
-            None => map.remove(key),
+        let old = match (&obj, map.get_mut(key)) {
+            // A key already cached keeps its String: only the value changes.
+            (Some(o), Some(slot)) => Some(std::mem::replace(slot, o.clone())),
+            (Some(o), None) => map.insert(key.to_string(), o.clone()),
+            (None, _) => map.remove(key),
         };
         if resource == res::PODS {
             if let Some(owner) = old.as_deref().and_then(pod_owner)
