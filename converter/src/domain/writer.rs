@@ -500,19 +500,21 @@ const fn splat(b: u8) -> u64 {
 }
 
 /// Whether any of the eight bytes of `x` is one [`escape_into`] must look at closely: a C0
-/// control, `&`, `<`, `>`, `"` or 0xEF (the lead byte of U+F000..U+FFFF). Word-at-a-time ("SWAR")
-/// zero-byte tests: `(v - 0x01..) & !v & 0x80..` is non-zero exactly when a byte of `v` is zero
-/// (and with 0x20 instead of 0x01, when a byte is below 0x20). `"` is tested together with `&`
-/// (they differ in bit 2 only), so text with a `"` takes the careful path for nothing — rare.
+/// control, `&`, `<`, `>`, `"` or any byte of a non-ASCII character (which covers 0xEF, the
+/// lead byte of U+F000..U+FFFF). Word-at-a-time ("SWAR") tests: `(v - 0x01..) & !v & 0x80..` is
+/// non-zero exactly when a byte of `v` is zero; `((x - 0x20..) | x) & 0x80..` exactly when a
+/// byte is below 0x20 or above 0x7F (a borrow only starts at a byte below 0x20). `"` is tested
+/// together with `&` (they differ in bit 2 only), so text with a `"` takes the careful path for
+/// nothing — rare, as are non-ASCII values, which the careful path copies unchanged: one test
+/// for both ends of the byte range instead of two, on the writer's check of every built value.
 #[inline]
 fn word_needs_care(x: u64) -> bool {
     const HIGH: u64 = splat(0x80);
     let zero_byte = |v: u64| v.wrapping_sub(splat(0x01)) & !v & HIGH;
-    let control = x.wrapping_sub(splat(0x20)) & !x & HIGH;
+    let control_or_high = (x.wrapping_sub(splat(0x20)) | x) & HIGH;
     let amp_quot = zero_byte((x | splat(0x04)) ^ splat(b'&'));
     let lt_gt = zero_byte((x | splat(0x02)) ^ splat(b'>'));
-    let ef = zero_byte(x ^ splat(0xEF));
-    (control | amp_quot | lt_gt | ef) != 0
+    (control_or_high | amp_quot | lt_gt) != 0
 }
 
 /// [`SPECIAL`] bit: the byte needs care in text.
