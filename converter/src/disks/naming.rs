@@ -128,24 +128,33 @@ fn prefix_slot(prefix: &str) -> usize {
 /// The indices taken under one prefix and the lowest one that may still be free.
 #[derive(Default)]
 struct Taken {
-    /// One bit per index (at most [`MAX_INDEX`] bits), grown as indices are taken.
-    used: Vec<u64>,
+    /// One bit per index below 64 (`vda`..`vdbl`): held in place, so a VMI with fewer than 64
+    /// disks on a prefix (nearly every one) names them without an allocation.
+    first: u64,
+    /// One bit per index from 64 on (at most [`MAX_INDEX`] bits), grown as indices are taken.
+    more: Vec<u64>,
     /// Every index below it is taken; indices are never released, so it only moves up.
     lowest_free: usize,
 }
 
 impl Taken {
     fn contains(&self, i: usize) -> bool {
-        self.used
-            .get(i / 64)
-            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+        match (i / 64).checked_sub(1) {
+            None => self.first & (1 << (i % 64)) != 0,
+            Some(w) => self.more.get(w).is_some_and(|w| w & (1 << (i % 64)) != 0),
+        }
     }
 
     fn insert(&mut self, i: usize) {
-        if self.used.len() <= i / 64 {
-            self.used.resize(i / 64 + 1, 0);
+        match (i / 64).checked_sub(1) {
+            None => self.first |= 1 << (i % 64),
+            Some(w) => {
+                if self.more.len() <= w {
+                    self.more.resize(w + 1, 0);
+                }
+                self.more[w] |= 1 << (i % 64);
+            }
         }
-        self.used[i / 64] |= 1 << (i % 64);
     }
 }
 

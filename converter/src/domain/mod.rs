@@ -63,6 +63,7 @@ struct Root;
 
 impl writer::TagName for Root {
     const OPEN: &'static str = "<domain";
+    const OPEN_END: &'static str = "<domain>";
     const CLOSE: &'static str = "</domain>";
 }
 

@@ -70,6 +70,8 @@ use std::cell::Cell;
 pub trait TagName {
     /// `<name`.
     const OPEN: &'static str;
+    /// `<name>`: the start tag of a scalar element, one copy instead of `<name` and `>`.
+    const OPEN_END: &'static str;
     /// `</name>`.
     const CLOSE: &'static str;
 }
@@ -82,9 +84,18 @@ pub trait XmlElement {
 }
 
 /// A value written as an attribute: ` name="value"`, or nothing when `None`.
+///
+/// The generated writers copy ` name="` (or `" name="`, closing the attribute before), then
+/// the value; the closing quote goes out with what follows (the next name, `">` or `"/>`).
 pub trait XmlAttr {
-    /// Appends `prefix` (` name="`), the escaped value and the closing quote.
-    fn write_attr(&self, w: &mut Writer, prefix: &'static str) -> R;
+    /// Whether the attribute is written at all (`None` is not).
+    #[inline(always)]
+    fn present(&self) -> bool {
+        true
+    }
+
+    /// Appends the escaped value, without name or quotes.
+    fn write_value(&self, w: &mut Writer) -> R;
 }
 
 /// A value written as an element's character data.
@@ -188,10 +199,15 @@ impl Writer {
         self.depth += 1;
     }
 
-    /// Closes the start tag of an element with children; returns where the children begin.
+    /// Closes the start tag of an element with children (and its last attribute, when
+    /// `quoted`); returns where the children begin.
     #[inline]
-    pub fn open_body(&mut self) -> usize {
-        self.out.push('>');
+    pub fn open_body(&mut self, quoted: bool) -> usize {
+        if quoted {
+            self.out.push_str("\">");
+        } else {
+            self.out.push('>');
+        }
         self.out.len()
     }
 
@@ -210,11 +226,16 @@ impl Writer {
         Ok(())
     }
 
-    /// Ends an element of attributes only: `/>`.
+    /// Ends an element of attributes only: `/>` (`"/>` when `quoted`, closing the last
+    /// attribute).
     #[inline]
-    pub fn end_empty(&mut self) -> R {
+    pub fn end_empty(&mut self, quoted: bool) -> R {
         self.depth -= 1;
-        self.out.push_str("/>");
+        if quoted {
+            self.out.push_str("\"/>");
+        } else {
+            self.out.push_str("/>");
+        }
         Ok(())
     }
 
@@ -238,20 +259,9 @@ impl Writer {
     #[inline]
     fn text_element<N: TagName>(&mut self, text: impl FnOnce(&mut String) -> R) -> R {
         self.newline();
-        self.out.push_str(N::OPEN);
-        self.out.push('>');
+        self.out.push_str(N::OPEN_END);
         text(&mut self.out)?;
         self.out.push_str(N::CLOSE);
-        Ok(())
-    }
-
-    /// ` name="value"` for a string value. Inlined into the generated writers, where `prefix`
-    /// is a constant: its copy becomes a few stores instead of a call to `memcpy`.
-    #[inline(always)]
-    fn str_attr(&mut self, prefix: &'static str, s: &str) -> R {
-        self.out.push_str(prefix);
-        escape_into(&mut self.out, s, true)?;
-        self.out.push('"');
         Ok(())
     }
 }
@@ -280,8 +290,8 @@ macro_rules! str_impls {
         }
         impl XmlAttr for $t {
             #[inline(always)]
-            fn write_attr(&self, w: &mut Writer, prefix: &'static str) -> R {
-                w.str_attr(prefix, self)
+            fn write_value(&self, w: &mut Writer) -> R {
+                escape_into(&mut w.out, self, true)
             }
         }
         impl XmlText for $t {
@@ -358,11 +368,8 @@ impl XmlElement for super::Str {
 
 impl XmlAttr for super::Str {
     #[inline(always)]
-    fn write_attr(&self, w: &mut Writer, prefix: &'static str) -> R {
-        w.out.push_str(prefix);
-        write_str(&mut w.out, self, true)?;
-        w.out.push('"');
-        Ok(())
+    fn write_value(&self, w: &mut Writer) -> R {
+        write_str(&mut w.out, self, true)
     }
 }
 
@@ -386,10 +393,8 @@ macro_rules! int_impls {
         }
         impl XmlAttr for $t {
             #[inline(always)]
-            fn write_attr(&self, w: &mut Writer, prefix: &'static str) -> R {
-                w.out.push_str(prefix);
+            fn write_value(&self, w: &mut Writer) -> R {
                 push_int(&mut w.out, *self);
-                w.out.push('"');
                 Ok(())
             }
         }
@@ -417,9 +422,12 @@ impl XmlElement for bool {
 
 impl XmlAttr for bool {
     #[inline(always)]
-    fn write_attr(&self, w: &mut Writer, prefix: &'static str) -> R {
-        w.out.push_str(prefix);
-        w.out.push_str(if *self { "true\"" } else { "false\"" });
+    fn write_value(&self, w: &mut Writer) -> R {
+        if *self {
+            w.out.push_str("true");
+        } else {
+            w.out.push_str("false");
+        }
         Ok(())
     }
 }
@@ -444,9 +452,14 @@ impl<T: XmlElement> XmlElement for Option<T> {
 
 impl<T: XmlAttr> XmlAttr for Option<T> {
     #[inline(always)]
-    fn write_attr(&self, w: &mut Writer, prefix: &'static str) -> R {
+    fn present(&self) -> bool {
+        self.as_ref().is_some_and(T::present)
+    }
+
+    #[inline(always)]
+    fn write_value(&self, w: &mut Writer) -> R {
         match self {
-            Some(v) => v.write_attr(w, prefix),
+            Some(v) => v.write_value(w),
             None => Ok(()),
         }
     }
@@ -487,19 +500,21 @@ const fn splat(b: u8) -> u64 {
 }
 
 /// Whether any of the eight bytes of `x` is one [`escape_into`] must look at closely: a C0
-/// control, `&`, `<`, `>`, `"` or 0xEF (the lead byte of U+F000..U+FFFF). Word-at-a-time ("SWAR")
-/// zero-byte tests: `(v - 0x01..) & !v & 0x80..` is non-zero exactly when a byte of `v` is zero
-/// (and with 0x20 instead of 0x01, when a byte is below 0x20). `"` is tested together with `&`
-/// (they differ in bit 2 only), so text with a `"` takes the careful path for nothing — rare.
+/// control, `&`, `<`, `>`, `"` or any byte of a non-ASCII character (which covers 0xEF, the
+/// lead byte of U+F000..U+FFFF). Word-at-a-time ("SWAR") tests: `(v - 0x01..) & !v & 0x80..` is
+/// non-zero exactly when a byte of `v` is zero; `((x - 0x20..) | x) & 0x80..` exactly when a
+/// byte is below 0x20 or above 0x7F (a borrow only starts at a byte below 0x20). `"` is tested
+/// together with `&` (they differ in bit 2 only), so text with a `"` takes the careful path for
+/// nothing — rare, as are non-ASCII values, which the careful path copies unchanged: one test
+/// for both ends of the byte range instead of two, on the writer's check of every built value.
 #[inline]
 fn word_needs_care(x: u64) -> bool {
     const HIGH: u64 = splat(0x80);
     let zero_byte = |v: u64| v.wrapping_sub(splat(0x01)) & !v & HIGH;
-    let control = x.wrapping_sub(splat(0x20)) & !x & HIGH;
+    let control_or_high = (x.wrapping_sub(splat(0x20)) | x) & HIGH;
     let amp_quot = zero_byte((x | splat(0x04)) ^ splat(b'&'));
     let lt_gt = zero_byte((x | splat(0x02)) ^ splat(b'>'));
-    let ef = zero_byte(x ^ splat(0xEF));
-    (control | amp_quot | lt_gt | ef) != 0
+    (control_or_high | amp_quot | lt_gt) != 0
 }
 
 /// [`SPECIAL`] bit: the byte needs care in text.

@@ -88,23 +88,45 @@ fn expand(input: &DeriveInput) -> Result<Tokens, Error> {
         let ident = &f.ident;
         let write = match &f.kind {
             Kind::Attribute(name) => {
+                // The closing quote of the attribute before goes out with this one's name
+                // (`" name="`), and this one's with whatever follows: one copy per attribute
+                // instead of two. `quoted` is a constant wherever the attributes before are
+                // all required, so the branch folds away there.
                 let prefix = format!(" {name}=\"");
+                let quote_prefix = format!("\" {name}=\"");
                 let at = format!("@{name}");
-                quote! {
-                    #w::XmlAttr::write_attr(&self.#ident, w, #prefix)
-                        .map_err(|e| e.within(#at))?;
-                }
+                let present = match &f.skip_if {
+                    Some(skip) => quote! {
+                        !#skip(&self.#ident) && #w::XmlAttr::present(&self.#ident)
+                    },
+                    None => quote! { #w::XmlAttr::present(&self.#ident) },
+                };
+                attributes.push(quote! {
+                    if #present {
+                        if quoted {
+                            w.push(#quote_prefix);
+                        } else {
+                            w.push(#prefix);
+                        }
+                        #w::XmlAttr::write_value(&self.#ident, w)
+                            .map_err(|e| e.within(#at))?;
+                        quoted = true;
+                    }
+                });
+                continue;
             }
             Kind::Text => quote! {
                 #w::XmlText::write_text(&self.#ident, w)?;
             },
             Kind::Element(name) => {
                 let open = format!("<{name}");
+                let open_end = format!("<{name}>");
                 let close = format!("</{name}>");
                 quote! {{
                     struct Tag;
                     impl #w::TagName for Tag {
                         const OPEN: &'static str = #open;
+                        const OPEN_END: &'static str = #open_end;
                         const CLOSE: &'static str = #close;
                     }
                     #w::XmlElement::write_element::<Tag>(&self.#ident, w)
@@ -116,25 +138,26 @@ fn expand(input: &DeriveInput) -> Result<Tokens, Error> {
             Some(skip) => quote! { if !#skip(&self.#ident) { #write } },
             None => write,
         };
-        match f.kind {
-            Kind::Attribute(_) => attributes.push(write),
-            _ => body.push(write),
-        }
+        body.push(write);
     }
     let finish = if texts == 1 {
         quote! {
-            w.push(">");
+            if quoted {
+                w.push("\">");
+            } else {
+                w.push(">");
+            }
             #(#body)*
             w.end_text::<N>()
         }
     } else if has_children {
         quote! {
-            let children = w.open_body();
+            let children = w.open_body(quoted);
             #(#body)*
             w.end_body::<N>(children)
         }
     } else {
-        quote! { w.end_empty() }
+        quote! { w.end_empty(quoted) }
     };
 
     let name = &input.ident;
@@ -147,6 +170,9 @@ fn expand(input: &DeriveInput) -> Result<Tokens, Error> {
                 w: &mut #w::Writer,
             ) -> ::core::result::Result<(), #w::WriteError> {
                 w.start::<N>();
+                // Whether an attribute's closing quote is still to be written.
+                #[allow(unused_mut)]
+                let mut quoted = false;
                 #(#attributes)*
                 #finish
             }
