@@ -116,11 +116,11 @@ impl Decider {
     /// a later one here while it is not there yet; `None` when the pass is over. `cache` is the
     /// pass's cache (this thread's handle of it).
     pub fn next_plan(&mut self, pass: &mut Pass, cache: &Cache) -> Option<(String, Option<Plan>)> {
-        let shared = Arc::clone(&pass.shared);
         let i = pass.cursor;
+        let shared = &pass.shared;
         let key = shared.jobs.get(i)?.key().to_string();
+        let plan = self.plan_of(shared, i, cache);
         pass.cursor += 1;
-        let plan = self.plan_of(&shared, i, cache);
         if pass.cursor == shared.jobs.len() {
             // Every plan is here, so the decision thread holds no handle of the cache now.
             lock(&shared.cache).take();
