@@ -113,7 +113,9 @@ pub struct ApiServer {
     author: Writer,
     /// Who wrote the current version of each object, by resource and key (what a refused
     /// write is blamed on).
-    last_writer: HashMap<(&'static str, String), Writer>,
+    /// Who wrote each object last, by resource then key (looked up by `&str`, and an object
+    /// written again keeps its key `String`: one allocation per object, not per event).
+    last_writer: HashMap<&'static str, HashMap<String, Writer>>,
     /// VMIs whose stored phase is `Running`, kept in step with every event (so a run can wait
     /// for all of them without listing every VMI).
     running_vmis: usize,
@@ -173,11 +175,13 @@ impl ApiServer {
                 self.running_vmis += running((!removed).then_some(&e.object));
                 self.running_vmis -= running(e.old.as_ref());
             }
+            let writers = self.last_writer.entry(resource).or_default();
             if removed {
-                self.last_writer.remove(&(resource, e.key.clone()));
+                writers.remove(&e.key);
+            } else if let Some(by) = writers.get_mut(&e.key) {
+                *by = self.author;
             } else {
-                self.last_writer
-                    .insert((resource, e.key.clone()), self.author);
+                writers.insert(e.key.clone(), self.author);
             }
             self.pending.push(WatchEvent {
                 resource,
@@ -204,7 +208,8 @@ impl ApiServer {
         let rv = rv_of(&*self.get_obj(resource, key)?)?;
         let by = self
             .last_writer
-            .get(&(intern(resource), key.to_string()))
+            .get(resource)
+            .and_then(|w| w.get(key))
             .copied()
             .unwrap_or(Writer::OtherClient);
         Some((rv, by))

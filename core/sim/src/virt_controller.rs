@@ -22,7 +22,6 @@ use super::store::{Obj, WatchEvent, res};
 use super::vmi_controller::decide_vmi_sync;
 use super::writes::{FailureClass, Writer, classify, rv_of};
 use super::{Proc, Sim};
-use kvrs_api::json_pointer::JsonPointer;
 
 /// The virt-controller process.
 pub(super) struct VirtController {
@@ -53,14 +52,18 @@ impl Default for VirtController {
     }
 }
 
-/// What the observer needs of a cached object.
+/// What the observer needs of a cached object (read for the old and the new version of every
+/// event the controller sees, so its metadata is looked up once, not per field).
 fn seen(o: &Obj) -> Seen {
     let (deleting, vmi_key) = match o {
         Obj::Vmi(v) => (v.metadata.deletion_timestamp.is_some(), None),
-        Obj::Other(v) => (
-            v.at("/metadata/deletionTimestamp").is_some(),
-            pod_vmi_key(v),
-        ),
+        Obj::Other(v) => {
+            let md = v.get("metadata");
+            (
+                md.and_then(|m| m.get("deletionTimestamp")).is_some(),
+                md.and_then(launcher_vmi_key),
+            )
+        }
         _ => (false, None),
     };
     Seen { deleting, vmi_key }
@@ -68,9 +71,18 @@ fn seen(o: &Obj) -> Seen {
 
 /// The VMI key a launcher pod belongs to.
 pub(super) fn pod_vmi_key(pod: &Value) -> Option<String> {
-    let ns = pod.at("/metadata/namespace")?.as_str()?;
-    let name = pod.at("/metadata/labels/vm.kubevirt.io~1name")?.as_str()?;
-    Some(format!("{ns}/{name}"))
+    pod.get("metadata").and_then(launcher_vmi_key)
+}
+
+/// The VMI key a launcher pod's `metadata` names: its namespace and `vm.kubevirt.io/name` label.
+fn launcher_vmi_key(metadata: &Value) -> Option<String> {
+    let ns = metadata.get("namespace")?.as_str()?;
+    let name = metadata.get("labels")?.get("vm.kubevirt.io/name")?.as_str()?;
+    let mut key = String::with_capacity(ns.len() + 1 + name.len());
+    key.push_str(ns);
+    key.push('/');
+    key.push_str(name);
+    Some(key)
 }
 
 impl VirtController {
