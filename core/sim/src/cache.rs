@@ -38,13 +38,12 @@ impl CachedPod {
     }
 }
 
-fn pod_owner(obj: &Obj) -> Option<String> {
+fn pod_owner(obj: &Obj) -> Option<&str> {
     obj.json()?
         .get("metadata")?
         .get("labels")?
         .get(CREATED_BY_LABEL)?
         .as_str()
-        .map(str::to_string)
 }
 
 /// The typed view of a cached JSON object (`None` for one that does not parse, which the
@@ -119,23 +118,38 @@ impl Cache {
             (None, _) => map.remove(key),
         };
         if resource == res::PODS {
-            if let Some(owner) = old.as_deref().and_then(pod_owner)
-                && let Some(pods) = self.pods_by_vmi.get_mut(&owner)
+            let old_owner = old.as_deref().and_then(pod_owner);
+            let new_owner = obj.as_deref().and_then(pod_owner);
+            // An update that keeps the pod's owner (nearly all of them) replaces its entry in
+            // place: no owner or key string is built again.
+            if let (Some(o), Some(owner)) = (&obj, new_owner)
+                && old_owner == Some(owner)
+                && let Some(slot) = self
+                    .pods_by_vmi
+                    .get_mut(owner)
+                    .and_then(|pods| pods.get_mut(key))
+            {
+                *slot = CachedPod {
+                    obj: o.clone(),
+                    typed: OnceLock::new(),
+                };
+                return;
+            }
+            if let Some(owner) = old_owner
+                && let Some(pods) = self.pods_by_vmi.get_mut(owner)
             {
                 pods.remove(key);
                 if pods.is_empty() {
-                    self.pods_by_vmi.remove(&owner);
+                    self.pods_by_vmi.remove(owner);
                 }
             }
-            if let Some(o) = &obj
-                && let Some(owner) = pod_owner(o)
-            {
+            if let (Some(o), Some(owner)) = (&obj, new_owner) {
                 let pod = CachedPod {
                     obj: o.clone(),
                     typed: OnceLock::new(),
                 };
                 self.pods_by_vmi
-                    .entry(owner)
+                    .entry(owner.to_string())
                     .or_default()
                     .insert(key.to_string(), pod);
             }

@@ -33,7 +33,8 @@ pub(super) struct VirtController {
     pub vmi_expectations: ControllerExpectations,
     /// The process's own writes its cache has not seen yet: by (resource, key), the
     /// resourceVersion written and the VM/VMI key it belongs to.
-    own_writes: HashMap<(&'static str, String), (u64, String)>,
+    /// (By resource, then key: every event the controller sees is looked up here, by `&str`.)
+    own_writes: HashMap<&'static str, HashMap<String, (u64, String)>>,
     /// How many of [`Self::own_writes`] belong to each VM/VMI key.
     own_writes_of: HashMap<String, u32>,
 }
@@ -120,12 +121,12 @@ impl VirtController {
     /// Records a write of this process that produced `rv` of `(resource, key)`, belonging to
     /// VM/VMI `owner`, until its watch event reaches the cache.
     pub fn own_write(&mut self, resource: &'static str, key: &str, rv: u64, owner: String) {
-        let slot = (resource, key.to_string());
-        match self.own_writes.get_mut(&slot) {
+        let pending = self.own_writes.entry(resource).or_default();
+        match pending.get_mut(key) {
             Some(pending) => pending.0 = pending.0.max(rv),
             None => {
                 *self.own_writes_of.entry(owner.clone()).or_default() += 1;
-                self.own_writes.insert(slot, (rv, owner));
+                pending.insert(key.to_string(), (rv, owner));
             }
         }
     }
@@ -139,8 +140,10 @@ impl VirtController {
     /// Settles the pending own write an event catches up with, and queues its VM/VMI key (whose
     /// sync was held back while the write was pending).
     fn own_write_seen(&mut self, ev: &WatchEvent, now: Instant) {
-        let slot = (ev.resource, ev.key.clone());
-        let Some(&(rv, _)) = self.own_writes.get(&slot) else {
+        let Some(pending) = self.own_writes.get_mut(ev.resource) else {
+            return;
+        };
+        let Some(&(rv, _)) = pending.get(&ev.key) else {
             return;
         };
         let caught_up = ev
@@ -151,7 +154,7 @@ impl VirtController {
         if !caught_up {
             return;
         }
-        let Some((_, owner)) = self.own_writes.remove(&slot) else {
+        let Some((_, owner)) = pending.remove(&ev.key) else {
             return;
         };
         if let Some(n) = self.own_writes_of.get_mut(&owner) {
