@@ -1,5 +1,7 @@
 //! Claiming the VMI of the same name: the VM controls it, adopts it, or leaves it alone.
 
+use std::borrow::Cow;
+
 use serde_json::json;
 
 use super::Reconcile;
@@ -9,14 +11,14 @@ use crate::{ApiWrite, PatchType, WriteOp, meta};
 
 /// The VMI this VM may act on, recording an adoption patch when an orphan VMI of the same name
 /// is taken over. A VMI controlled by something else is invisible to the VM.
-pub(super) fn claim_vmi(r: &mut Reconcile<'_, '_>) -> Option<VirtualMachineInstance> {
+pub(super) fn claim_vmi<'a>(r: &mut Reconcile<'_, 'a>) -> Option<Cow<'a, VirtualMachineInstance>> {
     let vmi = r.w.vmi?;
     if meta::name(&vmi.metadata) != r.name() {
         return None;
     }
     let vm_uid = meta::uid(&r.vm.metadata).to_string();
     match meta::controller_of(&vmi.metadata) {
-        Some(owner) if owner.uid == vm_uid => Some(vmi.clone()),
+        Some(owner) if owner.uid == vm_uid => Some(Cow::Borrowed(vmi)),
         Some(_) => None,
         None => {
             // A VM being deleted, or a VMI being deleted, is not adopted.
@@ -38,7 +40,7 @@ pub(super) fn claim_vmi(r: &mut Reconcile<'_, '_>) -> Option<VirtualMachineInsta
                     patch,
                 },
             ));
-            Some(vmi.clone())
+            Some(Cow::Borrowed(vmi))
         }
     }
 }

@@ -23,6 +23,8 @@ pub use backoff::{
 pub use run_strategy::{RunStrategy, RunStrategyError};
 pub use start::revision_name;
 
+use std::borrow::Cow;
+
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use serde_json::Value;
@@ -108,7 +110,9 @@ pub(crate) struct Reconcile<'w, 'a> {
     pub w: &'w VmWorld<'a>,
     pub key: String,
     pub vm: VirtualMachine,
-    pub vmi: Option<VirtualMachineInstance>,
+    /// The VMI, borrowed from the cache until a step changes it (most reconciles only read it,
+    /// and a VMI is the largest thing a reconcile would copy).
+    pub vmi: Option<Cow<'a, VirtualMachineInstance>>,
     pub plan: Plan,
     pub pending: PendingExpectations,
     /// The VM status as stored after the status writes already in the plan; serialised from
@@ -358,7 +362,7 @@ fn sync(r: &mut Reconcile<'_, '_>) -> (Option<SyncError>, Option<String>) {
             return (None, None);
         }
         let vmi = r.vmi.clone();
-        start::stop_vmi(r, vmi.as_ref());
+        start::stop_vmi(r, vmi.as_deref());
         return (None, None);
     }
     finalizer::add_vm_finalizer(r);

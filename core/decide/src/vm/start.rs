@@ -3,6 +3,8 @@
 //! revisions of a VM that references them, plus the controller's bookkeeping metadata), the
 //! ControllerRevision recording the spec it was started from, and the deletion that stops it.
 
+use std::borrow::Cow;
+
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use serde_json::json;
 
@@ -92,7 +94,9 @@ pub(super) fn revision_generation(
 
 /// Writes the VM generation onto the VMI's annotation and records it in the working copy.
 pub(super) fn patch_generation_annotation(r: &mut Reconcile<'_, '_>, generation: i64) {
-    let Some(vmi) = r.vmi.as_mut() else { return };
+    let Some(vmi) = r.vmi.as_mut().map(Cow::to_mut) else {
+        return;
+    };
     let old = vmi.metadata.annotations.clone();
     let mut new = old.clone().unwrap_or_default();
     new.insert(VM_GENERATION_ANNOTATION.into(), generation.to_string());

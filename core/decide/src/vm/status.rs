@@ -42,15 +42,15 @@ pub(super) fn update_status(
         st.run_strategy = Some(rs.as_str().into());
     }
 
-    if trim_first_request_needed(&st, vmi.as_ref())
+    if trim_first_request_needed(&st, vmi.as_deref())
         && let Some(reqs) = st.state_change_requests.as_mut()
     {
         reqs.remove(0);
     }
 
-    sync_start_failure(r, &mut st, vmi.as_ref());
-    conditions::sync_conditions(&mut st, vmi.as_ref(), sync_err, r.w.now.unix());
-    st.printable_status = Some(printable_status(r, &st, vmi.as_ref()).into());
+    sync_start_failure(r, &mut st, vmi.as_deref());
+    conditions::sync_conditions(&mut st, vmi.as_deref(), sync_err, r.w.now.unix());
+    st.printable_status = Some(printable_status(r, &st, vmi.as_deref()).into());
     if st.state_change_requests.as_ref().is_some_and(Vec::is_empty) {
         st.state_change_requests = None;
     }

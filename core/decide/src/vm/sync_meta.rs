@@ -63,7 +63,7 @@ pub(super) fn sync_annotations_to_vmi(r: &mut Reconcile<'_, '_>) {
     );
     r.plan.push_write(write);
     if let Some(v) = r.vmi.as_mut() {
-        v.metadata.annotations = Some(new);
+        v.to_mut().metadata.annotations = Some(new);
     }
 }
 
