@@ -469,11 +469,17 @@ impl Worker {
     }
 
     /// Waits until the (finished) pod gets a deletionTimestamp, then removes what is left and
-    /// deletes it for good.
+    /// deletes it for good. A finished pod is deleted with grace 0: the API server stores its
+    /// deletionTimestamp and removes it in two back-to-back watch events, and this worker's
+    /// channel keeps only the latest, so on a busy node the pod can just vanish (as it can while
+    /// the watch is down): its remains are removed then too, or its directories outlive it.
     async fn await_deletion(&mut self) {
         loop {
             match self.current() {
-                None => break,
+                None => {
+                    host::teardown(&self.ctx.footprint(&self.key), None).await;
+                    break;
+                }
                 Some(p) if p.metadata.deletion_timestamp.is_some() => {
                     host::teardown(&self.ctx.footprint(&self.key), None).await;
                     self.final_delete().await;

@@ -483,9 +483,25 @@ fn the_runner_runs_pods_for_real() {
         bad["status"]
     );
     assert!(!netns_list().contains(&format!("kvrs-{}", short_id(&uid_of(&bad)))));
-    for n in ["ok", "bad"] {
-        env.kubectl(&["delete", "pod", n, "-n", NS, "--wait=false"]);
+    // Deleted gracefully ("bad") or forced ("ok"): either way the runner removes the pod's
+    // directories.
+    for (n, p, force) in [("ok", &ok, true), ("bad", &bad, false)] {
+        let mut args = vec!["delete", "pod", n, "-n", NS, "--wait=false"];
+        if force {
+            args.extend(["--grace-period=0", "--force"]);
+        }
+        env.kubectl(&args);
         env.wait_gone(n, Duration::from_secs(30));
+        let dir = env.root.join("p").join(uid_of(p));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while dir.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "{n}: pod directory {} left after the pod was deleted",
+                dir.display()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     // 3. An image that is not in --images: Failed, naming the volume and the reference.
