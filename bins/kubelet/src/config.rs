@@ -167,6 +167,17 @@ pub struct PodAddress {
     pub prefix_len: u8,
 }
 
+impl PodAddress {
+    /// Whether a host route already claims this /30 (the route is at least as specific and
+    /// lies inside it), so the host would send the pod's traffic elsewhere.
+    pub fn shadowed_by(&self, routes: &[crate::host::Route]) -> bool {
+        let block = u32::from(self.gateway) & !3;
+        routes
+            .iter()
+            .any(|r| r.prefix_len >= 30 && u32::from(r.network) & !3 == block)
+    }
+}
+
 impl PodCidr {
     /// How many pods fit.
     pub fn slots(&self) -> u32 {
@@ -308,6 +319,31 @@ impl BinaryMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_block_routed_elsewhere_is_shadowed_and_wider_routes_are_not() {
+        use crate::host::Route;
+        let c: PodCidr = "10.251.0.0/16".parse().unwrap();
+        let route = |net: [u8; 4], prefix_len| Route {
+            network: net.into(),
+            prefix_len,
+        };
+        let left_over = [route([10, 251, 0, 0], 30), route([0, 0, 0, 0], 0)];
+        assert!(c.address(0).unwrap().shadowed_by(&left_over));
+        assert!(!c.address(1).unwrap().shadowed_by(&left_over));
+        // A host route to the pod IP alone also wins over the pod's /30.
+        assert!(
+            c.address(1)
+                .unwrap()
+                .shadowed_by(&[route([10, 251, 0, 6], 32)])
+        );
+        // A wider route (the whole range sent somewhere) loses to the pod's own /30.
+        assert!(
+            !c.address(2)
+                .unwrap()
+                .shadowed_by(&[route([10, 251, 0, 0], 16)])
+        );
+    }
 
     #[test]
     fn cidr_slots_are_slash_30s() {

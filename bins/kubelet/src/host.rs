@@ -62,6 +62,51 @@ pub fn cgroup_root(node: &str) -> Option<PathBuf> {
     Some(root)
 }
 
+/// An IPv4 route of the host's main table: its network and prefix length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Route {
+    /// The destination network.
+    pub network: std::net::Ipv4Addr,
+    /// Its prefix length.
+    pub prefix_len: u8,
+}
+
+/// The host's IPv4 routes (`/proc/net/route`); empty when they cannot be read.
+///
+/// Why: a pod's /30 must not already be routed elsewhere. A runner killed without cleaning up
+/// (a test run interrupted, a crashed kubelet with another state directory) leaves its veth
+/// and its route behind; a new pod given the same block would be unreachable from the host,
+/// since the older route wins.
+pub fn host_routes() -> Vec<Route> {
+    fs::read_to_string("/proc/net/route")
+        .map(|t| parse_proc_net_route(&t))
+        .unwrap_or_default()
+}
+
+/// Parses `/proc/net/route`: a header line, then tab-separated fields where destination
+/// and mask are the network-order address printed as a native-endian hex `u32`. Lines that
+/// do not parse, and masks that are not prefixes, are skipped.
+pub fn parse_proc_net_route(text: &str) -> Vec<Route> {
+    let addr = |hex: &str| {
+        u32::from_str_radix(hex, 16)
+            .ok()
+            .map(|v| std::net::Ipv4Addr::from(v.to_ne_bytes()))
+    };
+    text.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let network = addr(f.get(1)?)?;
+            let mask = u32::from(addr(f.get(7)?)?);
+            let prefix_len = mask.leading_ones();
+            (mask.count_ones() == prefix_len).then_some(Route {
+                network,
+                prefix_len: prefix_len as u8,
+            })
+        })
+        .collect()
+}
+
 fn run_ip(args: &[&str]) -> Result<(), HostError> {
     let out = std::process::Command::new("ip")
         .args(args)
@@ -281,4 +326,41 @@ pub fn log_tail(path: &Path) -> Option<String> {
     let lines: Vec<&str> = text.lines().collect();
     let tail = lines[lines.len().saturating_sub(10)..].join("\n");
     (!tail.trim().is_empty()).then_some(tail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel prints network-order addresses as native `u32`s; this text is x86's.
+    #[cfg(target_endian = "little")]
+    #[test]
+    fn routes_parse_from_proc_net_route() {
+        // A real table: the default route, a pod's /30 left by a killed runner, the LAN.
+        let text = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+            eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
+            kvh6081154d32\t0000FB0A\t00000000\t0001\t0\t0\t0\tFCFFFFFF\t0\t0\t0\n\
+            eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
+            broken line\n";
+        let routes = parse_proc_net_route(text);
+        let shown: Vec<String> = routes
+            .iter()
+            .map(|r| format!("{}/{}", r.network, r.prefix_len))
+            .collect();
+        assert_eq!(shown, ["0.0.0.0/0", "10.251.0.0/30", "192.0.2.0/24"]);
+    }
+
+    #[test]
+    fn the_hosts_own_table_parses() {
+        // Every machine that runs pods has at least one IPv4 route (loopback-only hosts aside,
+        // which cannot run a pod network anyway).
+        let text = fs::read_to_string("/proc/net/route").expect("/proc/net/route is readable");
+        assert_eq!(
+            parse_proc_net_route(&text).len(),
+            text.lines()
+                .skip(1)
+                .filter(|l| !l.trim().is_empty())
+                .count()
+        );
+    }
 }

@@ -43,9 +43,25 @@ impl Ctx {
         )
     }
 
+    /// The first slot neither held by a pod of this runner nor already routed on the host
+    /// (see [`host::host_routes`]).
     fn take_slot(&self) -> Option<u32> {
+        let routes = host::host_routes();
+        let cidr = &self.config.pod_cidr;
         let mut used = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        let free = (0..self.config.pod_cidr.slots()).find(|s| !used.contains(s))?;
+        let free = (0..cidr.slots()).find(|&s| {
+            if used.contains(&s) {
+                return false;
+            }
+            let shadowed = cidr.address(s).is_some_and(|a| a.shadowed_by(&routes));
+            if shadowed {
+                warn!(
+                    slot = s,
+                    "address block already routed on this host (left by another runner?): skipped"
+                );
+            }
+            !shadowed
+        })?;
         used.insert(free);
         Some(free)
     }
