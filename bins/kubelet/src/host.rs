@@ -101,7 +101,7 @@ pub fn parse_proc_net_route(text: &str) -> Vec<Route> {
             let prefix_len = mask.leading_ones();
             (mask.count_ones() == prefix_len).then_some(Route {
                 network,
-                prefix_len: prefix_len as u8,
+                prefix_len: u8::try_from(prefix_len).ok()?,
             })
         })
         .collect()

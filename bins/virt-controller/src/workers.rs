@@ -24,7 +24,7 @@ use kvrs_runtime::{
     requeue_async,
 };
 use serde_json::Value;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use crate::caches::{Caches, Shared, lock};
 use crate::events::BackgroundEvents;
@@ -366,7 +366,28 @@ impl Controllers {
     ) {
         let took_us = micros(started.elapsed());
         let api_us = micros(api);
-        if let Some(e) = &out.error {
+        // A conflict is routine (a cache one write behind; the watch brings the newer version
+        // and queues the key again): said at info, as KubeVirt's re-enqueue is. Anything else
+        // is a warning.
+        let conflict = out
+            .failed
+            .as_ref()
+            .is_some_and(|f| f.kind == kvrs_runtime::ApiErrorKind::Conflict);
+        if let Some(e) = &out.error
+            && conflict
+        {
+            self.metrics.reconcile_error(queue, e.label());
+            info!(
+                queue,
+                object = key,
+                writes = out.writes_sent,
+                took_us,
+                api_us,
+                reason = e.label(),
+                "reconcile failed: {}",
+                e.message
+            );
+        } else if let Some(e) = &out.error {
             self.metrics.reconcile_error(queue, e.label());
             warn!(
                 queue,

@@ -158,11 +158,11 @@ impl KubeApi {
                 }
                 .map(drop)
                 .map_err(|e| {
-                    let mut err = api_error(e);
+                    let err = api_error(e);
                     // The API server answers a failed JSON-patch `test` with 422: for kvrs's
                     // conditional patches that means the object changed — a conflict.
                     if conditional && err.kind == ApiErrorKind::Invalid {
-                        err.kind = ApiErrorKind::Conflict;
+                        return precondition_failed(w, &err.message);
                     }
                     err
                 })
@@ -211,6 +211,26 @@ fn patch_is_conditional(op: &WriteOp) -> bool {
             .is_some_and(|ops| ops.iter().any(|o| o["op"] == "test")),
         _ => false,
     }
+}
+
+/// A conditional patch of `w` the API server refused with 422: its `test` operations no longer
+/// held, so the object changed after the cache read it. A conflict, said so: the server's own
+/// message for it ("the server rejected our request due to an error in our request") names
+/// neither the object nor the cause.
+fn precondition_failed(w: &ApiWrite, server_message: &str) -> ApiError {
+    let sub = w
+        .subresource
+        .as_deref()
+        .map(|s| format!("/{s}"))
+        .unwrap_or_default();
+    ApiError::new(
+        ApiErrorKind::Conflict,
+        format!(
+            "{}{sub} {}/{} changed since it was read: a test precondition of the patch did \
+             not hold (the API server: {server_message}); retried on the newer version",
+            w.resource, w.namespace, w.name
+        ),
+    )
 }
 
 /// The API server's answer as an [`ApiError`].
@@ -301,5 +321,38 @@ mod tests {
         }
         assert_eq!(resource_of("pods"), Some(("", "v1", "Pod")));
         assert_eq!(resource_of("secrets"), None);
+    }
+
+    #[test]
+    fn a_failed_test_precondition_is_a_conflict_naming_the_object() {
+        let w = ApiWrite::new(
+            "virtualmachines",
+            "prod",
+            "web",
+            WriteOp::Patch {
+                patch_type: PatchType::Json,
+                patch: serde_json::json!([
+                    {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+                    {"op": "add", "path": "/metadata/finalizers", "value": ["kubevirt.io/virtualMachineControllerFinalize"]},
+                ]),
+            },
+        );
+        assert!(patch_is_conditional(&w.op));
+        let generic = "the server rejected our request due to an error in our request";
+        let e = precondition_failed(&w, generic);
+        assert_eq!(e.kind, ApiErrorKind::Conflict);
+        assert_eq!(
+            e.message,
+            "virtualmachines prod/web changed since it was read: a test precondition of the \
+             patch did not hold (the API server: the server rejected our request due to an \
+             error in our request); retried on the newer version"
+        );
+        let mut status = w.clone();
+        status.subresource = Some("status".into());
+        assert!(
+            precondition_failed(&status, generic)
+                .message
+                .starts_with("virtualmachines/status prod/web changed")
+        );
     }
 }

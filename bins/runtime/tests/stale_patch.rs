@@ -1,0 +1,108 @@
+//! A conditional JSON patch whose `test` no longer holds, against a real kube-apiserver: the
+//! server answers 422 with a message that names neither the object nor the cause; kvrs reports
+//! it as a conflict naming both, and keeps other 422s what they are.
+
+use k8s_openapi::api::core::v1::Pod;
+use kvrs_decide::{ApiWrite, PatchType, WriteOp};
+use kvrs_runtime::kube::api::KubeApi;
+use kvrs_runtime::{Api as _, ApiErrorKind};
+use kvrs_test_cluster::{Options, TestCluster};
+use serde_json::json;
+
+const NS: &str = "stale";
+
+fn patch(ops: serde_json::Value) -> ApiWrite {
+    ApiWrite::new(
+        "pods",
+        NS,
+        "p",
+        WriteOp::Patch {
+            patch_type: PatchType::Json,
+            patch: ops,
+        },
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_test_precondition_is_a_conflict_naming_the_object() {
+    let cluster = tokio::task::block_in_place(|| TestCluster::start(Options::apiserver_only()))
+        .expect("a real kube-apiserver and etcd");
+    let out = tokio::task::block_in_place(|| cluster.kubectl(["create", "namespace", NS]));
+    assert!(out.status.success(), "{out:?}");
+    let kubeconfig = kube::config::Kubeconfig::read_from(cluster.admin_kubeconfig_path())
+        .expect("read kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("kube config");
+    let client = kube::Client::try_from(config).expect("kube client");
+    let mut api = KubeApi::new(client.clone(), "kvrs-test", "stale-patch");
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client, NS);
+
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": NS},
+        "spec": {"containers": [{"name": "c", "image": "example.org/c:1"}]},
+    });
+    api.write(&ApiWrite::new(
+        "pods",
+        NS,
+        "p",
+        WriteOp::Create { object: pod },
+    ))
+    .await
+    .expect("create");
+    let read_rv = pods
+        .get("p")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+
+    // The version read still holds: the patch goes through.
+    let test_rv =
+        |rv: &str| json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv});
+    api.write(&patch(json!([
+        test_rv(&read_rv),
+        {"op": "add", "path": "/metadata/labels", "value": {"first": "yes"}},
+    ])))
+    .await
+    .expect("a patch of the version read");
+    let stored = pods.get("p").await.unwrap();
+    assert_eq!(stored.metadata.labels.unwrap()["first"], "yes");
+
+    // The object changed since: the same precondition fails, as a conflict naming it.
+    let e = api
+        .write(&patch(json!([
+            test_rv(&read_rv),
+            {"op": "add", "path": "/metadata/labels/second", "value": "yes"},
+        ])))
+        .await
+        .expect_err("a stale precondition is refused");
+    assert_eq!(e.kind, ApiErrorKind::Conflict, "{e:?}");
+    assert!(
+        e.message
+            .starts_with("pods stale/p changed since it was read: a test precondition"),
+        "{}",
+        e.message
+    );
+    let stored = pods.get("p").await.unwrap();
+    assert!(
+        !stored.metadata.labels.unwrap().contains_key("second"),
+        "nothing of the refused patch is stored"
+    );
+
+    // A patch without `test` that the server cannot apply stays what it is: invalid.
+    let e = api
+        .write(&patch(json!([
+            {"op": "replace", "path": "/metadata/annotations/missing", "value": "x"},
+        ])))
+        .await
+        .expect_err("a replace of a missing field is refused");
+    assert_eq!(e.kind, ApiErrorKind::Invalid, "{e:?}");
+    assert!(
+        !e.message.contains("changed since it was read"),
+        "{}",
+        e.message
+    );
+}
