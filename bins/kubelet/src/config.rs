@@ -21,7 +21,8 @@ pub struct KubeletConfig {
     /// private `/run`, device nodes and passwd copies, and the containers' logs (`logs/`).
     /// Must allow device nodes (not mounted `nodev`).
     pub state_dir: PathBuf,
-    /// Addresses for pods on this node; each pod gets one /30 of it.
+    /// Addresses for pods on this node; each pod gets one /30 of it (skipping any /30 the host
+    /// already routes elsewhere, e.g. a veth another runner left behind).
     pub pod_cidr: PodCidr,
     /// The address reported as `status.hostIP` and on the Node.
     pub host_ip: Ipv4Addr,
