@@ -5,6 +5,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use kvrs_decide::{ApiWrite, PatchType, WriteOp};
 use kvrs_runtime::kube::api::KubeApi;
+use kvrs_runtime::kube::setup::connect;
 use kvrs_runtime::{Api as _, ApiErrorKind};
 use kvrs_test_cluster::{Options, TestCluster};
 use serde_json::json;
@@ -29,12 +30,9 @@ async fn a_stale_test_precondition_is_a_conflict_naming_the_object() {
         .expect("a real kube-apiserver and etcd");
     let out = tokio::task::block_in_place(|| cluster.kubectl(["create", "namespace", NS]));
     assert!(out.status.success(), "{out:?}");
-    let kubeconfig = kube::config::Kubeconfig::read_from(cluster.admin_kubeconfig_path())
-        .expect("read kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+    let client = connect(Some(cluster.admin_kubeconfig_path()))
         .await
-        .expect("kube config");
-    let client = kube::Client::try_from(config).expect("kube client");
+        .expect("a client for the test cluster");
     let mut api = KubeApi::new(client.clone(), "kvrs-test", "stale-patch");
     let pods: kube::Api<Pod> = kube::Api::namespaced(client, NS);
 

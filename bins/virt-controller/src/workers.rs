@@ -369,36 +369,31 @@ impl Controllers {
         // A conflict is routine (a cache one write behind; the watch brings the newer version
         // and queues the key again): said at info, as KubeVirt's re-enqueue is. Anything else
         // is a warning.
-        let conflict = out
-            .failed
-            .as_ref()
-            .is_some_and(|f| f.kind == kvrs_runtime::ApiErrorKind::Conflict);
-        if let Some(e) = &out.error
-            && conflict
-        {
+        macro_rules! failed {
+            ($level:ident, $e:expr) => {
+                $level!(
+                    queue,
+                    object = key,
+                    writes = out.writes_sent,
+                    took_us,
+                    api_us,
+                    reason = $e.label(),
+                    "reconcile failed: {}",
+                    $e.message
+                )
+            };
+        }
+        if let Some(e) = &out.error {
             self.metrics.reconcile_error(queue, e.label());
-            info!(
-                queue,
-                object = key,
-                writes = out.writes_sent,
-                took_us,
-                api_us,
-                reason = e.label(),
-                "reconcile failed: {}",
-                e.message
-            );
-        } else if let Some(e) = &out.error {
-            self.metrics.reconcile_error(queue, e.label());
-            warn!(
-                queue,
-                object = key,
-                writes = out.writes_sent,
-                took_us,
-                api_us,
-                reason = e.label(),
-                "reconcile failed: {}",
-                e.message
-            );
+            let conflict = out
+                .failed
+                .as_ref()
+                .is_some_and(|f| f.kind == kvrs_runtime::ApiErrorKind::Conflict);
+            if conflict {
+                failed!(info, e);
+            } else {
+                failed!(warn, e);
+            }
         } else {
             // One line per reconcile: the burst benchmark counts reconciles and writes from it.
             debug!(
