@@ -4,17 +4,25 @@
 # the Fedora example, a Windows-like VMI and a many-disk VMI. Each side does, per conversion,
 # what its launcher does before defining the domain — KubeVirt: Convert_v1_VirtualMachineInstance
 # _To_api_Domain, libvirt-domain defaulting, xml.MarshalIndent; kvrs: convert + indented XML —
-# with the oracle's converter context, one core each, alternating KubeVirt / kvrs for ROUNDS
-# rounds of N conversions. Prints per case the median of the rounds' medians, the ratio, and
-# allocations per conversion (Go runtime.MemStats.Mallocs; kvrs: a separate, untimed run of the
-# same conversions on a counting allocator, kvrs-bench-convert-allocs — the timed runs use the
-# system allocator, as the launcher does).
+# with the oracle's converter context, one core each.
 #
-# Usage: bash benches/compare-kubevirt.sh [ROUNDS] [N]   (defaults 5 and 2000)
+# Paired rounds: this machine's speed changes by up to 2x within seconds (the same kvrs binary
+# prints 3.3 or 6.5 µs per Fedora conversion in back-to-back runs; KubeVirt's side moves the
+# same way), so two medians taken apart compare the machine, not the code. Both converters
+# therefore run as servers (`kvrs-diff-go bench-convert-serve`, `kvrs-bench-convert --serve`,
+# started once per case: KubeVirt's process takes seconds to start) and each round asks one,
+# then the other, for a window of about WINDOW_MS of conversions (counts calibrated per case),
+# the order alternating between rounds; the round's ratio is KubeVirt's median over kvrs's.
+# Printed per case: the median of the rounds' ratios and its interquartile range, the median of
+# each side's round medians, and allocations per conversion (Go runtime.MemStats.Mallocs;
+# kvrs: a separate, untimed run of the same conversions on a counting allocator,
+# kvrs-bench-convert-allocs — the timed runs use the system allocator, as the launcher does).
+#
+# Usage: bash benches/compare-kubevirt.sh [ROUNDS] [WINDOW_MS]   (defaults 60 and 50)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=${1:-5}
-N=${2:-2000}
+ROUNDS=${1:-60}
+WINDOW_MS=${2:-50}
 SHARED=${KVRS_SHARED:-$(cd .. && pwd)/shared}
 
 GO_BIN=$(bash scripts/diff-harness.sh | tail -n 1)
@@ -55,26 +63,57 @@ cases=(
   "many-disks(200):$work/many-disks.defaulted.json"
 )
 
-median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 field() { sed -n "s/^$1: //p"; }
 
-printf '%-16s %14s %14s %8s %12s %12s\n' case "KubeVirt ns" "kvrs ns" ratio "KubeVirt allocs" "kvrs allocs"
+printf '%-16s %8s %14s %13s %13s %10s %10s\n' case ratio "ratio IQR" "KubeVirt ns" "kvrs ns" \
+  "KV allocs" "kvrs allocs"
 for entry in "${cases[@]}"; do
   name=${entry%%:*}
   file=${entry#*:}
   [ -f "$file" ] || { echo "compare-kubevirt.sh: missing input $file" >&2; exit 1; }
-  : >"$work/go" && : >"$work/rs"
-  for _ in $(seq "$ROUNDS"); do
-    taskset -c 0 "$GO_BIN" bench-convert "$file" "$N" >"$work/go.out"
-    taskset -c 0 "$KVRS_BIN" "$file" "$N" >"$work/rs.out"
-    field "median ns\/conversion" <"$work/go.out" >>"$work/go"
-    field "median ns\/conversion" <"$work/rs.out" >>"$work/rs"
-  done
-  go_ns=$(median <"$work/go")
-  rs_ns=$(median <"$work/rs")
-  go_alloc=$(field "allocations\/conversion" <"$work/go.out")
-  rs_alloc=$(taskset -c 0 "$KVRS_ALLOCS" "$file" "$N" | field "allocations\/conversion")
-  ratio=$(awk -v g="$go_ns" -v r="$rs_ns" 'BEGIN { printf "%.1fx", g / r }')
-  printf '%-16s %14s %14s %8s %12s %12s\n' "$name" "$go_ns" "$rs_ns" "$ratio" "$go_alloc" "$rs_alloc"
+  rs_alloc=$(taskset -c 0 "$KVRS_ALLOCS" "$file" 1000 | field "allocations\/conversion")
+  python3 - "$name" "$file" "$GO_BIN" "$KVRS_BIN" "$ROUNDS" "$WINDOW_MS" "$rs_alloc" <<'PY'
+import statistics, subprocess, sys
+
+name, file, go_bin, rs_bin, rounds, window_ms, rs_alloc = sys.argv[1:]
+rounds, window_ms = int(rounds), float(window_ms)
+
+def server(argv):
+    return subprocess.Popen(["taskset", "-c", "0", *argv], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, bufsize=1)
+
+def ask(proc, n, who):
+    proc.stdin.write(f"{n}\n")
+    proc.stdin.flush()
+    line = proc.stdout.readline().split()
+    if not line:
+        sys.exit(f"compare-kubevirt.sh: {name}: the {who} server answered nothing (exit {proc.poll()})")
+    return [int(x) for x in line]
+
+go = server([go_bin, "bench-convert-serve", file])
+rs = server([rs_bin, file, "--serve"])
+# Calibration (not part of the result): a short window per side sizes the rounds' windows.
+count = lambda ns: max(5, int(window_ms * 1e6 / ns))
+n_go = count(ask(go, 5, "KubeVirt")[0])
+n_rs = count(ask(rs, 200, "kvrs")[0])
+go_ns, rs_ns, ratios, go_alloc = [], [], [], 0
+for r in range(rounds):
+    if r % 2 == 0:
+        g, go_alloc = ask(go, n_go, "KubeVirt")
+        (k,) = ask(rs, n_rs, "kvrs")
+    else:
+        (k,) = ask(rs, n_rs, "kvrs")
+        g, go_alloc = ask(go, n_go, "KubeVirt")
+    go_ns.append(g)
+    rs_ns.append(k)
+    ratios.append(g / k)
+for p in (go, rs):
+    p.stdin.close()
+    p.wait()
+q = statistics.quantiles(ratios, n=4)
+iqr = f"{q[0]:.1f}-{q[2]:.1f}x"
+print(f"{name:<16} {statistics.median(ratios):7.1f}x {iqr:>14} "
+      f"{statistics.median(go_ns):>13.0f} {statistics.median(rs_ns):>13.0f} {go_alloc:>10} {rs_alloc:>10}")
+PY
 done
-echo "(median of $ROUNDS rounds x $N conversions each, one core; ratio = KubeVirt time / kvrs time)"
+echo "(median of $ROUNDS paired rounds of ~${WINDOW_MS} ms per side, one core; ratio = KubeVirt's median / kvrs's in the same round)"

@@ -11,10 +11,15 @@
 //! `kvrs-bench-convert FILE N --phases` additionally times one conversion's phases — convert
 //! (configurators, disks, libvirt defaults), XML writing, and dropping the domain and the text —
 //! and prints each phase's median.
+//!
+//! `kvrs-bench-convert FILE --serve` times windows on request: each line `N` on stdin runs N
+//! conversions and answers their median (ns) on a line of its own.
 
+use std::io::{BufRead, Write};
 use std::process::ExitCode;
 use std::time::Instant;
 
+use kvrs_api::VirtualMachineInstance;
 use kvrs_converter::ConverterContext;
 
 #[path = "convert_common.rs"]
@@ -28,21 +33,29 @@ fn main() -> ExitCode {
     };
     let (vmi, n) = (&args.vmi, args.n);
     let ctx = ConverterContext::default();
-    let mut times = Vec::with_capacity(n);
     // One untimed conversion first: it fails early on bad input and warms the caches.
-    for i in 0..=n {
-        let start = Instant::now();
-        if let Err(e) = common::once(vmi, &ctx) {
+    if let Err(e) = common::once(vmi, &ctx) {
+        eprintln!("{BIN}: convert: {e}");
+        return ExitCode::FAILURE;
+    }
+    if args.serve {
+        return match serve(vmi, &ctx) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("{BIN}: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let median = match window(vmi, &ctx, n) {
+        Ok(m) => m,
+        Err(e) => {
             eprintln!("{BIN}: convert: {e}");
             return ExitCode::FAILURE;
         }
-        if i > 0 {
-            times.push(start.elapsed());
-        }
-    }
-    times.sort();
+    };
     println!("conversions: {n}");
-    println!("median ns/conversion: {}", times[n / 2].as_nanos());
+    println!("median ns/conversion: {median}");
     if args.phases {
         let mut phase_times: [Vec<u128>; 4] = std::array::from_fn(|_| Vec::with_capacity(n));
         for _ in 0..n {
@@ -64,4 +77,39 @@ fn main() -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Times `n` conversions; their median in nanoseconds.
+fn window(vmi: &VirtualMachineInstance, ctx: &ConverterContext, n: usize) -> Result<u128, String> {
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = Instant::now();
+        common::once(vmi, ctx)?;
+        times.push(start.elapsed());
+    }
+    times.sort_unstable();
+    Ok(times[n / 2].as_nanos())
+}
+
+/// `--serve`: each line `N` on stdin times N conversions and answers `MEDIAN_NS` on stdout —
+/// the counterpart of `kvrs-diff-go bench-convert-serve`, so `benches/compare-kubevirt.sh` can
+/// interleave short windows of the two converters without starting a process for each.
+fn serve(vmi: &VirtualMachineInstance, ctx: &ConverterContext) -> Result<(), String> {
+    let mut out = std::io::stdout().lock();
+    for line in std::io::stdin().lock().lines() {
+        let line = line.map_err(|e| format!("reading stdin: {e}"))?;
+        let n: usize = match line.trim().parse() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                return Err(format!(
+                    "--serve: each line must be a positive integer, got {line:?}"
+                ));
+            }
+        };
+        let median = window(vmi, ctx, n).map_err(|e| format!("convert: {e}"))?;
+        writeln!(out, "{median}")
+            .and_then(|()| out.flush())
+            .map_err(|e| format!("writing stdout: {e}"))?;
+    }
+    Ok(())
 }

@@ -22,6 +22,10 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(code) => return code,
     };
+    if args.serve {
+        eprintln!("{BIN}: --serve is kvrs-bench-convert's (this binary counts, it does not time)");
+        return ExitCode::from(2);
+    }
     let (vmi, n) = (&args.vmi, args.n);
     let ctx = ConverterContext::default();
     if let Err(e) = common::once(vmi, &ctx) {

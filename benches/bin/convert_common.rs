@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use kvrs_api::VirtualMachineInstance;
 use kvrs_converter::{ConverterContext, Domain, convert};
 
-/// `BIN FILE N [--phases]`.
+/// `BIN FILE N [--phases]` or `BIN FILE --serve`.
 pub struct Args {
     /// The defaulted VMI (JSON).
     pub vmi: VirtualMachineInstance,
@@ -15,15 +15,34 @@ pub struct Args {
     pub n: usize,
     /// Also split one conversion into its phases.
     pub phases: bool,
+    /// Serve windows of conversions: each line `N` on stdin, answered on stdout (`n` is 0).
+    pub serve: bool,
 }
 
 /// Reads the arguments and the VMI; a usage or input error is printed and becomes the exit code.
 pub fn args(bin: &str) -> Result<Args, ExitCode> {
     let args: Vec<String> = std::env::args().collect();
     let (Some(file), Some(n)) = (args.get(1), args.get(2)) else {
-        eprintln!("usage: {bin} FILE N [--phases]");
+        eprintln!("usage: {bin} FILE N [--phases] | {bin} FILE --serve");
         return Err(ExitCode::from(2));
     };
+    let vmi = |file: &str| {
+        std::fs::read_to_string(file)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+            .map_err(|e| {
+                eprintln!("{bin}: {file}: {e}");
+                ExitCode::FAILURE
+            })
+    };
+    if n == "--serve" && args.len() == 3 {
+        return Ok(Args {
+            vmi: vmi(file)?,
+            n: 0,
+            phases: false,
+            serve: true,
+        });
+    }
     let n: usize = match n.parse() {
         Ok(n) if n > 0 => n,
         _ => {
@@ -39,14 +58,12 @@ pub fn args(bin: &str) -> Result<Args, ExitCode> {
             return Err(ExitCode::from(2));
         }
     };
-    let vmi = std::fs::read_to_string(file)
-        .map_err(|e| e.to_string())
-        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-        .map_err(|e| {
-            eprintln!("{bin}: {file}: {e}");
-            ExitCode::FAILURE
-        })?;
-    Ok(Args { vmi, n, phases })
+    Ok(Args {
+        vmi: vmi(file)?,
+        n,
+        phases,
+        serve: false,
+    })
 }
 
 /// One conversion: the domain and its indented XML; returns the XML's length.

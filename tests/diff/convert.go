@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"os"
 	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	k8sv1 "k8s.io/api/core/v1"
@@ -222,20 +225,61 @@ func domainXML(vmi *v1.VirtualMachineInstance, pod *k8sv1.Pod, cfg *virtconfig.C
 // convert, libvirt-domain defaulting, xml.MarshalIndent) and prints the median and the
 // allocations per conversion.
 func benchConvert(file string, n int, out io.Writer) error {
-	body, err := os.ReadFile(file)
+	once, err := benchSetup(file)
 	if err != nil {
 		return err
 	}
+	w, err := benchWindow(once, n)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "conversions: %d\n", n)
+	fmt.Fprintf(out, "median ns/conversion: %d\n", w.medianNs)
+	fmt.Fprintf(out, "allocations/conversion: %d\n", w.allocs)
+	fmt.Fprintf(out, "bytes/conversion: %d\n", w.bytes)
+	return nil
+}
+
+// benchServe is benchConvert as a server, so a driver can interleave short windows of both
+// converters without paying this process's start (seconds: KubeVirt's package initialisation)
+// each time: every line "N" on in runs N conversions and answers one line "MEDIAN_NS ALLOCS".
+func benchServe(file string, in io.Reader, out io.Writer) error {
+	once, err := benchSetup(file)
+	if err != nil {
+		return err
+	}
+	lines := bufio.NewScanner(in)
+	for lines.Scan() {
+		n, err := strconv.Atoi(strings.TrimSpace(lines.Text()))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("bench-convert-serve: each line must be a positive integer, got %q", lines.Text())
+		}
+		w, err := benchWindow(once, n)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%d %d\n", w.medianNs, w.allocs)
+	}
+	return lines.Err()
+}
+
+// benchSetup reads the defaulted VMI in file and returns one conversion of it (run once here,
+// so bad input fails before any timing).
+func benchSetup(file string) (func() error, error) {
+	body, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
 	vmi := &v1.VirtualMachineInstance{}
 	if err := json.Unmarshal(body, vmi); err != nil {
-		return fmt.Errorf("%s: %w", file, err)
+		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	prepare(vmi)
 	// The pod's CPU limit is the dedicated CPU set, as for the JSON-lines answers.
 	cfg := newHarness().clusterConfig(nil)
 	pod, err := renderPod(vmi.DeepCopy(), cfg)
 	if err != nil {
-		return fmt.Errorf("pod: %w", err)
+		return nil, fmt.Errorf("pod: %w", err)
 	}
 	cpuLimit, bindings := cpuLimitOf(pod, vmi), cfg.GetNetworkBindings()
 	once := func() error {
@@ -249,8 +293,20 @@ func benchConvert(file string, n int, out io.Writer) error {
 		return err
 	}
 	if err := once(); err != nil {
-		return fmt.Errorf("convert: %w", err)
+		return nil, fmt.Errorf("convert: %w", err)
 	}
+	return once, nil
+}
+
+// window is what n timed conversions measured.
+type window struct {
+	medianNs      int64
+	allocs, bytes uint64
+}
+
+// benchWindow times n conversions: the median of their times and the allocations (and bytes)
+// per conversion.
+func benchWindow(once func() error, n int) (window, error) {
 	times := make([]time.Duration, n)
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -258,15 +314,15 @@ func benchConvert(file string, n int, out io.Writer) error {
 	for i := range times {
 		start := time.Now()
 		if err := once(); err != nil {
-			return err
+			return window{}, err
 		}
 		times[i] = time.Since(start)
 	}
 	runtime.ReadMemStats(&after)
 	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
-	fmt.Fprintf(out, "conversions: %d\n", n)
-	fmt.Fprintf(out, "median ns/conversion: %d\n", times[n/2].Nanoseconds())
-	fmt.Fprintf(out, "allocations/conversion: %d\n", (after.Mallocs-before.Mallocs)/uint64(n))
-	fmt.Fprintf(out, "bytes/conversion: %d\n", (after.TotalAlloc-before.TotalAlloc)/uint64(n))
-	return nil
+	return window{
+		medianNs: times[n/2].Nanoseconds(),
+		allocs:   (after.Mallocs - before.Mallocs) / uint64(n),
+		bytes:    (after.TotalAlloc - before.TotalAlloc) / uint64(n),
+	}, nil
 }

@@ -12,6 +12,9 @@
 //	kvrs-diff-go bench-convert FILE N
 //	                                times N in-process conversions of the defaulted VMI FILE
 //	                                (convert, libvirt-domain defaulting, xml.MarshalIndent)
+//	kvrs-diff-go bench-convert-serve FILE
+//	                                the same as a server: each line N on stdin times N more
+//	                                conversions and answers "MEDIAN_NS ALLOCS"
 package main
 
 import (
@@ -80,11 +83,19 @@ func main() {
 				fatalf("bench-convert: %v", err)
 			}
 			return
+		case "bench-convert-serve":
+			if len(os.Args) != 3 {
+				fatalf("usage: kvrs-diff-go bench-convert-serve FILE")
+			}
+			if err := benchServe(os.Args[2], os.Stdin, os.Stdout); err != nil {
+				fatalf("bench-convert-serve: %v", err)
+			}
+			return
 		case "-h", "--help":
-			fmt.Println("usage: kvrs-diff-go < requests.jsonl > answers.jsonl | kvrs-diff-go bench-convert FILE N")
+			fmt.Println("usage: kvrs-diff-go < requests.jsonl > answers.jsonl | kvrs-diff-go bench-convert FILE N | kvrs-diff-go bench-convert-serve FILE")
 			return
 		default:
-			fatalf("unknown mode %q (modes: none for JSON lines on stdin, bench-convert FILE N)", os.Args[1])
+			fatalf("unknown mode %q (modes: none for JSON lines on stdin, bench-convert FILE N, bench-convert-serve FILE)", os.Args[1])
 		}
 	}
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
