@@ -717,3 +717,50 @@ fn fixtures_agree_with_kubevirt() {
         tally.failures.join("\n  ")
     );
 }
+
+/// `kvrs-diff-go bench-convert-serve`, the KubeVirt side of `benches/compare-kubevirt.sh`:
+/// each line `N` times N conversions of the Fedora example and answers the median and the
+/// allocations per conversion; a line that is no count ends it with an error naming the line.
+#[test]
+fn kubevirt_bench_server_answers_each_window() {
+    let bin = harness_binary();
+    let file = shared_dir("oracle").join("example-vmi-fedora.defaulted.json");
+    assert!(file.is_file(), "missing {}", file.display());
+    let mut child = Command::new(&bin)
+        .arg("bench-convert-serve")
+        .arg(&file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let mut answers = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+    for n in [3, 1] {
+        writeln!(stdin, "{n}").expect("writing a window");
+        let line = answers
+            .next()
+            .expect("an answer per window")
+            .expect("reading an answer");
+        let fields: Vec<u64> = line
+            .split_whitespace()
+            .map(|f| {
+                f.parse()
+                    .unwrap_or_else(|_| panic!("not a number in {line:?}"))
+            })
+            .collect();
+        assert_eq!(fields.len(), 2, "MEDIAN_NS ALLOCS, got {line:?}");
+        assert!(fields[0] > 0, "a conversion takes time: {line:?}");
+        // KubeVirt's converter allocates a few hundred times per conversion of this VMI.
+        assert!(fields[1] > 100, "allocations per conversion: {line:?}");
+    }
+    writeln!(stdin, "many").expect("writing a bad window");
+    drop(stdin);
+    let out = child.wait_with_output().expect("waiting for the server");
+    assert!(
+        !out.status.success(),
+        "a bad line must end the server with an error"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\"many\""), "the error names the line: {err}");
+}
