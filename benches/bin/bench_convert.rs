@@ -31,22 +31,25 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(code) => return code,
     };
-    let (vmi, n) = (&args.vmi, args.n);
+    let vmi = &args.vmi;
     let ctx = ConverterContext::default();
     // One untimed conversion first: it fails early on bad input and warms the caches.
     if let Err(e) = common::once(vmi, &ctx) {
         eprintln!("{BIN}: convert: {e}");
         return ExitCode::FAILURE;
     }
-    if args.serve {
-        return match serve(vmi, &ctx) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("{BIN}: {e}");
-                ExitCode::FAILURE
-            }
-        };
-    }
+    let (n, phases) = match args.mode {
+        common::Mode::Run { n, phases } => (n, phases),
+        common::Mode::Serve => {
+            return match serve(vmi, &ctx) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("{BIN}: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+    };
     let median = match window(vmi, &ctx, n) {
         Ok(m) => m,
         Err(e) => {
@@ -56,7 +59,7 @@ fn main() -> ExitCode {
     };
     println!("conversions: {n}");
     println!("median ns/conversion: {median}");
-    if args.phases {
+    if phases {
         let mut phase_times: [Vec<u128>; 4] = std::array::from_fn(|_| Vec::with_capacity(n));
         for _ in 0..n {
             let mut start = Instant::now();

@@ -22,11 +22,11 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(code) => return code,
     };
-    if args.serve {
+    let common::Mode::Run { n, phases } = args.mode else {
         eprintln!("{BIN}: --serve is kvrs-bench-convert's (this binary counts, it does not time)");
         return ExitCode::from(2);
-    }
-    let (vmi, n) = (&args.vmi, args.n);
+    };
+    let vmi = &args.vmi;
     let ctx = ConverterContext::default();
     if let Err(e) = common::once(vmi, &ctx) {
         eprintln!("{BIN}: convert: {e}");
@@ -47,7 +47,7 @@ fn main() -> ExitCode {
         per(stats.allocations + stats.reallocations)
     );
     println!("bytes/conversion: {}", per(stats.bytes_allocated));
-    if args.phases {
+    if phases {
         let mut allocs = [0usize; 4];
         for _ in 0..n {
             let mut region = Region::new(GLOBAL);

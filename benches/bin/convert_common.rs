@@ -11,12 +11,16 @@ use kvrs_converter::{ConverterContext, Domain, convert};
 pub struct Args {
     /// The defaulted VMI (JSON).
     pub vmi: VirtualMachineInstance,
-    /// Conversions to run.
-    pub n: usize,
-    /// Also split one conversion into its phases.
-    pub phases: bool,
-    /// Serve windows of conversions: each line `N` on stdin, answered on stdout (`n` is 0).
-    pub serve: bool,
+    /// What to do with it.
+    pub mode: Mode,
+}
+
+/// `N [--phases]` or `--serve`.
+pub enum Mode {
+    /// Run N conversions (and, with `phases`, N more split into their phases).
+    Run { n: usize, phases: bool },
+    /// Serve windows of conversions: each line `N` on stdin, answered on stdout.
+    Serve,
 }
 
 /// Reads the arguments and the VMI; a usage or input error is printed and becomes the exit code.
@@ -38,9 +42,7 @@ pub fn args(bin: &str) -> Result<Args, ExitCode> {
     if n == "--serve" && args.len() == 3 {
         return Ok(Args {
             vmi: vmi(file)?,
-            n: 0,
-            phases: false,
-            serve: true,
+            mode: Mode::Serve,
         });
     }
     let n: usize = match n.parse() {
@@ -60,9 +62,7 @@ pub fn args(bin: &str) -> Result<Args, ExitCode> {
     };
     Ok(Args {
         vmi: vmi(file)?,
-        n,
-        phases,
-        serve: false,
+        mode: Mode::Run { n, phases },
     })
 }
 

@@ -39,20 +39,16 @@ pub struct PathComponentError {
 /// assert!(path_component("metadata.uid", "").is_err());
 /// ```
 pub fn path_component(field: impl Display, value: &str) -> Result<&str, PathComponentError> {
-    // One pass over the bytes for the common case (a plain name); the reason only on failure.
-    if !value.is_empty() && value != "." && value != ".." && !has_slash_or_nul(value.as_bytes()) {
-        return Ok(value);
-    }
     let why = if value.is_empty() {
         "it is empty"
     } else if value == "." || value == ".." {
         "it names a directory, not an entry in one"
+    } else if !has_slash_or_nul(value.as_bytes()) {
+        return Ok(value);
     } else if value.contains('/') {
         "it contains '/'"
-    } else if value.contains('\0') {
-        "it contains NUL"
     } else {
-        return Ok(value);
+        "it contains NUL"
     };
     Err(PathComponentError {
         field: field.to_string(),
@@ -66,8 +62,8 @@ fn has_slash_or_nul(s: &[u8]) -> bool {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
     const SLASHES: u64 = u64::from_ne_bytes([b'/'; 8]);
-    // Some byte of `x` is zero (exact: no false positive when a zero byte is found first,
-    // and the answer is only "any").
+    // Nonzero exactly when some byte of `x` is zero (a borrow can mark bytes above a zero
+    // byte too, never a word without one).
     let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS != 0;
     let mut words = s.chunks_exact(8);
     for w in &mut words {
