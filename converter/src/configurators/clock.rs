@@ -32,6 +32,15 @@ impl Configurator for Clock {
             if let Some(t) = &src.timer {
                 // Interned: the few values KubeVirt knows (`catchup`, `delay`, ...) are borrowed.
                 let s = |v: &Option<String>| v.as_deref().filter(|s| !s.is_empty()).map(intern);
+                // Sized once: the list keeps one timer inline and would grow twice for four.
+                let kinds = [
+                    t.rtc.is_some(),
+                    t.pit.is_some(),
+                    t.kvm.is_some(),
+                    t.hpet.is_some(),
+                    t.hyperv.is_some(),
+                ];
+                c.timers.reserve_exact(kinds.iter().filter(|&&k| k).count());
                 if let Some(rtc) = &t.rtc {
                     c.timers.push(Timer {
                         name: "rtc".into(),

@@ -3,7 +3,7 @@
 use super::{Configurator, util};
 use crate::context::ConverterContext;
 use crate::domain::{
-    CharSource, Console as DomConsole, ConsoleTarget, Domain, Serial, SerialLog, SerialTarget,
+    CharSource, Console as DomConsole, ConsoleTarget, Domain, Few, Serial, SerialLog, SerialTarget,
 };
 use crate::error::ConvertError;
 use kvrs_api::VirtualMachineInstance;
@@ -28,7 +28,7 @@ impl Configurator for Console<'_> {
         if vmi.spec.domain.devices.autoattach_serial_console == Some(false) {
             return Ok(());
         }
-        domain.devices.consoles = vec![DomConsole {
+        domain.devices.consoles = Few::from([DomConsole {
             kind: "pty".into(),
             target: Some(ConsoleTarget {
                 kind: Some("serial".into()),
@@ -36,14 +36,14 @@ impl Configurator for Console<'_> {
             }),
             source: None,
             alias: None,
-        }];
+        }]);
         let uid = util::uid_component(vmi)?;
         let socket = util::cat(&[util::VIRT_PRIVATE_DIR, "/", uid, "/virt-serial0"]);
         let log = self
             .ctx
             .serial_console_log
             .unwrap_or_else(|| serial_console_log_rule(vmi));
-        domain.devices.serials = vec![Serial {
+        domain.devices.serials = Few::from([Serial {
             kind: "unix".into(),
             target: Some(SerialTarget { port: Some(0) }),
             log: log.then(|| SerialLog {
@@ -55,7 +55,7 @@ impl Configurator for Console<'_> {
                 path: Some(socket.into()),
             }),
             alias: None,
-        }];
+        }]);
         Ok(())
     }
 }

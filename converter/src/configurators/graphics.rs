@@ -2,7 +2,7 @@
 
 use super::{Configurator, Env, util};
 use crate::context::Arch;
-use crate::domain::{Domain, Graphics as DomGraphics, GraphicsListen, Video, VideoModel};
+use crate::domain::{Domain, Few, Graphics as DomGraphics, GraphicsListen, Video, VideoModel};
 use crate::error::ConvertError;
 use kvrs_api::VirtualMachineInstance;
 
@@ -27,7 +27,7 @@ impl Configurator for Graphics<'_> {
         {
             return Ok(());
         }
-        domain.devices.graphics = vec![DomGraphics {
+        domain.devices.graphics = Few::from([DomGraphics {
             listen: Some(GraphicsListen {
                 kind: "socket".into(),
                 socket: Some(
@@ -43,7 +43,7 @@ impl Configurator for Graphics<'_> {
             }),
             kind: "vnc".into(),
             ..DomGraphics::default()
-        }];
+        }]);
         let model = if let Some(video) = &devices.video {
             VideoModel {
                 kind: util::intern(video.r#type.as_deref().unwrap_or_default()),
@@ -73,7 +73,7 @@ impl Configurator for Graphics<'_> {
                 },
             }
         };
-        domain.devices.video = vec![Video { model }];
+        domain.devices.video = Few::from([Video { model }]);
         Ok(())
     }
 }

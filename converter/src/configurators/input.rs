@@ -2,7 +2,7 @@
 
 use super::Configurator;
 use crate::context::Arch;
-use crate::domain::{Alias, Domain, Input};
+use crate::domain::{Alias, Domain, Few, Input};
 use crate::error::ConvertError;
 use kvrs_api::VirtualMachineInstance;
 
@@ -20,7 +20,7 @@ impl Configurator for InputDevices {
     ) -> Result<(), ConvertError> {
         let devices = &vmi.spec.domain.devices;
         if let Some(inputs) = &devices.inputs {
-            let mut out = Vec::with_capacity(inputs.len());
+            let mut out = Few::with_capacity(inputs.len());
             for (i, input) in inputs.iter().enumerate() {
                 let bus = match input.bus.as_deref().unwrap_or("") {
                     "" | "usb" => "usb",

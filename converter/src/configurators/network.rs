@@ -206,7 +206,9 @@ impl Configurator for Network<'_> {
         let ifaces = vmi.spec.domain.devices.interfaces.as_deref().unwrap_or(&[]);
         let networks = vmi.spec.networks.as_deref().unwrap_or(&[]);
         let use_ls = self.env.sev || self.env.pv;
-        let mut out = Vec::with_capacity(ifaces.len());
+        let out = &mut domain.devices.interfaces;
+        out.clear();
+        out.reserve(ifaces.len());
         let network_index = super::util::first_by_name(networks, |n| n.name.as_str());
         let statuses = vmi
             .status
@@ -338,7 +340,6 @@ impl Configurator for Network<'_> {
             }
             out.push(d);
         }
-        domain.devices.interfaces = out;
         Ok(())
     }
 }

@@ -1,7 +1,7 @@
 //! `<tpm>`: an emulated TPM 2.0, CRB and persistent when the VMI asks for persistence.
 
 use super::Configurator;
-use crate::domain::{Domain, Tpm as DomTpm, TpmBackend};
+use crate::domain::{Domain, Few, Tpm as DomTpm, TpmBackend};
 use crate::error::ConvertError;
 use kvrs_api::VirtualMachineInstance;
 
@@ -21,14 +21,14 @@ impl Configurator for Tpm {
             return Ok(());
         }
         let persistent = tpm.persistent.unwrap_or(false);
-        domain.devices.tpms = vec![DomTpm {
+        domain.devices.tpms = Few::from([DomTpm {
             model: if persistent { "tpm-crb" } else { "tpm-tis" }.into(),
             backend: TpmBackend {
                 kind: "emulator".into(),
                 version: "2.0".into(),
                 persistent_state: persistent.then(|| "yes".into()),
             },
-        }];
+        }]);
         Ok(())
     }
 }

@@ -1,6 +1,6 @@
 //! `<devices>` and every device kind except disks and interfaces.
 
-use super::{Disk, Interface, MemoryDevice, Str};
+use super::{Disk, Few, Interface, MemoryDevice, Str};
 use kvrs_converter_xml_derive::XmlElement;
 use serde::{Deserialize, Serialize};
 
@@ -16,10 +16,10 @@ pub struct Devices {
     pub emulator: Option<String>,
     /// Network interfaces.
     #[serde(rename = "interface")]
-    pub interfaces: Vec<Interface>,
+    pub interfaces: Few<Interface>,
     /// Channels (guest agent).
     #[serde(rename = "channel")]
-    pub channels: Vec<Channel>,
+    pub channels: Few<Channel>,
     /// Host devices.
     #[serde(rename = "hostdev")]
     pub hostdevs: Vec<HostDevice>,
@@ -31,10 +31,10 @@ pub struct Devices {
     pub controllers: Vec<Controller>,
     /// Video.
     #[serde(rename = "video")]
-    pub video: Vec<Video>,
+    pub video: Few<Video>,
     /// Graphics (VNC).
     #[serde(rename = "graphics")]
-    pub graphics: Vec<Graphics>,
+    pub graphics: Few<Graphics>,
     /// Memory balloon.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memballoon: Option<MemBalloon>,
@@ -43,13 +43,13 @@ pub struct Devices {
     pub disks: Vec<Disk>,
     /// Input devices.
     #[serde(rename = "input")]
-    pub inputs: Vec<Input>,
+    pub inputs: Few<Input>,
     /// Serial ports.
     #[serde(rename = "serial")]
-    pub serials: Vec<Serial>,
+    pub serials: Few<Serial>,
     /// Consoles.
     #[serde(rename = "console")]
-    pub consoles: Vec<Console>,
+    pub consoles: Few<Console>,
     /// Watchdogs.
     #[serde(rename = "watchdog")]
     pub watchdogs: Vec<Watchdog>,
@@ -67,7 +67,7 @@ pub struct Devices {
     pub sounds: Vec<SoundCard>,
     /// TPMs.
     #[serde(rename = "tpm")]
-    pub tpms: Vec<Tpm>,
+    pub tpms: Few<Tpm>,
     /// VSOCK.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vsock: Option<Vsock>,

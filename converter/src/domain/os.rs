@@ -1,6 +1,6 @@
 //! `<os>` (boot), `<sysinfo>` (SMBIOS) and `<clock>`.
 
-use super::Str;
+use super::{Few, Str};
 use kvrs_converter_xml_derive::XmlElement;
 use serde::{Deserialize, Serialize};
 
@@ -242,7 +242,7 @@ pub struct Clock {
     pub adjustment: Option<Str>,
     /// Timers.
     #[serde(rename = "timer")]
-    pub timers: Vec<Timer>,
+    pub timers: Few<Timer>,
 }
 
 /// `<timer name tickpolicy present track frequency>`.

@@ -484,14 +484,29 @@ impl<T: XmlElement> XmlElement for Box<T> {
 
 impl<T: XmlElement> XmlElement for Vec<T> {
     fn write_element<N: TagName>(&self, w: &mut Writer) -> R {
-        for (i, item) in self.iter().enumerate() {
-            // Errors name the item, 1-based as in XPath.
-            item.write_element::<N>(w)
-                .and_then(|()| w.check_size())
-                .map_err(|e| e.within(format!("[{}]", i + 1)))?;
-        }
-        Ok(())
+        write_items::<N, T>(self, w)
     }
+}
+
+impl<A: smallvec::Array> XmlElement for smallvec::SmallVec<A>
+where
+    A::Item: XmlElement,
+{
+    fn write_element<N: TagName>(&self, w: &mut Writer) -> R {
+        write_items::<N, A::Item>(self, w)
+    }
+}
+
+/// One element per item of a list.
+#[inline]
+fn write_items<N: TagName, T: XmlElement>(items: &[T], w: &mut Writer) -> R {
+    for (i, item) in items.iter().enumerate() {
+        // Errors name the item, 1-based as in XPath.
+        item.write_element::<N>(w)
+            .and_then(|()| w.check_size())
+            .map_err(|e| e.within(format!("[{}]", i + 1)))?;
+    }
+    Ok(())
 }
 
 /// Eight copies of a byte.

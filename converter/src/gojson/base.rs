@@ -281,6 +281,28 @@ impl<T: GoJson> GoJson for Vec<T> {
     }
 }
 
+/// A Go slice kept inline while it holds one item ([`crate::domain::Few`]): the same JSON.
+impl<T: GoJson> GoJson for crate::domain::Few<T> {
+    fn to_go(&self) -> Value {
+        if self.is_empty() {
+            Value::Null
+        } else {
+            Value::Array(self.iter().map(GoJson::to_go).collect())
+        }
+    }
+    fn from_go(v: &Value, at: &Path<'_>) -> Result<Self, GoJsonError> {
+        match v {
+            Value::Null => Ok(Self::new()),
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .map(|(i, x)| T::from_go(x, &at.index(i)))
+                .collect(),
+            other => Err(at.type_error("an array", other)),
+        }
+    }
+}
+
 impl<T: GoJson> GoJson for Box<T> {
     fn to_go(&self) -> Value {
         (**self).to_go()
