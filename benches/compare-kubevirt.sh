@@ -18,11 +18,18 @@
 # kvrs: a separate, untimed run of the same conversions on a counting allocator,
 # kvrs-bench-convert-allocs — the timed runs use the system allocator, as the launcher does).
 #
-# Usage: bash benches/compare-kubevirt.sh [ROUNDS] [WINDOW_MS]   (defaults 60 and 50)
+# Rounds are spread over PAIRS fresh pairs of processes: the same binary runs a few percent
+# faster or slower from one process to the next (where its code and heap landed; measured
+# 0.967-1.011 between eight pairs of the same kvrs binary), more than the changes a run is
+# meant to tell apart, so one pair's ratio is that pair's. Also printed: the lowest and highest
+# pair's median ratio.
+#
+# Usage: bash benches/compare-kubevirt.sh [ROUNDS] [WINDOW_MS] [PAIRS]   (defaults 60, 50, 4)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-60}
 WINDOW_MS=${2:-50}
+PAIRS=${3:-4}
 SHARED=${KVRS_SHARED:-$(cd .. && pwd)/shared}
 
 GO_BIN=$(bash scripts/diff-harness.sh | tail -n 1)
@@ -65,18 +72,18 @@ cases=(
 
 field() { sed -n "s/^$1: //p"; }
 
-printf '%-16s %8s %14s %13s %13s %10s %10s\n' case ratio "ratio IQR" "KubeVirt ns" "kvrs ns" \
-  "KV allocs" "kvrs allocs"
+printf '%-16s %8s %14s %13s %13s %13s %10s %10s\n' case ratio "ratio IQR" "pairs' range" \
+  "KubeVirt ns" "kvrs ns" "KV allocs" "kvrs allocs"
 for entry in "${cases[@]}"; do
   name=${entry%%:*}
   file=${entry#*:}
   [ -f "$file" ] || { echo "compare-kubevirt.sh: missing input $file" >&2; exit 1; }
   rs_alloc=$(taskset -c 0 "$KVRS_ALLOCS" "$file" 1000 | field "allocations\/conversion")
-  python3 - "$name" "$file" "$GO_BIN" "$KVRS_BIN" "$ROUNDS" "$WINDOW_MS" "$rs_alloc" <<'PY'
+  python3 - "$name" "$file" "$GO_BIN" "$KVRS_BIN" "$ROUNDS" "$WINDOW_MS" "$rs_alloc" "$PAIRS" <<'PY'
 import statistics, subprocess, sys
 
-name, file, go_bin, rs_bin, rounds, window_ms, rs_alloc = sys.argv[1:]
-rounds, window_ms = int(rounds), float(window_ms)
+name, file, go_bin, rs_bin, rounds, window_ms, rs_alloc, pairs = sys.argv[1:]
+rounds, window_ms, pairs = int(rounds), float(window_ms), max(1, int(pairs))
 
 def server(argv):
     return subprocess.Popen(["taskset", "-c", "0", *argv], stdin=subprocess.PIPE,
@@ -90,30 +97,40 @@ def ask(proc, n, who):
         sys.exit(f"compare-kubevirt.sh: {name}: the {who} server answered nothing (exit {proc.poll()})")
     return [int(x) for x in line]
 
-go = server([go_bin, "bench-convert-serve", file])
-rs = server([rs_bin, file, "--serve"])
-# Calibration (not part of the result): a short window per side sizes the rounds' windows.
 count = lambda ns: max(5, int(window_ms * 1e6 / ns))
-n_go = count(ask(go, 5, "KubeVirt")[0])
-n_rs = count(ask(rs, 200, "kvrs")[0])
-go_ns, rs_ns, ratios, go_alloc = [], [], [], 0
-for r in range(rounds):
-    if r % 2 == 0:
-        g, go_alloc = ask(go, n_go, "KubeVirt")
-        (k,) = ask(rs, n_rs, "kvrs")
-    else:
-        (k,) = ask(rs, n_rs, "kvrs")
-        g, go_alloc = ask(go, n_go, "KubeVirt")
-    go_ns.append(g)
-    rs_ns.append(k)
-    ratios.append(g / k)
-for p in (go, rs):
-    p.stdin.close()
-    p.wait()
-q = statistics.quantiles(ratios, n=4)
+go_ns, rs_ns, ratios, pair_ratios, go_alloc = [], [], [], [], 0
+for p in range(pairs):
+    # A fresh pair of processes each time: one process's speed depends on where its code and
+    # heap landed (a few percent from one process to the next, on both sides), so a ratio from
+    # one pair measures that pair; the rounds are spread over `pairs` of them.
+    go = server([go_bin, "bench-convert-serve", file])
+    rs = server([rs_bin, file, "--serve"])
+    # Calibration (not part of the result): a short window per side sizes the rounds' windows.
+    n_go = count(ask(go, 5, "KubeVirt")[0])
+    n_rs = count(ask(rs, 200, "kvrs")[0])
+    mine = []
+    for r in range(p * rounds // pairs, (p + 1) * rounds // pairs):
+        if r % 2 == 0:
+            g, go_alloc = ask(go, n_go, "KubeVirt")
+            (k,) = ask(rs, n_rs, "kvrs")
+        else:
+            (k,) = ask(rs, n_rs, "kvrs")
+            g, go_alloc = ask(go, n_go, "KubeVirt")
+        go_ns.append(g)
+        rs_ns.append(k)
+        mine.append(g / k)
+    for proc in (go, rs):
+        proc.stdin.close()
+        proc.wait()
+    ratios += mine
+    if mine:
+        pair_ratios.append(statistics.median(mine))
+q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
 iqr = f"{q[0]:.1f}-{q[2]:.1f}x"
-print(f"{name:<16} {statistics.median(ratios):7.1f}x {iqr:>14} "
+spread = f"{min(pair_ratios):.1f}-{max(pair_ratios):.1f}x"
+print(f"{name:<16} {statistics.median(ratios):7.1f}x {iqr:>14} {spread:>13} "
       f"{statistics.median(go_ns):>13.0f} {statistics.median(rs_ns):>13.0f} {go_alloc:>10} {rs_alloc:>10}")
 PY
 done
-echo "(median of $ROUNDS paired rounds of ~${WINDOW_MS} ms per side, one core; ratio = KubeVirt's median / kvrs's in the same round)"
+echo "(median of $ROUNDS paired rounds of ~${WINDOW_MS} ms per side over $PAIRS pairs of processes, one core;"
+echo " ratio = KubeVirt's median / kvrs's in the same round; pairs' range = the lowest and highest pair's median)"
