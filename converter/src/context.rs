@@ -192,6 +192,15 @@ pub struct ConverterContext {
     pub hotplug_volumes: BTreeSet<String>,
 }
 
+/// The OVMF directory of KubeVirt's launcher image (the context's default `ovmf_dir`), as a
+/// literal so the firmware paths under it can be spelled out as constants.
+macro_rules! launcher_ovmf_dir {
+    () => {
+        "/usr/share/edk2/ovmf"
+    };
+}
+pub(crate) use launcher_ovmf_dir;
+
 impl Default for ConverterContext {
     fn default() -> Self {
         ConverterContext {
@@ -208,7 +217,7 @@ impl Default for ConverterContext {
             generic_host_devices: Vec::new(),
             gpu_host_devices: Vec::new(),
             efi: None,
-            ovmf_dir: "/usr/share/edk2/ovmf".into(),
+            ovmf_dir: launcher_ovmf_dir!().into(),
             mem_balloon_stats_period: 10,
             volumes_discard_ignore: Vec::new(),
             topology: Some(HostTopology::oracle_node()),

@@ -193,3 +193,38 @@ fn whole_domain_of_the_admitted_fedora_fixture() {
     let xml = kvrs_converter::convert_to_xml(&vmi, &ConverterContext::default()).unwrap();
     insta::assert_snapshot!(xml);
 }
+
+/// The EFI firmware paths follow the context's OVMF directory: the launcher image's own
+/// directory (whose paths the converter keeps as constants) and any other one give the same
+/// `dir/file` text, for the loader and the NVRAM template alike.
+#[test]
+fn efi_firmware_paths_follow_the_ovmf_dir() {
+    let mut vmi = fixture();
+    let firmware = vmi
+        .spec
+        .domain
+        .firmware
+        .get_or_insert_with(Default::default);
+    firmware.bootloader = serde_json::from_value(serde_json::json!({"efi": {"secureBoot": false}}))
+        .expect("bootloader parses");
+    for dir in [
+        "/usr/share/edk2/ovmf",
+        "/opt/firmware",
+        "/usr/share/edk2/ovmf/",
+    ] {
+        let ctx = ConverterContext {
+            ovmf_dir: dir.to_string(),
+            ..ConverterContext::default()
+        };
+        let env = Env::new(&vmi, &ctx);
+        let mut d = Domain::default();
+        Os { env: &env }
+            .configure(&vmi, &mut d)
+            .expect("configures");
+        let loader = d.os.loader.as_ref().expect("an EFI VMI has a loader");
+        assert_eq!(loader.path, format!("{dir}/OVMF_CODE.secboot.fd"));
+        assert_eq!(loader.secure.as_deref(), Some("no"));
+        let template = d.os.nvram.as_ref().and_then(|n| n.template.as_deref());
+        assert_eq!(template, Some(format!("{dir}/OVMF_VARS.fd").as_str()));
+    }
+}

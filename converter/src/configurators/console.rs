@@ -38,7 +38,7 @@ impl Configurator for Console<'_> {
             alias: None,
         }]);
         let uid = util::uid_component(vmi)?;
-        let socket = util::cat(&[util::VIRT_PRIVATE_DIR, "/", uid, "/virt-serial0"]);
+        let socket = util::cat([util::VIRT_PRIVATE_DIR, "/", uid, "/virt-serial0"]);
         let log = self
             .ctx
             .serial_console_log
@@ -47,7 +47,7 @@ impl Configurator for Console<'_> {
             kind: "unix".into(),
             target: Some(SerialTarget { port: Some(0) }),
             log: log.then(|| SerialLog {
-                file: Some(util::cat(&[&socket, "-log"]).into()),
+                file: Some(util::cat([&socket, "-log"]).into()),
                 append: Some("on".into()),
             }),
             source: Some(CharSource {

@@ -31,7 +31,7 @@ impl Configurator for Graphics<'_> {
             listen: Some(GraphicsListen {
                 kind: "socket".into(),
                 socket: Some(
-                    util::cat(&[
+                    util::cat([
                         util::VIRT_PRIVATE_DIR,
                         "/",
                         util::uid_component(vmi)?,

@@ -2,15 +2,14 @@
 //! machine type and the boot menu of paused starts.
 
 use super::{Configurator, Env, util};
-use crate::context::{Arch, EfiConfiguration};
+use crate::context::{Arch, launcher_ovmf_dir};
 use crate::domain::{
-    AcpiTable, Bios, BootMenu, Domain, FirmwareFeature, FirmwareInfo, Loader, NvRam, OsAcpi, SmBios,
+    AcpiTable, Bios, BootMenu, Domain, FirmwareFeature, FirmwareInfo, Loader, NvRam, OsAcpi,
+    SmBios, Str,
 };
 use crate::error::ConvertError;
 use kvrs_api::VirtualMachineInstance;
 use kvrs_api::names::path_component;
-use std::borrow::Cow;
-use std::mem::take;
 
 /// Where the launcher keeps NVRAM files of non-root VMIs.
 const NVRAM_DIR_NONROOT: &str = "/var/run/kubevirt-private/libvirt/qemu/nvram";
@@ -27,8 +26,49 @@ pub struct Os<'a> {
     pub env: &'a Env<'a>,
 }
 
+/// The firmware files an EFI VMI boots from: the OVMF code and variables template (as paths;
+/// empty when there is none) and whether the loader is the secure one.
+struct EfiFiles {
+    code: Str,
+    vars: Str,
+    secure_loader: bool,
+}
+
+/// `dir/name` (empty when `name` is): the launcher image's own firmware files in its own
+/// directory are constants, borrowed; any other directory is joined (one allocation each, two
+/// per EFI conversion before).
+fn firmware_path(dir: &str, name: &'static str) -> Str {
+    macro_rules! in_launcher_dir {
+        ($($file:literal),* $(,)?) => {
+            match name {
+                $($file => Some(concat!(launcher_ovmf_dir!(), "/", $file)),)*
+                _ => None,
+            }
+        };
+    }
+    if name.is_empty() {
+        return Str::Borrowed("");
+    }
+    if dir == launcher_ovmf_dir!()
+        && let Some(path) = in_launcher_dir!(
+            "OVMF_CODE.secboot.fd",
+            "OVMF_VARS.secboot.fd",
+            "OVMF_VARS.fd",
+            "OVMF_CODE.cc.fd",
+            "OVMF.amdsev.fd",
+            "OVMF.inteltdx.fd",
+            "OVMF.inteltdx.secboot.fd",
+            "AAVMF_CODE.fd",
+            "AAVMF_VARS.fd",
+        )
+    {
+        return Str::Borrowed(path);
+    }
+    Str::Owned(util::cat([dir, "/", name]))
+}
+
 /// The launcher's firmware choice for an EFI VMI, given the OVMF directory.
-pub fn derive_efi(vmi: &VirtualMachineInstance, env: &Env<'_>) -> EfiConfiguration {
+fn efi_files(vmi: &VirtualMachineInstance, env: &Env<'_>) -> EfiFiles {
     let secure = vmi
         .spec
         .domain
@@ -38,19 +78,13 @@ pub fn derive_efi(vmi: &VirtualMachineInstance, env: &Env<'_>) -> EfiConfigurati
         .and_then(|b| b.efi.as_ref())
         .and_then(|e| e.secure_boot)
         .unwrap_or(true);
-    let dir = &env.ctx.ovmf_dir;
-    let f = |name: &str| {
-        if name.is_empty() {
-            String::new()
-        } else {
-            util::cat(&[dir, "/", name])
-        }
-    };
+    let dir = env.ctx.ovmf_dir.as_str();
     if env.arch == Arch::Arm64 {
-        return EfiConfiguration {
-            code: f("AAVMF_CODE.fd"),
-            vars: f("AAVMF_VARS.fd"),
-            ..Default::default()
+        return EfiFiles {
+            code: firmware_path(dir, "AAVMF_CODE.fd"),
+            vars: firmware_path(dir, "AAVMF_VARS.fd"),
+            // KubeVirt's Arm64 rule leaves the loader's `secure` off.
+            secure_loader: false,
         };
     }
     let ls = vmi.spec.domain.launch_security.as_ref();
@@ -79,11 +113,10 @@ pub fn derive_efi(vmi: &VirtualMachineInstance, env: &Env<'_>) -> EfiConfigurati
     } else {
         ("OVMF_CODE.secboot.fd", "OVMF_VARS.fd")
     };
-    EfiConfiguration {
-        code: f(code),
-        vars: f(vars),
+    EfiFiles {
+        code: firmware_path(dir, code),
+        vars: firmware_path(dir, vars),
         secure_loader: secure && !tdx,
-        uses_firmware_auto_selection: false,
     }
 }
 
@@ -99,7 +132,7 @@ fn nvram_path(vmi: &VirtualMachineInstance) -> Result<String, ConvertError> {
         NVRAM_DIR_ROOT
     };
     // Joined by `cat`: one exactly-sized allocation (format! grew its buffer once here).
-    Ok(util::cat(&[
+    Ok(util::cat([
         dir,
         "/",
         util::name_component(vmi)?,
@@ -120,23 +153,23 @@ impl Configurator for Os<'_> {
         let spec = &vmi.spec.domain;
         if let Some(fw) = &spec.firmware {
             if util::is_efi(vmi) {
-                // Derived per conversion unless the context has it; derived paths are moved
-                // into the domain below, the context's copied.
-                let derived;
-                let (efi, code, vars) = match &self.env.ctx.efi {
-                    Some(e) => (
-                        e,
-                        Cow::Borrowed(e.code.as_str()),
-                        Cow::Borrowed(e.vars.as_str()),
-                    ),
-                    None => {
-                        let mut d = derive_efi(vmi, self.env);
-                        let (code, vars) = (take(&mut d.code), take(&mut d.vars));
-                        derived = d;
-                        (&derived, Cow::Owned(code), Cow::Owned(vars))
-                    }
+                // Derived per conversion unless the context has it (then its paths are
+                // copied); derived paths are the launcher image's constants, borrowed.
+                let files = match &self.env.ctx.efi {
+                    Some(e) => EfiFiles {
+                        code: Str::Owned(e.code.clone()),
+                        vars: Str::Owned(e.vars.clone()),
+                        secure_loader: e.secure_loader,
+                    },
+                    None => efi_files(vmi, self.env),
                 };
-                if efi.uses_firmware_auto_selection {
+                let auto_selection = self
+                    .env
+                    .ctx
+                    .efi
+                    .as_ref()
+                    .is_some_and(|e| e.uses_firmware_auto_selection);
+                if auto_selection {
                     domain.os.firmware = Some("efi".into());
                     domain.os.firmware_info = Some(FirmwareInfo {
                         features: vec![
@@ -167,18 +200,16 @@ impl Configurator for Os<'_> {
                             .as_ref()
                             .is_some_and(|l| l.snp.is_some());
                     domain.os.loader = Some(Loader {
-                        path: code.into_owned().into(),
+                        path: files.code,
                         readonly: Some("yes".into()),
-                        secure: Some(if efi.secure_loader { "yes" } else { "no" }.into()),
+                        secure: Some(if files.secure_loader { "yes" } else { "no" }.into()),
                         kind: Some(if snp_or_tdx { "rom" } else { "pflash" }.into()),
                     });
                     domain.os.nvram = if snp_or_tdx {
                         None
                     } else {
                         Some(NvRam {
-                            template: (!vars.is_empty())
-                                .then(|| vars.into_owned())
-                                .map(Into::into),
+                            template: (!files.vars.is_empty()).then_some(files.vars),
                             format: None,
                             path: nvram_path(vmi)?.into(),
                         })

@@ -18,12 +18,12 @@ use crate::configurators::util::{cat, intern};
 
 /// `/var/run/kubevirt-private/vmi-disks/<volume>/disk.img`.
 pub fn filesystem_path(volume: &str) -> String {
-    cat(&[PRIVATE, "/vmi-disks/", volume, "/disk.img"])
+    cat([PRIVATE, "/vmi-disks/", volume, "/disk.img"])
 }
 
 /// `/dev/<volume>`.
 pub fn block_path(volume: &str) -> String {
-    cat(&["/dev/", volume])
+    cat(["/dev/", volume])
 }
 
 fn driver(d: &mut Disk) -> &mut DiskDriver {
@@ -75,11 +75,11 @@ fn pvc_source(name: &str, is_block: bool, hotplug: bool, facts: DiskFacts, d: &m
         }
         (true, true) => {
             d.kind = "block".into();
-            d.source.dev = Some(cat(&[HOTPLUG_DISKS, "/", name]).into());
+            d.source.dev = Some(cat([HOTPLUG_DISKS, "/", name]).into());
         }
         (false, true) => {
             d.kind = "file".into();
-            d.source.file = Some(cat(&[HOTPLUG_DISKS, "/", name, ".img"]).into());
+            d.source.file = Some(cat([HOTPLUG_DISKS, "/", name, ".img"]).into());
         }
     }
 }
@@ -115,7 +115,7 @@ pub fn convert_volume(
         lun_incompatible(d, name, path)?;
         d.kind = "file".into();
         set_driver(d, "qcow2", true);
-        d.source.file = Some(cat(&[&ctx.ephemeral_disk_dir, "/", name, "/disk.qcow2"]).into());
+        d.source.file = Some(cat([&ctx.ephemeral_disk_dir, "/", name, "/disk.qcow2"]).into());
         let format = ctx
             .disk_formats
             .get(name)
@@ -127,7 +127,7 @@ pub fn convert_volume(
             }),
             source: Some(DiskSource {
                 file: Some(
-                    cat(&[
+                    cat([
                         CONTAINER_DISKS,
                         "/disk_",
                         itoa::Buffer::new().format(index),
@@ -147,12 +147,12 @@ pub fn convert_volume(
         };
         let ns = util::namespace_component(vmi)?;
         let vm = util::name_component(vmi)?;
-        d.source.file = Some(cat(&[CLOUD_INIT_DIR, "/", ns, "/", vm, "/", file]).into());
+        d.source.file = Some(cat([CLOUD_INIT_DIR, "/", ns, "/", vm, "/", file]).into());
         d.kind = "file".into();
         set_driver(d, "raw", false);
     } else if v.sysprep.is_some() {
         lun_incompatible(d, name, path)?;
-        d.source.file = Some(cat(&[PRIVATE, "/sysprep-disks/", name, ".iso"]).into());
+        d.source.file = Some(cat([PRIVATE, "/sysprep-disks/", name, ".iso"]).into());
         d.kind = "file".into();
         driver(d).kind = "raw".into();
     } else if let Some(hd) = &v.host_disk {
@@ -168,7 +168,7 @@ pub fn convert_volume(
         let drv = driver(d);
         drv.kind = "raw".into();
         drv.error_policy = Some("stop".into());
-        d.source.file = Some(cat(&[PRIVATE, "/vmi-disks/", name, "/", base]).into());
+        d.source.file = Some(cat([PRIVATE, "/vmi-disks/", name, "/", base]).into());
     } else if v.persistent_volume_claim.is_some() {
         pvc_source(name, ctx.block_pvcs.contains(name), false, facts, d);
     } else if v.data_volume.is_some() {
@@ -176,7 +176,7 @@ pub fn convert_volume(
     } else if v.ephemeral.is_some() {
         d.kind = "file".into();
         set_driver(d, "qcow2", true);
-        d.source.file = Some(cat(&[&ctx.ephemeral_disk_dir, "/", name, "/disk.qcow2"]).into());
+        d.source.file = Some(cat([&ctx.ephemeral_disk_dir, "/", name, "/disk.qcow2"]).into());
         let mut backing = Disk::default();
         if ctx.block_pvcs.contains(name) {
             pvc_source(name, true, false, facts, &mut backing);
@@ -195,14 +195,14 @@ pub fn convert_volume(
     } else if v.empty_disk.is_some() {
         lun_incompatible(d, name, path)?;
         d.kind = "file".into();
-        d.source.file = Some(cat(&[EMPTY_DISKS, "/", name, ".qcow2"]).into());
+        d.source.file = Some(cat([EMPTY_DISKS, "/", name, ".qcow2"]).into());
         set_driver(d, "qcow2", true);
     } else if v.config_map.is_some() {
-        config_disk(d, cat(&[PRIVATE, "/config-map-disks/", name, ".iso"]));
+        config_disk(d, cat([PRIVATE, "/config-map-disks/", name, ".iso"]));
     } else if v.secret.is_some() {
-        config_disk(d, cat(&[PRIVATE, "/secret-disks/", name, ".iso"]));
+        config_disk(d, cat([PRIVATE, "/secret-disks/", name, ".iso"]));
     } else if v.downward_api.is_some() {
-        config_disk(d, cat(&[PRIVATE, "/downwardapi-disks/", name, ".iso"]));
+        config_disk(d, cat([PRIVATE, "/downwardapi-disks/", name, ".iso"]));
     } else if v.service_account.is_some() {
         config_disk(
             d,
