@@ -70,7 +70,7 @@ pub async fn run(
     metrics.set_ready(false);
 
     let shared = Arc::new(Shared::new(&metrics));
-    let (caches, _watches) = caches::start(&client, shared.clone()).await;
+    let (caches, watches) = caches::start(&client, shared.clone()).await;
     caches
         .wait_until_ready()
         .await
@@ -143,6 +143,11 @@ pub async fn run(
         tokio::time::timeout(Duration::from_secs(10), futures::future::join_all(workers)).await;
     if drained.is_err() {
         error!("workers did not finish within 10 s");
+    }
+    // The watches stop with the workers: embedded in one process with its API server (`kvrs
+    // run`), they would otherwise outlive the server and log its disappearance as errors.
+    for watch in &watches {
+        watch.abort();
     }
     if let Some(el) = elector.as_mut() {
         // Hand the lease over now rather than after it expires.

@@ -77,7 +77,7 @@ pub async fn run(
     // The domains of launchers already running (a restarted handler), before the first sync.
     domains::resync(&flags.pods_dir, &domains, &queue).await;
 
-    let (vmis, _watch) = vmis::start(&client, &node, queue.clone(), domains.clone());
+    let (vmis, vmi_watch) = vmis::start(&client, &node, queue.clone(), domains.clone());
     vmis.wait_until_ready()
         .await
         .context("waiting for the VMI cache to sync")?;
@@ -147,6 +147,9 @@ pub async fn run(
     if drained.is_err() {
         error!("workers did not finish within 10 s");
     }
+    // Stopped with the workers, so it does not outlive an API server embedded in the same
+    // process (`kvrs run`) and log its disappearance as errors.
+    vmi_watch.abort();
     // A node without a running handler must not receive VMIs.
     if let Err(e) = heartbeat::beat(&client, &node, false).await {
         error!(node, "marking the node unschedulable: {e}");
