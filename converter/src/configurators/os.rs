@@ -32,6 +32,8 @@ struct EfiFiles {
     code: Str,
     vars: Str,
     secure_loader: bool,
+    /// Let libvirt pick the firmware (only a context's explicit choice asks for it).
+    auto_selection: bool,
 }
 
 /// `dir/name` (empty when `name` is): the launcher image's own firmware files in its own
@@ -85,6 +87,7 @@ fn efi_files(vmi: &VirtualMachineInstance, env: &Env<'_>) -> EfiFiles {
             vars: firmware_path(dir, "AAVMF_VARS.fd"),
             // KubeVirt's Arm64 rule leaves the loader's `secure` off.
             secure_loader: false,
+            auto_selection: false,
         };
     }
     let ls = vmi.spec.domain.launch_security.as_ref();
@@ -117,6 +120,7 @@ fn efi_files(vmi: &VirtualMachineInstance, env: &Env<'_>) -> EfiFiles {
         code: firmware_path(dir, code),
         vars: firmware_path(dir, vars),
         secure_loader: secure && !tdx,
+        auto_selection: false,
     }
 }
 
@@ -160,16 +164,11 @@ impl Configurator for Os<'_> {
                         code: Str::Owned(e.code.clone()),
                         vars: Str::Owned(e.vars.clone()),
                         secure_loader: e.secure_loader,
+                        auto_selection: e.uses_firmware_auto_selection,
                     },
                     None => efi_files(vmi, self.env),
                 };
-                let auto_selection = self
-                    .env
-                    .ctx
-                    .efi
-                    .as_ref()
-                    .is_some_and(|e| e.uses_firmware_auto_selection);
-                if auto_selection {
+                if files.auto_selection {
                     domain.os.firmware = Some("efi".into());
                     domain.os.firmware_info = Some(FirmwareInfo {
                         features: vec![

@@ -262,44 +262,45 @@ impl<T: GoJson> GoJson for Option<T> {
 /// unused slices nil, so an empty list is written as `null`.
 impl<T: GoJson> GoJson for Vec<T> {
     fn to_go(&self) -> Value {
-        if self.is_empty() {
-            Value::Null
-        } else {
-            Value::Array(self.iter().map(GoJson::to_go).collect())
-        }
+        slice_to_go(self)
     }
     fn from_go(v: &Value, at: &Path<'_>) -> Result<Self, GoJsonError> {
-        match v {
-            Value::Null => Ok(Vec::new()),
-            Value::Array(items) => items
-                .iter()
-                .enumerate()
-                .map(|(i, x)| T::from_go(x, &at.index(i)))
-                .collect(),
-            other => Err(at.type_error("an array", other)),
-        }
+        slice_from_go(v, at)
     }
 }
 
 /// A Go slice kept inline while it holds one item ([`crate::domain::Few`]): the same JSON.
 impl<T: GoJson> GoJson for crate::domain::Few<T> {
     fn to_go(&self) -> Value {
-        if self.is_empty() {
-            Value::Null
-        } else {
-            Value::Array(self.iter().map(GoJson::to_go).collect())
-        }
+        slice_to_go(self)
     }
     fn from_go(v: &Value, at: &Path<'_>) -> Result<Self, GoJsonError> {
-        match v {
-            Value::Null => Ok(Self::new()),
-            Value::Array(items) => items
-                .iter()
-                .enumerate()
-                .map(|(i, x)| T::from_go(x, &at.index(i)))
-                .collect(),
-            other => Err(at.type_error("an array", other)),
-        }
+        slice_from_go(v, at)
+    }
+}
+
+/// A Go slice's JSON: `null` when empty, an array otherwise.
+fn slice_to_go<T: GoJson>(items: &[T]) -> Value {
+    if items.is_empty() {
+        Value::Null
+    } else {
+        Value::Array(items.iter().map(GoJson::to_go).collect())
+    }
+}
+
+/// A Go slice read into any list type: `null` is empty, each item is read at its index.
+fn slice_from_go<T: GoJson, L: Default + FromIterator<T>>(
+    v: &Value,
+    at: &Path<'_>,
+) -> Result<L, GoJsonError> {
+    match v {
+        Value::Null => Ok(L::default()),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, x)| T::from_go(x, &at.index(i)))
+            .collect(),
+        other => Err(at.type_error("an array", other)),
     }
 }
 
