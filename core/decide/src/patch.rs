@@ -6,6 +6,8 @@
 //! key is retried with a fresh snapshot. The appliers here are what the simulator's and the tests'
 //! fake API servers use to see the result of a plan.
 
+use std::borrow::Cow;
+
 use kvrs_api::json_pointer::JsonPointer;
 use serde_json::{Map, Value, json};
 
@@ -95,7 +97,9 @@ pub enum PatchError {
     Malformed(String),
 }
 
-fn segments(path: &str) -> Result<Vec<String>, PatchError> {
+/// The unescaped segments of a JSON pointer; a segment without `~` is borrowed from the path
+/// (every write of the simulator's API server splits one or more paths, almost none escaped).
+fn segments(path: &str) -> Result<Vec<Cow<'_, str>>, PatchError> {
     if path.is_empty() {
         return Ok(vec![]);
     }
@@ -104,19 +108,25 @@ fn segments(path: &str) -> Result<Vec<String>, PatchError> {
         .ok_or_else(|| PatchError::BadPath(path.into()))?;
     Ok(rest
         .split('/')
-        .map(|s| s.replace("~1", "/").replace("~0", "~"))
+        .map(|s| {
+            if s.contains('~') {
+                Cow::Owned(s.replace("~1", "/").replace("~0", "~"))
+            } else {
+                Cow::Borrowed(s)
+            }
+        })
         .collect())
 }
 
 fn parent_mut<'a>(
     doc: &'a mut Value,
-    segs: &[String],
+    segs: &[Cow<'_, str>],
     path: &str,
 ) -> Result<&'a mut Value, PatchError> {
     let mut cur = doc;
     for s in segs {
         cur = match cur {
-            Value::Object(m) => m.get_mut(s),
+            Value::Object(m) => m.get_mut(s.as_ref()),
             Value::Array(a) => s.parse::<usize>().ok().and_then(|i| a.get_mut(i)),
             _ => None,
         }
@@ -163,7 +173,7 @@ pub fn apply_json_patch(doc: &mut Value, patch: &Value) -> Result<(), PatchError
                 let parent = parent_mut(doc, parents, path)?;
                 match parent {
                     Value::Object(m) => {
-                        m.insert(last.clone(), value);
+                        m.insert(last.to_string(), value);
                     }
                     Value::Array(a) => {
                         if last == "-" {
@@ -190,7 +200,7 @@ pub fn apply_json_patch(doc: &mut Value, patch: &Value) -> Result<(), PatchError
                     .ok_or_else(|| PatchError::BadPath(path.into()))?;
                 let parent = parent_mut(doc, parents, path)?;
                 let removed = match parent {
-                    Value::Object(m) => m.remove(last).is_some(),
+                    Value::Object(m) => m.remove(last.as_ref()).is_some(),
                     Value::Array(a) => match last.parse::<usize>() {
                         Ok(i) if i < a.len() => {
                             a.remove(i);

@@ -51,6 +51,8 @@ const PATHS: &[&str] = &[
     "/status/conditions",
     "/status/conditions/0",
     "/status/conditions/-",
+    "/status/conditions/0/status",
+    "/status/a~1b",
     "/status/printableStatus",
     "/status/notAField",
     "/metadata",
