@@ -14,6 +14,7 @@
 //! checks. Anything this path does not model (an admission hook, a subresource other than
 //! `status`, a patch of the whole document, an untyped object) takes the general path.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -62,20 +63,26 @@ pub(super) fn touched_keys(patch_type: PatchType, patch: &Value) -> Option<Touch
             for op in ops {
                 let rest = op.get("path")?.as_str()?.strip_prefix('/')?;
                 let first = rest.split('/').next().unwrap_or(rest);
-                let key = first.replace("~1", "/").replace("~0", "~");
+                // Unescaped only when escaped: a key is copied only when first seen.
+                let key: Cow<'_, str> = if first.contains('~') {
+                    Cow::Owned(first.replace("~1", "/").replace("~0", "~"))
+                } else {
+                    Cow::Borrowed(first)
+                };
+                let has = |list: &[String]| list.iter().any(|k| *k == *key);
                 let kind = op.get("op").and_then(Value::as_str);
                 let is_test = kind == Some("test");
-                let seen = t.written.contains(&key) || t.tested.contains(&key);
+                let seen = has(&t.written) || has(&t.tested);
                 if !seen && first == rest && matches!(kind, Some("add" | "replace")) {
-                    t.overwritten.push(key.clone());
+                    t.overwritten.push(key.to_string());
                 }
                 let list = if is_test {
                     &mut t.tested
                 } else {
                     &mut t.written
                 };
-                if !list.contains(&key) {
-                    list.push(key);
+                if !has(list) {
+                    list.push(key.into_owned());
                 }
             }
             let written = std::mem::take(&mut t.written);
