@@ -18,8 +18,9 @@ pub trait JsonPointer {
     fn at_mut(&mut self, pointer: &str) -> Option<&mut Value>;
 }
 
-/// A reference token, unescaped as `Value::pointer` does (`~1` first, then `~0`).
-fn token(raw: &str) -> Cow<'_, str> {
+/// A reference token, unescaped as `Value::pointer` does (`~1` first, then `~0`); borrowed
+/// unless it holds a `~`.
+pub fn token(raw: &str) -> Cow<'_, str> {
     if raw.contains('~') {
         Cow::Owned(raw.replace("~1", "/").replace("~0", "~"))
     } else {

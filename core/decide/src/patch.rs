@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-use kvrs_api::json_pointer::JsonPointer;
+use kvrs_api::json_pointer::{self, JsonPointer};
 use serde_json::{Map, Value, json};
 
 /// One JSON-patch operation `{"op": .., "path": .., "value": ..}`.
@@ -106,16 +106,7 @@ fn segments(path: &str) -> Result<Vec<Cow<'_, str>>, PatchError> {
     let rest = path
         .strip_prefix('/')
         .ok_or_else(|| PatchError::BadPath(path.into()))?;
-    Ok(rest
-        .split('/')
-        .map(|s| {
-            if s.contains('~') {
-                Cow::Owned(s.replace("~1", "/").replace("~0", "~"))
-            } else {
-                Cow::Borrowed(s)
-            }
-        })
-        .collect())
+    Ok(rest.split('/').map(json_pointer::token).collect())
 }
 
 fn parent_mut<'a>(

@@ -14,11 +14,11 @@
 //! checks. Anything this path does not model (an admission hook, a subresource other than
 //! `status`, a patch of the whole document, an untyped object) takes the general path.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use kvrs_api::json_pointer;
 use kvrs_decide::PatchType;
 use kvrs_decide::patch::{apply_json_patch, apply_merge_patch, apply_strategic_merge_patch};
 
@@ -63,12 +63,8 @@ pub(super) fn touched_keys(patch_type: PatchType, patch: &Value) -> Option<Touch
             for op in ops {
                 let rest = op.get("path")?.as_str()?.strip_prefix('/')?;
                 let first = rest.split('/').next().unwrap_or(rest);
-                // Unescaped only when escaped: a key is copied only when first seen.
-                let key: Cow<'_, str> = if first.contains('~') {
-                    Cow::Owned(first.replace("~1", "/").replace("~0", "~"))
-                } else {
-                    Cow::Borrowed(first)
-                };
+                // Borrowed unless escaped: a key is copied only when first seen.
+                let key = json_pointer::token(first);
                 let has = |list: &[String]| list.iter().any(|k| *k == *key);
                 let kind = op.get("op").and_then(Value::as_str);
                 let is_test = kind == Some("test");
