@@ -11,7 +11,7 @@ use kube::runtime::reflector::ObjectRef;
 use kvrs_admission::ClusterConfig;
 use kvrs_api::names::labels;
 use kvrs_api::{VirtualMachine, VirtualMachineInstance};
-use kvrs_decide::vm::{VmWorld, decide_vm};
+use kvrs_decide::vm::{Revision, VmWorld, decide_vm};
 use kvrs_decide::vmi::{
     VmiWorld, decide_vmi, launcher_renderer, pod_create_failed, pod_name_suffix,
 };
@@ -198,7 +198,7 @@ impl Controllers {
                     .any(|o| o.uid == uid);
                 name.starts_with(&prefix) || owned || named.iter().any(|n| n == name)
             })
-            .map(|r| r.as_ref().clone())
+            .map(Revision::new)
             .collect();
         let instancetype_objects = if vm.spec.instancetype.is_some() || vm.spec.preference.is_some()
         {

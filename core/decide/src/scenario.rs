@@ -68,7 +68,7 @@ pub struct Scenario {
     pub pods: Vec<Pod>,
     /// ControllerRevisions.
     #[serde(default)]
-    pub controller_revisions: Vec<ControllerRevision>,
+    pub controller_revisions: Vec<crate::vm::Revision>,
     /// DataVolumes, as JSON (CDI's DataVolume has no Rust type here).
     #[serde(default)]
     pub data_volumes: Vec<Value>,

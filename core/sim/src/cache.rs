@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
+use kvrs_decide::vm::Revision;
 use serde::Deserialize;
 
 use super::store::{Obj, WatchEvent, res};
@@ -21,8 +22,9 @@ pub struct Cache {
     /// first VMI decision that reads it (on the decision thread, not the simulator's, whose
     /// work bounds a large run), and the parse is kept for every later sync.
     pods_by_vmi: HashMap<String, BTreeMap<String, CachedPod>>,
-    /// ControllerRevisions by key, parsed once as they enter the cache.
-    revisions: BTreeMap<String, ControllerRevision>,
+    /// ControllerRevisions by key, parsed once as they enter the cache (and the VM spec a start
+    /// revision records, once by the first sync that reads it).
+    revisions: BTreeMap<String, Revision>,
 }
 
 /// A cached launcher pod and its typed view, parsed on first read.
@@ -86,7 +88,7 @@ impl Cache {
     pub fn revisions_with_prefix<'a>(
         &'a self,
         prefix: &'a str,
-    ) -> impl Iterator<Item = &'a ControllerRevision> + 'a {
+    ) -> impl Iterator<Item = &'a Revision> + 'a {
         self.revisions
             .range(prefix.to_string()..)
             .take_while(move |(k, _)| k.starts_with(prefix))
@@ -155,7 +157,7 @@ impl Cache {
             }
         } else if resource == res::REVISIONS {
             match obj.as_deref().and_then(parse::<ControllerRevision>) {
-                Some(cr) => self.revisions.insert(key.to_string(), cr),
+                Some(cr) => self.revisions.insert(key.to_string(), Revision::from(cr)),
                 None => self.revisions.remove(key),
             };
         }

@@ -9,13 +9,12 @@
 //! (`FailedFindInstancetype` / `FailedFindPreference`): storing the revisions
 //! ([`kvrs_instancetype::revision::store_plan`]) comes first.
 
-use k8s_openapi::api::apps::v1::ControllerRevision;
 use kvrs_instancetype::revision::store_plan;
 use kvrs_instancetype::vm::controller_apply;
 use kvrs_instancetype::{Catalog, instancetype_is_namespaced, preference_is_namespaced};
 use serde_json::{Value, json};
 
-use super::{Reconcile, SyncError, run_strategy};
+use super::{Reconcile, Revision, SyncError, run_strategy};
 use crate::api::VirtualMachineInstance;
 use crate::{ApiWrite, Event, WriteOp};
 use kvrs_api::json_pointer::JsonPointer;
@@ -43,7 +42,7 @@ pub(super) fn vmi_to_start(r: &Reconcile<'_, '_>) -> Result<VirtualMachineInstan
         {
             continue;
         }
-        if let Ok(doc) = serde_json::to_value(cr) {
+        if let Ok(doc) = serde_json::to_value(&**cr) {
             // A revision whose data does not read is not one this VM can use; the finder then
             // reports the reference as not found.
             let _ = catalog.add(doc);
@@ -113,7 +112,7 @@ pub(super) fn sync_references(r: &mut Reconcile<'_, '_>) -> Result<bool, SyncErr
         let _ = catalog.add(object.clone());
     }
     for cr in in_namespace(r.w.revisions, &namespace) {
-        if let Ok(doc) = serde_json::to_value(cr) {
+        if let Ok(doc) = serde_json::to_value(&**cr) {
             let _ = catalog.add(doc);
         }
     }
@@ -202,9 +201,9 @@ pub(super) fn sync_references(r: &mut Reconcile<'_, '_>) -> Result<bool, SyncErr
 }
 
 fn in_namespace<'a>(
-    revisions: &'a [ControllerRevision],
+    revisions: &'a [Revision],
     namespace: &'a str,
-) -> impl Iterator<Item = &'a ControllerRevision> + 'a {
+) -> impl Iterator<Item = &'a Revision> + 'a {
     revisions.iter().filter(move |cr| {
         cr.metadata
             .namespace

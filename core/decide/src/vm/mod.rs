@@ -12,6 +12,7 @@ mod conditions;
 mod data_volumes;
 mod finalizer;
 mod instancetype;
+mod revision;
 mod run_strategy;
 mod start;
 mod status;
@@ -20,12 +21,12 @@ mod sync_meta;
 pub use backoff::{
     MAX_DELAY_SECONDS, base_delay_seconds, jitter_for_extra_seconds, start_backoff_seconds,
 };
+pub use revision::Revision;
 pub use run_strategy::{RunStrategy, RunStrategyError};
 pub use start::revision_name;
 
 use std::borrow::Cow;
 
-use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use serde_json::Value;
 
@@ -57,7 +58,7 @@ pub struct VmWorld<'a> {
     pub vmi: Option<&'a VirtualMachineInstance>,
     /// ControllerRevisions of the namespace: this VM's start revisions and the instancetype
     /// and preference revisions it owns or names.
-    pub revisions: &'a [ControllerRevision],
+    pub revisions: &'a [Revision],
     /// The instancetypes and preferences (`instancetype.kubevirt.io`, all four kinds, each
     /// with its `kind`) a VM can reference: the cluster-wide ones and those of its namespace.
     /// Read only for a VM with `spec.instancetype` or `spec.preference`.
@@ -403,8 +404,8 @@ fn sync(r: &mut Reconcile<'_, '_>) -> (Option<SyncError>, Option<String>) {
     }
 
     if had_vmi {
-        let start_spec = start::last_revision_spec(r);
-        status::sync_restart_required(r, start_spec);
+        let started = start::last_revision(r);
+        status::sync_restart_required(r, started.as_ref().and_then(Revision::vm_spec));
     }
 
     if !r.pending.satisfied() {

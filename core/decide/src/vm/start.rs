@@ -9,10 +9,10 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use serde_json::json;
 
 use super::{
-    CREATE_MIGRATION_TARGET_ANNOTATION, Reconcile, SyncError, VM_CONTROLLER_FINALIZER,
+    CREATE_MIGRATION_TARGET_ANNOTATION, Reconcile, Revision, SyncError, VM_CONTROLLER_FINALIZER,
     VM_GENERATION_ANNOTATION, run_strategy,
 };
-use crate::api::{VirtualMachineInstance, VirtualMachineInstanceStatus, VirtualMachineSpec};
+use crate::api::{VirtualMachineInstance, VirtualMachineInstanceStatus};
 use crate::{ApiWrite, Event, Expectation, WriteOp, meta};
 
 /// `revision-start-vm-<VM UID>-<generation>`: the ControllerRevision holding the VM spec a VMI
@@ -26,9 +26,7 @@ fn revision_prefix(vm_uid: &str) -> String {
 }
 
 /// Revisions in the world owned by this VM and named after its start revisions.
-fn own_revisions<'a>(
-    r: &'a Reconcile<'_, '_>,
-) -> impl Iterator<Item = &'a ControllerRevision> + 'a {
+fn own_revisions<'a>(r: &'a Reconcile<'_, '_>) -> impl Iterator<Item = &'a Revision> + 'a {
     let uid = meta::uid(&r.vm.metadata).to_string();
     let prefix = revision_prefix(&uid);
     r.w.revisions.iter().filter(move |cr| {
@@ -47,16 +45,14 @@ fn own_revisions<'a>(
     })
 }
 
-fn revision_by_name<'a>(r: &'a Reconcile<'_, '_>, name: &str) -> Option<&'a ControllerRevision> {
+fn revision_by_name<'a>(r: &'a Reconcile<'_, '_>, name: &str) -> Option<&'a Revision> {
     if name.is_empty() {
         return None;
     }
-    meta::find(r.w.revisions, &r.ns(), name)
-}
-
-fn revision_spec(cr: &ControllerRevision) -> Option<VirtualMachineSpec> {
-    // Deserialized from the borrowed JSON: no copy of the stored spec first.
-    serde::Deserialize::deserialize(cr.data.as_ref()?.0.get("spec")?).ok()
+    let ns = r.ns();
+    r.w.revisions
+        .iter()
+        .find(|cr| cr.metadata.name.as_deref() == Some(name) && meta::namespace(&cr.metadata) == ns)
 }
 
 /// The generation a start revision was recorded at, from its name
@@ -71,12 +67,12 @@ fn generation_of(cr: &ControllerRevision) -> Option<i64> {
         .ok()
 }
 
-/// The VM spec of the newest start revision of this VM (what the running VMI was started from).
-pub(super) fn last_revision_spec(r: &Reconcile<'_, '_>) -> Option<VirtualMachineSpec> {
+/// The newest start revision of this VM (its spec is what the running VMI was started from).
+pub(super) fn last_revision(r: &Reconcile<'_, '_>) -> Option<Revision> {
     own_revisions(r)
         .filter_map(|cr| Some((generation_of(cr)?, cr)))
         .max_by_key(|(g, _)| *g)
-        .and_then(|(_, cr)| revision_spec(cr))
+        .map(|(_, cr)| cr.clone())
 }
 
 /// The generation the VMI's revision was recorded at, from the revision name.
@@ -130,16 +126,20 @@ pub(super) fn bump_generation_annotation(r: &mut Reconcile<'_, '_>) {
     else {
         return;
     };
-    let Some(spec) = revision_by_name(r, &name).and_then(revision_spec) else {
+    let Some(revision) = revision_by_name(r, &name) else {
         return;
     };
-    // Equal typed templates serialize equally; only a typed difference needs the JSON check.
-    let json = |t: &crate::api::VirtualMachineInstanceTemplateSpec| {
-        serde_json::to_value(t).unwrap_or_default()
+    let Some(spec) = revision.vm_spec() else {
+        return;
     };
-    if spec.template == r.vm.spec.template
-        || meta::eq_without_zero_values(&json(&spec.template), &json(&r.vm.spec.template))
-    {
+    // Equal typed templates serialize equally; only a typed difference needs the JSON check
+    // (the revision's side of it serialised once for every sync that reads the revision).
+    let same = spec.template == r.vm.spec.template
+        || revision.template_json().is_some_and(|recorded| {
+            let current = serde_json::to_value(&r.vm.spec.template).unwrap_or_default();
+            meta::eq_without_zero_values(recorded, &current)
+        });
+    if same {
         patch_generation_annotation(r, generation);
     }
 }

@@ -331,7 +331,7 @@ fn unbound_pvc(r: &Reconcile<'_, '_>, volumes: &[crate::api::Volume]) -> bool {
 /// VMI was started from in a field that cannot be applied live.
 pub(super) fn sync_restart_required(
     r: &mut Reconcile<'_, '_>,
-    started: Option<VirtualMachineSpec>,
+    started: Option<&VirtualMachineSpec>,
 ) {
     let Some(started) = started else { return };
     let empty;
@@ -342,7 +342,7 @@ pub(super) fn sync_restart_required(
             &empty
         }
     };
-    let mut last = started.template.spec.unwrap_or_default();
+    let mut last = started.template.spec.clone().unwrap_or_default();
     if r.w.config.live_update {
         if let (Some(l), Some(c)) = (last.domain.cpu.as_mut(), current.domain.cpu.as_ref()) {
             l.sockets = c.sockets;

@@ -1,7 +1,7 @@
 //! Scenario tables for the VM decision: every run strategy against every VMI state, the
 //! lifecycle from Stopped to Running and back, and the double-create guard.
 
-use k8s_openapi::api::apps::v1::ControllerRevision;
+use super::Revision;
 use serde_json::{Value, json};
 
 use super::{PendingExpectations, VmWorld, decide_vm};
@@ -356,7 +356,7 @@ fn odd_revisions_are_ignored() {
         Some("revision-start-vm-vm-uid-1".into());
     let owner = json!([{"kind": "VirtualMachine", "uid": "vm-uid", "name": "vm1",
                         "apiVersion": "kubevirt.io/v1", "controller": true}]);
-    let revs: Vec<ControllerRevision> = [
+    let revs: Vec<Revision> = [
         json!({}),
         json!({"metadata": {"name": "revision-start-vm-vm-uid-1", "ownerReferences": owner}}),
         json!({"metadata": {"name": "revision-start-vm-vm-uid-2", "ownerReferences": owner},
@@ -423,7 +423,7 @@ fn lifecycle_start_run_stop_on_the_store() {
         let i: Option<VirtualMachineInstance> = store
             .get("virtualmachineinstances", "default", "vm1")
             .map(|x| serde_json::from_value(x.clone()).unwrap());
-        let revs: Vec<ControllerRevision> = store
+        let revs: Vec<Revision> = store
             .list("controllerrevisions")
             .map(|x| serde_json::from_value(x.clone()).unwrap())
             .collect();
@@ -748,7 +748,7 @@ fn a_vm_with_an_instancetype_starts_from_its_revisions() {
         s.domain.resources = None;
     }
     let revision = |name: &str, object: &str, data: Value| {
-        serde_json::from_value::<ControllerRevision>(json!({
+        serde_json::from_value::<Revision>(json!({
             "metadata": {"name": name, "namespace": "default",
                          "labels": {"instancetype.kubevirt.io/object-name": object}},
             "data": data, "revision": 0,
@@ -882,7 +882,7 @@ fn references_are_stored_before_the_vm_starts() {
     );
 
     // A revision already stored (its status patch lost) is not created again.
-    let stored: Vec<ControllerRevision> = created
+    let stored: Vec<Revision> = created
         .iter()
         .map(|o| serde_json::from_value(o.clone()).unwrap())
         .collect();
