@@ -97,12 +97,29 @@ pub fn format_rfc3339(unix: i64) -> String {
     let days = unix.div_euclid(86400);
     let secs = unix.rem_euclid(86400);
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        (secs / 60) % 60,
-        secs % 60
-    )
+    let (hh, mm, ss) = (secs / 3600, (secs / 60) % 60, secs % 60);
+    if !(0..=9999).contains(&y) {
+        return format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z");
+    }
+    // Written digit by digit: status writes stamp several of these, and `format!` cost about
+    // twenty times as much.
+    let mut out = String::with_capacity(20);
+    let mut push = |n: i64, width: u32, then: Option<char>| {
+        for i in (0..width).rev() {
+            let digit = u32::try_from((n / 10_i64.pow(i)) % 10).unwrap_or(0);
+            out.push(char::from_digit(digit, 10).unwrap_or('0'));
+        }
+        if let Some(c) = then {
+            out.push(c);
+        }
+    };
+    push(y, 4, Some('-'));
+    push(m, 2, Some('-'));
+    push(d, 2, Some('T'));
+    push(hh, 2, Some(':'));
+    push(mm, 2, Some(':'));
+    push(ss, 2, Some('Z'));
+    out
 }
 
 // Howard Hinnant's civil calendar algorithms (public domain description, written anew).
@@ -145,6 +162,34 @@ mod tests {
         assert_eq!(parse_rfc3339("1970-01-01T01:00:00+01:00"), Some(0));
         assert_eq!(parse_rfc3339("1970-01-01T00:00:10.5Z"), Some(10));
         assert_eq!(parse_rfc3339("garbage"), None);
+    }
+
+    /// The digit-by-digit writer spells every instant of years 0000-9999 as `format!` does,
+    /// and instants outside them still format.
+    #[test]
+    fn rfc3339_digits_match_format() {
+        let reference = |unix: i64| {
+            let (y, m, d) = civil_from_days(unix.div_euclid(86400));
+            let secs = unix.rem_euclid(86400);
+            format!(
+                "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+                secs / 3600,
+                (secs / 60) % 60,
+                secs % 60
+            )
+        };
+        let first = -62_167_219_200; // 0000-01-01T00:00:00Z
+        let last = 253_402_300_799; // 9999-12-31T23:59:59Z
+        let mut unix = first;
+        while unix <= last {
+            assert_eq!(format_rfc3339(unix), reference(unix));
+            unix += 86_399_993; // a prime stride, so every field takes many values
+        }
+        for unix in [first, last, -1, 0, 1, last + 1, first - 1] {
+            assert_eq!(format_rfc3339(unix), reference(unix));
+        }
+        assert_eq!(format_rfc3339(first), "0000-01-01T00:00:00Z");
+        assert_eq!(format_rfc3339(last), "9999-12-31T23:59:59Z");
     }
 
     #[test]

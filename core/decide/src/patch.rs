@@ -27,6 +27,19 @@ pub fn escape(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
+/// `base/<key escaped>`: the path of one field under `base`, built in one allocation.
+fn child_path(base: &str, key: &str) -> String {
+    let mut path = String::with_capacity(base.len() + 1 + key.len());
+    path.push_str(base);
+    path.push('/');
+    if key.contains(['~', '/']) {
+        path.push_str(&escape(key));
+    } else {
+        path.push_str(key);
+    }
+    path
+}
+
 /// The JSON-patch operations turning the object `old` into `new` one field deep under `base`
 /// (e.g. `/status`): changed fields are tested and replaced, new ones added, dropped ones tested
 /// and removed. When `old` is absent or empty the whole object is added in one operation.
@@ -42,19 +55,19 @@ pub fn field_ops(base: &str, old: Option<&Value>, new: &Value) -> Vec<Value> {
     }
     let mut ops = Vec::new();
     for (k, nv) in new_map {
-        let path = format!("{base}/{}", escape(k));
         match old_map.get(k) {
             Some(ov) if ov == nv => {}
             Some(ov) => {
+                let path = child_path(base, k);
                 ops.push(op("test", &path, Some(ov.clone())));
                 ops.push(op("replace", &path, Some(nv.clone())));
             }
-            None => ops.push(op("add", &path, Some(nv.clone()))),
+            None => ops.push(op("add", &child_path(base, k), Some(nv.clone()))),
         }
     }
     for (k, ov) in old_map {
         if !new_map.contains_key(k) {
-            let path = format!("{base}/{}", escape(k));
+            let path = child_path(base, k);
             ops.push(op("test", &path, Some(ov.clone())));
             ops.push(op("remove", &path, None));
         }

@@ -88,6 +88,26 @@ impl ResourceType {
         }
     }
 
+    /// Calls `f` with [`ResourceType::id`] spelled without a heap allocation when it fits a
+    /// small buffer: the store looks its tables up by it on every write.
+    pub(crate) fn with_id<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        if self.group.is_empty() {
+            return f(&self.plural);
+        }
+        let mut buf = [0u8; 96];
+        let len = self.plural.len() + 1 + self.group.len();
+        if len > buf.len() {
+            return f(&self.id());
+        }
+        buf[..self.plural.len()].copy_from_slice(self.plural.as_bytes());
+        buf[self.plural.len()] = b'.';
+        buf[self.plural.len() + 1..len].copy_from_slice(self.group.as_bytes());
+        match std::str::from_utf8(&buf[..len]) {
+            Ok(id) => f(id),
+            Err(_) => f(&self.id()),
+        }
+    }
+
     /// The key of an object: `namespace/name` when namespaced, `name` otherwise.
     pub fn key(&self, namespace: Option<&str>, name: &str) -> String {
         match (self.namespaced, namespace) {

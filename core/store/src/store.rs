@@ -307,14 +307,21 @@ impl Store {
     }
 
     fn table(&self, rt: &ResourceType) -> Option<&Table> {
-        self.tables.get(&rt.id())
+        rt.with_id(|id| self.tables.get(id))
     }
 
     fn table_mut(&mut self, rt: &Arc<ResourceType>) -> &mut Table {
-        self.tables.entry(rt.id()).or_insert_with(|| Table {
-            rt: rt.clone(),
-            objects: BTreeMap::new(),
-        })
+        if !rt.with_id(|id| self.tables.contains_key(id)) {
+            self.tables.insert(
+                rt.id(),
+                Table {
+                    rt: rt.clone(),
+                    objects: BTreeMap::new(),
+                },
+            );
+        }
+        rt.with_id(|id| self.tables.get_mut(id))
+            .expect("the table was inserted above")
     }
 
     pub(crate) fn dependents_index(&self, owner_uid: &str) -> Vec<(String, String)> {
@@ -487,9 +494,9 @@ impl Store {
     /// more is removed.
     fn install(&mut self, rt: &Arc<ResourceType>, key: &str, w: Written, now: i64) -> Arc<Obj> {
         let obj = w.stored.obj.clone();
-        let id = rt.id();
         let old = self.table_mut(rt).objects.insert(key.to_string(), w.stored);
         if let Some((old_owners, new_owners)) = w.owners {
+            let id = rt.id();
             for o in old_owners.iter().filter(|o| !new_owners.contains(o)) {
                 if let Some(set) = self.dependents.get_mut(o) {
                     set.remove(&(id.clone(), key.to_string()));
@@ -503,7 +510,7 @@ impl Store {
             }
         }
         if let Some(uid) = w.uid.filter(|u| !u.is_empty()) {
-            self.by_uid.insert(uid, (id, key.to_string()));
+            self.by_uid.insert(uid, (rt.id(), key.to_string()));
         }
         self.stats.writes += 1;
         let kind = if old.is_some() {
