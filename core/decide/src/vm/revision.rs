@@ -7,13 +7,14 @@
 //! holds it, and the spec it records is parsed at most once, by the first sync that asks.
 
 use std::ops::Deref;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use crate::api::VirtualMachineSpec;
+use crate::api::{VirtualMachineInstanceTemplateSpec, VirtualMachineSpec};
+use crate::meta;
 
 /// A shared ControllerRevision with its recorded VM spec parsed on first read. Cloning one
 /// shares it (the parse included).
@@ -28,6 +29,10 @@ struct Shared {
     /// The parsed spec's template serialised back to JSON (what the zero-value-insensitive
     /// comparison with the VM's template reads).
     template_json: OnceLock<Option<Value>>,
+    /// The last template compared with the recorded one and the answer: a VM whose template
+    /// differs from its start revision's (its firmware UUID was written after the start, say)
+    /// is compared again on every sync, and its template rarely changes in between.
+    last_comparison: Mutex<Option<(VirtualMachineInstanceTemplateSpec, bool)>>,
 }
 
 impl Revision {
@@ -37,6 +42,7 @@ impl Revision {
             object,
             vm_spec: OnceLock::new(),
             template_json: OnceLock::new(),
+            last_comparison: Mutex::new(None),
         }))
     }
 
@@ -57,11 +63,38 @@ impl Revision {
     }
 
     /// [`Revision::vm_spec`]'s template as JSON, serialised on first read.
-    pub(crate) fn template_json(&self) -> Option<&Value> {
+    fn template_json(&self) -> Option<&Value> {
         self.0
             .template_json
             .get_or_init(|| serde_json::to_value(&self.vm_spec()?.template).ok())
             .as_ref()
+    }
+
+    /// Whether `template` is the one this start revision recorded, as KubeVirt's semantic
+    /// equality sees it: equal structs, or equal JSON once zero values are ignored. `false`
+    /// for a revision that records no VM spec.
+    pub(crate) fn records_template(&self, template: &VirtualMachineInstanceTemplateSpec) -> bool {
+        let Some(spec) = self.vm_spec() else {
+            return false;
+        };
+        // Equal typed templates serialize equally; only a typed difference needs the JSON check.
+        if spec.template == *template {
+            return true;
+        }
+        let mut last = self.0.last_comparison.lock().ok();
+        if let Some(Some((seen, same))) = last.as_deref()
+            && seen == template
+        {
+            return *same;
+        }
+        let same = self.template_json().is_some_and(|recorded| {
+            let current = serde_json::to_value(template).unwrap_or_default();
+            meta::eq_without_zero_values(recorded, &current)
+        });
+        if let Some(last) = last.as_deref_mut() {
+            *last = Some((template.clone(), same));
+        }
+        same
     }
 }
 
@@ -112,6 +145,25 @@ mod tests {
         assert!(revision(json!({})).vm_spec().is_none());
         assert!(revision(json!({"spec": 7})).vm_spec().is_none());
         assert!(revision(json!({"spec": 7})).template_json().is_none());
+        assert!(!revision(json!({"spec": 7})).records_template(&Default::default()));
+    }
+
+    /// The recorded template matches itself, a copy that differs only by a zero value, and no
+    /// template that differs in substance — asked repeatedly, in any order.
+    #[test]
+    fn recorded_templates_compare_as_kubevirt_does() {
+        let r = revision(json!({"spec": {"template": {"spec": {"domain": {"devices": {}}}}}}));
+        let recorded = r.vm_spec().unwrap().template.clone();
+        let mut zero = recorded.clone();
+        zero.metadata.labels = Some(Default::default());
+        let mut other = recorded.clone();
+        other.spec.as_mut().unwrap().hostname = Some("h".into());
+        for _ in 0..2 {
+            assert!(r.records_template(&recorded));
+            assert!(!r.records_template(&other));
+            assert!(r.records_template(&zero));
+            assert!(!r.records_template(&other));
+        }
     }
 
     /// A clone shares the object and the parse: the second reader does not parse again.

@@ -129,17 +129,7 @@ pub(super) fn bump_generation_annotation(r: &mut Reconcile<'_, '_>) {
     let Some(revision) = revision_by_name(r, &name) else {
         return;
     };
-    let Some(spec) = revision.vm_spec() else {
-        return;
-    };
-    // Equal typed templates serialize equally; only a typed difference needs the JSON check
-    // (the revision's side of it serialised once for every sync that reads the revision).
-    let same = spec.template == r.vm.spec.template
-        || revision.template_json().is_some_and(|recorded| {
-            let current = serde_json::to_value(&r.vm.spec.template).unwrap_or_default();
-            meta::eq_without_zero_values(recorded, &current)
-        });
-    if same {
+    if revision.records_template(&r.vm.spec.template) {
         patch_generation_annotation(r, generation);
     }
 }

@@ -61,6 +61,9 @@ pub(super) fn update_status(
     let mut written = None;
     // Equal typed statuses serialize equally, so only a typed difference needs the JSON
     // comparison (which ignores zero values) to tell whether anything is written.
+    // Each side is serialised once: the new status is what gets written, and the cached one is
+    // the stored status the patch tests against unless a write earlier in the plan changed it.
+    let mut new_json = None;
     let unchanged = r.w.vm.status.as_ref() == Some(&st) || {
         let orig =
             r.w.vm
@@ -69,10 +72,15 @@ pub(super) fn update_status(
                 .and_then(|s| serde_json::to_value(s).ok())
                 .unwrap_or(Value::Null);
         let new = serde_json::to_value(&st).unwrap_or(Value::Null);
-        meta::eq_without_zero_values(&new, &orig)
+        let same = meta::eq_without_zero_values(&new, &orig);
+        if r.stored_status.is_none() {
+            r.stored_status = Some(orig);
+        }
+        new_json = Some(new);
+        same
     };
     if !unchanged {
-        let new = serde_json::to_value(&st).unwrap_or(Value::Null);
+        let new = new_json.unwrap_or_else(|| serde_json::to_value(&st).unwrap_or(Value::Null));
         let ops = patch::field_ops("/status", Some(r.stored_status()), &new);
         if !ops.is_empty() {
             let write = r.vm_patch(Value::Array(ops)).on_subresource("status");
