@@ -11,7 +11,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use serde::{Deserialize, Deserializer};
-use serde_json::Value;
 
 use crate::api::{VirtualMachineInstanceTemplateSpec, VirtualMachineSpec};
 use crate::meta;
@@ -26,9 +25,6 @@ struct Shared {
     object: Arc<ControllerRevision>,
     /// `data.spec` as a VM spec; `None` when absent or not one.
     vm_spec: OnceLock<Option<VirtualMachineSpec>>,
-    /// The parsed spec's template serialised back to JSON (what the zero-value-insensitive
-    /// comparison with the VM's template reads).
-    template_json: OnceLock<Option<Value>>,
     /// The last template compared with the recorded one and the answer: a VM whose template
     /// differs from its start revision's (its firmware UUID was written after the start, say)
     /// is compared again on every sync, and its template rarely changes in between.
@@ -41,7 +37,6 @@ impl Revision {
         Self(Arc::new(Shared {
             object,
             vm_spec: OnceLock::new(),
-            template_json: OnceLock::new(),
             last_comparison: Mutex::new(None),
         }))
     }
@@ -62,14 +57,6 @@ impl Revision {
             .as_ref()
     }
 
-    /// [`Revision::vm_spec`]'s template as JSON, serialised on first read.
-    fn template_json(&self) -> Option<&Value> {
-        self.0
-            .template_json
-            .get_or_init(|| serde_json::to_value(&self.vm_spec()?.template).ok())
-            .as_ref()
-    }
-
     /// Whether `template` is the one this start revision recorded, as KubeVirt's semantic
     /// equality sees it: equal structs, or equal JSON once zero values are ignored. `false`
     /// for a revision that records no VM spec.
@@ -87,10 +74,13 @@ impl Revision {
         {
             return *same;
         }
-        let same = self.template_json().is_some_and(|recorded| {
-            let current = serde_json::to_value(template).unwrap_or_default();
-            meta::eq_without_zero_values(recorded, &current)
-        });
+        // Both sides serialised only when the answer is not remembered: keeping the recorded
+        // side's JSON too cost more memory than the rare second serialisation.
+        let json = |t: &VirtualMachineInstanceTemplateSpec| serde_json::to_value(t).ok();
+        let same = match (json(&spec.template), json(template)) {
+            (Some(recorded), Some(current)) => meta::eq_without_zero_values(&recorded, &current),
+            _ => false,
+        };
         if let Some(last) = last.as_deref_mut() {
             *last = Some((template.clone(), same));
         }
@@ -120,7 +110,7 @@ impl<'de> Deserialize<'de> for Revision {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
@@ -138,13 +128,10 @@ mod tests {
             r.vm_spec().and_then(|s| s.run_strategy.as_deref()),
             Some("Always")
         );
-        // The template as its struct writes it: Go's zero values filled in.
-        let template = r.template_json().unwrap();
-        assert_eq!(template["spec"]["hostname"], "h");
-        assert_eq!(template["metadata"], json!({}));
+        let template = r.vm_spec().and_then(|s| s.template.spec.as_ref());
+        assert_eq!(template.and_then(|t| t.hostname.as_deref()), Some("h"));
         assert!(revision(json!({})).vm_spec().is_none());
         assert!(revision(json!({"spec": 7})).vm_spec().is_none());
-        assert!(revision(json!({"spec": 7})).template_json().is_none());
         assert!(!revision(json!({"spec": 7})).records_template(&Default::default()));
     }
 
