@@ -22,21 +22,23 @@ pub fn op(op: &str, path: &str, value: Option<Value>) -> Value {
     Value::Object(m)
 }
 
-/// Escapes a key for use as a JSON-pointer segment (`~` -> `~0`, `/` -> `~1`).
-pub fn escape(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
+/// Escapes a key for use as a JSON-pointer segment (`~` -> `~0`, `/` -> `~1`); borrowed when
+/// there is nothing to escape, as for nearly every key.
+pub fn escape(key: &str) -> Cow<'_, str> {
+    if key.contains(['~', '/']) {
+        Cow::Owned(key.replace('~', "~0").replace('/', "~1"))
+    } else {
+        Cow::Borrowed(key)
+    }
 }
 
 /// `base/<key escaped>`: the path of one field under `base`, built in one allocation.
 fn child_path(base: &str, key: &str) -> String {
+    let key = escape(key);
     let mut path = String::with_capacity(base.len() + 1 + key.len());
     path.push_str(base);
     path.push('/');
-    if key.contains(['~', '/']) {
-        path.push_str(&escape(key));
-    } else {
-        path.push_str(key);
-    }
+    path.push_str(&key);
     path
 }
 
@@ -306,6 +308,22 @@ fn reorder(cur: &mut Value, order: &[Value], key: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A plain key is borrowed as it is; `~` and `/` are escaped so that the pointer reader
+    /// gives the key back.
+    #[test]
+    fn keys_escape_and_read_back() {
+        assert!(matches!(
+            escape("kubevirt.io"),
+            Cow::Borrowed("kubevirt.io")
+        ));
+        for key in ["kubevirt.io/vm", "a~b", "~1/~0", ""] {
+            let escaped = escape(key);
+            assert!(!escaped.contains('/'), "{escaped}");
+            assert_eq!(json_pointer::token(&escaped), key);
+        }
+        assert_eq!(child_path("/status", "a/b"), "/status/a~1b");
+    }
 
     #[test]
     fn field_ops_round_trip_through_apply() {
