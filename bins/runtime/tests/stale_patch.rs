@@ -1,8 +1,10 @@
 //! A conditional JSON patch whose `test` no longer holds, against a real kube-apiserver: the
 //! server answers 422 with a message that names neither the object nor the cause; kvrs reports
-//! it as a conflict naming both, and keeps other 422s what they are.
+//! it as a conflict naming both, and keeps other 422s what they are. A conditional patch that
+//! changes nothing is told from one that does by the version the server answers with.
 
 use k8s_openapi::api::core::v1::Pod;
+use kvrs_decide::patch::unchanged_by;
 use kvrs_decide::{ApiWrite, PatchType, WriteOp};
 use kvrs_runtime::kube::api::KubeApi;
 use kvrs_runtime::kube::setup::connect;
@@ -68,6 +70,31 @@ async fn a_stale_test_precondition_is_a_conflict_naming_the_object() {
     .expect("a patch of the version read");
     let stored = pods.get("p").await.unwrap();
     assert_eq!(stored.metadata.labels.unwrap()["first"], "yes");
+    let now_rv = stored.metadata.resource_version.unwrap();
+    assert_ne!(now_rv, read_rv);
+
+    // A conditional patch that changes nothing is accepted with the version it tested and
+    // makes no new one (so no watch event follows it): `unchanged_by` tells it from a write.
+    let same = patch(json!([
+        test_rv(&now_rv),
+        {"op": "add", "path": "/metadata/labels/first", "value": "yes"},
+    ]));
+    let answered = api.send(&same).await.expect("a patch changing nothing");
+    assert_eq!(answered.as_deref(), Some(now_rv.as_str()));
+    let WriteOp::Patch { patch: ops, .. } = &same.op else {
+        unreachable!()
+    };
+    assert!(unchanged_by(ops, answered.as_deref()));
+    let changing = patch(json!([
+        test_rv(&now_rv),
+        {"op": "add", "path": "/metadata/labels/third", "value": "yes"},
+    ]));
+    let answered = api.send(&changing).await.expect("a patch changing a label");
+    assert_ne!(answered.as_deref(), Some(now_rv.as_str()));
+    let WriteOp::Patch { patch: ops, .. } = &changing.op else {
+        unreachable!()
+    };
+    assert!(!unchanged_by(ops, answered.as_deref()));
 
     // The object changed since: the same precondition fails, as a conflict naming it.
     let e = api

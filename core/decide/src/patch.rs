@@ -8,6 +8,7 @@
 
 use std::borrow::Cow;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kvrs_api::json_pointer::{self, JsonPointer};
 use serde_json::{Map, Value, json};
 
@@ -20,6 +21,32 @@ pub fn op(op: &str, path: &str, value: Option<Value>) -> Value {
         m.insert("value".into(), v);
     }
     Value::Object(m)
+}
+
+/// The path of the `test` operation that makes a JSON patch conditional on the whole object.
+pub const RESOURCE_VERSION_PATH: &str = "/metadata/resourceVersion";
+
+/// A `test` of the resourceVersion the decision read, when it read one: the patch then applies
+/// only to that version, as KubeVirt's full `Update` does. A stale cache is refused (a conflict)
+/// instead of writing values decided on an old copy; and a write that changes nothing is
+/// recognisable by the server answering with that same version (see [`unchanged_by`]).
+pub fn resource_version_test(meta: &ObjectMeta) -> Option<Value> {
+    let rv = meta.resource_version.as_ref()?;
+    Some(op("test", RESOURCE_VERSION_PATH, Some(json!(rv))))
+}
+
+/// Whether a successful `patch` left its object as it was: the patch was conditional on a
+/// resourceVersion and the server answered with that same version. Such a write brings no watch
+/// event, so whoever waits to observe it must stop waiting.
+pub fn unchanged_by(patch: &Value, answered_resource_version: Option<&str>) -> bool {
+    let Some(answered) = answered_resource_version else {
+        return false;
+    };
+    patch
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|o| o["op"] == "test" && o["path"] == RESOURCE_VERSION_PATH && o["value"] == answered)
 }
 
 /// Escapes a key for use as a JSON-pointer segment (`~` -> `~0`, `/` -> `~1`); borrowed when

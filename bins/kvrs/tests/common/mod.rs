@@ -235,7 +235,11 @@ impl Stack {
                 &format!("127.0.0.1:{}", free_loopback_port()),
             ])
             .arg("--allow-emulation")
-            .env("RUST_LOG", "info");
+            // Every sync, write and watch event: a failure prints the log's last lines.
+            .env(
+                "RUST_LOG",
+                "info,kvrs_virt_controller=debug,kvrs_runtime=debug",
+            );
         let controller = Daemon::start(
             "virt-controller",
             controller_cmd,

@@ -117,7 +117,10 @@ impl KubeApi {
         })
     }
 
-    async fn send(&self, w: &ApiWrite) -> Result<(), ApiError> {
+    /// Sends `w`; answers the resourceVersion the server gave the object written (none for a
+    /// delete), from which a caller can tell a conditional patch that changed nothing
+    /// ([`kvrs_decide::patch::unchanged_by`]).
+    pub async fn send(&self, w: &ApiWrite) -> Result<Option<String>, ApiError> {
         let api = self.api_for(w)?;
         let pp = PatchParams {
             field_manager: Some(self.field_manager.clone()),
@@ -133,7 +136,10 @@ impl KubeApi {
                     field_manager: Some(self.field_manager.clone()),
                     ..PostParams::default()
                 };
-                api.create(&post, &obj).await.map(drop).map_err(api_error)
+                api.create(&post, &obj)
+                    .await
+                    .map(resource_version)
+                    .map_err(api_error)
             }
             WriteOp::Patch { patch_type, patch } => {
                 let patch = match patch_type {
@@ -156,7 +162,7 @@ impl KubeApi {
                     Some(sub) => api.patch_subresource(sub, &w.name, &pp, &patch).await,
                     None => api.patch(&w.name, &pp, &patch).await,
                 }
-                .map(drop)
+                .map(resource_version)
                 .map_err(|e| {
                     let err = api_error(e);
                     // The API server answers a failed JSON-patch `test` with 422: for kvrs's
@@ -175,7 +181,10 @@ impl KubeApi {
                     }),
                     ..DeleteParams::default()
                 };
-                api.delete(&w.name, &dp).await.map(drop).map_err(api_error)
+                api.delete(&w.name, &dp)
+                    .await
+                    .map(|_| None)
+                    .map_err(api_error)
             }
             WriteOp::Update { .. } => Err(ApiError::new(
                 ApiErrorKind::Invalid,
@@ -194,13 +203,18 @@ async fn patch_value(
     sub: Option<&str>,
     pp: &PatchParams,
     patch: Patch<&serde_json::Value>,
-) -> Result<(), ApiError> {
+) -> Result<Option<String>, ApiError> {
     match sub {
         Some(sub) => api.patch_subresource(sub, &w.name, pp, &patch).await,
         None => api.patch(&w.name, pp, &patch).await,
     }
-    .map(drop)
+    .map(resource_version)
     .map_err(api_error)
+}
+
+/// The resourceVersion the server answered with.
+fn resource_version(written: DynamicObject) -> Option<String> {
+    written.metadata.resource_version
 }
 
 /// Whether a JSON patch carries `test` operations (its 422 then means a failed precondition).
@@ -286,7 +300,7 @@ impl KubeApi {
 
 impl Api for KubeApi {
     async fn write(&mut self, write: &ApiWrite) -> Result<(), ApiError> {
-        self.send(write).await
+        self.send(write).await.map(drop)
     }
 
     async fn event(&mut self, event: &Event) {
@@ -297,7 +311,7 @@ impl Api for KubeApi {
 /// Also usable through a shared reference, so many workers share one client.
 impl Api for &KubeApi {
     async fn write(&mut self, write: &ApiWrite) -> Result<(), ApiError> {
-        self.send(write).await
+        self.send(write).await.map(drop)
     }
 
     async fn event(&mut self, event: &Event) {

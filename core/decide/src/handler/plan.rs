@@ -117,9 +117,7 @@ pub fn status_write(
     let ns = vmi.metadata.namespace.as_deref().unwrap_or("default");
     let name = vmi.metadata.name.as_deref().unwrap_or("");
     let mut ops = Vec::new();
-    if let Some(rv) = &vmi.metadata.resource_version {
-        ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
-    }
+    ops.extend(crate::patch::resource_version_test(&vmi.metadata));
     ops.push(json!({"op": "replace", "path": "/status", "value": status}));
     let patch = WriteOp::Patch {
         patch_type: PatchType::Json,

@@ -16,6 +16,7 @@ mod pod_sync;
 mod status;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use super::PendingExpectations;
@@ -140,7 +141,10 @@ pub fn decide_vmi(
                 meta::name(&vmi.metadata),
                 WriteOp::Patch {
                     patch_type: super::PatchType::Json,
-                    patch: super::patch::replace_map("/metadata/annotations", old.as_ref(), &new),
+                    patch: conditional(
+                        &vmi.metadata,
+                        super::patch::replace_map("/metadata/annotations", old.as_ref(), &new),
+                    ),
                 },
             )
             .expecting(Expectation::ObservedUpdate { key }),
@@ -151,6 +155,14 @@ pub fn decide_vmi(
         return VmiDecision { plan, vmi: None };
     }
     lifecycle::reconcile(world, render, pod_name_suffix, plan)
+}
+
+/// `patch` made conditional on the resourceVersion of `meta` (KubeVirt writes it with `Update`).
+fn conditional(meta: &ObjectMeta, patch: Value) -> Value {
+    match (super::patch::resource_version_test(meta), patch) {
+        (Some(test), Value::Array(ops)) => Value::Array(std::iter::once(test).chain(ops).collect()),
+        (_, patch) => patch,
+    }
 }
 
 /// The event recorded when the launcher pod was created.

@@ -450,7 +450,11 @@ pub(super) fn update_status(
     if !changed {
         return None;
     }
-    let mut ops = patch::field_ops("/status", o.get("status"), &c["status"]);
+    // KubeVirt writes a VMI it still owns with a full `Update`: conditional on the version read.
+    let mut ops: Vec<Value> = patch::resource_version_test(&vmi.metadata)
+        .into_iter()
+        .collect();
+    ops.extend(patch::field_ops("/status", o.get("status"), &c["status"]));
     for f in ["labels", "annotations", "finalizers"] {
         let (a, b) = (o["metadata"].get(f), c["metadata"].get(f));
         if a != b {

@@ -510,3 +510,79 @@ fn a_pod_without_an_image_writes_no_empty_launcher_image() {
         Some(&json!("quay.io/kubevirt/virt-launcher:v1.9.0"))
     );
 }
+
+/// The VMI controller writes a VMI it still owns (before Scheduled) on the version it read, as
+/// KubeVirt's `Update` does: a copy another writer moved on from is refused, never applied over
+/// that writer's fields; and a write the server answers with the version it tested changed
+/// nothing, which is how the controller knows no watch event will follow it.
+#[test]
+fn a_vmi_written_before_hand_over_is_written_on_the_version_read() {
+    let cfg = ClusterConfig::default();
+    let mut read = vmi("Pending");
+    read.metadata.resource_version = Some("7".into());
+    let d = decide_vmi(&world(&read, vec![], &cfg), &render, "00000");
+    let status = d
+        .plan
+        .writes()
+        .find(|w| w.resource == "virtualmachineinstances")
+        .expect("a status write");
+    assert!(matches!(
+        status.expectation,
+        Some(Expectation::ObservedUpdate { .. })
+    ));
+    let WriteOp::Patch { patch, .. } = &status.op else {
+        panic!("{:?}", status.op)
+    };
+    assert_eq!(
+        patch[0],
+        json!({"op": "test", "path": "/metadata/resourceVersion", "value": "7"})
+    );
+    assert!(crate::patch::unchanged_by(patch, Some("7")));
+    assert!(!crate::patch::unchanged_by(patch, Some("8")));
+    assert!(!crate::patch::unchanged_by(patch, None));
+
+    let mut store = ObjectStore::new();
+    let mut moved_on = serde_json::to_value(&read).unwrap();
+    moved_on["metadata"]["resourceVersion"] = json!("8");
+    moved_on["metadata"]["labels"] = json!({"someone": "else"});
+    store.insert("virtualmachineinstances", moved_on);
+    let (_, refused) = store.execute(&d.plan, NOW);
+    let refused = refused.expect("a stale copy is refused");
+    assert!(refused.contains("resourceVersion"), "{refused}");
+    let stored = store
+        .get("virtualmachineinstances", "default", "vmi1")
+        .unwrap();
+    assert_eq!(stored["status"]["phase"], "Pending");
+    assert_eq!(stored["metadata"]["labels"]["someone"], "else");
+
+    let mut store = ObjectStore::new();
+    store.insert(
+        "virtualmachineinstances",
+        serde_json::to_value(&read).unwrap(),
+    );
+    let (_, error) = store.execute(&d.plan, NOW);
+    assert_eq!(error, None);
+    let stored = store
+        .get("virtualmachineinstances", "default", "vmi1")
+        .unwrap();
+    assert_eq!(stored["status"]["phase"], "Scheduling");
+}
+
+/// The API-version annotation, the first write of a VMI nobody stamped yet, is conditional too.
+#[test]
+fn the_api_version_stamp_is_written_on_the_version_read() {
+    let cfg = ClusterConfig::default();
+    let mut read = vmi("Pending");
+    read.metadata.resource_version = Some("3".into());
+    read.metadata.annotations = None;
+    let d = decide_vmi(&world(&read, vec![], &cfg), &render, "00000");
+    let [write] = d.plan.write_list()[..] else {
+        panic!("{:?}", d.plan.write_list())
+    };
+    let WriteOp::Patch { patch, .. } = &write.op else {
+        panic!("{:?}", write.op)
+    };
+    assert_eq!(patch[0]["path"], "/metadata/resourceVersion");
+    assert_eq!(patch[0]["value"], "3");
+    assert_eq!(patch[1]["op"], "add");
+}
