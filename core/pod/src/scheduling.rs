@@ -243,7 +243,7 @@ fn reject_label(affinity: Option<core::Affinity>, label: &str) -> core::Affinity
 /// The VMI's affinity, plus: avoid nodes whose host model is obsolete (for host-model CPUs) and
 /// nodes that have a forbidden CPU feature.
 pub(super) fn affinity(vmi: &VirtualMachineInstance) -> Option<core::Affinity> {
-    let mut affinity = vmi.spec.affinity.clone();
+    let mut affinity = vmi.spec.affinity.as_deref().cloned();
     let cpu = vmi.spec.domain.cpu.as_ref();
     let model = cpu.and_then(|c| c.model.as_deref()).unwrap_or_default();
     if model.is_empty() || model == "host-model" {

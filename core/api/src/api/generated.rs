@@ -302,7 +302,7 @@ pub struct ClientPassthroughDevices {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Clock {
     #[serde(rename = "timer", skip_serializing_if = "Option::is_none")]
-    pub timer: Option<Timer>,
+    pub timer: Option<Box<Timer>>,
     #[serde(rename = "timezone", skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
     #[serde(rename = "utc", skip_serializing_if = "Option::is_none")]
@@ -950,7 +950,7 @@ pub struct Devices {
     #[serde(rename = "video", skip_serializing_if = "Option::is_none")]
     pub video: Option<VideoDevice>,
     #[serde(rename = "watchdog", skip_serializing_if = "Option::is_none")]
-    pub watchdog: Option<Watchdog>,
+    pub watchdog: Option<Box<Watchdog>>,
     /// Fields this version of kvrs does not know, kept as they came.
     #[serde(flatten)]
     pub extra: BTreeMap<String, serde_json::Value>,
@@ -1073,7 +1073,7 @@ pub struct DomainMemoryDumpInfo {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DomainSpec {
     #[serde(rename = "chassis", skip_serializing_if = "Option::is_none")]
-    pub chassis: Option<Chassis>,
+    pub chassis: Option<Box<Chassis>>,
     #[serde(rename = "clock", skip_serializing_if = "Option::is_none")]
     pub clock: Option<Clock>,
     #[serde(rename = "cpu", skip_serializing_if = "Option::is_none")]
@@ -1089,7 +1089,7 @@ pub struct DomainSpec {
     #[serde(rename = "ioThreadsPolicy", skip_serializing_if = "Option::is_none")]
     pub io_threads_policy: Option<String>,
     #[serde(rename = "launchSecurity", skip_serializing_if = "Option::is_none")]
-    pub launch_security: Option<LaunchSecurity>,
+    pub launch_security: Option<Box<LaunchSecurity>>,
     #[serde(rename = "machine", skip_serializing_if = "Option::is_none")]
     pub machine: Option<Machine>,
     #[serde(rename = "memory", skip_serializing_if = "Option::is_none")]
@@ -1293,7 +1293,7 @@ pub struct Features {
     #[serde(rename = "apic", skip_serializing_if = "Option::is_none")]
     pub apic: Option<FeatureAPIC>,
     #[serde(rename = "hyperv", skip_serializing_if = "Option::is_none")]
-    pub hyperv: Option<FeatureHyperv>,
+    pub hyperv: Option<Box<FeatureHyperv>>,
     #[serde(rename = "hypervPassthrough", skip_serializing_if = "Option::is_none")]
     pub hyperv_passthrough: Option<HyperVPassthrough>,
     #[serde(rename = "kvm", skip_serializing_if = "Option::is_none")]
@@ -1335,7 +1335,7 @@ pub struct Firmware {
     #[serde(rename = "bootloader", skip_serializing_if = "Option::is_none")]
     pub bootloader: Option<Bootloader>,
     #[serde(rename = "kernelBoot", skip_serializing_if = "Option::is_none")]
-    pub kernel_boot: Option<KernelBoot>,
+    pub kernel_boot: Option<Box<KernelBoot>>,
     #[serde(
         rename = "serial",
         skip_serializing_if = "crate::serde_util::omit_empty"
@@ -3271,7 +3271,7 @@ pub struct VirtualMachineInstanceSpec {
     )]
     pub access_credentials: Option<Vec<AccessCredential>>,
     #[serde(rename = "affinity", skip_serializing_if = "Option::is_none")]
-    pub affinity: Option<core_v1::Affinity>,
+    pub affinity: Option<Box<core_v1::Affinity>>,
     #[serde(
         rename = "architecture",
         skip_serializing_if = "crate::serde_util::omit_empty"
@@ -3294,7 +3294,7 @@ pub struct VirtualMachineInstanceSpec {
     )]
     pub hostname: Option<String>,
     #[serde(rename = "livenessProbe", skip_serializing_if = "Option::is_none")]
-    pub liveness_probe: Option<Probe>,
+    pub liveness_probe: Option<Box<Probe>>,
     #[serde(
         rename = "networks",
         skip_serializing_if = "crate::serde_util::omit_empty"
@@ -3311,7 +3311,7 @@ pub struct VirtualMachineInstanceSpec {
     )]
     pub priority_class_name: Option<String>,
     #[serde(rename = "readinessProbe", skip_serializing_if = "Option::is_none")]
-    pub readiness_probe: Option<Probe>,
+    pub readiness_probe: Option<Box<Probe>>,
     #[serde(
         rename = "resourceClaims",
         skip_serializing_if = "crate::serde_util::omit_empty"
@@ -3378,7 +3378,7 @@ pub struct VirtualMachineInstanceStatus {
         rename = "changedBlockTracking",
         skip_serializing_if = "Option::is_none"
     )]
-    pub changed_block_tracking: Option<ChangedBlockTrackingStatus>,
+    pub changed_block_tracking: Option<Box<ChangedBlockTrackingStatus>>,
     #[serde(
         rename = "conditions",
         skip_serializing_if = "crate::serde_util::omit_empty"
@@ -3407,7 +3407,7 @@ pub struct VirtualMachineInstanceStatus {
     )]
     pub interfaces: Option<Vec<VirtualMachineInstanceNetworkInterface>>,
     #[serde(rename = "kernelBootStatus", skip_serializing_if = "Option::is_none")]
-    pub kernel_boot_status: Option<KernelBootStatus>,
+    pub kernel_boot_status: Option<Box<KernelBootStatus>>,
     #[serde(
         rename = "launcherContainerImageVersion",
         skip_serializing_if = "crate::serde_util::omit_empty"
@@ -3428,7 +3428,7 @@ pub struct VirtualMachineInstanceStatus {
     )]
     pub migration_method: Option<String>,
     #[serde(rename = "migrationState", skip_serializing_if = "Option::is_none")]
-    pub migration_state: Option<VirtualMachineInstanceMigrationState>,
+    pub migration_state: Option<Box<VirtualMachineInstanceMigrationState>>,
     #[serde(
         rename = "migrationTransport",
         skip_serializing_if = "crate::serde_util::omit_empty"
@@ -3618,7 +3618,7 @@ pub struct VirtualMachineStatus {
     #[serde(rename = "instancetypeRef", skip_serializing_if = "Option::is_none")]
     pub instancetype_ref: Option<InstancetypeStatusRef>,
     #[serde(rename = "memoryDumpRequest", skip_serializing_if = "Option::is_none")]
-    pub memory_dump_request: Option<VirtualMachineMemoryDumpRequest>,
+    pub memory_dump_request: Option<Box<VirtualMachineMemoryDumpRequest>>,
     #[serde(
         rename = "observedGeneration",
         skip_serializing_if = "crate::serde_util::omit_empty"
@@ -3691,42 +3691,42 @@ pub struct Volume {
         rename = "cloudInitConfigDrive",
         skip_serializing_if = "Option::is_none"
     )]
-    pub cloud_init_config_drive: Option<CloudInitConfigDriveSource>,
+    pub cloud_init_config_drive: Option<Box<CloudInitConfigDriveSource>>,
     #[serde(rename = "cloudInitNoCloud", skip_serializing_if = "Option::is_none")]
-    pub cloud_init_no_cloud: Option<CloudInitNoCloudSource>,
+    pub cloud_init_no_cloud: Option<Box<CloudInitNoCloudSource>>,
     #[serde(rename = "configMap", skip_serializing_if = "Option::is_none")]
-    pub config_map: Option<ConfigMapVolumeSource>,
+    pub config_map: Option<Box<ConfigMapVolumeSource>>,
     #[serde(rename = "containerDisk", skip_serializing_if = "Option::is_none")]
-    pub container_disk: Option<ContainerDiskSource>,
+    pub container_disk: Option<Box<ContainerDiskSource>>,
     #[serde(rename = "containerPath", skip_serializing_if = "Option::is_none")]
-    pub container_path: Option<ContainerPathVolumeSource>,
+    pub container_path: Option<Box<ContainerPathVolumeSource>>,
     #[serde(rename = "dataVolume", skip_serializing_if = "Option::is_none")]
-    pub data_volume: Option<DataVolumeSource>,
+    pub data_volume: Option<Box<DataVolumeSource>>,
     #[serde(rename = "downwardAPI", skip_serializing_if = "Option::is_none")]
-    pub downward_api: Option<DownwardAPIVolumeSource>,
+    pub downward_api: Option<Box<DownwardAPIVolumeSource>>,
     #[serde(rename = "downwardMetrics", skip_serializing_if = "Option::is_none")]
-    pub downward_metrics: Option<DownwardMetricsVolumeSource>,
+    pub downward_metrics: Option<Box<DownwardMetricsVolumeSource>>,
     #[serde(rename = "emptyDisk", skip_serializing_if = "Option::is_none")]
-    pub empty_disk: Option<EmptyDiskSource>,
+    pub empty_disk: Option<Box<EmptyDiskSource>>,
     #[serde(rename = "ephemeral", skip_serializing_if = "Option::is_none")]
-    pub ephemeral: Option<EphemeralVolumeSource>,
+    pub ephemeral: Option<Box<EphemeralVolumeSource>>,
     #[serde(rename = "hostDisk", skip_serializing_if = "Option::is_none")]
-    pub host_disk: Option<HostDisk>,
+    pub host_disk: Option<Box<HostDisk>>,
     #[serde(rename = "memoryDump", skip_serializing_if = "Option::is_none")]
-    pub memory_dump: Option<MemoryDumpVolumeSource>,
+    pub memory_dump: Option<Box<MemoryDumpVolumeSource>>,
     #[serde(rename = "name")]
     pub name: String,
     #[serde(
         rename = "persistentVolumeClaim",
         skip_serializing_if = "Option::is_none"
     )]
-    pub persistent_volume_claim: Option<PersistentVolumeClaimVolumeSource>,
+    pub persistent_volume_claim: Option<Box<PersistentVolumeClaimVolumeSource>>,
     #[serde(rename = "secret", skip_serializing_if = "Option::is_none")]
-    pub secret: Option<SecretVolumeSource>,
+    pub secret: Option<Box<SecretVolumeSource>>,
     #[serde(rename = "serviceAccount", skip_serializing_if = "Option::is_none")]
-    pub service_account: Option<ServiceAccountVolumeSource>,
+    pub service_account: Option<Box<ServiceAccountVolumeSource>>,
     #[serde(rename = "sysprep", skip_serializing_if = "Option::is_none")]
-    pub sysprep: Option<SysprepSource>,
+    pub sysprep: Option<Box<SysprepSource>>,
     /// Fields this version of kvrs does not know, kept as they came.
     #[serde(flatten)]
     pub extra: BTreeMap<String, serde_json::Value>,

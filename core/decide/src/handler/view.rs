@@ -47,7 +47,7 @@ pub(super) fn is_deleting(vmi: &VirtualMachineInstance) -> bool {
 pub(super) fn migration_state(
     vmi: &VirtualMachineInstance,
 ) -> Option<&VirtualMachineInstanceMigrationState> {
-    vmi.status.as_ref()?.migration_state.as_ref()
+    vmi.status.as_ref()?.migration_state.as_deref()
 }
 
 /// Marked as the target VMI of a (decentralized) migration.

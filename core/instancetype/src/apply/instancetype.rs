@@ -297,7 +297,7 @@ pub(crate) fn launch_security(
     if spec.domain.launch_security.is_some() {
         return vec![Conflict::child(base, &["domain", "launchSecurity"])];
     }
-    spec.domain.launch_security = Some(ls.clone());
+    spec.domain.launch_security = Some(Box::new(ls.clone()));
     vec![]
 }
 

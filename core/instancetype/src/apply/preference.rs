@@ -42,7 +42,7 @@ pub fn apply_preference(
         target.entry(key.clone()).or_insert_with(|| value.clone());
     }
     if preference.preferred_launch_security.is_some() && spec.domain.launch_security.is_none() {
-        spec.domain.launch_security = preference.preferred_launch_security.clone();
+        spec.domain.launch_security = preference.preferred_launch_security.clone().map(Box::new);
     }
 }
 
@@ -103,10 +103,7 @@ fn features(preference: &PreferenceSpec, spec: &mut VirtualMachineInstanceSpec) 
         features.apic = prefs.preferred_apic.clone();
     }
     if let Some(hyperv) = &prefs.preferred_hyperv {
-        hyperv_features(
-            hyperv,
-            features.hyperv.get_or_insert_with(FeatureHyperv::default),
-        );
+        hyperv_features(hyperv, features.hyperv.get_or_insert_with(Default::default));
     }
     if prefs.preferred_kvm.is_some() && features.kvm.is_none() {
         features.kvm = prefs.preferred_kvm.clone();
@@ -210,6 +207,6 @@ fn clock(preference: &PreferenceSpec, spec: &mut VirtualMachineInstanceSpec) {
         clock.timezone = offset.timezone.clone();
     }
     if prefs.preferred_timer.is_some() && clock.timer.is_none() {
-        clock.timer = prefs.preferred_timer.clone();
+        clock.timer = prefs.preferred_timer.clone().map(Box::new);
     }
 }

@@ -63,7 +63,7 @@ pub fn overhead_inputs(
         || devices.gpus.as_ref().is_some_and(|d| !d.is_empty())
         || has_sriov;
 
-    let exec = |p: &Option<crate::api::Probe>| p.as_ref().is_some_and(|p| p.exec.is_some());
+    let exec = |p: &Option<Box<crate::api::Probe>>| p.as_ref().is_some_and(|p| p.exec.is_some());
 
     let sev = domain
         .launch_security
