@@ -9,7 +9,7 @@ use kvrs_decide::{ApiWrite, PatchType, WriteOp};
 use kvrs_runtime::kube::api::KubeApi;
 use kvrs_runtime::kube::setup::connect;
 use kvrs_runtime::{Api as _, ApiErrorKind};
-use kvrs_test_cluster::{Options, TestCluster};
+use kvrs_test_cluster::TestCluster;
 use serde_json::json;
 
 const NS: &str = "stale";
@@ -28,10 +28,7 @@ fn patch(ops: serde_json::Value) -> ApiWrite {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_test_precondition_is_a_conflict_naming_the_object() {
-    let cluster = tokio::task::block_in_place(|| TestCluster::start(Options::apiserver_only()))
-        .expect("a real kube-apiserver and etcd");
-    let out = tokio::task::block_in_place(|| cluster.kubectl(["create", "namespace", NS]));
-    assert!(out.status.success(), "{out:?}");
+    let cluster = tokio::task::block_in_place(|| TestCluster::apiserver_with_namespace(NS));
     let client = connect(Some(cluster.admin_kubeconfig_path()))
         .await
         .expect("a client for the test cluster");

@@ -434,3 +434,76 @@ impl Controllers {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kvrs_decide::PatchType;
+    use kvrs_runtime::kube::setup::connect;
+    use kvrs_test_cluster::TestCluster;
+    use serde_json::json;
+
+    const NS: &str = "own-updates";
+
+    /// A write of `pods own-updates/p` adding label `key`, conditional on `rv`, expecting to
+    /// observe its own update (as the VMI controller's writes of a VMI it owns do).
+    fn labelled(rv: &str, key: &str) -> ApiWrite {
+        ApiWrite::new(
+            "pods",
+            NS,
+            "p",
+            WriteOp::Patch {
+                patch_type: PatchType::Json,
+                patch: json!([
+                    {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+                    {"op": "add", "path": format!("/metadata/labels/{key}"), "value": "yes"},
+                ]),
+            },
+        )
+        .expecting(Expectation::ObservedUpdate {
+            key: format!("{NS}/p"),
+        })
+    }
+
+    /// Against a real kube-apiserver: an own patch that changed nothing brings no watch event,
+    /// so its expectation is lowered as the write returns; one that changed the object is left
+    /// for the watch to observe.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_own_patch_that_changed_nothing_is_not_waited_for() {
+        let cluster = tokio::task::block_in_place(|| TestCluster::apiserver_with_namespace(NS));
+        let client = connect(Some(cluster.admin_kubeconfig_path()))
+            .await
+            .expect("a client for the test cluster");
+        let api = KubeApi::new(client, "kvrs-test", "own-updates");
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": NS, "labels": {"first": "yes"}},
+            "spec": {"containers": [{"name": "c", "image": "example.org/c:1"}]},
+        });
+        let created = api
+            .send(&ApiWrite::new(
+                "pods",
+                NS,
+                "p",
+                WriteOp::Create { object: pod },
+            ))
+            .await
+            .expect("create")
+            .expect("a resourceVersion");
+        let key = format!("{NS}/p");
+        let expectations = Mutex::new(ControllerExpectations::new());
+        let now = Instant::ZERO;
+        let pending = |e: &Mutex<ControllerExpectations>| lock(e).pending(&key, now).creations;
+
+        // (label, whether the patch changes the pod, what is left pending after it)
+        for (label, changes, left) in [("first", false, 0), ("second", true, 1)] {
+            let write = labelled(&created, label);
+            lock(&expectations).raise(write.expectation.as_ref().unwrap(), now);
+            let (out, _) = timed_write(&api, &expectations, &write).await;
+            out.expect("a label patch");
+            // Unchanged: no event will come, so it is not waited for; changed: its watch
+            // event is still to be observed.
+            assert_eq!(pending(&expectations), left, "{label} (changes: {changes})");
+        }
+    }
+}

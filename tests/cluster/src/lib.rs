@@ -330,6 +330,16 @@ impl TestCluster {
         &self.admin_token
     }
 
+    /// A kube-apiserver and etcd alone, with namespace `ns` created: what a test of one
+    /// client's writes needs. Panics, saying why, if either cannot be had.
+    pub fn apiserver_with_namespace(ns: &str) -> TestCluster {
+        let cluster =
+            Self::start(Options::apiserver_only()).expect("a real kube-apiserver and etcd");
+        let out = cluster.kubectl(["create", "namespace", ns]);
+        assert!(out.status.success(), "creating namespace {ns}: {out:?}");
+        cluster
+    }
+
     /// A kubeconfig file (server, CA file, admin token) for the admin.
     pub fn admin_kubeconfig_path(&self) -> &Path {
         &self.admin_kubeconfig
