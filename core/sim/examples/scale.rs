@@ -45,6 +45,6 @@ fn main() {
     if std::env::var_os("SIM_DUMP").is_some()
         && let Some(v) = sim.api.get(res::VMIS, "default/vm0")
     {
-        println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     }
 }

@@ -4,6 +4,7 @@
 //! its pod) once the domain is gone. Deleting a pod sends the launcher SIGTERM (it asks its
 //! handler for a graceful shutdown) and kills it after the pod's grace period.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
@@ -155,7 +156,7 @@ impl Sim {
     }
 
     fn bind(&mut self, key: &str) {
-        let Some(pod) = self.api.get(res::PODS, key).cloned() else {
+        let Some(pod) = self.api.get(res::PODS, key).map(Cow::into_owned) else {
             return;
         };
         if pod.at("/spec/nodeName").is_some() || pod.at("/metadata/deletionTimestamp").is_some() {
@@ -188,7 +189,7 @@ impl Sim {
     }
 
     fn start_pod(&mut self, key: &str) {
-        let Some(pod) = self.api.get(res::PODS, key).cloned() else {
+        let Some(pod) = self.api.get(res::PODS, key).map(Cow::into_owned) else {
             return;
         };
         if pod.at("/metadata/deletionTimestamp").is_some() {
@@ -257,7 +258,7 @@ impl Sim {
     }
 
     fn force_kill(&mut self, key: &str) {
-        let Some(pod) = self.api.get(res::PODS, key).cloned() else {
+        let Some(pod) = self.api.get(res::PODS, key).map(Cow::into_owned) else {
             return;
         };
         let Some(node) = self.pod_node(&pod) else {
@@ -304,7 +305,7 @@ impl Sim {
         }
         l.exited = true;
         let key = l.pod_key.clone();
-        let Some(pod) = self.api.get(res::PODS, &key).cloned() else {
+        let Some(pod) = self.api.get(res::PODS, &key).map(Cow::into_owned) else {
             return;
         };
         if pod.at("/metadata/deletionTimestamp").is_some() {

@@ -49,7 +49,7 @@ use cache::Cache;
 use kvrs_admission::ClusterConfig;
 use kvrs_api::json_pointer::JsonPointer;
 use rng::Rng;
-use store::{ApiServer, WatchEvent, res};
+use store::{ApiServer, Obj, WatchEvent, res};
 
 /// 2026-01-01T00:00:00Z: virtual time zero.
 pub const EPOCH_UNIX: i64 = 1_767_225_600;
@@ -356,7 +356,11 @@ impl Sim {
 
     /// The phase of a VMI in the API server.
     pub fn vmi_phase(&self, key: &str) -> Option<&str> {
-        self.api.get(res::VMIS, key)?.at("/status/phase")?.as_str()
+        match &**self.api.object(res::VMIS, key)? {
+            Obj::Vmi(vmi) => vmi.status.as_ref()?.phase.as_deref(),
+            Obj::Other(v) => v.at("/status/phase")?.as_str(),
+            Obj::Vm(_) => None,
+        }
     }
 
     /// How many VMIs the API server holds in phase `Running` (a counter kept with every write,

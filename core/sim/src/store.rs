@@ -2,6 +2,7 @@
 //! what kvrs's structs serialise to) behind the simulator's plural-named, key-addressed calls,
 //! with injected conflicts and watch events handed out in batches.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
@@ -198,9 +199,14 @@ impl ApiServer {
         self.running_vmis
     }
 
-    /// The stored JSON of an object.
-    pub fn get(&self, resource: &str, key: &str) -> Option<&Value> {
+    /// The stored JSON of an object (built from the struct of a VM or VMI).
+    pub fn get(&self, resource: &str, key: &str) -> Option<Cow<'_, Value>> {
         self.store.get_json(&self::resource(resource), key)
+    }
+
+    /// The parsed object, borrowed.
+    pub fn object(&self, resource: &str, key: &str) -> Option<&Arc<Obj>> {
+        self.store.object(&self::resource(resource), key)
     }
 
     /// The current version of an object and the client that wrote it.

@@ -266,7 +266,7 @@ impl Sim {
             return;
         }
         let owner = if resource == res::PODS {
-            match self.api.get(resource, &key).and_then(pod_vmi_key) {
+            match self.api.get(resource, &key).and_then(|p| pod_vmi_key(&p)) {
                 Some(k) => k,
                 None => return,
             }

@@ -63,6 +63,7 @@ impl Store {
         let Some(cur) = self.get_json(rt, key) else {
             return Err(not_found(rt, key));
         };
+        let cur: &Value = &cur;
         let precondition = |what: &str, want: &Option<String>, field: &str| match want {
             Some(w) if Some(w.as_str()) != meta_str(cur, field) => Err(StoreError::Conflict {
                 resource: rt.id(),
@@ -108,7 +109,7 @@ impl Store {
         }
         let mut next = self
             .get_json(rt, key)
-            .cloned()
+            .map(std::borrow::Cow::into_owned)
             .ok_or_else(|| not_found(rt, key))?;
         let md = meta_mut(&mut next);
         md.insert(

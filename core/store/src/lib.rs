@@ -12,7 +12,6 @@
 //! - finalizers, graceful pod deletion, owner-reference garbage collection;
 //! - label and field selectors ([`Selector`]), `pods/binding` ([`Store::bind`]).
 
-mod canonical;
 mod delete;
 mod error;
 mod object;

@@ -1,6 +1,12 @@
-//! Stored objects: the JSON patches apply to, and for VMs and VMIs (when the store is typed) the
-//! parsed struct, re-serialised on every write so that stored JSON and what a decision serialises
-//! from its typed snapshot compare equal — the `test` operations of JSON patches depend on that.
+//! Stored objects: for VMs and VMIs (when the store is typed) the parsed struct alone, for
+//! everything else the JSON.
+//!
+//! A typed object keeps no JSON: its JSON is what the struct serialises to, built when a reader
+//! asks ([`crate::json_of`]) and, for a patch, only for the top-level fields the patch touches.
+//! That is also why the stored JSON and what a decision serialises from its typed snapshot
+//! always compare equal — the `test` operations of JSON patches depend on that. Keeping the
+//! patched JSON beside the struct cost a check that the two still agreed on every write and
+//! about a quarter of a large simulation's memory.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,7 +16,6 @@ use serde_json::{Map, Value};
 
 use kvrs_api::{VirtualMachine, VirtualMachineInstance};
 
-use crate::canonical::serializes_to;
 use crate::resource::Typed;
 use kvrs_api::json_pointer::JsonPointer;
 
@@ -73,40 +78,37 @@ impl Obj {
     }
 }
 
-/// Parses `value` as the resource's typed struct (when `typed`). Returns the shared object and,
-/// for a typed one, its JSON made exactly what the struct serialises to; an untyped object's
-/// JSON moves into the object itself (the store reads it there: one copy, not two).
-pub(crate) fn parse(typed: Typed, value: Value) -> (Arc<Obj>, Option<Value>) {
+/// Parses `value` as the resource's typed struct (when `typed`); an untyped object's JSON moves
+/// into the object itself.
+pub(crate) fn parse(typed: Typed, value: Value) -> Arc<Obj> {
     match typed {
         Typed::Vm => parse_as(value, Obj::Vm),
         Typed::Vmi => parse_as(value, Obj::Vmi),
-        Typed::Json => (Arc::new(Obj::Other(value)), None),
+        Typed::Json => Arc::new(Obj::Other(value)),
     }
 }
 
 /// [`parse`] for one typed struct; JSON that does not parse as it is kept untyped.
-fn parse_as<T>(value: Value, wrap: fn(Box<T>) -> Obj) -> (Arc<Obj>, Option<Value>)
+fn parse_as<T>(value: Value, wrap: fn(Box<T>) -> Obj) -> Arc<Obj>
 where
-    T: for<'de> Deserialize<'de> + serde::Serialize,
+    T: for<'de> Deserialize<'de>,
 {
     // Deserialising from a borrowed `Value` avoids a deep copy of the object on every write.
     match T::deserialize(&value) {
-        Ok(typed) => {
-            let value = canonical(&typed, value);
-            (Arc::new(wrap(Box::new(typed))), Some(value))
-        }
-        Err(_) => (Arc::new(Obj::Other(value)), None),
+        Ok(typed) => Arc::new(wrap(Box::new(typed))),
+        Err(_) => Arc::new(Obj::Other(value)),
     }
 }
 
-/// `value` as `typed` serialises: usually the patched JSON already is, which is confirmed
-/// without building it again; it is rebuilt only when it differs.
-fn canonical<T: serde::Serialize>(typed: &T, value: Value) -> Value {
-    if serializes_to(typed, &value) {
-        value
-    } else {
-        serde_json::to_value(typed).unwrap_or(value)
-    }
+/// The owner UIDs of a stored object (read from the struct of a typed one, without building
+/// its JSON).
+pub(crate) fn owner_uids_of(obj: &Obj) -> Vec<String> {
+    let refs = match obj {
+        Obj::Vm(v) => v.metadata.owner_references.as_deref(),
+        Obj::Vmi(v) => v.metadata.owner_references.as_deref(),
+        Obj::Other(v) => return owner_uids(v),
+    };
+    refs.into_iter().flatten().map(|r| r.uid.clone()).collect()
 }
 
 /// `metadata.<field>` as a string.

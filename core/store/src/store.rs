@@ -5,6 +5,7 @@
 //! when it wants them, UIDs and generateName suffixes, so the same inputs always give the same
 //! store — the simulator depends on that.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
@@ -16,10 +17,12 @@ use kvrs_decide::patch::{apply_json_patch, apply_merge_patch, apply_strategic_me
 
 use crate::error::StoreError;
 use crate::object::{
-    Obj, finalizers_empty, meta_mut, meta_str, owner_uids, parse, spec_differs, with_status,
+    Obj, finalizers_empty, meta_mut, meta_str, owner_uids, owner_uids_of, parse, spec_differs,
+    with_status,
 };
 use crate::resource::{ResourceType, Typed};
 use crate::selector::Selector;
+use crate::watch::{json_of, selects};
 use kvrs_api::json_pointer::JsonPointer;
 
 mod in_place;
@@ -27,9 +30,9 @@ mod in_place;
 /// How a store is built.
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
-    /// Re-serialise VMs and VMIs through kvrs's typed structs on every write (the simulator);
-    /// off, objects are stored exactly as written (an API server for real clients, which must
-    /// not lose fields kvrs's structs do not model).
+    /// Keep VMs and VMIs as kvrs's typed structs alone, their JSON built when read (the
+    /// simulator); off, objects are stored exactly as written (an API server for real clients,
+    /// which must not lose fields kvrs's structs do not model).
     pub typed: bool,
     /// Events kept for watches; a watch from an older resourceVersion is [`StoreError::Expired`].
     pub history: usize,
@@ -159,25 +162,18 @@ pub struct List {
 
 #[derive(Debug)]
 struct Stored {
-    /// The JSON of a typed object (for an untyped one it is the object itself: [`Obj::Other`]).
-    value: Option<Value>,
+    /// The object: a typed one keeps no JSON ([`crate::object`] says why).
     obj: Arc<Obj>,
 }
 
 impl Stored {
-    fn new(obj: Arc<Obj>, value: Option<Value>) -> Self {
-        Self { value, obj }
+    fn new(obj: Arc<Obj>) -> Self {
+        Self { obj }
     }
 
-    /// The stored JSON.
-    fn json(&self) -> &Value {
-        static NULL: Value = Value::Null;
-        match (&self.value, &*self.obj) {
-            (Some(v), _) => v,
-            (None, Obj::Other(v)) => v,
-            // Not built: a typed object always comes with its JSON.
-            (None, _) => &NULL,
-        }
+    /// The stored JSON: borrowed for an untyped object, built from the struct for a typed one.
+    fn json(&self) -> Cow<'_, Value> {
+        json_of(&self.obj)
     }
 }
 
@@ -340,14 +336,24 @@ impl Store {
         self.tables.values().map(|t| &t.rt)
     }
 
-    /// The stored JSON of an object.
-    pub fn get_json(&self, rt: &ResourceType, key: &str) -> Option<&Value> {
+    /// The stored JSON of an object (built from the struct for a typed one).
+    pub fn get_json(&self, rt: &ResourceType, key: &str) -> Option<Cow<'_, Value>> {
         self.table(rt)?.objects.get(key).map(Stored::json)
+    }
+
+    /// Whether an object is stored under `key`.
+    fn contains(&self, rt: &ResourceType, key: &str) -> bool {
+        self.table(rt).is_some_and(|t| t.objects.contains_key(key))
     }
 
     /// The parsed object.
     pub fn get(&self, rt: &ResourceType, key: &str) -> Option<Arc<Obj>> {
-        self.table(rt)?.objects.get(key).map(|s| s.obj.clone())
+        self.object(rt, key).cloned()
+    }
+
+    /// The parsed object, borrowed.
+    pub fn object(&self, rt: &ResourceType, key: &str) -> Option<&Arc<Obj>> {
+        self.table(rt)?.objects.get(key).map(|s| &s.obj)
     }
 
     /// Every object of a resource, by key.
@@ -370,9 +376,9 @@ impl Store {
         let items = self
             .table(rt)
             .into_iter()
-            .flat_map(|t| t.objects.values())
-            .filter(|s| selector.matches(s.json()))
-            .map(|s| s.obj.clone())
+            .flat_map(|t| t.objects.iter())
+            .filter(|(key, s)| selects(selector, key, &s.obj))
+            .map(|(_, s)| s.obj.clone())
             .collect();
         List {
             items,
@@ -451,7 +457,7 @@ impl Store {
         now: i64,
     ) -> Arc<Obj> {
         if let Some(cur) = self.table_mut(rt).objects.get(key)
-            && same_but_resource_version(cur.json(), &next)
+            && same_but_resource_version(&cur.json(), &next)
         {
             return cur.obj.clone();
         }
@@ -473,14 +479,14 @@ impl Store {
         let uid = meta_str(&value, "uid").unwrap_or_default().to_string();
         let new_owners = owner_uids(&value);
         let typed = self.typed(rt);
-        let (obj, value) = parse(typed, value);
+        let obj = parse(typed, value);
         let old_owners = self
             .table(rt)
             .and_then(|t| t.objects.get(key))
-            .map(|s| owner_uids(s.json()))
+            .map(|s| owner_uids_of(&s.obj))
             .unwrap_or_default();
         let written = Written {
-            stored: Stored::new(obj, value),
+            stored: Stored::new(obj),
             rv,
             owners: Some((old_owners, new_owners)),
             uid: Some(uid),
@@ -537,7 +543,7 @@ impl Store {
     pub fn remove(&mut self, rt: &Arc<ResourceType>, key: &str, now: i64) -> Option<Arc<Obj>> {
         let old = self.table_mut(rt).objects.remove(key)?;
         let rv = self.next_rv();
-        let mut last = old.json().clone();
+        let mut last = old.json().into_owned();
         let old_obj = old.obj;
         meta_mut(&mut last).insert("resourceVersion".into(), json!(rv.to_string()));
         let uid = meta_str(&last, "uid").unwrap_or_default().to_string();
@@ -548,7 +554,7 @@ impl Store {
             }
         }
         let typed = self.typed(rt);
-        let (object, _) = parse(typed, last);
+        let object = parse(typed, last);
         self.stats.writes += 1;
         self.record(Event {
             rv,
@@ -576,7 +582,7 @@ impl Store {
             let Some(cur) = self.get_json(&rt, &key) else {
                 continue;
             };
-            let others_alive = owner_uids(cur)
+            let others_alive = owner_uids(&cur)
                 .iter()
                 .any(|u| u != owner_uid && self.by_uid.contains_key(u));
             if others_alive {
@@ -588,7 +594,7 @@ impl Store {
     }
 
     fn drop_owner_ref(&mut self, rt: &Arc<ResourceType>, key: &str, owner_uid: &str, now: i64) {
-        let Some(mut next) = self.get_json(rt, key).cloned() else {
+        let Some(mut next) = self.get_json(rt, key).map(Cow::into_owned) else {
             return;
         };
         if let Some(refs) = next
@@ -662,7 +668,7 @@ impl Store {
             meta_str(&value, "namespace"),
             meta_str(&value, "name").unwrap_or(""),
         );
-        if self.get_json(rt, &key).is_some() {
+        if self.contains(rt, &key) {
             self.stats.refused += 1;
             return Err(StoreError::AlreadyExists {
                 resource: rt.id(),
@@ -781,13 +787,13 @@ impl Store {
         };
         let body_name = meta_str(&value, "name").filter(|n| !n.is_empty());
         if let Some(n) = body_name
-            && Some(n) != meta_str(cur, "name")
+            && Some(n) != meta_str(&cur, "name")
         {
             return Err(StoreError::BadRequest(format!(
                 "the name of the object ({n}) does not match the name on the URL ({key})"
             )));
         }
-        let mut next = match self.prepare_update(rt, key, sub, cur, value) {
+        let mut next = match self.prepare_update(rt, key, sub, &cur, value) {
             Ok(n) => n,
             Err(e) => {
                 self.stats.refused += 1;
@@ -814,7 +820,7 @@ impl Store {
         let Some(cur) = self.get_json(rt, key) else {
             return Err(not_found(rt, key));
         };
-        let mut next = cur.clone();
+        let mut next = cur.into_owned();
         let applied = match patch_type {
             PatchType::Json => apply_json_patch(&mut next, patch).map_err(|e| e.to_string()),
             PatchType::Merge => {
@@ -838,7 +844,7 @@ impl Store {
             })
             .and_then(|()| {
                 let cur = self.get_json(rt, key).ok_or_else(|| not_found(rt, key))?;
-                self.prepare_update(rt, key, sub, cur, next)
+                self.prepare_update(rt, key, sub, &cur, next)
             });
         let mut next = match result {
             Ok(n) => n,
@@ -860,7 +866,7 @@ impl Store {
         edit: impl FnOnce(&mut Value),
         now: i64,
     ) -> Option<Arc<Obj>> {
-        let mut next = self.get_json(rt, key)?.clone();
+        let mut next = self.get_json(rt, key)?.into_owned();
         edit(&mut next);
         Some(self.commit(rt, key, next, now))
     }
@@ -897,7 +903,7 @@ impl Store {
                 format!("pod {key} is being deleted, cannot be assigned to a host"),
             ));
         }
-        let mut next = cur.clone();
+        let mut next = cur.into_owned();
         if !next.get("spec").is_some_and(Value::is_object) {
             next["spec"] = json!({});
         }

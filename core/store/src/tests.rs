@@ -621,7 +621,7 @@ fn a_write_that_changes_nothing_is_no_write() {
         0,
         "no event"
     );
-    let mut replace = s.get_json(&r, "default/c").unwrap().clone();
+    let mut replace = s.get_json(&r, "default/c").unwrap().into_owned();
     replace["metadata"]["resourceVersion"] = json!(rv.to_string());
     s.update(&r, "default/c", None, replace, 6).unwrap();
     assert_eq!(

@@ -1,10 +1,10 @@
 //! A VM or VMI rebuilt one top-level field at a time.
 //!
 //! A patch names the top-level fields it touches (`status`, `metadata`, ...); the rest of the
-//! object is what it was. Re-reading only those fields from the patched JSON, and confirming
-//! only they still serialise to it, gives the struct and the canonical JSON a whole-object
-//! parse would give, for a fraction of the work: the spec of a VMI — most of it — is neither
-//! read nor compared when its status changes.
+//! object is what it was. Serialising only those fields for the patch, and re-reading only
+//! them from the patched JSON, gives the struct a whole-object round trip would give, for a
+//! fraction of the work: the spec of a VMI — most of it — is neither serialised nor read
+//! when its status changes.
 //!
 //! The fields are those of the generated structs: `apiVersion`, `kind`, `metadata`, `spec`,
 //! `status`, and everything else in the flattened `extra` map.
@@ -15,7 +15,6 @@ use serde_json::{Map, Value};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kvrs_api::{VirtualMachine, VirtualMachineInstance};
 
-use crate::canonical::serializes_to;
 use crate::object::Obj;
 
 /// A typed object whose top-level fields can be set and checked one by one.
@@ -32,14 +31,11 @@ pub(crate) trait TopLevel: Clone + Serialize {
         map: &Map<String, Value>,
     ) -> Result<Self, serde_json::Error>;
 
-    /// Whether the field under `key` serialises to `json` (object keys in order).
-    fn field_serializes_to(&self, key: &str, json: &Value) -> bool;
-
     /// The field under `key` as JSON, as the whole struct writes it (`None` when not written).
     fn field_to_value(&self, key: &str) -> Option<Value>;
 
-    /// Whether `map` has exactly the keys the struct serialises, in the same order.
-    fn keys_match(&self, map: &Map<String, Value>) -> bool;
+    /// The top-level keys the struct serialises, in the order it writes them.
+    fn keys(&self) -> Vec<&str>;
 
     /// The metadata, for a change that needs no parse (the resourceVersion of a write).
     fn metadata_mut(&mut self) -> &mut ObjectMeta;
@@ -51,14 +47,6 @@ struct GoMeta<'a>(&'a ObjectMeta);
 impl Serialize for GoMeta<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         kvrs_api::go_object_meta(self.0, serializer)
-    }
-}
-
-/// Whether an optional field written with Go's zero for `None` serialises to `json`.
-fn or_zero_serializes_to<T: Default + Serialize>(field: &Option<T>, json: &Value) -> bool {
-    match field {
-        Some(v) => serializes_to(v, json),
-        None => serializes_to(&T::default(), json),
     }
 }
 
@@ -136,20 +124,6 @@ macro_rules! top_level_impl {
                 })
             }
 
-            fn field_serializes_to(&self, key: &str, json: &Value) -> bool {
-                match key {
-                    "apiVersion" => serializes_to(&self.api_version, json),
-                    "kind" => serializes_to(&self.kind, json),
-                    "metadata" => serializes_to(&GoMeta(&self.metadata), json),
-                    "spec" => serializes_to(&self.spec, json),
-                    "status" => or_zero_serializes_to(&self.status, json),
-                    other => self
-                        .extra
-                        .get(other)
-                        .is_some_and(|v| serializes_to(v, json)),
-                }
-            }
-
             fn field_to_value(&self, key: &str) -> Option<Value> {
                 let written_str = |s: &Option<String>| {
                     s.as_ref()
@@ -169,7 +143,7 @@ macro_rules! top_level_impl {
                 }
             }
 
-            fn keys_match(&self, map: &Map<String, Value>) -> bool {
+            fn keys(&self) -> Vec<&str> {
                 let fixed = [
                     ("apiVersion", written(&self.api_version)),
                     ("kind", written(&self.kind)),
@@ -177,12 +151,12 @@ macro_rules! top_level_impl {
                     ("spec", true),
                     ("status", true),
                 ];
-                let expected = fixed
+                fixed
                     .iter()
                     .filter(|(_, present)| *present)
                     .map(|(k, _)| *k)
-                    .chain(self.extra.keys().map(String::as_str));
-                map.len() == expected.clone().count() && map.keys().map(String::as_str).eq(expected)
+                    .chain(self.extra.keys().map(String::as_str))
+                    .collect()
             }
 
             fn metadata_mut(&mut self) -> &mut ObjectMeta {

@@ -27,7 +27,7 @@ pub struct WatchEvent {
 
 /// Whether `selector` selects `obj` (typed objects are serialised only when a label or field
 /// requirement needs it; the namespace is read from the key).
-fn selects(selector: &Selector, key: &str, obj: &Obj) -> bool {
+pub(crate) fn selects(selector: &Selector, key: &str, obj: &Obj) -> bool {
     if let Some(ns) = &selector.namespace
         && key.split_once('/').map(|(n, _)| n) != Some(ns.as_str())
     {

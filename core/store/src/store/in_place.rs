@@ -7,11 +7,11 @@
 //! was most of the API server's work.
 //!
 //! A patch names the top-level fields it touches (the first segment of each JSON-patch path,
-//! the keys of a merge patch). Only those are copied and patched; the others move from the old
-//! object into the new one untouched; the comparisons and the parse look at the touched fields
-//! alone ([`TopLevel::rebuilt`]). The result — the stored JSON, the struct, the resourceVersion
-//! and generation, the error of a refused patch — is the general path's, which a property test
-//! checks. Anything this path does not model (an admission hook, a subresource other than
+//! the keys of a merge patch). Only those are serialised from the stored struct and patched;
+//! the others stay in the struct, copied into the new one; the comparisons and the parse look
+//! at the touched fields alone ([`TopLevel::rebuilt`]). The result — the object's JSON, the
+//! struct, the resourceVersion and generation, the error of a refused patch — is the general
+//! path's, which a property test checks. Anything this path does not model (an admission hook, a subresource other than
 //! `status`, a patch of the whole document, an untyped object) takes the general path.
 
 use std::sync::Arc;
@@ -141,12 +141,19 @@ impl Store {
         if !status_only && rt.status_subresource && touched.iter().any(|k| k == "status") {
             return None;
         }
-        let stored = self.table_mut(rt).objects.get_mut(key)?;
-        if !matches!(&*stored.obj, Obj::Vm(_) | Obj::Vmi(_)) {
-            return None;
-        }
-        let Some(Value::Object(mut cur)) = stored.value.take() else {
-            return None;
+        let old_obj = self.table(rt)?.objects.get(key)?.obj.clone();
+        // The generation a spec change bumps is read from the stored metadata.
+        let spec_touched = touched
+            .iter()
+            .any(|k| !matches!(k.as_str(), "metadata" | "status"));
+        // An overwritten field is serialised too: whether the patch changed it is a comparison.
+        let serialised = |k: &str| {
+            touched.iter().chain(&tested).any(|t| t == k) || (k == "metadata" && spec_touched)
+        };
+        let mut cur = match &*old_obj {
+            Obj::Vm(vm) => fields_of(&**vm, serialised),
+            Obj::Vmi(vmi) => fields_of(&**vmi, serialised),
+            Obj::Other(_) => return None,
         };
         let outcome = patch_touched(
             rt,
@@ -164,28 +171,18 @@ impl Store {
         }
         let next = match outcome {
             Outcome::Write { next } => next,
-            other => {
-                // Nothing moved out of the stored object: it goes back as it was.
-                let stored = self.table_mut(rt).objects.get_mut(key)?;
-                let obj = stored.obj.clone();
-                stored.value = Some(Value::Object(cur));
-                return match other {
-                    Outcome::General => None,
-                    Outcome::Refused(e) => {
-                        self.note_refused_patch(rt, sub, &e);
-                        Some(Err(e))
-                    }
-                    _ => Some(Ok(obj)),
-                };
+            Outcome::General => return None,
+            Outcome::Refused(e) => {
+                self.note_refused_patch(rt, sub, &e);
+                return Some(Err(e));
             }
+            Outcome::Unchanged => return Some(Ok(old_obj)),
         };
         let old_owners = touched
             .iter()
             .any(|k| k == "metadata")
             .then(|| owner_uids_in(cur.get("metadata")));
         let rv = self.next_rv();
-        let next = assemble(next, &mut cur, &touched);
-        let old_obj = self.table(rt)?.objects.get(key)?.obj.clone();
         let written = commit_typed(self.typed(rt), &old_obj, next, touched, rv, old_owners);
         Some(Ok(self.install(rt, key, written, now)))
     }
@@ -202,6 +199,23 @@ impl Store {
                 .or_default() += 1;
         }
     }
+}
+
+/// The stored object's top-level fields in the order its JSON has them: those `serialised`
+/// says the patch reads are built from the struct, every other one is a placeholder (`null`)
+/// that keeps its key's position.
+fn fields_of<T: TopLevel>(obj: &T, serialised: impl Fn(&str) -> bool) -> Map<String, Value> {
+    obj.keys()
+        .into_iter()
+        .map(|k| {
+            let v = if serialised(k) {
+                obj.field_to_value(k).unwrap_or(Value::Null)
+            } else {
+                Value::Null
+            };
+            (k.to_string(), v)
+        })
+        .collect()
 }
 
 /// Patches copies of the written fields of `cur` and checks the result as the general path's
@@ -348,52 +362,33 @@ fn same_but_rv(a: &Value, b: &Value) -> bool {
             .all(|(k, v)| k == "resourceVersion" || b.get(k) == Some(v))
 }
 
-/// The whole new object: the untouched fields move over from the stored one.
-fn assemble(
-    mut next: Map<String, Value>,
-    cur: &mut Map<String, Value>,
-    touched: &[String],
-) -> Map<String, Value> {
-    for (k, v) in next.iter_mut() {
-        if !touched.iter().any(|t| t == k)
-            && let Some(old) = cur.get_mut(k)
-        {
-            *v = std::mem::take(old);
-        }
-    }
-    next
-}
-
-/// Stamps the resourceVersion and builds the stored object: the struct from the touched fields
-/// (the others cloned from the old struct), the JSON confirmed canonical field by field.
+/// Stamps the resourceVersion and builds the stored object: the struct from the touched fields,
+/// the others copied from the old struct.
 fn commit_typed(
     typed: Typed,
     old: &Obj,
     mut next: Map<String, Value>,
-    mut touched: Vec<String>,
+    touched: Vec<String>,
     rv: u64,
     old_owners: Option<Vec<String>>,
 ) -> Written {
     let rv_text = rv.to_string();
-    let md = meta_of(&mut next);
-    // An untouched metadata that already holds a resourceVersion keeps the key where it is,
-    // so only the value changes: the struct's copy takes the same value without a parse.
-    let parse_metadata = !md.contains_key("resourceVersion");
-    md.insert("resourceVersion".into(), json!(rv_text));
-    if parse_metadata && !touched.iter().any(|k| k == "metadata") {
-        touched.push("metadata".into());
-    }
     let meta_touched = touched.iter().any(|k| k == "metadata");
+    if meta_touched {
+        meta_of(&mut next).insert("resourceVersion".into(), json!(rv_text));
+    }
     let value = Value::Object(next);
-    let releasable = releasable(&value);
+    // Untouched metadata is the stored object's, which nothing held for deletion (it would
+    // have been removed) and whose owners are indexed already.
+    let releasable = meta_touched && releasable(&value);
     let owners = old_owners.map(|old| (old, owner_uids(&value)));
-    let (obj, value) = match old {
+    let obj = match old {
         Obj::Vm(vm) => rebuild(&**vm, value, &touched, &rv_text, typed),
         Obj::Vmi(vmi) => rebuild(&**vmi, value, &touched, &rv_text, typed),
         Obj::Other(_) => parse(typed, value),
     };
     Written {
-        stored: Stored::new(obj, value),
+        stored: Stored::new(obj),
         rv,
         owners: if meta_touched { owners } else { None },
         uid: None,
@@ -401,49 +396,39 @@ fn commit_typed(
     }
 }
 
-/// The struct and canonical JSON of a patched object from its old struct.
+/// The struct of a patched object from its old struct and the patched fields.
 fn rebuild<T: TopLevel>(
     old: &T,
-    value: Value,
+    mut value: Value,
     touched: &[String],
     rv: &str,
     typed: Typed,
-) -> (Arc<Obj>, Option<Value>) {
-    let Value::Object(map) = &value else {
-        return parse(typed, value);
+) -> Arc<Obj> {
+    let rebuilt = match &value {
+        Value::Object(map) => old.rebuilt(touched, map).ok(),
+        _ => None,
     };
-    let Ok(mut t) = old.rebuilt(touched, map) else {
-        // The whole-object parse says what a field that does not parse makes of the object.
-        return parse(typed, value);
-    };
-    if !touched.iter().any(|k| k == "metadata") {
-        t.metadata_mut().resource_version = Some(rv.to_string());
-    }
-    // A field that does not serialise to its JSON (a patch appended a key the struct writes
-    // earlier, or wrote a value the struct writes differently) is replaced by its own
-    // serialisation; only a different set or order of top-level keys rebuilds the whole.
-    let stale: Vec<&String> = touched
-        .iter()
-        .filter(|k| map.get(*k).is_some_and(|v| !t.field_serializes_to(k, v)))
-        .collect();
-    let value = if !t.keys_match(map) {
-        serde_json::to_value(&t).unwrap_or(value)
-    } else if stale.is_empty() {
-        value
-    } else {
-        let fresh: Vec<(String, Option<Value>)> = stale
-            .into_iter()
-            .map(|k| (k.clone(), t.field_to_value(k)))
-            .collect();
-        let mut value = value;
-        if let Value::Object(m) = &mut value {
-            for (k, v) in fresh {
-                if let (Some(slot), Some(v)) = (m.get_mut(&k), v) {
-                    *slot = v;
+    match rebuilt {
+        Some(mut t) => {
+            if !touched.iter().any(|k| k == "metadata") {
+                t.metadata_mut().resource_version = Some(rv.to_string());
+            }
+            Arc::new(Box::new(t).into_obj())
+        }
+        None => {
+            // A field that does not parse: the whole object decides what it becomes (kept
+            // untyped), as a whole-object parse of the general path would.
+            if let Value::Object(map) = &mut value {
+                for (k, v) in map.iter_mut() {
+                    if !touched.iter().any(|t| t == k) {
+                        *v = old.field_to_value(k).unwrap_or(Value::Null);
+                    }
+                }
+                if !touched.iter().any(|k| k == "metadata") {
+                    meta_of(map).insert("resourceVersion".into(), json!(rv));
                 }
             }
+            parse(typed, value)
         }
-        value
-    };
-    (Arc::new(Box::new(t).into_obj()), Some(value))
+    }
 }
