@@ -183,6 +183,15 @@ pub fn apply_json_patch(doc: &mut Value, patch: &Value) -> Result<(), PatchError
     let ops = patch
         .as_array()
         .ok_or_else(|| PatchError::Malformed("not an array".into()))?;
+    apply_json_patch_ops(doc, ops)
+}
+
+/// [`apply_json_patch`] for a patch's operations, or some of them (an API server that has
+/// already checked some `test` operations against its own copy of the object leaves them out).
+pub fn apply_json_patch_ops<'a>(
+    doc: &mut Value,
+    ops: impl IntoIterator<Item = &'a Value>,
+) -> Result<(), PatchError> {
     for o in ops {
         let kind = o["op"].as_str().unwrap_or_default();
         let path = o["path"]

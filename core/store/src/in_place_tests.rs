@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use kvrs_api::json_pointer::JsonPointer;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -98,6 +99,9 @@ fn values() -> Vec<Value> {
 #[derive(Clone, Debug)]
 enum Patch {
     Json(Vec<(&'static str, &'static str, usize)>),
+    /// A conditional write: a `test` of the object's own resourceVersion (or of a stale one)
+    /// before the operations, as controllers send it.
+    Conditional(bool, Vec<(&'static str, &'static str, usize)>),
     Merge(Vec<(&'static str, usize)>, bool),
 }
 
@@ -125,7 +129,9 @@ fn step() -> impl Strategy<Value = Step> {
         "notAField",
     ]);
     let patch = prop_oneof![
-        prop::collection::vec(op, 0..4).prop_map(Patch::Json),
+        prop::collection::vec(op.clone(), 0..4).prop_map(Patch::Json),
+        (any::<bool>(), prop::collection::vec(op, 0..3))
+            .prop_map(|(fresh, ops)| Patch::Conditional(fresh, ops)),
         (prop::collection::vec((key, 0..n), 0..3), any::<bool>())
             .prop_map(|(k, strategic)| Patch::Merge(k, strategic)),
     ];
@@ -157,15 +163,23 @@ fn apply(s: &mut Store, st: &Step) -> Result<String, String> {
     } else {
         (rt("virtualmachines"), "default/vm")
     };
+    let json_ops = |ops: &[(&str, &str, usize)]| -> Vec<Value> {
+        ops.iter()
+            .map(|(op, path, v)| json!({"op": op, "path": path, "value": value(*v, rv)}))
+            .collect()
+    };
     let (patch_type, body) = match &st.patch {
-        Patch::Json(ops) => (
-            PatchType::Json,
-            Value::Array(
-                ops.iter()
-                    .map(|(op, path, v)| json!({"op": op, "path": path, "value": value(*v, rv)}))
-                    .collect(),
-            ),
-        ),
+        Patch::Json(ops) => (PatchType::Json, Value::Array(json_ops(ops))),
+        Patch::Conditional(fresh, ops) => {
+            let own = s
+                .get_json(&resource, key)
+                .and_then(|o| o.at("/metadata/resourceVersion").cloned())
+                .unwrap_or(Value::Null);
+            let tested = if *fresh { own } else { json!("0") };
+            let test = json!({"op": "test", "path": "/metadata/resourceVersion", "value": tested});
+            let body: Vec<Value> = std::iter::once(test).chain(json_ops(ops)).collect();
+            (PatchType::Json, Value::Array(body))
+        }
         Patch::Merge(keys, strategic) => (
             if *strategic {
                 PatchType::StrategicMerge
@@ -278,4 +292,69 @@ fn common_patches_go_in_place() {
         s.get_json(&vm, "default/vm").unwrap()["metadata"]["resourceVersion"],
         json!(s.resource_version().to_string())
     );
+}
+
+/// A conditional status write (the VMI controller's): the resourceVersion test is checked
+/// against the struct; a fresh version is written, a stale one refused with the test's error.
+#[test]
+fn a_conditional_write_is_checked_against_the_stored_version() {
+    let mut s = seeded(true);
+    let vmi = rt("virtualmachineinstances");
+    let rv = s.get_json(&vmi, "default/vm").unwrap()["metadata"]["resourceVersion"].clone();
+    let write = |rv: &Value, phase: &str| {
+        json!([{"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+               {"op": "replace", "path": "/status/phase", "value": phase}])
+    };
+    let o = s
+        .patch(
+            &vmi,
+            "default/vm",
+            None,
+            PatchType::Json,
+            &write(&rv, "Scheduled"),
+            0,
+        )
+        .unwrap();
+    assert_eq!(
+        o.vmi().unwrap().status.as_ref().unwrap().phase.as_deref(),
+        Some("Scheduled")
+    );
+    let stale = s
+        .patch(
+            &vmi,
+            "default/vm",
+            None,
+            PatchType::Json,
+            &write(&rv, "Running"),
+            0,
+        )
+        .unwrap_err();
+    assert!(
+        stale.to_string().contains("/metadata/resourceVersion"),
+        "{stale}"
+    );
+    assert_eq!(s.stats.in_place_patches, 2);
+    // The general path, given the same two writes, refuses the second with the same error.
+    let mut general = seeded(false);
+    general
+        .patch(
+            &vmi,
+            "default/vm",
+            None,
+            PatchType::Json,
+            &write(&rv, "Scheduled"),
+            0,
+        )
+        .unwrap();
+    let refused = general
+        .patch(
+            &vmi,
+            "default/vm",
+            None,
+            PatchType::Json,
+            &write(&rv, "Running"),
+            0,
+        )
+        .unwrap_err();
+    assert_eq!(refused.to_string(), stale.to_string());
 }

@@ -13,6 +13,7 @@
 //! - label and field selectors ([`Selector`]), `pods/binding` ([`Store::bind`]).
 
 mod delete;
+mod equal_json;
 mod error;
 mod object;
 mod resource;

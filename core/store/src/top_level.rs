@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kvrs_api::{VirtualMachine, VirtualMachineInstance};
 
+use crate::equal_json::serialises_equal;
 use crate::object::Obj;
 
 /// A typed object whose top-level fields can be set and checked one by one.
@@ -33,6 +34,10 @@ pub(crate) trait TopLevel: Clone + Serialize {
 
     /// The field under `key` as JSON, as the whole struct writes it (`None` when not written).
     fn field_to_value(&self, key: &str) -> Option<Value>;
+
+    /// Whether the field under `key` as the whole struct writes it equals `json` (`None`: not
+    /// written), by serde_json's equality, without building the field's JSON.
+    fn field_equals(&self, key: &str, json: Option<&Value>) -> bool;
 
     /// The top-level keys the struct serialises, in the order it writes them.
     fn keys(&self) -> Vec<&str>;
@@ -58,6 +63,15 @@ fn zero_of<T: Default>(_: &Option<T>) -> T {
 /// Whether an `omitempty` string is written at all.
 fn written(s: &Option<String>) -> bool {
     s.as_deref().is_some_and(|s| !s.is_empty())
+}
+
+/// Whether an `omitempty` string field is written as `json`.
+fn written_equals(s: &Option<String>, json: Option<&Value>) -> bool {
+    match (s.as_deref().filter(|s| !s.is_empty()), json) {
+        (Some(a), Some(Value::String(b))) => a == b,
+        (None, None) => true,
+        _ => false,
+    }
 }
 
 fn missing(field: &'static str) -> serde_json::Error {
@@ -140,6 +154,21 @@ macro_rules! top_level_impl {
                         None => serde_json::to_value(zero_of(&self.status)).ok(),
                     },
                     other => self.extra.get(other).cloned(),
+                }
+            }
+
+            fn field_equals(&self, key: &str, json: Option<&Value>) -> bool {
+                match (key, json) {
+                    ("apiVersion", j) => written_equals(&self.api_version, j),
+                    ("kind", j) => written_equals(&self.kind, j),
+                    ("metadata", Some(j)) => serialises_equal(&GoMeta(&self.metadata), j),
+                    ("spec", Some(j)) => serialises_equal(&self.spec, j),
+                    ("status", Some(j)) => match &self.status {
+                        Some(s) => serialises_equal(s, j),
+                        None => serialises_equal(&zero_of(&self.status), j),
+                    },
+                    ("metadata" | "spec" | "status", None) => false,
+                    (other, j) => self.extra.get(other) == j,
                 }
             }
 

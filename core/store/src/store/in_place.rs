@@ -20,7 +20,10 @@ use serde_json::{Map, Value, json};
 
 use kvrs_api::json_pointer;
 use kvrs_decide::PatchType;
-use kvrs_decide::patch::{apply_json_patch, apply_merge_patch, apply_strategic_merge_patch};
+use kvrs_decide::patch::{
+    RESOURCE_VERSION_PATH, apply_json_patch, apply_json_patch_ops, apply_merge_patch,
+    apply_strategic_merge_patch,
+};
 
 use super::{Store, Stored, Written, conflict, invalid, meta_map, releasable};
 use crate::error::StoreError;
@@ -132,7 +135,7 @@ impl Store {
         };
         let Touched {
             written: mut touched,
-            tested,
+            mut tested,
             overwritten,
         } = touched_keys(patch_type, patch)?;
         if status_only && touched != ["status"] {
@@ -142,17 +145,37 @@ impl Store {
             return None;
         }
         let old_obj = self.table(rt)?.objects.get(key)?.obj.clone();
+        let stored_rv = match &*old_obj {
+            Obj::Vm(vm) => vm.metadata.resource_version.as_deref(),
+            Obj::Vmi(vmi) => vmi.metadata.resource_version.as_deref(),
+            Obj::Other(_) => return None,
+        };
+        // A conditional write's resourceVersion test, checked here against the struct: the
+        // stored metadata is then neither serialised for it nor read by the patch.
+        let rv_tests_checked = patch_type == PatchType::Json
+            && tested.iter().any(|k| k == "metadata")
+            && resource_version_tests_hold(patch, stored_rv);
+        if rv_tests_checked {
+            tested.retain(|k| k != "metadata");
+        }
         // The generation a spec change bumps is read from the stored metadata.
         let spec_touched = touched
             .iter()
             .any(|k| !matches!(k.as_str(), "metadata" | "status"));
-        // An overwritten field is serialised too: whether the patch changed it is a comparison.
+        // A field the patch reads is serialised; one it overwrites is not (whether the patch
+        // changed it is compared with the struct), but for `metadata`, whose stored identity
+        // and generation the checks read.
         let serialised = |k: &str| {
-            touched.iter().chain(&tested).any(|t| t == k) || (k == "metadata" && spec_touched)
+            let has = |list: &[String]| list.iter().any(|t| t == k);
+            (has(&touched) && (!has(&overwritten) || k == "metadata"))
+                || has(&tested)
+                || (k == "metadata" && spec_touched)
         };
-        let mut cur = match &*old_obj {
-            Obj::Vm(vm) => fields_of(&**vm, serialised),
-            Obj::Vmi(vmi) => fields_of(&**vmi, serialised),
+        let (mut cur, same): (_, &dyn Fn(&str, Option<&Value>) -> bool) = match &*old_obj {
+            Obj::Vm(vm) => (fields_of(&**vm, serialised), &|k, j| vm.field_equals(k, j)),
+            Obj::Vmi(vmi) => (fields_of(&**vmi, serialised), &|k, j| {
+                vmi.field_equals(k, j)
+            }),
             Obj::Other(_) => return None,
         };
         let outcome = patch_touched(
@@ -165,6 +188,8 @@ impl Store {
             patch_type,
             patch,
             status_only,
+            rv_tests_checked,
+            same,
         );
         if !matches!(outcome, Outcome::General) {
             self.stats.in_place_patches += 1;
@@ -201,6 +226,45 @@ impl Store {
     }
 }
 
+/// Whether `op` is a `test` of `metadata.resourceVersion`.
+fn is_resource_version_test(op: &Value) -> bool {
+    op.get("op").and_then(Value::as_str) == Some("test")
+        && op.get("path").and_then(Value::as_str) == Some(RESOURCE_VERSION_PATH)
+}
+
+/// Whether a JSON patch reads `metadata` only through `test`s of its resourceVersion, and each
+/// of them holds for a stored object at `stored_rv` (a test of an absent member holds against
+/// `null`, as [`apply_json_patch`] tests it). A test that fails is left to the patch, so the
+/// refusal is the one its operations in order give.
+fn resource_version_tests_hold(patch: &Value, stored_rv: Option<&str>) -> bool {
+    let Some(ops) = patch.as_array() else {
+        return false;
+    };
+    let stored = stored_rv.filter(|rv| !rv.is_empty());
+    let mut any = false;
+    for op in ops {
+        let Some(path) = op.get("path").and_then(Value::as_str) else {
+            return false;
+        };
+        if path != "/metadata" && !path.starts_with("/metadata/") {
+            continue;
+        }
+        if !is_resource_version_test(op) {
+            return false;
+        }
+        let expected = op.get("value").unwrap_or(&Value::Null);
+        let holds = match stored {
+            Some(rv) => expected.as_str() == Some(rv),
+            None => expected.is_null(),
+        };
+        if !holds {
+            return false;
+        }
+        any = true;
+    }
+    any
+}
+
 /// The stored object's top-level fields in the order its JSON has them: those `serialised`
 /// says the patch reads are built from the struct, every other one is a placeholder (`null`)
 /// that keeps its key's position.
@@ -218,10 +282,13 @@ fn fields_of<T: TopLevel>(obj: &T, serialised: impl Fn(&str) -> bool) -> Map<Str
         .collect()
 }
 
-/// Patches copies of the written fields of `cur` and checks the result as the general path's
-/// `prepare_update` and `commit_if_changed` do. `touched` (the written fields) gains `metadata`
-/// when a generation bump writes it; the `tested` fields are lent to the patch and are back in
-/// `cur` when this returns; the `overwritten` ones start as placeholders.
+/// Patches the written fields of `cur` (the stored object's fields, serialised) and checks the
+/// result as the general path's `prepare_update` and `commit_if_changed` do, comparing a field
+/// with the stored one through `same` (the stored struct's [`TopLevel::field_equals`]).
+/// `touched` (the written fields) gains `metadata` when a generation bump writes it; the
+/// written fields move out of `cur` (but for `metadata`, whose stored value later checks read);
+/// the `tested` fields are lent to the patch and are back in `cur` when this returns; the
+/// `overwritten` ones start as placeholders.
 #[allow(clippy::too_many_arguments)]
 fn patch_touched(
     rt: &ResourceType,
@@ -233,6 +300,8 @@ fn patch_touched(
     patch_type: PatchType,
     patch: &Value,
     status_only: bool,
+    rv_tests_checked: bool,
+    same: &dyn Fn(&str, Option<&Value>) -> bool,
 ) -> Outcome {
     let is_touched = |touched: &[String], k: &str| touched.iter().any(|t| t == k);
     // The untouched fields are placeholders: no operation reads or writes them, and keeping
@@ -243,9 +312,9 @@ fn patch_touched(
         // replaced before anything reads it.
         let v = if is_touched(overwritten, k) {
             Value::Null
-        } else if is_touched(touched, k) {
+        } else if is_touched(touched, k) && k == "metadata" {
             v.clone()
-        } else if is_touched(tested, k) {
+        } else if is_touched(touched, k) || is_touched(tested, k) {
             std::mem::take(v)
         } else {
             Value::Null
@@ -254,6 +323,11 @@ fn patch_touched(
     }
     let mut doc = Value::Object(work);
     let applied = match patch_type {
+        PatchType::Json if rv_tests_checked => {
+            let ops = patch.as_array().into_iter().flatten();
+            let unchecked = ops.filter(|op| !is_resource_version_test(op));
+            apply_json_patch_ops(&mut doc, unchecked).map_err(|e| e.to_string())
+        }
         PatchType::Json => apply_json_patch(&mut doc, patch).map_err(|e| e.to_string()),
         PatchType::Merge => {
             apply_merge_patch(&mut doc, patch);
@@ -310,7 +384,7 @@ fn patch_touched(
     let spec_changed = touched
         .iter()
         .filter(|k| !matches!(k.as_str(), "metadata" | "status"))
-        .any(|k| cur.get(k) != next.get(k));
+        .any(|k| !same(k, next.get(k)));
     if rt.status_subresource && spec_changed {
         let g = meta_map(cur, &empty)
             .get("generation")
@@ -328,7 +402,8 @@ fn patch_touched(
     let unchanged = next.len() == cur.len()
         && touched.iter().all(|k| match (cur.get(k), next.get(k)) {
             (Some(a), Some(b)) if k == "metadata" => same_but_rv(a, b),
-            (a, b) => a == b,
+            (a, b) if k == "metadata" => a == b,
+            (_, b) => same(k, b),
         });
     if unchanged {
         Outcome::Unchanged
