@@ -4,7 +4,6 @@
 //! its pod) once the domain is gone. Deleting a pod sends the launcher SIGTERM (it asks its
 //! handler for a graceful shutdown) and kills it after the pod's grace period.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
@@ -96,6 +95,18 @@ fn pod_vmi_uid(p: &Value) -> String {
         .to_string()
 }
 
+/// What the kubelet reads of a pod.
+struct PodFacts {
+    /// Whether it names a node.
+    bound: bool,
+    /// The node it is bound to, when one of the simulator's.
+    node: Option<usize>,
+    /// Whether it is marked for deletion.
+    deleting: bool,
+    vmi_uid: String,
+    vmi_key: String,
+}
+
 fn pod_vmi_key(p: &Value) -> String {
     super::virt_controller::pod_vmi_key(p).unwrap_or_default()
 }
@@ -155,11 +166,24 @@ impl Sim {
         }
     }
 
+    /// What the kubelet reads of a stored pod, read where it is stored (a copy of the pod
+    /// for it was two of every kubelet write's three copies).
+    fn pod_facts(&self, key: &str) -> Option<PodFacts> {
+        let pod = self.api.get(res::PODS, key)?;
+        Some(PodFacts {
+            bound: pod.at("/spec/nodeName").is_some(),
+            node: self.pod_node(&pod),
+            deleting: pod.at("/metadata/deletionTimestamp").is_some(),
+            vmi_uid: pod_vmi_uid(&pod),
+            vmi_key: pod_vmi_key(&pod),
+        })
+    }
+
     fn bind(&mut self, key: &str) {
-        let Some(pod) = self.api.get(res::PODS, key).map(Cow::into_owned) else {
+        let Some(pod) = self.pod_facts(key) else {
             return;
         };
-        if pod.at("/spec/nodeName").is_some() || pod.at("/metadata/deletionTimestamp").is_some() {
+        if pod.bound || pod.deleting {
             return;
         }
         let Some(node) = (0..self.nodes.len()).min_by_key(|&i| (self.nodes[i].pods, i)) else {
@@ -170,9 +194,8 @@ impl Sim {
         self.api.edit_as(Writer::Kubelet, res::PODS, key, |p| {
             p["spec"]["nodeName"] = json!(name);
         });
-        let uid = pod_vmi_uid(&pod);
         self.nodes[node].launchers.insert(
-            uid,
+            pod.vmi_uid,
             Launcher {
                 pod_key: key.to_string(),
                 started: false,
@@ -189,17 +212,16 @@ impl Sim {
     }
 
     fn start_pod(&mut self, key: &str) {
-        let Some(pod) = self.api.get(res::PODS, key).map(Cow::into_owned) else {
+        let Some(pod) = self.pod_facts(key) else {
             return;
         };
-        if pod.at("/metadata/deletionTimestamp").is_some() {
+        if pod.deleting {
             return;
         }
-        let Some(node) = self.pod_node(&pod) else {
+        let Some(node) = pod.node else {
             return;
         };
-        let uid = pod_vmi_uid(&pod);
-        if let Some(l) = self.nodes[node].launchers.get_mut(&uid)
+        if let Some(l) = self.nodes[node].launchers.get_mut(&pod.vmi_uid)
             && l.pod_key == key
             && !l.exited
         {
@@ -258,14 +280,15 @@ impl Sim {
     }
 
     fn force_kill(&mut self, key: &str) {
-        let Some(pod) = self.api.get(res::PODS, key).map(Cow::into_owned) else {
+        let Some(PodFacts {
+            node: Some(node),
+            vmi_uid: uid,
+            vmi_key,
+            ..
+        }) = self.pod_facts(key)
+        else {
             return;
         };
-        let Some(node) = self.pod_node(&pod) else {
-            return;
-        };
-        let uid = pod_vmi_uid(&pod);
-        let vmi_key = pod_vmi_key(&pod);
         let alive = self.nodes[node]
             .domains
             .get(&vmi_key)
@@ -305,14 +328,14 @@ impl Sim {
         }
         l.exited = true;
         let key = l.pod_key.clone();
-        let Some(pod) = self.api.get(res::PODS, &key).map(Cow::into_owned) else {
+        let Some(pod) = self.pod_facts(&key) else {
             return;
         };
-        if pod.at("/metadata/deletionTimestamp").is_some() {
+        if pod.deleting {
             self.release_pod(node, &key);
             return;
         }
-        let vmi_key = pod_vmi_key(&pod);
+        let vmi_key = pod.vmi_key;
         let clean = self.nodes[node]
             .domains
             .get(&vmi_key)
