@@ -500,8 +500,19 @@ impl Store {
     /// more is removed.
     fn install(&mut self, rt: &Arc<ResourceType>, key: &str, w: Written, now: i64) -> Arc<Obj> {
         let obj = w.stored.obj.clone();
-        let old = self.table_mut(rt).objects.insert(key.to_string(), w.stored);
-        if let Some((old_owners, new_owners)) = w.owners {
+        let objects = &mut self.table_mut(rt).objects;
+        // A key already stored keeps its String: only the object changes.
+        let old = match objects.get_mut(key) {
+            Some(slot) => Some(std::mem::replace(slot, w.stored)),
+            None => {
+                objects.insert(key.to_string(), w.stored);
+                None
+            }
+        };
+        if let Some((old_owners, new_owners)) = w.owners
+            // An update that keeps its owners (nearly every one) leaves the index as it is.
+            && (old.is_none() || old_owners != new_owners)
+        {
             let id = rt.id();
             for o in old_owners.iter().filter(|o| !new_owners.contains(o)) {
                 if let Some(set) = self.dependents.get_mut(o) {
@@ -516,7 +527,14 @@ impl Store {
             }
         }
         if let Some(uid) = w.uid.filter(|u| !u.is_empty()) {
-            self.by_uid.insert(uid, (rt.id(), key.to_string()));
+            let indexed = rt.with_id(|id| {
+                self.by_uid
+                    .get(&uid)
+                    .is_some_and(|(i, k)| i == id && k == key)
+            });
+            if !indexed {
+                self.by_uid.insert(uid, (rt.id(), key.to_string()));
+            }
         }
         self.stats.writes += 1;
         let kind = if old.is_some() {
