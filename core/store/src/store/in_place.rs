@@ -27,7 +27,7 @@ use kvrs_decide::patch::{
 
 use super::{Store, Stored, Written, conflict, invalid, meta_map, releasable};
 use crate::error::StoreError;
-use crate::object::{Obj, owner_uids, owner_uids_in, parse};
+use crate::object::{Obj, meta_str, owner_uids, owner_uids_in, parse};
 use crate::resource::{ResourceType, Typed};
 use crate::top_level::TopLevel;
 
@@ -125,7 +125,7 @@ impl Store {
         patch: &Value,
         now: i64,
     ) -> Option<Result<Arc<Obj>, StoreError>> {
-        if !self.in_place || self.admit.is_some() || self.typed(rt) == Typed::Json {
+        if !self.in_place || self.admit.is_some() {
             return None;
         }
         let status_only = match sub {
@@ -148,7 +148,7 @@ impl Store {
         let stored_rv = match &*old_obj {
             Obj::Vm(vm) => vm.metadata.resource_version.as_deref(),
             Obj::Vmi(vmi) => vmi.metadata.resource_version.as_deref(),
-            Obj::Other(_) => return None,
+            Obj::Other(v) => meta_str(v, "resourceVersion"),
         };
         // A conditional write's resourceVersion test, checked here against the struct: the
         // stored metadata is then neither serialised for it nor read by the patch.
@@ -176,7 +176,9 @@ impl Store {
             Obj::Vmi(vmi) => (fields_of(&**vmi, serialised), &|k, j| {
                 vmi.field_equals(k, j)
             }),
-            Obj::Other(_) => return None,
+            // A JSON object is shared with the events and caches that hold it: the new one is
+            // a copy whatever the patch, but only the fields it touches are compared.
+            Obj::Other(v) => (v.as_object()?.clone(), &|k, j| v.get(k) == j),
         };
         let outcome = patch_touched(
             rt,
@@ -208,7 +210,10 @@ impl Store {
             .any(|k| k == "metadata")
             .then(|| owner_uids_in(cur.get("metadata")));
         let rv = self.next_rv();
-        let written = commit_typed(self.typed(rt), &old_obj, next, touched, rv, old_owners);
+        let written = match &*old_obj {
+            Obj::Other(_) => commit_json(self.typed(rt), next, &mut cur, &touched, rv, old_owners),
+            typed => commit_typed(self.typed(rt), typed, next, touched, rv, old_owners),
+        };
         Some(Ok(self.install(rt, key, written, now)))
     }
 
@@ -435,6 +440,39 @@ fn same_but_rv(a: &Value, b: &Value) -> bool {
     without_rv(a) == without_rv(b)
         && a.iter()
             .all(|(k, v)| k == "resourceVersion" || b.get(k) == Some(v))
+}
+
+/// Stamps the resourceVersion and builds a stored JSON object: the untouched fields move over
+/// from `cur`, the copy of the stored one.
+fn commit_json(
+    typed: Typed,
+    mut next: Map<String, Value>,
+    cur: &mut Map<String, Value>,
+    touched: &[String],
+    rv: u64,
+    old_owners: Option<Vec<String>>,
+) -> Written {
+    for (k, v) in next.iter_mut() {
+        if !touched.iter().any(|t| t == k)
+            && let Some(old) = cur.get_mut(k)
+        {
+            *v = std::mem::take(old);
+        }
+    }
+    meta_of(&mut next).insert("resourceVersion".into(), json!(rv.to_string()));
+    let value = Value::Object(next);
+    let meta_touched = touched.iter().any(|k| k == "metadata");
+    let releasable = meta_touched && releasable(&value);
+    let owners = old_owners
+        .filter(|_| meta_touched)
+        .map(|old| (old, owner_uids(&value)));
+    Written {
+        stored: Stored::new(parse(typed, value)),
+        rv,
+        owners,
+        uid: None,
+        releasable,
+    }
 }
 
 /// Stamps the resourceVersion and builds the stored object: the struct from the touched fields,
