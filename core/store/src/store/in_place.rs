@@ -1,4 +1,4 @@
-//! Patching a stored VM or VMI where it lies.
+//! Patching a stored object where it lies.
 //!
 //! The general patch copies the whole stored object, patches the copy, compares the copy with
 //! the original twice (did anything but the status change? did anything change at all?), parses
@@ -7,12 +7,15 @@
 //! was most of the API server's work.
 //!
 //! A patch names the top-level fields it touches (the first segment of each JSON-patch path,
-//! the keys of a merge patch). Only those are serialised from the stored struct and patched;
-//! the others stay in the struct, copied into the new one; the comparisons and the parse look
-//! at the touched fields alone ([`TopLevel::rebuilt`]). The result — the object's JSON, the
-//! struct, the resourceVersion and generation, the error of a refused patch — is the general
-//! path's, which a property test checks. Anything this path does not model (an admission hook, a subresource other than
-//! `status`, a patch of the whole document, an untyped object) takes the general path.
+//! the keys of a merge patch). For a typed VM or VMI only those are serialised from the stored
+//! struct and patched; the others stay in the struct, copied into the new one; the comparisons
+//! and the parse look at the touched fields alone ([`TopLevel::rebuilt`]). A JSON object (a pod,
+//! say) is copied whole — the stored one is shared with the events and caches holding it — but
+//! only its touched fields are compared. The result — the object's JSON, the struct, the
+//! resourceVersion and generation, the error of a refused patch — is the general path's, which
+//! a property test checks for typed and untyped stores. Anything this path does not model (an
+//! admission hook, a subresource other than `status`, a patch of the whole document) takes the
+//! general path.
 
 use std::sync::Arc;
 
@@ -102,6 +105,9 @@ pub(super) fn touched_keys(patch_type: PatchType, patch: &Value) -> Option<Touch
     Some(t)
 }
 
+/// Whether the stored field under a key equals a patched value (`None`: absent).
+type SameField<'a> = dyn Fn(&str, Option<&Value>) -> bool + 'a;
+
 /// What the in-place path concluded before anything was stored.
 enum Outcome {
     /// The general path decides (nothing was changed).
@@ -171,7 +177,7 @@ impl Store {
                 || has(&tested)
                 || (k == "metadata" && spec_touched)
         };
-        let (mut cur, same): (_, &dyn Fn(&str, Option<&Value>) -> bool) = match &*old_obj {
+        let (mut cur, same): (_, &SameField) = match &*old_obj {
             Obj::Vm(vm) => (fields_of(&**vm, serialised), &|k, j| vm.field_equals(k, j)),
             Obj::Vmi(vmi) => (fields_of(&**vmi, serialised), &|k, j| {
                 vmi.field_equals(k, j)
@@ -306,7 +312,7 @@ fn patch_touched(
     patch: &Value,
     status_only: bool,
     rv_tests_checked: bool,
-    same: &dyn Fn(&str, Option<&Value>) -> bool,
+    same: &SameField,
 ) -> Outcome {
     let is_touched = |touched: &[String], k: &str| touched.iter().any(|t| t == k);
     // The untouched fields are placeholders: no operation reads or writes them, and keeping
