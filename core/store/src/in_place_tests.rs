@@ -306,37 +306,20 @@ fn common_patches_go_in_place() {
 /// against the struct; a fresh version is written, a stale one refused with the test's error.
 #[test]
 fn a_conditional_write_is_checked_against_the_stored_version() {
-    let mut s = seeded(true);
     let vmi = rt("virtualmachineinstances");
-    let rv = s.get_json(&vmi, "default/vm").unwrap()["metadata"]["resourceVersion"].clone();
-    let write = |rv: &Value, phase: &str| {
-        json!([{"op": "test", "path": "/metadata/resourceVersion", "value": rv},
-               {"op": "replace", "path": "/status/phase", "value": phase}])
+    let write = |s: &mut Store, rv: &Value, phase: &str| {
+        let patch = json!([{"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+                           {"op": "replace", "path": "/status/phase", "value": phase}]);
+        s.patch(&vmi, "default/vm", None, PatchType::Json, &patch, 0)
     };
-    let o = s
-        .patch(
-            &vmi,
-            "default/vm",
-            None,
-            PatchType::Json,
-            &write(&rv, "Scheduled"),
-            0,
-        )
-        .unwrap();
+    let mut s = seeded(true);
+    let rv = s.get_json(&vmi, "default/vm").unwrap()["metadata"]["resourceVersion"].clone();
+    let o = write(&mut s, &rv, "Scheduled").unwrap();
     assert_eq!(
         o.vmi().unwrap().status.as_ref().unwrap().phase.as_deref(),
         Some("Scheduled")
     );
-    let stale = s
-        .patch(
-            &vmi,
-            "default/vm",
-            None,
-            PatchType::Json,
-            &write(&rv, "Running"),
-            0,
-        )
-        .unwrap_err();
+    let stale = write(&mut s, &rv, "Running").unwrap_err();
     assert!(
         stale.to_string().contains("/metadata/resourceVersion"),
         "{stale}"
@@ -344,25 +327,7 @@ fn a_conditional_write_is_checked_against_the_stored_version() {
     assert_eq!(s.stats.in_place_patches, 2);
     // The general path, given the same two writes, refuses the second with the same error.
     let mut general = seeded(false);
-    general
-        .patch(
-            &vmi,
-            "default/vm",
-            None,
-            PatchType::Json,
-            &write(&rv, "Scheduled"),
-            0,
-        )
-        .unwrap();
-    let refused = general
-        .patch(
-            &vmi,
-            "default/vm",
-            None,
-            PatchType::Json,
-            &write(&rv, "Running"),
-            0,
-        )
-        .unwrap_err();
+    write(&mut general, &rv, "Scheduled").unwrap();
+    let refused = write(&mut general, &rv, "Running").unwrap_err();
     assert_eq!(refused.to_string(), stale.to_string());
 }
