@@ -4,6 +4,7 @@
 //! (Scheduled, Running), as KubeVirt's field-by-field patch.
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Map, Value, json};
 
 use super::conditions::{
@@ -148,15 +149,22 @@ fn update_network_status(v: &mut Value) {
     });
 }
 
-/// The part of the VMI this step reads and writes, as JSON: metadata, status, and the spec's
-/// volumes and networks (whose status lists it rebuilds) — each exactly as the VMI writes it, so
-/// the patch's `test` operations match what is stored. Serialising the whole VMI (its domain
-/// spec above all) on every sync cost about as much as the rest of the step.
+/// The part of the VMI this step reads and writes, as JSON: the metadata's labels, annotations
+/// and finalizers, the status, and the spec's volumes and networks (whose status lists it
+/// rebuilds) — each exactly as the VMI writes it, so the patch's `test` operations match what
+/// is stored. Serialising the whole VMI (its domain spec above all) on every sync cost about as
+/// much as the rest of the step; its whole metadata, a tenth of it.
 fn status_view(vmi: &VirtualMachineInstance) -> Value {
     let mut view = Map::new();
+    let read = ObjectMeta {
+        labels: vmi.metadata.labels.clone(),
+        annotations: vmi.metadata.annotations.clone(),
+        finalizers: vmi.metadata.finalizers.clone(),
+        ..ObjectMeta::default()
+    };
     view.insert(
         "metadata".into(),
-        kvrs_api::object_meta_json(&vmi.metadata).unwrap_or_else(|_| json!({})),
+        kvrs_api::object_meta_json(&read).unwrap_or_else(|_| json!({})),
     );
     let mut spec = Map::new();
     if let Some(volumes) = vmi.spec.volumes.as_ref().filter(|v| !v.is_empty()) {
