@@ -160,26 +160,10 @@ pub struct List {
     pub resource_version: u64,
 }
 
-#[derive(Debug)]
-struct Stored {
-    /// The object: a typed one keeps no JSON ([`crate::object`] says why).
-    obj: Arc<Obj>,
-}
-
-impl Stored {
-    fn new(obj: Arc<Obj>) -> Self {
-        Self { obj }
-    }
-
-    /// The stored JSON: borrowed for an untyped object, built from the struct for a typed one.
-    fn json(&self) -> Cow<'_, Value> {
-        json_of(&self.obj)
-    }
-}
-
 /// A write ready to be installed: the new stored object and what the indexes need of it.
 struct Written {
-    stored: Stored,
+    /// The object: a typed one keeps no JSON ([`crate::object`] says why).
+    stored: Arc<Obj>,
     rv: u64,
     /// The owner UIDs before and after, when they may have changed.
     owners: Option<(Vec<String>, Vec<String>)>,
@@ -203,7 +187,7 @@ fn releasable(value: &Value) -> bool {
 #[derive(Debug)]
 struct Table {
     rt: Arc<ResourceType>,
-    objects: BTreeMap<String, Stored>,
+    objects: BTreeMap<String, Arc<Obj>>,
 }
 
 /// The object store.
@@ -338,7 +322,7 @@ impl Store {
 
     /// The stored JSON of an object (built from the struct for a typed one).
     pub fn get_json(&self, rt: &ResourceType, key: &str) -> Option<Cow<'_, Value>> {
-        self.table(rt)?.objects.get(key).map(Stored::json)
+        self.table(rt)?.objects.get(key).map(|o| json_of(o))
     }
 
     /// Whether an object is stored under `key`.
@@ -353,7 +337,7 @@ impl Store {
 
     /// The parsed object, borrowed.
     pub fn object(&self, rt: &ResourceType, key: &str) -> Option<&Arc<Obj>> {
-        self.table(rt)?.objects.get(key).map(|s| &s.obj)
+        self.table(rt)?.objects.get(key)
     }
 
     /// Every object of a resource, by key.
@@ -361,9 +345,7 @@ impl Store {
         &'a self,
         rt: &ResourceType,
     ) -> impl Iterator<Item = (&'a String, &'a Arc<Obj>)> + use<'a> {
-        self.table(rt)
-            .into_iter()
-            .flat_map(|t| t.objects.iter().map(|(k, s)| (k, &s.obj)))
+        self.table(rt).into_iter().flat_map(|t| t.objects.iter())
     }
 
     /// Number of objects of a resource.
@@ -377,8 +359,8 @@ impl Store {
             .table(rt)
             .into_iter()
             .flat_map(|t| t.objects.iter())
-            .filter(|(key, s)| selects(selector, key, &s.obj))
-            .map(|(_, s)| s.obj.clone())
+            .filter(|(key, o)| selects(selector, key, o))
+            .map(|(_, o)| o.clone())
             .collect();
         List {
             items,
@@ -457,9 +439,9 @@ impl Store {
         now: i64,
     ) -> Arc<Obj> {
         if let Some(cur) = self.table_mut(rt).objects.get(key)
-            && same_but_resource_version(&cur.json(), &next)
+            && same_but_resource_version(&json_of(cur), &next)
         {
-            return cur.obj.clone();
+            return cur.clone();
         }
         self.commit(rt, key, next, now)
     }
@@ -483,10 +465,10 @@ impl Store {
         let old_owners = self
             .table(rt)
             .and_then(|t| t.objects.get(key))
-            .map(|s| owner_uids_of(&s.obj))
+            .map(|o| owner_uids_of(o))
             .unwrap_or_default();
         let written = Written {
-            stored: Stored::new(obj),
+            stored: obj,
             rv,
             owners: Some((old_owners, new_owners)),
             uid: Some(uid),
@@ -499,7 +481,7 @@ impl Store {
     /// is counted and recorded as an event, and an object whose deletion nothing holds any
     /// more is removed.
     fn install(&mut self, rt: &Arc<ResourceType>, key: &str, w: Written, now: i64) -> Arc<Obj> {
-        let obj = w.stored.obj.clone();
+        let obj = w.stored.clone();
         let objects = &mut self.table_mut(rt).objects;
         // A key already stored keeps its String: only the object changes.
         let old = match objects.get_mut(key) {
@@ -548,7 +530,7 @@ impl Store {
             resource: rt.clone(),
             key: key.to_string(),
             object: obj.clone(),
-            old: old.map(|s| s.obj),
+            old,
         });
         if w.releasable {
             self.remove(rt, key, now);
@@ -561,8 +543,8 @@ impl Store {
     pub fn remove(&mut self, rt: &Arc<ResourceType>, key: &str, now: i64) -> Option<Arc<Obj>> {
         let old = self.table_mut(rt).objects.remove(key)?;
         let rv = self.next_rv();
-        let mut last = old.json().into_owned();
-        let old_obj = old.obj;
+        let mut last = json_of(&old).into_owned();
+        let old_obj = old;
         meta_mut(&mut last).insert("resourceVersion".into(), json!(rv.to_string()));
         let uid = meta_str(&last, "uid").unwrap_or_default().to_string();
         let id = rt.id();

@@ -28,7 +28,7 @@ use kvrs_decide::patch::{
     apply_strategic_merge_patch,
 };
 
-use super::{Store, Stored, Written, conflict, invalid, meta_map, releasable};
+use super::{Store, Written, conflict, invalid, meta_map, releasable};
 use crate::error::StoreError;
 use crate::object::{Obj, meta_str, owner_uids, owner_uids_in, parse};
 use crate::resource::{ResourceType, Typed};
@@ -150,7 +150,7 @@ impl Store {
         if !status_only && rt.status_subresource && touched.iter().any(|k| k == "status") {
             return None;
         }
-        let old_obj = self.table(rt)?.objects.get(key)?.obj.clone();
+        let old_obj = self.table(rt)?.objects.get(key)?.clone();
         let stored_rv = match &*old_obj {
             Obj::Vm(vm) => vm.metadata.resource_version.as_deref(),
             Obj::Vmi(vmi) => vmi.metadata.resource_version.as_deref(),
@@ -473,7 +473,7 @@ fn commit_json(
         .filter(|_| meta_touched)
         .map(|old| (old, owner_uids(&value)));
     Written {
-        stored: Stored::new(parse(typed, value)),
+        stored: parse(typed, value),
         rv,
         owners,
         uid: None,
@@ -507,7 +507,7 @@ fn commit_typed(
         Obj::Other(_) => parse(typed, value),
     };
     Written {
-        stored: Stored::new(obj),
+        stored: obj,
         rv,
         owners: if meta_touched { owners } else { None },
         uid: None,
