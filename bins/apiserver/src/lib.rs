@@ -281,6 +281,7 @@ impl ApiServer {
         let mut store = Store::new(store::StoreOptions {
             typed: false,
             history: options.history,
+            keep_evicted: false,
         });
         if let Some(admission) = options.admission.clone() {
             store.set_admission(Some(Arc::new(

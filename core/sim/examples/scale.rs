@@ -18,6 +18,23 @@ fn env(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// CPU seconds (user + system) of this thread and of the whole process, from `/proc` (Linux;
+/// clock ticks of 10 ms). The run's wall time is bounded by the simulator's thread, so its CPU
+/// time is the steadier figure to compare two builds by on a machine whose speed drifts.
+fn cpu_seconds() -> Option<(f64, f64)> {
+    fn ticks(path: &str) -> Option<f64> {
+        let stat = std::fs::read_to_string(path).ok()?;
+        // Fields after the command name (which is in parentheses and may hold spaces).
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let fields: Vec<&str> = rest.split(' ').collect();
+        // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+        let user: f64 = fields.get(11)?.parse().ok()?;
+        let system: f64 = fields.get(12)?.parse().ok()?;
+        Some((user + system) / 100.0)
+    }
+    Some((ticks("/proc/thread-self/stat")?, ticks("/proc/self/stat")?))
+}
+
 fn main() {
     let vms = env("SIM_VMS", 1000);
     let nodes = env("SIM_NODES", 10);
@@ -37,6 +54,9 @@ fn main() {
         started.elapsed(),
         sim.work_summary()
     );
+    if let Some((sim_thread, all)) = cpu_seconds() {
+        println!("CPU: simulator thread {sim_thread:.2} s, process {all:.2} s");
+    }
     println!(
         "size of a stored object: {} bytes",
         std::mem::size_of::<kvrs_sim::store::Obj>()

@@ -50,10 +50,9 @@ impl PodsOfVmi {
         }
     }
 
-    fn remove(&mut self, key: &str) {
-        if let Ok(i) = self.position(key) {
-            self.0.remove(i);
-        }
+    fn remove(&mut self, key: &str) -> Option<CachedPod> {
+        let i = self.position(key).ok()?;
+        Some(self.0.remove(i).1)
     }
 
     fn is_empty(&self) -> bool {
@@ -147,12 +146,18 @@ impl Cache {
     }
 
     /// Applies one watch event.
-    pub fn apply(&mut self, ev: &WatchEvent) {
-        self.set(ev.resource, &ev.key, ev.obj.clone());
+    /// Returns the typed view of a pod it replaced, for the caller to drop where it likes.
+    pub fn apply(&mut self, ev: &WatchEvent) -> Option<Box<Pod>> {
+        self.set(ev.resource, &ev.key, ev.obj.clone())
     }
 
-    /// Sets or removes one object.
-    pub fn set(&mut self, resource: &'static str, key: &str, obj: Option<Arc<Obj>>) {
+    /// Sets or removes one object; returns the typed view of a pod it replaced.
+    pub fn set(
+        &mut self,
+        resource: &'static str,
+        key: &str,
+        obj: Option<Arc<Obj>>,
+    ) -> Option<Box<Pod>> {
         let map = self.objects.entry(resource).or_default();
         let old = match (&obj, map.get_mut(key)) {
             // A key already cached keeps its String: only the value changes.
@@ -172,16 +177,22 @@ impl Cache {
                     .get_mut(owner)
                     .and_then(|pods| pods.get_mut(key))
             {
-                *slot = CachedPod {
-                    obj: o.clone(),
-                    typed: OnceLock::new(),
-                };
-                return;
+                let replaced = std::mem::replace(
+                    slot,
+                    CachedPod {
+                        obj: o.clone(),
+                        typed: OnceLock::new(),
+                    },
+                );
+                return replaced.typed.into_inner().flatten();
             }
+            let mut replaced = None;
             if let Some(owner) = old_owner
                 && let Some(pods) = self.pods_by_vmi.get_mut(owner)
             {
-                pods.remove(key);
+                replaced = pods
+                    .remove(key)
+                    .and_then(|p| p.typed.into_inner().flatten());
                 if pods.is_empty() {
                     self.pods_by_vmi.remove(owner);
                 }
@@ -196,12 +207,14 @@ impl Cache {
                     .or_default()
                     .insert(key.to_string(), pod);
             }
+            return replaced;
         } else if resource == res::REVISIONS {
             match obj.as_deref().and_then(parse::<ControllerRevision>) {
                 Some(cr) => self.revisions.insert(key.to_string(), Revision::from(cr)),
                 None => self.revisions.remove(key),
             };
         }
+        None
     }
 
     /// Forgets everything (a restarted process starts empty).

@@ -11,12 +11,20 @@
 //! is the same whichever thread decides it, and a run stays what its seed makes it.
 //!
 //! One thread lives as long as the simulator (a thread per pass cost a thread start each time).
+//!
+//! Between passes the decision thread would idle while the simulator's thread runs the
+//! handlers and the kubelet, so it also drops what the simulator's thread hands it
+//! ([`Decider::discard`]): the object versions the API server's event log lets go. Dropping
+//! a version walks its whole tree (about a tenth of the simulator's thread before); handing a
+//! batch over is one channel send. A pass comes first: garbage is dropped only while no pass
+//! message waits, a few items at a time.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{Sender, channel};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
+use k8s_openapi::api::core::v1::Pod;
 use kvrs_admission::ClusterConfig;
 use kvrs_decide::{Now, Plan};
 
@@ -79,12 +87,49 @@ pub(crate) struct Pass {
 #[derive(Default)]
 pub(crate) struct Decider {
     running: Option<Running>,
+    /// Garbage gathered since the last [`Decider::discard`].
+    pub garbage: Garbage,
 }
 
 struct Running {
-    passes: Sender<Arc<Shared>>,
+    messages: Sender<Message>,
     thread: JoinHandle<()>,
 }
+
+/// What the simulator's thread sends the decision thread.
+enum Message {
+    /// A pass to decide jobs of.
+    Pass(Arc<Shared>),
+    /// Things to drop when no pass waits.
+    Discard(Garbage),
+}
+
+/// What the simulator's thread leaves to the decision thread to drop.
+#[derive(Default)]
+pub(crate) struct Garbage {
+    /// Events the API server's log let go, with the versions only they still held.
+    pub events: Vec<kvrs_store::Event>,
+    /// Plans already executed.
+    pub plans: Vec<Plan>,
+    /// Typed views of cached pods a newer version replaced.
+    pub pods: Vec<Box<Pod>>,
+}
+
+impl Garbage {
+    fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.plans.is_empty() && self.pods.is_empty()
+    }
+
+    /// Drops one item; `false` when there was none.
+    fn drop_one(&mut self) -> bool {
+        self.events.pop().map(drop).is_some()
+            || self.plans.pop().map(drop).is_some()
+            || self.pods.pop().map(drop).is_some()
+    }
+}
+
+/// Items dropped between two looks for a waiting pass.
+const DROPS_BETWEEN_LOOKS: usize = 16;
 
 impl Decider {
     /// Starts deciding a pass's jobs on both threads.
@@ -104,12 +149,25 @@ impl Decider {
             next: AtomicUsize::new(0),
             slots,
         });
+        self.send(Message::Pass(Arc::clone(&shared)));
+        Pass { shared, cursor: 0 }
+    }
+
+    /// Hands the gathered [`Decider::garbage`] to the decision thread to drop when it has no
+    /// pass to decide.
+    pub fn discard(&mut self) {
+        if !self.garbage.is_empty() {
+            let garbage = std::mem::take(&mut self.garbage);
+            self.send(Message::Discard(garbage));
+        }
+    }
+
+    fn send(&mut self, message: Message) {
         let running = self.running.get_or_insert_with(start);
-        if running.passes.send(Arc::clone(&shared)).is_err() {
+        if running.messages.send(message).is_err() {
             // The thread is gone (it panicked): say why here, on the simulator's thread.
             self.rethrow();
         }
-        Pass { shared, cursor: 0 }
     }
 
     /// The pass's next job's key and plan (`None` when the job decided nothing), deciding it or
@@ -167,16 +225,50 @@ impl Decider {
 }
 
 fn start() -> Running {
-    let (passes, work) = channel::<Arc<Shared>>();
+    let (messages, inbox) = channel::<Message>();
     let thread = std::thread::Builder::new()
         .name("sim-decide".into())
-        .spawn(move || {
-            for pass in work {
-                decide_pass(&pass);
-            }
-        })
+        .spawn(move || serve(&inbox))
         .expect("the simulator needs a second thread to decide on");
-    Running { passes, thread }
+    Running { messages, thread }
+}
+
+/// The decision thread: decides passes as they come and drops garbage while none waits.
+fn serve(inbox: &Receiver<Message>) {
+    let mut pile: Vec<Garbage> = Vec::new();
+    loop {
+        let message = if pile.is_empty() {
+            match inbox.recv() {
+                Ok(m) => m,
+                Err(_) => return,
+            }
+        } else {
+            match inbox.try_recv() {
+                Ok(m) => m,
+                Err(TryRecvError::Empty) => {
+                    drop_some(&mut pile);
+                    continue;
+                }
+                Err(TryRecvError::Disconnected) => return,
+            }
+        };
+        match message {
+            Message::Pass(pass) => decide_pass(&pass),
+            Message::Discard(garbage) => pile.push(garbage),
+        }
+    }
+}
+
+/// Drops up to [`DROPS_BETWEEN_LOOKS`] items of the pile.
+fn drop_some(pile: &mut Vec<Garbage>) {
+    for _ in 0..DROPS_BETWEEN_LOOKS {
+        let Some(batch) = pile.last_mut() else {
+            return;
+        };
+        if !batch.drop_one() {
+            pile.pop();
+        }
+    }
 }
 
 /// Decides jobs of `pass` until none is left unclaimed.
@@ -198,7 +290,7 @@ fn decide_pass(pass: &Shared) {
 impl Drop for Decider {
     fn drop(&mut self) {
         if let Some(r) = self.running.take() {
-            drop(r.passes);
+            drop(r.messages);
             // A panic there was already re-raised on the simulator's thread, or no plan of
             // it was awaited: nothing is left to report.
             let _ = r.thread.join();

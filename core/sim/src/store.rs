@@ -131,6 +131,7 @@ impl Default for ApiServer {
             store: Store::new(StoreOptions {
                 typed: true,
                 history: 4096,
+                keep_evicted: true,
             }),
             seen: 0,
             pending: Vec::new(),

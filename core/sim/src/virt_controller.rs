@@ -37,6 +37,9 @@ pub(super) struct VirtController {
     own_writes: HashMap<&'static str, HashMap<String, (u64, String)>>,
     /// How many of [`Self::own_writes`] belong to each VM/VMI key.
     own_writes_of: HashMap<String, u32>,
+    /// Typed views of cached pods that newer versions replaced, for the decision thread to
+    /// drop ([`crate::decider::Garbage`]).
+    pub retired_pods: Vec<Box<k8s_openapi::api::core::v1::Pod>>,
 }
 
 impl Default for VirtController {
@@ -49,6 +52,7 @@ impl Default for VirtController {
             vmi_expectations: ControllerExpectations::new(),
             own_writes: HashMap::new(),
             own_writes_of: HashMap::new(),
+            retired_pods: Vec::new(),
         }
     }
 }
@@ -94,7 +98,9 @@ impl VirtController {
     /// expectations and say which keys to queue.
     pub fn observe(&mut self, ev: &WatchEvent, now: Instant) {
         let old = self.cache.get(ev.resource, &ev.key).map(|o| seen(o));
-        Arc::make_mut(&mut self.cache).apply(ev);
+        if let Some(pod) = Arc::make_mut(&mut self.cache).apply(ev) {
+            self.retired_pods.push(pod);
+        }
         self.own_write_seen(ev, now);
         let watched = match ev.resource {
             res::VMS => Watched::Vm,
@@ -347,6 +353,7 @@ impl Sim {
             Controller::Vm => &mut self.ctrl.vm_queue,
         };
         requeue(q, key, &out.queue, now);
+        self.decider.garbage.plans.push(plan);
     }
 
     /// Runs every VM and VMI key that is ready now: the VM keys first, in batches, then the VMI
@@ -469,6 +476,11 @@ impl Sim {
             }
             return;
         }
+        let evicted = self.api.take_evicted();
+        let garbage = &mut self.decider.garbage;
+        garbage.events.extend(evicted);
+        garbage.pods.append(&mut self.ctrl.retired_pods);
+        self.decider.discard();
         let mut pass = self.decider.submit(Batch {
             cache: Arc::clone(&self.ctrl.cache),
             config: Arc::clone(&self.config),

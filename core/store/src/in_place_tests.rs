@@ -27,6 +27,7 @@ fn seeded_as(in_place: bool, typed: bool) -> Store {
     let mut s = Store::new(StoreOptions {
         typed,
         history: 100,
+        keep_evicted: false,
     });
     s.in_place = in_place;
     let opts = CreateOptions::default();

@@ -36,6 +36,11 @@ pub struct StoreOptions {
     pub typed: bool,
     /// Events kept for watches; a watch from an older resourceVersion is [`StoreError::Expired`].
     pub history: usize,
+    /// Keep the events pushed out of the log (and the versions only they held) until
+    /// [`Store::take_evicted`] instead of dropping them on the writer's thread: dropping an
+    /// object version is a walk over its whole tree, which an owner with an idle thread (the
+    /// simulator) does there.
+    pub keep_evicted: bool,
 }
 
 impl Default for StoreOptions {
@@ -43,6 +48,7 @@ impl Default for StoreOptions {
         Self {
             typed: false,
             history: 10_000,
+            keep_evicted: false,
         }
     }
 }
@@ -198,6 +204,9 @@ pub struct Store {
     uids: u64,
     names: u64,
     log: VecDeque<Event>,
+    /// Events pushed out of the log, kept for [`Store::take_evicted`] (with
+    /// [`StoreOptions::keep_evicted`]).
+    evicted: Vec<Event>,
     /// The resourceVersion of the last event dropped from the log: watches from before it
     /// cannot be served.
     compacted: u64,
@@ -262,6 +271,7 @@ impl Store {
             uids: 0,
             names: 0,
             log: VecDeque::new(),
+            evicted: Vec::new(),
             compacted: 0,
             dependents: HashMap::new(),
             by_uid: HashMap::new(),
@@ -386,11 +396,20 @@ impl Store {
         self.rv
     }
 
+    /// The events pushed out of the log since the last call (none unless
+    /// [`StoreOptions::keep_evicted`]), for the caller to drop where it likes.
+    pub fn take_evicted(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.evicted)
+    }
+
     fn record(&mut self, event: Event) {
         self.log.push_back(event);
         while self.log.len() > self.options.history.max(1) {
             if let Some(e) = self.log.pop_front() {
                 self.compacted = e.rv;
+                if self.options.keep_evicted {
+                    self.evicted.push(e);
+                }
             }
         }
     }

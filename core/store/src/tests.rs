@@ -504,6 +504,7 @@ fn watches_report_selector_transitions_and_expire() {
     let mut s = Store::new(StoreOptions {
         typed: false,
         history: 4,
+        keep_evicted: false,
     });
     let r = rt("pods");
     let mut p = pod("a");
@@ -661,7 +662,11 @@ proptest! {
     /// exactly the later writes, in order, and each carries the resourceVersion it produced.
     #[test]
     fn watch_from_yields_exactly_the_later_writes(ops in proptest::collection::vec(op(), 1..60), history in 1usize..80) {
-        let mut s = Store::new(StoreOptions { typed: false, history });
+        let mut s = Store::new(StoreOptions {
+            typed: false,
+            history,
+            keep_evicted: false,
+        });
         let r = rt("configmaps");
         let mut writes: Vec<(u64, String)> = Vec::new();
         for op in ops {
