@@ -1,5 +1,5 @@
-//! The decision thread: shares the deciding of virt-controller's syncs with the simulator's
-//! thread, which executes their plans in queue order.
+//! The decision thread: shares the deciding of virt-controller's and the handlers' syncs with
+//! the simulator's thread, which executes their plans in queue order.
 //!
 //! A pass's jobs are claimed one at a time, in order, by whichever thread is free: the
 //! decision thread claims the next job as soon as it finished one; the simulator's thread
@@ -7,8 +7,9 @@
 //! the next unclaimed job itself instead of waiting. Handing the decisions to the other thread
 //! alone left the simulator's thread idle whenever a decision took longer than executing the
 //! plan before it (a VMI status decision serialises most of the VMI): about 3.9 s of a
-//! 10 000-VM run. A decision reads only the pass's cache, configuration and time, so its plan
-//! is the same whichever thread decides it, and a run stays what its seed makes it.
+//! 10 000-VM run. A decision reads only its job and the pass's context (a controller's cache,
+//! configuration and time), so its plan is the same whichever thread decides it, and a run
+//! stays what its seed makes it.
 //!
 //! One thread lives as long as the simulator (a thread per pass cost a thread start each time).
 //!
@@ -25,49 +26,75 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use k8s_openapi::api::core::v1::Pod;
-use kvrs_admission::ClusterConfig;
-use kvrs_decide::{Now, Plan};
+use kvrs_decide::Plan;
 
-use crate::cache::Cache;
-use crate::virt_controller::Job;
+/// One sync a pass decides: plain data in, a plan out.
+pub(crate) trait Decision: Send + Sync + 'static {
+    /// What every job of a pass reads besides itself.
+    type Context: Send + Sync + 'static;
+    /// What a decision returns.
+    type Plan: Send + 'static;
 
-/// One pass's syncs, in queue order, and what they are decided from.
-pub(crate) struct Batch {
-    pub cache: Arc<Cache>,
-    pub config: Arc<ClusterConfig>,
-    pub now: Now,
-    pub jobs: Vec<Job>,
+    /// Decides the sync.
+    fn decide(&self, context: &Self::Context) -> Self::Plan;
 }
 
 /// A submitted pass, shared by the two threads.
-struct Shared {
-    jobs: Vec<Job>,
-    config: Arc<ClusterConfig>,
-    now: Now,
-    /// The pass's cache, until the pass is over. The decision thread borrows it for one
-    /// decision at a time; the simulator's thread takes it away when it has every plan, so its
-    /// own handle is the only one left when it updates the cache in place (a handle still held
-    /// here would make it copy the whole cache instead).
-    cache: Mutex<Option<Arc<Cache>>>,
+struct Shared<D: Decision> {
+    jobs: Vec<D>,
+    /// The pass's context, until the pass is over. The decision thread borrows it for one
+    /// decision at a time; the simulator's thread takes it away when it has every plan, so
+    /// what it holds (the controller's cache) has no handle left here when the simulator's
+    /// thread updates it in place (a handle still held here would make it copy the whole cache
+    /// instead).
+    context: Mutex<Option<Arc<D::Context>>>,
     /// The first job nobody has claimed.
     next: AtomicUsize,
     /// Decided plans by job index, each put there once by the thread that claimed the job.
-    slots: Vec<Mutex<Option<Option<Plan>>>>,
+    slots: Vec<Mutex<Option<D::Plan>>>,
 }
 
-impl Shared {
+impl<D: Decision> Shared<D> {
     /// Claims the next undecided job: its index, or `None` when every job is claimed.
     fn claim(&self) -> Option<usize> {
         let i = self.next.fetch_add(1, Ordering::Relaxed);
         (i < self.jobs.len()).then_some(i)
     }
 
-    fn put(&self, i: usize, plan: Option<Plan>) {
+    fn put(&self, i: usize, plan: D::Plan) {
         *lock(&self.slots[i]) = Some(plan);
     }
 
-    fn take(&self, i: usize) -> Option<Option<Plan>> {
+    fn take(&self, i: usize) -> Option<D::Plan> {
         lock(&self.slots[i]).take()
+    }
+
+    /// Decides job `i` with the pass's context; `None` once the simulator's thread took the
+    /// context away (it had every plan, so job `i` was not among the ones it waits for).
+    fn decide(&self, i: usize) -> Option<D::Plan> {
+        let context = lock(&self.context).clone()?;
+        let plan = self.jobs[i].decide(&context);
+        // Released before the plan is published: once the simulator's thread has the last
+        // plan, no handle of the context may be left here.
+        drop(context);
+        Some(plan)
+    }
+}
+
+/// What the decision thread does with a pass, whatever its kind of job.
+trait Work: Send + Sync {
+    /// Decides jobs until none is left unclaimed.
+    fn decide_unclaimed(&self);
+}
+
+impl<D: Decision> Work for Shared<D> {
+    fn decide_unclaimed(&self) {
+        while let Some(i) = self.claim() {
+            let Some(plan) = self.decide(i) else {
+                return;
+            };
+            self.put(i, plan);
+        }
     }
 }
 
@@ -77,8 +104,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// A pass being decided: its plans come back in job order from [`Decider::next_plan`].
-pub(crate) struct Pass {
-    shared: Arc<Shared>,
+pub(crate) struct Pass<D: Decision> {
+    shared: Arc<Shared<D>>,
+    /// This thread's handle of the pass's context (dropped with the pass).
+    context: Arc<D::Context>,
     /// The job whose plan is executed next.
     cursor: usize,
 }
@@ -99,7 +128,7 @@ struct Running {
 /// What the simulator's thread sends the decision thread.
 enum Message {
     /// A pass to decide jobs of.
-    Pass(Arc<Shared>),
+    Pass(Arc<dyn Work>),
     /// Things to drop when no pass waits.
     Discard(Garbage),
 }
@@ -133,24 +162,22 @@ const DROPS_BETWEEN_LOOKS: usize = 16;
 
 impl Decider {
     /// Starts deciding a pass's jobs on both threads.
-    pub fn submit(&mut self, batch: Batch) -> Pass {
-        let Batch {
-            cache,
-            config,
-            now,
-            jobs,
-        } = batch;
+    pub fn submit<D: Decision>(&mut self, context: D::Context, jobs: Vec<D>) -> Pass<D> {
         let slots = jobs.iter().map(|_| Mutex::new(None)).collect();
+        let context = Arc::new(context);
         let shared = Arc::new(Shared {
             jobs,
-            config,
-            now,
-            cache: Mutex::new(Some(cache)),
+            context: Mutex::new(Some(Arc::clone(&context))),
             next: AtomicUsize::new(0),
             slots,
         });
-        self.send(Message::Pass(Arc::clone(&shared)));
-        Pass { shared, cursor: 0 }
+        let work: Arc<dyn Work> = shared.clone();
+        self.send(Message::Pass(work));
+        Pass {
+            shared,
+            context,
+            cursor: 0,
+        }
     }
 
     /// Hands the gathered [`Decider::garbage`] to the decision thread to drop when it has no
@@ -170,31 +197,39 @@ impl Decider {
         }
     }
 
-    /// The pass's next job's key and plan (`None` when the job decided nothing), deciding it or
-    /// a later one here while it is not there yet; `None` when the pass is over. `cache` is the
-    /// pass's cache (this thread's handle of it).
-    pub fn next_plan(&mut self, pass: &mut Pass, cache: &Cache) -> Option<(String, Option<Plan>)> {
+    /// The pass's next job and plan, deciding it or a later one here while it is not there
+    /// yet; `None` when the pass is over.
+    pub fn next_plan<'p, D: Decision>(
+        &mut self,
+        pass: &'p mut Pass<D>,
+    ) -> Option<(&'p D, D::Plan)> {
         let i = pass.cursor;
-        let shared = &pass.shared;
-        let key = shared.jobs.get(i)?.key().to_string();
-        let plan = self.plan_of(shared, i, cache);
-        pass.cursor += 1;
-        if pass.cursor == shared.jobs.len() {
-            // Every plan is here, so the decision thread holds no handle of the cache now.
-            lock(&shared.cache).take();
+        if i >= pass.shared.jobs.len() {
+            return None;
         }
-        Some((key, plan))
+        let plan = self.plan_of(&pass.shared, &pass.context, i);
+        pass.cursor += 1;
+        if pass.cursor == pass.shared.jobs.len() {
+            // Every plan is here, so the decision thread holds no handle of the context now.
+            lock(&pass.shared.context).take();
+        }
+        Some((&pass.shared.jobs[i], plan))
     }
 
     /// Job `i`'s plan: taken when decided, decided here when unclaimed.
-    fn plan_of(&mut self, shared: &Shared, i: usize, cache: &Cache) -> Option<Plan> {
+    fn plan_of<D: Decision>(
+        &mut self,
+        shared: &Shared<D>,
+        context: &D::Context,
+        i: usize,
+    ) -> D::Plan {
         let mut idle_rounds = 0u32;
         loop {
             if let Some(plan) = shared.take(i) {
                 return plan;
             }
             if let Some(j) = shared.claim() {
-                let plan = shared.jobs[j].decide(cache, &shared.config, shared.now);
+                let plan = shared.jobs[j].decide(context);
                 if j == i {
                     return plan;
                 }
@@ -253,7 +288,7 @@ fn serve(inbox: &Receiver<Message>) {
             }
         };
         match message {
-            Message::Pass(pass) => decide_pass(&pass),
+            Message::Pass(pass) => pass.decide_unclaimed(),
             Message::Discard(garbage) => pile.push(garbage),
         }
     }
@@ -268,22 +303,6 @@ fn drop_some(pile: &mut Vec<Garbage>) {
         if !batch.drop_one() {
             pile.pop();
         }
-    }
-}
-
-/// Decides jobs of `pass` until none is left unclaimed.
-fn decide_pass(pass: &Shared) {
-    while let Some(i) = pass.claim() {
-        // The simulator's thread takes the cache away only once it has every plan, and this
-        // job's is not there yet.
-        let Some(cache) = lock(&pass.cache).clone() else {
-            return;
-        };
-        let plan = pass.jobs[i].decide(&cache, &pass.config, pass.now);
-        // Released before the plan is published: once the simulator's thread has the last
-        // plan, no handle of the cache may be left here.
-        drop(cache);
-        pass.put(i, plan);
     }
 }
 

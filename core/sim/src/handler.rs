@@ -2,18 +2,20 @@
 //! and kvrs's handler decision; launcher commands go to the node's fake launchers.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kvrs_queue::{Instant, WorkQueue};
 
 use kvrs_decide::handler::{
-    HandlerConfig, HandlerWorld, LauncherCall, NodeFacts, NodeStep, decide,
+    Domain, HandlerConfig, HandlerPlan, HandlerWorld, LauncherCall, NodeFacts, NodeStep, decide,
 };
 use kvrs_decide::{ApiWrite, Event, Now};
 use kvrs_runtime::ready::run_ready;
 use kvrs_runtime::{Api, ApiError, Launcher, Node, execute_handler, requeue};
 
 use super::cache::Cache;
+use super::decider::Decision;
 use super::store::{Obj, WatchEvent, res};
 use super::virt_controller::ControllerFx;
 use super::writes::Writer;
@@ -26,7 +28,7 @@ pub(super) struct HandlerProc {
     pub queue: WorkQueue<String>,
     /// Own status writes not yet seen back through the informer, by key.
     pub own_writes: HashMap<String, u32>,
-    pub config: HandlerConfig,
+    pub config: Arc<HandlerConfig>,
 }
 
 impl HandlerProc {
@@ -35,7 +37,7 @@ impl HandlerProc {
             cache: Cache::default(),
             queue: WorkQueue::new(),
             own_writes: HashMap::new(),
-            config: HandlerConfig::default(),
+            config: Arc::new(HandlerConfig::default()),
         }
     }
 
@@ -64,16 +66,58 @@ impl HandlerProc {
 }
 
 impl Sim {
+    /// Runs handlers `nodes`, in that order, as [`Sim::run_handler`] runs one: the syncs of the
+    /// keys each has ready now are decided up front, as one pass on both threads
+    /// ([`crate::decider`]), and executed in queue order. A decision reads only its node's
+    /// facts about its own key (the handler's cache, which only a delivered event changes; the
+    /// key's domain, launcher and own writes, which only the key's own sync changes), so the
+    /// plans are the ones the syncs would decide one at a time. Keys queued again while they
+    /// ran are then run one at a time, as before.
+    pub(super) fn run_handlers(&mut self, nodes: &[usize]) {
+        let now = self.now;
+        let mut jobs = Vec::new();
+        // Per handler: the keys taken for the pass, and the budget left after them.
+        let mut counts = Vec::with_capacity(nodes.len());
+        for &n in nodes {
+            let budget = self.handlers[n].queue.len() + 16;
+            let mut taken = 0;
+            while taken < budget {
+                let Some(key) = self.handlers[n].queue.get(now) else {
+                    break;
+                };
+                taken += 1;
+                jobs.push(self.handler_job(n, key));
+            }
+            counts.push((taken, budget - taken));
+        }
+        let mut pass = self.decider.submit((), jobs);
+        for (&n, (taken, left)) in nodes.iter().zip(counts) {
+            for _ in 0..taken {
+                if let Some((job, plan)) = self.decider.next_plan(&mut pass) {
+                    self.execute_handler_job(job, plan);
+                }
+            }
+            self.finish_handler(n, left);
+        }
+    }
+
+    /// Runs one handler: its ready keys in queue order, each decided then executed.
     pub(super) fn run_handler(&mut self, n: usize) {
         let budget = self.handlers[n].queue.len() + 16;
+        self.finish_handler(n, budget);
+    }
+
+    /// Runs up to `budget` more of handler `n`'s ready keys one at a time, then schedules its
+    /// next wake-up.
+    fn finish_handler(&mut self, n: usize, budget: usize) {
         for _ in 0..budget {
             let now = self.now;
             let Some(key) = self.handlers[n].queue.get(now) else {
                 break;
             };
-            self.sync_handler(n, &key);
-            let now = self.now;
-            self.handlers[n].queue.done(&key, now);
+            let job = self.handler_job(n, key);
+            let plan = job.decide(&());
+            self.execute_handler_job(&job, plan);
         }
         let now = self.now;
         self.handlers[n].queue.handle_timeout(now);
@@ -85,12 +129,15 @@ impl Sim {
         self.schedule_wakeup(Proc::Handler(n), next);
     }
 
-    fn sync_handler(&mut self, n: usize, key: &str) {
-        self.stats.handler_syncs += 1;
-        let vmi_obj = self.handlers[n].cache.get(res::VMIS, key).cloned();
-        let vmi = vmi_obj.as_deref().and_then(Obj::vmi);
-        let domain = self.nodes[n].domains.get(key).cloned();
-        let vmi_uid = vmi.and_then(|v| v.metadata.uid.clone()).unwrap_or_default();
+    /// What handler `n`'s sync of `key` is decided from, as its node shows it now.
+    fn handler_job(&self, n: usize, key: String) -> HandlerJob {
+        let vmi = self.handlers[n].cache.get(res::VMIS, &key).cloned();
+        let domain = self.nodes[n].domains.get(&key).cloned();
+        let vmi_uid = vmi
+            .as_deref()
+            .and_then(Obj::vmi)
+            .and_then(|v| v.metadata.uid.clone())
+            .unwrap_or_default();
         let domain_uid = domain
             .as_ref()
             .map(|d| d.uid().to_string())
@@ -98,36 +145,48 @@ impl Sim {
         let uid = if vmi_uid.is_empty() {
             domain_uid.clone()
         } else {
-            vmi_uid.clone()
+            vmi_uid
         };
-        let mut facts = NodeFacts {
+        let facts = NodeFacts {
             launcher: self.nodes[n].launcher_facts(&uid),
             old_launcher: self.nodes[n].launcher_facts(&domain_uid),
-            expectations_satisfied: Some(!self.handlers[n].own_writes.contains_key(key)),
+            expectations_satisfied: Some(!self.handlers[n].own_writes.contains_key(&key)),
             ..Default::default()
         };
-        let now = Now::from_unix(self.now_unix());
-        let node_name = self.nodes[n].name.clone();
-        let config = self.handlers[n].config.clone();
-        let decide_now = |facts: &NodeFacts| {
-            decide(&HandlerWorld {
-                node: &node_name,
-                key,
-                now,
-                vmi,
-                domain: domain.as_ref(),
-                facts,
-                config: &config,
-            })
-        };
+        HandlerJob {
+            node: n,
+            node_name: self.nodes[n].name.clone(),
+            key,
+            uid,
+            vmi,
+            domain,
+            facts,
+            config: Arc::clone(&self.handlers[n].config),
+            now: Now::from_unix(self.now_unix()),
+        }
+    }
+
+    /// Executes a handler sync's plan (deciding again after a failed step, as the shell does)
+    /// and marks the key done.
+    fn execute_handler_job(&mut self, job: &HandlerJob, plan: HandlerPlan) {
+        self.stats.handler_syncs += 1;
+        let n = job.node;
+        let key = job.key.as_str();
+        let vmi = job.vmi.as_deref().and_then(Obj::vmi);
+        let mut facts = job.facts.clone();
+        let mut first = Some(plan);
+        let decide_now =
+            |facts: &NodeFacts| first.take().unwrap_or_else(|| decide(&job.world(facts)));
         let mut fx = HandlerFx {
             sim: self,
             node: n,
             key,
-            uid: &uid,
+            uid: &job.uid,
         };
         let Ok(out) = run_ready(execute_handler(decide_now, &mut facts, vmi, &mut fx)) else {
             self.stats.failed_writes += 1;
+            let now = self.now;
+            self.handlers[n].queue.done(&job.key, now);
             return;
         };
         if self.traced(key) {
@@ -154,6 +213,45 @@ impl Sim {
         }
         let now = self.now;
         requeue(&mut self.handlers[n].queue, key, &out.queue, now);
+        self.handlers[n].queue.done(&job.key, now);
+    }
+}
+
+/// One handler sync's inputs, gathered on the simulator's thread: everything its decision
+/// reads, so it can be decided on either thread.
+pub(crate) struct HandlerJob {
+    node: usize,
+    node_name: String,
+    key: String,
+    /// The UID the sync's launcher commands are for (the VMI's, else the domain's).
+    uid: String,
+    vmi: Option<Arc<Obj>>,
+    domain: Option<Domain>,
+    facts: NodeFacts,
+    config: Arc<HandlerConfig>,
+    now: Now,
+}
+
+impl HandlerJob {
+    fn world<'a>(&'a self, facts: &'a NodeFacts) -> HandlerWorld<'a> {
+        HandlerWorld {
+            node: &self.node_name,
+            key: &self.key,
+            now: self.now,
+            vmi: self.vmi.as_deref().and_then(Obj::vmi),
+            domain: self.domain.as_ref(),
+            facts,
+            config: &self.config,
+        }
+    }
+}
+
+impl Decision for HandlerJob {
+    type Context = ();
+    type Plan = HandlerPlan;
+
+    fn decide(&self, _: &()) -> HandlerPlan {
+        decide(&self.world(&self.facts))
     }
 }
 

@@ -84,6 +84,10 @@ pub struct SimConfig {
     pub pod_start_delay_ms: (u64, u64),
     /// Guest ACPI shutdown duration range (ms).
     pub guest_shutdown_ms: (u64, u64),
+    /// Decide batches of syncs on a second thread too, and drop garbage there ([`decider`]).
+    /// Off, everything runs on the simulator's thread: the run is the same (a test pins that),
+    /// only slower.
+    pub second_thread: bool,
 }
 
 impl Default for SimConfig {
@@ -101,6 +105,7 @@ impl Default for SimConfig {
             schedule_delay_ms: (10, 200),
             pod_start_delay_ms: (200, 2000),
             guest_shutdown_ms: (100, 3000),
+            second_thread: true,
         }
     }
 }
@@ -399,9 +404,7 @@ impl Sim {
     /// One round: run every runnable process, then advance to the next event. `false` when
     /// nothing is left before `deadline`.
     fn step(&mut self, deadline: Instant) -> bool {
-        while let Some(p) = self.runnable.pop() {
-            self.run_process(p);
-        }
+        self.run_runnable();
         let Some(Reverse(next)) = self.heap.peek() else {
             self.now = self.now.max(deadline);
             return false;
@@ -624,10 +627,36 @@ impl Sim {
         self.relist(p);
     }
 
-    fn run_process(&mut self, p: Proc) {
-        match p {
-            Proc::Controller => self.run_controller(),
-            Proc::Handler(n) => self.run_handler(n),
+    /// Runs the runnable processes, last marked first; consecutive handlers run together
+    /// ([`Sim::run_handlers`]: their syncs are decided as one pass).
+    fn run_runnable(&mut self) {
+        while !self.runnable.is_empty() {
+            let order: Vec<Proc> = self.runnable.drain(..).rev().collect();
+            let mut i = 0;
+            while i < order.len() {
+                if order[i] == Proc::Controller {
+                    self.run_controller();
+                    i += 1;
+                    continue;
+                }
+                let handlers: Vec<usize> = order[i..]
+                    .iter()
+                    .map_while(|p| match p {
+                        Proc::Handler(n) => Some(*n),
+                        Proc::Controller => None,
+                    })
+                    .collect();
+                i += handlers.len();
+                match handlers.as_slice() {
+                    [n] => self.run_handler(*n),
+                    _ if !self.cfg.second_thread => {
+                        for n in handlers {
+                            self.run_handler(n);
+                        }
+                    }
+                    _ => self.run_handlers(&handlers),
+                }
+            }
         }
     }
 

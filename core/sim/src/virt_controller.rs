@@ -17,7 +17,7 @@ use kvrs_runtime::{
 use serde_json::Value;
 
 use super::cache::Cache;
-use super::decider::Batch;
+use super::decider::Decision;
 use super::store::{Obj, WatchEvent, res};
 use super::vmi_controller::decide_vmi_sync;
 use super::writes::{FailureClass, Writer, classify, rv_of};
@@ -468,28 +468,41 @@ impl Sim {
     /// reproducible from its seed.
     fn run_jobs(&mut self, jobs: Vec<Job>, controller: Controller) {
         let now = Now::from_unix(self.now_unix());
-        if jobs.len() < PARALLEL_BATCH {
+        self.discard_garbage();
+        if jobs.len() < PARALLEL_BATCH || !self.cfg.second_thread {
             let cache = Arc::clone(&self.ctrl.cache);
             for job in jobs {
-                let plan = job.decide(&cache, &self.config, now);
+                let plan = job.decide_with(&cache, &self.config, now);
                 self.finish(job.key, plan, controller);
             }
             return;
         }
+        let context = ControllerContext {
+            cache: Arc::clone(&self.ctrl.cache),
+            config: Arc::clone(&self.config),
+            now,
+        };
+        let mut pass = self.decider.submit(context, jobs);
+        while let Some((job, plan)) = self.decider.next_plan(&mut pass) {
+            let key = job.key.clone();
+            self.finish(key, plan, controller);
+        }
+    }
+
+    /// Hands what the simulator's thread let go since the last controller run to the decision
+    /// thread (drops it here without one).
+    fn discard_garbage(&mut self) {
         let evicted = self.api.take_evicted();
+        if !self.cfg.second_thread {
+            drop(evicted);
+            self.ctrl.retired_pods.clear();
+            self.decider.garbage = Default::default();
+            return;
+        }
         let garbage = &mut self.decider.garbage;
         garbage.events.extend(evicted);
         garbage.pods.append(&mut self.ctrl.retired_pods);
         self.decider.discard();
-        let mut pass = self.decider.submit(Batch {
-            cache: Arc::clone(&self.ctrl.cache),
-            config: Arc::clone(&self.config),
-            now,
-            jobs,
-        });
-        while let Some((key, plan)) = self.decider.next_plan(&mut pass, &self.ctrl.cache) {
-            self.finish(key, plan, controller);
-        }
     }
 
     /// Executes a decided plan and marks the key done.
@@ -520,14 +533,26 @@ enum Draw {
     Suffix(String),
 }
 
-impl Job {
-    /// The VM or VMI key this job syncs.
-    pub(crate) fn key(&self) -> &str {
-        &self.key
-    }
+/// What a pass of controller syncs is decided from besides each job.
+pub(crate) struct ControllerContext {
+    cache: Arc<Cache>,
+    config: Arc<ClusterConfig>,
+    now: Now,
+}
 
+impl Decision for Job {
+    type Context = ControllerContext;
+    /// `None` when the cache holds no typed object to decide on.
+    type Plan = Option<Plan>;
+
+    fn decide(&self, cx: &ControllerContext) -> Option<Plan> {
+        self.decide_with(&cx.cache, &cx.config, cx.now)
+    }
+}
+
+impl Job {
     /// The plan of this sync (`None` when the cache holds no typed object to decide on).
-    pub(crate) fn decide(&self, cache: &Cache, config: &ClusterConfig, now: Now) -> Option<Plan> {
+    fn decide_with(&self, cache: &Cache, config: &ClusterConfig, now: Now) -> Option<Plan> {
         match &self.draw {
             Draw::Jitter(jitter) => {
                 decide_vm_sync(cache, config, now, &self.key, self.expectations, *jitter)
