@@ -277,9 +277,9 @@ fn serve(inbox: &Receiver<Message>) {
     let mut pile: Vec<Garbage> = Vec::new();
     loop {
         let message = if pile.is_empty() {
-            match inbox.recv() {
-                Ok(m) => m,
-                Err(_) => return,
+            match wait(inbox) {
+                Some(m) => m,
+                None => return,
             }
         } else {
             match inbox.try_recv() {
@@ -294,6 +294,27 @@ fn serve(inbox: &Receiver<Message>) {
         match message {
             Message::Pass(pass) => pass.decide_unclaimed(),
             Message::Discard(garbage) => pile.push(garbage),
+        }
+    }
+}
+
+/// How long the decision thread polls for the next message before it sleeps. Passes come
+/// every few hundred microseconds while a run is busy; waking a sleeping thread takes tens of
+/// microseconds, in which the simulator's thread decides the pass's first jobs itself.
+const POLL_BEFORE_SLEEP: std::time::Duration = std::time::Duration::from_micros(200);
+
+/// The next message: polled for a while, then waited for asleep; `None` when the simulator
+/// is gone.
+fn wait(inbox: &Receiver<Message>) -> Option<Message> {
+    let started = std::time::Instant::now();
+    loop {
+        match inbox.try_recv() {
+            Ok(m) => return Some(m),
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) if started.elapsed() < POLL_BEFORE_SLEEP => {
+                std::hint::spin_loop();
+            }
+            Err(TryRecvError::Empty) => return inbox.recv().ok(),
         }
     }
 }
