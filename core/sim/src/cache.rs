@@ -64,6 +64,16 @@ impl PodsOfVmi {
     }
 }
 
+/// What a cache update replaced: the object's previous version and, for a pod, its parsed view.
+/// Dropping them is left to the caller (the simulator hands them to its second thread).
+#[derive(Default)]
+pub struct Replaced {
+    /// The previous version of the object.
+    pub object: Option<Arc<Obj>>,
+    /// The parsed view of the previous version of a pod, if it was parsed.
+    pub pod: Option<Box<Pod>>,
+}
+
 /// A cached launcher pod and its typed view, parsed on first read. The view is boxed: a `Pod`
 /// is ~2.3 KB inline, which every cached pod took whether parsed or not.
 #[derive(Clone, Debug)]
@@ -146,18 +156,13 @@ impl Cache {
     }
 
     /// Applies one watch event.
-    /// Returns the typed view of a pod it replaced, for the caller to drop where it likes.
-    pub fn apply(&mut self, ev: &WatchEvent) -> Option<Box<Pod>> {
+    /// Returns what it replaced, for the caller to drop where it likes.
+    pub fn apply(&mut self, ev: &WatchEvent) -> Replaced {
         self.set(ev.resource, &ev.key, ev.obj.clone())
     }
 
-    /// Sets or removes one object; returns the typed view of a pod it replaced.
-    pub fn set(
-        &mut self,
-        resource: &'static str,
-        key: &str,
-        obj: Option<Arc<Obj>>,
-    ) -> Option<Box<Pod>> {
+    /// Sets or removes one object; returns what it replaced.
+    pub fn set(&mut self, resource: &'static str, key: &str, obj: Option<Arc<Obj>>) -> Replaced {
         let map = self.objects.entry(resource).or_default();
         let old = match (&obj, map.get_mut(key)) {
             // A key already cached keeps its String: only the value changes.
@@ -184,7 +189,10 @@ impl Cache {
                         typed: OnceLock::new(),
                     },
                 );
-                return replaced.typed.into_inner().flatten();
+                return Replaced {
+                    object: old,
+                    pod: replaced.typed.into_inner().flatten(),
+                };
             }
             let mut replaced = None;
             if let Some(owner) = old_owner
@@ -207,14 +215,20 @@ impl Cache {
                     .or_default()
                     .insert(key.to_string(), pod);
             }
-            return replaced;
+            return Replaced {
+                object: old,
+                pod: replaced,
+            };
         } else if resource == res::REVISIONS {
             match obj.as_deref().and_then(parse::<ControllerRevision>) {
                 Some(cr) => self.revisions.insert(key.to_string(), Revision::from(cr)),
                 None => self.revisions.remove(key),
             };
         }
-        None
+        Replaced {
+            object: old,
+            pod: None,
+        }
     }
 
     /// Forgets everything (a restarted process starts empty).

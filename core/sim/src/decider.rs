@@ -140,6 +140,8 @@ pub(crate) struct Garbage {
     pub events: Vec<kvrs_store::Event>,
     /// Plans already executed.
     pub plans: Vec<Plan>,
+    /// Versions the caches let go (often their last holders).
+    pub objects: Vec<Arc<kvrs_store::Obj>>,
     /// Typed views of cached pods a newer version replaced.
     #[expect(
         clippy::vec_box,
@@ -150,13 +152,17 @@ pub(crate) struct Garbage {
 
 impl Garbage {
     fn is_empty(&self) -> bool {
-        self.events.is_empty() && self.plans.is_empty() && self.pods.is_empty()
+        self.events.is_empty()
+            && self.plans.is_empty()
+            && self.objects.is_empty()
+            && self.pods.is_empty()
     }
 
     /// Drops one item; `false` when there was none.
     fn drop_one(&mut self) -> bool {
         self.events.pop().map(drop).is_some()
             || self.plans.pop().map(drop).is_some()
+            || self.objects.pop().map(drop).is_some()
             || self.pods.pop().map(drop).is_some()
     }
 }
@@ -182,6 +188,12 @@ impl Decider {
             context,
             cursor: 0,
         }
+    }
+
+    /// Keeps what a cache update let go for the next [`Decider::discard`].
+    pub fn keep(&mut self, replaced: crate::cache::Replaced) {
+        self.garbage.objects.extend(replaced.object);
+        self.garbage.pods.extend(replaced.pod);
     }
 
     /// Hands the gathered [`Decider::garbage`] to the decision thread to drop when it has no

@@ -14,7 +14,7 @@ use kvrs_decide::{ApiWrite, Event, Now};
 use kvrs_runtime::ready::run_ready;
 use kvrs_runtime::{Api, ApiError, Launcher, Node, execute_handler, requeue};
 
-use super::cache::Cache;
+use super::cache::{Cache, Replaced};
 use super::decider::Decision;
 use super::store::{Obj, WatchEvent, res};
 use super::virt_controller::ControllerFx;
@@ -41,11 +41,12 @@ impl HandlerProc {
         }
     }
 
-    pub fn observe(&mut self, ev: &WatchEvent, now: Instant) {
+    /// Returns what the cache let go.
+    pub fn observe(&mut self, ev: &WatchEvent, now: Instant) -> Replaced {
         if ev.resource != res::VMIS {
-            return;
+            return Replaced::default();
         }
-        self.cache.apply(ev);
+        let replaced = self.cache.apply(ev);
         if let Some(n) = self.own_writes.get_mut(&ev.key) {
             *n = n.saturating_sub(1);
             if *n == 0 {
@@ -53,6 +54,7 @@ impl HandlerProc {
             }
         }
         self.queue.add(ev.key.clone(), now);
+        replaced
     }
 
     pub fn reset_cache(&mut self, cache: Cache, domain_keys: Vec<String>, now: Instant) {

@@ -568,11 +568,13 @@ impl Sim {
         match p {
             Proc::Controller => {
                 let now = self.now;
-                self.ctrl.observe(ev, now);
+                let replaced = self.ctrl.observe(ev, now);
+                self.decider.keep(replaced);
             }
             Proc::Handler(n) => {
                 let now = self.now;
-                self.handlers[n].observe(ev, now);
+                let replaced = self.handlers[n].observe(ev, now);
+                self.decider.keep(replaced);
                 if ev.resource == res::VMIS {
                     let held = self.handlers[n].cache.get(res::VMIS, &ev.key).is_some();
                     self.set_holder(n, &ev.key, held);

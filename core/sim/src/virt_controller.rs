@@ -17,6 +17,7 @@ use kvrs_runtime::{
 use serde_json::Value;
 
 use super::cache::Cache;
+use super::cache::Replaced;
 use super::decider::Decision;
 use super::store::{Obj, WatchEvent, res};
 use super::vmi_controller::decide_vmi_sync;
@@ -37,13 +38,6 @@ pub(super) struct VirtController {
     own_writes: HashMap<&'static str, HashMap<String, (u64, String)>>,
     /// How many of [`Self::own_writes`] belong to each VM/VMI key.
     own_writes_of: HashMap<String, u32>,
-    /// Typed views of cached pods that newer versions replaced, for the decision thread to
-    /// drop ([`crate::decider::Garbage`]).
-    #[expect(
-        clippy::vec_box,
-        reason = "they leave the cache boxed; unboxing copies ~2.3 KB each"
-    )]
-    pub retired_pods: Vec<Box<k8s_openapi::api::core::v1::Pod>>,
 }
 
 impl Default for VirtController {
@@ -56,7 +50,6 @@ impl Default for VirtController {
             vmi_expectations: ControllerExpectations::new(),
             own_writes: HashMap::new(),
             own_writes_of: HashMap::new(),
-            retired_pods: Vec::new(),
         }
     }
 }
@@ -99,12 +92,10 @@ fn launcher_vmi_key(metadata: &Value) -> Option<String> {
 
 impl VirtController {
     /// An event reached the caches: update them, then let the shared observer settle the
-    /// expectations and say which keys to queue.
-    pub fn observe(&mut self, ev: &WatchEvent, now: Instant) {
+    /// expectations and say which keys to queue. Returns what the cache let go.
+    pub fn observe(&mut self, ev: &WatchEvent, now: Instant) -> Replaced {
         let old = self.cache.get(ev.resource, &ev.key).map(|o| seen(o));
-        if let Some(pod) = Arc::make_mut(&mut self.cache).apply(ev) {
-            self.retired_pods.push(pod);
-        }
+        let replaced = Arc::make_mut(&mut self.cache).apply(ev);
         self.own_write_seen(ev, now);
         let watched = match ev.resource {
             res::VMS => Watched::Vm,
@@ -129,6 +120,7 @@ impl VirtController {
         for k in keys.vmi_keys {
             self.vmi_queue.add(k, now);
         }
+        replaced
     }
 
     /// Records a write of this process that produced `rv` of `(resource, key)`, belonging to
@@ -499,13 +491,11 @@ impl Sim {
         let evicted = self.api.take_evicted();
         if !self.cfg.second_thread {
             drop(evicted);
-            self.ctrl.retired_pods.clear();
             self.decider.garbage = Default::default();
             return;
         }
         let garbage = &mut self.decider.garbage;
         garbage.events.extend(evicted);
-        garbage.pods.append(&mut self.ctrl.retired_pods);
         self.decider.discard();
     }
 
