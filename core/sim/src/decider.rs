@@ -15,9 +15,9 @@
 //!
 //! Between passes the decision thread would idle while the simulator's thread runs the
 //! handlers and the kubelet, so it also drops what the simulator's thread hands it
-//! ([`Decider::discard`]): the object versions the API server's event log lets go. Dropping
-//! a version walks its whole tree (about a tenth of the simulator's thread before); handing a
-//! batch over is one channel send. A pass comes first: garbage is dropped only while no pass
+//! ([`Decider::discard`]): the object versions the API server's event log and the caches let
+//! go, executed plans, replaced pod views. Dropping a version walks its whole tree (about a
+//! tenth of the simulator's thread before); handing a batch over is one channel send. A pass comes first: garbage is dropped only while no pass
 //! message waits, a few items at a time.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -112,10 +112,13 @@ pub(crate) struct Pass<D: Decision> {
     cursor: usize,
 }
 
-/// The handle of the decision thread (started on the first pass).
+/// The handle of the decision thread (started on the first pass, unless there is none).
 #[derive(Default)]
 pub(crate) struct Decider {
     running: Option<Running>,
+    /// No second thread: garbage is dropped where it is discarded ([`crate::SimConfig`]'s
+    /// `second_thread` off).
+    one_thread: bool,
     /// Garbage gathered since the last [`Decider::discard`].
     pub garbage: Garbage,
 }
@@ -171,6 +174,15 @@ impl Garbage {
 const DROPS_BETWEEN_LOOKS: usize = 16;
 
 impl Decider {
+    /// A decider whose garbage goes to a second thread, or is dropped where it is discarded.
+    pub fn new(second_thread: bool) -> Self {
+        Self {
+            running: None,
+            one_thread: !second_thread,
+            garbage: Garbage::default(),
+        }
+    }
+
     /// Starts deciding a pass's jobs on both threads.
     pub fn submit<D: Decision>(&mut self, context: D::Context, jobs: Vec<D>) -> Pass<D> {
         let slots = jobs.iter().map(|_| Mutex::new(None)).collect();
@@ -199,7 +211,9 @@ impl Decider {
     /// Hands the gathered [`Decider::garbage`] to the decision thread to drop when it has no
     /// pass to decide.
     pub fn discard(&mut self) {
-        if !self.garbage.is_empty() {
+        if self.one_thread {
+            self.garbage = Garbage::default();
+        } else if !self.garbage.is_empty() {
             let garbage = std::mem::take(&mut self.garbage);
             self.send(Message::Discard(garbage));
         }

@@ -235,7 +235,7 @@ impl Sim {
             flushing: false,
             stats: SimStats::default(),
             config: std::sync::Arc::new(ClusterConfig::default()),
-            decider: decider::Decider::default(),
+            decider: decider::Decider::new(cfg.second_thread),
             trace: None,
             cfg,
         };

@@ -16,8 +16,7 @@ use kvrs_runtime::{
 };
 use serde_json::Value;
 
-use super::cache::Cache;
-use super::cache::Replaced;
+use super::cache::{Cache, Replaced};
 use super::decider::Decision;
 use super::store::{Obj, WatchEvent, res};
 use super::vmi_controller::decide_vmi_sync;
@@ -486,16 +485,10 @@ impl Sim {
     }
 
     /// Hands what the simulator's thread let go since the last controller run to the decision
-    /// thread (drops it here without one).
+    /// thread.
     fn discard_garbage(&mut self) {
         let evicted = self.api.take_evicted();
-        if !self.cfg.second_thread {
-            drop(evicted);
-            self.decider.garbage = Default::default();
-            return;
-        }
-        let garbage = &mut self.decider.garbage;
-        garbage.events.extend(evicted);
+        self.decider.garbage.events.extend(evicted);
         self.decider.discard();
     }
 

@@ -499,6 +499,34 @@ fn lists_select_by_labels_and_fields() {
     assert_eq!(s.list(&r, &Selector::all()).resource_version, 3);
 }
 
+/// With `keep_evicted`, the events the log pushes out (and the versions only they hold) wait in
+/// the store for its owner to drop; without it, they are dropped at once.
+#[test]
+fn evicted_events_are_kept_for_the_owner_only_when_asked() {
+    for keep_evicted in [true, false] {
+        let mut s = Store::new(StoreOptions {
+            typed: false,
+            history: 2,
+            keep_evicted,
+        });
+        let r = rt("pods");
+        for name in ["a", "b", "c", "d"] {
+            s.create(&r, None, pod(name), &at(0)).unwrap();
+        }
+        let evicted: Vec<u64> = s.take_evicted().iter().map(|e| e.rv).collect();
+        let expected: &[u64] = if keep_evicted { &[1, 2] } else { &[] };
+        assert_eq!(evicted, expected, "keep_evicted: {keep_evicted}");
+        assert!(s.take_evicted().is_empty(), "taken once");
+        assert_eq!(
+            s.watch_from(&r, 2, &Selector::all(), usize::MAX)
+                .unwrap()
+                .len(),
+            2,
+            "the log still serves what it keeps"
+        );
+    }
+}
+
 #[test]
 fn watches_report_selector_transitions_and_expire() {
     let mut s = Store::new(StoreOptions {
