@@ -1,6 +1,7 @@
 //! Keys waiting for a moment in the future before they are added to the queue.
 
-use std::collections::{BTreeMap, HashMap};
+use foldhash::{HashMap, HashMapExt};
+use std::collections::BTreeMap;
 use std::hash::Hash;
 
 use crate::time::Instant;

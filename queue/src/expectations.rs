@@ -13,7 +13,7 @@
 //! `deletionTimestamp`, then as the delete event. Counting by identity makes the second sighting
 //! a no-op.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::time::Duration;

@@ -15,7 +15,8 @@
 //! callers pass `now`, ask [`WorkQueue::next_wakeup`] when to come back, and the async shell in
 //! [`crate::AsyncQueue`] does the waiting.
 
-use std::collections::{HashMap, VecDeque};
+use foldhash::{HashMap, HashMapExt};
+use std::collections::VecDeque;
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;

@@ -7,7 +7,7 @@
 //! A success calls [`RateLimiter::forget`] and the key starts again at 5 ms. All limiters are pure
 //! state machines that take `now` and return a delay.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::hash::Hash;
 use std::time::Duration;
 

@@ -17,7 +17,11 @@
 //!    writes — in practice kvrs's, since nothing else writes in that window;
 //! 5. where the controller's work went, from its own log: reconciles per VM by queue, those that
 //!    wrote nothing, failed reconciles and the writes the API server refused (`reconciles.rs`);
-//! 6. KubeVirt's API writes for the steps that take a new VM to a VMI and a launcher pod, counted
+//! 6. the raw create ceiling of the objects themselves: with the controller stopped, the VMIs and
+//!    launcher pods it wrote are copied (without server-set fields) into the raw namespace, one
+//!    VMI then its pod per pair, with the same concurrency (`raw_pairs.rs`): VMs/s against
+//!    the API server's own VMI + pod pairs/s;
+//! 7. KubeVirt's API writes for the steps that take a new VM to a VMI and a launcher pod, counted
 //!    from KubeVirt v1.9.0's recorded reconciles in `../shared/oracle-vm`, next to kvrs's
 //!    decisions on the same scenarios (`oracle_chain.rs`; the benchmark fails without them).
 //!
@@ -51,6 +55,8 @@ mod cpu;
 mod oracle_chain;
 #[path = "burst/queues.rs"]
 mod queues;
+#[path = "burst/raw_pairs.rs"]
+mod raw_pairs;
 #[path = "burst/reconciles.rs"]
 mod reconciles;
 #[path = "burst/single.rs"]
@@ -150,7 +156,7 @@ fn set_up(cluster: &TestCluster) -> Result<()> {
     }
     // Pods need their namespace's `default` ServiceAccount (the controller manager creates it).
     let start = Instant::now();
-    for ns in [VM_NS, single::NS] {
+    for ns in [VM_NS, RAW_NS, single::NS] {
         while !cluster
             .kubectl(["get", "serviceaccount", "default", "-n", ns])
             .status
@@ -547,6 +553,19 @@ async fn main() -> Result<()> {
     let total_writes: f64 = deltas.values().sum();
     let controller_writes = total_writes - n as f64;
 
+    // (e) The raw ceiling of the same objects, with the controller stopped (it would
+    // reconcile the copies). The log is complete once the process is gone.
+    drop(controller);
+    eprintln!(
+        "burst: raw ceiling: {n} VMI + launcher pod pairs, {} in flight",
+        args.concurrency
+    );
+    let pairs = raw_pairs::copy_pairs(&client, &vmi_res, VM_NS, RAW_NS, n).await?;
+    let pairs_cpu_start = cluster_cpu.sample();
+    let raw = raw_pairs::create(&client, &vmi_res, RAW_NS, pairs, args.concurrency).await?;
+    let pairs_cpu_end = cluster_cpu.sample();
+    let pair_rate = raw.rate();
+
     println!();
     println!(
         "controller burst: {n} VMs, {} requests in flight",
@@ -576,6 +595,15 @@ async fn main() -> Result<()> {
         "{:<52} {:>12.2}",
         "ratio kvrs / raw (goal >= 0.50)",
         vm_rate / raw_rate
+    );
+    println!(
+        "{:<52} {:>12.1}",
+        "raw VMI + launcher pod creates (pairs/s)", pair_rate
+    );
+    println!(
+        "{:<52} {:>12.2}",
+        "ratio kvrs VMs/s / raw pairs/s",
+        vm_rate / pair_rate
     );
     let per_vm = controller_writes / n as f64;
     println!("{:<52} {:>12.2}", "API writes per VM (see below)", per_vm);
@@ -639,6 +667,11 @@ async fn main() -> Result<()> {
         "wall: first VM create -> writes settled",
         settled_wall.as_secs_f64()
     );
+    println!(
+        "{:<52} {:>11.2}s",
+        "wall: raw VMI + pod pair creates",
+        raw.wall.as_secs_f64()
+    );
     println!();
     println!(
         "writes counted: apiserver_request_total deltas, verbs POST/PUT/PATCH/DELETE/APPLY/\n\
@@ -668,12 +701,21 @@ async fn main() -> Result<()> {
          VMs into VMIs and pods faster than C/W = {bound:.1} VMs/s; the goal of 0.5 C = {:.0} VMs/s\n\
          would need W <= 2. The controller's own rate is its API writes/s against C ({:.2} of it)\n\
          and its VMs/s against C/W ({:.2} of it). (A VM or VMI write costs the server more than\n\
-         a ConfigMap create: custom resources are JSON, larger, and patches read-modify-write.)",
+         a ConfigMap create: custom resources are JSON, larger, and patches read-modify-write.)\n\
+         Against the objects themselves: the API server creates {pair_rate:.1} VMI + launcher pod\n\
+         pairs/s when nothing else happens (2 writes per VM); kvrs starts {vm_rate:.1} VMs/s with\n\
+         W = {per_vm_to_pods:.2} writes each, {:.2} of that ceiling.",
         raw_rate / 2.0,
         write_rate / raw_rate,
-        vm_rate / bound
+        vm_rate / bound,
+        vm_rate / pair_rate
     );
     cluster_cpu.print("the raw ConfigMap creates", &raw_cpu_start, &raw_cpu_end);
+    cluster_cpu.print(
+        "the raw VMI + launcher pod creates",
+        &pairs_cpu_start,
+        &pairs_cpu_end,
+    );
     cpu_watch.print(
         "the burst (first VM create -> N-th launcher pod)",
         &cpu_start,
@@ -690,7 +732,6 @@ async fn main() -> Result<()> {
             ("virt-controller-vmi", vmi_workers),
         ],
     );
-    drop(controller);
     let log_text = std::fs::read_to_string(&log).with_context(|| log.display().to_string())?;
     if let Some(keep) = &args.keep_log {
         std::fs::copy(&log, keep).with_context(|| keep.display().to_string())?;

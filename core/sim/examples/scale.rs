@@ -1,7 +1,8 @@
 //! Profiling harness: `SIM_VMS` VMs with `runStrategy: Always` on `SIM_NODES` nodes until every
 //! VMI is Running, as the `many_vms_reach_running` scenario test runs them, without the test
 //! harness (`cargo run --release -p kvrs-sim --example scale`; under `valgrind --tool=callgrind`
-//! with a small `SIM_VMS` for an instruction profile). Prints the same figures as the test.
+//! with a small `SIM_VMS` and `SIM_ONE_THREAD=1` for an instruction profile). Prints the same
+//! figures as the test.
 
 use kvrs_sim::store::res;
 use kvrs_sim::{Sim, SimConfig};
@@ -39,8 +40,11 @@ fn main() {
     let vms = env("SIM_VMS", 1000);
     let nodes = env("SIM_NODES", 10);
     let started = std::time::Instant::now();
+    // SIM_ONE_THREAD: everything on the simulator's thread (an instruction profile then counts
+    // no polling, and shows the decisions where they run).
     let mut sim = Sim::new(SimConfig {
         nodes,
+        second_thread: std::env::var_os("SIM_ONE_THREAD").is_none(),
         ..SimConfig::default()
     });
     sim.trace = std::env::var("SIM_TRACE").ok();

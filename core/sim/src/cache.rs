@@ -1,7 +1,8 @@
 //! An informer cache: what one controller process believes the cluster looks like, fed by watch
 //! events that arrive late or not at all, and rebuilt from a full list after a relist or restart.
 
-use std::collections::{BTreeMap, HashMap};
+use foldhash::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::apps::v1::ControllerRevision;

@@ -1,7 +1,7 @@
 //! virt-handler in the simulator: one per node, with a node-filtered VMI cache, a work queue,
 //! and kvrs's handler decision; launcher commands go to the node's fake launchers.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,7 +1,8 @@
 //! Safety properties checked on every change the API server makes, and the liveness checks
 //! tests call once faults stop.
 
-use std::collections::{BTreeSet, HashMap};
+use foldhash::HashMap;
+use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 

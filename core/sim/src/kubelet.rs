@@ -4,7 +4,8 @@
 //! its pod) once the domain is gone. Deleting a pod sends the launcher SIGTERM (it asks its
 //! handler for a graceful shutdown) and kills it after the pod's grace period.
 
-use std::collections::{BTreeMap, HashMap};
+use foldhash::{HashMap, HashMapExt};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};

@@ -38,8 +38,9 @@ pub mod writes;
 // The API crate's module under the name the code here has always used.
 use kvrs_api::api;
 
+use foldhash::{HashMap, HashMapExt};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::time::Duration;
 
 use kvrs_queue::Instant;

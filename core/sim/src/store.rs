@@ -2,8 +2,8 @@
 //! what kvrs's structs serialise to) behind the simulator's plural-named, key-addressed calls,
 //! with injected conflicts and watch events handed out in batches.
 
+use foldhash::{HashMap, HashMapExt};
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! virt-controller in the simulator: the VM controller running kvrs's VM decision and the VMI
 //! controller, sharing one set of informer caches, each with its own queue and expectations.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::sync::Arc;
 use std::time::Duration;
 

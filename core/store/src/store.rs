@@ -5,8 +5,9 @@
 //! when it wants them, UIDs and generateName suffixes, so the same inputs always give the same
 //! store — the simulator depends on that.
 
+use foldhash::{HashMap, HashMapExt};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use serde_json::{Value, json};

@@ -116,23 +116,17 @@ pub(super) fn sync_dynamic_metadata_to_pod(
                         source: &BTreeMap<String, String>,
                         orig: Option<&BTreeMap<String, String>>,
                         sub: &str| {
-        let mut new = orig.cloned().unwrap_or_default();
-        let mut changed = false;
-        for k in keys {
-            match (source.get(*k), new.get(*k)) {
-                (Some(a), Some(b)) if a == b => {}
-                (None, None) => {}
-                (Some(a), _) => {
-                    new.insert((*k).into(), a.clone());
-                    changed = true;
-                }
-                (None, Some(_)) => {
-                    new.remove(*k);
-                    changed = true;
-                }
+        // Nearly every sync finds the pod in step: the pod's map is copied only when a key
+        // differs (for a Running VM, every sync of its VMI passes here).
+        let differs = |k: &&str| source.get(*k) != orig.and_then(|o| o.get(*k));
+        if keys.iter().any(differs) {
+            let mut new = orig.cloned().unwrap_or_default();
+            for k in keys {
+                match source.get(*k) {
+                    Some(a) => new.insert((*k).into(), a.clone()),
+                    None => new.remove(*k),
+                };
             }
-        }
-        if changed {
             let path = format!("/metadata/{sub}");
             let new_v = serde_json::to_value(&new).unwrap_or_default();
             match orig {
