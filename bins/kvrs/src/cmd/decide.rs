@@ -38,10 +38,11 @@ Scenario fields for `vm` and `vmi`:
   expectations    {creations: N, deletions: N} still outstanding for the key (default none)
   jitter          the start-failure backoff's random draw in [0, 1) (default 0.5)
   seed            accepted for KubeVirt's scenarios and unused (kvrs takes `jitter` instead)
-Objects without a namespace are in `default`. The controllers go past their first step only for
-objects annotated kubevirt.io/latest-observed-api-version and
+Objects without a namespace are in `default`. The VMI controller goes past its first step only
+for VMIs annotated kubevirt.io/latest-observed-api-version and
 kubevirt.io/storage-observed-api-version (v1, as virt-api sets them); without them the plan is
-the update that adds them.
+the update that adds them. The VM controller adds them to a VM in a patch (testing the VM's UID)
+and goes on in the same reconcile; KubeVirt's ends there.
 
 Scenario fields for `handler` (virt-handler's sync of one VMI on one node):
   vmi             the VMI as stored (absent: deleted)

@@ -1123,3 +1123,53 @@ fn only_a_revision_of_the_stored_vm_goes_alongside_the_patch() {
         &no_generation
     ));
 }
+
+/// A new VM without the API-version annotations: one reconcile adds them and the finalizer in
+/// one patch that first tests the VM's UID, then creates the start revision and the VMI
+/// (KubeVirt's reconcile ends after storing the annotations). Applied to the VM as read, the
+/// patch stores both; applied to a VM of the same name created again, it fails, so nothing
+/// after it is sent for a VM that is gone.
+#[test]
+fn a_new_vm_is_annotated_finalized_and_started_in_one_reconcile() {
+    let cfg = ClusterConfig::default();
+    let mut v = vm(Some("Always"), None, json!({}));
+    v.metadata.annotations = None;
+    v.metadata.finalizers = None;
+    let d = decide_vm(&world(&v, None, &cfg));
+    assert_eq!(
+        actions(&d),
+        [
+            "patch virtualmachines",
+            "create controllerrevisions",
+            "create virtualmachineinstances"
+        ]
+    );
+    let patch = d
+        .plan
+        .writes()
+        .find_map(|w| match &w.op {
+            WriteOp::Patch { patch, .. } if w.resource == "virtualmachines" => Some(patch),
+            _ => None,
+        })
+        .expect("the VM patch");
+    assert_eq!(
+        patch[0],
+        json!({"op": "test", "path": "/metadata/uid", "value": "vm-uid"})
+    );
+    let read = serde_json::to_value(&v).unwrap();
+    let mut stored = read.clone();
+    crate::patch::apply_json_patch(&mut stored, patch).expect("applies to the VM read");
+    assert_eq!(
+        stored["metadata"]["finalizers"],
+        json!(["kubevirt.io/virtualMachineControllerFinalize"])
+    );
+    for a in [
+        crate::meta::LATEST_OBSERVED_API_VERSION,
+        crate::meta::STORAGE_OBSERVED_API_VERSION,
+    ] {
+        assert_eq!(stored["metadata"]["annotations"][a], "v1", "{stored}");
+    }
+    let mut recreated = read;
+    recreated["metadata"]["uid"] = json!("another-uid");
+    assert!(crate::patch::apply_json_patch(&mut recreated, patch).is_err());
+}
