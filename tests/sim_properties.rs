@@ -40,19 +40,45 @@ fn config() -> impl Strategy<Value = SimConfig> {
         prop_oneof![Just(None), (5u64..60).prop_map(Some)],
     )
         .prop_map(
-            |(seed, nodes, (lo, span), drop, conflict, crash, restart)| SimConfig {
-                seed,
-                nodes,
-                watch_lag_ms: (lo, lo + span),
-                drop_probability: drop,
-                conflict_probability: conflict,
-                crash_probability: crash,
-                restart_every_s: restart,
-                relist_every_s: 20,
-                faults_for_s: 120,
-                ..SimConfig::default()
+            |(seed, nodes, (lo, span), drop, conflict, crash, restart)| {
+                faulted(Faults {
+                    seed,
+                    nodes,
+                    watch_lag_ms: (lo, lo + span),
+                    drop,
+                    conflict,
+                    crash,
+                    restart,
+                })
             },
         )
+}
+
+/// What the property draws for a run; the rest of the configuration is fixed.
+struct Faults {
+    seed: u64,
+    nodes: usize,
+    watch_lag_ms: (u64, u64),
+    drop: f64,
+    conflict: f64,
+    crash: f64,
+    restart: Option<u64>,
+}
+
+/// The simulator configured with drawn faults: relists every 20 s, faults for the first 120 s.
+fn faulted(f: Faults) -> SimConfig {
+    SimConfig {
+        seed: f.seed,
+        nodes: f.nodes,
+        watch_lag_ms: f.watch_lag_ms,
+        drop_probability: f.drop,
+        conflict_probability: f.conflict,
+        crash_probability: f.crash,
+        restart_every_s: f.restart,
+        relist_every_s: 20,
+        faults_for_s: 120,
+        ..SimConfig::default()
+    }
 }
 
 fn key(i: usize) -> String {
@@ -127,18 +153,15 @@ proptest! {
 /// every VM is deleted.
 #[test]
 fn a_vm_created_again_under_its_name_leaves_nothing_behind() {
-    let cfg = SimConfig {
-        nodes: 1,
+    let cfg = faulted(Faults {
         seed: 1621531468355664894,
+        nodes: 1,
         watch_lag_ms: (2, 1347),
-        drop_probability: 0.007857099226831138,
-        conflict_probability: 0.03798845652175505,
-        crash_probability: 0.3731193657385412,
-        restart_every_s: None,
-        relist_every_s: 20,
-        faults_for_s: 120,
-        ..SimConfig::default()
-    };
+        drop: 0.007857099226831138,
+        conflict: 0.03798845652175505,
+        crash: 0.3731193657385412,
+        restart: None,
+    });
     let actions = [
         Action::SetStrategy(0, "Halted"),
         Action::Create(0, "RerunOnFailure"),
