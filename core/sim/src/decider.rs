@@ -17,8 +17,8 @@
 //! handlers and the kubelet, so it also drops what the simulator's thread hands it
 //! ([`Decider::discard`]): the object versions the API server's event log and the caches let
 //! go, executed plans, replaced pod views. Dropping a version walks its whole tree (about a
-//! tenth of the simulator's thread before); handing a batch over is one channel send. A pass comes first: garbage is dropped only while no pass
-//! message waits, a few items at a time.
+//! tenth of the simulator's thread before); handing a batch over is one channel send. A pass
+//! comes first: garbage is dropped only while no pass message waits, a few items at a time.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};

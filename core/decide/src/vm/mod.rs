@@ -206,18 +206,7 @@ pub fn decide_vm(world: &VmWorld<'_>) -> VmDecision {
     // into this one (`merge_vm_object_patches`): a new VM costs one write and one reconcile
     // fewer, and ends as KubeVirt's does (tests/deliberate-differences.json).
     if !meta::observed_latest_api_version(&vm.metadata) {
-        let patch = api_version_annotation_patch(&r);
-        r.plan.push_write(patch);
-        let annotations =
-            r.vm.metadata
-                .annotations
-                .get_or_insert_with(Default::default);
-        for key in [
-            meta::LATEST_OBSERVED_API_VERSION,
-            meta::STORAGE_OBSERVED_API_VERSION,
-        ] {
-            annotations.insert(key.into(), "v1".into());
-        }
+        annotate_api_version(&mut r);
     }
 
     r.vmi = claim::claim_vmi(&mut r);
@@ -481,24 +470,27 @@ fn firmware_sync(r: &mut Reconcile<'_, '_>) {
     }
 }
 
-/// The API-version annotations, as a patch of the VM this reconcile read: its first operation
-/// tests the VM's UID. KubeVirt's update of the whole VM fails for a VM deleted and created
+/// Sets the API-version annotations on the working copy and records them as a patch of the VM
+/// this reconcile read: its first operation tests the VM's UID. KubeVirt's update of the whole VM fails for a VM deleted and created
 /// again under the same name (the UID and resourceVersion differ); the patch must fail too,
 /// since the rest of the reconcile — the finalizer folded into it, the VMI created after it —
 /// is about the VM that was read.
-fn api_version_annotation_patch(r: &Reconcile<'_, '_>) -> ApiWrite {
+fn annotate_api_version(r: &mut Reconcile<'_, '_>) {
     let old = r.vm.metadata.annotations.clone();
-    let mut new = old.clone().unwrap_or_default();
+    let new =
+        r.vm.metadata
+            .annotations
+            .get_or_insert_with(Default::default);
     new.insert(meta::LATEST_OBSERVED_API_VERSION.into(), "v1".into());
     new.insert(meta::STORAGE_OBSERVED_API_VERSION.into(), "v1".into());
-    let mut patch = annotations_patch(old.as_ref(), &new);
+    let mut patch = annotations_patch(old.as_ref(), new);
     if let (Some(uid), Value::Array(ops)) = (r.vm.metadata.uid.as_deref(), &mut patch) {
         ops.insert(
             0,
             super::patch::op("test", "/metadata/uid", Some(uid.into())),
         );
     }
-    r.vm_patch(patch)
+    r.push_vm_patch(patch);
 }
 
 /// A JSON patch replacing `/metadata/annotations` (tested against the old map) or adding it.
