@@ -1,5 +1,6 @@
-//! Compiles kvrs's own .proto files of KubeVirt's handler<->launcher contract with protox (a
-//! pure-Rust protobuf compiler), so building kvrs never needs a system `protoc`.
+//! Compiles kvrs's own .proto files of KubeVirt's handler<->launcher contract (and of the
+//! kubelet's device-plugin API virt-handler serves) with protox (a pure-Rust protobuf compiler),
+//! so building kvrs never needs a system `protoc`.
 
 use std::path::PathBuf;
 
@@ -8,6 +9,7 @@ const PROTOS: &[&str] = &[
     "kubevirt/cmd/info/info.proto",
     "kubevirt/notify/v1/notify.proto",
     "kubevirt/notify/info/info.proto",
+    "k8s/deviceplugin/v1beta1/api.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

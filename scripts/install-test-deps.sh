@@ -6,7 +6,10 @@
 # libxml2-utils for `virt-xml-validate`, nftables for the masquerade network, swtpm for TPM 2.0
 # devices, cpio, iproute2/iputils-ping/curl/openssl for the network and cluster tests, procps
 # (sysctl, kill) for the handler tests, pkgconf for the mixed-fleet harness (cgo libvirt binding),
-# e2fsprogs/util-linux/coreutils (mkfs.ext4, losetup, fallocate, truncate) for the disk-full test.
+# e2fsprogs/util-linux/coreutils (mkfs.ext4, losetup, fallocate, truncate) for the disk-full test,
+# gcc/libc6-dev/libseccomp-dev for the real node's runc (cgo, seccomp) and pause binary
+# (scripts/node-components.sh), python3 for its pause image (scripts/lib/oci_image.py),
+# busybox-static for the node test's pod image (tests/cluster/tests/node.rs).
 #
 # Idempotent: the backports suite and its pin are added through a PRIVATE apt directory passed with
 # `-o Dir::Etc::sourceparts=... -o Dir::Etc::preferencesparts=...`, so nothing under /etc/apt
@@ -62,11 +65,12 @@ BPO_SOURCES=(qemu libvirt seabios)
 MIN_QEMU=1:10
 MIN_LIBVIRT=11
 # Packages from bookworm itself (swtpm: libvirt refuses TPM 2.0 devices without it).
-MAIN_PKGS=(libxml2-utils nftables xorriso cpio swtpm swtpm-tools iproute2 iputils-ping curl openssl pkgconf procps e2fsprogs util-linux coreutils)
+MAIN_PKGS=(libxml2-utils nftables xorriso cpio swtpm swtpm-tools iproute2 iputils-ping curl openssl pkgconf procps e2fsprogs util-linux coreutils gcc libc6-dev libseccomp-dev python3 busybox-static)
 # Tools the tests run (have_all checks each one).
 NEED_CMDS=(
   libvirtd virtlogd virsh qemu-system-x86_64 qemu-img xorrisofs virt-xml-validate nft cpio
   swtpm swtpm_setup ip ping curl openssl pkg-config sysctl kill mkfs.ext4 losetup fallocate truncate
+  gcc python3 busybox
 )
 
 # --- already done? -----------------------------------------------------------------------------

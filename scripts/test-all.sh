@@ -13,9 +13,14 @@ else
 fi
 
 # The real Kubernetes control plane the controller tests run against (kube-apiserver, etcd,
-# kube-controller-manager, kube-scheduler, kubectl), built from the Go module proxy and cached
-# in ~/.cache/kvrs (about 17 minutes on 2 cores the first time, instant afterwards).
+# kube-controller-manager, kube-scheduler, kubectl) and the real node's kubelet and kube-proxy,
+# built from the Go module proxy and cached in ~/.cache/kvrs (about 20 minutes on 2 cores the
+# first time, instant afterwards).
 bash scripts/kube-components.sh
+
+# The real node's container runtime (containerd v2, runc, CNI plugins; tests/node) and kvrs's
+# pause image, for tests/cluster's RealNode (about 4 minutes the first time).
+bash scripts/node-components.sh
 
 # The mixed-fleet harness (tests/mixed): KubeVirt v1.9.0's own handler/launcher gRPC code as a Go
 # module, built into ~/.cache/kvrs (about 5 minutes the first time).

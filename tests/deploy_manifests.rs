@@ -295,7 +295,11 @@ fn controller_role_grants_what_virt_controller_uses() {
         verbs(&["get", "list", "watch", "create", "delete"])
     );
     assert_eq!(g[&gr("", "persistentvolumeclaims")], verbs(&read));
-    assert_eq!(g[&gr("cdi.kubevirt.io", "datavolumes")], verbs(&read));
+    assert_eq!(
+        g[&gr("cdi.kubevirt.io", "datavolumes")],
+        verbs(&["get", "list", "watch", "create"])
+    );
+    assert_eq!(g[&gr("", "nodes")], verbs(&read));
     assert_eq!(g[&gr("kubevirt.io", "kubevirts")], verbs(&read));
     for resource in [
         "virtualmachineinstancetypes",
@@ -323,6 +327,118 @@ fn controller_role_grants_what_virt_controller_uses() {
             gr("coordination.k8s.io", "leases"),
             verbs(&["get", "create", "update"])
         )])
+    );
+}
+
+/// The API group of a plural resource a decision writes (a resource missing here is a new kind
+/// of write: give it its group and a grant).
+fn group_of(resource: &str) -> &'static str {
+    match resource {
+        "virtualmachines" | "virtualmachineinstances" | "virtualmachineinstancemigrations" => {
+            "kubevirt.io"
+        }
+        "pods" | "persistentvolumeclaims" | "nodes" => "",
+        "controllerrevisions" => "apps",
+        "datavolumes" => "cdi.kubevirt.io",
+        other => panic!("a decision writes {other}: add its API group here and grant it"),
+    }
+}
+
+/// Every (group, resource[/subresource], verb) the VM and VMI decisions write when run over the
+/// scenarios of KubeVirt's own VM/VMI oracle corpus, plus a VM with a `dataVolumeTemplates`
+/// entry (the corpus has none), plus the events they record.
+fn controller_writes() -> BTreeSet<(String, String, String)> {
+    use kvrs_core::decide::Plan;
+    use kvrs_core::decide::scenario::Scenario;
+    let dir = kvrs_tests::shared_dir("oracle-vm");
+    let mut scenarios: Vec<(String, Value)> = kvrs_tests::cases_with(&dir, "out.json")
+        .into_iter()
+        .map(|name| {
+            let raw = kvrs_tests::read_json(&dir.join(format!("{name}.json")));
+            (name, raw)
+        })
+        .collect();
+    assert!(!scenarios.is_empty(), "no scenario in {}", dir.display());
+    let absent = scenarios
+        .iter()
+        .find(|(n, _)| n == "vm-always-absent")
+        .expect("vm-always-absent")
+        .1
+        .clone();
+    let mut with_dv = absent;
+    with_dv["vm"]["spec"]["dataVolumeTemplates"] = json!([{
+        "metadata": {"name": "dv1"},
+        "spec": {"source": {"blank": {}}, "storage": {"resources": {"requests": {"storage": "1Gi"}}}},
+    }]);
+    with_dv["vm"]["spec"]["template"]["spec"]["domain"]["devices"]["disks"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "dv1", "disk": {"bus": "virtio"}}));
+    with_dv["vm"]["spec"]["template"]["spec"]["volumes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "dv1", "dataVolume": {"name": "dv1"}}));
+    scenarios.push(("vm-with-data-volume-template".into(), with_dv));
+
+    let mut out = BTreeSet::new();
+    for (name, raw) in scenarios {
+        let s = Scenario::from_value(raw).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let config = s.config();
+        let plan: Plan = if name.starts_with("vmi-") {
+            let world = s.vmi_world(&config).expect("vmi world");
+            let inputs = kvrs_core::pod::PodInputs::default();
+            let render = kvrs_core::decide::vmi::launcher_renderer(&config, &inputs);
+            kvrs_core::decide::vmi::decide_vmi(&world, &render, "00000").plan
+        } else {
+            let extra = s.vmi_from_list();
+            let world = s.vm_world(&config, &extra).expect("vm world");
+            kvrs_core::decide::vm::decide_vm(&world).plan
+        };
+        for w in plan.writes() {
+            let resource = match &w.subresource {
+                Some(sub) => format!("{}/{sub}", w.resource),
+                None => w.resource.clone(),
+            };
+            out.insert((
+                group_of(&w.resource).to_string(),
+                resource,
+                w.op.verb().to_string(),
+            ));
+        }
+        if !plan.events.is_empty() {
+            // Recorded through events.k8s.io/v1 (kube-runtime's recorder), created or patched.
+            for verb in ["create", "patch"] {
+                out.insert(("events.k8s.io".into(), "events".into(), verb.into()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn controller_role_grants_every_write_its_decisions_make() {
+    let writes = controller_writes();
+    // The case that pinned the read-only grant: the VM decision creates DataVolumes.
+    assert!(
+        writes.contains(&(
+            "cdi.kubevirt.io".into(),
+            "datavolumes".into(),
+            "create".into()
+        )),
+        "{writes:?}"
+    );
+    let g = grants(&one_object("virt-controller/clusterrole.yaml"));
+    let missing: Vec<String> = writes
+        .iter()
+        .filter(|(group, resource, verb)| {
+            !g.get(&gr(group, resource))
+                .is_some_and(|verbs| verbs.contains(verb))
+        })
+        .map(|(group, resource, verb)| format!("{verb} {resource} ({group:?})"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "virt-controller's ClusterRole does not grant what its decisions do: {missing:?}"
     );
 }
 
@@ -496,8 +612,32 @@ fn handler_daemonset_has_kubevirts_shape() {
     );
     let c = &pod["containers"][0];
     assert_eq!(c["command"], json!(["virt-handler"]));
-    assert_eq!(c["args"], json!(["--hostname-override", "$(NODE_NAME)"]));
+    assert_eq!(
+        c["args"],
+        json!([
+            "--hostname-override",
+            "$(NODE_NAME)",
+            "--metrics-addr",
+            "0.0.0.0:8443"
+        ])
+    );
     assert_eq!(c["securityContext"]["privileged"], true);
+    // Probes on what the handler serves on --metrics-addr (not on the host network: the
+    // kubelet reaches the pod IP), with KubeVirt's timings for its virt-handler.
+    assert_eq!(c["ports"][0]["containerPort"], 8443);
+    for (probe, path, period) in [
+        ("livenessProbe", "/healthz", 45),
+        ("readinessProbe", "/readyz", 20),
+    ] {
+        let p = &c[probe];
+        assert_eq!(p["httpGet"]["path"], path, "{probe}");
+        assert_eq!(p["httpGet"]["port"], 8443, "{probe}");
+        assert_eq!(p["httpGet"]["scheme"], "HTTP", "{probe}");
+        assert_eq!(p["initialDelaySeconds"], 15, "{probe}");
+        assert_eq!(p["timeoutSeconds"], 10, "{probe}");
+        assert_eq!(p["periodSeconds"], period, "{probe}");
+    }
+    assert_eq!(c["livenessProbe"]["failureThreshold"], 3);
     let env = c["env"].as_array().unwrap();
     let node_name = env
         .iter()

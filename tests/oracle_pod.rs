@@ -1,5 +1,9 @@
 //! The virt-launcher pod kvrs renders for every oracle case with a `NAME.pod.json`, compared
 //! field by field with the pod KubeVirt v1.9.0's `RenderLaunchManifest` produced.
+//!
+//! Each case is rendered twice: with KubeVirt's assumption that the nodes offer `/dev/vhost-net`
+//! (comparison `pod`), and for a cluster whose nodes do not (`pod-without-vhost-net`: what that
+//! fact changes beyond the `pod` differences, each listed in `tests/deliberate-differences.json`).
 
 use kvrs_core::pod::{PodInputs, render_launcher_pod};
 use kvrs_core::{ClusterConfig, VirtualMachineInstance};
@@ -39,7 +43,11 @@ fn launcher_pod_matches_kubevirt_for_every_oracle_case() {
         qemu_timeout_jitter_seconds: 37,
         ..PodInputs::default()
     };
-    let mut deliberate = Deliberate::load("oracle", &["pod"]);
+    let without_vhost_net = PodInputs {
+        vhost_net_available: false,
+        ..inputs.clone()
+    };
+    let mut deliberate = Deliberate::load("oracle", &["pod", "pod-without-vhost-net"]);
     let mut matched = 0;
     let mut failures = Vec::new();
     for name in &cases {
@@ -63,7 +71,21 @@ fn launcher_pod_matches_kubevirt_for_every_oracle_case() {
             continue;
         }
         // Every field that differs, checked against the deliberate differences.
-        let diffs = deliberate.unexpected(name, json_differences("pod", "", &want, &got));
+        let base = json_differences("pod", "", &want, &got);
+        let mut diffs = deliberate.unexpected(name, base.clone());
+        // Without vhost-net on the nodes: what differs from KubeVirt beyond the above.
+        match render_launcher_pod(&vmi, &config, &without_vhost_net) {
+            Ok(pod) => {
+                let mut got = serde_json::to_value(&pod).unwrap();
+                let _ = normalize_jitter(&mut got, "277s");
+                let more: Vec<_> = json_differences("pod-without-vhost-net", "", &want, &got)
+                    .into_iter()
+                    .filter(|d| !base.iter().any(|b| b.path == d.path))
+                    .collect();
+                diffs.extend(deliberate.unexpected(name, more));
+            }
+            Err(e) => failures.push(format!("{name} without vhost-net: error {e}")),
+        }
         if diffs.is_empty() {
             matched += 1;
         } else {

@@ -3,7 +3,8 @@
 //!
 //! - [`proto`]: the generated messages and raw tonic stubs of `kubevirt.cmd.v1`,
 //!   `kubevirt.cmd.info`, `kubevirt.notify.v1`, `kubevirt.notify.info` (kvrs's own .proto files
-//!   under `ipc/proto/`, same names and field numbers as KubeVirt's).
+//!   under `ipc/proto/`, same names and field numbers as KubeVirt's), and the kubelet's
+//!   device-plugin API `v1beta1` ([`proto::deviceplugin::v1beta1`]) virt-handler serves.
 //! - [`LauncherClient`] (handler -> launcher) and [`LauncherService`] + [`serve_launcher`]
 //!   (the launcher's side).
 //! - [`NotifyClient`] (launcher -> handler) and [`NotifyService`] + [`serve_notify`]

@@ -1,5 +1,5 @@
 //! Code generated at build time from `ipc/proto/`: the messages and the raw tonic clients and
-//! servers of KubeVirt's handler<->launcher contract.
+//! servers of KubeVirt's handler<->launcher contract, and of the kubelet's device-plugin API.
 #![allow(missing_docs, clippy::all)]
 
 /// `kubevirt.cmd.*`: the commands a handler sends to a launcher.
@@ -23,5 +23,14 @@ pub mod notify {
     /// `kubevirt.notify.info`: the Notify version handshake.
     pub mod info {
         include!(concat!(env!("OUT_DIR"), "/kubevirt.notify.info.rs"));
+    }
+}
+
+/// The kubelet's device-plugin API (`k8s.io/kubelet/pkg/apis/deviceplugin`), which
+/// virt-handler's device plugins speak.
+pub mod deviceplugin {
+    /// `v1beta1`: the kubelet's `Registration` service and the plugins' `DevicePlugin` service.
+    pub mod v1beta1 {
+        include!(concat!(env!("OUT_DIR"), "/v1beta1.rs"));
     }
 }

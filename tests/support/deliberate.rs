@@ -41,6 +41,7 @@ pub const COMPARISONS: &[(&str, &str)] = &[
     // tests/oracle_pod.rs, oracle_convert.rs, oracle_defaults.rs, oracle_overhead.rs,
     // oracle_roundtrip.rs
     ("oracle", "pod"),
+    ("oracle", "pod-without-vhost-net"),
     ("oracle", "domain"),
     ("oracle", "defaulted"),
     ("oracle", "overhead"),

@@ -29,6 +29,10 @@ pub struct NodeFacts {
     pub max_pods: u32,
     /// Labels merged into the Node's (existing ones are kept).
     pub labels: BTreeMap<String, String>,
+    /// Whether this machine has `/dev/vhost-net` (the `vhost_net` module): only then is
+    /// `devices.kubevirt.io/vhost-net` offered, as virt-handler's device plugins advertise only
+    /// devices that exist (virt-controller then renders launcher pods without it).
+    pub vhost_net: bool,
 }
 
 impl NodeFacts {
@@ -59,6 +63,10 @@ impl NodeFacts {
             memory_kib,
             max_pods,
             labels,
+            vhost_net: std::fs::metadata("/dev/vhost-net").is_ok_and(|m| {
+                use std::os::unix::fs::FileTypeExt;
+                m.file_type().is_char_device()
+            }),
         }
     }
 }
@@ -80,15 +88,17 @@ pub fn default_labels(name: &str) -> BTreeMap<String, String> {
 /// The Node's `status` (a merge patch body's `status`) at `now`.
 pub fn node_status(f: &NodeFacts, now: &str) -> Value {
     let dev = DEVICE_COUNT.to_string();
-    let resources = json!({
+    let mut resources = json!({
         "cpu": f.cpus.to_string(),
         "memory": format!("{}Ki", f.memory_kib),
         "pods": f.max_pods.to_string(),
         "ephemeral-storage": "100Gi",
         "devices.kubevirt.io/kvm": dev,
         "devices.kubevirt.io/tun": dev,
-        "devices.kubevirt.io/vhost-net": dev,
     });
+    if f.vhost_net {
+        resources["devices.kubevirt.io/vhost-net"] = json!(dev);
+    }
     let cond = |t: &str, status: &str, reason: &str, message: &str| {
         json!({"type": t, "status": status, "reason": reason, "message": message,
                "lastHeartbeatTime": now, "lastTransitionTime": now})
@@ -174,6 +184,7 @@ mod tests {
             memory_kib: 1024,
             max_pods: 110,
             labels: default_labels("n1"),
+            vhost_net: true,
         };
         let s = node_status(&f, "t");
         for r in [
@@ -184,6 +195,21 @@ mod tests {
             assert_eq!(s["allocatable"][r], "1000");
             assert_eq!(s["capacity"][r], "1000");
         }
+        // A machine without the vhost_net module does not offer it.
+        let s = node_status(
+            &NodeFacts {
+                vhost_net: false,
+                ..f.clone()
+            },
+            "t",
+        );
+        assert!(
+            s["allocatable"]
+                .get("devices.kubevirt.io/vhost-net")
+                .is_none()
+        );
+        assert!(s["capacity"].get("devices.kubevirt.io/vhost-net").is_none());
+        assert_eq!(s["allocatable"]["devices.kubevirt.io/kvm"], "1000");
         assert_eq!(s["allocatable"]["memory"], "1024Ki");
         assert_eq!(s["conditions"][3]["type"], "Ready");
         assert_eq!(f.labels["kubernetes.io/hostname"], "n1");

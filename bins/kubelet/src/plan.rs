@@ -161,7 +161,11 @@ pub struct DevicePlan {
 }
 
 /// Private device nodes for KubeVirt's device-plugin resources: (resource, major, minor, path).
-const DEVICES: [(&str, u64, u64, &str); 3] = [
+/// `/dev/kvm` too: the pod gets its own node, which virt-handler hands to QEMU's user, as
+/// KubeVirt's device plugin gives a container its own — the host's node (0600 root on some
+/// hosts) is neither changed nor relied on.
+const DEVICES: [(&str, u64, u64, &str); 4] = [
+    ("devices.kubevirt.io/kvm", 10, 232, "/dev/kvm"),
     ("devices.kubevirt.io/tun", 10, 200, "/dev/net/tun"),
     ("devices.kubevirt.io/vhost-net", 10, 238, "/dev/vhost-net"),
     (
@@ -396,7 +400,7 @@ pub fn plan_pod(
         }
     }
     let kvm = if limits.contains(&KVM_RESOURCE) {
-        KvmAccess::IfUsable
+        KvmAccess::Private
     } else {
         KvmAccess::Masked
     };

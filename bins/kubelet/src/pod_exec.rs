@@ -9,7 +9,8 @@
 //! 3. remounts `/sys` for the new network namespace (as `ip netns exec` does),
 //! 4. binds a fresh directory over `/run` and then each volume at its mount path (sources are
 //!    opened before `/run` is covered, so a source under the host's `/run` still works),
-//! 5. binds the pod's private device nodes, masks `/dev/kvm` when the container may not use it,
+//! 5. binds the pod's private device nodes (`/dev/kvm` among them when requested), masks the
+//!    host's `/dev/kvm` when the container did not request it,
 //!    and adds a `qemu` passwd/group entry for the UID when the host has none,
 //! 6. drops every supplementary group, then to the container's GID and UID, and `execve`s.
 //!
@@ -26,7 +27,7 @@ use nix::fcntl::{OFlag, open};
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sched::{CloneFlags, setns, unshare};
 use nix::sys::stat::Mode;
-use nix::unistd::{Gid, Uid, execve, setegid, seteuid, setgid, setgroups, sethostname, setuid};
+use nix::unistd::{Gid, Uid, execve, setgid, setgroups, sethostname, setuid};
 use serde::{Deserialize, Serialize};
 
 /// Exit status when the helper cannot start the container (a runtime's "cannot run").
@@ -87,9 +88,9 @@ pub enum KvmAccess {
     /// would not see it.
     #[default]
     Masked,
-    /// Requested: left visible when the container's UID/GID can open it, else masked — libvirt
-    /// re-probes QEMU on every call when it sees a `/dev/kvm` it cannot use.
-    IfUsable,
+    /// Requested: the pod's private device node is bound over `/dev/kvm` (one of the plan's
+    /// device mounts); virt-handler hands it to QEMU's user before the domain starts.
+    Private,
 }
 
 /// The helper's entry point: `args` are its arguments after the program (or subcommand) name,
@@ -195,8 +196,7 @@ fn enter(spec: &ExecSpec) -> Result<(), String> {
     drop(sources);
     let kvm = Path::new("/dev/kvm");
     if kvm.exists() {
-        let keep = spec.kvm == KvmAccess::IfUsable && usable_as(kvm, spec.uid, spec.gid)?;
-        if !keep {
+        if spec.kvm == KvmAccess::Masked {
             let fd = kvm_mask
                 .as_ref()
                 .ok_or_else(|| format!("kvm mask {} missing", spec.kvm_mask.display()))?;
@@ -289,29 +289,6 @@ fn make_target(target: &Path, dir: bool, spec: &ExecSpec) -> Result<(), String> 
 fn chown(path: &Path, uid: u32, gid: u32) -> Result<(), String> {
     std::os::unix::fs::chown(path, Some(uid), Some(gid))
         .map_err(|e| format!("chown {}: {e}", path.display()))
-}
-
-/// Whether `uid`/`gid` (no supplementary groups) may open `dev` read-write: tried with those
-/// effective IDs, then back to root.
-fn usable_as(dev: &Path, uid: u32, gid: u32) -> Result<bool, String> {
-    if uid == 0 {
-        return Ok(fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(dev)
-            .is_ok());
-    }
-    setgroups(&[]).map_err(|e| format!("setgroups: {e}"))?;
-    setegid(Gid::from_raw(gid)).map_err(|e| format!("setegid: {e}"))?;
-    seteuid(Uid::from_raw(uid)).map_err(|e| format!("seteuid: {e}"))?;
-    let ok = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(dev)
-        .is_ok();
-    seteuid(Uid::from_raw(0)).map_err(|e| format!("seteuid back to root: {e}"))?;
-    setegid(Gid::from_raw(0)).map_err(|e| format!("setegid back to root: {e}"))?;
-    Ok(ok)
 }
 
 /// Binds a copy of `/etc/<file>` with a `qemu` line for `id` over it, when no line has that

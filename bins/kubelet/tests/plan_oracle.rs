@@ -142,7 +142,7 @@ fn a_container_disk_launcher_pod() {
         plan.images
     );
 
-    // Devices: private tun and vhost-net nodes bound over /dev; /dev/kvm requested.
+    // Devices: private tun, vhost-net and kvm nodes bound over /dev.
     let dev = |t: &str| {
         e.mounts
             .iter()
@@ -161,7 +161,14 @@ fn a_container_disk_launcher_pod() {
             .iter()
             .any(|d| d.path == vhost.source && (d.major, d.minor) == (10, 238))
     );
-    assert_eq!(e.kvm, KvmAccess::IfUsable);
+    // /dev/kvm: the pod's own node too (virt-handler hands it to QEMU's user).
+    let kvm = dev("/dev/kvm");
+    assert!(
+        plan.devices
+            .iter()
+            .any(|d| d.path == kvm.source && (d.major, d.minor) == (10, 232))
+    );
+    assert_eq!(e.kvm, KvmAccess::Private);
 
     // Ready once the launcher's socket exists; the pod's grace period; what is not run.
     assert_eq!(

@@ -1,7 +1,8 @@
 //! `kvrs run` end to end, with every real component: the embedded API server, kvrs's
 //! virt-controller and virt-handler, the local kubelet, kvrs's virt-launcher in a network and
-//! mount namespace as UID 107, real libvirt and QEMU (TCG) booting the Debian kernel + busybox
-//! guest of kvrs-test-guest. Needs root, as `kvrs run` does.
+//! mount namespace as UID 107, real libvirt and QEMU booting the Debian kernel + busybox guest of
+//! kvrs-test-guest — under KVM where it works on this machine (the guest's kernel says so on its
+//! console), else TCG. Needs root, as `kvrs run` does.
 //!
 //! The cleanup is checked against the machine itself: network namespaces, links, the host's
 //! nftables ruleset, processes and the state directory are what they were before the run.
@@ -129,6 +130,15 @@ fn kvrs_run(tag: &str, extra: &[&str]) -> Command {
     cmd
 }
 
+/// The accelerator line `kvrs run` prints first, for this machine.
+fn expected_accelerator() -> &'static str {
+    if kvrs_node::host_devices::kvm_works() {
+        "the guest runs under KVM"
+    } else {
+        "the guest runs under QEMU's TCG emulation"
+    }
+}
+
 /// Asserts `needles` appear in `haystack` in this order.
 fn assert_in_order(haystack: &str, needles: &[&str]) {
     let mut rest = haystack;
@@ -162,6 +172,7 @@ fn boots_the_fixture_vm_prints_its_phases_and_address_then_stops_and_leaves_noth
     assert_in_order(
         &stdout,
         &[
+            expected_accelerator(),
             "default/guest Pending",
             "default/guest Scheduling",
             "default/guest Scheduled on node kvrs-local",
@@ -243,9 +254,17 @@ fn sigterm_shuts_the_guest_down_through_acpi_then_cleans_up() {
         status.success(),
         "kvrs run after SIGTERM: {status}\n{stdout}\n{stderr}"
     );
+    // The guest's own kernel: under KVM it finds the hypervisor (no such line under TCG).
+    let kvm = kvrs_node::host_devices::kvm_works();
+    assert_eq!(
+        stdout.contains("Hypervisor detected: KVM"),
+        kvm,
+        "KVM works here: {kvm}; the guest's console:\n{stdout}"
+    );
     assert_in_order(
         &stdout,
         &[
+            expected_accelerator(),
             BOOT_MARKER,
             "interrupted: stopping the VM",
             POWER_MARKER,

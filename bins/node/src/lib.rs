@@ -6,7 +6,8 @@
 //! * [`network`]: the pod network — masquerade (bridge + tap + NAT) and bridge binding — built
 //!   inside the pod's network namespace from a dedicated thread;
 //! * [`claim_devices`]: `/dev/kvm`, `/dev/net/tun`, `/dev/vhost-net` handed to QEMU's user;
-//! * [`check_container_disks`]: each container disk is where the launcher will look.
+//! * [`check_container_disks`]: each container disk is where the launcher will look;
+//! * [`host_devices`]: whether KVM really works here and which device nodes exist.
 //!
 //! The handler finds the pod with [`launcher_pid_of_socket`] and [`PodRef::of_pid`]. Everything
 //! here needs root on the node (`CAP_SYS_ADMIN`, `CAP_NET_ADMIN`, `CAP_CHOWN`) and, for the
@@ -15,6 +16,7 @@
 mod container_disk;
 mod devices;
 mod error;
+pub mod host_devices;
 pub mod network;
 mod pod;
 mod safepath;

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::api::{Api as KubeResourceApi, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
@@ -102,6 +102,27 @@ pub struct Caches {
     /// The `instancetype.kubevirt.io` objects VMs reference, by kind, when the cluster has the
     /// CRDs (KubeVirt's instancetype controller reads the same four informers).
     pub instancetypes: Vec<(&'static str, Store<DynamicObject>)>,
+    /// Nodes: which devices their virt-handlers advertise (whether launcher pods request
+    /// vhost-net, [`kvrs_pod::vhost_net_available`]). Not waited for: until it has listed, the
+    /// answer is KubeVirt's default.
+    pub nodes: Store<Node>,
+}
+
+impl Caches {
+    /// Whether launcher pods request `devices.kubevirt.io/vhost-net`, from the Node cache.
+    pub fn vhost_net_available(&self) -> bool {
+        let nodes = self.nodes.state();
+        kvrs_pod::vhost_net_available(
+            nodes
+                .iter()
+                .map(|n| n.status.as_ref().and_then(|s| s.allocatable.as_ref())),
+            |q| {
+                q.0.trim()
+                    .parse::<i64>()
+                    .map_or(!q.0.trim().is_empty(), |n| n > 0)
+            },
+        )
+    }
 }
 
 /// The four `instancetype.kubevirt.io/v1beta1` kinds and their plurals.
@@ -338,6 +359,18 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
         tasks.push(t);
         instancetypes.push((kind, store));
     }
+    let nodes = {
+        let writer = reflector::store::Writer::default();
+        let reader = writer.as_reader();
+        let stream = watcher::watcher(KubeResourceApi::<Node>::all(client.clone()), all.clone())
+            .default_backoff();
+        tasks.push(tokio::spawn(async move {
+            reflector::reflector(writer, stream)
+                .for_each(|_| async {})
+                .await;
+        }));
+        reader
+    };
     (
         Caches {
             vms,
@@ -347,6 +380,7 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
             pvcs,
             data_volumes,
             instancetypes,
+            nodes,
         },
         tasks,
     )

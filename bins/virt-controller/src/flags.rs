@@ -15,7 +15,8 @@ pub struct Flags {
     /// Kubeconfig to use; without it the in-cluster service account (or $KUBECONFIG) is used.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
-    /// Namespace of the leader-election Lease (KubeVirt's install namespace).
+    /// KubeVirt's install namespace: the leader-election Lease and the KubeVirt CR whose
+    /// `spec.configuration` is applied live (flags override it, see `--feature-gates`).
     #[arg(long, default_value = "kubevirt")]
     pub namespace: String,
     /// Name of the leader-election Lease.
@@ -52,7 +53,8 @@ pub struct Flags {
     /// The virt-launcher image rendered into launcher pods.
     #[arg(long, default_value = "quay.io/kubevirt/virt-launcher:v1.9.0")]
     pub launcher_image: String,
-    /// Feature gates enabled beyond KubeVirt's defaults, comma-separated.
+    /// Feature gates enabled beyond KubeVirt's defaults, comma-separated; added to the KubeVirt
+    /// CR's `developerConfiguration.featureGates`.
     #[arg(long, value_delimiter = ',')]
     pub feature_gates: Vec<String>,
     /// Base of virt-launcher's `--qemu-timeout` in seconds (a random 0..119 s is added per pod).
@@ -60,6 +62,7 @@ pub struct Flags {
     pub qemu_timeout_seconds: u32,
     /// KubeVirt's `developerConfiguration.useEmulation`: launcher pods request no
     /// `devices.kubevirt.io/kvm` and run QEMU under TCG when the node has no usable /dev/kvm.
+    /// Forces it on whatever the KubeVirt CR says; without the flag the CR decides.
     #[arg(long)]
     pub allow_emulation: bool,
     /// KubeVirt's virt-api webhooks run in front of this cluster's API server: VMIs are created
@@ -67,6 +70,9 @@ pub struct Flags {
     /// controller stores each VMI it creates as that webhook would return it.
     #[arg(long)]
     pub virt_api_webhooks: bool,
+    /// Log lines on stderr: `text` (coloured only on a terminal) or `json` (one object a line).
+    #[arg(long, default_value = "text")]
+    pub log_format: kvrs_runtime::kube::setup::LogFormat,
 }
 
 impl Flags {

@@ -9,6 +9,7 @@
 //! one in-flight request.
 
 mod caches;
+mod config;
 mod events;
 pub mod flags;
 mod metrics;
@@ -22,10 +23,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use kvrs_admission::ClusterConfig;
 use kvrs_pod::PodInputs;
 use kvrs_queue::ShutdownMode;
 use kvrs_runtime::kube::api::KubeApi;
+use kvrs_runtime::kube::kubevirt_config::{self, Reporting};
 use kvrs_runtime::kube::lease::{LeaderElector, LeaseConfig};
 use tracing::{error, info};
 
@@ -78,28 +79,30 @@ pub async fn run(
     metrics.set_ready(true);
     info!("caches synced");
 
-    let config = ClusterConfig {
-        feature_gates: kvrs_admission::feature_gates::parse_feature_gates(
-            &flags.feature_gates.join(","),
-        )
-        .context("--feature-gates")?,
-        launcher_image: flags.launcher_image.clone(),
-        use_emulation: flags.allow_emulation,
-        admit_created_vmis: !flags.virt_api_webhooks,
-        ..ClusterConfig::default()
-    };
     let pod_inputs = PodInputs {
         qemu_timeout_seconds: flags.qemu_timeout_seconds,
         ..PodInputs::default()
     };
     let api = Arc::new(KubeApi::new(client.clone(), "virt-controller", &identity));
+    // The KubeVirt CR of the install namespace, applied live; the flags override it.
+    let refused = metrics.clone();
+    let (config, config_watch) = kubevirt_config::watch(
+        &client,
+        &flags.namespace,
+        config::overrides(&flags)?,
+        move |cr| config::derive(cr, &pod_inputs),
+        Reporting {
+            events: Some(api.clone()),
+            refused: Box::new(move |label| refused.config_refused(label)),
+        },
+    )
+    .await;
     let controllers = Arc::new(Controllers {
         caches,
         shared: shared.clone(),
         events: events::BackgroundEvents::new(api.clone()),
         api,
         config,
-        pod_inputs,
         metrics: metrics.clone(),
     });
     let vm = controllers.clone();
@@ -146,7 +149,7 @@ pub async fn run(
     }
     // The watches stop with the workers: embedded in one process with its API server (`kvrs
     // run`), they would otherwise outlive the server and log its disappearance as errors.
-    for watch in &watches {
+    for watch in watches.iter().chain(&config_watch) {
         watch.abort();
     }
     if let Some(el) = elector.as_mut() {

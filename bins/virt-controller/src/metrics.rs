@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use kvrs_runtime::kube::serve::{Endpoints, Metrics, QueueMetrics, ServeState, WorkqueueMetrics};
+use kvrs_runtime::kube::serve::{
+    CounterVec, Endpoints, Metrics, QueueMetrics, ServeState, WorkqueueMetrics,
+};
 use tracing::{error, info};
 
 /// The controller's metrics and health state.
@@ -16,6 +18,7 @@ pub struct ControllerMetrics {
     state: ServeState,
     vm: QueueMetrics,
     vmi: QueueMetrics,
+    config_refused: CounterVec,
 }
 
 impl ControllerMetrics {
@@ -23,12 +26,14 @@ impl ControllerMetrics {
     pub fn new() -> Self {
         let metrics = Metrics::new();
         let queues = WorkqueueMetrics::register(&metrics);
+        let config_refused = config_refused_counter(&metrics);
         let state = ServeState::new(metrics, "virt_controller");
         state.set_healthy(true);
         Self {
             vm: queues.queue("virt-controller-vm"),
             vmi: queues.queue("virt-controller-vmi"),
             state,
+            config_refused,
         }
     }
 
@@ -76,6 +81,23 @@ impl ControllerMetrics {
     /// One sync of `queue` failed with `label`.
     pub fn reconcile_error(&self, queue: &str, label: &str) {
         self.queue(queue).reconcile_error(label);
+    }
+}
+
+/// `kvrs_kubevirt_config_refused_total{reason}`: KubeVirt CR configurations refused (once per
+/// distinct error; the last good configuration stays in use).
+pub fn config_refused_counter(metrics: &Metrics) -> CounterVec {
+    metrics.counter(
+        "kvrs_kubevirt_config_refused_total",
+        "KubeVirt CR configurations refused (the last good one stays in use), by reason",
+        &["reason"],
+    )
+}
+
+impl ControllerMetrics {
+    /// The KubeVirt CR's configuration was refused with `label`.
+    pub fn config_refused(&self, label: &str) {
+        self.config_refused.with(&[label]).inc();
     }
 }
 

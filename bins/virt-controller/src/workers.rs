@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kube::runtime::reflector::ObjectRef;
-use kvrs_admission::ClusterConfig;
 use kvrs_api::names::labels;
 use kvrs_api::{VirtualMachine, VirtualMachineInstance};
 use kvrs_decide::patch::unchanged_by;
@@ -17,9 +16,9 @@ use kvrs_decide::vmi::{
     VmiWorld, decide_vmi, launcher_renderer, pod_create_failed, pod_name_suffix,
 };
 use kvrs_decide::{ApiWrite, Event, Expectation, Now, Plan, WriteOp};
-use kvrs_pod::PodInputs;
 use kvrs_queue::Instant;
 use kvrs_runtime::kube::api::KubeApi;
+use kvrs_runtime::kube::kubevirt_config::LiveConfig;
 use kvrs_runtime::{
     Api, ApiError, ApiErrorKind, ControllerExpectations, Executed, Expecting, execute,
     requeue_async,
@@ -28,6 +27,7 @@ use serde_json::Value;
 use tracing::{debug, info, warn};
 
 use crate::caches::{Caches, Shared, lock};
+use crate::config::ControllerConfig;
 use crate::events::BackgroundEvents;
 use crate::random;
 
@@ -41,10 +41,9 @@ pub struct Controllers {
     pub api: Arc<KubeApi>,
     /// Where events go (sent in the background, as client-go's recorder sends them).
     pub events: BackgroundEvents,
-    /// Cluster configuration.
-    pub config: ClusterConfig,
-    /// Launcher pod inputs (the jitter is drawn per pod).
-    pub pod_inputs: PodInputs,
+    /// The cluster configuration and launcher pod inputs, from the KubeVirt CR and the flags;
+    /// each sync takes one snapshot (the jitter is drawn per pod).
+    pub config: LiveConfig<ControllerConfig>,
     /// Metrics.
     pub metrics: Arc<crate::metrics::ControllerMetrics>,
 }
@@ -187,6 +186,7 @@ impl Controllers {
     /// One VM controller sync of `key`.
     pub async fn sync_vm(&self, key: &str) {
         let started = std::time::Instant::now();
+        let config = self.config.current();
         let (ns, name) = split(key);
         let Some(vm) = self
             .caches
@@ -248,7 +248,7 @@ impl Controllers {
             expectations,
             now: now(),
             jitter: random::unit(),
-            config: &self.config,
+            config: &config.cluster,
         };
         debug!(
             vmi_phase = vmi
@@ -271,6 +271,7 @@ impl Controllers {
     /// One VMI controller sync of `key`.
     pub async fn sync_vmi(&self, key: &str) {
         let started = std::time::Instant::now();
+        let config = self.config.current();
         let (ns, name) = split(key);
         let Some(vmi) = self
             .caches
@@ -308,7 +309,7 @@ impl Controllers {
             migrations: &[],
             expectations,
             now,
-            config: &self.config,
+            config: &config.cluster,
         };
         debug!(
             vmi_phase = vmi.status.as_ref().and_then(|s| s.phase.as_deref()),
@@ -317,9 +318,10 @@ impl Controllers {
             pending_deletions = expectations.deletions,
             "deciding"
         );
-        let mut inputs = self.pod_inputs.clone();
+        let mut inputs = config.pod_inputs.clone();
         inputs.qemu_timeout_jitter_seconds = (random::u64() % 120) as u32;
-        let render = launcher_renderer(&self.config, &inputs);
+        inputs.vhost_net_available = self.caches.vhost_net_available();
+        let render = launcher_renderer(&config.cluster, &inputs);
         let suffix = pod_name_suffix(random::u64());
         let decision = decide_vmi(&world, &render, &suffix);
         let (mut out, mut api) = self

@@ -46,11 +46,31 @@ pub struct Flags {
     pub metrics_addr: SocketAddr,
     /// Software emulation is allowed (KubeVirt's `developerConfiguration.useEmulation`): a node
     /// without `/dev/kvm` runs guests under TCG, and vhost-net is not required.
+    /// Forces it on whatever the KubeVirt CR says; without the flag the CR decides.
     #[arg(long)]
     pub allow_emulation: bool,
-    /// Feature gates enabled beyond KubeVirt's defaults, comma-separated.
+    /// Feature gates enabled beyond KubeVirt's defaults, comma-separated; added to the KubeVirt
+    /// CR's `developerConfiguration.featureGates`.
     #[arg(long, value_delimiter = ',')]
     pub feature_gates: Vec<String>,
+    /// KubeVirt's install namespace: the KubeVirt CR whose `spec.configuration` is applied live.
+    #[arg(long, default_value = "kubevirt")]
+    pub namespace: String,
+    /// Serve KubeVirt's device plugins to the kubelet (`devices.kubevirt.io/kvm`, `tun`,
+    /// `vhost-net`, and `vhost-vsock` with the `VSOCK` gate); `--device-plugins=false` where
+    /// something else provides those resources (`kvrs run`'s own kubelet).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1,
+          default_missing_value = "true")]
+    pub device_plugins: bool,
+    /// The kubelet's device-plugin directory (its `kubelet.sock` and the plugins' sockets).
+    #[arg(long, default_value = "/var/lib/kubelet/device-plugins")]
+    pub device_plugin_dir: PathBuf,
+    /// Devices each plugin advertises: the most VMIs this node can run (KubeVirt: 1000).
+    #[arg(long, default_value_t = 1000)]
+    pub max_devices: usize,
+    /// Log lines on stderr: `text` (coloured only on a terminal) or `json` (one object a line).
+    #[arg(long, default_value = "text")]
+    pub log_format: kvrs_runtime::kube::setup::LogFormat,
 }
 
 impl Flags {

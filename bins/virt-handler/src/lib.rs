@@ -3,8 +3,11 @@
 //! Thin wiring: flags, a client, this node's VMI watch, the domain sources (the notify server
 //! and the periodic `GetDomain` resync), the workers, the heartbeat, the metrics endpoints.
 //! What each sync does is decided by `kvrs_decide::handler` and executed by `kvrs-runtime`;
-//! the node-side preparation (pod network, devices, container disks) is `kvrs-node`.
+//! the node-side preparation (pod network, devices, container disks) is `kvrs-node`; the
+//! kubelet's device plugins for KubeVirt's device resources are [`device_plugins`].
 
+mod config;
+pub mod device_plugins;
 mod domains;
 pub mod flags;
 mod heartbeat;
@@ -21,7 +24,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use kvrs_decide::handler::HandlerConfig;
 use kvrs_ipc::ServeOptions;
 use kvrs_queue::{AsyncQueue, ShutdownMode, WorkQueue};
 use kvrs_runtime::kube::api::KubeApi;
@@ -47,8 +49,7 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<ExitCode> {
     let node = flags.node_name()?;
-    kvrs_admission::feature_gates::parse_feature_gates(&flags.feature_gates.join(","))
-        .context("--feature-gates")?;
+    let overrides = config::overrides(&flags)?;
     let metrics = Arc::new(HandlerMetrics::new());
     metrics.serve(flags.metrics_addr).await?;
 
@@ -56,6 +57,19 @@ pub async fn run(
         .with_context(|| format!("creating {}", flags.kubevirt_share_dir.display()))?;
     std::fs::create_dir_all(&flags.private_dir)
         .with_context(|| format!("creating {}", flags.private_dir.display()))?;
+
+    // The kubelet's device plugins (KubeVirt starts its device manager with the VMI controller).
+    let device_plugins = flags.device_plugins.then(|| {
+        let vsock = flags
+            .feature_gates
+            .iter()
+            .any(|g| g == device_plugins::plan::VSOCK_GATE);
+        device_plugins::DevicePlugins::start(device_plugins::DevicePluginConfig::for_host(
+            flags.device_plugin_dir.clone(),
+            flags.max_devices,
+            vsock,
+        ))
+    });
 
     let queue = AsyncQueue::from_queue(WorkQueue::new().with_metrics(metrics.queue_hooks()));
     let domains = Arc::new(DomainCache::default());
@@ -81,6 +95,20 @@ pub async fn run(
     vmis.wait_until_ready()
         .await
         .context("waiting for the VMI cache to sync")?;
+    // The KubeVirt CR of the install namespace, applied live; the flags override it. A refused
+    // configuration is logged and counted here, its event recorded by virt-controller alone.
+    let refused = metrics.clone();
+    let (live_config, config_watch) = kvrs_runtime::kube::kubevirt_config::watch(
+        &client,
+        &flags.namespace,
+        overrides,
+        config::derive,
+        kvrs_runtime::kube::kubevirt_config::Reporting {
+            events: None,
+            refused: Box::new(move |label| refused.config_refused(label)),
+        },
+    )
+    .await;
     metrics.set_ready(true);
     info!(node, selector = %vmis::node_selector(&node), "VMI cache synced");
 
@@ -101,12 +129,8 @@ pub async fn run(
         ),
         queue: queue.clone(),
         api: KubeApi::new(client.clone(), "virt-handler", &node),
-        config: HandlerConfig {
-            feature_gates: flags.feature_gates.clone(),
-            ..HandlerConfig::default()
-        },
+        config: live_config,
         private_dir: flags.private_dir.clone(),
-        allow_emulation: flags.allow_emulation,
         own_writes: Mutex::new(HashMap::new()),
         io_error_retries: Mutex::new(HashMap::new()),
         metrics: metrics.clone(),
@@ -150,9 +174,15 @@ pub async fn run(
     // Stopped with the workers, so it does not outlive an API server embedded in the same
     // process (`kvrs run`) and log its disappearance as errors.
     vmi_watch.abort();
+    if let Some(watch) = config_watch {
+        watch.abort();
+    }
     // A node without a running handler must not receive VMIs.
     if let Err(e) = heartbeat::beat(&client, &node, false).await {
         error!(node, "marking the node unschedulable: {e}");
+    }
+    if let Some(plugins) = device_plugins {
+        plugins.stop().await;
     }
     let _ = std::fs::remove_file(&notify_socket);
     Ok(ExitCode::SUCCESS)

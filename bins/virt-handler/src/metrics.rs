@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use kvrs_runtime::kube::serve::{
-    Endpoints, Histogram, Metrics, QueueMetrics, ServeState, WorkqueueMetrics,
+    CounterVec, Endpoints, Histogram, Metrics, QueueMetrics, ServeState, WorkqueueMetrics,
 };
 use tracing::{error, info};
 
@@ -17,6 +17,7 @@ pub struct HandlerMetrics {
     state: ServeState,
     vmi: QueueMetrics,
     sync: Histogram,
+    config_refused: CounterVec,
 }
 
 impl HandlerMetrics {
@@ -32,12 +33,19 @@ impl HandlerMetrics {
                 &[0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 20.0],
             )
             .with(&[]);
+        // The same series virt-controller serves.
+        let config_refused = metrics.counter(
+            "kvrs_kubevirt_config_refused_total",
+            "KubeVirt CR configurations refused (the last good one stays in use), by reason",
+            &["reason"],
+        );
         let state = ServeState::new(metrics, "virt_handler");
         state.set_healthy(true);
         Self {
             vmi: queues.queue("virt-handler-vm"),
             state,
             sync,
+            config_refused,
         }
     }
 
@@ -69,6 +77,11 @@ impl HandlerMetrics {
     /// One sync failed with `label`.
     pub fn reconcile_error(&self, label: &str) {
         self.vmi.reconcile_error(label);
+    }
+
+    /// The KubeVirt CR's configuration was refused with `label`.
+    pub fn config_refused(&self, label: &str) {
+        self.config_refused.with(&[label]).inc();
     }
 
     /// One sync took `took`.

@@ -1,6 +1,7 @@
 //! The options virt-handler sends with `SyncVirtualMachine`: cluster facts the launcher cannot
-//! read from the VMI (SMBIOS, the memory-balloon statistics period, how each interface attaches
-//! to the domain).
+//! read from the VMI (SMBIOS, the memory-balloon statistics period and the cluster switches, from
+//! the live KubeVirt CR configuration; how each interface attaches to the domain), as KubeVirt's
+//! `virtualMachineOptions` builds them.
 
 use std::collections::HashMap;
 
@@ -8,25 +9,32 @@ use kvrs_api::VirtualMachineInstance;
 use kvrs_ipc::VirtualMachineOptions;
 use kvrs_ipc::proto::cmd::v1::{ClusterConfig, SmBios, Topology};
 
-/// KubeVirt's default memory-balloon statistics period, in seconds.
-pub const MEM_BALLOON_STATS_PERIOD: u32 = 10;
+use crate::config::NodeConfig;
 
-/// The options for `vmi` with KubeVirt's default cluster configuration.
-pub fn sync_options(vmi: &VirtualMachineInstance) -> VirtualMachineOptions {
+/// The options for `vmi` under the cluster configuration `config`.
+pub fn sync_options(vmi: &VirtualMachineInstance, config: &NodeConfig) -> VirtualMachineOptions {
+    let smbios = &config.cluster.smbios;
+    let gate = |name| config.cluster.gate(name);
     VirtualMachineOptions {
         virtual_machine_sm_bios: Some(SmBios {
-            family: "KubeVirt".into(),
-            manufacturer: "KubeVirt".into(),
-            product: "None".into(),
-            ..SmBios::default()
+            family: smbios.family.clone(),
+            manufacturer: smbios.manufacturer.clone(),
+            product: smbios.product.clone(),
+            sku: smbios.sku.clone(),
+            version: smbios.version.clone(),
         }),
-        mem_balloon_stats_period: MEM_BALLOON_STATS_PERIOD,
+        mem_balloon_stats_period: config.cluster.mem_balloon_stats_period,
         preallocated_volumes: preallocated_volumes(vmi),
         topology: Some(Topology::default()),
         // Kept empty by KubeVirt for old launchers.
         disks_info: HashMap::new(),
         cluster_config: Some(ClusterConfig {
-            bochs_display_for_efi_guests: true,
+            free_page_reporting_disabled: config.daemon.free_page_reporting_disabled,
+            bochs_display_for_efi_guests: !config.daemon.vga_display_for_efi_guests,
+            serial_console_log_disabled: config.daemon.serial_console_log_disabled,
+            pcinuma_aware_topology_enabled: gate("PCINUMAAwareTopology"),
+            vgpu_live_migration_enabled: gate("VGPULiveMigration"),
+            grace_io_virtualization_enabled: gate("GraceIOVirtualization"),
             ..ClusterConfig::default()
         }),
         interface_domain_attachment: domain_attachments(vmi),
@@ -69,6 +77,10 @@ fn domain_attachments(vmi: &VirtualMachineInstance) -> HashMap<String, String> {
 mod tests {
     use super::*;
 
+    fn default_config() -> NodeConfig {
+        crate::config::derive(&kvrs_admission::live_config::default_kubevirt_cr())
+    }
+
     #[test]
     fn a_masquerade_interface_attaches_through_a_tap_and_smbios_is_kubevirts() {
         let vmi: VirtualMachineInstance = serde_json::from_value(serde_json::json!({
@@ -79,7 +91,7 @@ mod tests {
             ]}}}
         }))
         .unwrap();
-        let o = sync_options(&vmi);
+        let o = sync_options(&vmi, &default_config());
         assert_eq!(
             o.interface_domain_attachment,
             HashMap::from([("default".to_string(), "tap".to_string())])
@@ -90,6 +102,38 @@ mod tests {
             ("KubeVirt", "None")
         );
         assert_eq!(o.mem_balloon_stats_period, 10);
-        assert!(o.cluster_config.unwrap().bochs_display_for_efi_guests);
+        let cluster = o.cluster_config.unwrap();
+        assert!(cluster.bochs_display_for_efi_guests);
+        assert!(!cluster.free_page_reporting_disabled && !cluster.serial_console_log_disabled);
+    }
+
+    #[test]
+    fn smbios_balloon_period_and_cluster_switches_come_from_the_kubevirt_cr() {
+        let mut kv = kvrs_admission::live_config::default_kubevirt_cr();
+        kv.config.smbios.manufacturer = "Acme".into();
+        kv.config.smbios.sku = "A1".into();
+        kv.config.mem_balloon_stats_period = 0;
+        kv.config.feature_gates.insert("VGPULiveMigration".into());
+        kv.daemon.vga_display_for_efi_guests = true;
+        kv.daemon.free_page_reporting_disabled = true;
+        kv.daemon.serial_console_log_disabled = true;
+        let o = sync_options(
+            &VirtualMachineInstance::default(),
+            &crate::config::derive(&kv),
+        );
+        let smbios = o.virtual_machine_sm_bios.unwrap();
+        assert_eq!(
+            (
+                smbios.manufacturer.as_str(),
+                smbios.sku.as_str(),
+                smbios.family.as_str()
+            ),
+            ("Acme", "A1", "KubeVirt")
+        );
+        assert_eq!(o.mem_balloon_stats_period, 0);
+        let cluster = o.cluster_config.unwrap();
+        assert!(!cluster.bochs_display_for_efi_guests);
+        assert!(cluster.free_page_reporting_disabled && cluster.serial_console_log_disabled);
+        assert!(cluster.vgpu_live_migration_enabled && !cluster.grace_io_virtualization_enabled);
     }
 }

@@ -12,14 +12,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kvrs_api::VirtualMachineInstance;
 use kvrs_decide::handler::facts::{GuestInfo, PodInterface};
-use kvrs_decide::handler::{HandlerConfig, HandlerWorld, NodeFacts, decide, format_time};
+use kvrs_decide::handler::{HandlerWorld, NodeFacts, decide, format_time};
 use kvrs_decide::{ApiWrite, Event, LauncherCall, NodeStep, Now};
 use kvrs_queue::AsyncQueue;
 use kvrs_runtime::ipc::IpcLauncher;
 use kvrs_runtime::kube::api::KubeApi;
+use kvrs_runtime::kube::kubevirt_config::LiveConfig;
 use kvrs_runtime::{Api, ApiError, Launcher, Node, execute_handler};
 use tracing::{debug, info, warn};
 
+use crate::config::NodeConfig;
 use crate::domains::DomainCache;
 use crate::launchers::Launchers;
 use crate::{lock, options, podcache};
@@ -42,12 +44,11 @@ pub struct Handler {
     pub queue: AsyncQueue<String>,
     /// The API.
     pub api: KubeApi,
-    /// Cluster settings.
-    pub config: HandlerConfig,
+    /// Cluster settings, from the KubeVirt CR and the flags (one snapshot per sync; its
+    /// `useEmulation` allows software emulation: no `/dev/kvm` needed, vhost-net optional).
+    pub config: LiveConfig<NodeConfig>,
     /// Own private state (pod interface caches).
     pub private_dir: PathBuf,
-    /// Software emulation is allowed (no `/dev/kvm` needed, vhost-net optional).
-    pub allow_emulation: bool,
     /// Own status writes not yet seen back: key -> (resourceVersion decided from, since when).
     pub own_writes: Mutex<HashMap<String, (String, Instant)>>,
     /// IO-error retry backoff per VMI UID (the decision's [`kvrs_decide::handler::retry`]).
@@ -179,7 +180,8 @@ impl Handler {
         facts.expectations_satisfied = Some(self.expectations_satisfied(key, vmi.as_ref()));
         facts.io_error_retry = lock(&self.io_error_retries).get(&uid).copied();
 
-        let config = &self.config;
+        let settings = self.config.current();
+        let config = &settings.decide;
         let node = self.node.as_str();
         let decide_now = |facts: &NodeFacts| {
             decide(&HandlerWorld {
@@ -201,9 +203,10 @@ impl Handler {
             uid: &uid,
             launcher: reached
                 .client
-                .map(|c| IpcLauncher::new(c, options::sync_options(&sent_vmi))),
+                .map(|c| IpcLauncher::new(c, options::sync_options(&sent_vmi, &settings))),
             pod: reached.pid.map(kvrs_node::PodRef::of_pid),
             guest_info_fetched,
+            allow_emulation: settings.cluster.use_emulation,
         };
         let out = execute_handler(decide_now, &mut facts, Some(&sent_vmi), &mut fx).await;
         if out.status_written
@@ -248,6 +251,8 @@ struct Fx<'a> {
     pod: Option<kvrs_node::PodRef>,
     /// `GetGuestInfo` already answered for this sync (its answer is in the facts).
     guest_info_fetched: bool,
+    /// The sync's snapshot of `useEmulation`.
+    allow_emulation: bool,
 }
 
 impl Api for Fx<'_> {
@@ -315,7 +320,7 @@ impl Node for Fx<'_> {
             }
             NodeStep::ClaimDevices { paths } => {
                 let (pod, vmi) = self.pod_and_vmi(vmi, step)?;
-                let paths = devices_to_claim(paths, vmi, &pod, h.allow_emulation);
+                let paths = devices_to_claim(paths, vmi, &pod, self.allow_emulation);
                 kvrs_node::claim_devices(&pod, &paths).map_err(|e| e.to_string())
             }
             NodeStep::SetupNetworks { .. } => {
@@ -371,6 +376,11 @@ impl Fx<'_> {
 /// The device nodes KubeVirt's handler actually claims among those the decision lists: with
 /// software emulation allowed a missing `/dev/kvm` is fine and vhost-net is not required; the
 /// tun device only for interfaces attached through a tap (masquerade, bridge).
+///
+/// vhost-net is claimed only when the pod got it: virt-controller leaves the request out on a
+/// cluster whose nodes have no `/dev/vhost-net` (`kvrs_pod::vhost_net_available`), and libvirt
+/// then runs the interface on QEMU's userland virtio-net — requiring it here would fail a pod
+/// that was rendered without it. A pod that requested it has it (the device plugin's Allocate).
 fn devices_to_claim(
     paths: &[String],
     vmi: &VirtualMachineInstance,
@@ -389,7 +399,9 @@ fn devices_to_claim(
         .iter()
         .filter(|p| match p.as_str() {
             "/dev/kvm" => !allow_emulation || pod.root.join("dev/kvm").exists(),
-            "/dev/vhost-net" => !allow_emulation,
+            "/dev/vhost-net" => {
+                !allow_emulation && pod.root.join("dev/vhost-net").symlink_metadata().is_ok()
+            }
             "/dev/net/tun" => taps,
             _ => true,
         })

@@ -12,7 +12,25 @@
 //! what it models but cannot honour yet: an arm64 or s390x machine type other than KubeVirt's, or
 //! turning off a beta gate that VMI validation consults. Network binding plugins are kept by name
 //! ([`KubevirtCr::network_bindings`]) so callers can tell "not configured" from "configured, but
-//! not supported by kvrs".
+//! not supported by kvrs". What only the daemons read (pull policy, VM options, eviction strategy)
+//! is [`DaemonSettings`].
+//!
+//! Read (and applied live by virt-controller and virt-handler): `developerConfiguration`
+//! (`featureGates`, `disabledFeatureGates`, `useEmulation`, `cpuAllocationRatio`,
+//! `memoryOvercommit`; `pvcTolerateLessSpaceUpToPercent` checked only), `cpuRequest`,
+//! `architectureConfiguration` (default architecture, machine types, `emulatedMachines`), the
+//! legacy `machineType` and `emulatedMachines`, `network.defaultNetworkInterface`,
+//! `network.binding` (plugins and whether they migrate), `smbios`, `memBalloonStatsPeriod`,
+//! `additionalGuestMemoryOverheadRatio`, `liveUpdateConfiguration.maxHotplugRatio`,
+//! `vmRolloutStrategy`, `imagePullPolicy`, `virtualMachineOptions`, `evictionStrategy`,
+//! `supportedGuestAgentVersions`, and the CR's `kubevirt.io/vga-display-efi-x86` annotation.
+//!
+//! Not read, because no kvrs daemon acts on them yet (accepted untouched): `migrations` (kvrs
+//! runs no migration controller), `permittedHostDevices` and `mediatedDevicesConfiguration`
+//! (virt-handler serves only the kvm, tun and vhost-net device plugins),
+//! `developerConfiguration.logVerbosity`, `developerConfiguration.nodeSelectors`,
+//! `seccompConfiguration`, `ksmConfiguration`, `tlsConfiguration`, `handlerConfiguration`,
+//! `controllerConfiguration` (rate limits), and every other field.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +40,10 @@ use crate::config::ClusterConfig;
 use crate::feature_gates::{GateState, UnknownFeatureGate, gate_state};
 use crate::quantity::Quantity;
 use crate::validate::DEFAULT_ON_FEATURE_GATES;
+
+mod daemon;
+
+pub use daemon::{DaemonSettings, VGA_DISPLAY_FOR_EFI_GUESTS_ANNOTATION};
 
 /// Why a KubeVirt CR gives no cluster configuration. Every message starts with the JSON path.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -92,6 +114,9 @@ pub struct NetworkBindingPlugin {
     pub network_attachment_definition: Option<String>,
     /// How the domain attaches the interface (`tap`, `managedTap`), if set.
     pub domain_attachment_type: Option<String>,
+    /// The plugin says how its interfaces migrate (`migration` is set): a VMI bound by it on
+    /// the pod network is live-migratable.
+    pub migration: bool,
 }
 
 /// What kvrs reads from a KubeVirt CR.
@@ -101,6 +126,8 @@ pub struct KubevirtCr {
     pub config: ClusterConfig,
     /// Network binding plugins by name (`spec.configuration.network.binding`).
     pub network_bindings: BTreeMap<String, NetworkBindingPlugin>,
+    /// What only the daemons read.
+    pub daemon: DaemonSettings,
 }
 
 /// The cluster configuration of a KubeVirt CR (see the module documentation).
@@ -154,9 +181,11 @@ pub fn read_kubevirt_cr(doc: &Value) -> Result<KubevirtCr, KubevirtCrError> {
             return Err(rollout.invalid(format!("{other:?} is not LiveUpdate or Stage")));
         }
     }
+    let daemon = daemon::read(&root, &conf)?;
     Ok(KubevirtCr {
         config,
         network_bindings,
+        daemon,
     })
 }
 
@@ -356,6 +385,11 @@ fn read_bindings(
                 sidecar_image: text("sidecarImage")?,
                 network_attachment_definition: text("networkAttachmentDefinition")?,
                 domain_attachment_type: text("domainAttachmentType")?,
+                migration: match plugin.get("migration")?.value {
+                    None => false,
+                    Some(Value::Object(_)) => true,
+                    Some(_) => return Err(plugin.get("migration")?.wrong("an object")),
+                },
             },
         );
     }
@@ -601,7 +635,7 @@ mod tests {
     #[test]
     fn network_binding_plugins_are_kept_by_name() {
         let doc = cr(json!({"network": {"binding": {
-            "passt": {"sidecarImage": "quay.io/kubevirt/network-passt-binding:v1.9.0", "networkAttachmentDefinition": "default/netbindingpasst"},
+            "passt": {"sidecarImage": "quay.io/kubevirt/network-passt-binding:v1.9.0", "networkAttachmentDefinition": "default/netbindingpasst", "migration": {"method": "link-refresh"}},
             "managedtap": {"domainAttachmentType": "managedTap"},
         }}}));
         let read = read_kubevirt_cr(&doc).unwrap();
@@ -615,6 +649,8 @@ mod tests {
                 .as_deref(),
             Some("managedTap")
         );
+        assert!(read.network_bindings["passt"].migration);
+        assert!(!read.network_bindings["managedtap"].migration);
         assert_eq!(read.config, ClusterConfig::default());
     }
 

@@ -13,6 +13,7 @@ pub mod config;
 pub mod defaults;
 pub mod feature_gates;
 pub mod kubevirt_cr;
+pub mod live_config;
 pub mod template;
 pub mod validate;
 

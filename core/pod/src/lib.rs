@@ -87,6 +87,12 @@ pub struct PodInputs {
     /// Name of the backend-storage PVC (persistent TPM / EFI state); `None` means KubeVirt's
     /// conventional `persistent-state-for-<vmi>`.
     pub backend_storage_pvc: Option<String>,
+    /// Whether the cluster's nodes offer `/dev/vhost-net` (see [`vhost_net_available`]). `true`
+    /// is KubeVirt's assumption: a non-emulated VMI with a virtio interface requests
+    /// `devices.kubevirt.io/vhost-net`. `false` leaves the request out, and libvirt runs the
+    /// interface on QEMU's userland virtio-net, as KubeVirt's renderer notes libvirt does when
+    /// the device is unavailable — so a KVM node without the `vhost_net` module still runs VMs.
+    pub vhost_net_available: bool,
 }
 
 impl Default for PodInputs {
@@ -108,8 +114,40 @@ impl Default for PodInputs {
             serial_console_log_disabled: false,
             image_pull_policy: "IfNotPresent".into(),
             backend_storage_pvc: None,
+            vhost_net_available: true,
         }
     }
+}
+
+/// The device-plugin resource of `/dev/vhost-net`.
+pub const VHOST_NET_RESOURCE: &str = "devices.kubevirt.io/vhost-net";
+
+/// Whether launcher pods should request vhost-net, from the nodes' allocatable resources (one
+/// map per node, `None` for a node that reports none).
+///
+/// virt-handler's device plugins advertise a device only where it exists. When some node
+/// advertises vhost-net, pods request it (KubeVirt's behaviour: they run where it is). When
+/// nodes advertise KubeVirt's other devices (`devices.kubevirt.io/kvm` or `tun`: their device
+/// plugins run) but none advertises vhost-net, no node has it and a request could never be met:
+/// pods go without. With no such facts (no node, or no device plugin registered yet) the answer
+/// is KubeVirt's default, `true`.
+pub fn vhost_net_available<'a, Q: 'a>(
+    nodes: impl IntoIterator<Item = Option<&'a BTreeMap<String, Q>>>,
+    is_positive: impl Fn(&Q) -> bool,
+) -> bool {
+    let mut plugins_seen = false;
+    for allocatable in nodes.into_iter().flatten() {
+        if allocatable
+            .get(VHOST_NET_RESOURCE)
+            .is_some_and(&is_positive)
+        {
+            return true;
+        }
+        plugins_seen |= ["devices.kubevirt.io/kvm", "devices.kubevirt.io/tun"]
+            .iter()
+            .any(|r| allocatable.get(*r).is_some_and(&is_positive));
+    }
+    !plugins_seen
 }
 
 /// KubeVirt's default firmware directory per guest architecture.
@@ -253,7 +291,10 @@ pub fn render_launcher_pod(
         }
     }
 
-    let report = ResourceReport::with_auto_limits(vmi, config, &inputs.auto_limits)?;
+    let mut report = ResourceReport::with_auto_limits(vmi, config, &inputs.auto_limits)?;
+    if !inputs.vhost_net_available {
+        report.compute.limits.remove(VHOST_NET_RESOURCE);
+    }
     let hooks = sidecars::hook_sidecars(vmi)?;
     let verbosity = compute::launcher_verbosity(vmi, inputs)?;
 

@@ -146,6 +146,58 @@ fn device_plugins_follow_interfaces_and_emulation() {
 }
 
 #[test]
+fn without_vhost_net_on_the_nodes_the_pod_does_not_request_it() {
+    let inputs = PodInputs {
+        vhost_net_available: false,
+        ..PodInputs::default()
+    };
+    let pod = render_with(vmi(), &ClusterConfig::default(), &inputs);
+    let limits = &compute(&pod)["resources"]["limits"];
+    assert_eq!(limits["devices.kubevirt.io/kvm"], "1");
+    assert_eq!(limits["devices.kubevirt.io/tun"], "1");
+    assert!(
+        limits.get("devices.kubevirt.io/vhost-net").is_none(),
+        "{limits}"
+    );
+}
+
+#[test]
+fn vhost_net_is_available_unless_device_plugins_run_without_it() {
+    use std::collections::BTreeMap;
+    let node = |pairs: &[(&str, i32)]| -> BTreeMap<String, i32> {
+        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    };
+    let positive = |q: &i32| *q > 0;
+    let with = node(&[
+        ("devices.kubevirt.io/kvm", 1000),
+        ("devices.kubevirt.io/vhost-net", 1000),
+    ]);
+    let without = node(&[
+        ("devices.kubevirt.io/kvm", 1000),
+        ("devices.kubevirt.io/tun", 1000),
+    ]);
+    let zero = node(&[
+        ("devices.kubevirt.io/tun", 1000),
+        ("devices.kubevirt.io/vhost-net", 0),
+    ]);
+    let plain = node(&[("cpu", 2)]);
+    // Unknown: KubeVirt's default.
+    assert!(crate::vhost_net_available([], positive));
+    assert!(crate::vhost_net_available([None, Some(&plain)], positive));
+    // Some node has it: pods request it (and run there).
+    assert!(crate::vhost_net_available(
+        [Some(&without), Some(&with)],
+        positive
+    ));
+    // Device plugins run, none offers it.
+    assert!(!crate::vhost_net_available([Some(&without)], positive));
+    assert!(!crate::vhost_net_available(
+        [Some(&zero), Some(&plain)],
+        positive
+    ));
+}
+
+#[test]
 fn dedicated_cpus_make_the_pod_guaranteed() {
     let mut v = vmi();
     v["spec"]["domain"]["cpu"] = json!({"cores": 2, "dedicatedCpuPlacement": true});

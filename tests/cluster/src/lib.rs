@@ -53,16 +53,25 @@ use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+mod node;
+pub use node::{
+    KUBELET_ROOT, NODE_BRIDGE, NODE_DIR, NODE_IP, NODE_NAME, NodeComponent, PAUSE_IMAGE,
+    POD_SUBNET, RealNode, locate_node_binaries, node_leftovers, oci_archive,
+};
+
 /// The Kubernetes release the binaries are built from (`tests/kube/go.mod`).
 pub const KUBERNETES_VERSION: &str = "v1.36.3";
 
-/// The names of the binaries a bin directory must hold.
-pub const BINARIES: [&str; 5] = [
+/// The names of the binaries a bin directory must hold (the node's `kubelet` and `kube-proxy`
+/// are built with the control plane, from the same module set).
+pub const BINARIES: [&str; 7] = [
     "etcd",
     "kube-apiserver",
     "kube-controller-manager",
     "kube-scheduler",
     "kubectl",
+    "kubelet",
+    "kube-proxy",
 ];
 
 /// The Service CIDR given to kube-apiserver (addresses are only allocated, never reached).
@@ -180,6 +189,10 @@ pub enum ClusterError {
     /// etcd's HTTP gateway answered unexpectedly.
     #[error("etcd: {0}")]
     Etcd(String),
+    /// The real node (containerd, kubelet, kube-proxy) could not be started, operated or torn
+    /// down; the text says which step and carries the end of the relevant log.
+    #[error("real node: {0}")]
+    Node(String),
 }
 
 impl fmt::Debug for ClusterError {
@@ -253,6 +266,9 @@ pub struct TestCluster {
     scheduler: Option<Proc>,
     kubeconfig_counter: AtomicU64,
     started_in: Duration,
+    /// Set by [`start_for_node`](Self::start_for_node): the machine-wide node lock and the
+    /// bridge the API server listens on.
+    node_network: Option<node::NodeNetwork>,
 }
 
 impl TestCluster {
@@ -262,6 +278,32 @@ impl TestCluster {
     /// Fails if the binaries are missing or cannot be built, or a component does not become
     /// ready in time (the error carries the end of its log).
     pub fn start(options: Options) -> Result<TestCluster, ClusterError> {
+        Self::start_inner(options, None)
+    }
+
+    /// Like [`start`](Self::start), for a cluster a [`RealNode`] joins: first takes the
+    /// machine-wide node lock (waiting while another such cluster runs), creates the bridge
+    /// [`NODE_BRIDGE`] with the host address [`NODE_IP`] (`/24` of [`POD_SUBNET`]), and runs
+    /// kube-apiserver on that address instead of 127.0.0.1, so pods reach it: its
+    /// [`server_url`](Self::server_url) is `https://10.252.0.1:PORT`, it advertises that address
+    /// (the `kubernetes` Service's EndpointSlice points there, which kube-proxy then routes the
+    /// Service's ClusterIP to), and it authenticates to the kubelet with a client certificate
+    /// of group `system:masters` (for `kubectl logs` and `exec`). Nothing listens outside this
+    /// machine. Dropping the cluster removes the bridge and releases the lock.
+    pub fn start_for_node(options: Options) -> Result<TestCluster, ClusterError> {
+        let network = node::NodeNetwork::create()?;
+        Self::start_inner(options, Some(network))
+    }
+
+    /// Whether the cluster was started with [`start_for_node`](Self::start_for_node).
+    pub fn is_for_node(&self) -> bool {
+        self.node_network.is_some()
+    }
+
+    fn start_inner(
+        options: Options,
+        node_network: Option<node::NodeNetwork>,
+    ) -> Result<TestCluster, ClusterError> {
         let begun = Instant::now();
         let bin_dir = locate_binaries()?;
         let dir = tempfile::Builder::new()
@@ -274,7 +316,7 @@ impl TestCluster {
                 .map_err(|e| ClusterError::io(format!("creating {sub}/"), e))?;
         }
 
-        let watchdog = spawn_watchdog(&root)?;
+        let watchdog = spawn_watchdog(&root, node_network.is_some())?;
         let pgid = watchdog.id();
         let mut cluster = TestCluster {
             dir,
@@ -294,6 +336,7 @@ impl TestCluster {
             scheduler: None,
             kubeconfig_counter: AtomicU64::new(0),
             started_in: Duration::ZERO,
+            node_network,
         };
         // From here on, an error drops `cluster`, which kills whatever was started.
         cluster.generate_pki()?;
@@ -649,7 +692,8 @@ impl TestCluster {
              keyUsage=critical,digitalSignature,keyEncipherment\n\
              extendedKeyUsage=serverAuth,clientAuth\n\
              subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,\
-             DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:10.0.0.1\n",
+             DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:10.0.0.1,\
+             IP:10.252.0.1\n",
         )
         .map_err(|e| ClusterError::io("writing server.ext", e))?;
         let p = |n: &str| pki.join(n).display().to_string();
@@ -712,6 +756,45 @@ impl TestCluster {
             &p("sa.key"),
         ])?;
         openssl(&["pkey", "-in", &p("sa.key"), "-pubout", "-out", &p("sa.pub")])?;
+        if self.node_network.is_some() {
+            // The API server's client certificate towards the kubelet (logs, exec, port-forward).
+            fs::write(
+                pki.join("client.ext"),
+                "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
+                 extendedKeyUsage=clientAuth\n",
+            )
+            .map_err(|e| ClusterError::io("writing client.ext", e))?;
+            openssl(&[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                &p("kubelet-client.key"),
+                "-out",
+                &p("kubelet-client.csr"),
+                "-subj",
+                "/O=system:masters/CN=kvrs-apiserver-kubelet-client",
+            ])?;
+            openssl(&[
+                "x509",
+                "-req",
+                "-in",
+                &p("kubelet-client.csr"),
+                "-CA",
+                &p("ca.crt"),
+                "-CAkey",
+                &p("ca.key"),
+                "-set_serial",
+                "3",
+                "-days",
+                "3650",
+                "-extfile",
+                &p("client.ext"),
+                "-out",
+                &p("kubelet-client.crt"),
+            ])?;
+        }
         self.ca_cert_pem = fs::read_to_string(pki.join("ca.crt"))
             .map_err(|e| ClusterError::io("reading ca.crt", e))?;
         fs::write(
@@ -756,7 +839,12 @@ impl TestCluster {
 
     fn prepare_apiserver(&mut self) -> Result<(), ClusterError> {
         let port = free_port()?;
-        self.server_url = format!("https://127.0.0.1:{port}");
+        let address = if self.node_network.is_some() {
+            NODE_IP
+        } else {
+            Ipv4Addr::LOCALHOST
+        };
+        self.server_url = format!("https://{address}:{port}");
         write_kubeconfig(
             &self.admin_kubeconfig,
             &self.server_url,
@@ -767,10 +855,8 @@ impl TestCluster {
         let p = |n: &str| self.pki(n).display().to_string();
         let mut args = vec![
             format!("--etcd-servers={}", self.etcd_url()),
-            "--bind-address=127.0.0.1".to_owned(),
-            "--advertise-address=127.0.0.1".to_owned(),
-            // Endpoints may not hold a loopback address: leave the `kubernetes` Service without.
-            "--endpoint-reconciler-type=none".to_owned(),
+            format!("--bind-address={address}"),
+            format!("--advertise-address={address}"),
             format!("--secure-port={port}"),
             format!("--cert-dir={}", p("")),
             format!("--tls-cert-file={}", p("server.crt")),
@@ -795,6 +881,18 @@ impl TestCluster {
             "--shutdown-watch-termination-grace-period=2s".to_owned(),
             "--v=1".to_owned(),
         ];
+        if self.node_network.is_some() {
+            // The `kubernetes` Service's endpoint is this address (lease reconciler, the default).
+            args.push(format!(
+                "--kubelet-client-certificate={}",
+                p("kubelet-client.crt")
+            ));
+            args.push(format!("--kubelet-client-key={}", p("kubelet-client.key")));
+            args.push("--kubelet-preferred-address-types=InternalIP".to_owned());
+        } else {
+            // Endpoints may not hold a loopback address: leave the `kubernetes` Service without.
+            args.push("--endpoint-reconciler-type=none".to_owned());
+        }
         if !self.options.controller_manager {
             args.push("--disable-admission-plugins=ServiceAccount".to_owned());
         }
@@ -824,6 +922,11 @@ impl TestCluster {
             format!("--cluster-signing-key-file={}", p("ca.key")),
             "--use-service-account-credentials=false".to_owned(),
             format!("--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}"),
+            // Else it creates /usr/libexec/kubernetes/kubelet-plugins/volume/exec on the host.
+            format!(
+                "--flex-volume-plugin-dir={}",
+                self.root().join("controller-manager/flexvolume").display()
+            ),
             "--v=1".to_owned(),
         ];
         self.controller_manager = Some(self.spawn(Component::ControllerManager, &args)?);
@@ -996,6 +1099,8 @@ impl Drop for TestCluster {
             let _ = watchdog.kill();
             let _ = watchdog.wait();
         }
+        // The bridge goes and the machine-wide node lock is released.
+        self.node_network.take();
         if std::env::var_os("KVRS_KEEP_CLUSTER_DIR").is_some_and(|v| !v.is_empty()) {
             self.dir.disable_cleanup(true);
             eprintln!("kvrs-test-cluster: kept {}", self.dir.path().display());
@@ -1018,7 +1123,7 @@ pub fn locate_binaries() -> Result<PathBuf, ClusterError> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let dir = run_components_script()?;
+            let dir = run_components_script("kube-components.sh")?;
             check_bin_dir(&dir)?;
             Ok(dir)
         })
@@ -1034,14 +1139,11 @@ pub fn workspace_root() -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
-fn run_components_script() -> Result<PathBuf, String> {
-    let root = workspace_root().ok_or_else(|| {
-        format!(
-            "no scripts/kube-components.sh above {}",
-            env!("CARGO_MANIFEST_DIR")
-        )
-    })?;
-    let script = root.join("scripts/kube-components.sh");
+/// Runs `scripts/NAME` (a build script whose last stdout line is its bin directory).
+fn run_components_script(name: &str) -> Result<PathBuf, String> {
+    let root = workspace_root()
+        .ok_or_else(|| format!("no scripts/{name} above {}", env!("CARGO_MANIFEST_DIR")))?;
+    let script = root.join("scripts").join(name);
     // Progress goes to stderr, shown as it happens; the bin dir is stdout's last line.
     let out = Command::new("bash")
         .arg(&script)
@@ -1082,11 +1184,20 @@ fn check_bin_dir(dir: &Path) -> Result<(), String> {
 // --- processes -----------------------------------------------------------------------------
 
 /// A shell that leads the cluster's process group and kills the group once the test process
-/// is gone. Its command line names the cluster directory, so `pgrep -f DIR` finds it too.
-fn spawn_watchdog(dir: &Path) -> Result<Child, ClusterError> {
+/// is gone (for a node cluster, after deleting the bridge). Its command line names the cluster
+/// directory, so `pgrep -f DIR` finds it too.
+fn spawn_watchdog(dir: &Path, node_network: bool) -> Result<Child, ClusterError> {
+    let script = if node_network {
+        format!(
+            "while kill -0 \"$1\" 2>/dev/null; do sleep 1; done; \
+             ip link del {NODE_BRIDGE} 2>/dev/null; kill -s KILL 0"
+        )
+    } else {
+        "while kill -0 \"$1\" 2>/dev/null; do sleep 1; done; kill -s KILL 0".to_owned()
+    };
     Command::new("sh")
         .arg("-c")
-        .arg("while kill -0 \"$1\" 2>/dev/null; do sleep 1; done; kill -s KILL 0")
+        .arg(script)
         .arg("kvrs-cluster-watchdog")
         .arg(std::process::id().to_string())
         .arg(dir)

@@ -262,6 +262,9 @@ impl Stack {
                 &format!("127.0.0.1:{}", free_loopback_port()),
             ])
             .arg("--allow-emulation")
+            // `kvrs kubelet` invents KubeVirt's device resources: no device plugins here (and
+            // none registering with a real kubelet another test may run on this machine).
+            .arg("--device-plugins=false")
             // `KVRS_E2E_HANDLER_LOG=debug` to read every sync when chasing a race.
             .env(
                 "RUST_LOG",

@@ -40,9 +40,10 @@ pub fn resource_of(plural: &str) -> Option<(&'static str, &'static str, &'static
 /// The `apiVersion` of a kind kvrs writes events about.
 fn api_version_of(kind: &str) -> &'static str {
     match kind {
-        "VirtualMachine" | "VirtualMachineInstance" | "VirtualMachineInstanceMigration" => {
-            "kubevirt.io/v1"
-        }
+        "VirtualMachine"
+        | "VirtualMachineInstance"
+        | "VirtualMachineInstanceMigration"
+        | "KubeVirt" => "kubevirt.io/v1",
         _ => "v1",
     }
 }

@@ -1,5 +1,6 @@
-//! What every kvrs daemon does first: log to stderr with `RUST_LOG`, and build a client from a
-//! kubeconfig, or from the in-cluster service account / `$KUBECONFIG` / `~/.kube/config`.
+//! What every kvrs daemon does first: log to stderr (text or JSON lines) filtered by `RUST_LOG`,
+//! and build a client from a kubeconfig, or from the in-cluster service account /
+//! `$KUBECONFIG` / `~/.kube/config`.
 
 use std::path::Path;
 
@@ -54,22 +55,71 @@ pub async fn connect(kubeconfig: Option<&Path>) -> Result<kube::Client, ConnectE
     kube::Client::try_from(config).map_err(|e| ConnectError::Client(e.to_string()))
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
-pub fn init_logging() {
-    init_logging_with_default("info");
+/// How a daemon writes its log lines to stderr (`--log-format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines; coloured only when stderr is a terminal.
+    #[default]
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `target`, `message` and the event's
+    /// fields at the top level, plus the spans it is in), for log collectors.
+    Json,
 }
 
-/// Logs to stderr, filtered by `RUST_LOG`, or by `default` when it is unset (`kvrs run` prints
-/// its own progress and keeps the components' logs to warnings).
+/// A `--log-format` value that is neither `text` nor `json`.
+#[derive(Debug, thiserror::Error)]
+#[error("log format {0:?}: expected text or json")]
+pub struct UnknownLogFormat(String);
+
+impl std::str::FromStr for LogFormat {
+    type Err = UnknownLogFormat;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "text" => Ok(Self::Text),
+            "json" => Ok(Self::Json),
+            other => Err(UnknownLogFormat(other.to_string())),
+        }
+    }
+}
+
+impl std::fmt::Display for LogFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Text => "text",
+            Self::Json => "json",
+        })
+    }
+}
+
+/// Logs to stderr as text, filtered by `RUST_LOG` (default `info`).
+pub fn init_logging() {
+    init_logging_as(LogFormat::Text, "info");
+}
+
+/// Logs to stderr as text, filtered by `RUST_LOG`, or by `default` when it is unset (`kvrs run`
+/// prints its own progress and keeps the components' logs to warnings).
 pub fn init_logging_with_default(default: &str) {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
-        )
-        .with_target(false)
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging_as(LogFormat::Text, default);
+}
+
+/// The one logging set-up of every kvrs daemon: stderr in `format`, filtered by `RUST_LOG` or
+/// `default`. Text carries ANSI colours only when stderr is a terminal, so a pod log or a pipe
+/// gets plain lines.
+pub fn init_logging_as(format: LogFormat, default: &str) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder
+            .with_target(false)
+            .with_ansi(std::io::stderr().is_terminal())
+            .init(),
+        LogFormat::Json => builder.json().flatten_event(true).with_target(true).init(),
+    }
 }
 
 /// Resolves on the first SIGTERM or Ctrl-C: what stops a daemon. If the SIGTERM handler cannot

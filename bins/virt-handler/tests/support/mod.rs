@@ -250,6 +250,8 @@ impl NodeDirs {
             .arg(self.root.join("private"))
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
             .arg("--allow-emulation")
+            // No kubelet here: nothing registers with a real one that may run on this machine.
+            .arg("--device-plugins=false")
             .args(extra)
             .env("RUST_LOG", "info,kvrs_virt_handler=debug")
             .stdout(Stdio::null())

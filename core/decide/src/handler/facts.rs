@@ -35,6 +35,9 @@ pub struct NodeFacts {
     pub hotplug_mount_error: Option<String>,
     /// Error from setting up the pod network for the guest.
     pub network_setup_error: Option<String>,
+    /// Error from handing the pod's device nodes (`/dev/kvm`, `/dev/net/tun`, ...) to QEMU's user
+    /// (KubeVirt's `setupDevicesOwnerships`), e.g. a device the pod should have but has not.
+    pub claim_devices_error: Option<String>,
     /// The pod interface cache written during network setup, by interface name.
     pub pod_interface_cache: BTreeMap<String, PodInterface>,
     /// The VMI is only in the cluster-wide informer (the node-local one lags behind).
@@ -121,6 +124,7 @@ impl NodeFacts {
             Action::Node(NodeStep::MountContainerDisks) => &mut self.mount_and_verify_error,
             Action::Node(NodeStep::MountHotplugVolumes) => &mut self.hotplug_mount_error,
             Action::Node(NodeStep::SetupNetworks { .. }) => &mut self.network_setup_error,
+            Action::Node(NodeStep::ClaimDevices { .. }) => &mut self.claim_devices_error,
             _ => return false,
         };
         *slot = Some(error.to_string());

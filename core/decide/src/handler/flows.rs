@@ -260,6 +260,9 @@ fn prepare_start(
     cx.step(NodeStep::ClaimDevices {
         paths: device_paths(vmi),
     });
+    if let Some(e) = &f.claim_devices_error {
+        return Err(e.clone());
+    }
     Ok(true)
 }
 

@@ -351,3 +351,66 @@ fn a_scheduled_vmi_waiting_for_its_launcher_is_looked_at_again() {
         Some("Failed")
     );
 }
+
+/// A start whose device claim fails (a device the pod should have but has not): the failure of
+/// that attempt is a fact, and the decision on it writes `Synchronized=False` with the error
+/// and a `SyncFailed` warning at once — after the first failure, as KubeVirt's handler does for
+/// any sync error — and retries with backoff, instead of failing the sync invisibly.
+#[test]
+fn a_failed_device_claim_shows_as_a_condition_and_an_event_after_the_first_attempt() {
+    let v = vmi("Scheduled");
+    let first = run(Some(&v), None, &NodeFacts::default());
+    let claim = first
+        .plan
+        .actions
+        .iter()
+        .position(|a| matches!(a, crate::Action::Node(NodeStep::ClaimDevices { .. })))
+        .expect("the start claims the pod's devices");
+    assert!(
+        first.plan.actions[claim + 1..]
+            .iter()
+            .any(|a| matches!(a, crate::Action::Launcher(LauncherCall::SyncVirtualMachine))),
+        "the domain is synced after the claim"
+    );
+
+    let error = "device dev/vhost-net: does not exist";
+    let mut facts = NodeFacts::default();
+    assert!(facts.record_failure(&first.plan.actions[claim], error));
+    let plan = run(Some(&v), None, &facts);
+    assert_eq!(
+        plan.plan.actions[..=claim],
+        first.plan.actions[..=claim],
+        "the steps before the failure are the same (the shell does not repeat them)"
+    );
+    assert!(
+        !plan
+            .plan
+            .actions
+            .iter()
+            .any(|a| matches!(a, crate::Action::Launcher(LauncherCall::SyncVirtualMachine))),
+        "no domain without its devices"
+    );
+    let synced = condition(&plan, "Synchronized").expect("Synchronized condition");
+    assert_eq!(synced.status, "False");
+    assert_eq!(
+        synced.reason.as_deref(),
+        Some("Synchronizing with the Domain failed.")
+    );
+    assert_eq!(synced.message.as_deref(), Some(error));
+    assert!(
+        plan.plan
+            .writes()
+            .any(|w| w.resource == "virtualmachineinstances"),
+        "the condition is written"
+    );
+    let warnings: Vec<_> = plan
+        .plan
+        .events
+        .iter()
+        .filter(|e| e.reason == "SyncFailed")
+        .collect();
+    assert_eq!(warnings.len(), 1, "{:?}", plan.plan.events);
+    assert_eq!(warnings[0].message, error);
+    assert_eq!(plan.plan.error_message(), Some(error));
+    assert_eq!(plan.plan.queue.ops(), [QueueOp::AddRateLimited]);
+}

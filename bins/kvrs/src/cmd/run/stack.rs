@@ -109,16 +109,43 @@ fn launcher_binaries() -> Result<(PathBuf, PathBuf), CliError> {
     Ok((dir.join("virt-launcher-monitor"), dir.join("virt-launcher")))
 }
 
-/// Whether QEMU running as UID 107 can use hardware virtualisation. Without it, the cluster is
-/// configured as KubeVirt's `useEmulation` (TCG).
-fn kvm_usable() -> bool {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    std::fs::metadata("/dev/kvm").is_ok_and(|m| {
-        let mode = m.permissions().mode();
-        mode & 0o006 == 0o006
-            || (m.gid() == 107 && mode & 0o060 == 0o060)
-            || (m.uid() == 107 && mode & 0o600 == 0o600)
-    })
+/// What this machine offers the guest: hardware virtualisation (or why not), and the in-kernel
+/// virtio-net backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Accelerators {
+    /// `Ok` when `/dev/kvm` opens and creates a VM; else the reason, and the guest runs under
+    /// TCG (KubeVirt's `useEmulation`).
+    pub kvm: Result<(), String>,
+    /// `/dev/vhost-net` exists (the `vhost_net` module).
+    pub vhost_net: bool,
+}
+
+impl Accelerators {
+    /// This machine's. KVM is judged by using it, not by the host node's mode bits: the launcher
+    /// pod gets its own device node, which virt-handler hands to QEMU's user.
+    pub fn of_this_machine() -> Self {
+        use kvrs_node::host_devices::{VHOST_NET_DEVICE, device_present, kvm_check};
+        Self {
+            kvm: kvm_check().map_err(|e| e.to_string()),
+            vhost_net: device_present(VHOST_NET_DEVICE),
+        }
+    }
+
+    /// The line `kvrs run` prints: which accelerator the guest gets, and its network backend.
+    pub fn describe(&self) -> String {
+        let cpu = match &self.kvm {
+            Ok(()) => "the guest runs under KVM".to_string(),
+            Err(why) => format!(
+                "no usable KVM ({why}): the guest runs under QEMU's TCG emulation (KubeVirt's useEmulation)"
+            ),
+        };
+        let net = if self.vhost_net {
+            "its virtio-net on vhost-net"
+        } else {
+            "its virtio-net in QEMU's userland (no /dev/vhost-net)"
+        };
+        format!("{cpu}, {net}")
+    }
 }
 
 /// The directories under `--state-dir`.
@@ -222,12 +249,9 @@ impl Stack {
             std::fs::create_dir_all(d)
                 .map_err(|e| CliError::Failed(format!("creating {}: {e}", d.display())))?;
         }
-        let emulation = !kvm_usable();
-        if emulation {
-            println!(
-                "no /dev/kvm usable by the launcher: the guest runs under QEMU's TCG emulation (KubeVirt's useEmulation)"
-            );
-        }
+        let accelerators = Accelerators::of_this_machine();
+        println!("{}", accelerators.describe());
+        let emulation = accelerators.kvm.is_err();
         let config = ClusterConfig {
             use_emulation: emulation,
             ..config
@@ -288,6 +312,8 @@ impl Stack {
             &private,
             "--metrics-addr",
             "127.0.0.1:0",
+            // `kvrs kubelet` grants the devices itself: no device-plugin socket on this host.
+            "--device-plugins=false",
         ];
         if emulation {
             handler_argv.push("--allow-emulation");
