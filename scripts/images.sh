@@ -133,7 +133,7 @@ tree_digest() {
   done | sha256sum | cut -d' ' -f1
 }
 
-# distroless_base ROOT USER_LINE...: the merged-/usr skeleton, /etc files and /tmp of a distroless image.
+# distroless_base ROOT: the merged-/usr skeleton, /etc files and /tmp of a distroless image.
 distroless_base() {
   local root=$1
   rm -rf "$root"

@@ -567,7 +567,11 @@ fn controller_deployment_is_locked_down() {
     let containers = pod["containers"].as_array().unwrap();
     assert_eq!(containers.len(), 1);
     let c = &containers[0];
-    assert_eq!(c["image"], "kvrs/virt-controller:latest");
+    assert_eq!(
+        c["image"],
+        format!("kvrs/virt-controller:v{}", env!("CARGO_PKG_VERSION")),
+        "the image scripts/images.sh builds for this version"
+    );
     assert_eq!(c["command"], json!(["virt-controller"]));
     assert_eq!(
         c["args"],
@@ -611,6 +615,11 @@ fn handler_daemonset_has_kubevirts_shape() {
         "not on the host network"
     );
     let c = &pod["containers"][0];
+    assert_eq!(
+        c["image"],
+        format!("kvrs/virt-handler:v{}", env!("CARGO_PKG_VERSION")),
+        "the image scripts/images.sh builds for this version"
+    );
     assert_eq!(c["command"], json!(["virt-handler"]));
     assert_eq!(
         c["args"],

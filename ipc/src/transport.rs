@@ -1,7 +1,7 @@
 //! gRPC over Unix sockets: dialling a peer by path, and serving a router on a socket that only
 //! appears under its final name once it answers.
 
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -315,36 +315,110 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> IpcError + '_ {
 /// Binds a listener whose socket file already has `mode` (and `owner`) when it appears at
 /// `target`: it is bound inside a fresh 0700 directory, adjusted, then renamed into place, so
 /// there is no moment where a wider-permission socket is reachable.
+///
+/// `target`'s directory may be writable by a less-privileged process (the pod's 0777
+/// `/run/kubevirt`), which could swap a directory for a symlink between two calls: nothing here
+/// goes through a path that process can change after the check. The directory is opened once
+/// (`O_NOFOLLOW`); the private directory is made and opened through that descriptor, and must
+/// be this process's own 0700 directory (not a symlink, not one swapped in); the socket is
+/// bound through `/proc/self/fd/<private>/s` (the descriptor's directory, whatever its name
+/// is now) and changed and renamed through the descriptors (`fchmodat`, `fchownat` with
+/// `AT_SYMLINK_NOFOLLOW`, `renameat`).
 pub(crate) fn bind_private(
     target: &Path,
     mode: u32,
     owner: Option<(u32, u32)>,
 ) -> Result<UnixListener, IpcError> {
+    use nix::fcntl::{AtFlags, OFlag, openat, renameat};
+    use nix::sys::stat::{FchmodatFlags, Mode, SFlag, fchmodat, fstat, mkdirat};
+    use nix::unistd::{Gid, Uid, UnlinkatFlags, fchownat, unlinkat};
+    use std::os::fd::AsRawFd;
+
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = target.parent().unwrap_or(Path::new("."));
+    let Some(name) = target.file_name() else {
+        return Err(io_err(target)(std::io::Error::from(
+            std::io::ErrorKind::InvalidInput,
+        )));
+    };
     std::fs::create_dir_all(dir).map_err(io_err(dir))?;
-    let private = dir.join(format!(
+    let nix_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |e: nix::Error| IpcError::Io {
+            path,
+            source: std::io::Error::from(e),
+        }
+    };
+    let dir_flags = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let dir_fd = nix::fcntl::open(dir, dir_flags, Mode::empty()).map_err(nix_err(dir))?;
+    let private_name = format!(
         ".kvrs-bind-{}-{}",
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&private)
-        .map_err(io_err(&private))?;
-    let bound = private.join("s");
+    );
+    let private = dir.join(&private_name);
+    mkdirat(
+        &dir_fd,
+        private_name.as_str(),
+        Mode::from_bits_truncate(0o700),
+    )
+    .map_err(nix_err(&private))?;
     let result = (|| {
-        let listener = UnixListener::bind(&bound).map_err(io_err(&bound))?;
-        std::fs::set_permissions(&bound, std::fs::Permissions::from_mode(mode))
-            .map_err(io_err(&bound))?;
-        if let Some((uid, gid)) = owner {
-            std::os::unix::fs::chown(&bound, Some(uid), Some(gid)).map_err(io_err(&bound))?;
+        let private_fd = openat(&dir_fd, private_name.as_str(), dir_flags, Mode::empty())
+            .map_err(nix_err(&private))?;
+        // Ours, as made: a directory swapped in by someone else is refused.
+        let st = fstat(&private_fd).map_err(nix_err(&private))?;
+        if st.st_uid != Uid::effective().as_raw() || st.st_mode & 0o077 != 0 {
+            return Err(io_err(&private)(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "the private bind directory was replaced",
+            )));
         }
-        std::fs::rename(&bound, target).map_err(io_err(target))?;
+        // Without /proc the socket is bound by path, and then must be found through the
+        // descriptor: bound anywhere else (a swapped path), it is refused.
+        let through_fd = Path::new("/proc/self/fd").is_dir();
+        let bound = if through_fd {
+            PathBuf::from(format!("/proc/self/fd/{}/s", private_fd.as_raw_fd()))
+        } else {
+            private.join("s")
+        };
+        let listener = UnixListener::bind(&bound).map_err(io_err(&bound))?;
+        if !through_fd {
+            let st = nix::sys::stat::fstatat(&private_fd, "s", AtFlags::AT_SYMLINK_NOFOLLOW)
+                .map_err(nix_err(&bound))?;
+            let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+            if kind != SFlag::S_IFSOCK {
+                return Err(io_err(&bound)(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    "the socket was not bound in the private bind directory",
+                )));
+            }
+        }
+        let done = (|| {
+            fchmodat(
+                &private_fd,
+                "s",
+                Mode::from_bits_truncate(mode),
+                FchmodatFlags::FollowSymlink,
+            )?;
+            if let Some((uid, gid)) = owner {
+                fchownat(
+                    &private_fd,
+                    "s",
+                    Some(Uid::from_raw(uid)),
+                    Some(Gid::from_raw(gid)),
+                    AtFlags::AT_SYMLINK_NOFOLLOW,
+                )?;
+            }
+            renameat(&private_fd, "s", &dir_fd, name)
+        })();
+        if done.is_err() {
+            let _ = unlinkat(&private_fd, "s", UnlinkatFlags::NoRemoveDir);
+        }
+        done.map_err(nix_err(target))?;
         Ok(listener)
     })();
-    let _ = std::fs::remove_file(&bound);
-    let _ = std::fs::remove_dir(&private);
+    let _ = unlinkat(&dir_fd, private_name.as_str(), UnlinkatFlags::RemoveDir);
     result
 }
 
@@ -393,4 +467,76 @@ pub(crate) async fn serve_router(
     handle.socket = socket.to_path_buf();
     tracing::info!(socket = %socket.display(), "serving, marked ready");
     Ok(handle)
+}
+
+#[cfg(test)]
+mod bind_private_tests {
+    use super::*;
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[tokio::test]
+    async fn binds_with_mode_and_owner_and_leaves_no_private_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("sock");
+        let owner = nix::unistd::Uid::effective()
+            .is_root()
+            .then_some((107, 107));
+        let _l = bind_private(&target, 0o600, owner).unwrap();
+        let md = std::fs::symlink_metadata(&target).unwrap();
+        assert!(std::os::unix::fs::FileTypeExt::is_socket(&md.file_type()));
+        assert_eq!(md.mode() & 0o777, 0o600);
+        if let Some((uid, gid)) = owner {
+            assert_eq!((md.uid(), md.gid()), (uid, gid));
+        }
+        assert_eq!(entries(tmp.path()), ["sock"]);
+    }
+
+    /// The socket's directory swapped for a symlink before the call: not followed, nothing
+    /// is made or chowned where it points.
+    #[tokio::test]
+    async fn a_directory_swapped_for_a_symlink_is_not_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let elsewhere = tmp.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("s"), "victim").unwrap();
+        let run = tmp.path().join("run");
+        std::os::unix::fs::symlink(&elsewhere, &run).unwrap();
+        let err = bind_private(&run.join("sock"), 0o666, Some((107, 107)));
+        assert!(err.is_err(), "bound through a symlinked directory");
+        assert_eq!(entries(&elsewhere), ["s"]);
+        let md = std::fs::metadata(elsewhere.join("s")).unwrap();
+        assert_eq!(
+            (md.uid(), md.mode() & 0o777 == 0o666),
+            (nix::unistd::Uid::effective().as_raw(), false)
+        );
+    }
+
+    /// A symlink planted at the socket's name is replaced, never followed: its target keeps
+    /// its owner and mode.
+    #[tokio::test]
+    async fn a_symlink_at_the_socket_name_is_replaced_not_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let victim = tmp.path().join("victim");
+        std::fs::write(&victim, "x").unwrap();
+        std::fs::set_permissions(&victim, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        let target = tmp.path().join("sock");
+        std::os::unix::fs::symlink(&victim, &target).unwrap();
+        let _l = bind_private(&target, 0o666, Some((107, 107))).unwrap_or_else(|e| {
+            // Not root: the chown is refused, but nothing was followed either.
+            assert!(!nix::unistd::Uid::effective().is_root(), "{e}");
+            UnixListener::bind(tmp.path().join("unused")).unwrap()
+        });
+        let md = std::fs::metadata(&victim).unwrap();
+        assert_eq!(md.mode() & 0o777, 0o600);
+        assert_eq!(md.uid(), nix::unistd::Uid::effective().as_raw());
+    }
 }

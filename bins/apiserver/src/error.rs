@@ -13,19 +13,22 @@ pub enum ApiError {
     /// No or a wrong bearer token.
     #[error("Unauthorized")]
     Unauthorized,
-    /// The path names nothing this server serves.
-    #[error("the server could not find the requested resource ({0})")]
+    /// The path names nothing this server serves (the path is logged, not answered: as
+    /// kube-apiserver's message).
+    #[error("the server could not find the requested resource")]
     NoRoute(String),
     /// The verb is not allowed on the path.
-    #[error("the server does not allow this method on the requested resource: {0}")]
+    #[error("the server does not allow this method on the requested resource")]
     MethodNotAllowed(String),
     /// The body or a query parameter is malformed.
     #[error("{0}")]
     BadRequest(String),
+    /// An `Accept` this server cannot answer (the protobuf OpenAPI v2).
+    #[error("the server was unable to respond with a content type that the client supports")]
+    NotAcceptable,
     /// A patch content type this server does not apply.
-    #[error(
-        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json ({0})"
-    )]
+    /// (The accepted types, comma-separated.)
+    #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
     UnsupportedMediaType(String),
 }
 
@@ -39,6 +42,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::BadRequest(_) => "bad_request",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
+            ApiError::NotAcceptable => "not_acceptable",
         }
     }
 
@@ -51,6 +55,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::BadRequest(_) => 400,
             ApiError::UnsupportedMediaType(_) => 415,
+            ApiError::NotAcceptable => 406,
         }
     }
 
@@ -62,6 +67,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            ApiError::NotAcceptable => "NotAcceptable",
         }
     }
 
@@ -81,6 +87,18 @@ impl ApiError {
         {
             let name = name.rsplit('/').next().unwrap_or(name);
             s["details"] = json!({"name": name});
+        }
+        if let ApiError::Store(StoreError::FieldInvalid {
+            kind, name, causes, ..
+        }) = self
+        {
+            // `Pod` or `VirtualMachine.kubevirt.io`: kind, then group.
+            let (kind, group) = kind.split_once('.').unwrap_or((kind, ""));
+            let causes: Vec<Value> = causes
+                .iter()
+                .map(|c| json!({"reason": c.reason(), "message": c.detail(), "field": c.field}))
+                .collect();
+            s["details"] = json!({"name": name, "group": group, "kind": kind, "causes": causes});
         }
         s
     }

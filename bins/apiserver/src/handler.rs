@@ -1,7 +1,6 @@
 //! The verbs: GET (object, list, watch), POST (create, `pods/binding`), PUT, PATCH, DELETE,
 //! each checked for the bearer token and answered with the object or a `Status`.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -15,11 +14,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tracing::{debug, info_span};
 
-use kvrs_store::{
-    CreateOptions, DeleteOptions, Deleted, PatchType, Propagation, Selector, json_of, lookup,
-};
+use kvrs_store::{CreateOptions, DeleteOptions, Deleted, Propagation, Selector, json_of, lookup};
 
 use crate::error::{ApiError, success};
+use crate::query::Query;
 use crate::route::{ObjectPath, Route, route};
 use crate::{State, discovery, now, table};
 
@@ -55,10 +53,8 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body>
     }
 }
 
-fn query(req: &Request<Incoming>) -> HashMap<String, String> {
-    form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
-        .into_owned()
-        .collect()
+fn query(req: &Request<Incoming>) -> Query {
+    Query::parse(req.uri().query().unwrap_or(""))
 }
 
 async fn body_bytes(req: Request<Incoming>) -> Result<Bytes, ApiError> {
@@ -124,6 +120,91 @@ async fn serve(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bod
             .map(|d| json_response(200, &d))
             .ok_or(ApiError::NoRoute(path)),
         Route::Object(op) => object(state, req, op).await,
+        Route::OpenApiV3Root => Ok(bytes_response(crate::openapi::v3_root())),
+        Route::OpenApiV3(gv) => crate::openapi::v3(&gv)
+            .map(bytes_response)
+            .ok_or(ApiError::NoRoute(path)),
+        Route::OpenApiV2 => {
+            // Only JSON: a client asking for the protobuf encoding alone is refused.
+            let accept = req
+                .headers()
+                .get(ACCEPT)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("");
+            if accept.is_empty() || accept.contains("json") || accept.contains("*/*") {
+                Ok(bytes_response(crate::openapi::v2()))
+            } else {
+                Err(ApiError::NotAcceptable)
+            }
+        }
+    }
+}
+
+fn bytes_response(b: Bytes) -> Response<Body> {
+    let mut r = Response::new(Full::new(b).boxed_unsync());
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// `?fieldValidation=Strict` (what kubectl sends to a server whose OpenAPI document says it
+/// validates fields): the fields of `body` its kind's schema does not declare are refused,
+/// with kube-apiserver's message.
+fn strict_fields(rt: &kvrs_store::ResourceType, q: &Query, body: &Value) -> Result<(), ApiError> {
+    let fields = strict_errors(rt, q, body);
+    if fields.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::BadRequest(format!(
+        "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
+        fields,
+        kind = rt.kind,
+        version = rt.version,
+    )))
+}
+
+/// `unknown field "a", unknown field "b"` under `?fieldValidation=Strict`; empty otherwise.
+fn strict_errors(rt: &kvrs_store::ResourceType, q: &Query, body: &Value) -> String {
+    if q.get("fieldValidation") != Some("Strict") {
+        return String::new();
+    }
+    crate::openapi::unknown_fields(&rt.group, &rt.version, &rt.kind, body)
+        .iter()
+        .map(|f| format!("unknown field {f:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// [`strict_fields`] of a merge patch: kube-apiserver answers 422 about the `patch`.
+fn strict_patch(rt: &kvrs_store::ResourceType, q: &Query, patch: &Value) -> Result<(), ApiError> {
+    let fields = strict_errors(rt, q, &set_fields(patch));
+    if fields.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::Store(kvrs_store::StoreError::Invalid {
+        resource: String::new(),
+        name: String::new(),
+        reason: format!(
+            "patch: Invalid value: {}: strict decoding error: {fields}",
+            kvrs_store::names::go_quote(&patch.to_string())
+        ),
+    }))
+}
+
+/// A merge or strategic-merge patch as the fields it sets (deletions and directives dropped),
+/// for [`strict_fields`].
+fn set_fields(patch: &Value) -> Value {
+    match patch {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, v)| !k.starts_with('$') && !v.is_null())
+                .map(|(k, v)| (k.clone(), set_fields(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(set_fields).collect()),
+        other => other.clone(),
     }
 }
 
@@ -172,13 +253,14 @@ async fn object(
             Ok(json_response(200, &v))
         }
         (Method::GET, None, None) => {
+            q.check_list()?;
             let selector = Selector::parse(
                 op.namespace.as_deref(),
-                q.get("labelSelector").map(String::as_str),
-                q.get("fieldSelector").map(String::as_str),
+                q.get("labelSelector"),
+                q.get("fieldSelector"),
             )
             .map_err(store_err)?;
-            if matches!(q.get("watch").map(String::as_str), Some("true" | "1")) {
+            if q.flag("watch")? {
                 return crate::watch::watch(state, rt, selector, &q);
             }
             let list = state.read(|s| s.list(&rt, &selector));
@@ -207,7 +289,15 @@ async fn object(
             ))
         }
         (Method::POST, None, None) => {
+            // A namespaced resource is created through its namespace's path only.
+            if rt.namespaced && op.namespace.is_none() {
+                return Err(not_allowed(&req, &op));
+            }
+            if let Some(ns) = &op.namespace {
+                check_url_namespace(&path_of(&req), ns)?;
+            }
             let body: Value = parse(&body_bytes(req).await?)?;
+            strict_fields(&rt, &q, &body)?;
             if let Some(ns) = &op.namespace {
                 ensure_namespace(&state, ns);
             }
@@ -240,6 +330,7 @@ async fn object(
         }
         (Method::PUT, Some(key), None | Some("status")) => {
             let body: Value = parse(&body_bytes(req).await?)?;
+            strict_fields(&rt, &q, &body)?;
             let obj = state
                 .write(|s| s.update(&rt, &key, sub, body, now()))
                 .map_err(store_err)?;
@@ -252,13 +343,12 @@ async fn object(
                 .and_then(|h| h.to_str().ok())
                 .unwrap_or("")
                 .to_string();
-            let patch_type = match ct.split(';').next().unwrap_or("").trim() {
-                "application/json-patch+json" => PatchType::Json,
-                "application/merge-patch+json" => PatchType::Merge,
-                "application/strategic-merge-patch+json" => PatchType::StrategicMerge,
-                other => return Err(ApiError::UnsupportedMediaType(other.to_string())),
-            };
+            let patch_type = crate::patch::patch_type(&rt, &ct)?;
             let patch: Value = parse(&body_bytes(req).await?)?;
+            crate::patch::check(patch_type, &patch)?;
+            if patch_type != kvrs_store::PatchType::Json {
+                strict_patch(&rt, &q, &patch)?;
+            }
             let obj = state
                 .write(|s| s.patch(&rt, &key, sub, patch_type, &patch, now()))
                 .map_err(store_err)?;
@@ -307,28 +397,22 @@ fn propagation(p: &str) -> Result<Propagation, ApiError> {
 }
 
 /// DeleteOptions from the body (kube-rs sends them there) and the query (kubectl's flags).
-fn delete_options(bytes: &[u8], q: &HashMap<String, String>) -> Result<DeleteOptions, ApiError> {
+fn delete_options(bytes: &[u8], q: &Query) -> Result<DeleteOptions, ApiError> {
     let body: DeleteBody = if bytes.iter().all(u8::is_ascii_whitespace) {
         DeleteBody::default()
     } else {
         parse(bytes)?
     };
     let pre = body.preconditions.unwrap_or_default();
-    let grace = match q.get("gracePeriodSeconds") {
-        Some(g) => Some(
-            g.parse::<i64>()
-                .map_err(|e| ApiError::BadRequest(format!("gracePeriodSeconds: {e}")))?,
-        ),
-        None => body.grace_period_seconds,
-    };
+    let grace = q.int("gracePeriodSeconds")?.or(body.grace_period_seconds);
     let policy = q
         .get("propagationPolicy")
-        .cloned()
+        .map(str::to_string)
         .or(body.propagation_policy);
-    let orphan = q
-        .get("orphanDependents")
-        .map(|v| v == "true")
-        .or(body.orphan_dependents);
+    let orphan = match q.get("orphanDependents") {
+        Some(_) => Some(q.flag("orphanDependents")?),
+        None => body.orphan_dependents,
+    };
     let propagation = match (policy, orphan) {
         (Some(p), _) => propagation(&p)?,
         (None, Some(true)) => Propagation::Orphan,
@@ -340,6 +424,26 @@ fn delete_options(bytes: &[u8], q: &HashMap<String, String>) -> Result<DeleteOpt
         grace_period_seconds: grace,
         propagation,
     })
+}
+
+fn path_of<B>(req: &Request<B>) -> String {
+    req.uri().path().to_string()
+}
+
+/// A namespace from a create's URL: one that could not exist is not found, as kube-apiserver's
+/// namespace lifecycle admission answers (and a percent-encoded or dot segment is no route, as
+/// its router answers), so no invalid namespace is ever made.
+fn check_url_namespace(path: &str, ns: &str) -> Result<(), ApiError> {
+    if ns.contains('%') || ns == "." || ns == ".." {
+        return Err(ApiError::NoRoute(path.to_string()));
+    }
+    if !kvrs_store::names::is_valid_namespace(ns) {
+        return Err(ApiError::Store(kvrs_store::StoreError::NotFound {
+            resource: "namespaces".into(),
+            name: ns.to_string(),
+        }));
+    }
+    Ok(())
 }
 
 /// Creates the Namespace object of `ns` when there is none: objects may go into any namespace,

@@ -48,6 +48,12 @@ pub enum Route {
     Resources(String, String),
     /// An object or collection.
     Object(ObjectPath),
+    /// `/openapi/v2`.
+    OpenApiV2,
+    /// `/openapi/v3`.
+    OpenApiV3Root,
+    /// `/openapi/v3/{group-version path}` (`api/v1`, `apis/kubevirt.io/v1`).
+    OpenApiV3(String),
 }
 
 fn no_route(path: &str) -> ApiError {
@@ -64,6 +70,9 @@ pub fn route(path: &str) -> Result<Route, ApiError> {
     let (group, version, rest) = match segs.as_slice() {
         ["healthz" | "livez" | "readyz", ..] => return Ok(Route::Health),
         ["version"] => return Ok(Route::Version),
+        ["openapi", "v2"] => return Ok(Route::OpenApiV2),
+        ["openapi", "v3"] => return Ok(Route::OpenApiV3Root),
+        ["openapi", "v3", gv @ ..] => return Ok(Route::OpenApiV3(gv.join("/"))),
         ["api"] => return Ok(Route::CoreVersions),
         ["apis"] => return Ok(Route::Groups),
         ["apis", g] => return Ok(Route::Group((*g).to_string())),

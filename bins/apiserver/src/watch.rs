@@ -7,7 +7,7 @@
 //! without a resourceVersion (or "0") start with ADDED events for the current objects; the
 //! former then sends the `k8s.io/initial-events-end` BOOKMARK.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +25,7 @@ use kvrs_store::{EventKind, ResourceType, Selector, StoreError, json_of};
 use crate::State;
 use crate::error::ApiError;
 use crate::handler::Body;
+use crate::query::{Query, saturating_deadline};
 
 /// Events taken from the log per turn: bounds what a watch holds for a slow client.
 const BATCH: usize = 256;
@@ -139,21 +140,17 @@ pub fn watch(
     state: Arc<State>,
     rt: Arc<ResourceType>,
     selector: Selector,
-    q: &HashMap<String, String>,
+    q: &Query,
 ) -> Result<Response<Body>, ApiError> {
-    let flag = |k: &str| matches!(q.get(k).map(String::as_str), Some("true" | "1"));
-    let send_initial = flag("sendInitialEvents");
-    let rv_param = q.get("resourceVersion").map(String::as_str).unwrap_or("");
-    let timeout = match q.get("timeoutSeconds") {
-        Some(t) => Duration::from_secs(
-            t.parse::<u64>()
-                .map_err(|e| ApiError::BadRequest(format!("timeoutSeconds: {e}")))?,
-        ),
-        None => DEFAULT_TIMEOUT,
-    };
+    let send_initial = q.flag("sendInitialEvents")?;
+    let bookmarks = q.flag("allowWatchBookmarks")?;
+    let from = q.resource_version()?.filter(|rv| *rv != 0);
+    let timeout = q.int("timeoutSeconds")?;
     let mut queue = VecDeque::new();
     let changed = state.changed.subscribe();
-    let rv = if send_initial || rv_param.is_empty() || rv_param == "0" {
+    let rv = if let (false, Some(rv)) = (send_initial, from) {
+        rv
+    } else {
         let list = state.read(|s| s.list(&rt, &selector));
         for o in &list.items {
             queue.push_back(line("ADDED", &json_of(o)));
@@ -162,14 +159,15 @@ pub fn watch(
             queue.push_back(bookmark(&rt, list.resource_version, true));
         }
         list.resource_version
-    } else {
-        rv_param.parse::<u64>().map_err(|_| {
-            ApiError::BadRequest(format!("resourceVersion: invalid value {rv_param:?}"))
-        })?
     };
     let now = Instant::now();
+    // Saturated: `timeoutSeconds=9223372036854775807` is a long watch, not an overflow.
+    let deadline = match timeout {
+        Some(t) => saturating_deadline(now, t),
+        None => now + DEFAULT_TIMEOUT,
+    };
     let w = Watch {
-        bookmarks: flag("allowWatchBookmarks"),
+        bookmarks,
         next_bookmark: now + state.bookmark_interval,
         state,
         rt,
@@ -177,7 +175,7 @@ pub fn watch(
         rv,
         queue,
         changed,
-        deadline: now + timeout,
+        deadline,
         done: false,
     };
     let s = stream::unfold(w, |mut w| async move {

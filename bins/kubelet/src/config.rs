@@ -260,11 +260,14 @@ impl ImageMap {
     }
 
     /// Where `reference` would be: its explicit entry, else `DIR/<sanitised>`; `None` when
-    /// neither is configured. Pure: whether the directory exists is the caller's to check.
+    /// neither is configured, or when the reference is not one (the distribution grammar:
+    /// `..` is none, and would name `DIR`'s parent). Pure: whether the directory exists is the
+    /// caller's to check.
     pub fn candidate(&self, reference: &str) -> Option<PathBuf> {
         if let Some(p) = self.entries.get(reference) {
             return Some(p.clone());
         }
+        crate::names::check_image_reference(reference).ok()?;
         self.dir.as_ref().map(|d| d.join(Self::sanitise(reference)))
     }
 
@@ -367,9 +370,14 @@ mod tests {
         );
         let mut m = ImageMap::from_dir("/img");
         assert_eq!(
-            m.candidate("a/b@sha256:00").unwrap(),
-            Path::new("/img/a_b_sha256_00")
+            m.candidate("a/b@sha256:0123456789abcdef0123456789abcdef")
+                .unwrap(),
+            Path::new("/img/a_b_sha256_0123456789abcdef0123456789abcdef")
         );
+        // Not references: never a path under (or above) the images directory.
+        for bad in ["..", ".", "../x", "a/../../b"] {
+            assert_eq!(m.candidate(bad), None, "{bad}");
+        }
         m.parse_map_file("# c\n\nexample/disk = disk\n", Path::new("/maps"))
             .unwrap();
         assert_eq!(

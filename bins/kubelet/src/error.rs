@@ -81,6 +81,17 @@ pub enum PlanError {
         /// What, with its field path, e.g. `volume data: persistentVolumeClaim`.
         what: String,
     },
+    /// A name or image reference that would become a path, and is not what the real
+    /// components accept (a namespace `../x`, a volume `..`, an image `..`).
+    #[error("{field}: invalid value {value:?}: {reason}")]
+    Invalid {
+        /// The field path, e.g. `metadata.namespace`.
+        field: String,
+        /// The value.
+        value: String,
+        /// Why.
+        reason: &'static str,
+    },
     /// A path field that is not absolute or escapes its directory.
     #[error("{field}: {path:?} {reason}")]
     BadPath {
@@ -105,6 +116,7 @@ impl PlanError {
             Self::NoSuchVolume { .. } => "no_such_volume",
             Self::Unsupported { .. } => "unsupported",
             Self::BadPath { .. } => "bad_path",
+            Self::Invalid { .. } => "invalid",
         }
     }
 

@@ -24,6 +24,7 @@
 mod config;
 mod error;
 pub mod host;
+pub mod names;
 pub mod node;
 pub mod plan;
 pub mod pod_exec;

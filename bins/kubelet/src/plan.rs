@@ -47,11 +47,36 @@ impl PodKey {
                 .filter(|s| !s.is_empty())
                 .ok_or(PlanError::Missing { field })
         };
-        Ok(Self {
+        let key = Self {
             namespace: m.namespace.clone().unwrap_or_else(|| "default".into()),
             name: get(&m.name, "metadata.name")?,
             uid: get(&m.uid, "metadata.uid")?,
-        })
+        };
+        // Both become parts of file names (the log file): only what kube-apiserver accepts.
+        let invalid = |field: &str, value: &str, reason| PlanError::Invalid {
+            field: field.into(),
+            value: value.into(),
+            reason,
+        };
+        if !crate::names::is_dns1123_label(&key.namespace) {
+            return Err(invalid(
+                "metadata.namespace",
+                &key.namespace,
+                "not a DNS-1123 label",
+            ));
+        }
+        if !crate::names::is_dns1123_subdomain(&key.name) {
+            return Err(invalid(
+                "metadata.name",
+                &key.name,
+                "not a DNS-1123 subdomain",
+            ));
+        }
+        // The UID names the pod's directories and records.
+        if matches!(key.uid.as_str(), "." | "..") || key.uid.contains(['/', '\0']) {
+            return Err(invalid("metadata.uid", &key.uid, "not a path component"));
+        }
+        Ok(key)
     }
 
     /// A short hex digest of the UID: names of host objects (netns, veth) that must be short.
@@ -220,6 +245,27 @@ pub fn plan_pod(
         .spec
         .as_ref()
         .ok_or(PlanError::Missing { field: "spec" })?;
+    // Volume names become directories of the pod: DNS-1123 labels, as kube-apiserver's pod
+    // validation requires, before any is joined to a path.
+    for v in spec.volumes.iter().flatten() {
+        if !crate::names::is_dns1123_label(&v.name) {
+            return Err(PlanError::Invalid {
+                field: "spec.volumes[].name".into(),
+                value: v.name.clone(),
+                reason: "not a DNS-1123 label",
+            });
+        }
+        // Every image volume's reference, mounted or not.
+        if let Some(reference) = v.image.as_ref().and_then(|i| i.reference.as_deref()) {
+            crate::names::check_image_reference(reference).map_err(|reason| {
+                PlanError::Invalid {
+                    field: format!("volume {}: image.reference", v.name),
+                    value: reference.to_string(),
+                    reason,
+                }
+            })?;
+        }
+    }
     let pod_dir = kvrs_ipc::layout::pod_sockets_dir_on_host(&config.pods_dir, &key.uid)?
         .ancestors()
         .nth(3)
@@ -520,6 +566,13 @@ fn volume_source(
     }
     if let Some(image) = &v.image {
         let reference = image.reference.clone().unwrap_or_default();
+        // Parsed as the container runtime parses it before it becomes a directory name:
+        // `..` or `.` would name the images directory's parent or itself.
+        crate::names::check_image_reference(&reference).map_err(|reason| PlanError::Invalid {
+            field: format!("volume {}: image.reference", v.name),
+            value: reference.clone(),
+            reason,
+        })?;
         let Some(path) = config.images.candidate(&reference) else {
             return Err(PlanError::UnknownImage {
                 volume: v.name.clone(),

@@ -195,17 +195,15 @@ fn enter(spec: &ExecSpec) -> Result<(), String> {
     }
     drop(sources);
     let kvm = Path::new("/dev/kvm");
-    if kvm.exists() {
-        if spec.kvm == KvmAccess::Masked {
-            let fd = kvm_mask
-                .as_ref()
-                .ok_or_else(|| format!("kvm mask {} missing", spec.kvm_mask.display()))?;
-            bind(
-                Path::new(&format!("/proc/self/fd/{}", fd.as_raw_fd())),
-                kvm,
-                false,
-            )?;
-        }
+    if spec.kvm == KvmAccess::Masked && kvm.exists() {
+        let fd = kvm_mask
+            .as_ref()
+            .ok_or_else(|| format!("kvm mask {} missing", spec.kvm_mask.display()))?;
+        bind(
+            Path::new(&format!("/proc/self/fd/{}", fd.as_raw_fd())),
+            kvm,
+            false,
+        )?;
     }
     if let Some(dir) = &spec.passwd_dir
         && spec.uid != 0

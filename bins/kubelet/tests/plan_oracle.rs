@@ -266,3 +266,35 @@ fn unmapped_commands_and_images_are_errors() {
         "{err}"
     );
 }
+
+/// Issue 43: names that would become paths outside the kubelet's directories (a namespace
+/// `../../x`, an emptyDir `../../y`, an image `..`) are refused before any path is built.
+#[test]
+fn names_and_images_that_leave_the_kubelets_directories_are_refused() {
+    let cfg = config();
+    let addr = cfg.pod_cidr.address(0).unwrap();
+    let mut pod = oracle_pod("clock-utc-timers");
+    pod.metadata.namespace = Some("../../../../../../tmp/x".into());
+    let e = plan_pod(&pod, &cfg, addr).unwrap_err();
+    assert_eq!(e.label(), "invalid", "{e}");
+    assert!(e.to_string().contains("metadata.namespace"), "{e}");
+
+    let mut pod = oracle_pod("clock-utc-timers");
+    let volumes = pod.spec.as_mut().unwrap().volumes.get_or_insert_default();
+    volumes.push(
+        serde_json::from_value(serde_json::json!({"name": "../../../../tmp/y", "emptyDir": {}}))
+            .unwrap(),
+    );
+    let e = plan_pod(&pod, &cfg, addr).unwrap_err();
+    assert_eq!(e.label(), "invalid", "{e}");
+
+    let mut pod = oracle_pod("clock-utc-timers");
+    let volumes = pod.spec.as_mut().unwrap().volumes.get_or_insert_default();
+    volumes.push(
+        serde_json::from_value(serde_json::json!({"name": "kernel", "image": {"reference": ".."}}))
+            .unwrap(),
+    );
+    let e = plan_pod(&pod, &cfg, addr).unwrap_err();
+    assert_eq!(e.label(), "invalid", "{e}");
+    assert!(e.to_string().contains("image.reference"), "{e}");
+}

@@ -159,9 +159,16 @@ fn boots_the_fixture_vm_prints_its_phases_and_address_then_stops_and_leaves_noth
     let _one = serial();
     let before = machine_state();
     let state = state_dir("a");
+    // Another VMI created through the run's API server (issue 43): it fails (its image is not
+    // in --images) and must neither be reported nor end the run or touch its VM.
+    let second = std::thread::spawn({
+        let kubeconfig = state.join("kubeconfig");
+        move || create_a_second_vmi_that_fails(&kubeconfig)
+    });
     let out = kvrs_run("a", &["--stop-after-console", PING_MARKER])
         .output()
         .expect("run kvrs");
+    let created = second.join().expect("the second VMI's thread");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -187,6 +194,11 @@ fn boots_the_fixture_vm_prints_its_phases_and_address_then_stops_and_leaves_noth
         stdout.contains("default/guest guest address 10.251."),
         "the pod IP as the guest's address:\n{stdout}"
     );
+    created.unwrap_or_else(|e| panic!("creating the second VMI: {e}\n{stdout}"));
+    assert!(
+        !stdout.contains("default/second"),
+        "only the run's own VM is reported:\n{stdout}"
+    );
     assert!(
         !state.exists(),
         "the state directory {} is removed",
@@ -197,6 +209,63 @@ fn boots_the_fixture_vm_prints_its_phases_and_address_then_stops_and_leaves_noth
         before,
         "the run left something behind:\n{stdout}\n{stderr}"
     );
+}
+
+/// Waits for the run's kubeconfig, then creates (with the real kubectl and its default
+/// validation) a VMI whose container disk is not in `--images`: its pod fails, so it ends
+/// Failed while the run's own VM runs.
+fn create_a_second_vmi_that_fails(kubeconfig: &Path) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !kubeconfig.exists() {
+        if Instant::now() > deadline {
+            return Err("no kubeconfig within 120 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let kubectl = kvrs_test_cluster::locate_binaries()
+        .map_err(|e| e.to_string())?
+        .join("kubectl");
+    let vmi = "apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata:
+  name: second
+spec:
+  domain:
+    devices:
+      disks:
+      - name: root
+        disk: {bus: virtio}
+    resources:
+      requests: {memory: 64Mi}
+  volumes:
+  - name: root
+    containerDisk: {image: kvrs.local/not-in-images:v1}
+";
+    let cache = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut child = Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .args(["apply", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .ok_or("no stdin")?
+        .write_all(vmi.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
 }
 
 #[test]

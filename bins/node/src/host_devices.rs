@@ -3,8 +3,10 @@
 //! A launcher pod gets its own device node, which virt-handler hands to QEMU's user
 //! ([`claim_devices`](crate::claim_devices)); the host node's owner and mode (0600 root on some
 //! hosts, 0660 root:kvm on a stock Debian one) say nothing about whether QEMU in the pod can use
-//! it. Whether KVM works is whether the kernel lets this (privileged) process create a VM, which
-//! is also what the device plugins advertise and what `kvrs run` decides emulation by.
+//! it. Whether KVM works is whether the kernel lets this (privileged) process create a VM with
+//! hardware virtualisation behind it — a paravirtual KVM such as `kvm_pvm` creates VMs too, but
+//! an ordinary guest kernel hangs on it — which is also what the device plugins advertise and
+//! what `kvrs run` decides emulation by.
 
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
@@ -28,10 +30,21 @@ pub enum KvmUnusable {
     /// firmware disabled, ...).
     #[error("creating a VM on {KVM_DEVICE}: {0}")]
     CreateVm(String),
+    /// KVM creates VMs but without hardware virtualisation: the CPU has neither `vmx` nor `svm`
+    /// and `/dev/kvm` is backed by a paravirtual module (e.g. `kvm_pvm`, which runs only guest
+    /// kernels built for it: an ordinary guest hangs early in its boot).
+    #[error(
+        "{KVM_DEVICE} creates VMs but without hardware virtualisation (no vmx/svm{backend}), and an ordinary guest kernel does not boot on it"
+    )]
+    NoHardwareVirtualization {
+        /// `; kvm_pvm` when that module is loaded, else empty.
+        backend: String,
+    },
 }
 
-/// Whether hardware virtualisation works here: `/dev/kvm` opens and `KVM_CREATE_VM` succeeds
-/// (the VM is closed again at once), with the reason when it does not.
+/// Whether hardware virtualisation works here: `/dev/kvm` opens, `KVM_CREATE_VM` succeeds (the
+/// VM is closed again at once) and, on x86, the CPU offers `vmx` or `svm` (see
+/// [`hardware_virtualization`]) — with the reason when it does not.
 pub fn kvm_check() -> Result<(), KvmUnusable> {
     kvm_check_at(Path::new(KVM_DEVICE))
 }
@@ -56,7 +69,32 @@ pub fn kvm_check_at(path: &Path) -> Result<(), KvmUnusable> {
         .create_vm()
         .map_err(|e| KvmUnusable::CreateVm(at(e.to_string())))?;
     drop(vm);
+    // A paravirtual KVM (kvm_pvm) creates VMs too, yet an ordinary guest kernel hangs on it.
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    if !hardware_virtualization(std::env::consts::ARCH, &cpuinfo) {
+        let pvm = Path::new("/sys/module/kvm_pvm").exists();
+        return Err(KvmUnusable::NoHardwareVirtualization {
+            backend: if pvm {
+                "; kvm_pvm".into()
+            } else {
+                String::new()
+            },
+        });
+    }
     Ok(())
+}
+
+/// Whether `/proc/cpuinfo` of an `arch` machine shows hardware virtualisation: on x86 the `vmx`
+/// (Intel) or `svm` (AMD) flag, which KVM's `kvm_intel` / `kvm_amd` need. On other
+/// architectures a VM KVM creates is taken as one that runs.
+pub fn hardware_virtualization(arch: &str, cpuinfo: &str) -> bool {
+    if !matches!(arch, "x86_64" | "x86") {
+        return true;
+    }
+    cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("flags"))
+        .any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"))
 }
 
 /// Whether hardware virtualisation works here (see [`kvm_check`]).
@@ -99,6 +137,19 @@ mod tests {
     }
 
     #[test]
+    fn hardware_virtualization_is_the_vmx_or_svm_flag_on_x86() {
+        let intel = "processor\t: 0\nflags\t\t: fpu vme vmx sse\n";
+        let amd = "flags\t\t: fpu svm\n";
+        let pvm = "processor\t: 0\nflags\t\t: fpu vme hypervisor sse\n";
+        assert!(hardware_virtualization("x86_64", intel));
+        assert!(hardware_virtualization("x86_64", amd));
+        assert!(!hardware_virtualization("x86_64", pvm));
+        assert!(!hardware_virtualization("x86_64", ""));
+        assert!(!hardware_virtualization("x86_64", "flags\t: vmxfoo\n"));
+        assert!(hardware_virtualization("aarch64", ""));
+    }
+
+    #[test]
     fn dev_null_is_a_device() {
         assert!(device_present("/dev/null"));
     }
@@ -127,8 +178,7 @@ mod tests {
         assert_eq!(cgroup2_unified(), v2);
     }
 
-    /// On any host: either KVM works or the reason names the device. Where the host has a
-    /// usable `/dev/kvm` (these machines do), it works.
+    /// On any host: either KVM works or the reason names the device.
     #[test]
     fn kvm_check_agrees_with_the_host() {
         match kvm_check() {

@@ -50,8 +50,10 @@ pub struct Flags {
     /// waits on a few API round trips in a row.
     #[arg(long, alias = "vm-controller-threads", default_value_t = 3)]
     pub vm_workers: usize,
-    /// The virt-launcher image rendered into launcher pods.
-    #[arg(long, default_value = "quay.io/kubevirt/virt-launcher:v1.9.0")]
+    /// The virt-launcher image rendered into launcher pods: kvrs's own (`scripts/images.sh`
+    /// builds it) unless set; `quay.io/kubevirt/virt-launcher:v1.9.0` selects KubeVirt's Go
+    /// launcher, which speaks the same handler protocol (a mixed fleet).
+    #[arg(long, default_value = concat!("kvrs/virt-launcher:v", env!("CARGO_PKG_VERSION")))]
     pub launcher_image: String,
     /// Feature gates enabled beyond KubeVirt's defaults, comma-separated; added to the KubeVirt
     /// CR's `developerConfiguration.featureGates`.

@@ -44,8 +44,13 @@ fn planned_vmi(vm: &Value) -> Value {
 /// The launcher pod `kvrs pod` renders for `vmi` as stored.
 fn rendered_pod(vmi: &Value) -> Value {
     let vmi: kvrs_api::VirtualMachineInstance = serde_json::from_value(vmi.clone()).expect("VMI");
-    let pod = kvrs_pod::render_launcher_pod(&vmi, &ClusterConfig::default(), &Default::default())
-        .expect("rendered pod");
+    // The controller's default launcher image is kvrs's own (`--launcher-image`).
+    let config = ClusterConfig {
+        launcher_image: format!("kvrs/virt-launcher:v{}", env!("CARGO_PKG_VERSION")),
+        ..ClusterConfig::default()
+    };
+    let pod =
+        kvrs_pod::render_launcher_pod(&vmi, &config, &Default::default()).expect("rendered pod");
     serde_json::to_value(pod).expect("pod json")
 }
 

@@ -43,6 +43,7 @@ impl From<StoreError> for ApiError {
             StoreError::AlreadyExists { .. } => ApiError::AlreadyExists(msg),
             StoreError::NotFound { .. } => ApiError::NotFound(msg),
             StoreError::Invalid { .. }
+            | StoreError::FieldInvalid { .. }
             | StoreError::BadRequest(_)
             | StoreError::BadSelector(_)
             | StoreError::Expired { .. } => ApiError::Invalid(msg),

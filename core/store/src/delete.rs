@@ -18,6 +18,9 @@ use crate::resource::ResourceType;
 use crate::store::{DeleteOptions, Deleted, Propagation, Store, not_found};
 use kvrs_api::json_pointer::JsonPointer;
 
+/// 9999-12-31T23:59:59Z, the last instant a four-digit RFC 3339 year holds.
+const LAST_RFC3339_SECOND: i64 = 253_402_300_799;
+
 /// Default grace of a pod without `terminationGracePeriodSeconds`.
 const DEFAULT_POD_GRACE: i64 = 30;
 
@@ -114,7 +117,11 @@ impl Store {
         let md = meta_mut(&mut next);
         md.insert(
             "deletionTimestamp".into(),
-            json!(format_rfc3339(now + grace)),
+            // Saturated at the last second RFC 3339 can write: a grace period from input
+            // (`gracePeriodSeconds=9223372036854775807`) never overflows.
+            json!(format_rfc3339(
+                now.saturating_add(grace).min(LAST_RFC3339_SECOND)
+            )),
         );
         md.insert("deletionGracePeriodSeconds".into(), json!(grace));
         Ok(Deleted::Pending(

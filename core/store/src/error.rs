@@ -1,5 +1,21 @@
 //! Why the store refused a request; each variant maps to one Kubernetes `Status` reason.
 
+use crate::names::{FieldCause, go_quote};
+
+/// One cause as kube-apiserver writes it, several in brackets (`ToAggregate`).
+fn causes_text(causes: &[FieldCause]) -> String {
+    match causes {
+        [one] => one.to_string(),
+        many => format!(
+            "[{}]",
+            many.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 /// Why the store refused a request.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -42,8 +58,19 @@ pub enum StoreError {
         reason: String,
     },
     /// The request is malformed: a name missing, a body of the wrong shape (400 BadRequest).
-    #[error("bad request: {0}")]
+    #[error("{0}")]
     BadRequest(String),
+    /// Fields kube-apiserver's validation refuses, an invalid name or a changed UID
+    /// (422 Invalid, with the causes).
+    #[error("{kind} {} is invalid: {}", go_quote(name), causes_text(causes))]
+    FieldInvalid {
+        /// The kind qualified by its group (`Pod`, `VirtualMachine.kubevirt.io`).
+        kind: String,
+        /// The object's name (not its key).
+        name: String,
+        /// What is wrong.
+        causes: Vec<FieldCause>,
+    },
     /// A selector does not parse (400 BadRequest).
     #[error("unable to parse requirement: {0}")]
     BadSelector(String),
@@ -65,6 +92,7 @@ impl StoreError {
             StoreError::AlreadyExists { .. } => "already_exists",
             StoreError::Conflict { .. } => "conflict",
             StoreError::Invalid { .. } => "invalid",
+            StoreError::FieldInvalid { .. } => "field_invalid",
             StoreError::BadRequest(_) => "bad_request",
             StoreError::BadSelector(_) => "bad_selector",
             StoreError::Expired { .. } => "expired",
@@ -76,7 +104,7 @@ impl StoreError {
         match self {
             StoreError::NotFound { .. } => 404,
             StoreError::AlreadyExists { .. } | StoreError::Conflict { .. } => 409,
-            StoreError::Invalid { .. } => 422,
+            StoreError::Invalid { .. } | StoreError::FieldInvalid { .. } => 422,
             StoreError::BadRequest(_) | StoreError::BadSelector(_) => 400,
             StoreError::Expired { .. } => 410,
         }
@@ -88,7 +116,7 @@ impl StoreError {
             StoreError::NotFound { .. } => "NotFound",
             StoreError::AlreadyExists { .. } => "AlreadyExists",
             StoreError::Conflict { .. } => "Conflict",
-            StoreError::Invalid { .. } => "Invalid",
+            StoreError::Invalid { .. } | StoreError::FieldInvalid { .. } => "Invalid",
             StoreError::BadRequest(_) | StoreError::BadSelector(_) => "BadRequest",
             StoreError::Expired { .. } => "Expired",
         }
@@ -100,7 +128,8 @@ impl StoreError {
             StoreError::NotFound { name, .. }
             | StoreError::AlreadyExists { name, .. }
             | StoreError::Conflict { name, .. }
-            | StoreError::Invalid { name, .. } => Some(name),
+            | StoreError::Invalid { name, .. }
+            | StoreError::FieldInvalid { name, .. } => Some(name),
             _ => None,
         }
     }

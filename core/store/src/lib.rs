@@ -15,6 +15,7 @@
 mod delete;
 mod equal_json;
 mod error;
+pub mod names;
 mod object;
 mod resource;
 mod selector;
@@ -33,6 +34,8 @@ pub use store::{
 };
 pub use watch::{WatchEvent, json_of};
 
+#[cfg(test)]
+mod identity_tests;
 #[cfg(test)]
 mod in_place_tests;
 #[cfg(test)]

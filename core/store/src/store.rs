@@ -17,6 +17,7 @@ use kvrs_decide::format_rfc3339;
 use kvrs_decide::patch::{apply_json_patch, apply_merge_patch, apply_strategic_merge_patch};
 
 use crate::error::StoreError;
+use crate::names;
 use crate::object::{
     Obj, finalizers_empty, meta_mut, meta_str, owner_uids, owner_uids_of, parse, spec_differs,
     with_status,
@@ -648,9 +649,7 @@ impl Store {
                 .filter(|s| !s.is_empty());
             let ns = match (namespace, body_ns) {
                 (Some(a), Some(b)) if a != b => {
-                    return Err(StoreError::BadRequest(format!(
-                        "the namespace of the provided object ({b}) does not match the namespace sent on the request ({a})"
-                    )));
+                    return Err(StoreError::BadRequest(NAMESPACE_MISMATCH.into()));
                 }
                 (Some(a), _) => a.to_string(),
                 (None, Some(b)) => b.to_string(),
@@ -683,6 +682,33 @@ impl Store {
                 }
             };
             meta_mut(&mut value).insert("name".into(), json!(format!("{prefix}{suffix}")));
+        }
+        // The name and namespace become keys and, on a node, paths: validated as
+        // kube-apiserver validates them, before anything else reads them.
+        let causes = names::validate_identity(
+            rt,
+            meta_str(&value, "name").unwrap_or(""),
+            meta_str(&value, "generateName"),
+            meta_str(&value, "namespace"),
+        );
+        if !causes.is_empty() {
+            self.stats.refused += 1;
+            return Err(field_invalid(
+                rt,
+                meta_str(&value, "name").unwrap_or(""),
+                causes,
+            ));
+        }
+        if rt.group.is_empty() && rt.plural == "namespaces" {
+            // As kube-apiserver's namespace strategy: the name as a label, for selectors.
+            let name = meta_str(&value, "name").unwrap_or("").to_string();
+            let md = meta_mut(&mut value);
+            if !md.get("labels").is_some_and(Value::is_object) {
+                md.insert("labels".into(), json!({}));
+            }
+            if let Some(labels) = md.get_mut("labels").and_then(Value::as_object_mut) {
+                labels.insert("kubernetes.io/metadata.name".into(), json!(name));
+            }
         }
         let key = rt.key(
             meta_str(&value, "namespace"),
@@ -805,13 +831,9 @@ impl Store {
         let Some(cur) = self.get_json(rt, key) else {
             return Err(not_found(rt, key));
         };
-        let body_name = meta_str(&value, "name").filter(|n| !n.is_empty());
-        if let Some(n) = body_name
-            && Some(n) != meta_str(&cur, "name")
-        {
-            return Err(StoreError::BadRequest(format!(
-                "the name of the object ({n}) does not match the name on the URL ({key})"
-            )));
+        if let Err(e) = check_identity(rt, &cur, &value, false) {
+            self.stats.refused += 1;
+            return Err(e);
         }
         let mut next = match self.prepare_update(rt, key, sub, &cur, value) {
             Ok(n) => n,
@@ -864,6 +886,7 @@ impl Store {
             })
             .and_then(|()| {
                 let cur = self.get_json(rt, key).ok_or_else(|| not_found(rt, key))?;
+                check_identity(rt, &cur, &next, true)?;
                 self.prepare_update(rt, key, sub, &cur, next)
             });
         let mut next = match result {
@@ -930,6 +953,92 @@ impl Store {
         next["spec"]["nodeName"] = json!(node);
         Ok(self.commit(rt, key, next, now))
     }
+}
+
+/// kube-apiserver's answer to a body whose namespace is not the request's.
+const NAMESPACE_MISMATCH: &str =
+    "the namespace of the provided object does not match the namespace sent on the request";
+
+/// A 422 Invalid of the object `name` of `rt`.
+pub(crate) fn field_invalid(
+    rt: &ResourceType,
+    name: &str,
+    causes: Vec<names::FieldCause>,
+) -> StoreError {
+    let kind = if rt.group.is_empty() {
+        rt.kind.clone()
+    } else {
+        format!("{}.{}", rt.kind, rt.group)
+    };
+    StoreError::FieldInvalid {
+        kind,
+        name: name.to_string(),
+        causes,
+    }
+}
+
+/// Refuses an update or patch result `next` of `cur` that changes what identifies the object,
+/// as kube-apiserver does: a name that is not the URL's, or none (400, `checkName`), a
+/// namespace that is not the request's (400), a different UID (422 immutable). A PUT body may
+/// leave the name out (`patched` false): the URL's is used.
+pub(crate) fn check_identity(
+    rt: &ResourceType,
+    cur: &Value,
+    next: &Value,
+    patched: bool,
+) -> Result<(), StoreError> {
+    let empty = serde_json::Map::new();
+    let cur_md = cur
+        .get("metadata")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    check_identity_of(
+        rt,
+        cur_md,
+        next.get("metadata").and_then(Value::as_object),
+        patched,
+    )
+}
+
+/// [`check_identity`] of the metadata maps.
+pub(crate) fn check_identity_of(
+    rt: &ResourceType,
+    cur_md: &serde_json::Map<String, Value>,
+    md: Option<&serde_json::Map<String, Value>>,
+    patched: bool,
+) -> Result<(), StoreError> {
+    let stored = |f: &str| cur_md.get(f).and_then(Value::as_str);
+    let url_name = stored("name").unwrap_or("");
+    let field = |f: &str| md.and_then(|m| m.get(f)).and_then(Value::as_str);
+    match field("name").filter(|n| !n.is_empty()) {
+        None if patched => {
+            return Err(StoreError::BadRequest(format!(
+                "the name of the object ({url_name} based on URL) was undeterminable: name must be provided"
+            )));
+        }
+        Some(n) if n != url_name => {
+            return Err(StoreError::BadRequest(format!(
+                "the name of the object ({n}) does not match the name on the URL ({url_name})"
+            )));
+        }
+        _ => {}
+    }
+    if rt.namespaced
+        && let Some(ns) = field("namespace").filter(|n| !n.is_empty())
+        && Some(ns) != stored("namespace")
+    {
+        return Err(StoreError::BadRequest(NAMESPACE_MISMATCH.into()));
+    }
+    if let Some(uid) = field("uid").filter(|u| !u.is_empty())
+        && Some(uid) != stored("uid")
+    {
+        return Err(field_invalid(
+            rt,
+            url_name,
+            vec![names::immutable("metadata.uid", uid)],
+        ));
+    }
+    Ok(())
 }
 
 /// `next` with the stored status `status` in place of its own (or without one when `None`):

@@ -17,6 +17,12 @@
 //! from running `scripts/kube-components.sh` (which builds them once into a cache). A missing
 //! binary or a failed build is an error, never a skipped test.
 //!
+//! [`TestCluster::start_for_node`] starts the same control plane for a real node: the API server
+//! listens on the bridge address pods reach, and [`RealNode::start`] joins containerd v2, runc,
+//! the CNI plugins, the kubelet and kube-proxy to it, as node [`NODE_NAME`]. The [`node`]
+//! module documents the node's layout, its teardown, and every kubelet, containerd and kube-proxy
+//! setting this kernel and VM need, with the reason.
+//!
 //! The API server runs with `--watch-cache=false`, so watches are served by etcd and
 //! [`TestCluster::compact_etcd`] makes a watch from an older resourceVersion fail with
 //! `410 Gone` at once (with the watch cache, an old resourceVersion stays watchable until it
@@ -53,7 +59,7 @@ use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-mod node;
+pub mod node;
 pub use node::{
     KUBELET_ROOT, NODE_BRIDGE, NODE_DIR, NODE_IP, NODE_NAME, NodeComponent, PAUSE_IMAGE,
     POD_SUBNET, RealNode, locate_node_binaries, node_leftovers, oci_archive,

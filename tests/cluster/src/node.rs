@@ -563,6 +563,42 @@ impl RealNode {
         write(&Path::new(NODE_DIR).join("run/extra-paths"), &text)
     }
 
+    /// Prepares a host directory that pods mount with `mountPropagation: Bidirectional` (e.g.
+    /// virt-handler's `/var/run/kubevirt`): the runtime refuses such a mount unless the host
+    /// path is on a shared mount, and on a host without systemd `/` is private. The directory is
+    /// created, bind-mounted onto itself and made shared (as the kubelet does with its own root),
+    /// and [`remove_on_teardown`](Self::remove_on_teardown) unmounts and removes it at teardown.
+    pub fn share_on_host(&self, path: &Path) -> Result<(), ClusterError> {
+        self.remove_on_teardown(path)?;
+        let path = canonical(path);
+        fs::create_dir_all(&path)
+            .map_err(|e| node_err(format!("creating {}: {e}", path.display())))?;
+        let mounted = fs::read_to_string("/proc/self/mountinfo")
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.split(' ').nth(4) == Some(&*path.to_string_lossy()));
+        let mut steps: Vec<Vec<&str>> = Vec::new();
+        let p = path.to_str().ok_or_else(|| node_err("a path that is not UTF-8"))?;
+        if !mounted {
+            steps.push(vec!["--bind", p, p]);
+        }
+        steps.push(vec!["--make-rshared", p]);
+        for args in steps {
+            let out = Command::new("mount")
+                .args(&args)
+                .output()
+                .map_err(|e| node_err(format!("mount {}: {e}", args.join(" "))))?;
+            if !out.status.success() {
+                return Err(node_err(format!(
+                    "mount {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// The ids of the node's own processes (containerd, kubelet, kube-proxy).
     pub fn pids(&self) -> Vec<u32> {
         [&self.containerd, &self.kubelet, &self.kube_proxy]
@@ -1169,7 +1205,14 @@ imports = []
             let _ = containerd.wait();
         }
         self.claim.store(false, Ordering::SeqCst);
+        // Killed processes are reaped by whoever inherited them (the shims' parent is init),
+        // a moment after the teardown saw their cgroups empty.
+        let deadline = Instant::now() + Duration::from_secs(10);
         let mut left = node_leftovers();
+        while !left.is_empty() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(200));
+            left = node_leftovers();
+        }
         let extra = self
             .extra_paths
             .lock()
@@ -1332,7 +1375,18 @@ pub fn node_leftovers() -> Vec<String> {
                 l.contains(&format!(":/{CGROUP_NAME}/")) || l.ends_with(&format!(":/{CGROUP_NAME}"))
             });
             if names.contains(&base) || in_cgroup {
-                left.push(format!("process {pid} ({})", exe.display()));
+                let stat = fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+                let comm = stat
+                    .split_once(" (")
+                    .and_then(|(_, rest)| rest.rsplit_once(") "))
+                    .map_or("", |(comm, _)| comm);
+                let state = stat
+                    .rsplit_once(") ")
+                    .map_or("", |(_, rest)| &rest[..1.min(rest.len())]);
+                left.push(format!(
+                    "process {pid} {comm} (state {state}, {})",
+                    exe.display()
+                ));
             }
         }
     }

@@ -31,36 +31,60 @@ pub fn wait_for(set: &SigSet) -> std::io::Result<Signal> {
     set.wait().map_err(std::io::Error::from)
 }
 
-/// The value of `--name VALUE` or `--name=VALUE` in `args`, and whether any other argument
-/// than those in `known` (flags taking a value) and `switches` was seen.
+/// A helper's command line: flags with values and switches, in order.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Args<'a> {
+    /// `(flag, value)` for each `--flag VALUE` or `--flag=VALUE`.
+    pub values: Vec<(&'a str, &'a str)>,
+    /// Each switch given.
+    pub switches: Vec<&'a str>,
+}
+
+impl Args<'_> {
+    /// The last value given to `flag`.
+    pub fn value(&self, flag: &str) -> Option<&str> {
+        self.values
+            .iter()
+            .rev()
+            .find(|(k, _)| *k == flag)
+            .map(|(_, v)| *v)
+    }
+
+    /// Whether `switch` was given.
+    pub fn has(&self, switch: &str) -> bool {
+        self.switches.contains(&switch)
+    }
+}
+
+/// Parses `args` (without the program name): `known` are the flags taking a value, `switches`
+/// the flags without one; anything else is an error naming it.
 pub fn parse<'a>(
     args: &'a [String],
     known: &[&str],
     switches: &[&str],
-) -> Result<(Vec<(&'a str, &'a str)>, Vec<&'a str>), String> {
-    let mut values = Vec::new();
-    let mut set = Vec::new();
+) -> Result<Args<'a>, String> {
+    let mut out = Args::default();
     let mut i = 0;
     while i < args.len() {
         let a = args[i].as_str();
         if let Some((k, v)) = a.split_once('=')
             && known.contains(&k)
         {
-            values.push((k, v));
+            out.values.push((k, v));
         } else if known.contains(&a) {
             let v = args
                 .get(i + 1)
                 .ok_or_else(|| format!("{a} needs a value"))?;
-            values.push((a, v.as_str()));
+            out.values.push((a, v.as_str()));
             i += 1;
         } else if switches.contains(&a) {
-            set.push(a);
+            out.switches.push(a);
         } else {
             return Err(format!("unknown argument {a:?}"));
         }
         i += 1;
     }
-    Ok((values, set))
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -74,9 +98,13 @@ mod tests {
     #[test]
     fn flags_with_values_and_switches() {
         let a = s(&["--copy-path", "/x/disk_0", "--no-op", "--logfile=/l"]);
-        let (v, sw) = parse(&a, &["--copy-path", "--logfile"], &["--no-op"]).unwrap();
-        assert_eq!(v, [("--copy-path", "/x/disk_0"), ("--logfile", "/l")]);
-        assert_eq!(sw, ["--no-op"]);
+        let p = parse(&a, &["--copy-path", "--logfile"], &["--no-op"]).unwrap();
+        assert_eq!(
+            p.values,
+            [("--copy-path", "/x/disk_0"), ("--logfile", "/l")]
+        );
+        assert_eq!(p.value("--logfile"), Some("/l"));
+        assert!(p.has("--no-op") && !p.has("--help"));
         assert!(parse(&s(&["--bogus"]), &[], &[]).is_err());
         assert!(parse(&s(&["--logfile"]), &["--logfile"], &[]).is_err());
     }

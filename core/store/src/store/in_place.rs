@@ -28,7 +28,7 @@ use kvrs_decide::patch::{
     apply_strategic_merge_patch,
 };
 
-use super::{Store, Written, conflict, invalid, meta_map, releasable};
+use super::{Store, Written, check_identity_of, conflict, invalid, meta_map, releasable};
 use crate::error::StoreError;
 use crate::object::{Obj, meta_str, owner_uids, owner_uids_in, parse};
 use crate::resource::{ResourceType, Typed};
@@ -382,6 +382,14 @@ fn patch_touched(
                 key,
                 "the object has been modified; please apply your changes to the latest version and try again",
             ));
+        }
+        if let Err(e) = check_identity_of(
+            rt,
+            meta_map(cur, &empty),
+            next.get("metadata").and_then(Value::as_object),
+            true,
+        ) {
+            return Outcome::Refused(e);
         }
         let md = meta_of(&mut next);
         let stored_md = meta_map(cur, &empty);

@@ -4,24 +4,22 @@ use std::os::unix::net::UnixListener;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (values, switches) =
-        match kvrs_image_tools::parse(&args, &["--copy-path"], &["--no-op", "-h", "--help"]) {
-            Ok(p) => p,
-            Err(e) => {
-                eprintln!(
-                    "container-disk: {e} (usage: container-disk [--no-op] [--copy-path PATH])"
-                );
-                return ExitCode::from(2);
-            }
-        };
-    if switches.iter().any(|s| *s == "-h" || *s == "--help") {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let args = match kvrs_image_tools::parse(&argv, &["--copy-path"], &["--no-op", "-h", "--help"])
+    {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("container-disk: {e} (usage: container-disk [--no-op] [--copy-path PATH])");
+            return ExitCode::from(2);
+        }
+    };
+    if args.has("-h") || args.has("--help") {
         println!(
             "usage: container-disk [--no-op] [--copy-path PATH]\n  --no-op: exit at once\n  --copy-path PATH: listen on PATH.sock until SIGTERM"
         );
         return ExitCode::SUCCESS;
     }
-    if switches.contains(&"--no-op") {
+    if args.has("--no-op") {
         return ExitCode::SUCCESS;
     }
     let signals = match kvrs_image_tools::block_stop_signals() {
@@ -31,11 +29,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let socket = values
-        .iter()
-        .rev()
-        .find(|(k, _)| *k == "--copy-path")
-        .map(|(_, v)| format!("{v}.sock"));
+    let socket = args.value("--copy-path").map(|v| format!("{v}.sock"));
     if let Some(path) = &socket {
         let _ = std::fs::remove_file(path);
         let listener = match UnixListener::bind(path) {

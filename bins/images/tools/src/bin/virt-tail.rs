@@ -10,25 +10,19 @@ use std::time::Duration;
 const POLL: Duration = Duration::from_millis(250);
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (values, switches) = match kvrs_image_tools::parse(&args, &["--logfile"], &["-h", "--help"])
-    {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let args = match kvrs_image_tools::parse(&argv, &["--logfile"], &["-h", "--help"]) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("virt-tail: {e} (usage: virt-tail --logfile FILE)");
             return ExitCode::from(2);
         }
     };
-    if !switches.is_empty() {
+    if !args.switches.is_empty() {
         println!("usage: virt-tail --logfile FILE\n  prints FILE as it grows until SIGTERM");
         return ExitCode::SUCCESS;
     }
-    let Some(file) = values
-        .iter()
-        .rev()
-        .find(|(k, _)| *k == "--logfile")
-        .map(|(_, v)| v.to_string())
-    else {
+    let Some(file) = args.value("--logfile").map(str::to_string) else {
         eprintln!("virt-tail: --logfile FILE is required");
         return ExitCode::from(2);
     };

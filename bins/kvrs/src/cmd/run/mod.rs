@@ -18,6 +18,7 @@
 
 mod admission;
 mod console;
+mod owned;
 mod progress;
 mod stack;
 
@@ -108,6 +109,8 @@ enum Outcome {
     ConsoleText,
     /// The VMI reached a final phase by itself.
     Finished(String),
+    /// The user stopped or deleted the run's VM (or deleted its VMI) through the API.
+    StoppedByUser,
     /// Not Running in time.
     TimedOut,
 }
@@ -136,7 +139,7 @@ async fn drive(
     let outcome = result?;
     stopped?;
     match outcome {
-        Outcome::Interrupted | Outcome::ConsoleText => Ok(()),
+        Outcome::Interrupted | Outcome::ConsoleText | Outcome::StoppedByUser => Ok(()),
         Outcome::Finished(phase) if phase == "Succeeded" => Ok(()),
         Outcome::Finished(phase) => Err(CliError::Failed(format!("the VMI ended {phase}"))),
         Outcome::TimedOut => Err(CliError::Failed(format!(
@@ -177,10 +180,19 @@ async fn watch_until_done(
                         }
                     }
                     if phase == "Succeeded" || phase == "Failed" {
-                        return Ok(Outcome::Finished(phase));
+                        return Ok(if stopped_by_user(stack, manifests, &vmi, false).await? {
+                            Outcome::StoppedByUser
+                        } else {
+                            Outcome::Finished(phase)
+                        });
                     }
                 }
-                stack::VmiChange::Removed(vmi) => println!("{}", progress.removed(&vmi, elapsed)),
+                stack::VmiChange::Removed(vmi) => {
+                    println!("{}", progress.removed(&vmi, elapsed));
+                    if stopped_by_user(stack, manifests, &vmi, true).await? {
+                        return Ok(Outcome::StoppedByUser);
+                    }
+                }
             }
         }
         if let Some(t) = tail.as_mut() {
@@ -213,4 +225,28 @@ async fn watch_until_done(
             _ = tokio::time::sleep(Duration::from_millis(100)) => {}
         }
     }
+}
+
+/// Whether the run's own `vmi` ended (or was `removed`) because the user asked for it through
+/// the API: its VM was deleted or stopped (`runStrategy: Halted`, `running: false`), or, for an
+/// applied VMI, it was deleted (the run deletes nothing before it stops).
+async fn stopped_by_user(
+    stack: &stack::Stack,
+    manifests: &[serde_json::Value],
+    vmi: &serde_json::Value,
+    removed: bool,
+) -> Result<bool, CliError> {
+    let doc = manifests
+        .iter()
+        .find(|d| owned::Owned::of_manifests(std::slice::from_ref(*d)).is_own_vmi(vmi));
+    let Some(doc) = doc else {
+        return Ok(false);
+    };
+    if doc["kind"] != "VirtualMachine" {
+        return Ok(removed);
+    }
+    Ok(match stack.vm_of(doc).await? {
+        None => true,
+        Some(vm) => owned::stop_requested(&vm),
+    })
 }

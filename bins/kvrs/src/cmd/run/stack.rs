@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 use kvrs_core::ClusterConfig;
 
 use super::Args;
+use super::owned::Owned;
 use super::progress::Progress;
 use crate::input::CliError;
 
@@ -131,20 +132,21 @@ impl Accelerators {
         }
     }
 
-    /// The line `kvrs run` prints: which accelerator the guest gets, and its network backend.
+    /// The lines `kvrs run` prints first: which accelerator the guest gets, and its network
+    /// backend.
     pub fn describe(&self) -> String {
         let cpu = match &self.kvm {
             Ok(()) => "the guest runs under KVM".to_string(),
             Err(why) => format!(
-                "no usable KVM ({why}): the guest runs under QEMU's TCG emulation (KubeVirt's useEmulation)"
+                "the guest runs under QEMU's TCG emulation (KubeVirt's useEmulation): {why}"
             ),
         };
         let net = if self.vhost_net {
-            "its virtio-net on vhost-net"
+            "the guest's virtio-net runs on vhost-net"
         } else {
-            "its virtio-net in QEMU's userland (no /dev/vhost-net)"
+            "the guest's virtio-net runs in QEMU's userland: no /dev/vhost-net"
         };
-        format!("{cpu}, {net}")
+        format!("{cpu}\n{net}")
     }
 }
 
@@ -198,6 +200,8 @@ pub struct Stack {
     tasks: Vec<(&'static str, JoinHandle<Result<(), String>>)>,
     changes: Mutex<mpsc::UnboundedReceiver<VmiChange>>,
     apiserver: adapters::ApiServerHandle,
+    /// What [`apply`](Self::apply) created: the only VMIs reported, stopped and waited for.
+    owned: Mutex<Owned>,
 }
 
 fn vmi_resource() -> ApiResource {
@@ -373,11 +377,13 @@ impl Stack {
             tasks,
             changes: Mutex::new(rx),
             apiserver,
+            owned: Mutex::new(Owned::default()),
         })
     }
 
     /// Creates the manifest's objects.
     pub async fn apply(&self, manifests: &[Value]) -> Result<(), CliError> {
+        *self.owned.lock().unwrap_or_else(|p| p.into_inner()) = Owned::of_manifests(manifests);
         for doc in manifests {
             let ar = if doc["kind"] == "VirtualMachine" {
                 vm_resource()
@@ -402,14 +408,36 @@ impl Stack {
         Ok(())
     }
 
-    /// The VMI changes seen since the last call.
+    /// The changes of the run's own VMIs seen since the last call (other VMIs run and end
+    /// on their own).
     pub async fn vmi_changes(&self) -> Vec<VmiChange> {
+        let owned = self.owned();
         let mut rx = self.changes.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = Vec::new();
         while let Ok(c) = rx.try_recv() {
-            out.push(c);
+            let (VmiChange::Changed(vmi) | VmiChange::Removed(vmi)) = &c;
+            if owned.is_own_vmi(vmi) {
+                out.push(c);
+            }
         }
         out
+    }
+
+    fn owned(&self) -> Owned {
+        self.owned.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The VirtualMachine of an applied manifest as stored now (`None` once deleted).
+    pub async fn vm_of(&self, doc: &Value) -> Result<Option<Value>, CliError> {
+        let (ns, name) = (namespace_of(doc), name_of(doc));
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &ns, &vm_resource());
+        match api.get_opt(&name).await {
+            Ok(vm) => Ok(vm.map(|vm| serde_json::to_value(vm).unwrap_or_default())),
+            Err(e) => Err(CliError::Failed(format!(
+                "reading VirtualMachine {ns}/{name}: {e}"
+            ))),
+        }
     }
 
     /// The console directory of a VMI that has a launcher pod, and the pod's UID.
@@ -520,9 +548,13 @@ impl Stack {
         if doc["kind"] == "VirtualMachine" {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(self.client.clone(), &ns, &vm_resource());
-            let vm = api.get(&name).await.map_err(|e| {
+            // Deleted by the user already: nothing to stop.
+            let Some(vm) = api.get_opt(&name).await.map_err(|e| {
                 CliError::Failed(format!("reading VirtualMachine {ns}/{name}: {e}"))
-            })?;
+            })?
+            else {
+                return Ok(());
+            };
             let vm = serde_json::to_value(vm).unwrap_or_default();
             // As `virtctl stop` does: the run strategy becomes Halted (or `running` false),
             // tested against what was read so a concurrent edit is not overwritten.
@@ -561,29 +593,40 @@ impl Stack {
         Ok(())
     }
 
-    /// The VMIs and pods still in the API server, as `kind ns/name`.
+    /// The run's own VMIs and their pods still in the API server, as `kind ns/name`.
     async fn left_over(&self) -> Vec<String> {
+        let owned = self.owned();
         let mut left = Vec::new();
         let vmis: Api<DynamicObject> = Api::all_with(self.client.clone(), &vmi_resource());
         let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(self.client.clone());
         match vmis.list(&Default::default()).await {
-            Ok(l) => left.extend(l.items.iter().map(|o| {
-                format!(
-                    "VirtualMachineInstance {}/{}",
-                    o.metadata.namespace.as_deref().unwrap_or(""),
-                    o.metadata.name.as_deref().unwrap_or("")
-                )
-            })),
+            Ok(l) => left.extend(
+                l.items
+                    .iter()
+                    .filter(|o| owned.is_own_vmi(&serde_json::to_value(o).unwrap_or_default()))
+                    .map(|o| {
+                        format!(
+                            "VirtualMachineInstance {}/{}",
+                            o.metadata.namespace.as_deref().unwrap_or(""),
+                            o.metadata.name.as_deref().unwrap_or("")
+                        )
+                    }),
+            ),
             Err(e) => left.push(format!("(listing VMIs failed: {e})")),
         }
         match pods.list(&Default::default()).await {
-            Ok(l) => left.extend(l.items.iter().map(|o| {
-                format!(
-                    "Pod {}/{}",
-                    o.metadata.namespace.as_deref().unwrap_or(""),
-                    o.metadata.name.as_deref().unwrap_or("")
-                )
-            })),
+            Ok(l) => left.extend(
+                l.items
+                    .iter()
+                    .filter(|o| owned.is_own_pod(&serde_json::to_value(o).unwrap_or_default()))
+                    .map(|o| {
+                        format!(
+                            "Pod {}/{}",
+                            o.metadata.namespace.as_deref().unwrap_or(""),
+                            o.metadata.name.as_deref().unwrap_or("")
+                        )
+                    }),
+            ),
             Err(e) => left.push(format!("(listing pods failed: {e})")),
         }
         left
@@ -655,5 +698,32 @@ mod adapters {
         s: impl std::future::Future<Output = ()>,
     ) -> Result<(), String> {
         k.run(s).await.map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Accelerators;
+
+    #[test]
+    fn the_first_lines_say_which_accelerator_and_network_backend_the_guest_gets() {
+        let kvm = Accelerators {
+            kvm: Ok(()),
+            vhost_net: true,
+        };
+        assert_eq!(
+            kvm.describe(),
+            "the guest runs under KVM\nthe guest's virtio-net runs on vhost-net"
+        );
+        let tcg = Accelerators {
+            kvm: Err("opening /dev/kvm: No such file or directory (os error 2)".into()),
+            vhost_net: false,
+        };
+        assert_eq!(
+            tcg.describe(),
+            "the guest runs under QEMU's TCG emulation (KubeVirt's useEmulation): opening /dev/kvm: \
+             No such file or directory (os error 2)\n\
+             the guest's virtio-net runs in QEMU's userland: no /dev/vhost-net"
+        );
     }
 }

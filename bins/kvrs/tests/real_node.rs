@@ -1,0 +1,528 @@
+//! kvrs deployed as an operator deploys it, on a real node: a real kube-apiserver, etcd,
+//! kube-controller-manager and kube-scheduler, and a real kubelet + containerd + runc + CNI
+//! bridge + kube-proxy (`kvrs_test_cluster::RealNode`, all built from Go modules); kvrs's own
+//! images (`scripts/images.sh`, imported with `ctr -n k8s.io images import`); the shipped
+//! manifests of `bins/deploy` applied unchanged, so virt-controller runs as a Deployment and
+//! virt-handler as a DaemonSet, both Ready through their probes; virt-handler's device plugins
+//! advertise `/dev/kvm` and `/dev/net/tun` to the kubelet; a KubeVirt CR enables image volumes,
+//! so container disks go through the kubelet's ImageVolume support.
+//!
+//! A VM in the style of KubeVirt's user guide (container disk, cloud-init NoCloud, masquerade)
+//! boots: Running, a DHCP lease, the guest answers ping and a TCP connection on the pod IP from
+//! the host; stop / start / `kubectl delete` leave nothing behind.
+//!
+//! Under KVM where `/dev/kvm` really runs guests (`kvrs_node::host_devices::kvm_check`): the
+//! device plugin advertises `devices.kubevirt.io/kvm`, the pod requests it and QEMU runs with
+//! `accel=kvm`. Where it does not (these machines: `/dev/kvm` is backed by `kvm_pvm`, which
+//! creates VMs but runs only PVM-enabled guest kernels, and Debian ships none), the plugin keeps
+//! `kvm` unallocatable, so the KubeVirt CR must allow emulation (KubeVirt's `useEmulation`) and
+//! the guest runs under TCG: the test asserts whichever the host's fact says.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::kubectl_json;
+use kvrs_test_cluster::{NODE_NAME, Options, RealNode, TestCluster, wait_for};
+use kvrs_test_guest::pod::{is_root, repo_root};
+use serde_json::Value;
+
+const NS: &str = "kvrs-real-node";
+/// The port the guest's busybox httpd listens on (started from its cloud-init user-data).
+const GUEST_PORT: u16 = 8080;
+/// The directories on the host that virt-handler's DaemonSet mounts (created by the kubelet).
+const HOST_DIRS: [&str; 3] = [
+    "/var/run/kubevirt",
+    "/var/run/kubevirt-private",
+    "/var/run/kubevirt-libvirt-runtimes",
+];
+
+/// kvrs's images for this tree, built by `scripts/images.sh` from the test build's binaries.
+fn build_images() -> Vec<PathBuf> {
+    let started = Instant::now();
+    let out = Command::new("bash")
+        .arg(repo_root().join("scripts/images.sh"))
+        .env("KVRS_IMAGE_PROFILE", "dev")
+        .current_dir(repo_root())
+        .output()
+        .expect("running scripts/images.sh");
+    assert!(
+        out.status.success(),
+        "scripts/images.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let archives: Vec<PathBuf> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.ends_with(".tar"))
+        .map(PathBuf::from)
+        .collect();
+    assert!(
+        archives.len() >= 5,
+        "scripts/images.sh printed the archives of the controller, handler, launcher and guest \
+         images: {archives:?}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "images built in {:.1} s:\n{}",
+        started.elapsed().as_secs_f64(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    archives
+}
+
+struct Deployed {
+    cluster: TestCluster,
+    node: Option<RealNode>,
+}
+
+impl Deployed {
+    fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.cluster.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {}: {}\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr),
+            self.logs()
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn logs(&self) -> String {
+        let objects = self
+            .cluster
+            .kubectl(["get", "vm,vmi,pods,ds,deploy", "-A", "-o", "wide"]);
+        let events = self.cluster.kubectl(["get", "events", "-A"]);
+        let mut text = format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&objects.stdout),
+            String::from_utf8_lossy(&events.stdout)
+        );
+        for (what, selector) in [
+            ("virt-controller", "kubevirt.io=virt-controller"),
+            ("virt-handler", "kubevirt.io=virt-handler"),
+        ] {
+            let out = self.cluster.kubectl([
+                "logs",
+                "-n",
+                "kubevirt",
+                "-l",
+                selector,
+                "--tail",
+                "40",
+                "--all-containers",
+            ]);
+            text.push_str(&format!(
+                "\n--- {what}\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let out = self.cluster.kubectl([
+            "logs",
+            "-n",
+            NS,
+            "-l",
+            "kubevirt.io=virt-launcher",
+            "--tail",
+            "40",
+            "--all-containers",
+        ]);
+        text.push_str(&format!(
+            "\n--- virt-launcher\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        ));
+        if let Some(node) = &self.node {
+            text.push_str(&format!(
+                "\n--- kubelet\n{}",
+                node.log_tail(kvrs_test_cluster::NodeComponent::Kubelet, 30)
+            ));
+        }
+        text
+    }
+
+    fn wait_ready(&self) {
+        for (kind, name) in [
+            ("deployment", "virt-controller"),
+            ("daemonset", "virt-handler"),
+        ] {
+            wait_for(
+                &format!("{kind}/{name} ready through its probes"),
+                Duration::from_secs(240),
+                || {
+                    let o = kubectl_json(&self.cluster, &["get", kind, "-n", "kubevirt", name])?;
+                    let status = &o["status"];
+                    let ready = match kind {
+                        "deployment" => status["readyReplicas"].as_u64(),
+                        _ => status["numberReady"].as_u64(),
+                    };
+                    let wanted = match kind {
+                        "deployment" => o["spec"]["replicas"].as_u64(),
+                        _ => status["desiredNumberScheduled"].as_u64(),
+                    };
+                    (ready.is_some() && ready == wanted && wanted > Some(0)).then_some(())
+                },
+                || self.logs(),
+            );
+        }
+    }
+
+    fn apply_vm(&self) {
+        let hello = "              KVRS-E2E: hello from cloud-init";
+        let vm = std::fs::read_to_string(repo_root().join("fixtures/run/guest-vm.yaml"))
+            .expect("the fixture VM")
+            .replace("namespace: default", &format!("namespace: {NS}"));
+        assert!(vm.contains(hello), "the fixture's cloud-init line");
+        let vm = vm.replace(
+            hello,
+            &format!("{hello}\n              KVRS-RUN: httpd -p {GUEST_PORT} -h /etc"),
+        );
+        let out = self.cluster.kubectl_with_stdin(["apply", "-f", "-"], &vm);
+        assert!(
+            out.status.success(),
+            "kubectl apply of the VM: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn set_run_strategy(&self, strategy: &str) {
+        let patch = format!(r#"{{"spec":{{"runStrategy":"{strategy}"}}}}"#);
+        self.kubectl_ok(&[
+            "patch", "vm", "-n", NS, "guest", "--type", "merge", "-p", &patch,
+        ]);
+    }
+
+    /// Waits until the VMI runs under KVM on the node and its guest answers ping and HTTP on
+    /// the pod IP from the host; returns the VMI and how long it took from `since`.
+    fn wait_booted(&self, round: &str, since: Instant) -> (Value, Duration, Duration) {
+        let running = wait_for(
+            &format!("the VMI Running ({round})"),
+            Duration::from_secs(300),
+            || {
+                kubectl_json(&self.cluster, &["get", "vmi", "-n", NS, "guest"]).filter(|v| {
+                    v["status"]["phase"] == "Running"
+                        && v["metadata"]["deletionTimestamp"].is_null()
+                })
+            },
+            || self.logs(),
+        );
+        let to_running = since.elapsed();
+        assert_eq!(running["status"]["nodeName"], NODE_NAME, "{running}");
+        let pod = self.launcher_pod();
+        let pod_ip = pod["status"]["podIP"]
+            .as_str()
+            .expect("the launcher pod's IP")
+            .to_string();
+        let body = wait_for(
+            &format!("the guest answering ping and HTTP on the pod IP {pod_ip} ({round})"),
+            Duration::from_secs(180),
+            || {
+                let ping = Command::new("ping")
+                    .args(["-c", "1", "-W", "2", &pod_ip])
+                    .output()
+                    .ok()?;
+                if !ping.status.success() {
+                    return None;
+                }
+                http_get(&pod_ip, GUEST_PORT, "/os-release")
+            },
+            || self.logs(),
+        );
+        let to_answering = since.elapsed();
+        assert!(
+            body.contains(kvrs_test_guest::OS_PRETTY_NAME),
+            "the guest's httpd served its /etc/os-release over TCP: {body}"
+        );
+        let vmi = wait_for(
+            &format!("the guest's DHCP lease in the VMI status ({round})"),
+            Duration::from_secs(120),
+            || {
+                kubectl_json(&self.cluster, &["get", "vmi", "-n", NS, "guest"])
+                    .filter(|v| v["status"]["interfaces"][0]["ipAddress"].is_string())
+            },
+            || self.logs(),
+        );
+        (vmi, to_running, to_answering)
+    }
+
+    fn launcher_pod(&self) -> Value {
+        let pods = kubectl_json(
+            &self.cluster,
+            &["get", "pods", "-n", NS, "-l", "kubevirt.io=virt-launcher"],
+        )
+        .expect("listing launcher pods");
+        pods["items"]
+            .as_array()
+            .and_then(|items| {
+                items
+                    .iter()
+                    .find(|p| p["metadata"]["deletionTimestamp"].is_null())
+            })
+            .cloned()
+            .unwrap_or_else(|| panic!("no launcher pod\n{}", self.logs()))
+    }
+
+    fn wait_gone(&self, what: &str) {
+        wait_for(
+            what,
+            Duration::from_secs(240),
+            || {
+                let vmis = kubectl_json(&self.cluster, &["get", "vmi", "-n", NS])?;
+                let pods = kubectl_json(&self.cluster, &["get", "pods", "-n", NS])?;
+                let domains = qemu_processes();
+                (vmis["items"].as_array()?.is_empty()
+                    && pods["items"].as_array()?.is_empty()
+                    && domains.is_empty())
+                .then_some(())
+            },
+            || format!("{}\nqemu: {:?}", self.logs(), qemu_processes()),
+        );
+    }
+}
+
+/// PIDs of QEMU processes on the machine (launcher pods share its kernel).
+fn qemu_processes() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            comm.trim().starts_with("qemu-system").then_some(pid)
+        })
+        .collect()
+}
+
+/// A plain HTTP/1.0 GET over TCP; the body when the server answered 200.
+fn http_get(ip: &str, port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let addr = format!("{ip}:{port}").parse().ok()?;
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {ip}\r\n\r\n").ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.0 200").then(|| body.to_string())
+}
+
+/// The KubeVirt CR of the test: KubeVirt's ImageVolume gate (container disks and the kernel-boot
+/// image as image volumes); emulation only where KVM does not run guests.
+fn kubevirt_cr(use_emulation: bool) -> String {
+    format!(
+        "apiVersion: kubevirt.io/v1
+kind: KubeVirt
+metadata:
+  name: kubevirt
+  namespace: kubevirt
+spec:
+  configuration:
+    developerConfiguration:
+      useEmulation: {use_emulation}
+      featureGates:
+        - ImageVolume
+"
+    )
+}
+
+#[test]
+fn the_shipped_manifests_run_on_a_real_node_and_a_vm_boots_there() {
+    assert!(
+        is_root(),
+        "the real node runs containerd, runc and the kubelet: run as root"
+    );
+    let kvm = kvrs_node::host_devices::kvm_check();
+    eprintln!(
+        "real node: {}",
+        match &kvm {
+            Ok(()) => "KVM runs guests here: the VM must boot under KVM".to_string(),
+            Err(e) => format!("no KVM for ordinary guests ({e}): the VM must boot under TCG"),
+        }
+    );
+    let kvm = kvm.is_ok();
+    let archives = build_images();
+
+    let cluster = TestCluster::start_for_node(Options::full()).expect("the control plane");
+    let node = RealNode::start(&cluster).expect("the real node");
+    for dir in HOST_DIRS {
+        node.remove_on_teardown(Path::new(dir))
+            .expect("registering a host directory for teardown");
+    }
+    // virt-handler mounts it Bidirectional (container disks and hotplug reach the launchers).
+    node.share_on_host(Path::new(HOST_DIRS[0]))
+        .expect("a shared mount for /var/run/kubevirt");
+    for archive in &archives {
+        node.import_image(archive)
+            .unwrap_or_else(|e| panic!("importing {}: {e}", archive.display()));
+    }
+    let deployed = Deployed {
+        cluster,
+        node: Some(node),
+    };
+
+    // The operator's commands (README, "On a cluster"): CRDs, then both components, unchanged.
+    let deploy = repo_root().join("bins/deploy");
+    deployed
+        .cluster
+        .install_kubevirt_crds(&deploy)
+        .expect("kvrs's CRDs");
+    for dir in ["virt-controller", "virt-handler"] {
+        deployed.kubectl_ok(&["apply", "-f", deploy.join(dir).to_str().unwrap()]);
+    }
+    let out = deployed
+        .cluster
+        .kubectl_with_stdin(["apply", "-f", "-"], &kubevirt_cr(!kvm));
+    assert!(
+        out.status.success(),
+        "the KubeVirt CR: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    deployed.wait_ready();
+
+    // virt-handler's device plugins: tun is allocatable, KVM where it runs guests; vhost-net,
+    // absent on this kernel, is not.
+    let allocatable = |n: &Value, r: &str| {
+        n["status"]["allocatable"][format!("devices.kubevirt.io/{r}")]
+            .as_str()
+            .is_some_and(|q| q != "0")
+    };
+    let node_obj = wait_for(
+        "the node schedulable with KubeVirt's devices from virt-handler's device plugins",
+        Duration::from_secs(120),
+        || {
+            kubectl_json(&deployed.cluster, &["get", "node", NODE_NAME]).filter(|n| {
+                n["metadata"]["labels"]["kubevirt.io/schedulable"] == "true"
+                    && allocatable(n, "tun")
+                    && n["status"]["capacity"]["devices.kubevirt.io/kvm"].is_string()
+            })
+        },
+        || deployed.logs(),
+    );
+    assert_eq!(
+        allocatable(&node_obj, "kvm"),
+        kvm,
+        "devices.kubevirt.io/kvm is allocatable exactly where KVM runs guests: {}",
+        node_obj["status"]
+    );
+    if !Path::new("/dev/vhost-net").exists() {
+        assert!(
+            node_obj["status"]["allocatable"]["devices.kubevirt.io/vhost-net"]
+                .as_str()
+                .is_none_or(|q| q == "0"),
+            "vhost-net is not allocatable where the device does not exist: {}",
+            node_obj["status"]["allocatable"]
+        );
+    }
+
+    deployed.kubectl_ok(&["create", "namespace", NS]);
+    let created = Instant::now();
+    deployed.apply_vm();
+    let (vmi, to_running, to_answering) = deployed.wait_booted("first start", created);
+    let pod = deployed.launcher_pod();
+    let compute = pod["spec"]["containers"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "compute"))
+        .cloned()
+        .expect("the compute container");
+    assert!(
+        compute["image"]
+            .as_str()
+            .is_some_and(|i| i.contains("kvrs/virt-launcher")),
+        "the launcher pod runs kvrs's own launcher image: {}",
+        compute["image"]
+    );
+    assert_eq!(
+        compute["resources"]["limits"]["devices.kubevirt.io/kvm"].is_string(),
+        kvm,
+        "the launcher pod asks for KVM exactly when the cluster does not emulate: {}",
+        compute["resources"]
+    );
+    assert!(
+        pod["spec"]["volumes"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|v| v["image"].is_object())),
+        "the container disks are image volumes: {}",
+        pod["spec"]["volumes"]
+    );
+    let qemu = qemu_processes();
+    assert_eq!(qemu.len(), 1, "one QEMU runs the guest: {qemu:?}");
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", qemu[0])).unwrap_or_default();
+    let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+    let accel = if cmdline.contains("accel=kvm") || cmdline.contains("-accel kvm") {
+        "kvm"
+    } else {
+        "tcg"
+    };
+    assert_eq!(
+        accel == "kvm",
+        kvm,
+        "the guest runs under KVM exactly where KVM runs guests: {cmdline}"
+    );
+    eprintln!(
+        "real node ({accel}): VM created -> VMI Running {:.2} s, -> guest answering ping + \
+         HTTP {:.2} s (address {})",
+        to_running.as_secs_f64(),
+        to_answering.as_secs_f64(),
+        vmi["status"]["interfaces"][0]["ipAddress"]
+    );
+    report_rss(&deployed);
+
+    deployed.set_run_strategy("Halted");
+    deployed.wait_gone("the VM stopped: no VMI, no launcher pod, no QEMU");
+    let restarted = Instant::now();
+    deployed.set_run_strategy("Always");
+    deployed.wait_booted("after a stop", restarted);
+    deployed.kubectl_ok(&["delete", "vm", "-n", NS, "guest", "--wait=false"]);
+    deployed.wait_gone("the VM deleted: no VMI, no launcher pod, no QEMU");
+    assert!(
+        kubectl_json(&deployed.cluster, &["get", "vm", "-n", NS, "guest"]).is_none(),
+        "the VM is gone"
+    );
+
+    let mut deployed = deployed;
+    let node = deployed.node.take().expect("the node");
+    node.stop()
+        .unwrap_or_else(|e| panic!("the node left something behind: {e}"));
+}
+
+/// Prints the resident memory of the daemons' pods' processes (virt-controller, virt-handler)
+/// and of the launcher pod's processes outside QEMU, from /proc (the pods share this kernel).
+fn report_rss(deployed: &Deployed) {
+    let mut by_name: std::collections::BTreeMap<String, u64> = Default::default();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
+            continue;
+        };
+        let field = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .map(|v| v.trim().to_string())
+        };
+        let (Some(name), Some(rss)) = (field("Name:"), field("VmRSS:")) else {
+            continue;
+        };
+        if [
+            "virt-controller",
+            "virt-handler",
+            "virt-launcher",
+            "virt-launcher-m",
+            "libvirtd",
+            "virtlogd",
+        ]
+        .contains(&name.as_str())
+        {
+            let kib: u64 = rss
+                .trim_end_matches(" kB")
+                .trim()
+                .parse()
+                .unwrap_or_default();
+            *by_name.entry(name).or_default() += kib;
+        }
+    }
+    eprintln!("real node: RSS by process name (KiB, summed over replicas): {by_name:?}");
+    let _ = deployed;
+}
