@@ -657,16 +657,10 @@ fn handler_daemonset_has_kubevirts_shape() {
         "spec.nodeName"
     );
 
-    let host_paths: BTreeMap<&str, &str> = pod["volumes"]
-        .as_array()
-        .unwrap()
+    let volumes = pod["volumes"].as_array().unwrap();
+    let host_paths: BTreeMap<&str, &str> = volumes
         .iter()
-        .map(|v| {
-            (
-                v["name"].as_str().unwrap(),
-                v["hostPath"]["path"].as_str().unwrap(),
-            )
-        })
+        .filter_map(|v| Some((v["name"].as_str()?, v["hostPath"]["path"].as_str()?)))
         .collect();
     let mounts: BTreeMap<&str, &str> = c["volumeMounts"]
         .as_array()
@@ -698,7 +692,47 @@ fn handler_daemonset_has_kubevirts_shape() {
             "{mount} comes from the host's {host}"
         );
     }
-    assert_eq!(mounts.len(), host_paths.len(), "every volume is mounted");
+    assert_eq!(
+        mounts.get("/var/lib/kubevirt-node-labeller"),
+        Some(&"node-labeller"),
+        "the init container's machine list, where --node-labeller-dir looks by default"
+    );
+    assert_eq!(mounts.len(), volumes.len(), "every volume is mounted");
+
+    // The node labeller's init container (machine types only): KubeVirt's name, the launcher
+    // image of this version, QEMU's machine list written into an emptyDir shared with the
+    // handler (KubeVirt: a hostPath, written by libvirt as root; kvrs needs neither).
+    let labeller = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "node-labeller")
+        .expect("node-labeller volume");
+    assert_eq!(labeller["emptyDir"], json!({}), "not on the host");
+    let inits = pod["initContainers"].as_array().expect("initContainers");
+    assert_eq!(inits.len(), 1);
+    let init = &inits[0];
+    assert_eq!(init["name"], "virt-launcher");
+    assert_eq!(
+        init["image"],
+        format!("kvrs/virt-launcher:v{}", env!("CARGO_PKG_VERSION")),
+        "the launcher image scripts/images.sh builds for this version"
+    );
+    assert_eq!(init["command"], json!(["/bin/sh", "-c"]));
+    assert_eq!(
+        init["args"],
+        json!([
+            "qemu-system-x86_64 -machine help >/var/lib/kubevirt-node-labeller/qemu-machines.txt"
+        ])
+    );
+    assert!(
+        init.get("securityContext").is_none(),
+        "listing machine types needs no privileges: the image's user 107 writes the emptyDir"
+    );
+    assert_eq!(
+        init["volumeMounts"],
+        json!([{"name": "node-labeller", "mountPath": "/var/lib/kubevirt-node-labeller"}])
+    );
 }
 
 // --- CRDs ----------------------------------------------------------------------------------------------

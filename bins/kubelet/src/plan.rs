@@ -52,31 +52,41 @@ impl PodKey {
             name: get(&m.name, "metadata.name")?,
             uid: get(&m.uid, "metadata.uid")?,
         };
-        // Both become parts of file names (the log file): only what kube-apiserver accepts.
+        // The UID names the pod's directories and records.
+        if matches!(key.uid.as_str(), "." | "..") || key.uid.contains(['/', '\0']) {
+            return Err(PlanError::Invalid {
+                field: "metadata.uid".into(),
+                value: key.uid.clone(),
+                reason: "not a path component",
+            });
+        }
+        Ok(key)
+    }
+
+    /// The namespace and name as kube-apiserver accepts them (a DNS-1123 label and subdomain):
+    /// both become parts of file names (the pod's log). Checked when the pod is planned, so a
+    /// refused pod still gets a status and can be deleted.
+    pub fn check_names(&self) -> Result<(), PlanError> {
         let invalid = |field: &str, value: &str, reason| PlanError::Invalid {
             field: field.into(),
             value: value.into(),
             reason,
         };
-        if !crate::names::is_dns1123_label(&key.namespace) {
+        if !crate::names::is_dns1123_label(&self.namespace) {
             return Err(invalid(
                 "metadata.namespace",
-                &key.namespace,
+                &self.namespace,
                 "not a DNS-1123 label",
             ));
         }
-        if !crate::names::is_dns1123_subdomain(&key.name) {
+        if !crate::names::is_dns1123_subdomain(&self.name) {
             return Err(invalid(
                 "metadata.name",
-                &key.name,
+                &self.name,
                 "not a DNS-1123 subdomain",
             ));
         }
-        // The UID names the pod's directories and records.
-        if matches!(key.uid.as_str(), "." | "..") || key.uid.contains(['/', '\0']) {
-            return Err(invalid("metadata.uid", &key.uid, "not a path component"));
-        }
-        Ok(key)
+        Ok(())
     }
 
     /// A short hex digest of the UID: names of host objects (netns, veth) that must be short.
@@ -241,6 +251,7 @@ pub fn plan_pod(
     address: PodAddress,
 ) -> Result<PodPlan, PlanError> {
     let key = PodKey::of(pod)?;
+    key.check_names()?;
     let spec = pod
         .spec
         .as_ref()

@@ -306,26 +306,23 @@ fn http_get(ip: &str, port: u16, path: &str) -> Option<String> {
     let mut text = String::new();
     stream.read_to_string(&mut text).ok()?;
     let (head, body) = text.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.0 200").then(|| body.to_string())
+    let status = head.lines().next()?;
+    (status.starts_with("HTTP/1.") && status.split_whitespace().nth(1) == Some("200"))
+        .then(|| body.to_string())
 }
 
-/// The KubeVirt CR of the test: KubeVirt's ImageVolume gate (container disks and the kernel-boot
-/// image as image volumes); emulation only where KVM does not run guests.
+/// The KubeVirt CR README's "On a cluster" applies (`fixtures/cluster/kubevirt-cr.yaml`: the
+/// ImageVolume gate), with `useEmulation` where KVM does not run guests (as its comment says).
 fn kubevirt_cr(use_emulation: bool) -> String {
-    format!(
-        "apiVersion: kubevirt.io/v1
-kind: KubeVirt
-metadata:
-  name: kubevirt
-  namespace: kubevirt
-spec:
-  configuration:
-    developerConfiguration:
-      useEmulation: {use_emulation}
-      featureGates:
-        - ImageVolume
-"
-    )
+    let cr = std::fs::read_to_string(repo_root().join("fixtures/cluster/kubevirt-cr.yaml"))
+        .expect("fixtures/cluster/kubevirt-cr.yaml");
+    let marker = "    developerConfiguration:\n";
+    assert!(cr.contains(marker), "the CR has a developerConfiguration");
+    if use_emulation {
+        cr.replace(marker, &format!("{marker}      useEmulation: true\n"))
+    } else {
+        cr
+    }
 }
 
 #[test]

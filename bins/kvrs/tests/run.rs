@@ -160,7 +160,7 @@ fn boots_the_fixture_vm_prints_its_phases_and_address_then_stops_and_leaves_noth
     let before = machine_state();
     let state = state_dir("a");
     // Another VMI created through the run's API server (issue 43): it fails (its image is not
-    // in --images) and must neither be reported nor end the run or touch its VM.
+    // in --images) while the run's VM boots, and must neither be reported nor end the run.
     let second = std::thread::spawn({
         let kubeconfig = state.join("kubeconfig");
         move || create_a_second_vmi_that_fails(&kubeconfig)
@@ -242,7 +242,7 @@ spec:
     containerDisk: {image: kvrs.local/not-in-images:v1}
 ";
     let cache = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let mut child = Command::new(kubectl)
+    let mut child = Command::new(&kubectl)
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .arg("--cache-dir")
@@ -261,10 +261,31 @@ spec:
         .write_all(vmi.as_bytes())
         .map_err(|e| e.to_string())?;
     let out = child.wait_with_output().map_err(|e| e.to_string())?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    // It ends Failed while the run goes on (which the old run took for its own VM's end).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let out = Command::new(&kubectl)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--cache-dir")
+            .arg(cache.path())
+            .args(["get", "vmi", "second", "-o", "jsonpath={.status.phase}"])
+            .output()
+            .map_err(|e| e.to_string())?;
+        let phase = String::from_utf8_lossy(&out.stdout).into_owned();
+        if phase == "Failed" {
+            return Ok(());
+        }
+        if Instant::now() > deadline || !kubeconfig.exists() {
+            return Err(format!(
+                "the second VMI is {phase:?}, not Failed, while the run ran: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 

@@ -68,6 +68,12 @@ pub struct Flags {
     /// Devices each plugin advertises: the most VMIs this node can run (KubeVirt: 1000).
     #[arg(long, default_value_t = 1000)]
     pub max_devices: usize,
+    /// The node labeller's directory (KubeVirt's), where the DaemonSet's init container writes
+    /// the launcher QEMU's machine types (`qemu-machines.txt`); this node is labelled
+    /// `machine-type.node.kubevirt.io/<machine>=true` for each. Without the file the node's
+    /// machine-type labels are left alone.
+    #[arg(long, default_value = "/var/lib/kubevirt-node-labeller")]
+    pub node_labeller_dir: PathBuf,
     /// Log lines on stderr: `text` (coloured only on a terminal) or `json` (one object a line).
     #[arg(long, default_value = "text")]
     pub log_format: kvrs_runtime::kube::setup::LogFormat,

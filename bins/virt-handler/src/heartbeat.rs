@@ -1,42 +1,67 @@
 //! The node heartbeat: KubeVirt's `kubevirt.io/schedulable` label and `kubevirt.io/heartbeat`
 //! annotation on this node, refreshed periodically; on a graceful stop the node is marked
-//! unschedulable, so the scheduler stops sending VMIs to a node without a handler.
+//! unschedulable, so the scheduler stops sending VMIs to a node without a handler. The node
+//! labeller's machine-type labels ([`crate::node_labeller`]) ride on the same patch.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use kube::api::{Patch, PatchParams};
 use kvrs_api::names::{annotations, labels};
-use serde_json::json;
+use serde_json::{Map, Value, json};
 use tracing::{debug, warn};
 
+use crate::node_labeller;
+
 /// The patch KubeVirt's heartbeat sends (strategic merge): schedulable, the CPU-manager labels
-/// (kvrs does not detect the CPU manager: `false`, as KubeVirt reports without it) and the time.
-pub fn heartbeat_patch(schedulable: bool, now: &str) -> serde_json::Value {
+/// (kvrs does not detect the CPU manager: `false`, as KubeVirt reports without it) and the time;
+/// plus `extra_labels` (the node labeller's: a `null` value removes that label).
+pub fn heartbeat_patch(schedulable: bool, now: &str, extra_labels: Map<String, Value>) -> Value {
+    let mut labels = extra_labels;
+    labels.insert(labels::SCHEDULABLE.into(), schedulable.to_string().into());
+    labels.insert("cpumanager".into(), "false".into());
+    labels.insert("kubevirt.io/cpumanager".into(), "false".into());
     json!({
         "metadata": {
-            "labels": {
-                labels::SCHEDULABLE: schedulable.to_string(),
-                "cpumanager": "false",
-                "kubevirt.io/cpumanager": "false",
-            },
+            "labels": labels,
             "annotations": { annotations::HEARTBEAT: now },
         }
     })
 }
 
-/// Sends one heartbeat.
-pub async fn beat(client: &kube::Client, node: &str, schedulable: bool) -> Result<(), kube::Error> {
+/// Sends one heartbeat; with `machines`, the node's machine-type labels are set to them in the
+/// same patch (the node is read first to remove stale ones; if that read fails, they are only
+/// added this time).
+pub async fn beat(
+    client: &kube::Client,
+    node: &str,
+    schedulable: bool,
+    machines: Option<&BTreeSet<String>>,
+) -> Result<(), kube::Error> {
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+    let machine_labels = match machines {
+        None => Map::new(),
+        Some(machines) => {
+            let current = match nodes.get(node).await {
+                Ok(n) => n.metadata.labels.unwrap_or_default(),
+                Err(e) => {
+                    warn!(
+                        node,
+                        "reading the node's labels, stale machine types kept: {e}"
+                    );
+                    BTreeMap::new()
+                }
+            };
+            node_labeller::machine_label_changes(&current, machines)
+        }
+    };
     let pp = PatchParams {
         field_manager: Some("virt-handler".into()),
         ..PatchParams::default()
     };
+    let patch = heartbeat_patch(schedulable, &crate::sync::now().rfc3339(), machine_labels);
     nodes
-        .patch(
-            node,
-            &pp,
-            &Patch::Strategic(heartbeat_patch(schedulable, &crate::sync::now().rfc3339())),
-        )
+        .patch(node, &pp, &Patch::Strategic(patch))
         .await
         .map(drop)
 }
@@ -54,11 +79,16 @@ pub fn next_beat_after(period: Duration, failures: u32) -> Duration {
 }
 
 /// Beats every `period` until the task is dropped; a refused beat is retried sooner
-/// ([`next_beat_after`]).
-pub async fn run(client: kube::Client, node: String, period: Duration) {
+/// ([`next_beat_after`]). `machines`: the node labeller's machine types, if it has any.
+pub async fn run(
+    client: kube::Client,
+    node: String,
+    period: Duration,
+    machines: Option<BTreeSet<String>>,
+) {
     let mut failures = 0u32;
     loop {
-        match beat(&client, &node, true).await {
+        match beat(&client, &node, true, machines.as_ref()).await {
             Ok(()) => {
                 debug!(node, "heartbeat sent");
                 failures = 0;
@@ -78,12 +108,29 @@ mod tests {
 
     #[test]
     fn the_patch_carries_kubevirts_label_and_annotation() {
-        let p = heartbeat_patch(false, "2026-12-01T00:00:00Z");
+        let p = heartbeat_patch(false, "2026-12-01T00:00:00Z", Map::new());
         assert_eq!(p["metadata"]["labels"]["kubevirt.io/schedulable"], "false");
         assert_eq!(
             p["metadata"]["annotations"]["kubevirt.io/heartbeat"],
             "2026-12-01T00:00:00Z"
         );
+        assert_eq!(p["metadata"]["labels"].as_object().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn the_node_labellers_labels_ride_on_the_same_patch() {
+        let mut extra = Map::new();
+        extra.insert("machine-type.node.kubevirt.io/q35".into(), "true".into());
+        extra.insert(
+            "machine-type.node.kubevirt.io/pc-q35-9.2".into(),
+            Value::Null,
+        );
+        let p = heartbeat_patch(true, "2026-12-01T00:00:00Z", extra);
+        let labels = &p["metadata"]["labels"];
+        assert_eq!(labels["kubevirt.io/schedulable"], "true");
+        assert_eq!(labels["machine-type.node.kubevirt.io/q35"], "true");
+        assert!(labels["machine-type.node.kubevirt.io/pc-q35-9.2"].is_null());
+        assert_eq!(labels.as_object().unwrap().len(), 5);
     }
 
     #[test]

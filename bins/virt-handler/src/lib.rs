@@ -13,6 +13,7 @@ pub mod flags;
 mod heartbeat;
 mod launchers;
 mod metrics;
+mod node_labeller;
 mod options;
 mod podcache;
 mod sync;
@@ -154,10 +155,13 @@ pub async fn run(
             }
         })
     };
+    // The node labeller's machine types, read once (written by the DaemonSet's init container).
+    let machines = node_labeller::load_machines(&flags.node_labeller_dir);
     let heartbeat = tokio::spawn(heartbeat::run(
         client.clone(),
         node.clone(),
         Duration::from_secs(flags.heartbeat_seconds.max(1)),
+        machines,
     ));
 
     shutdown.await;
@@ -178,7 +182,7 @@ pub async fn run(
         watch.abort();
     }
     // A node without a running handler must not receive VMIs.
-    if let Err(e) = heartbeat::beat(&client, &node, false).await {
+    if let Err(e) = heartbeat::beat(&client, &node, false, None).await {
         error!(node, "marking the node unschedulable: {e}");
     }
     if let Some(plugins) = device_plugins {

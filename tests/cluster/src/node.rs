@@ -578,7 +578,9 @@ impl RealNode {
             .lines()
             .any(|l| l.split(' ').nth(4) == Some(&*path.to_string_lossy()));
         let mut steps: Vec<Vec<&str>> = Vec::new();
-        let p = path.to_str().ok_or_else(|| node_err("a path that is not UTF-8"))?;
+        let p = path
+            .to_str()
+            .ok_or_else(|| node_err("a path that is not UTF-8"))?;
         if !mounted {
             steps.push(vec!["--bind", p, p]);
         }

@@ -14,7 +14,7 @@ pub mod plan;
 mod registration;
 mod server;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -57,7 +57,7 @@ impl DevicePluginConfig {
     pub fn for_host(plugin_dir: PathBuf, max_devices: usize, vsock: bool) -> Self {
         DevicePluginConfig {
             plugin_dir,
-            device_root: PathBuf::from(HOST_ROOT),
+            device_root: host_root(),
             plan: plan::plan(&PlanInputs {
                 max_devices,
                 cgroup2_unified: kvrs_node::host_devices::cgroup2_unified(),
@@ -66,6 +66,22 @@ impl DevicePluginConfig {
             poll_interval: Duration::from_secs(1),
             backoff: [1, 2, 5, 10].map(Duration::from_secs).to_vec(),
         }
+    }
+}
+
+/// [`HOST_ROOT`] where this process may look into it, `/` otherwise: a sandboxed host's PID 1
+/// may refuse `/proc/1/root` even to root, and a privileged container's own `/dev` then holds
+/// the host's device nodes (the runtime gives it all of them), as a process on the host sees
+/// them directly.
+fn host_root() -> PathBuf {
+    if std::fs::read_dir(Path::new(HOST_ROOT).join("dev")).is_ok() {
+        PathBuf::from(HOST_ROOT)
+    } else {
+        tracing::info!(
+            host_root = HOST_ROOT,
+            "the host's root is not readable here: device nodes are looked at under /"
+        );
+        PathBuf::from("/")
     }
 }
 
