@@ -187,6 +187,66 @@ impl Deployed {
         );
     }
 
+    /// Without KVM and without emulation the launcher pod cannot get `devices.kubevirt.io/kvm`:
+    /// the VMI shows the scheduler's reason as KubeVirt shows it (`PodScheduled=False`,
+    /// `Unschedulable`, the VM `ErrorUnschedulable`). Then the CR allows emulation, live: the
+    /// daemons take it without a restart, and the next VM's pod asks for no KVM.
+    fn unschedulable_without_kvm_then_emulation(&self) {
+        self.apply_vm();
+        let vmi = wait_for(
+            "the VMI unschedulable for want of devices.kubevirt.io/kvm",
+            Duration::from_secs(120),
+            || {
+                let vm = kubectl_json(&self.cluster, &["get", "vm", "-n", NS, "guest"])?;
+                let vmi = kubectl_json(&self.cluster, &["get", "vmi", "-n", NS, "guest"])?;
+                let scheduled = vmi["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["type"] == "PodScheduled")?
+                    .clone();
+                (vm["status"]["printableStatus"] == "ErrorUnschedulable"
+                    && scheduled["status"] == "False"
+                    && scheduled["reason"] == "Unschedulable")
+                    .then_some(scheduled)
+            },
+            || self.logs(),
+        );
+        assert!(
+            vmi["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("devices.kubevirt.io/kvm")),
+            "the scheduler's reason names the missing device: {vmi}"
+        );
+        self.kubectl_ok(&["delete", "vm", "-n", NS, "guest", "--wait=false"]);
+        self.wait_gone("the unschedulable VM deleted");
+        let out = self
+            .cluster
+            .kubectl_with_stdin(["apply", "-f", "-"], &kubevirt_cr(true));
+        assert!(
+            out.status.success(),
+            "the KubeVirt CR with useEmulation: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for (what, selector) in [
+            ("virt-controller", "kubevirt.io=virt-controller"),
+            ("virt-handler", "kubevirt.io=virt-handler"),
+        ] {
+            wait_for(
+                &format!("{what} taking useEmulation from the CR, live"),
+                Duration::from_secs(60),
+                || {
+                    let out = self
+                        .cluster
+                        .kubectl(["logs", "-n", "kubevirt", "-l", selector, "--tail", "-1"]);
+                    String::from_utf8_lossy(&out.stdout)
+                        .contains("use_emulation=true")
+                        .then_some(())
+                },
+                || self.logs(),
+            );
+        }
+    }
+
     fn set_run_strategy(&self, strategy: &str) {
         let patch = format!(r#"{{"spec":{{"runStrategy":"{strategy}"}}}}"#);
         self.kubectl_ok(&[
@@ -371,7 +431,7 @@ fn the_shipped_manifests_run_on_a_real_node_and_a_vm_boots_there() {
     }
     let out = deployed
         .cluster
-        .kubectl_with_stdin(["apply", "-f", "-"], &kubevirt_cr(!kvm));
+        .kubectl_with_stdin(["apply", "-f", "-"], &kubevirt_cr(false));
     assert!(
         out.status.success(),
         "the KubeVirt CR: {}",
@@ -415,6 +475,9 @@ fn the_shipped_manifests_run_on_a_real_node_and_a_vm_boots_there() {
     }
 
     deployed.kubectl_ok(&["create", "namespace", NS]);
+    if !kvm {
+        deployed.unschedulable_without_kvm_then_emulation();
+    }
     let created = Instant::now();
     deployed.apply_vm();
     let (vmi, to_running, to_answering) = deployed.wait_booted("first start", created);
