@@ -64,7 +64,10 @@ fn text_through_a_pipe_has_no_colours() {
         for args in [&[][..], &["--log-format", "text"][..]] {
             let stderr = stderr_of(&binary, args);
             assert!(stderr.contains("no-such-kubeconfig"), "{name}: {stderr}");
-            assert!(!stderr.contains("\x1b["), "{name}: ANSI escape in {stderr:?}");
+            assert!(
+                !stderr.contains("\x1b["),
+                "{name}: ANSI escape in {stderr:?}"
+            );
         }
     }
 }

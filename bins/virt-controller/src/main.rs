@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use kvrs_runtime::kube::setup::{connect, init_logging_as, terminated};
+use kvrs_runtime::kube::setup::{connect_as, init_logging_as, terminated};
 use kvrs_virt_controller::{Flags, run};
 use tracing::error;
 
@@ -12,7 +12,7 @@ use tracing::error;
 async fn main() -> ExitCode {
     let flags = Flags::parse();
     init_logging_as(flags.log_format, "info");
-    let result = match connect(flags.kubeconfig.as_deref()).await {
+    let result = match connect_as("virt-controller", flags.kubeconfig.as_deref()).await {
         Ok(client) => run(flags, client, terminated()).await,
         Err(e) => Err(e.into()),
     };

@@ -104,9 +104,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .build()
         .map_err(|e| CliError::Failed(format!("starting the async runtime: {e}")))?;
     runtime.block_on(async move {
-        let client = kvrs_runtime::kube::setup::connect(args.kubeconfig.as_deref())
-            .await
-            .map_err(|e| CliError::Failed(e.to_string()))?;
+        let client =
+            kvrs_runtime::kube::setup::connect_as("kvrs-kubelet", args.kubeconfig.as_deref())
+                .await
+                .map_err(|e| CliError::Failed(e.to_string()))?;
         let mut signals = super::run::Signals::new()?;
         kvrs_kubelet::Kubelet::new(client, config)
             .run(async move { signals.recv().await })

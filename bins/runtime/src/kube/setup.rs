@@ -34,9 +34,35 @@ impl ConnectError {
     }
 }
 
-/// A client for the cluster of `kubeconfig`, or of the environment when it is `None`.
+/// A client for the cluster of `kubeconfig`, or of the environment when it is `None`, sending
+/// the User-Agent `kvrs/<version> (<os>/<arch>)` (see [`connect_as`]).
 pub async fn connect(kubeconfig: Option<&Path>) -> Result<kube::Client, ConnectError> {
-    let config = match kubeconfig {
+    connect_as("kvrs", kubeconfig).await
+}
+
+/// The User-Agent of `component`'s requests, in client-go's shape
+/// (`<component>/v<version> (<os>/<arch>) kvrs`): audit logs and API priority and fairness tell
+/// kvrs's daemons apart from each other and from other clients (kube-rs sends none of its own).
+pub fn user_agent(component: &str) -> String {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "powerpc64" => "ppc64le",
+        other => other,
+    };
+    format!(
+        "{component}/v{} ({}/{arch}) kvrs",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS
+    )
+}
+
+/// [`connect`] for `component` (e.g. `virt-controller`), named in every request's User-Agent.
+pub async fn connect_as(
+    component: &str,
+    kubeconfig: Option<&Path>,
+) -> Result<kube::Client, ConnectError> {
+    let mut config = match kubeconfig {
         Some(path) => {
             let bad = |reason: String| ConnectError::Kubeconfig {
                 path: path.display().to_string(),
@@ -52,6 +78,9 @@ pub async fn connect(kubeconfig: Option<&Path>) -> Result<kube::Client, ConnectE
             .await
             .map_err(|e| ConnectError::NotFound(e.to_string()))?,
     };
+    let agent = http::HeaderValue::from_str(&user_agent(component))
+        .map_err(|e| ConnectError::Client(format!("User-Agent for {component:?}: {e}")))?;
+    config.headers.push((http::header::USER_AGENT, agent));
     kube::Client::try_from(config).map_err(|e| ConnectError::Client(e.to_string()))
 }
 
