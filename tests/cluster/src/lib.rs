@@ -1175,7 +1175,12 @@ fn run_components_script(name: &str) -> Result<PathBuf, String> {
 }
 
 fn check_bin_dir(dir: &Path) -> Result<(), String> {
-    let missing: Vec<&str> = BINARIES
+    check_files(dir, &BINARIES)
+}
+
+/// `Ok` when every one of `files` is a file in `dir`; otherwise which are missing.
+pub(crate) fn check_files(dir: &Path, files: &[&str]) -> Result<(), String> {
+    let missing: Vec<&str> = files
         .iter()
         .copied()
         .filter(|b| !dir.join(b).is_file())

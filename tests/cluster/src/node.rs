@@ -307,18 +307,7 @@ fn run(cmd: &mut Command) -> Result<Output, ClusterError> {
 /// `KVRS_NODE_BIN` if set (checked, never built), else the output of
 /// `scripts/node-components.sh` (which builds them on first use; run once per test process).
 pub fn locate_node_binaries() -> Result<PathBuf, ClusterError> {
-    fn check(dir: &Path) -> Result<(), String> {
-        let missing: Vec<&str> = NODE_BIN_FILES
-            .iter()
-            .copied()
-            .filter(|b| !dir.join(b).is_file())
-            .collect();
-        if missing.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("{} lacks {}", dir.display(), missing.join(", ")))
-        }
-    }
+    let check = |dir: &Path| crate::check_files(dir, &NODE_BIN_FILES);
     if let Some(dir) = std::env::var_os("KVRS_NODE_BIN") {
         let dir = PathBuf::from(dir);
         check(&dir).map_err(|e| ClusterError::Binaries(format!("KVRS_NODE_BIN: {e}")))?;
