@@ -19,7 +19,7 @@ pub use kvrs_sim as sim;
 
 /// The admission pipeline: namespace default, defaulting, validation (`kvrs-admission`).
 pub mod admission {
-    pub use kvrs_admission::{AdmissionError, admit};
+    pub use kvrs_admission::{AdmissionError, admit, admit_created};
 }
 
 pub use kvrs_admission::ClusterConfig;

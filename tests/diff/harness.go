@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/mock/gomock"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -54,6 +55,10 @@ const (
 	// KubeVirt's random --qemu-timeout (240 s + 0..119 s), as the oracle writes it.
 	jitterLiteral = "QEMU_TIMEOUT_WITH_JITTER"
 )
+
+// webhookClock is the instant the harness shows the webhook's phase transition timestamps at
+// (tests/differential.rs admits kvrs's side at the same instant).
+var webhookClock = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // harness holds one cluster configuration per feature-gate set (building one starts informers).
 type harness struct {
@@ -112,8 +117,11 @@ func (h *harness) answer(req Request) (ans Answer) {
 		return ans
 	}
 	shown := vmi.DeepCopy()
-	// They hold the current time; the oracle leaves them out.
-	shown.Status.PhaseTransitionTimestamps = nil
+	// The webhook stamps them with the current time: shown at a fixed instant, so the entries
+	// themselves (which phases, in which order) are compared.
+	for i := range shown.Status.PhaseTransitionTimestamps {
+		shown.Status.PhaseTransitionTimestamps[i].PhaseTransitionTimestamp = metav1.NewTime(webhookClock)
+	}
 	if ans.Defaulted, err = json.MarshalIndent(shown, "", "  "); err != nil {
 		ans.Error = err.Error()
 		return ans

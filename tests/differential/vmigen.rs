@@ -153,6 +153,15 @@ pub fn generate(seed: u64, index: u64) -> Generated {
     if !annotations.is_empty() {
         metadata.insert("annotations".into(), Value::Object(annotations));
     }
+    // Every fourth VMI comes as the VM controller sends one, with its finalizer already there:
+    // the webhook appends its own after it. Chosen by index, not by the generator's stream, so
+    // the other fields stay what they were.
+    if index % 4 == 1 {
+        metadata.insert(
+            "finalizers".into(),
+            json!(["kubevirt.io/virtualMachineControllerFinalize"]),
+        );
+    }
 
     let mut domain = Map::new();
     let mut spec = Map::new();

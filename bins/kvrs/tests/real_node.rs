@@ -145,8 +145,8 @@ impl Deployed {
 
     fn wait_ready(&self) {
         for (kind, name) in [
-            ("deployment", "virt-controller"),
-            ("daemonset", "virt-handler"),
+            ("deployment", "kvrs-virt-controller"),
+            ("daemonset", "kvrs-virt-handler"),
         ] {
             wait_for(
                 &format!("{kind}/{name} ready through its probes"),

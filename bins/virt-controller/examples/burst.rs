@@ -407,7 +407,7 @@ async fn main() -> Result<()> {
     let raw_rate = n as f64 / raw_wall.as_secs_f64();
 
     // (b) The controller.
-    let token = cluster.service_account_token("kubevirt", "kubevirt-controller");
+    let token = cluster.service_account_token("kubevirt", "kvrs-controller");
     let controller_kubeconfig = cluster.kubeconfig_for_token(&token);
     let port = free_loopback_port();
     let log = cluster.dir().join("virt-controller-burst.log");

@@ -4,7 +4,9 @@
 //! (virt-api's validating webhook). Other kvrs commands (`convert`, `overhead`, `pod`) call
 //! [`admit`] first, exactly as KubeVirt only ever converts an admitted VMI.
 
-use crate::api::VirtualMachineInstance;
+use kvrs_api::time::Now;
+
+use crate::api::{VirtualMachineInstance, VirtualMachineInstancePhaseTransitionTimestamp};
 use crate::config::ClusterConfig;
 use crate::defaults::{apply_defaults, default_namespace};
 use crate::validate::{ValidationError, validate};
@@ -34,5 +36,33 @@ pub fn admit(
     default_namespace(&mut vmi);
     apply_defaults(&mut vmi, config);
     validate(&vmi, config)?;
+    Ok(vmi)
+}
+
+/// Admits a VMI being created at `now`, as virt-api's webhook stores it: [`admit`], then the
+/// `Pending` entry of `status.phaseTransitionTimestamps` the mutating webhook appends with its
+/// own clock reading.
+///
+/// [`admit`] leaves that entry out because `kvrs convert`, `pod` and `overhead` answer the same
+/// for the same input at any time; whatever stands in for the webhook on a create (the VM
+/// controller without virt-api, `kvrs run`'s API server) calls this one, so the stored VMI carries
+/// the entry KubeVirt's VMI controller and `kubectl get -o yaml` readers expect.
+pub fn admit_created(
+    vmi: VirtualMachineInstance,
+    config: &ClusterConfig,
+    now: Now,
+) -> Result<VirtualMachineInstance, AdmissionError> {
+    let mut vmi = admit(vmi, config)?;
+    let status = vmi.status.get_or_insert_with(Default::default);
+    status
+        .phase_transition_timestamps
+        .get_or_insert_with(Vec::new)
+        .push(VirtualMachineInstancePhaseTransitionTimestamp {
+            phase: status.phase.clone(),
+            phase_transition_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                now.timestamp(),
+            )),
+            ..Default::default()
+        });
     Ok(vmi)
 }

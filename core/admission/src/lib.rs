@@ -17,7 +17,7 @@ pub mod live_config;
 pub mod template;
 pub mod validate;
 
-pub use admit::{AdmissionError, admit};
+pub use admit::{AdmissionError, admit, admit_created};
 pub use config::ClusterConfig;
 
 // The API crate's modules under the names the code here has always used.

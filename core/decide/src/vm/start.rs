@@ -203,11 +203,17 @@ pub(super) fn start_vmi(r: &mut Reconcile<'_, '_>) -> Option<SyncError> {
         Ok(v) => v,
         Err(e) => return Some(e),
     };
+    // The VM controller's finalizer is in the VMI it sends; virt-api's webhook appends its own
+    // after it. Set before admission so the stored order is KubeVirt's.
+    vmi.metadata
+        .finalizers
+        .get_or_insert_with(Vec::new)
+        .push(VM_CONTROLLER_FINALIZER.into());
     // In KubeVirt, virt-api's validating webhook refuses such a VMI at create and the VM
     // controller reports the refusal. kvrs runs where no webhook stands in front of the API
     // server (its own clusters, `kvrs run`), so the controller checks the VMI exactly as the
     // webhook would before creating it, and reports the refusal the same way.
-    match kvrs_admission::admit(vmi.clone(), r.w.config) {
+    match kvrs_admission::admit_created(vmi.clone(), r.w.config, r.w.now) {
         // No webhook in front of the API server: the VMI is stored as it would have returned it.
         Ok(admitted) if r.w.config.admit_created_vmis => vmi = admitted,
         Ok(_) => {}
@@ -250,9 +256,6 @@ pub(super) fn start_vmi(r: &mut Reconcile<'_, '_>) -> Option<SyncError> {
     if r.vm.spec.run_strategy.as_deref() == Some("WaitAsReceiver") {
         annotations.insert(CREATE_MIGRATION_TARGET_ANNOTATION.into(), "true".into());
     }
-    md.finalizers
-        .get_or_insert_with(Vec::new)
-        .push(VM_CONTROLLER_FINALIZER.into());
     let vmi = serde_json::to_value(&vmi).unwrap_or_default();
 
     let name = r.name();

@@ -727,6 +727,26 @@ fn without_a_webhook_the_created_vmi_is_stored_as_virt_api_would_return_it() {
             "{vmi}"
         );
     }
+    // The controller's finalizer is in what it sends; the webhook appends its own after it and
+    // stamps the `Pending` transition with its clock (here the decision's `now`).
+    assert_eq!(
+        plain["metadata"]["finalizers"],
+        json!(["kubevirt.io/virtualMachineControllerFinalize"])
+    );
+    assert_eq!(
+        admitted["metadata"]["finalizers"],
+        json!([
+            "kubevirt.io/virtualMachineControllerFinalize",
+            "kubevirt.io/foregroundDeleteVirtualMachine"
+        ])
+    );
+    let now = world(&v, None, &admitting).now.rfc3339();
+    assert_eq!(
+        admitted["status"]["phaseTransitionTimestamps"],
+        json!([{"phase": "Pending", "phaseTransitionTimestamp": now}]),
+        "{admitted}"
+    );
+    assert_eq!(plain["status"].get("phaseTransitionTimestamps"), None);
 }
 
 /// A VM with an instancetype and a preference starts a VMI expanded from their stored

@@ -18,7 +18,7 @@ impl Admission for KubevirtWebhooks {
             (Operation::Create, "virtualmachineinstances") => {
                 let vmi: VirtualMachineInstance = serde_json::from_value(obj.clone())
                     .map_err(|e| format!("admission webhook \"virtualmachineinstances-mutator.kubevirt.io\" denied the request: {e}"))?;
-                let admitted = kvrs_core::admission::admit(vmi, &self.config).map_err(|e| {
+                let admitted = kvrs_core::admission::admit_created(vmi, &self.config, wall_clock()).map_err(|e| {
                     format!("admission webhook \"virtualmachineinstances-create-validator.kubevirt.io\" denied the request: {e}")
                 })?;
                 *obj = serde_json::to_value(admitted).map_err(|e| e.to_string())?;
@@ -33,4 +33,12 @@ impl Admission for KubevirtWebhooks {
             _ => Ok(()),
         }
     }
+}
+
+/// The webhook's clock: virt-api stamps the `Pending` transition with the time of the create.
+fn wall_clock() -> kvrs_core::time::Now {
+    let unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    kvrs_core::time::Now::from_unix(unix)
 }
