@@ -14,35 +14,18 @@
 # GO (the go command; default: go on PATH, else /usr/local/go/bin/go).
 set -euo pipefail
 
-die() {
-  echo "diff-harness.sh: $*" >&2
-  exit 1
-}
-
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-MOD_DIR="$ROOT/tests/diff"
-STUBS="$ROOT/tests/mixed/stubs"
-[ -f "$MOD_DIR/go.mod" ] && [ -f "$MOD_DIR/go.sum" ] || die "missing $MOD_DIR/go.mod or go.sum"
-[ -d "$STUBS" ] || die "missing $STUBS (the stand-in modules go.mod replaces)"
-
 # shellcheck source=lib/go-harness.sh
-source "$ROOT/scripts/lib/go-harness.sh"
-gh_find_go
-command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libvirt ||
-  die "libvirt's C headers are needed (cgo, libvirt.org/go/libvirt): apt-get install libvirt-dev pkg-config"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/go-harness.sh"
+STUBS="$GH_ROOT/tests/mixed/stubs"
+[ -d "$STUBS" ] || die "missing $STUBS (the stand-in modules go.mod replaces)"
+gh_need_libvirt
 
-FLAGS="-trimpath -ldflags=-s -w"
-HASH=$(
-  {
-    cd "$MOD_DIR"
-    find . -name '*.go' -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
-    sha256sum go.mod go.sum
-    cd "$STUBS"
-    find . \( -name '*.go' -o -name 'go.mod' \) -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
-    echo "go=$GO_VERSION cgo=1 flags=$FLAGS"
-  } | sha256sum | cut -c1-16
-)
+# What the cache hash covers: tests/diff, then the stand-ins' Go files and go.mod files.
+diff_sums() {
+  gh_module_sums
+  (cd "$STUBS" && gh_sums '*.go' go.mod)
+}
 # The checksum database behind this proxy has no record of these modules (404); go.sum pins
 # their hashes, which the build still checks.
 export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}libvirt.org/go/libvirt,github.com/rhobs/operator-observability-toolkit"
-gh_build diff-harness.sh diff kvrs-diff-go "$HASH" "$MOD_DIR" 1 "against kubevirt.io/kubevirt v1.9.0; about 5 minutes the first time"
+gh_harness diff kvrs-diff-go 1 "against kubevirt.io/kubevirt v1.9.0; about 5 minutes the first time" diff_sums

@@ -15,26 +15,6 @@
 # GO (the go command; default: go on PATH, else /usr/local/go/bin/go).
 set -euo pipefail
 
-die() {
-  echo "gotags.sh: $*" >&2
-  exit 1
-}
-
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-MOD_DIR="$ROOT/tests/gotags"
-[ -f "$MOD_DIR/go.mod" ] && [ -f "$MOD_DIR/go.sum" ] || die "missing $MOD_DIR/go.mod or go.sum"
-
 # shellcheck source=lib/go-harness.sh
-source "$ROOT/scripts/lib/go-harness.sh"
-gh_find_go
-
-FLAGS="-trimpath -ldflags=-s -w"
-HASH=$(
-  cd "$MOD_DIR"
-  {
-    find . -name '*.go' -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
-    sha256sum go.mod go.sum
-    echo "go=$GO_VERSION cgo=0 flags=$FLAGS"
-  } | sha256sum | cut -c1-16
-)
-gh_build gotags.sh gotags kvrs-gotags "$HASH" "$MOD_DIR" 0 "against kubevirt.io/api v1.9.0"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/go-harness.sh"
+gh_harness gotags kvrs-gotags 0 "against kubevirt.io/api v1.9.0"

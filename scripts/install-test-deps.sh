@@ -192,6 +192,7 @@ APT_OPTS=(
   -o "APT::Get::List-Cleanup=false"
 )
 export DEBIAN_FRONTEND=noninteractive
+echo "install-test-deps.sh: apt-get update"
 if ! apt-get "${APT_OPTS[@]}" update -qq; then
   echo "install-test-deps.sh: apt-get update failed (private sources in $APT_DIR/sources.list.d)" >&2
   exit 1
@@ -222,6 +223,8 @@ fi
 # --no-install-recommends: no libvirt-daemon-system, no services: the tests start their own private
 # daemons. One retry, with the resolver's reasoning, for a transient download error.
 install() { apt-get "${APT_OPTS[@]}" install -y "$@" --no-install-recommends "${bpo_args[@]}" "${MAIN_PKGS[@]}"; }
+echo "install-test-deps.sh: installing ${bpo_args[*]} ${MAIN_PKGS[*]} (a few minutes the first time)"
+install_start=$(date +%s)
 if ! install -qq; then
   echo "install-test-deps.sh: first install attempt failed; retrying verbosely" >&2
   if ! install -o Debug::pkgProblemResolver=yes; then
@@ -237,7 +240,7 @@ if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
   systemctl disable --now libvirtd.service libvirtd.socket virtlogd.socket virtlogd.service >/dev/null 2>&1 || true
 fi
 
-echo "install-test-deps.sh: $(versions)"
+echo "install-test-deps.sh: installed in $(($(date +%s) - install_start)) s: $(versions)"
 if ! have_all verbose; then
   echo "install-test-deps.sh: installed, but the set above is still missing or too old" >&2
   exit 1

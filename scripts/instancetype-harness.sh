@@ -14,27 +14,9 @@
 # GO (the go command; default: go on PATH, else /usr/local/go/bin/go).
 set -euo pipefail
 
-die() {
-  echo "instancetype-harness.sh: $*" >&2
-  exit 1
-}
-
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-MOD_DIR="$ROOT/tests/instancetype"
-[ -f "$MOD_DIR/go.mod" ] && [ -f "$MOD_DIR/go.sum" ] || die "missing $MOD_DIR/go.mod or go.sum"
-
 # shellcheck source=lib/go-harness.sh
-source "$ROOT/scripts/lib/go-harness.sh"
-gh_find_go
-
-FLAGS="-trimpath -ldflags=-s -w"
-HASH=$(
-  cd "$MOD_DIR"
-  {
-    find . -name '*.go' -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
-    sha256sum go.mod go.sum
-    echo "go=$GO_VERSION cgo=0 flags=$FLAGS"
-  } | sha256sum | cut -c1-16
-)
+source "$(dirname "${BASH_SOURCE[0]}")/lib/go-harness.sh"
+# The checksum database behind this proxy has no record of this module (404); go.sum pins its
+# hash, which the build still checks.
 export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}libvirt.org/go/libvirt"
-gh_build instancetype-harness.sh instancetype kvrs-instancetype-harness "$HASH" "$MOD_DIR" 0 "against kubevirt.io/kubevirt v1.9.0"
+gh_harness instancetype kvrs-instancetype-harness 0 "against kubevirt.io/kubevirt v1.9.0"

@@ -14,32 +14,18 @@
 # GO (the go command; default: go on PATH, else /usr/local/go/bin/go).
 set -euo pipefail
 
-die() {
-  echo "mixed-harness.sh: $*" >&2
-  exit 1
-}
-
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-MOD_DIR="$ROOT/tests/mixed"
-[ -f "$MOD_DIR/go.mod" ] && [ -f "$MOD_DIR/go.sum" ] || die "missing $MOD_DIR/go.mod or go.sum"
-
 # shellcheck source=lib/go-harness.sh
-source "$ROOT/scripts/lib/go-harness.sh"
-gh_find_go
-command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libvirt ||
-  die "libvirt's C headers are needed (cgo, libvirt.org/go/libvirt): apt-get install libvirt-dev pkg-config"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/go-harness.sh"
+gh_need_libvirt
 
-FLAGS="-trimpath -ldflags=-s -w"
-HASH=$(
-  cd "$MOD_DIR"
-  {
-    find . -name '*.go' -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
-    find . -name 'go.mod' -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
-    sha256sum go.sum
-    echo "go=$GO_VERSION cgo=1 flags=$FLAGS"
-  } | sha256sum | cut -c1-16
-)
+# What the cache hash covers (in this order, as the cache directories already built): the Go
+# files, stand-ins included, every go.mod, then go.sum.
+mixed_sums() {
+  gh_sums '*.go'
+  gh_sums go.mod
+  sha256sum go.sum
+}
 # The checksum database behind this proxy has no record of libvirt.org/go/libvirt v1.12003.0
 # (404); go.sum pins its hash, which the build still checks.
 export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}libvirt.org/go/libvirt"
-gh_build mixed-harness.sh mixed kvrs-mixed "$HASH" "$MOD_DIR" 1 "against kubevirt.io/kubevirt v1.9.0; about 5 minutes the first time"
+gh_harness mixed kvrs-mixed 1 "against kubevirt.io/kubevirt v1.9.0; about 5 minutes the first time" mixed_sums

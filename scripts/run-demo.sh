@@ -11,22 +11,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ "$(id -u)" = 0 ]; then
-  bash scripts/install-test-deps.sh
-else
-  sudo bash scripts/install-test-deps.sh
-fi
+# What needs root (the packages, the VM's network and cgroups) goes through sudo unless this is root.
+as_root=()
+[ "$(id -u)" = 0 ] || as_root=(sudo)
 
-cargo build --release -q -p kvrs -p virt-launcher -p virt-launcher-monitor -p kvrs-test-guest
+"${as_root[@]}" bash scripts/install-test-deps.sh
+
+# Cargo's own progress (its bar on a terminal, a line per crate otherwise) shows on stderr.
+echo "run-demo.sh: building kvrs, virt-launcher, virt-launcher-monitor and the test guest (release; about 20 minutes on 2 cores the first time)" >&2
+start=$(date +%s)
+cargo build --release -p kvrs -p virt-launcher -p virt-launcher-monitor -p kvrs-test-guest
+echo "run-demo.sh: built in $(($(date +%s) - start)) s" >&2
+
 images="${KVRS_IMAGES:-$HOME/.cache/kvrs/images}"
+echo "run-demo.sh: writing the guest images into $images (a Debian kernel + busybox initramfs from downloaded Debian packages, built once into target/release; an empty qcow2 container disk)" >&2
+start=$(date +%s)
 target/release/kvrs-guest-images "$images" >/dev/null
+echo "run-demo.sh: guest images ready in $(($(date +%s) - start)) s" >&2
 
 run=(target/release/kvrs run fixtures/run/guest-vm.yaml --images "$images")
 if [ $# -eq 0 ]; then
   run+=(--stop-after-console "KVRS-E2E: gateway answers ping")
 fi
-if [ "$(id -u)" = 0 ]; then
-  exec "${run[@]}" "$@"
-else
-  exec sudo "${run[@]}" "$@"
-fi
+exec "${as_root[@]}" "${run[@]}" "$@"

@@ -12,6 +12,8 @@ else
   sudo bash scripts/install-test-deps.sh
 fi
 
+echo "== Go builds into ~/.cache/kvrs: Kubernetes, the node's runtime, KubeVirt's harnesses (instant when cached; otherwise a line per binary with its build time)"
+
 # The real Kubernetes control plane the controller tests run against (kube-apiserver, etcd,
 # kube-controller-manager, kube-scheduler, kubectl) and the real node's kubelet and kube-proxy,
 # built from the Go module proxy and cached in ~/.cache/kvrs (about 20 minutes on 2 cores the
@@ -46,6 +48,7 @@ export CARGO_INCREMENTAL=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
+echo "== cargo test --workspace: doc tests, then every test target (cargo's progress follows: a line per crate compiled)"
 cargo test --workspace --doc 2>&1 | tee -a "$log"
 cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee -a "$log"
 
@@ -58,4 +61,5 @@ cargo test -q -p kvrs-tests \
 
 # One closing line for the whole run, summed over every test binary above.
 awk '/^test result:/ { p += $4; f += $6 } END { printf "kvrs: %d passed, %d failed\n", p, f }' "$log"
+echo "== fuzzing: scripts/fuzz.sh 30"
 bash scripts/fuzz.sh 30

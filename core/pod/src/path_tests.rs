@@ -7,40 +7,28 @@ use serde_json::{Value, json};
 
 use super::*;
 
-/// A defaulted VMI with a container disk, a virtiofs share and an SSH key secret.
+/// The VMI of the pod tests (a container disk, a masquerade interface) with a virtiofs share of
+/// a PVC and an SSH key secret.
 fn vmi() -> Value {
-    json!({
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachineInstance",
-        "metadata": {"name": "testvmi", "namespace": "ns", "uid": "uid-1"},
-        "spec": {
-            "domain": {
-                "cpu": {"cores": 1, "sockets": 1, "threads": 1, "model": "host-model"},
-                "memory": {"guest": "1Gi"},
-                "resources": {"requests": {"memory": "1Gi"}},
-                "machine": {"type": "q35"},
-                "devices": {
-                    "disks": [{"name": "root", "disk": {"bus": "virtio"}}],
-                    "filesystems": [{"name": "share", "virtiofs": {}}]
-                }
-            },
-            "architecture": "amd64",
-            "volumes": [
-                {"name": "root", "containerDisk": {"image": "img:1"}},
-                {"name": "share", "persistentVolumeClaim": {"claimName": "c"}}
-            ],
-            "accessCredentials": [{"sshPublicKey": {
-                "source": {"secret": {"secretName": "keys"}},
-                "propagationMethod": {"noCloud": {}}
-            }}]
-        },
-        "status": {"runtimeUser": 107}
-    })
+    let mut v = crate::tests::vmi();
+    v["spec"]["domain"]["devices"]["filesystems"] = json!([{"name": "share", "virtiofs": {}}]);
+    v["spec"]["volumes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "share", "persistentVolumeClaim": {"claimName": "c"}}));
+    v["spec"]["accessCredentials"] = json!([{"sshPublicKey": {
+        "source": {"secret": {"secretName": "keys"}},
+        "propagationMethod": {"noCloud": {}}
+    }}]);
+    v
 }
 
 fn render(v: Value) -> Result<core::Pod, PodError> {
-    let vmi: VirtualMachineInstance = serde_json::from_value(v).unwrap();
-    render_launcher_pod(&vmi, &ClusterConfig::default(), &PodInputs::default())
+    render_launcher_pod(
+        &crate::tests::typed(v),
+        &ClusterConfig::default(),
+        &PodInputs::default(),
+    )
 }
 
 /// The field rendering `v` is refused for.

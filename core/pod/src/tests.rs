@@ -6,8 +6,9 @@ use serde_json::{Value, json};
 use super::*;
 use crate::resources::{AutoLimits, ResourceError, ResourceReport};
 
-/// A defaulted, non-root VMI with 1 vCPU and 1Gi, one container disk, a masquerade interface.
-fn vmi() -> Value {
+/// A defaulted, non-root VMI with 1 vCPU and 1Gi, one container disk, a masquerade interface
+/// (also the base of `path_tests`' VMI).
+pub(crate) fn vmi() -> Value {
     json!({
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachineInstance",
@@ -31,7 +32,7 @@ fn vmi() -> Value {
     })
 }
 
-fn typed(v: Value) -> VirtualMachineInstance {
+pub(crate) fn typed(v: Value) -> VirtualMachineInstance {
     serde_json::from_value(v).unwrap()
 }
 
