@@ -68,7 +68,7 @@ impl Cell {
 
 /// Why the vCPUs did not fit the pod's CPUs; the text is KubeVirt's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PoolError {
+pub(crate) enum PoolError {
     /// Fewer free threads than the guest's cores need.
     #[error("not enough exclusive threads provided, could not fit {0} core(s)")]
     NotEnoughThreads(usize),
@@ -82,7 +82,7 @@ pub enum PoolError {
 
 /// The pod's CPU set, arranged by host NUMA cell and core.
 #[derive(Debug, Clone)]
-pub struct CpuPool {
+pub(crate) struct CpuPool {
     cells: Vec<Cell>,
     threads_per_core: usize,
     /// Guest cores to place (cores x sockets).
@@ -95,7 +95,7 @@ pub struct CpuPool {
 impl CpuPool {
     /// A pool of `cpu_set` for a guest of `cores` cores (sockets x cores) of `threads_per_core`
     /// threads. Without a host topology every CPU counts as its own core in one cell.
-    pub fn new(
+    pub(crate) fn new(
         cores: usize,
         threads_per_core: usize,
         topology: Option<&HostTopology>,
@@ -131,7 +131,7 @@ impl CpuPool {
 
     /// Host CPUs for every vCPU, in vCPU order: whole host cores first, then fragmented threads
     /// of one cell, then (relaxed pools) threads from anywhere.
-    pub fn fit_cores(&mut self) -> Result<Vec<u32>, PoolError> {
+    pub(crate) fn fit_cores(&mut self) -> Result<Vec<u32>, PoolError> {
         let mut threads = Vec::new();
         let mut remaining = self.fit_chunks(self.cores, &mut threads, Cell::take_unfragmented);
         if remaining > 0 {
@@ -151,7 +151,7 @@ impl CpuPool {
     }
 
     /// One more host CPU (for an IO thread or the emulator thread).
-    pub fn fit_thread(&mut self) -> Result<u32, PoolError> {
+    pub(crate) fn fit_thread(&mut self) -> Result<u32, PoolError> {
         self.cells
             .iter_mut()
             .find(|c| !c.is_empty())

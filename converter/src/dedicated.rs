@@ -110,7 +110,7 @@ fn pool_error(field: &str) -> impl Fn(PoolError) -> ConvertError + '_ {
 /// Places vCPUs, supplemental-pool IO threads and the emulator thread on the pod's CPU set in
 /// KubeVirt's order (see [`CpuPool`]), then pins shared/auto IO threads and adds the
 /// dedicated-CPU features.
-pub fn adjust(
+pub(crate) fn adjust(
     env: &Env<'_>,
     vmi: &VirtualMachineInstance,
     domain: &mut Domain,

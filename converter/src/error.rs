@@ -12,7 +12,7 @@ pub struct ConvertError {
 
 impl ConvertError {
     /// An error at `path`.
-    pub fn new(path: impl Into<String>, reason: impl Into<String>) -> ConvertError {
+    pub(crate) fn new(path: impl Into<String>, reason: impl Into<String>) -> ConvertError {
         ConvertError {
             path: path.into(),
             reason: reason.into(),

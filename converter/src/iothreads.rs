@@ -5,12 +5,12 @@ use kvrs_api::VirtualMachineInstance;
 use kvrs_api::api::Disk;
 
 /// Disk asks for its own IO thread.
-pub fn has_dedicated(disk: &Disk) -> bool {
+pub(crate) fn has_dedicated(disk: &Disk) -> bool {
     disk.dedicated_io_thread == Some(true)
 }
 
 /// The VMI uses IO threads at all.
-pub fn has_io_threads(vmi: &VirtualMachineInstance) -> bool {
+pub(crate) fn has_io_threads(vmi: &VirtualMachineInstance) -> bool {
     vmi.spec.domain.io_threads_policy.is_some()
         || vmi
             .spec
@@ -61,7 +61,7 @@ fn thread_pool_limit(vmi: &VirtualMachineInstance) -> u32 {
 }
 
 /// (total IO threads, auto-assigned threads).
-pub fn io_thread_counts(vmi: &VirtualMachineInstance) -> (u32, u32) {
+pub(crate) fn io_thread_counts(vmi: &VirtualMachineInstance) -> (u32, u32) {
     if let Some(n) = supplemental_count(vmi) {
         return (n, 0);
     }
@@ -82,7 +82,7 @@ pub fn io_thread_counts(vmi: &VirtualMachineInstance) -> (u32, u32) {
 }
 
 /// The supplemental pool every virtio disk shares.
-pub fn supplemental_pool(vmi: &VirtualMachineInstance) -> Option<DiskIoThreads> {
+pub(crate) fn supplemental_pool(vmi: &VirtualMachineInstance) -> Option<DiskIoThreads> {
     let n = supplemental_count(vmi)?;
     Some(DiskIoThreads {
         iothread: (1..=n).map(|id| DiskIoThread { id }).collect(),

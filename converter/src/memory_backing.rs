@@ -10,10 +10,13 @@ use crate::topology::{quantity_to_bytes, virtual_memory};
 use kvrs_api::VirtualMachineInstance;
 
 /// Annotation opting out of memfd for hugepages.
-pub const MEMFD_ANNOTATION: &str = "kubevirt.io/memfd";
+pub(crate) const MEMFD_ANNOTATION: &str = "kubevirt.io/memfd";
 
 /// Applies the memory backing rules after the configurators ran.
-pub fn configure(vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
+pub(crate) fn configure(
+    vmi: &VirtualMachineInstance,
+    domain: &mut Domain,
+) -> Result<(), ConvertError> {
     let mut memfd = false;
     if vmi
         .spec

@@ -1,22 +1,23 @@
-//! vCPU topology and memory size as KubeVirt computes them from a VMI.
+//! vCPU topology and memory size as KubeVirt computes them from a VMI. Public: [`vcpu_count`]
+//! (other crates size per-vCPU things by it) and its bound [`MAX_VCPUS`].
 
 use crate::error::ConvertError;
 use kvrs_api::{Quantity, VirtualMachineInstance};
 
 /// Sockets x cores x threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Topology {
+pub(crate) struct Topology {
     /// Sockets.
-    pub sockets: u32,
+    pub(crate) sockets: u32,
     /// Cores per socket.
-    pub cores: u32,
+    pub(crate) cores: u32,
     /// Threads per core.
-    pub threads: u32,
+    pub(crate) threads: u32,
 }
 
 impl Topology {
     /// Number of vCPUs.
-    pub fn vcpus(&self) -> u32 {
+    pub(crate) fn vcpus(&self) -> u32 {
         self.sockets
             .saturating_mul(self.cores)
             .saturating_mul(self.threads)
@@ -28,7 +29,7 @@ fn positive_u32(v: Option<i64>) -> u32 {
 }
 
 /// The VMI's CPU topology: explicit counts, else sockets from the CPU limit or request.
-pub fn cpu_topology(vmi: &VirtualMachineInstance) -> Topology {
+pub(crate) fn cpu_topology(vmi: &VirtualMachineInstance) -> Topology {
     let cpu = vmi.spec.domain.cpu.as_ref();
     let (c, t, s) = match cpu {
         Some(cpu) => (
@@ -69,7 +70,7 @@ pub const MAX_VCPUS: u32 = 1024;
 
 /// [`cpu_topology`], refusing counts above [`MAX_VCPUS`] and CPU quantities that are not a
 /// count, each naming the field it comes from.
-pub fn checked_cpu_topology(vmi: &VirtualMachineInstance) -> Result<Topology, ConvertError> {
+pub(crate) fn checked_cpu_topology(vmi: &VirtualMachineInstance) -> Result<Topology, ConvertError> {
     let cpu = vmi.spec.domain.cpu.as_ref();
     let explicit = cpu.is_some_and(|c| {
         [c.cores, c.sockets, c.threads]
@@ -129,7 +130,10 @@ pub fn checked_cpu_topology(vmi: &VirtualMachineInstance) -> Result<Topology, Co
 }
 
 /// The hotplug ceiling `maxSockets` x cores x threads, refused above [`MAX_VCPUS`].
-pub fn checked_max_topology(topo: Topology, max_sockets: i64) -> Result<Topology, ConvertError> {
+pub(crate) fn checked_max_topology(
+    topo: Topology,
+    max_sockets: i64,
+) -> Result<Topology, ConvertError> {
     let field = "spec.domain.cpu.maxSockets";
     let n = i128::from(max_sockets) * i128::from(topo.cores) * i128::from(topo.threads);
     let max = Topology {
@@ -155,7 +159,7 @@ pub fn vcpu_count(vmi: &VirtualMachineInstance) -> u32 {
 }
 
 /// Guest memory: `memory.guest`, else the memory request, else the limit.
-pub fn virtual_memory(vmi: &VirtualMachineInstance) -> Option<&Quantity> {
+pub(crate) fn virtual_memory(vmi: &VirtualMachineInstance) -> Option<&Quantity> {
     let d = &vmi.spec.domain;
     if let Some(g) = d.memory.as_ref().and_then(|m| m.guest.as_ref()) {
         return Some(g);
@@ -171,7 +175,7 @@ pub fn virtual_memory(vmi: &VirtualMachineInstance) -> Option<&Quantity> {
 }
 
 /// A memory quantity in bytes (fractions rounded the way KubeVirt does: down).
-pub fn quantity_to_bytes(q: &Quantity, path: &str) -> Result<u64, ConvertError> {
+pub(crate) fn quantity_to_bytes(q: &Quantity, path: &str) -> Result<u64, ConvertError> {
     if let Some(bytes) = whole_bytes(q.as_str()) {
         return Ok(bytes);
     }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 /// One element of a parsed document.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Node {
+pub(crate) struct Node {
     /// Qualified element name.
     pub name: String,
     /// Attributes by qualified name.
@@ -20,7 +20,7 @@ pub struct Node {
 }
 
 /// Parses XML text into a tree of [`Node`]s.
-pub fn parse(xml: &str) -> Result<Node, String> {
+pub(crate) fn parse(xml: &str) -> Result<Node, String> {
     let mut reader = Reader::from_str(xml);
     let mut stack: Vec<Node> = Vec::new();
     let mut root = None;

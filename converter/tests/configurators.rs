@@ -1,71 +1,14 @@
-//! One snapshot per configurator: each runs alone on an empty domain for the all-devices fixture,
-//! so its snapshot shows exactly what that configurator writes.
+//! The whole conversion through the public API: the domain of the all-devices fixture and of an
+//! admitted Fedora VMI, and what the context changes. Each configurator's own tests (and its
+//! snapshot on the all-devices fixture) are beside it, in `src/configurators/`.
 
 use kvrs_api::VirtualMachineInstance;
-use kvrs_converter::configurators::*;
-use kvrs_converter::{ConverterContext, Domain, Env};
+use kvrs_converter::ConverterContext;
 
 fn fixture() -> VirtualMachineInstance {
     let text = include_str!("../../fixtures/vmi/conv-all-devices.yaml");
-    serde_yaml::from_str(text).expect("fixture parses")
+    serde_norway::from_str(text).expect("fixture parses")
 }
-
-fn run(c: &dyn Configurator, vmi: &VirtualMachineInstance) -> String {
-    let mut d = Domain::default();
-    c.configure(vmi, &mut d).expect("configures");
-    d.to_xml().expect("writes")
-}
-
-macro_rules! snap {
-    ($name:ident, |$env:ident, $ctx:ident| $c:expr) => {
-        #[test]
-        fn $name() {
-            let vmi = fixture();
-            let $ctx = ConverterContext::default();
-            let $env = Env::new(&vmi, &$ctx);
-            let _ = (&$env, &$ctx);
-            insta::assert_snapshot!(run(&$c, &vmi));
-        }
-    };
-}
-
-snap!(metadata, |env, ctx| Metadata);
-snap!(network, |env, ctx| Network { env: &env });
-snap!(tpm, |env, ctx| Tpm);
-snap!(vsock, |env, ctx| Vsock {
-    default_cid: ctx.default_vsock_cid
-});
-snap!(launch_security, |env, ctx| LaunchSecurity {
-    arch: env.arch
-});
-snap!(channels, |env, ctx| Channels);
-snap!(clock, |env, ctx| Clock);
-snap!(rng, |env, ctx| Rng { env: &env });
-snap!(input, |env, ctx| InputDevices { arch: env.arch });
-snap!(balloon, |env, ctx| Balloon { env: &env });
-snap!(graphics, |env, ctx| Graphics { env: &env });
-snap!(sound, |env, ctx| Sound);
-snap!(host_devices, |env, ctx| HostDevices { ctx: &ctx });
-snap!(watchdog, |env, ctx| Watchdog { arch: env.arch });
-snap!(console, |env, ctx| Console { ctx: &ctx });
-snap!(panic, |env, ctx| PanicDevices);
-snap!(hypervisor_features, |env, ctx| HypervisorFeatures {
-    env: &env
-});
-snap!(sysinfo, |env, ctx| SysInfo {
-    smbios: ctx.smbios.as_ref()
-});
-snap!(os, |env, ctx| Os { env: &env });
-snap!(virtiofs, |env, ctx| Virtiofs);
-snap!(usb_redirect, |env, ctx| UsbRedirect);
-snap!(controllers, |env, ctx| Controllers { env: &env });
-snap!(qemu_cmd, |env, ctx| QemuCmd { arch: env.arch });
-snap!(cpu, |env, ctx| Cpu { env: &env });
-snap!(iothreads, |env, ctx| IoThreads);
-snap!(memory, |env, ctx| Memory);
-snap!(reboot_policy, |env, ctx| RebootPolicy);
-snap!(iommufd, |env, ctx| Iommufd { enabled: true });
-snap!(hypervisor, |env, ctx| Hypervisor { ctx: &ctx });
 
 #[test]
 fn whole_domain_of_the_fixture() {
@@ -108,42 +51,8 @@ fn block_pvc_becomes_block_disk() {
     assert_eq!(disk.source.dev.as_deref(), Some("/dev/data"));
 }
 
-#[test]
-fn pipeline_lists_29_configurators() {
-    assert_eq!(ORDER.len(), 29);
-}
-
 fn vmi_from(v: serde_json::Value) -> VirtualMachineInstance {
     serde_json::from_value(v).expect("vmi")
-}
-
-#[test]
-fn passt_interface_forwards_declared_ports() {
-    let vmi = vmi_from(serde_json::json!({
-        "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
-        "spec": {
-            "domain": {"devices": {"interfaces": [{"name": "default", "passtBinding": {},
-                "ports": [{"port": 80}, {"port": 53, "protocol": "UDP"}]}]}},
-            "networks": [{"name": "default", "pod": {}}]
-        },
-        "status": {"interfaces": [{"name": "default", "podInterfaceName": "eth0"}]}
-    }));
-    let ctx = ConverterContext::default();
-    let env = Env::new(&vmi, &ctx);
-    let mut d = Domain::default();
-    Network { env: &env }.configure(&vmi, &mut d).unwrap();
-    let iface = &d.devices.interfaces[0];
-    assert_eq!(iface.kind, "vhostuser");
-    assert_eq!(iface.source.dev.as_deref(), Some("eth0"));
-    let fwd: Vec<(String, Vec<u32>)> = iface
-        .port_forward
-        .iter()
-        .map(|p| (p.proto.clone(), p.ranges.iter().map(|r| r.start).collect()))
-        .collect();
-    assert_eq!(
-        fwd,
-        vec![("tcp".into(), vec![80]), ("udp".into(), vec![53])]
-    );
 }
 
 #[test]
@@ -188,43 +97,8 @@ fn dedicated_cpus_with_isolated_emulator_pin_io_thread_to_emulator_cpu() {
 #[test]
 fn whole_domain_of_the_admitted_fedora_fixture() {
     let text = include_str!("../../fixtures/vmi/conv-fedora-two-nics.yaml");
-    let vmi: VirtualMachineInstance = serde_yaml::from_str(text).unwrap();
+    let vmi: VirtualMachineInstance = serde_norway::from_str(text).unwrap();
     let vmi = kvrs_admission::admit(vmi, &kvrs_admission::ClusterConfig::default()).unwrap();
     let xml = kvrs_converter::convert_to_xml(&vmi, &ConverterContext::default()).unwrap();
     insta::assert_snapshot!(xml);
-}
-
-/// The EFI firmware paths follow the context's OVMF directory: the launcher image's own
-/// directory (whose paths the converter keeps as constants) and any other one give the same
-/// `dir/file` text, for the loader and the NVRAM template alike.
-#[test]
-fn efi_firmware_paths_follow_the_ovmf_dir() {
-    let mut vmi = fixture();
-    let firmware = vmi
-        .spec
-        .domain
-        .firmware
-        .get_or_insert_with(Default::default);
-    firmware.bootloader = serde_json::from_value(serde_json::json!({"efi": {"secureBoot": false}}))
-        .expect("bootloader parses");
-    for dir in [
-        "/usr/share/edk2/ovmf",
-        "/opt/firmware",
-        "/usr/share/edk2/ovmf/",
-    ] {
-        let ctx = ConverterContext {
-            ovmf_dir: dir.to_string(),
-            ..ConverterContext::default()
-        };
-        let env = Env::new(&vmi, &ctx);
-        let mut d = Domain::default();
-        Os { env: &env }
-            .configure(&vmi, &mut d)
-            .expect("configures");
-        let loader = d.os.loader.as_ref().expect("an EFI VMI has a loader");
-        assert_eq!(loader.path, format!("{dir}/OVMF_CODE.secboot.fd"));
-        assert_eq!(loader.secure.as_deref(), Some("no"));
-        let template = d.os.nvram.as_ref().and_then(|n| n.template.as_deref());
-        assert_eq!(template, Some(format!("{dir}/OVMF_VARS.fd").as_str()));
-    }
 }

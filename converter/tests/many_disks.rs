@@ -5,9 +5,23 @@
 //! are in `benches/benches/convert_many_disks.rs`.
 
 use kvrs_api::VirtualMachineInstance;
-use kvrs_converter::disks::device_name;
 use kvrs_converter::{ConverterContext, convert};
 use serde_json::json;
+
+/// The `index`-th target name after `prefix`, counted the way spreadsheet columns are (`a`..`z`,
+/// `aa`..`az`, `ba`..): written here on its own so the converter's namer is checked against an
+/// independent count.
+fn device_name(prefix: &str, index: usize) -> String {
+    let mut letters = Vec::new();
+    let mut n = index + 1;
+    while n > 0 {
+        n -= 1;
+        letters.push(char::from(b'a' + u8::try_from(n % 26).expect("below 26")));
+        n /= 26;
+    }
+    letters.reverse();
+    format!("{prefix}{}", letters.into_iter().collect::<String>())
+}
 
 /// `n` disks on virtio / sata / scsi in turn; volumes listed in reverse order, emptyDisk and
 /// containerDisk alternating, plus a duplicate of every volume name after them (the first wins).

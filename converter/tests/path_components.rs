@@ -4,7 +4,7 @@
 //! naming the field, instead of climbing out of the launcher's directories.
 
 use kvrs_api::VirtualMachineInstance;
-use kvrs_converter::{ConvertError, ConverterContext, convert};
+use kvrs_converter::{ConvertError, ConverterContext, convert_to_xml};
 use serde_json::{Value, json};
 
 /// A VMI whose name, namespace and UID all reach paths: VNC and serial sockets (UID), a
@@ -36,9 +36,7 @@ fn vmi() -> Value {
 
 fn convert_json(v: Value) -> Result<String, ConvertError> {
     let vmi: VirtualMachineInstance = serde_json::from_value(v).expect("vmi");
-    convert(&vmi, &ConverterContext::default())?
-        .to_xml()
-        .map_err(|e| ConvertError::new("", e.to_string()))
+    convert_to_xml(&vmi, &ConverterContext::default())
 }
 
 /// The field the conversion of `v` is refused for.

@@ -1,16 +1,51 @@
-//! kvrs-overhead: memory overhead and resource math of KubeVirt v1.9.0 launcher pods, on plain
-//! numbers.
+//! kvrs-overhead: the memory overhead and the CPU request KubeVirt v1.9.0 gives a virt-launcher
+//! pod, computed from plain numbers.
 //!
 //! virt-controller reserves memory on top of the guest's RAM for everything else that lives in the
 //! virt-launcher pod: the launcher processes, QEMU itself, page tables, per-vCPU state, video RAM
 //! and a handful of optional helpers. This crate reproduces that estimate byte for byte from plain
-//! inputs ([`OverheadInputs`]) so it can be tested and reused without any KubeVirt types; mapping a
-//! VMI onto these inputs is `kvrs-core`'s job.
+//! facts about one VMI ([`OverheadInputs`]), and the CPU request of a VMI without dedicated CPUs
+//! ([`cpu_request_text`]).
+//!
+//! # Why plain numbers
+//!
+//! The estimate is arithmetic with a few Go quirks (kilobyte rounding, float truncation, the
+//! format a Kubernetes quantity sum ends up with), and those quirks are what decide whether a pod
+//! matches KubeVirt's to the byte. Kept apart from the KubeVirt types, the arithmetic can be
+//! checked term by term and by property tests (`tests/monotonic.rs`). Reading a VMI and the
+//! cluster configuration into [`OverheadInputs`] is kvrs-pod's job (`core/pod`,
+//! `kvrs_pod::resources::overhead_inputs`), which renders the launcher pod around the result.
+//!
+//! # Example
+//!
+//! A VMI with 2 vCPUs, 2 GiB of memory requested and the default VNC display:
+//!
+//! ```
+//! use kvrs_overhead::{Format, OverheadInputs, cpu_request_text, memory_overhead};
+//!
+//! let inputs = OverheadInputs {
+//!     memory_request: Some(2 << 30),
+//!     vcpus: 2,
+//!     graphics: true,
+//!     ..OverheadInputs::default()
+//! };
+//! let overhead = memory_overhead(&inputs);
+//! assert_eq!(overhead.bytes, 280 << 20);
+//! // The page-table term is decimal, so the sum is too: Kubernetes prints `293601280`, not `280Mi`.
+//! assert_eq!(overhead.format, Format::DecimalSI);
+//!
+//! // Its CPU request at the default `cpuAllocationRatio` of 10: a fifth of a CPU.
+//! assert_eq!(cpu_request_text(2, 10).unwrap().as_deref(), Some("200m"));
+//! ```
+//!
+//! # Formats
 //!
 //! Kubernetes quantities remember a *format* (binary `Mi` or decimal `M`) that decides how the sum
-//! prints (`268Mi` versus `283115520`). [`Overhead`] tracks the format the Go computation ends up
+//! prints (`268Mi` versus `283115520`). [`Amount`] tracks the format the Go computation ends up
 //! with, following the rule of Kubernetes' `Quantity.Add`: a sum takes the format of the first
 //! non-zero term.
+
+#![warn(unreachable_pub)]
 
 mod cpu;
 mod sum;
@@ -177,7 +212,7 @@ fn go_trunc(f: f64) -> i64 {
 
 /// Scales an amount by `ratio` the way KubeVirt does: the *extra* part is computed in whole
 /// kilobytes (rounded up first, truncated after the float multiplication) and added back.
-pub fn multiply(amount: Amount, ratio: f64) -> Amount {
+fn multiply(amount: Amount, ratio: f64) -> Amount {
     let extra = ceil_kilo(amount.bytes) as f64 * (ratio - 1.0);
     let mut out = amount;
     out.add(Amount::decimal(go_trunc(extra).saturating_mul(1000)));

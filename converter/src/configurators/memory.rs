@@ -7,7 +7,7 @@ use crate::topology::{quantity_to_bytes, virtual_memory};
 use kvrs_api::VirtualMachineInstance;
 
 /// Writes guest memory.
-pub struct Memory;
+pub(super) struct Memory;
 
 impl Configurator for Memory {
     fn configure(
@@ -59,5 +59,83 @@ impl Configurator for Memory {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::configurators::testing::{run, vmi};
+    use serde_json::{Value, json};
+
+    fn memory(domain_spec: Value) -> Result<Domain, ConvertError> {
+        run(&Memory, &vmi(json!({"domain": domain_spec})))
+    }
+
+    fn guest_bytes(quantity: &str) -> u64 {
+        let d = memory(json!({"devices": {}, "memory": {"guest": quantity}})).unwrap();
+        assert_eq!(d.memory.unit, "b");
+        d.memory.value
+    }
+
+    #[test]
+    fn memory_is_written_in_bytes() {
+        assert_eq!(guest_bytes("64M"), 64_000_000);
+        assert_eq!(guest_bytes("64Mi"), 64 << 20);
+        assert_eq!(guest_bytes("3G"), 3_000_000_000);
+        assert_eq!(guest_bytes("3Gi"), 3 << 30);
+        assert_eq!(guest_bytes("2780Gi"), 2780 << 30);
+        assert_eq!(guest_bytes("451231"), 451_231);
+        // Fractions of a byte are dropped.
+        assert_eq!(guest_bytes("2222222200m"), 2_222_222);
+    }
+
+    #[test]
+    fn a_negative_size_is_refused_naming_the_field() {
+        let err = memory(json!({"devices": {}, "memory": {"guest": "-64Mi"}})).unwrap_err();
+        assert_eq!(err.path, "spec.domain.memory.guest");
+    }
+
+    #[test]
+    fn max_guest_above_guest_memory_sets_the_hotplug_ceiling() {
+        let d =
+            memory(json!({"devices": {}, "memory": {"guest": "1Gi", "maxGuest": "4Gi"}})).unwrap();
+        assert_eq!(d.memory.value, 1 << 30);
+        let max = d.max_memory.expect("a ceiling");
+        assert_eq!((max.value, max.unit.as_ref(), max.slots), (4 << 30, "b", 0));
+        for same_or_unset in [
+            json!({"guest": "1Gi", "maxGuest": "1Gi"}),
+            json!({"guest": "1Gi"}),
+        ] {
+            let d = memory(json!({"devices": {}, "memory": same_or_unset})).unwrap();
+            assert_eq!((d.memory.value, d.max_memory), (1 << 30, None));
+        }
+    }
+
+    #[test]
+    fn max_guest_without_guest_memory_is_refused() {
+        let err = memory(json!({"devices": {}, "memory": {"maxGuest": "4Gi"}})).unwrap_err();
+        assert_eq!(err.path, "spec.domain.memory.guest");
+        assert_eq!(err.reason, "maxGuest is set without guest memory");
+    }
+
+    #[test]
+    fn guest_memory_comes_first_then_the_request_then_the_limit() {
+        let bytes = |domain_spec: Value| memory(domain_spec).unwrap().memory.value;
+        let resources = json!({"requests": {"memory": "2Gi"}, "limits": {"memory": "3Gi"}});
+        assert_eq!(
+            bytes(json!({"devices": {}, "memory": {"guest": "1Gi"}, "resources": resources})),
+            1 << 30
+        );
+        assert_eq!(
+            bytes(json!({"devices": {}, "resources": resources})),
+            2 << 30
+        );
+        let limit_only = json!({"limits": {"memory": "3Gi"}});
+        assert_eq!(
+            bytes(json!({"devices": {}, "resources": limit_only})),
+            3 << 30
+        );
+        assert_eq!(bytes(json!({"devices": {}})), 0);
     }
 }

@@ -6,7 +6,7 @@ use crate::error::ConvertError;
 use kvrs_api::VirtualMachineInstance;
 
 /// Names the domain after the VMI.
-pub struct Metadata;
+pub(super) struct Metadata;
 
 impl Configurator for Metadata {
     fn configure(
@@ -22,5 +22,20 @@ impl Configurator for Metadata {
         s.push_str(name);
         domain.name = s;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::configurators::testing::{run, vmi, vmi_from};
+    use serde_json::json;
+
+    #[test]
+    fn the_domain_is_named_namespace_underscore_name() {
+        let d = run(&Metadata, &vmi(json!({"domain": {"devices": {}}}))).unwrap();
+        assert_eq!(d.name, "demo_vm");
+        let unnamed = vmi_from(json!({"metadata": {}, "spec": {"domain": {"devices": {}}}}));
+        assert_eq!(run(&Metadata, &unnamed).unwrap().name, "_");
     }
 }

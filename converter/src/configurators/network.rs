@@ -70,13 +70,13 @@ const PASST_LOG_FILE: &str = "/var/run/kubevirt/passt.log";
 const MULTI_QUEUE_MAX: u32 = 256;
 
 /// Writes network interfaces.
-pub struct Network<'a> {
+pub(super) struct Network<'a> {
     /// Conversion environment.
     pub env: &'a Env<'a>,
 }
 
 /// Parses `DDDD:BB:SS.F` into a PCI address.
-pub fn pci_address(s: &str) -> Option<Address> {
+pub(crate) fn pci_address(s: &str) -> Option<Address> {
     let (dom, rest) = s.split_once(':')?;
     let (bus, rest) = rest.split_once(':')?;
     let (slot, func) = rest.split_once('.')?;
@@ -343,3 +343,6 @@ impl Configurator for Network<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

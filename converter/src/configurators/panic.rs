@@ -6,7 +6,7 @@ use crate::error::ConvertError;
 use kvrs_api::VirtualMachineInstance;
 
 /// Writes panic devices.
-pub struct PanicDevices;
+pub(super) struct PanicDevices;
 
 impl Configurator for PanicDevices {
     fn configure(
@@ -20,5 +20,29 @@ impl Configurator for PanicDevices {
             });
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::configurators::testing::{run, vmi};
+    use serde_json::json;
+
+    #[test]
+    fn one_panic_device_per_vmi_panic_device_with_its_model() {
+        let none = run(&PanicDevices, &vmi(json!({"domain": {"devices": {}}}))).unwrap();
+        assert!(none.devices.panics.is_empty());
+        let vmi = vmi(json!({"domain": {"devices": {"panicDevices": [
+            {"model": "hyperv"}, {"model": "isa"}, {}
+        ]}}}));
+        let d = run(&PanicDevices, &vmi).unwrap();
+        let models: Vec<_> = d
+            .devices
+            .panics
+            .iter()
+            .map(|p| p.model.as_deref())
+            .collect();
+        assert_eq!(models, [Some("hyperv"), Some("isa"), None]);
     }
 }

@@ -9,17 +9,17 @@ use std::collections::{HashMap, HashSet};
 /// A map keyed by names from the VMI (disks, volumes): hashed by foldhash, seeded at random per
 /// process like std's default, but several times cheaper than SipHash on short keys — hashing
 /// was a tenth of a 200-disk conversion.
-pub type NameMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+pub(crate) type NameMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// A set of names from the VMI, hashed as [`NameMap`].
-pub type NameSet<K> = HashSet<K, foldhash::fast::RandomState>;
+pub(crate) type NameSet<K> = HashSet<K, foldhash::fast::RandomState>;
 
 /// The position of the first item of each name: one pass, then constant-time lookups. Lists
 /// matched by name (disks to volumes, interfaces to networks) go through it, so a VMI with N of
 /// them converts in O(N), where a search of the list per item made it O(N^2). Lists of up to
 /// [`SCAN_MAX`] items (nearly every VMI) are searched in place instead: that is faster than
 /// hashing and allocates nothing.
-pub fn first_by_name<'a, T, F: Fn(&'a T) -> &'a str>(
+pub(crate) fn first_by_name<'a, T, F: Fn(&'a T) -> &'a str>(
     items: &'a [T],
     name: F,
 ) -> NameIndex<'a, T, F> {
@@ -34,10 +34,10 @@ pub fn first_by_name<'a, T, F: Fn(&'a T) -> &'a str>(
 }
 
 /// Longest list [`first_by_name`] searches in place.
-pub const SCAN_MAX: usize = 16;
+pub(crate) const SCAN_MAX: usize = 16;
 
 /// [`first_by_name`]'s answer: the first position of a name.
-pub struct NameIndex<'a, T, F> {
+pub(crate) struct NameIndex<'a, T, F> {
     items: &'a [T],
     name: F,
     /// Built only for lists longer than [`SCAN_MAX`].
@@ -46,7 +46,7 @@ pub struct NameIndex<'a, T, F> {
 
 impl<'a, T, F: Fn(&'a T) -> &'a str> NameIndex<'a, T, F> {
     /// Position of the first item called `key`.
-    pub fn get(&self, key: &str) -> Option<usize> {
+    pub(crate) fn get(&self, key: &str) -> Option<usize> {
         match &self.map {
             Some(map) => map.get(key).copied(),
             None => self.items.iter().position(|item| (self.name)(item) == key),
@@ -61,7 +61,7 @@ impl<'a, T, F: Fn(&'a T) -> &'a str> NameIndex<'a, T, F> {
 /// pieces (`/vmi-disks/`, `/virt-vnc`) are copied with fixed-size moves instead of a `memcpy`
 /// call each, and the loop is unrolled.
 #[inline(always)]
-pub fn cat<const N: usize>(parts: [&str; N]) -> String {
+pub(crate) fn cat<const N: usize>(parts: [&str; N]) -> String {
     let mut s = String::with_capacity(parts.iter().map(|p| p.len()).sum());
     for p in parts {
         s.push_str(p);
@@ -78,7 +78,7 @@ pub fn cat<const N: usize>(parts: [&str; N]) -> String {
 /// forward from its store buffer (a stall of a dozen cycles per value; SMBIOS entries alone
 /// were 4% of a conversion's time).
 #[inline]
-pub fn intern(s: &str) -> Str {
+pub(crate) fn intern(s: &str) -> Str {
     match known(s) {
         Some(k) => Str::Borrowed(k),
         None => Str::Owned(s.to_owned()),
@@ -105,12 +105,12 @@ fn known(s: &str) -> Option<&'static str> {
 }
 
 /// `yes`/`no` from an optional flag with a default.
-pub fn yes_no(v: Option<bool>, default: bool) -> Str {
+pub(crate) fn yes_no(v: Option<bool>, default: bool) -> Str {
     Str::Borrowed(if v.unwrap_or(default) { "yes" } else { "no" })
 }
 
 /// `on`/`off` from an optional flag with a default.
-pub fn on_off(v: Option<bool>, default: bool) -> Str {
+pub(crate) fn on_off(v: Option<bool>, default: bool) -> Str {
     Str::Borrowed(if v.unwrap_or(default) { "on" } else { "off" })
 }
 
@@ -129,24 +129,24 @@ fn metadata_component<'a>(
 }
 
 /// `metadata.uid` where it becomes a directory name (sockets under `kubevirt-private/<uid>/`).
-pub fn uid_component(vmi: &VirtualMachineInstance) -> Result<&str, ConvertError> {
+pub(crate) fn uid_component(vmi: &VirtualMachineInstance) -> Result<&str, ConvertError> {
     metadata_component("metadata.uid", vmi.metadata.uid.as_deref())
 }
 
 /// `metadata.name` where it becomes a directory or file name (cloud-init ISO, NVRAM, ignition).
-pub fn name_component(vmi: &VirtualMachineInstance) -> Result<&str, ConvertError> {
+pub(crate) fn name_component(vmi: &VirtualMachineInstance) -> Result<&str, ConvertError> {
     metadata_component("metadata.name", vmi.metadata.name.as_deref())
 }
 
 /// `metadata.namespace` where it becomes a directory name (cloud-init ISO, ignition).
-pub fn namespace_component(vmi: &VirtualMachineInstance) -> Result<&str, ConvertError> {
+pub(crate) fn namespace_component(vmi: &VirtualMachineInstance) -> Result<&str, ConvertError> {
     metadata_component("metadata.namespace", vmi.metadata.namespace.as_deref())
 }
 
 /// The last component of a path from the VMI (a kernel, initrd or host disk file) that becomes
 /// a file name under one of the launcher's directories: empty stays empty (as before), `.` and
 /// `..` are refused.
-pub fn file_name_component(
+pub(crate) fn file_name_component(
     field: impl std::fmt::Display,
     base: &str,
 ) -> Result<&str, ConvertError> {
@@ -157,7 +157,7 @@ pub fn file_name_component(
 }
 
 /// An annotation of the VMI.
-pub fn annotation<'a>(vmi: &'a VirtualMachineInstance, key: &str) -> Option<&'a str> {
+pub(crate) fn annotation<'a>(vmi: &'a VirtualMachineInstance, key: &str) -> Option<&'a str> {
     vmi.metadata
         .annotations
         .as_ref()?
@@ -166,7 +166,7 @@ pub fn annotation<'a>(vmi: &'a VirtualMachineInstance, key: &str) -> Option<&'a 
 }
 
 /// `spec.domain.firmware.bootloader.efi` is set.
-pub fn is_efi(vmi: &VirtualMachineInstance) -> bool {
+pub(crate) fn is_efi(vmi: &VirtualMachineInstance) -> bool {
     vmi.spec
         .domain
         .firmware
@@ -176,7 +176,7 @@ pub fn is_efi(vmi: &VirtualMachineInstance) -> bool {
 }
 
 /// Dedicated CPU placement requested.
-pub fn is_cpu_dedicated(vmi: &VirtualMachineInstance) -> bool {
+pub(crate) fn is_cpu_dedicated(vmi: &VirtualMachineInstance) -> bool {
     vmi.spec
         .domain
         .cpu
@@ -186,7 +186,7 @@ pub fn is_cpu_dedicated(vmi: &VirtualMachineInstance) -> bool {
 }
 
 /// KubeVirt's "high performance" VMI: dedicated CPUs, realtime, or hugepages.
-pub fn is_high_performance(vmi: &VirtualMachineInstance) -> bool {
+pub(crate) fn is_high_performance(vmi: &VirtualMachineInstance) -> bool {
     let d = &vmi.spec.domain;
     if let Some(cpu) = &d.cpu
         && (cpu.dedicated_cpu_placement.unwrap_or(false) || cpu.realtime.is_some())
@@ -197,4 +197,4 @@ pub fn is_high_performance(vmi: &VirtualMachineInstance) -> bool {
 }
 
 /// The shared private directory of the launcher.
-pub const VIRT_PRIVATE_DIR: &str = "/var/run/kubevirt-private";
+pub(crate) const VIRT_PRIVATE_DIR: &str = "/var/run/kubevirt-private";

@@ -12,7 +12,7 @@ use kvrs_api::names::path_component;
 const VIRTIOFS_SOCKET_DIR: &str = "/var/run/kubevirt/virtiofs-containers";
 
 /// Writes virtiofs filesystems.
-pub struct Virtiofs;
+pub(super) struct Virtiofs;
 
 impl Configurator for Virtiofs {
     fn configure(
@@ -52,5 +52,34 @@ impl Configurator for Virtiofs {
             });
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::configurators::testing::{element, run, vmi};
+    use serde_json::json;
+
+    #[test]
+    fn no_filesystems_without_virtiofs_shares() {
+        let d = run(&Virtiofs, &vmi(json!({"domain": {"devices": {}}}))).unwrap();
+        assert!(d.devices.filesystems.is_empty());
+    }
+
+    #[test]
+    fn each_share_is_a_virtiofs_mount_on_its_daemons_socket_tagged_by_name() {
+        let vmi = vmi(json!({"domain": {"devices": {"filesystems": [
+            {"name": "shared", "virtiofs": {}}, {"name": "config", "virtiofs": {}}
+        ]}}}));
+        let d = run(&Virtiofs, &vmi).unwrap();
+        assert_eq!(d.devices.filesystems.len(), 2);
+        insta::assert_snapshot!(element(&d, "filesystem"), @r#"
+        <filesystem type="mount" accessMode="passthrough">
+        	<source dir="" socket="/var/run/kubevirt/virtiofs-containers/shared.sock"/>
+        	<target dir="shared"/>
+        	<driver type="virtiofs" queue="1024"/>
+        </filesystem>
+        "#);
     }
 }

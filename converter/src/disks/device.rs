@@ -39,7 +39,7 @@ fn nonempty(s: &Option<String>) -> Option<Str> {
 
 /// Converts the VMI disk's device settings into `d` (a default `Disk` already in its final place,
 /// so the large struct is never moved).
-pub fn convert_disk<'a>(
+pub(super) fn convert_disk<'a>(
     env: &Env<'_>,
     src: &'a VmiDisk,
     namer: &mut Namer<'a>,
@@ -158,7 +158,7 @@ pub fn convert_disk<'a>(
 }
 
 /// `<blockio>` from a custom block size.
-pub fn block_size(
+pub(super) fn block_size(
     env: &Env<'_>,
     src: &VmiDisk,
     d: &mut Disk,
@@ -191,7 +191,11 @@ pub fn block_size(
 }
 
 /// The driver's error policy (`stop` by default).
-pub fn error_policy(src: &VmiDisk, d: &mut Disk, path: &DiskPath) -> Result<(), ConvertError> {
+pub(super) fn error_policy(
+    src: &VmiDisk,
+    d: &mut Disk,
+    path: &DiskPath,
+) -> Result<(), ConvertError> {
     let policy = match src.error_policy.as_deref() {
         None | Some("stop") => "stop",
         Some("ignore") => "ignore",

@@ -15,8 +15,6 @@ use crate::iothreads::{has_dedicated, has_io_threads, io_thread_counts, suppleme
 use crate::topology::vcpu_count;
 use kvrs_api::VirtualMachineInstance;
 
-pub use naming::device_name;
-
 /// What a disk's conversion needs to know about its name from outside the disk itself.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct DiskFacts {
@@ -28,7 +26,7 @@ pub(crate) struct DiskFacts {
 
 /// `spec.domain.devices.disks[i]`, formatted only when an error needs it.
 #[derive(Debug, Clone, Copy)]
-pub struct DiskPath(pub usize);
+pub(crate) struct DiskPath(pub usize);
 
 impl std::fmt::Display for DiskPath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -37,7 +35,7 @@ impl std::fmt::Display for DiskPath {
 }
 
 /// Appends the VMI's disks to the domain.
-pub fn convert_disks(
+pub(crate) fn convert_disks(
     env: &Env<'_>,
     vmi: &VirtualMachineInstance,
     domain: &mut Domain,

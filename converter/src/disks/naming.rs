@@ -6,7 +6,7 @@ use crate::domain::Str;
 use kvrs_api::api::{Disk, VolumeStatus};
 
 /// `prefix` + a base-26 index (`a`..`z`, `aa`..).
-pub fn device_name(prefix: &str, index: usize) -> String {
+pub(crate) fn device_name(prefix: &str, index: usize) -> String {
     let mut s = String::with_capacity(prefix.len() + 3);
     s.push_str(prefix);
     push_letters(&mut s, index);
@@ -42,7 +42,7 @@ fn index_of(prefix: &str, name: &str) -> Option<usize> {
 }
 
 /// Device prefix of a bus.
-pub fn prefix(bus: &str) -> &'static str {
+pub(super) fn prefix(bus: &str) -> &'static str {
     match bus {
         "virtio" => "vd",
         "sata" | "scsi" | "usb" => "sd",
@@ -167,7 +167,7 @@ enum Given<'a> {
 
 /// Allocates target names per prefix, each in constant amortized time: a VMI with N disks is
 /// named in O(N) (a scan of the names given so far per disk made it O(N^3)).
-pub struct Namer<'a> {
+pub(super) struct Namer<'a> {
     /// (prefix slot, disk name) -> target, the first one assigned: searched in place while
     /// short (nearly every VMI), indexed by a map once longer than [`SCAN_MAX`].
     given: Vec<(usize, &'a str, Given<'a>)>,
@@ -184,7 +184,7 @@ pub struct Namer<'a> {
 
 impl<'a> Namer<'a> {
     /// Seeds the namer with targets from the volume status.
-    pub fn new(statuses: &'a [VolumeStatus], disks: &'a [Disk]) -> Namer<'a> {
+    pub(super) fn new(statuses: &'a [VolumeStatus], disks: &'a [Disk]) -> Namer<'a> {
         let mut namer = Namer {
             given: Vec::new(),
             given_index: None,
@@ -264,7 +264,7 @@ impl<'a> Namer<'a> {
     }
 
     /// The target of `disk` on `bus` and its index.
-    pub fn name(&mut self, disk: &'a str, bus: &str) -> (Str, usize) {
+    pub(super) fn name(&mut self, disk: &'a str, bus: &str) -> (Str, usize) {
         let pfx = prefix(bus);
         let slot = prefix_slot(pfx);
         match self.lookup(slot, disk) {

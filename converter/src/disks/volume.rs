@@ -17,12 +17,12 @@ const CLOUD_INIT_DIR: &str = "/var/run/libvirt/cloud-init-dir";
 use crate::configurators::util::{cat, intern};
 
 /// `/var/run/kubevirt-private/vmi-disks/<volume>/disk.img`.
-pub fn filesystem_path(volume: &str) -> String {
+pub(super) fn filesystem_path(volume: &str) -> String {
     cat([PRIVATE, "/vmi-disks/", volume, "/disk.img"])
 }
 
 /// `/dev/<volume>`.
-pub fn block_path(volume: &str) -> String {
+pub(super) fn block_path(volume: &str) -> String {
     cat(["/dev/", volume])
 }
 
@@ -44,7 +44,7 @@ fn set_driver(d: &mut Disk, kind: &'static str, discard: bool) {
 }
 
 /// A cdrom without a volume: an empty block tray.
-pub fn missing_volume(d: &mut Disk) {
+pub(super) fn missing_volume(d: &mut Disk) {
     d.kind = "block".into();
     let drv = driver(d);
     drv.kind = "raw".into();
@@ -85,7 +85,7 @@ fn pvc_source(name: &str, is_block: bool, hotplug: bool, facts: DiskFacts, d: &m
 }
 
 /// Fills the disk's source from its volume.
-pub fn convert_volume(
+pub(super) fn convert_volume(
     env: &Env<'_>,
     vmi: &VirtualMachineInstance,
     v: &Volume,

@@ -21,7 +21,7 @@ mod os;
 pub use writer::{MAX_XML_BYTES, WriteError};
 
 /// The XML writer's runtime half, used by the code `derive(XmlElement)` generates.
-pub mod writer;
+pub(crate) mod writer;
 
 pub use cpu::*;
 pub use devices::*;

@@ -38,7 +38,7 @@ impl WriteError {
     #[cold]
     #[inline(never)]
     #[must_use]
-    pub fn within(mut self, part: impl Into<String>) -> Self {
+    pub(crate) fn within(mut self, part: impl Into<String>) -> Self {
         self.0.path.push(part.into());
         self
     }
@@ -67,7 +67,7 @@ use std::cell::Cell;
 
 /// An element's name as a type: the generated writers are instantiated per tag, so the start
 /// and end tags they copy are constants (a few stores each, no call to `memcpy`, no length).
-pub trait TagName {
+pub(crate) trait TagName {
     /// `<name`.
     const OPEN: &'static str;
     /// `<name>`: the start tag of a scalar element, one copy instead of `<name` and `>`.
@@ -78,7 +78,7 @@ pub trait TagName {
 
 /// A value written as an element of the given tag: a model struct (derived), a scalar as
 /// `<name>text</name>`, or nothing (`None`), or one element per item (`Vec`).
-pub trait XmlElement {
+pub(crate) trait XmlElement {
     /// Appends the element (preceded by a newline and indentation when indenting).
     fn write_element<N: TagName>(&self, w: &mut Writer) -> R;
 }
@@ -87,7 +87,7 @@ pub trait XmlElement {
 ///
 /// The generated writers copy ` name="` (or `" name="`, closing the attribute before), then
 /// the value; the closing quote goes out with what follows (the next name, `">` or `"/>`).
-pub trait XmlAttr {
+pub(crate) trait XmlAttr {
     /// Whether the attribute is written at all (`None` is not).
     #[inline(always)]
     fn present(&self) -> bool {
@@ -99,13 +99,13 @@ pub trait XmlAttr {
 }
 
 /// A value written as an element's character data.
-pub trait XmlText {
+pub(crate) trait XmlText {
     /// Appends the escaped text.
     fn write_text(&self, w: &mut Writer) -> R;
 }
 
 /// Writes `value` as the root element `root` (`name` for error locations).
-pub fn to_string<T: XmlElement, N: TagName>(
+pub(crate) fn to_string<T: XmlElement, N: TagName>(
     value: &T,
     name: &str,
     indent: bool,
@@ -150,7 +150,7 @@ thread_local! {
 const NEWLINE_TABS: &str = "\n\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t";
 
 /// The output being written and where in the tree the writer is.
-pub struct Writer {
+pub(crate) struct Writer {
     out: String,
     /// Newlines are written once the output is longer than this: 0 when indenting (every
     /// element but the root starts a line), `usize::MAX` for compact output. One comparison
@@ -162,7 +162,7 @@ pub struct Writer {
 impl Writer {
     /// Appends constant text (a tag part).
     #[inline]
-    pub fn push(&mut self, s: &'static str) {
+    pub(crate) fn push(&mut self, s: &'static str) {
         self.out.push_str(s);
     }
 
@@ -193,7 +193,7 @@ impl Writer {
 
     /// Begins a struct's element: its line and `<name`; attributes follow.
     #[inline]
-    pub fn start<N: TagName>(&mut self) {
+    pub(crate) fn start<N: TagName>(&mut self) {
         self.newline();
         self.out.push_str(N::OPEN);
         self.depth += 1;
@@ -202,7 +202,7 @@ impl Writer {
     /// Closes the start tag of an element with children (and its last attribute, when
     /// `quoted`); returns where the children begin.
     #[inline]
-    pub fn open_body(&mut self, quoted: bool) -> usize {
+    pub(crate) fn open_body(&mut self, quoted: bool) -> usize {
         if quoted {
             self.out.push_str("\">");
         } else {
@@ -214,7 +214,7 @@ impl Writer {
     /// Ends an element begun with [`Writer::open_body`]: on its own line after children, or as
     /// an empty-element tag when no child was written (all lists empty, all options unset).
     #[inline]
-    pub fn end_body<N: TagName>(&mut self, body: usize) -> R {
+    pub(crate) fn end_body<N: TagName>(&mut self, body: usize) -> R {
         self.depth -= 1;
         if self.out.len() == body {
             self.out.truncate(body - 1);
@@ -229,7 +229,7 @@ impl Writer {
     /// Ends an element of attributes only: `/>` (`"/>` when `quoted`, closing the last
     /// attribute).
     #[inline]
-    pub fn end_empty(&mut self, quoted: bool) -> R {
+    pub(crate) fn end_empty(&mut self, quoted: bool) -> R {
         self.depth -= 1;
         if quoted {
             self.out.push_str("\"/>");
@@ -241,7 +241,7 @@ impl Writer {
 
     /// Ends an element with character data: `</name>` right after the text.
     #[inline]
-    pub fn end_text<N: TagName>(&mut self) -> R {
+    pub(crate) fn end_text<N: TagName>(&mut self) -> R {
         self.depth -= 1;
         self.out.push_str(N::CLOSE);
         Ok(())

@@ -144,7 +144,7 @@ impl<'a> Path<'a> {
 }
 
 /// The members of a JSON object, or `None` for `null` (Go leaves a struct at its zero value then).
-pub fn object<'v>(
+pub(crate) fn object<'v>(
     v: &'v Value,
     at: &Path<'_>,
 ) -> Result<Option<&'v Map<String, Value>>, GoJsonError> {
@@ -156,7 +156,7 @@ pub fn object<'v>(
 }
 
 /// Go's `xml.Name{}` as JSON: KubeVirt never fills `XMLName` when it builds a domain.
-pub fn xml_name() -> Value {
+pub(crate) fn xml_name() -> Value {
     let mut m = Map::with_capacity(2);
     m.insert("Space".into(), Value::String(String::new()));
     m.insert("Local".into(), Value::String(String::new()));
@@ -314,18 +314,18 @@ impl<T: GoJson> GoJson for Box<T> {
 }
 
 /// Field encodings other than the type's own, named in [`go_struct!`] with `as`.
-pub mod modes {
+pub(crate) mod modes {
     use super::{GoJson, GoJsonError, Path};
     use serde_json::Value;
 
     /// A Go non-pointer field (`string`, `uint`, ...) with `omitempty` in its XML tag, which the
     /// model keeps as an `Option`: `None` is Go's zero value (`""`, `0`), and the zero value reads
     /// back as `None` (Go would not write it to XML either).
-    pub mod omit {
+    pub(crate) mod omit {
         use super::*;
 
         /// `None` as the zero value.
-        pub fn to<T: GoJson + Default>(o: &Option<T>) -> Value {
+        pub(crate) fn to<T: GoJson + Default>(o: &Option<T>) -> Value {
             match o {
                 Some(x) => x.to_go(),
                 None => T::default().to_go(),
@@ -333,7 +333,7 @@ pub mod modes {
         }
 
         /// The zero value as `None`.
-        pub fn from<T: GoJson + Default + PartialEq>(
+        pub(crate) fn from<T: GoJson + Default + PartialEq>(
             v: &Value,
             at: &Path<'_>,
         ) -> Result<Option<T>, GoJsonError> {
@@ -344,11 +344,11 @@ pub mod modes {
 
     /// A `*metav1.Time`: `null`, or the time in UTC with whole seconds (`2024-05-01T10:00:00Z`) —
     /// Go's JSON form, while its XML form (which the model keeps) has nanoseconds and any offset.
-    pub mod time {
+    pub(crate) mod time {
         use super::*;
 
         /// Go's JSON text of the time; text that is not RFC 3339 is written unchanged.
-        pub fn to(o: &Option<String>) -> Value {
+        pub(crate) fn to(o: &Option<String>) -> Value {
             match o {
                 Some(s) => Value::String(normalize(s)),
                 None => Value::Null,
@@ -356,12 +356,12 @@ pub mod modes {
         }
 
         /// The text as read.
-        pub fn from(v: &Value, at: &Path<'_>) -> Result<Option<String>, GoJsonError> {
+        pub(crate) fn from(v: &Value, at: &Path<'_>) -> Result<Option<String>, GoJsonError> {
             Option::<String>::from_go(v, at)
         }
 
         /// RFC 3339 text as `metav1.Time` marshals it to JSON.
-        pub fn normalize(s: &str) -> String {
+        pub(crate) fn normalize(s: &str) -> String {
             use kvrs_api::time::{format_time, parse_time};
             parse_time(s).map_or_else(|| s.to_string(), format_time)
         }

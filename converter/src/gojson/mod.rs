@@ -51,7 +51,8 @@ mod root;
 mod status;
 
 pub(crate) use base::go_struct;
-pub use base::{GoJson, GoJsonError, Path, modes, object, xml_name};
+pub use base::{GoJson, GoJsonError, Path};
+pub(crate) use base::{modes, object, xml_name};
 pub use envelope::{
     DomainEnvelope, from_go_json, from_go_json_slice, to_go_json, to_go_json_pretty, to_go_json_vec,
 };

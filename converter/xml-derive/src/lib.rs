@@ -6,7 +6,9 @@
 //! reads them for parsing (quick-xml); this derive reads the same attributes and writes a direct
 //! writer for each struct, so the element and attribute names exist once and writing needs no
 //! serde round: every name, `<name`, `</name>` and ` name="` is a constant in the generated
-//! code. The runtime half (the `Writer`, the value traits) is `kvrs_converter::domain::writer`.
+//! code. The runtime half (the `Writer`, the value traits) is kvrs-converter's private
+//! `domain::writer` module, which the generated code names as `crate::domain::writer`: the derive
+//! serves kvrs-converter's own model and nothing else.
 //!
 //! Output rules (the same as the serde-based writer this replaces, byte for byte):
 //! - attributes go into the start tag in field order, wherever they stand among the children;
@@ -14,13 +16,15 @@
 //! - a struct whose children all come out empty (or that has none) writes `<name attrs/>`;
 //! - otherwise children follow, each on its own indented line, then `</name>` on its own line.
 
+#![warn(unreachable_pub)]
+
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as Tokens;
 use quote::quote;
 use syn::ext::IdentExt;
 use syn::{Data, DeriveInput, Error, Fields, LitStr, parse_macro_input};
 
-/// Writes the struct as one XML element (`kvrs_converter::domain::writer::XmlElement`).
+/// Writes the struct as one XML element (kvrs-converter's `domain::writer::XmlElement`).
 #[proc_macro_derive(XmlElement)]
 pub fn derive_xml_element(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
