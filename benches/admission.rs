@@ -8,7 +8,7 @@ use kvrs_core::{ClusterConfig, VirtualMachineInstance};
 use std::hint::black_box;
 
 fn fixture(text: &str) -> VirtualMachineInstance {
-    serde_yaml::from_str(text).expect("fixture")
+    serde_norway::from_str(text).expect("fixture")
 }
 
 fn oracle(name: &str) -> Option<VirtualMachineInstance> {

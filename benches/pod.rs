@@ -9,7 +9,7 @@ use std::hint::black_box;
 
 fn fedora() -> VirtualMachineInstance {
     let text = include_str!("../fixtures/vmi/conv-fedora-two-nics.yaml");
-    let vmi: VirtualMachineInstance = serde_yaml::from_str(text).expect("fixture");
+    let vmi: VirtualMachineInstance = serde_norway::from_str(text).expect("fixture");
     kvrs_core::admission::admit(vmi, &ClusterConfig::default()).expect("fixture admitted")
 }
 

@@ -51,9 +51,9 @@ fn harness() -> PathBuf {
 
 fn yaml_docs(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_yaml::Deserializer::from_str(&text)
+    serde_norway::Deserializer::from_str(&text)
         .map(|d| {
-            let v: serde_yaml::Value = serde::Deserialize::deserialize(d)
+            let v: serde_norway::Value = serde::Deserialize::deserialize(d)
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             serde_json::to_value(v).expect("YAML as JSON")
         })

@@ -225,7 +225,7 @@ fn domains_define_in_real_libvirt() {
             .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "json"))
         {
             let text = std::fs::read_to_string(&file).unwrap();
-            let value: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+            let value: serde_json::Value = serde_norway::from_str(&text).unwrap();
             let vmi = if value["kind"] == "VirtualMachine" {
                 let vm: kvrs_core::VirtualMachine = serde_json::from_value(value).unwrap();
                 kvrs_core::template::vmi_from_vm(&vm).unwrap()

@@ -46,7 +46,7 @@ fn stem(path: &Path) -> String {
 
 fn read<T: serde::de::DeserializeOwned>(path: &Path) -> T {
     let text = std::fs::read_to_string(path).unwrap();
-    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 #[test]

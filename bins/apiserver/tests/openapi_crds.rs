@@ -31,7 +31,7 @@ fn the_served_documents_carry_the_crds_schemas() {
     let crds = root.join("../deploy/crds");
     for entry in std::fs::read_dir(&crds).unwrap() {
         let path = entry.unwrap().path();
-        let crd: Value = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let crd: Value = serde_norway::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let group = crd["spec"]["group"].as_str().unwrap();
         let kind = crd["spec"]["names"]["kind"].as_str().unwrap();
         for v in crd["spec"]["versions"].as_array().unwrap() {

@@ -37,7 +37,7 @@ impl CliError {
 pub const MAX_MANIFEST_BYTES: u64 = 3 << 20;
 
 /// How deep `[`/`{` flow collections may nest: the recursion limit of both parsers kvrs uses
-/// (serde_json and serde_yaml stop at 128). Checked before parsing because the YAML scanner's
+/// (serde_json and serde_norway stop at 128). Checked before parsing because the YAML scanner's
 /// work grows with the square of the nesting (40 000 levels took 18 s to reach its own limit).
 pub const MAX_FLOW_DEPTH: usize = 128;
 
@@ -174,7 +174,7 @@ pub fn parse_document(text: &str, origin: &str) -> Result<serde_json::Value, Cli
             .map_err(|e| CliError::Input(format!("{origin}: not valid JSON: {e}")));
     }
     check_flow_depth(text, origin)?;
-    let value: serde_yaml::Value = serde_yaml::from_str(text)
+    let value: serde_norway::Value = serde_norway::from_str(text)
         .map_err(|e| CliError::Input(format!("{origin}: not valid YAML or JSON: {e}")))?;
     serde_json::to_value(value)
         .map_err(|e| CliError::Input(format!("{origin}: unsupported YAML content: {e}")))
@@ -239,8 +239,8 @@ pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<serde_json::Value
     }
     check_flow_depth(text, origin)?;
     let mut docs = Vec::new();
-    for (index, de) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let value = serde_yaml::Value::deserialize(de).map_err(|e| {
+    for (index, de) in serde_norway::Deserializer::from_str(text).enumerate() {
+        let value = serde_norway::Value::deserialize(de).map_err(|e| {
             CliError::Input(format!(
                 "{origin} (document {index}): not valid YAML or JSON: {e}"
             ))
@@ -355,7 +355,8 @@ mod tests {
 
     #[test]
     fn deep_flow_yaml_is_refused_before_the_parser_sees_it() {
-        // issue 17: 40 000 levels took 18 s in serde_yaml before its recursion-limit error.
+        // issue 17: 40 000 levels took 18 s in serde_yaml (serde_norway has its scanner) before its
+        // recursion-limit error.
         let text = format!("a: {}{}", "[".repeat(40_000), "]".repeat(40_000));
         let err = parse_document(&text, "x.yaml").unwrap_err().to_string();
         assert_eq!(

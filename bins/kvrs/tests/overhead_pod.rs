@@ -156,7 +156,7 @@ fn pod_yaml_uses_the_image_and_jitter_options() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let pod: serde_json::Value = serde_yaml::from_slice(&out.stdout).unwrap();
+    let pod: serde_json::Value = serde_norway::from_slice(&out.stdout).unwrap();
     let compute = &pod["spec"]["containers"][0];
     assert_eq!(compute["image"], "example.com/launcher:test");
     assert_eq!(compute["command"][2], "359s");

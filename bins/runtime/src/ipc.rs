@@ -1,4 +1,4 @@
-//! [`Launcher`](crate::Launcher) over virt-launcher's command socket (feature `ipc`): the
+//! [`Launcher`] over virt-launcher's command socket (feature `ipc`): the
 //! kvrs-ipc client, wire-compatible with KubeVirt's launcher, so the same handler plans drive a
 //! kvrs launcher or KubeVirt's own.
 
@@ -6,7 +6,7 @@ use kvrs_api::VirtualMachineInstance;
 use kvrs_decide::LauncherCall;
 use kvrs_ipc::{LauncherClient, VirtualMachineOptions};
 
-use crate::effects::Launcher;
+use kvrs_executor::Launcher;
 
 /// One VMI's launcher, reached through its `launcher-sock`.
 pub struct IpcLauncher {

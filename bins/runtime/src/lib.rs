@@ -1,39 +1,31 @@
 //! # kvrs-runtime
 //!
-//! The one shell every kvrs runtime shares. The decisions in `kvrs-decide` say *what* to do as a
-//! [`Plan`](kvrs_decide::Plan); this crate *does* it, the same way everywhere:
+//! The IO half of kvrs's shell: what the cluster daemons and `kvrs run` need around the pure
+//! executor of `kvrs-executor`, whose API this crate re-exports (so `kvrs_runtime::execute`,
+//! `kvrs_runtime::Api`, ... are the executor's):
 //!
-//! - [`Api`], [`Launcher`] and [`Node`] are the three kinds of side effect a plan has. The cluster
-//!   binaries implement them with kube-rs, the kvrs-ipc client and netlink; the simulator with
-//!   its in-memory store and fake launchers; `kvrs run` with the embedded store.
-//! - [`execute`] runs a controller plan: raise each write's expectation, send it, stop at the
-//!   first failure, lower the expectation again, turn the outcome into a rate-limited retry.
-//! - [`execute_handler`] runs virt-handler's plans: node steps and launcher commands in order,
-//!   a failure recorded as a fact and the sync decided again, the status write last.
-//! - [`observe`] turns a watch event into the keys to queue and the expectations it fulfils.
-//! - [`requeue`] applies a plan's queue operations to a work queue.
+//! - [`kube`] (feature `kube`): [`Api`] on a real API server with kube-rs, the controllers'
+//!   effects on it ([`kube::controller`]), leader election, the metrics and health endpoints, the
+//!   KubeVirt CR's live configuration, and the client and logging set-up;
+//! - [`ipc`] (feature `ipc`): [`Launcher`] over virt-launcher's command socket;
+//! - [`requeue_async`] and [`spawn_workers`] (feature `kube`): the async work queue's side of
+//!   [`requeue`], and the worker tasks that take its keys.
 //!
-//! Nothing here reads a clock or opens a socket: time comes in as a [`kvrs_queue::Instant`], IO
-//! goes through the traits. That is what lets the simulator's property tests exercise the very
-//! code the binaries run.
+//! Everything that decides how a plan runs — the order of writes, expectations, retries, the
+//! handler's re-decisions after a failed step, the observer, the cache → world step — is in
+//! `kvrs-executor`, which has no IO, so the simulator runs it exactly as the binaries do.
 
-mod effects;
-mod executor;
-mod expectations;
-mod handler;
 #[cfg(feature = "ipc")]
 pub mod ipc;
 #[cfg(feature = "kube")]
 pub mod kube;
-mod observer;
+#[cfg(feature = "kube")]
 mod queue;
-pub mod ready;
 
-pub use effects::{Api, ApiError, ApiErrorKind, Expecting, Launcher, Node, With};
-pub use executor::{Executed, execute};
-pub use expectations::ControllerExpectations;
-pub use handler::{HandlerExecuted, execute_handler};
-pub use observer::{Change, Enqueue, Seen, Watched, observe};
-pub use queue::requeue;
+pub use kvrs_executor::{
+    Api, ApiError, ApiErrorKind, Change, ControllerExpectations, Enqueue, Executed, Expecting,
+    HandlerExecuted, Launcher, Node, Seen, Watched, With, execute, execute_handler, observe, ready,
+    requeue, world,
+};
 #[cfg(feature = "kube")]
 pub use queue::{requeue_async, spawn_workers};

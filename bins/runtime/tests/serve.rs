@@ -13,16 +13,21 @@ struct Reply {
     text: String,
 }
 
+/// Writes `request` on a new connection and reads until the server closes it (blocking).
+fn exchange(addr: SocketAddr, request: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    stream.write_all(request)?;
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply)?;
+    Ok(reply)
+}
+
 /// Sends `request` verbatim and reads until the server closes the connection.
 async fn send(addr: SocketAddr, request: String) -> Reply {
     tokio::task::spawn_blocking(move || {
-        let mut stream = TcpStream::connect(addr).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        stream.write_all(request.as_bytes()).expect("write request");
-        let mut text = String::new();
-        stream.read_to_string(&mut text).expect("read response");
+        let reply = exchange(addr, request.as_bytes()).expect("exchange");
+        let text = String::from_utf8(reply).expect("a UTF-8 response");
         let status = text
             .strip_prefix("HTTP/1.1 ")
             .and_then(|rest| rest.get(..3))
@@ -112,9 +117,9 @@ async fn endpoints_answer_flip_and_stop() {
     let vmi = workqueue.queue("virt-controller-vmi");
     vmi.adds.inc_by(3);
     vmi.retries.inc();
-    vmi.depth.set(2.0);
+    vmi.depth.set(2);
     vmi.work_duration
-        .observe_duration(Duration::from_millis(20));
+        .observe(Duration::from_millis(20).as_secs_f64());
     vmi.work_duration.observe(45.0);
     vmi.reconcile_error("api_write");
     vmi.reconcile_error("api_write");
@@ -196,19 +201,10 @@ async fn requests_are_bounded() {
 
     // A client that never finishes its head is cut off after the header read timeout.
     let begun = Instant::now();
-    let closed = tokio::task::spawn_blocking(move || {
-        let mut stream = TcpStream::connect(addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
+    let closed =
+        tokio::task::spawn_blocking(move || exchange(addr, b"GET /healthz HTTP/1.1\r\nHost: loc"))
+            .await
             .unwrap();
-        stream
-            .write_all(b"GET /healthz HTTP/1.1\r\nHost: loc")
-            .unwrap();
-        let mut rest = Vec::new();
-        stream.read_to_end(&mut rest).map(|_| rest)
-    })
-    .await
-    .unwrap();
     let waited = begun.elapsed();
     assert!(
         closed.is_ok() && waited < Duration::from_secs(5),
@@ -239,16 +235,9 @@ async fn shutdown_lets_an_idle_keep_alive_connection_go() {
     let (addr, stop, task) = start(state, Duration::from_secs(30)).await;
     // A connection that stays open after its request (keep-alive) must not hold up shutdown.
     let client = tokio::task::spawn_blocking(move || {
-        let mut stream = TcpStream::connect(addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        stream
-            .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            .unwrap();
-        let mut text = Vec::new();
-        let _ = stream.read_to_end(&mut text);
-        String::from_utf8_lossy(&text).into_owned()
+        let reply = exchange(addr, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .expect("the server closes the idle connection on shutdown");
+        String::from_utf8_lossy(&reply).into_owned()
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     let begun = Instant::now();

@@ -1,14 +1,19 @@
 //! A conditional JSON patch whose `test` no longer holds, against a real kube-apiserver: the
 //! server answers 422 with a message that names neither the object nor the cause; kvrs reports
 //! it as a conflict naming both, and keeps other 422s what they are. A conditional patch that
-//! changes nothing is told from one that does by the version the server answers with.
+//! changes nothing is told from one that does by the version the server answers with, and a
+//! controller does not wait for the watch event of one ([`ControllerApi`]).
+
+use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::Pod;
 use kvrs_decide::patch::unchanged_by;
-use kvrs_decide::{ApiWrite, PatchType, WriteOp};
+use kvrs_decide::{ApiWrite, Event, Expectation, PatchType, WriteOp};
+use kvrs_queue::Instant;
 use kvrs_runtime::kube::api::KubeApi;
+use kvrs_runtime::kube::controller::{ControllerApi, RecordEvent};
 use kvrs_runtime::kube::setup::connect;
-use kvrs_runtime::{Api as _, ApiErrorKind};
+use kvrs_runtime::{Api as _, ApiErrorKind, ControllerExpectations, Expecting as _};
 use kvrs_test_cluster::TestCluster;
 use serde_json::json;
 
@@ -32,7 +37,7 @@ async fn a_stale_test_precondition_is_a_conflict_naming_the_object() {
     let client = connect(Some(cluster.admin_kubeconfig_path()))
         .await
         .expect("a client for the test cluster");
-    let mut api = KubeApi::new(client.clone(), "kvrs-test", "stale-patch");
+    let mut api = KubeApi::new(client.clone(), "kvrs-test");
     let pods: kube::Api<Pod> = kube::Api::namespaced(client, NS);
 
     let pod = json!({
@@ -118,4 +123,76 @@ async fn a_stale_test_precondition_is_a_conflict_naming_the_object() {
         "{}",
         e.message
     );
+}
+
+/// Events nobody reads.
+struct NoEvents;
+
+impl RecordEvent for NoEvents {
+    fn record(&self, _: &Event) {}
+}
+
+/// Against a real kube-apiserver: a controller's own patch that changed nothing brings no watch
+/// event, so its expectation is lowered as the write returns; one that changed the object is
+/// left for the watch to observe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_own_patch_that_changed_nothing_is_not_waited_for() {
+    const NS: &str = "own-updates";
+    let cluster = tokio::task::block_in_place(|| TestCluster::apiserver_with_namespace(NS));
+    let client = connect(Some(cluster.admin_kubeconfig_path()))
+        .await
+        .expect("a client for the test cluster");
+    let api = KubeApi::new(client, "kvrs-test");
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": NS, "labels": {"first": "yes"}},
+        "spec": {"containers": [{"name": "c", "image": "example.org/c:1"}]},
+    });
+    let created = api
+        .send(&ApiWrite::new(
+            "pods",
+            NS,
+            "p",
+            WriteOp::Create { object: pod },
+        ))
+        .await
+        .expect("create")
+        .expect("a resourceVersion");
+    let key = format!("{NS}/p");
+    let expectations = Mutex::new(ControllerExpectations::new());
+    let now = Instant::ZERO;
+    let pending =
+        |e: &Mutex<ControllerExpectations>| e.lock().unwrap().pending(&key, now).creations;
+    // A write of the pod adding label `label`, conditional on the created version, expecting
+    // to observe its own update (as the VMI controller's writes of a VMI it owns do).
+    let labelled = |label: &str| {
+        ApiWrite::new(
+            "pods",
+            NS,
+            "p",
+            WriteOp::Patch {
+                patch_type: PatchType::Json,
+                patch: json!([
+                    {"op": "test", "path": "/metadata/resourceVersion", "value": created},
+                    {"op": "add", "path": format!("/metadata/labels/{label}"), "value": "yes"},
+                ]),
+            },
+        )
+        .expecting(Expectation::ObservedUpdate { key: key.clone() })
+    };
+
+    // (label, whether the patch changes the pod, what is left pending after it)
+    for (label, changes, left) in [("first", false, 0), ("second", true, 1)] {
+        let write = labelled(label);
+        let mut fx = ControllerApi::new(&api, &NoEvents, &expectations);
+        fx.raise(write.expectation.as_ref().unwrap(), now);
+        fx.write(&write).await.expect("a label patch");
+        assert!(
+            fx.waited() > std::time::Duration::ZERO,
+            "{label}: the write is timed"
+        );
+        // Unchanged: no event will come, so it is not waited for; changed: its watch
+        // event is still to be observed.
+        assert_eq!(pending(&expectations), left, "{label} (changes: {changes})");
+    }
 }

@@ -21,9 +21,12 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Resource, ResourceExt};
 use kvrs_api::names::labels;
 use kvrs_api::{VirtualMachine, VirtualMachineInstance};
+use kvrs_decide::vm::Revision;
 use kvrs_queue::AsyncQueue;
+use kvrs_runtime::world::{ControllerCache, WantedRevisions};
 use kvrs_runtime::{Change, ControllerExpectations, Seen, Watched, observe};
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
@@ -123,6 +126,95 @@ impl Caches {
             },
         )
     }
+}
+
+/// The objects of `store` in `namespace`.
+fn in_namespace<K>(store: &Store<K>, namespace: &str) -> impl Iterator<Item = Arc<K>>
+where
+    K: Resource + Clone,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    store
+        .state()
+        .into_iter()
+        .filter(move |o| o.meta().namespace.as_deref() == Some(namespace))
+}
+
+/// The reflector stores as the VM and VMI worlds read them (`kvrs_runtime::world`): objects are
+/// handed out as the stores share them.
+impl ControllerCache for Caches {
+    type Obj<'a, T: 'a> = Arc<T>;
+
+    fn vm(&self, key: &str) -> Option<Arc<VirtualMachine>> {
+        let (ns, name) = split(key);
+        self.vms.get(&reflector::ObjectRef::new(name).within(ns))
+    }
+
+    fn vmi(&self, key: &str) -> Option<Arc<VirtualMachineInstance>> {
+        let (ns, name) = split(key);
+        self.vmis.get(&reflector::ObjectRef::new(name).within(ns))
+    }
+
+    fn launcher_pods(&self, namespace: &str, vmi_uid: &str) -> Vec<Arc<Pod>> {
+        in_namespace(&self.pods, namespace)
+            .filter(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(labels::CREATED_BY))
+                    .is_some_and(|uid| uid == vmi_uid)
+            })
+            .collect()
+    }
+
+    fn revisions(&self, namespace: &str, wanted: &WantedRevisions<'_>) -> Vec<Revision> {
+        in_namespace(&self.revisions, namespace)
+            .filter(|r| wanted.selects(r))
+            .map(Revision::new)
+            .collect()
+    }
+
+    /// Each with its kind and `apiVersion` (a list's items may come without them).
+    fn instancetype_objects(&self, namespace: &str) -> Vec<Value> {
+        let mut out = Vec::new();
+        for (kind, store) in &self.instancetypes {
+            for o in store.state() {
+                if o.metadata
+                    .namespace
+                    .as_deref()
+                    .is_some_and(|n| n != namespace)
+                {
+                    continue;
+                }
+                if let Ok(mut v) = serde_json::to_value(o.as_ref()) {
+                    v["apiVersion"] = Value::String("instancetype.kubevirt.io/v1beta1".into());
+                    v["kind"] = Value::String((*kind).into());
+                    out.push(v);
+                }
+            }
+        }
+        out
+    }
+
+    fn data_volumes(&self, namespace: &str) -> Vec<Value> {
+        let Some(store) = &self.data_volumes else {
+            return Vec::new();
+        };
+        in_namespace(store, namespace)
+            .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
+            .collect()
+    }
+
+    fn pvcs(&self, namespace: &str) -> Vec<PersistentVolumeClaim> {
+        in_namespace(&self.pvcs, namespace)
+            .map(|p| p.as_ref().clone())
+            .collect()
+    }
+}
+
+/// `namespace` and `name` of a `namespace/name` key.
+fn split(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("", key))
 }
 
 /// The four `instancetype.kubevirt.io/v1beta1` kinds and their plurals.

@@ -6,11 +6,11 @@
 //! CR has none: virt-operator passes it as this flag); `--virt-api-webhooks` and
 //! `--qemu-timeout-seconds` are not CR settings. Everything else comes from the CR.
 
-use anyhow::Context;
 use kvrs_admission::ClusterConfig;
 use kvrs_admission::kubevirt_cr::KubevirtCr;
 use kvrs_admission::live_config::Overrides;
 use kvrs_pod::PodInputs;
+use kvrs_runtime::kube::daemon::flag_overrides;
 
 use crate::Flags;
 
@@ -23,16 +23,13 @@ pub struct ControllerConfig {
     pub pod_inputs: PodInputs,
 }
 
-/// The flags that override the CR.
+/// The flags that override the CR: both daemons' (`--feature-gates`, `--allow-emulation`) and
+/// virt-controller's own (`--launcher-image`, `--virt-api-webhooks`).
 pub fn overrides(flags: &Flags) -> anyhow::Result<Overrides> {
     Ok(Overrides {
-        feature_gates: kvrs_admission::feature_gates::parse_feature_gates(
-            &flags.feature_gates.join(","),
-        )
-        .context("--feature-gates")?,
-        allow_emulation: flags.allow_emulation,
         launcher_image: Some(flags.launcher_image.clone()),
         admit_created_vmis: !flags.virt_api_webhooks,
+        ..flag_overrides(&flags.feature_gates, flags.allow_emulation)?
     })
 }
 
@@ -54,7 +51,7 @@ pub fn derive(cr: &KubevirtCr, base: &PodInputs) -> ControllerConfig {
 #[cfg(test)]
 mod tests {
     use clap::Parser;
-    use kvrs_admission::live_config::{ConfigChange, ConfigTracker};
+    use kvrs_runtime::kube::daemon::configuration_of;
     use serde_json::json;
 
     use super::*;
@@ -65,13 +62,8 @@ mod tests {
             qemu_timeout_seconds: flags.qemu_timeout_seconds,
             ..PodInputs::default()
         };
-        let mut tracker = ConfigTracker::new(overrides(&flags).unwrap());
-        let cr = json!({"metadata": {"name": "kubevirt", "namespace": "kubevirt", "resourceVersion": "1"},
-            "spec": {"configuration": configuration}});
-        match tracker.observe(&[cr]) {
-            ConfigChange::Updated { config, .. } => derive(&config, &base),
-            other => panic!("{other:?}"),
-        }
+        let cr = configuration_of(&overrides(&flags).unwrap(), configuration).unwrap();
+        derive(&cr, &base)
     }
 
     #[test]

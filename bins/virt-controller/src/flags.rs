@@ -105,7 +105,7 @@ mod tests {
             "/../deploy/virt-controller/deployment.yaml"
         );
         let text = std::fs::read_to_string(path).expect("deployment.yaml");
-        let doc: serde_yaml::Value = serde_yaml::from_str(&text).expect("yaml");
+        let doc: serde_norway::Value = serde_norway::from_str(&text).expect("yaml");
         let container = &doc["spec"]["template"]["spec"]["containers"][0];
         let mut argv = vec!["virt-controller".to_string()];
         for a in container["args"].as_sequence().expect("args") {

@@ -1,8 +1,9 @@
 //! kvrs virt-controller: KubeVirt v1.9.0's VM and VMI controllers on kube-rs, leader-elected.
 //!
 //! Thin wiring: flags, a client, the leader election, the caches, the workers, the metrics and
-//! health endpoints. What each sync does is decided by `kvrs-decide` and executed by
-//! `kvrs-runtime`; nothing here knows KubeVirt's rules.
+//! health endpoints. What each sync does is decided by `kvrs-decide`, from a world built by
+//! `kvrs_runtime::world` (the simulator's too) and executed by `kvrs-runtime`; nothing here knows
+//! KubeVirt's rules.
 //!
 //! A standby replica runs nothing but the election (and its health endpoints). A leader that
 //! loses its lease exits at once, so two replicas never write at the same time for longer than
@@ -34,6 +35,10 @@ use crate::caches::Shared;
 use crate::metrics::ControllerMetrics;
 use crate::workers::Controllers;
 use kvrs_runtime::spawn_workers;
+
+/// The `source.component` of the controller's events: KubeVirt's VM and VMI controllers both
+/// record as `virtualmachine-controller`.
+pub const EVENT_SOURCE: &str = "virtualmachine-controller";
 
 /// Runs the controllers with `client` until `shutdown` resolves (the binary passes SIGTERM or
 /// Ctrl-C; `kvrs run` its own stop), then drains the in-flight syncs and releases the lease.
@@ -83,7 +88,9 @@ pub async fn run(
         qemu_timeout_seconds: flags.qemu_timeout_seconds,
         ..PodInputs::default()
     };
-    let api = Arc::new(KubeApi::new(client.clone(), "virt-controller", &identity));
+    let api = Arc::new(
+        KubeApi::new(client.clone(), "virt-controller").with_event_source(EVENT_SOURCE, None),
+    );
     // The KubeVirt CR of the install namespace, applied live; the flags override it.
     let refused = metrics.clone();
     let (config, config_watch) = kubevirt_config::watch(

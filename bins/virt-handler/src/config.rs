@@ -9,11 +9,11 @@
 //! `supportedGuestAgentVersions` and the migratable network binding plugins (the handler's
 //! decisions).
 
-use anyhow::Context;
 use kvrs_admission::ClusterConfig;
 use kvrs_admission::kubevirt_cr::{DaemonSettings, KubevirtCr};
 use kvrs_admission::live_config::Overrides;
 use kvrs_decide::handler::HandlerConfig;
+use kvrs_runtime::kube::daemon::flag_overrides;
 
 use crate::Flags;
 
@@ -28,17 +28,9 @@ pub struct NodeConfig {
     pub decide: HandlerConfig,
 }
 
-/// The flags that override the CR.
+/// The flags that override the CR (`--feature-gates`, `--allow-emulation`).
 pub fn overrides(flags: &Flags) -> anyhow::Result<Overrides> {
-    Ok(Overrides {
-        feature_gates: kvrs_admission::feature_gates::parse_feature_gates(
-            &flags.feature_gates.join(","),
-        )
-        .context("--feature-gates")?,
-        allow_emulation: flags.allow_emulation,
-        launcher_image: None,
-        admit_created_vmis: false,
-    })
+    Ok(flag_overrides(&flags.feature_gates, flags.allow_emulation)?)
 }
 
 /// The configuration `cr` (flags already laid over it) gives.
@@ -70,21 +62,10 @@ pub fn derive(cr: &KubevirtCr) -> NodeConfig {
 #[cfg(test)]
 mod tests {
     use clap::Parser;
-    use kvrs_admission::live_config::{ConfigChange, ConfigTracker};
+    use kvrs_runtime::kube::daemon::configuration_of;
     use serde_json::json;
 
     use super::*;
-
-    fn node_config(argv: &[&str], configuration: serde_json::Value) -> NodeConfig {
-        let flags = Flags::try_parse_from(argv).unwrap();
-        let mut tracker = ConfigTracker::new(overrides(&flags).unwrap());
-        let cr = json!({"metadata": {"name": "kubevirt", "namespace": "kubevirt", "resourceVersion": "1"},
-            "spec": {"configuration": configuration}});
-        match tracker.observe(&[cr]) {
-            ConfigChange::Updated { config, .. } => derive(&config),
-            other => panic!("{other:?}"),
-        }
-    }
 
     #[test]
     fn the_cr_configures_the_handler_and_flags_override_it() {
@@ -120,5 +101,10 @@ mod tests {
         let c = node_config(&["virt-handler"], json!({}));
         assert_eq!(c.decide, HandlerConfig::default());
         assert_eq!(c.cluster, ClusterConfig::default());
+    }
+
+    fn node_config(argv: &[&str], configuration: serde_json::Value) -> NodeConfig {
+        let flags = Flags::try_parse_from(argv).unwrap();
+        derive(&configuration_of(&overrides(&flags).unwrap(), configuration).unwrap())
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Thin wiring: flags, a client, this node's VMI watch, the domain sources (the notify server
 //! and the periodic `GetDomain` resync), the workers, the heartbeat, the metrics endpoints.
-//! What each sync does is decided by `kvrs_decide::handler` and executed by `kvrs-runtime`;
+//! What each sync does is decided by `kvrs_decide::handler`, from facts gathered by
+//! `kvrs_runtime::world::handler_inputs` (the simulator's too), and executed by `kvrs-runtime`;
 //! the node-side preparation (pod network, devices, container disks) is `kvrs-node`; the
 //! kubelet's device plugins for KubeVirt's device resources are [`device_plugins`].
 
@@ -116,7 +117,7 @@ pub async fn run(
     let events_task = tokio::spawn(domains::forward_launcher_events(
         launcher_events_rx,
         vmis.clone(),
-        KubeApi::new(client.clone(), "virt-handler", &node),
+        KubeApi::new(client.clone(), "virt-handler").with_event_source("virt-handler", Some(&node)),
     ));
 
     let handler = Arc::new(Handler {
@@ -129,7 +130,8 @@ pub async fn run(
             node.clone(),
         ),
         queue: queue.clone(),
-        api: KubeApi::new(client.clone(), "virt-handler", &node),
+        api: KubeApi::new(client.clone(), "virt-handler")
+            .with_event_source("virt-handler", Some(&node)),
         config: live_config,
         private_dir: flags.private_dir.clone(),
         own_writes: Mutex::new(HashMap::new()),

@@ -1,26 +1,17 @@
-//! kvrs virt-handler: the binary. Flags, logging, the client and the signals; the daemon itself
-//! is the library (`kvrs_virt_handler::run`), which `kvrs run` embeds too.
+//! kvrs virt-handler: the binary. Parses the flags and hands over to
+//! `kvrs_runtime::kube::daemon::main` (logging, the tokio runtime, the client, the signals, the
+//! exit code); the daemon itself is the library (`kvrs_virt_handler::run`), which `kvrs run` embeds
+//! too.
 
 use std::process::ExitCode;
 
 use clap::Parser;
-use kvrs_runtime::kube::setup::{connect_as, init_logging_as, terminated};
+use kvrs_runtime::kube::{daemon, setup::terminated};
 use kvrs_virt_handler::{Flags, run};
-use tracing::error;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let flags = Flags::parse();
-    init_logging_as(flags.log_format, "info");
-    let result = match connect_as("virt-handler", flags.kubeconfig.as_deref()).await {
-        Ok(client) => run(flags, client, terminated()).await,
-        Err(e) => Err(e.into()),
-    };
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            error!("virt-handler: {e:#}");
-            ExitCode::from(1)
-        }
-    }
+    let (log_format, kubeconfig) = (flags.log_format, flags.kubeconfig.clone());
+    let serve = |client| run(flags, client, terminated());
+    daemon::main("virt-handler", log_format, kubeconfig, serve)
 }

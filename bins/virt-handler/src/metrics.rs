@@ -1,31 +1,28 @@
-//! virt-handler's metrics and health: the VMI queue's workqueue metrics (KubeVirt's names), sync
-//! errors by their stable label, the sync duration — served on `/metrics`, `/healthz`, `/readyz`
-//! by `kvrs_runtime::kube::serve`.
+//! virt-handler's metrics and health: the shared daemon series ([`DaemonMetrics`]: KubeVirt's
+//! workqueue metrics, sync errors by their stable label, refused KubeVirt CR configurations,
+//! readiness) with the VMI queue and the sync duration — served on `/metrics`, `/healthz` and
+//! `/readyz`.
 
-use std::net::SocketAddr;
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
-use kvrs_runtime::kube::serve::{
-    CounterVec, Endpoints, Histogram, Metrics, QueueMetrics, ServeState, WorkqueueMetrics,
-};
-use tracing::{error, info};
+use kvrs_runtime::kube::daemon::DaemonMetrics;
+use kvrs_runtime::kube::serve::{Histogram, QueueMetrics};
 
 /// The handler's metrics and health state.
 pub struct HandlerMetrics {
-    state: ServeState,
+    daemon: DaemonMetrics,
     vmi: QueueMetrics,
     sync: Histogram,
-    config_refused: CounterVec,
 }
 
 impl HandlerMetrics {
     /// Registers the metrics.
     pub fn new() -> Self {
-        let metrics = Metrics::new();
-        let queues = WorkqueueMetrics::register(&metrics);
-        let sync = metrics
+        let daemon = DaemonMetrics::new("virt-handler");
+        let sync = daemon
+            .registry()
             .histogram(
                 "kvrs_handler_sync_duration_seconds",
                 "How long one handler sync of a VMI took",
@@ -33,45 +30,16 @@ impl HandlerMetrics {
                 &[0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 20.0],
             )
             .with(&[]);
-        // The same series virt-controller serves.
-        let config_refused = metrics.counter(
-            "kvrs_kubevirt_config_refused_total",
-            "KubeVirt CR configurations refused (the last good one stays in use), by reason",
-            &["reason"],
-        );
-        let state = ServeState::new(metrics, "virt_handler");
-        state.set_healthy(true);
         Self {
-            vmi: queues.queue("virt-handler-vm"),
-            state,
+            vmi: daemon.queue("virt-handler-vm"),
+            daemon,
             sync,
-            config_refused,
         }
-    }
-
-    /// Binds `addr` and serves the endpoints until the process ends.
-    pub async fn serve(&self, addr: SocketAddr) -> anyhow::Result<SocketAddr> {
-        let endpoints = Endpoints::bind(addr, self.state.clone())
-            .await
-            .with_context(|| format!("binding the metrics address {addr}"))?;
-        let local = endpoints.local_addr();
-        info!(addr = %local, "serving /metrics, /healthz, /readyz");
-        tokio::spawn(async move {
-            if let Err(e) = endpoints.run(std::future::pending()).await {
-                error!("metrics endpoint stopped: {e}");
-            }
-        });
-        Ok(local)
-    }
-
-    /// `/readyz`: ready once the caches have synced.
-    pub fn set_ready(&self, ready: bool) {
-        self.state.set_ready(ready);
     }
 
     /// The VMI queue's hooks.
     pub fn queue_hooks(&self) -> Arc<dyn kvrs_queue::QueueMetrics> {
-        Arc::new(Hooks(self.vmi.clone()))
+        self.vmi.hooks()
     }
 
     /// One sync failed with `label`.
@@ -79,30 +47,17 @@ impl HandlerMetrics {
         self.vmi.reconcile_error(label);
     }
 
-    /// The KubeVirt CR's configuration was refused with `label`.
-    pub fn config_refused(&self, label: &str) {
-        self.config_refused.with(&[label]).inc();
-    }
-
     /// One sync took `took`.
     pub fn observe_sync(&self, took: Duration) {
-        self.sync.observe_duration(took);
+        self.sync.observe(took.as_secs_f64());
     }
 }
 
-struct Hooks(QueueMetrics);
+/// `serve`, `set_ready` (ready once the caches have synced) and `config_refused`.
+impl Deref for HandlerMetrics {
+    type Target = DaemonMetrics;
 
-impl kvrs_queue::QueueMetrics for Hooks {
-    fn depth(&self, depth: usize) {
-        self.0.depth.set(depth as f64);
-    }
-    fn add(&self) {
-        self.0.adds.inc();
-    }
-    fn retry(&self) {
-        self.0.retries.inc();
-    }
-    fn work_duration(&self, took: Duration) {
-        self.0.work_duration.observe_duration(took);
+    fn deref(&self) -> &DaemonMetrics {
+        &self.daemon
     }
 }

@@ -1,29 +1,34 @@
 //! One handler sync of a VMI key: gather the node facts, decide, execute, requeue.
 //!
-//! Everything KubeVirt-specific is in `kvrs_decide::handler::decide`; running the plan is
-//! `kvrs_runtime::execute_handler`. What is left here is reading the caches and the launcher into
-//! facts, and mapping the plan's node steps and launcher calls onto kvrs-node and kvrs-ipc.
+//! Everything KubeVirt-specific is in `kvrs_decide::handler::decide`; which VMI, domain and
+//! launcher a sync is about and the facts gathered for them is
+//! `kvrs_runtime::world::handler_inputs` (the simulator gathers with the same function); running
+//! the plan is `kvrs_runtime::execute_handler`. What is left here is answering that function
+//! from this node's caches, launchers and disk ([`NodeSources`]), and mapping the plan's node
+//! steps and launcher calls onto kvrs-node and kvrs-ipc.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kube::runtime::reflector::{ObjectRef, Store};
 use kvrs_api::VirtualMachineInstance;
-use kvrs_decide::handler::facts::{GuestInfo, PodInterface};
-use kvrs_decide::handler::{HandlerWorld, NodeFacts, decide, format_time};
+use kvrs_decide::handler::facts::{GuestInfo, LauncherFacts, PodInterface};
+use kvrs_decide::handler::retry::RetryState;
+use kvrs_decide::handler::{Domain, NodeFacts, decide};
 use kvrs_decide::{ApiWrite, Event, LauncherCall, NodeStep, Now};
 use kvrs_queue::AsyncQueue;
 use kvrs_runtime::ipc::IpcLauncher;
 use kvrs_runtime::kube::api::KubeApi;
 use kvrs_runtime::kube::kubevirt_config::LiveConfig;
+use kvrs_runtime::world::{HandlerSources, handler_inputs};
 use kvrs_runtime::{Api, ApiError, Launcher, Node, execute_handler};
 use tracing::{debug, info, warn};
 
 use crate::config::NodeConfig;
 use crate::domains::DomainCache;
-use crate::launchers::Launchers;
+use crate::launchers::{Launchers, Reached};
 use crate::{lock, options, podcache};
 
 /// How long the handler waits for its own status write to come back through the watch before
@@ -95,133 +100,49 @@ impl Handler {
         false
     }
 
-    /// The VMI of `key` when this node's cache no longer has it but a domain is left: a VMI
-    /// that left the node's label selector (moved, or relabelled) is not a deleted one.
-    async fn vmi_outside_node_cache(&self, key: &str) -> Option<VirtualMachineInstance> {
-        let (ns, name) = split(key);
-        let api: kube::Api<VirtualMachineInstance> =
-            kube::Api::namespaced(self.api.client().clone(), ns);
-        match api.get_opt(name).await {
-            Ok(vmi) => vmi,
-            Err(e) => {
-                warn!(key, "cannot read the VMI outside the node cache: {e}");
-                None
-            }
-        }
-    }
-
     /// One sync of `key`.
     pub async fn sync(&self, key: &str) {
         let started = Instant::now();
-        let (ns, name) = split(key);
-        let mut vmi = self
-            .vmis
-            .get(&ObjectRef::new(name).within(ns))
-            .map(|v| (*v).clone());
-        let mut domain = self.domains.get(key);
-        let mut facts = NodeFacts::default();
-        if vmi.is_none() && domain.is_some() {
-            vmi = self.vmi_outside_node_cache(key).await;
-            facts.vmi_in_global_store_only = vmi.is_some();
-        }
-        let vmi_uid = vmi
-            .as_ref()
-            .and_then(|v| v.metadata.uid.clone())
-            .unwrap_or_default();
-        let domain_uid = domain
-            .as_ref()
-            .map(|d| d.uid().to_string())
-            .unwrap_or_default();
-        let uid = if vmi_uid.is_empty() {
-            domain_uid.clone()
-        } else {
-            vmi_uid.clone()
-        };
         let now = now();
-        let now_text = format_time(now.timestamp());
-        let reached = self.launchers.reach(&uid, vmi.as_ref(), &now_text).await;
-        facts.launcher = reached.facts.clone();
-        if !domain_uid.is_empty() && domain_uid != uid {
-            facts.old_launcher = self
-                .launchers
-                .reach(&domain_uid, None, &now_text)
-                .await
-                .facts;
-        }
-        // A launcher that stopped answering (killed, or its pod gone) takes its domain with it,
-        // as KubeVirt's domain informer reports such a domain deleted.
-        if let Some(d) = domain.as_mut()
-            && d.uid() == uid
-            && (facts.launcher.unresponsive || facts.launcher.gone)
-            && d.meta.deletion_timestamp.is_none()
-        {
-            d.meta.deletion_timestamp = Some(now_text.clone());
-            self.domains.put(d.clone());
-        }
-        facts.pod_interface_cache = podcache::read(&self.private_dir, &uid);
-        // With the agent connected the decision reads what the agent reports (version and
-        // commands decide AgentVersionNotSupported), so ask the launcher before deciding.
-        let mut guest_info_fetched = false;
-        if let (Some(client), Some(d)) = (reached.client.as_ref(), domain.as_ref())
-            && d.guest_agent_connected()
-        {
-            match client.get_guest_info().await {
-                Ok(json) => match serde_json::from_str::<GuestInfo>(&json) {
-                    Ok(info) => {
-                        facts.guest_info = Some(info);
-                        guest_info_fetched = true;
-                    }
-                    Err(e) => warn!(key, "unreadable guest info from the launcher: {e}"),
-                },
-                // The decision's own GetGuestInfo call reports it.
-                Err(e) => debug!(key, "GetGuestInfo: {e}"),
-            }
-        }
-        facts.expectations_satisfied = Some(self.expectations_satisfied(key, vmi.as_ref()));
-        facts.io_error_retry = lock(&self.io_error_retries).get(&uid).copied();
+        let mut sources = NodeSources {
+            handler: self,
+            reached: None,
+        };
+        let (subject, mut facts) = handler_inputs(&mut sources, key, now).await;
+        let reached = sources.reached.take();
+        let vmi = subject.vmi();
+        let uid = subject.uid.as_str();
 
         let settings = self.config.current();
         let config = &settings.decide;
         let node = self.node.as_str();
-        let decide_now = |facts: &NodeFacts| {
-            decide(&HandlerWorld {
-                node,
-                key,
-                now,
-                vmi: vmi.as_ref(),
-                domain: domain.as_ref(),
-                facts,
-                config,
-            })
-        };
+        let decide_now = |facts: &NodeFacts| decide(&subject.world(node, now, facts, config));
         let sent_vmi = vmi
-            .clone()
-            .unwrap_or_else(|| vmi_from_domain(key, &domain_uid));
+            .cloned()
+            .unwrap_or_else(|| vmi_from_domain(key, &subject.domain_uid));
+        let (client, pid) = reached.map_or((None, None), |r| (r.client, r.pid));
         let mut fx = Fx {
             handler: self,
             key,
-            uid: &uid,
-            launcher: reached
-                .client
+            uid,
+            launcher: client
                 .map(|c| IpcLauncher::new(c, options::sync_options(&sent_vmi, &settings))),
-            pod: reached.pid.map(kvrs_node::PodRef::of_pid),
-            guest_info_fetched,
+            pod: pid.map(kvrs_node::PodRef::of_pid),
+            guest_info_fetched: facts.guest_info.is_some(),
             allow_emulation: settings.cluster.use_emulation,
         };
         let out = execute_handler(decide_now, &mut facts, Some(&sent_vmi), &mut fx).await;
         if out.status_written
-            && let Some(rv) = vmi
-                .as_ref()
-                .and_then(|v| v.metadata.resource_version.clone())
+            && let Some(rv) = vmi.and_then(|v| v.metadata.resource_version.clone())
         {
             lock(&self.own_writes).insert(key.to_string(), (rv, Instant::now()));
         }
         match out.plan.io_error_retry {
             Some(state) => {
-                lock(&self.io_error_retries).insert(uid.clone(), state);
+                lock(&self.io_error_retries).insert(uid.to_string(), state);
             }
             None => {
-                lock(&self.io_error_retries).remove(&uid);
+                lock(&self.io_error_retries).remove(uid);
             }
         }
         let actions: Vec<String> = out.plan.plan.actions.iter().map(|a| a.label()).collect();
@@ -239,6 +160,92 @@ impl Handler {
         if !facts.expectations_satisfied.unwrap_or(true) {
             self.queue.add_after(key.to_string(), OWN_WRITE_WAIT);
         }
+    }
+}
+
+/// This node as one sync's world reads it (`kvrs_runtime::world::handler_inputs`): the VMI
+/// cache, the domain cache, the launchers, the pod interface cache on disk, the handler's own
+/// bookkeeping. The launcher it reached for the sync's VMI is kept for the sync's commands.
+struct NodeSources<'a> {
+    handler: &'a Handler,
+    reached: Option<Reached>,
+}
+
+impl HandlerSources for NodeSources<'_> {
+    type Vmi = Arc<VirtualMachineInstance>;
+
+    fn vmi(&self, key: &str) -> Option<Arc<VirtualMachineInstance>> {
+        let (ns, name) = split(key);
+        self.handler.vmis.get(&ObjectRef::new(name).within(ns))
+    }
+
+    fn domain(&self, key: &str) -> Option<Domain> {
+        self.handler.domains.get(key)
+    }
+
+    async fn vmi_outside_node(&mut self, key: &str) -> Option<Arc<VirtualMachineInstance>> {
+        let (ns, name) = split(key);
+        let api: kube::Api<VirtualMachineInstance> =
+            kube::Api::namespaced(self.handler.api.client().clone(), ns);
+        match api.get_opt(name).await {
+            Ok(vmi) => vmi.map(Arc::new),
+            Err(e) => {
+                warn!(key, "cannot read the VMI outside the node cache: {e}");
+                None
+            }
+        }
+    }
+
+    async fn launcher(
+        &mut self,
+        uid: &str,
+        vmi: Option<&VirtualMachineInstance>,
+        now: &str,
+    ) -> LauncherFacts {
+        let reached = self.handler.launchers.reach(uid, vmi, now).await;
+        let facts = reached.facts.clone();
+        self.reached = Some(reached);
+        facts
+    }
+
+    async fn old_launcher(&mut self, uid: &str, now: &str) -> LauncherFacts {
+        self.handler.launchers.reach(uid, None, now).await.facts
+    }
+
+    /// The domain cache keeps the mark: launchers notify about the domains they run, and a
+    /// dead one cannot.
+    fn domain_lost(&mut self, domain: &Domain) {
+        self.handler.domains.put(domain.clone());
+    }
+
+    fn pod_interface_cache(&self, uid: &str) -> BTreeMap<String, PodInterface> {
+        podcache::read(&self.handler.private_dir, uid)
+    }
+
+    async fn guest_info(&mut self, key: &str) -> Option<GuestInfo> {
+        let client = self.reached.as_ref()?.client.as_ref()?;
+        match client.get_guest_info().await {
+            Ok(json) => match serde_json::from_str::<GuestInfo>(&json) {
+                Ok(info) => Some(info),
+                Err(e) => {
+                    warn!(key, "unreadable guest info from the launcher: {e}");
+                    None
+                }
+            },
+            // The decision's own GetGuestInfo call reports it.
+            Err(e) => {
+                debug!(key, "GetGuestInfo: {e}");
+                None
+            }
+        }
+    }
+
+    fn expectations_satisfied(&self, key: &str, vmi: Option<&VirtualMachineInstance>) -> bool {
+        self.handler.expectations_satisfied(key, vmi)
+    }
+
+    fn io_error_retry(&self, uid: &str) -> Option<RetryState> {
+        lock(&self.handler.io_error_retries).get(uid).copied()
     }
 }
 

@@ -5,11 +5,24 @@
 //! replace: if the stored object moved on since the snapshot, the server rejects the patch and the
 //! key is retried with a fresh snapshot. The appliers here are what the simulator's and the tests'
 //! fake API servers use to see the result of a plan.
+//!
+//! The RFC 6902 operations and the RFC 7396 merge are applied by the `json-patch` crate. What
+//! stays here is what neither RFC has:
+//! - building the patches: the `test` preconditions on old values and on the resourceVersion
+//!   ([`field_ops`], [`resource_version_test`], [`unchanged_by`]);
+//! - two leniencies of the Kubernetes API server, whose JSON-patch library (evanphx/json-patch
+//!   v4) lets a `test` of `null` hold for an absent member and a `replace` of an absent object
+//!   member add it; decisions rely on both (the VM controller tests a firmware it found absent
+//!   against `null`, the handler replaces a `/status` the VMI may not have yet). `test` is also
+//!   compared in place, copying neither value: the simulator tests on nearly every write;
+//! - the strategic merge patch for the shapes decisions write (a Kubernetes notion: its merge
+//!   keys live in Go struct tags, no JSON-patch crate has them);
+//! - [`PatchError`], whose messages are the refusal labels the stores count and return.
 
 use std::borrow::Cow;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kvrs_api::json_pointer::{self, JsonPointer};
+use kvrs_api::json_pointer::JsonPointer;
 use serde_json::{Map, Value, json};
 
 /// One JSON-patch operation `{"op": .., "path": .., "value": ..}`.
@@ -139,35 +152,6 @@ pub enum PatchError {
     Malformed(String),
 }
 
-/// The unescaped segments of a JSON pointer; a segment without `~` is borrowed from the path
-/// (every write of the simulator's API server splits one or more paths, almost none escaped).
-fn segments(path: &str) -> Result<Vec<Cow<'_, str>>, PatchError> {
-    if path.is_empty() {
-        return Ok(vec![]);
-    }
-    let rest = path
-        .strip_prefix('/')
-        .ok_or_else(|| PatchError::BadPath(path.into()))?;
-    Ok(rest.split('/').map(json_pointer::token).collect())
-}
-
-fn parent_mut<'a>(
-    doc: &'a mut Value,
-    segs: &[Cow<'_, str>],
-    path: &str,
-) -> Result<&'a mut Value, PatchError> {
-    let mut cur = doc;
-    for s in segs {
-        cur = match cur {
-            Value::Object(m) => m.get_mut(s.as_ref()),
-            Value::Array(a) => s.parse::<usize>().ok().and_then(|i| a.get_mut(i)),
-            _ => None,
-        }
-        .ok_or_else(|| PatchError::BadPath(path.into()))?;
-    }
-    Ok(cur)
-}
-
 fn get<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
     if path.is_empty() {
         return Some(doc);
@@ -175,7 +159,7 @@ fn get<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
     doc.at(path)
 }
 
-/// Applies an RFC 6902 JSON patch (add, remove, replace, test) to `doc`.
+/// Applies an RFC 6902 JSON patch (add, remove, replace, move, copy, test) to `doc`.
 ///
 /// A `test` against `null` succeeds when the path is absent, and a `replace` of an absent member
 /// adds it, as the API server's patch implementation does.
@@ -188,6 +172,8 @@ pub fn apply_json_patch(doc: &mut Value, patch: &Value) -> Result<(), PatchError
 
 /// [`apply_json_patch`] for a patch's operations, or some of them (an API server that has
 /// already checked some `test` operations against its own copy of the object leaves them out).
+/// Operations apply one after another; on an error `doc` keeps those before it (callers patch a
+/// copy, or lend only fields the failed patch's `test`s read).
 pub fn apply_json_patch_ops<'a>(
     doc: &mut Value,
     ops: impl IntoIterator<Item = &'a Value>,
@@ -197,89 +183,83 @@ pub fn apply_json_patch_ops<'a>(
         let path = o["path"]
             .as_str()
             .ok_or_else(|| PatchError::Malformed("no path".into()))?;
-        // Compared in place: a test copies neither the stored nor the expected value.
-        let expected = o.get("value").unwrap_or(&Value::Null);
-        match kind {
-            "test" => {
-                if get(doc, path).unwrap_or(&Value::Null) != expected {
-                    return Err(PatchError::TestFailed(path.into()));
-                }
+        if kind == "test" {
+            // Compared in place: a test copies neither the stored nor the expected value.
+            let expected = o.get("value").unwrap_or(&Value::Null);
+            if get(doc, path).unwrap_or(&Value::Null) != expected {
+                return Err(PatchError::TestFailed(path.into()));
             }
-            "add" | "replace" => {
-                let value = expected.clone();
-                let segs = segments(path)?;
-                let Some((last, parents)) = segs.split_last() else {
-                    *doc = value;
-                    continue;
-                };
-                let parent = parent_mut(doc, parents, path)?;
-                match parent {
-                    Value::Object(m) => {
-                        m.insert(last.to_string(), value);
-                    }
-                    Value::Array(a) => {
-                        if last == "-" {
-                            a.push(value);
-                        } else {
-                            let i: usize =
-                                last.parse().map_err(|_| PatchError::BadPath(path.into()))?;
-                            if kind == "replace" && i < a.len() {
-                                a[i] = value;
-                            } else if kind == "add" && i <= a.len() {
-                                a.insert(i, value);
-                            } else {
-                                return Err(PatchError::BadPath(path.into()));
-                            }
-                        }
-                    }
-                    _ => return Err(PatchError::BadPath(path.into())),
-                }
-            }
-            "remove" => {
-                let segs = segments(path)?;
-                let (last, parents) = segs
-                    .split_last()
-                    .ok_or_else(|| PatchError::BadPath(path.into()))?;
-                let parent = parent_mut(doc, parents, path)?;
-                let removed = match parent {
-                    Value::Object(m) => m.remove(last.as_ref()).is_some(),
-                    Value::Array(a) => match last.parse::<usize>() {
-                        Ok(i) if i < a.len() => {
-                            a.remove(i);
-                            true
-                        }
-                        _ => false,
-                    },
-                    _ => false,
-                };
-                if !removed {
-                    return Err(PatchError::BadPath(path.into()));
-                }
-            }
-            other => return Err(PatchError::Malformed(format!("unsupported op {other}"))),
+            continue;
         }
+        let op = operation(kind, path, o, doc)?;
+        json_patch::patch_unsafe(doc, std::slice::from_ref(&op))
+            .map_err(|_| PatchError::BadPath(path.into()))?;
     }
     Ok(())
 }
 
-/// Applies an RFC 7386 JSON merge patch to `doc`.
-pub fn apply_merge_patch(doc: &mut Value, patch: &Value) {
-    let Value::Object(pm) = patch else {
-        *doc = patch.clone();
-        return;
+/// The `json-patch` operation for `o` (an operation other than `test`) against `doc` as it is
+/// now: a `replace` of an absent member of an object becomes an `add`.
+fn operation(
+    kind: &str,
+    path: &str,
+    o: &Value,
+    doc: &Value,
+) -> Result<json_patch::PatchOperation, PatchError> {
+    use json_patch::jsonptr::PointerBuf;
+    use json_patch::{
+        AddOperation, CopyOperation, MoveOperation, PatchOperation, RemoveOperation,
+        ReplaceOperation,
     };
-    if !doc.is_object() {
-        *doc = Value::Object(Map::new());
+    let pointer = |p: &str| PointerBuf::parse(p).map_err(|_| PatchError::BadPath(path.into()));
+    let from = || {
+        o["from"]
+            .as_str()
+            .ok_or_else(|| PatchError::Malformed(format!("{kind} without from")))
+            .and_then(pointer)
+    };
+    let value = || o.get("value").cloned().unwrap_or(Value::Null);
+    Ok(match kind {
+        "add" => PatchOperation::Add(AddOperation {
+            path: pointer(path)?,
+            value: value(),
+        }),
+        "replace" if absent_object_member(doc, path) => PatchOperation::Add(AddOperation {
+            path: pointer(path)?,
+            value: value(),
+        }),
+        "replace" => PatchOperation::Replace(ReplaceOperation {
+            path: pointer(path)?,
+            value: value(),
+        }),
+        "remove" => PatchOperation::Remove(RemoveOperation {
+            path: pointer(path)?,
+        }),
+        "move" => PatchOperation::Move(MoveOperation {
+            from: from()?,
+            path: pointer(path)?,
+        }),
+        "copy" => PatchOperation::Copy(CopyOperation {
+            from: from()?,
+            path: pointer(path)?,
+        }),
+        other => return Err(PatchError::Malformed(format!("unsupported op {other}"))),
+    })
+}
+
+/// `path` names a member its parent object does not have (looked up in place; nearly every
+/// `replace` finds its member, so the parent is looked up only when it does not).
+fn absent_object_member(doc: &Value, path: &str) -> bool {
+    if get(doc, path).is_some() {
+        return false;
     }
-    if let Value::Object(dm) = doc {
-        for (k, v) in pm {
-            if v.is_null() {
-                dm.remove(k);
-            } else {
-                apply_merge_patch(dm.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-    }
+    path.rsplit_once('/')
+        .is_some_and(|(parent, _)| get(doc, parent).is_some_and(Value::is_object))
+}
+
+/// Applies an RFC 7396 JSON merge patch to `doc`.
+pub fn apply_merge_patch(doc: &mut Value, patch: &Value) {
+    json_patch::merge(doc, patch);
 }
 
 /// Applies a strategic merge patch for the shapes decisions write: maps merge like a merge
@@ -322,7 +302,7 @@ fn merge_keyed_list(cur: &mut Value, patch: &Value, key: &str) {
     };
     for n in new_items {
         match items.iter_mut().find(|i| i.get(key) == n.get(key)) {
-            Some(existing) => apply_merge_patch(existing, n),
+            Some(existing) => json_patch::merge(existing, n),
             None => items.push(n.clone()),
         }
     }
@@ -356,7 +336,7 @@ mod tests {
         for key in ["kubevirt.io/vm", "a~b", "~1/~0", ""] {
             let escaped = escape(key);
             assert!(!escaped.contains('/'), "{escaped}");
-            assert_eq!(json_pointer::token(&escaped), key);
+            assert_eq!(kvrs_api::json_pointer::token(&escaped), key);
         }
         assert_eq!(child_path("/status", "a/b"), "/status/a~1b");
     }
@@ -379,6 +359,59 @@ mod tests {
             apply_json_patch(&mut doc, &p),
             Err(PatchError::TestFailed("/status/a".into()))
         );
+    }
+
+    /// The API server's leniencies (a `test` of `null` holds for an absent member, `replace`
+    /// of an absent object member adds it) and the refusals' labels.
+    #[test]
+    fn api_server_semantics_and_labels() {
+        let mut doc = json!({"status": {"a": 1, "list": [1, 2]}});
+        let p = json!([
+            {"op": "test", "path": "/status/absent", "value": null},
+            {"op": "replace", "path": "/status/b", "value": 2},
+            {"op": "copy", "from": "/status/a", "path": "/status/c"},
+            {"op": "move", "from": "/status/list/0", "path": "/status/list/-"},
+            {"op": "remove", "path": "/status/a"},
+        ]);
+        apply_json_patch(&mut doc, &p).unwrap();
+        assert_eq!(doc, json!({"status": {"b": 2, "c": 1, "list": [2, 1]}}));
+        let refused = |p: Value| {
+            apply_json_patch(&mut doc.clone(), &p)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            refused(json!([{"op": "test", "path": "/status/b", "value": null}])),
+            "test operation at /status/b failed"
+        );
+        assert_eq!(
+            refused(json!([{"op": "replace", "path": "/status/list/2", "value": 0}])),
+            "invalid path /status/list/2"
+        );
+        assert_eq!(
+            refused(json!([{"op": "add", "path": "/nope/x", "value": 0}])),
+            "invalid path /nope/x"
+        );
+        assert_eq!(
+            refused(json!([{"op": "remove", "path": "/status/a"}])),
+            "invalid path /status/a"
+        );
+        assert_eq!(
+            refused(json!([{"op": "add", "path": "status", "value": 0}])),
+            "invalid path status"
+        );
+        assert_eq!(
+            refused(json!([{"op": "frob", "path": "/status"}])),
+            "malformed patch: unsupported op frob"
+        );
+        assert_eq!(refused(json!({})), "malformed patch: not an array");
+    }
+
+    #[test]
+    fn merge_patch_drops_nulls_and_replaces_lists() {
+        let mut doc = json!({"a": {"b": 1, "c": [1]}, "d": 1});
+        apply_merge_patch(&mut doc, &json!({"a": {"b": null, "c": [2]}, "e": "x"}));
+        assert_eq!(doc, json!({"a": {"c": [2]}, "d": 1, "e": "x"}));
     }
 
     #[test]

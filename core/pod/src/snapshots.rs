@@ -15,7 +15,7 @@ fn fixture(rel: &str, config: &ClusterConfig) -> VirtualMachineInstance {
         .join("../../fixtures")
         .join(rel);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{rel}: {e}"));
-    let doc: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+    let doc: serde_json::Value = serde_norway::from_str(&text).unwrap();
     let vmi = if doc["kind"] == "VirtualMachine" {
         let vm: VirtualMachine = serde_json::from_value(doc).unwrap();
         vmi_from_vm(&vm).unwrap()
@@ -36,7 +36,7 @@ fn pod_yaml_with(rel: &str, config: &ClusterConfig) -> String {
         ..PodInputs::default()
     };
     let pod = render_launcher_pod(&vmi, config, &inputs).unwrap();
-    serde_yaml::to_string(&pod).unwrap()
+    serde_norway::to_string(&pod).unwrap()
 }
 
 #[test]

@@ -6,9 +6,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kvrs_api::{VirtualMachine, VirtualMachineInstance};
 use kvrs_decide::vm::Revision;
+use kvrs_executor::world::{ControllerCache, WantedRevisions};
 use serde::Deserialize;
+use serde_json::Value;
 
 use super::store::{Obj, WatchEvent, res};
 
@@ -26,6 +29,9 @@ pub struct Cache {
     /// ControllerRevisions by key, parsed once as they enter the cache (and the VM spec a start
     /// revision records, once by the first sync that reads it).
     revisions: BTreeMap<String, Revision>,
+    /// The keys of the ControllerRevisions each owner UID owns (a VM's sync reads the ones it
+    /// owns without a scan of the namespace).
+    revisions_by_owner: HashMap<String, Vec<String>>,
 }
 
 /// The pods of one VMI by key, in key order: nearly always one or two, so a sorted vector (a
@@ -221,10 +227,28 @@ impl Cache {
                 pod: replaced,
             };
         } else if resource == res::REVISIONS {
-            match obj.as_deref().and_then(parse::<ControllerRevision>) {
+            let old = match obj.as_deref().and_then(parse::<ControllerRevision>) {
                 Some(cr) => self.revisions.insert(key.to_string(), Revision::from(cr)),
                 None => self.revisions.remove(key),
             };
+            if let Some(old) = old {
+                for uid in owner_uids(&old) {
+                    if let Some(keys) = self.revisions_by_owner.get_mut(uid) {
+                        keys.retain(|k| k != key);
+                        if keys.is_empty() {
+                            self.revisions_by_owner.remove(uid);
+                        }
+                    }
+                }
+            }
+            if let Some(new) = self.revisions.get(key) {
+                for uid in owner_uids(new) {
+                    self.revisions_by_owner
+                        .entry(uid.to_string())
+                        .or_default()
+                        .push(key.to_string());
+                }
+            }
         }
         Replaced {
             object: old,
@@ -237,6 +261,78 @@ impl Cache {
         self.objects.clear();
         self.pods_by_vmi.clear();
         self.revisions.clear();
+        self.revisions_by_owner.clear();
+    }
+}
+
+/// The UIDs of a revision's owners.
+fn owner_uids(revision: &Revision) -> impl Iterator<Item = &str> {
+    revision
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .map(|o| o.uid.as_str())
+}
+
+/// virt-controller's informer cache as the shared world functions read it
+/// ([`kvrs_executor::world`]): the VM and VMI decisions are fed exactly as in the cluster binary.
+impl ControllerCache for Cache {
+    type Obj<'a, T: 'a> = &'a T;
+
+    fn vm(&self, key: &str) -> Option<&VirtualMachine> {
+        self.get(res::VMS, key)?.vm()
+    }
+
+    fn vmi(&self, key: &str) -> Option<&VirtualMachineInstance> {
+        self.get(res::VMIS, key)?.vmi()
+    }
+
+    fn launcher_pods(&self, namespace: &str, vmi_uid: &str) -> Vec<&Pod> {
+        let mut pods = self.pods_of(vmi_uid);
+        pods.retain(|p| p.metadata.namespace.as_deref() == Some(namespace));
+        pods
+    }
+
+    /// The start revisions by their key prefix, the owned ones by owner UID, the named ones by
+    /// key: no scan of the namespace.
+    fn revisions(&self, namespace: &str, wanted: &WantedRevisions<'_>) -> Vec<Revision> {
+        let prefix = format!("{namespace}/{}", wanted.start_prefix);
+        let mut out: Vec<Revision> = self.revisions_with_prefix(&prefix).cloned().collect();
+        let in_namespace = |k: &&String| {
+            k.strip_prefix(namespace)
+                .is_some_and(|rest| rest.starts_with('/'))
+        };
+        let owned = self
+            .revisions_by_owner
+            .get(wanted.owner_uid)
+            .into_iter()
+            .flatten()
+            .filter(in_namespace)
+            .filter_map(|k| self.revisions.get(k));
+        out.extend(owned.cloned());
+        let named = wanted
+            .names
+            .iter()
+            .filter_map(|n| self.revisions.get(&format!("{namespace}/{n}")));
+        out.extend(named.cloned());
+        out
+    }
+
+    /// None: the simulated API server keeps instancetypes, like every kind but VMs, VMIs, pods
+    /// and ControllerRevisions, as untyped objects no controller reads.
+    fn instancetype_objects(&self, _: &str) -> Vec<Value> {
+        Vec::new()
+    }
+
+    /// None: a simulated cluster has no CDI.
+    fn data_volumes(&self, _: &str) -> Vec<Value> {
+        Vec::new()
+    }
+
+    /// None: the simulated API server keeps PVCs as untyped objects no controller reads.
+    fn pvcs(&self, _: &str) -> Vec<PersistentVolumeClaim> {
+        Vec::new()
     }
 }
 

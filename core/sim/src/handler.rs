@@ -2,20 +2,25 @@
 //! and kvrs's handler decision; launcher commands go to the node's fake launchers.
 
 use foldhash::{HashMap, HashMapExt};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kvrs_queue::{Instant, WorkQueue};
 
+use kvrs_decide::handler::facts::{GuestInfo, LauncherFacts, PodInterface};
+use kvrs_decide::handler::retry::RetryState;
 use kvrs_decide::handler::{
     Domain, HandlerConfig, HandlerPlan, HandlerWorld, LauncherCall, NodeFacts, NodeStep, decide,
 };
 use kvrs_decide::{ApiWrite, Event, Now};
-use kvrs_runtime::ready::run_ready;
-use kvrs_runtime::{Api, ApiError, Launcher, Node, execute_handler, requeue};
+use kvrs_executor::ready::run_ready;
+use kvrs_executor::world::{HandlerSources, HandlerSubject, VmiRef, handler_inputs};
+use kvrs_executor::{Api, ApiError, Launcher, Node, execute_handler, requeue};
 
 use super::cache::{Cache, Replaced};
 use super::decider::Decision;
+use super::kubelet;
 use super::store::{Obj, WatchEvent, res};
 use super::virt_controller::ControllerFx;
 use super::writes::Writer;
@@ -78,23 +83,29 @@ impl Sim {
     pub(super) fn run_handlers(&mut self, nodes: &[usize]) {
         let now = self.now;
         let mut jobs = Vec::new();
-        // Per handler: the keys taken for the pass, and the budget left after them.
+        // Per handler: the jobs taken for the pass, and the budget left after them.
         let mut counts = Vec::with_capacity(nodes.len());
         for &n in nodes {
             let budget = self.handlers[n].queue.len() + 16;
-            let mut taken = 0;
+            let (mut taken, mut decided) = (0, 0);
             while taken < budget {
                 let Some(key) = self.handlers[n].queue.get(now) else {
                     break;
                 };
                 taken += 1;
-                jobs.push(self.handler_job(n, key));
+                match self.handler_job(n, &key) {
+                    Some(job) => {
+                        jobs.push(job);
+                        decided += 1;
+                    }
+                    None => self.stalled_sources(n, key),
+                }
             }
-            counts.push((taken, budget - taken));
+            counts.push((decided, budget - taken));
         }
         let mut pass = self.decider.submit((), jobs);
-        for (&n, (taken, left)) in nodes.iter().zip(counts) {
-            for _ in 0..taken {
+        for (&n, (decided, left)) in nodes.iter().zip(counts) {
+            for _ in 0..decided {
                 if let Some((job, plan)) = self.decider.next_plan(&mut pass) {
                     self.execute_handler_job(job, plan);
                 }
@@ -117,9 +128,13 @@ impl Sim {
             let Some(key) = self.handlers[n].queue.get(now) else {
                 break;
             };
-            let job = self.handler_job(n, key);
-            let plan = job.decide(&());
-            self.execute_handler_job(&job, plan);
+            match self.handler_job(n, &key) {
+                Some(job) => {
+                    let plan = job.decide(&());
+                    self.execute_handler_job(&job, plan);
+                }
+                None => self.stalled_sources(n, key),
+            }
         }
         let now = self.now;
         self.handlers[n].queue.handle_timeout(now);
@@ -131,41 +146,32 @@ impl Sim {
         self.schedule_wakeup(Proc::Handler(n), next);
     }
 
-    /// What handler `n`'s sync of `key` is decided from, as its node shows it now.
-    fn handler_job(&self, n: usize, key: String) -> HandlerJob {
-        let vmi = self.handlers[n].cache.get(res::VMIS, &key).cloned();
-        let domain = self.nodes[n].domains.get(&key).cloned();
-        let vmi_uid = vmi
-            .as_deref()
-            .and_then(Obj::vmi)
-            .and_then(|v| v.metadata.uid.clone())
-            .unwrap_or_default();
-        let domain_uid = domain
-            .as_ref()
-            .map(|d| d.uid().to_string())
-            .unwrap_or_default();
-        let uid = if vmi_uid.is_empty() {
-            domain_uid.clone()
-        } else {
-            vmi_uid
+    /// What handler `n`'s sync of `key` is decided from, as its node shows it now, gathered by
+    /// the world function virt-handler uses. `None` (the key then done) only if the simulated
+    /// node's sources awaited something, which they never do.
+    fn handler_job(&self, n: usize, key: &str) -> Option<HandlerJob> {
+        let now = Now::from_unix(self.now_unix());
+        let mut sources = SimNode {
+            handler: &self.handlers[n],
+            node: &self.nodes[n],
         };
-        let facts = NodeFacts {
-            launcher: self.nodes[n].launcher_facts(&uid),
-            old_launcher: self.nodes[n].launcher_facts(&domain_uid),
-            expectations_satisfied: Some(!self.handlers[n].own_writes.contains_key(&key)),
-            ..Default::default()
-        };
-        HandlerJob {
+        let (subject, facts) = run_ready(handler_inputs(&mut sources, key, now)).ok()?;
+        Some(HandlerJob {
             node: n,
             node_name: self.nodes[n].name.clone(),
-            key,
-            uid,
-            vmi,
-            domain,
+            subject,
             facts,
             config: Arc::clone(&self.handlers[n].config),
-            now: Now::from_unix(self.now_unix()),
-        }
+            now,
+        })
+    }
+
+    /// A sync whose sources did not answer at once (a bug in the simulated node): counted as
+    /// the executor's stalls are, and the key let go.
+    fn stalled_sources(&mut self, n: usize, key: String) {
+        self.stats.failed_writes += 1;
+        let now = self.now;
+        self.handlers[n].queue.done(&key, now);
     }
 
     /// Executes a handler sync's plan (deciding again after a failed step, as the shell does)
@@ -173,8 +179,8 @@ impl Sim {
     fn execute_handler_job(&mut self, job: &HandlerJob, plan: HandlerPlan) {
         self.stats.handler_syncs += 1;
         let n = job.node;
-        let key = job.key.as_str();
-        let vmi = job.vmi.as_deref().and_then(Obj::vmi);
+        let key = job.subject.key.as_str();
+        let vmi = job.subject.vmi();
         let mut facts = job.facts.clone();
         let mut first = Some(plan);
         let decide_now =
@@ -183,12 +189,12 @@ impl Sim {
             sim: self,
             node: n,
             key,
-            uid: &job.uid,
+            uid: &job.subject.uid,
         };
         let Ok(out) = run_ready(execute_handler(decide_now, &mut facts, vmi, &mut fx)) else {
             self.stats.failed_writes += 1;
             let now = self.now;
-            self.handlers[n].queue.done(&job.key, now);
+            self.handlers[n].queue.done(&job.subject.key, now);
             return;
         };
         if self.traced(key) {
@@ -215,7 +221,7 @@ impl Sim {
         }
         let now = self.now;
         requeue(&mut self.handlers[n].queue, key, &out.queue, now);
-        self.handlers[n].queue.done(&job.key, now);
+        self.handlers[n].queue.done(&job.subject.key, now);
     }
 }
 
@@ -224,11 +230,8 @@ impl Sim {
 pub(crate) struct HandlerJob {
     node: usize,
     node_name: String,
-    key: String,
-    /// The UID the sync's launcher commands are for (the VMI's, else the domain's).
-    uid: String,
-    vmi: Option<Arc<Obj>>,
-    domain: Option<Domain>,
+    /// The key, its VMI and domain, and the UID the sync's launcher commands are for.
+    subject: HandlerSubject<CachedVmi>,
     facts: NodeFacts,
     config: Arc<HandlerConfig>,
     now: Now,
@@ -236,15 +239,83 @@ pub(crate) struct HandlerJob {
 
 impl HandlerJob {
     fn world<'a>(&'a self, facts: &'a NodeFacts) -> HandlerWorld<'a> {
-        HandlerWorld {
-            node: &self.node_name,
-            key: &self.key,
-            now: self.now,
-            vmi: self.vmi.as_deref().and_then(Obj::vmi),
-            domain: self.domain.as_ref(),
-            facts,
-            config: &self.config,
-        }
+        self.subject
+            .world(&self.node_name, self.now, facts, &self.config)
+    }
+}
+
+/// A VMI of a handler's cache, shared with it.
+#[derive(Clone, Debug)]
+pub(crate) struct CachedVmi(Arc<Obj>);
+
+impl VmiRef for CachedVmi {
+    fn vmi(&self) -> Option<&VirtualMachineInstance> {
+        self.0.vmi()
+    }
+}
+
+/// One handler's key as its simulated node shows it: the handler's VMI cache and own writes,
+/// the node's domains and fake launchers. What the simulated node does not have it answers with
+/// nothing, here rather than in a copy of the world function.
+struct SimNode<'s> {
+    handler: &'s HandlerProc,
+    node: &'s kubelet::Node,
+}
+
+impl HandlerSources for SimNode<'_> {
+    type Vmi = CachedVmi;
+
+    fn vmi(&self, key: &str) -> Option<CachedVmi> {
+        self.handler
+            .cache
+            .get(res::VMIS, key)
+            .cloned()
+            .map(CachedVmi)
+    }
+
+    fn domain(&self, key: &str) -> Option<Domain> {
+        self.node.domains.get(key).cloned()
+    }
+
+    /// None: the simulated handler reads no VMI outside its node cache.
+    async fn vmi_outside_node(&mut self, _: &str) -> Option<CachedVmi> {
+        None
+    }
+
+    async fn launcher(
+        &mut self,
+        uid: &str,
+        _: Option<&VirtualMachineInstance>,
+        _: &str,
+    ) -> LauncherFacts {
+        self.node.launcher_facts(uid)
+    }
+
+    async fn old_launcher(&mut self, uid: &str, _: &str) -> LauncherFacts {
+        self.node.launcher_facts(uid)
+    }
+
+    /// Nothing to keep: the node's domains are the simulated libvirt's own, and the next sync
+    /// marks a domain of a launcher still gone again.
+    fn domain_lost(&mut self, _: &Domain) {}
+
+    /// Empty: the fake node sets up no pod network.
+    fn pod_interface_cache(&self, _: &str) -> BTreeMap<String, PodInterface> {
+        BTreeMap::new()
+    }
+
+    /// None: the simulated guests run no agent.
+    async fn guest_info(&mut self, _: &str) -> Option<GuestInfo> {
+        None
+    }
+
+    fn expectations_satisfied(&self, key: &str, _: Option<&VirtualMachineInstance>) -> bool {
+        !self.handler.own_writes.contains_key(key)
+    }
+
+    /// None: simulated domains never pause on an IO error.
+    fn io_error_retry(&self, _: &str) -> Option<RetryState> {
+        None
     }
 }
 

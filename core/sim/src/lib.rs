@@ -9,7 +9,11 @@
 //! decision ([`kvrs_decide::vm::decide_vm`]) and a VMI controller; one virt-handler per node
 //! running [`kvrs_decide::handler::decide`]; a fake scheduler and kubelet that bind launcher pods
 //! to nodes and make them Ready; fake libvirt domains that run, shut down or crash. Every process
-//! uses the kvrs-queue work queue and expectations exactly as the binaries do.
+//! uses the kvrs-queue work queue and expectations exactly as the binaries do, runs its plans
+//! through `kvrs-executor`'s executor, and builds its decisions' worlds with the binaries' own
+//! functions ([`kvrs_executor::world`]): the simulator's caches and fake node answer the same
+//! questions the cluster's informers and launchers do, and say "none" where a simulated cluster
+//! has nothing (instancetypes, PVCs, DataVolumes, guest agents).
 //!
 //! Faults (watch lag, dropped events, API conflicts, domain crashes, restarts of the controllers)
 //! are drawn from one seeded generator, so a failing run is reproduced by its seed.

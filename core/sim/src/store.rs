@@ -51,16 +51,16 @@ impl From<StoreError> for ApiError {
     }
 }
 
-impl From<ApiError> for kvrs_runtime::ApiError {
+impl From<ApiError> for kvrs_executor::ApiError {
     fn from(e: ApiError) -> Self {
-        use kvrs_runtime::ApiErrorKind as K;
+        use kvrs_executor::ApiErrorKind as K;
         let kind = match &e {
             ApiError::Conflict(_) => K::Conflict,
             ApiError::Invalid(_) => K::Invalid,
             ApiError::AlreadyExists(_) => K::AlreadyExists,
             ApiError::NotFound(_) => K::NotFound,
         };
-        kvrs_runtime::ApiError::new(kind, e.to_string())
+        kvrs_executor::ApiError::new(kind, e.to_string())
     }
 }
 

@@ -6,14 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kvrs_admission::ClusterConfig;
-use kvrs_decide::vm::{VmWorld, decide_vm};
+use kvrs_decide::vm::decide_vm;
 use kvrs_decide::{ApiWrite, Event, Expectation, Now, PendingExpectations, Plan};
-use kvrs_queue::{Instant, WorkQueue};
-use kvrs_runtime::ready::run_ready;
-use kvrs_runtime::{
+use kvrs_executor::ready::run_ready;
+use kvrs_executor::world::{VmInputs, vm_world};
+use kvrs_executor::{
     Api, ApiError, Change, ControllerExpectations, Expecting, Seen, Watched, execute, observe,
     requeue,
 };
+use kvrs_queue::{Instant, WorkQueue};
 use serde_json::Value;
 
 use super::cache::{Cache, Replaced};
@@ -551,7 +552,8 @@ impl Job {
     }
 }
 
-/// One sync of the VM controller, decided from the controller's cache.
+/// One sync of the VM controller, decided from the controller's cache with the world function
+/// virt-controller uses (`None` when the VM is not cached as a typed object).
 fn decide_vm_sync(
     cache: &Cache,
     config: &ClusterConfig,
@@ -560,23 +562,11 @@ fn decide_vm_sync(
     expectations: PendingExpectations,
     jitter: f64,
 ) -> Option<Plan> {
-    let vm = cache.get(res::VMS, key)?.vm()?;
-    let vmi = cache.get(res::VMIS, key);
-    let uid = vm.metadata.uid.as_deref().unwrap_or_default();
-    let ns = vm.metadata.namespace.as_deref().unwrap_or("default");
-    let prefix = format!("{ns}/revision-start-vm-{uid}");
-    let revisions: Vec<_> = cache.revisions_with_prefix(&prefix).cloned().collect();
-    let world = VmWorld {
-        vm,
-        vmi: vmi.and_then(|o| o.vmi()),
-        revisions: &revisions,
-        instancetype_objects: &[],
-        data_volumes: &[],
-        pvcs: &[],
+    let inputs = VmInputs {
         expectations,
         now,
         jitter,
         config,
     };
-    Some(decide_vm(&world).plan)
+    vm_world(cache, key, inputs, |world| decide_vm(world).plan)
 }

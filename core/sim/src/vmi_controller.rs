@@ -6,12 +6,12 @@
 use serde_json::{Value, json};
 
 use super::cache::Cache;
-use super::store::res;
 use crate::api::VirtualMachineInstance;
 use kvrs_admission::ClusterConfig;
 use kvrs_decide::meta;
-use kvrs_decide::vmi::{VmiWorld, decide_vmi};
+use kvrs_decide::vmi::decide_vmi;
 use kvrs_decide::{Now, PendingExpectations, Plan};
+use kvrs_executor::world::{VmiInputs, vmi_world};
 
 /// The launcher pod of a VMI running `image`, reduced to what the simulated kubelet and the VMI
 /// decision read.
@@ -43,8 +43,9 @@ pub fn launcher_pod(vmi: &VirtualMachineInstance, image: &str) -> Result<Value, 
     }))
 }
 
-/// One sync of the VMI controller, decided from the controller's cache (`None` when the VMI is
-/// not cached as a typed object). Pure: virt-controller's pass runs it on its decision thread.
+/// One sync of the VMI controller, decided from the controller's cache with the world function
+/// virt-controller uses (`None` when the VMI is not cached as a typed object). Pure:
+/// virt-controller's pass runs it on its decision thread.
 pub(super) fn decide_vmi_sync(
     cache: &Cache,
     config: &ClusterConfig,
@@ -53,19 +54,15 @@ pub(super) fn decide_vmi_sync(
     expectations: PendingExpectations,
     suffix: &str,
 ) -> Option<Plan> {
-    let vmi = cache.get(res::VMIS, key)?.vmi()?;
-    // The pods are borrowed from the cache, not copied: the decision only reads them.
-    let world = VmiWorld {
-        vmi,
-        pods: cache.pods_of(meta::uid(&vmi.metadata)),
-        vms: &[],
-        vm: cache.get(res::VMS, key).and_then(|o| o.vm()),
-        migrations: &[],
+    let inputs = VmiInputs {
         expectations,
         now,
         config,
     };
     let image = config.launcher_image.as_str();
     let render = |vmi: &VirtualMachineInstance| launcher_pod(vmi, image);
-    Some(decide_vmi(&world, &render, suffix).plan)
+    let (_, plan) = vmi_world(cache, key, inputs, |world| {
+        decide_vmi(world, &render, suffix).plan
+    })?;
+    Some(plan)
 }

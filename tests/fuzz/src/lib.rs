@@ -46,8 +46,8 @@ fn documents(text: &str) -> Vec<serde_json::Value> {
         return serde_json::from_str(text).into_iter().collect();
     }
     let mut docs = Vec::new();
-    for de in serde_yaml::Deserializer::from_str(text) {
-        let Ok(value) = serde_yaml::Value::deserialize(de) else {
+    for de in serde_norway::Deserializer::from_str(text) {
+        let Ok(value) = serde_norway::Value::deserialize(de) else {
             break;
         };
         if value.is_null() {

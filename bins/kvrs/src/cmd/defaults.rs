@@ -6,11 +6,8 @@
 //! ([`kvrs_core::template::vmi_from_vm`]), then admitted like any VMI — the same pipeline
 //! ([`crate::pipeline`]) as `convert`, `overhead` and `pod`.
 
-use std::path::PathBuf;
-
-use crate::cmd::cluster::ClusterArgs;
+use crate::cmd::workload::WorkloadArgs;
 use crate::input::CliError;
-use crate::pipeline::{admitted_vmis, print_outputs};
 
 /// Examples shown by `kvrs defaults --help` (each is run by `tests/help_examples.rs`).
 const EXAMPLES: &str = "\
@@ -30,25 +27,16 @@ Examples (paths relative to a kvrs checkout):
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct Args {
-    /// A VMI or VM as YAML or JSON, or `-` for standard input.
-    pub file: PathBuf,
-    /// The cluster's configuration.
+    /// The VMI or VM, the cluster, the instancetypes.
     #[command(flatten)]
-    pub cluster: ClusterArgs,
-    /// The instancetypes and preferences VMs reference.
-    #[command(flatten)]
-    pub instancetypes: crate::cmd::instancetypes::InstancetypeArgs,
+    pub input: WorkloadArgs,
 }
 
 /// Runs the subcommand: prints the admitted VMI as pretty JSON.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let config = args.cluster.load()?.config;
-    let mut outputs = Vec::new();
-    for (_, admitted) in admitted_vmis(&args.file, &config, &args.instancetypes.load()?)? {
+    args.input.print_each(|_, admitted, _| {
         let text =
-            serde_json::to_string_pretty(&admitted).map_err(|e| CliError::Failed(e.to_string()))?;
-        outputs.push(format!("{text}\n"));
-    }
-    print_outputs(&outputs);
-    Ok(())
+            serde_json::to_string_pretty(admitted).map_err(|e| CliError::Failed(e.to_string()))?;
+        Ok(format!("{text}\n"))
+    })
 }

@@ -10,3 +10,4 @@ pub mod launcher;
 pub mod overhead;
 pub mod pod;
 pub mod run;
+pub mod workload;

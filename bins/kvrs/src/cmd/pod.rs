@@ -1,12 +1,11 @@
 //! `kvrs pod FILE [--kubevirt-cr FILE] [--feature-gates A,B]`: the virt-launcher pod virt-controller would create for a VMI.
 
-use std::path::PathBuf;
-
 use kvrs_core::pod::{PodError, PodInputs, QEMU_TIMEOUT_JITTER_RANGE, render_launcher_pod};
 
-use crate::cmd::cluster::{Cluster, ClusterArgs};
+use crate::cmd::cluster::Cluster;
+use crate::cmd::workload::WorkloadArgs;
 use crate::input::CliError;
-use crate::pipeline::{admitted_vmis, print_outputs};
+use crate::pipeline::print_outputs;
 
 /// Output format of `kvrs pod`.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -33,14 +32,9 @@ Examples (paths relative to a kvrs checkout):
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct Args {
-    /// A VMI or VM as YAML or JSON, or `-` for standard input.
-    pub file: PathBuf,
-    /// The cluster's configuration.
+    /// The VMI or VM, the cluster, the instancetypes.
     #[command(flatten)]
-    pub cluster: ClusterArgs,
-    /// The instancetypes and preferences VMs reference.
-    #[command(flatten)]
-    pub instancetypes: crate::cmd::instancetypes::InstancetypeArgs,
+    pub input: WorkloadArgs,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "yaml")]
     pub output: Output,
@@ -54,19 +48,17 @@ pub struct Args {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let cluster = args.cluster.load()?;
+    let cluster = args.input.cluster()?;
     let mut config = cluster.config.clone();
     config.launcher_image = args.launcher_image;
     let inputs = PodInputs {
         qemu_timeout_jitter_seconds: args.qemu_timeout_jitter,
         ..PodInputs::default()
     };
-    let mut pods = Vec::new();
-    for (origin, vmi) in admitted_vmis(&args.file, &config, &args.instancetypes.load()?)? {
-        let pod = render_launcher_pod(&vmi, &config, &inputs)
-            .map_err(|e| CliError::Input(format!("{origin}: {}", pod_error(&e, &cluster))))?;
-        pods.push(pod);
-    }
+    let pods = args.input.render(&config, |origin, vmi| {
+        render_launcher_pod(vmi, &config, &inputs)
+            .map_err(|e| CliError::Input(format!("{origin}: {}", pod_error(&e, &cluster))))
+    })?;
     let failed = |e: String| CliError::Failed(e);
     match args.output {
         // One pod as an object, several as a JSON array.
@@ -82,7 +74,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         Output::Yaml => {
             let texts = pods
                 .iter()
-                .map(|pod| serde_yaml::to_string(pod).map_err(|e| failed(e.to_string())))
+                .map(|pod| serde_norway::to_string(pod).map_err(|e| failed(e.to_string())))
                 .collect::<Result<Vec<_>, _>>()?;
             print_outputs(&texts);
         }

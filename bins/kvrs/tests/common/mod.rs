@@ -190,11 +190,10 @@ impl Stack {
                 .apply_path(&deploy.join(f))
                 .unwrap_or_else(|e| panic!("{f}: {e}"));
         }
-        let controller_kc = cluster.kubeconfig_for_token(
-            &cluster.service_account_token("kubevirt", "kubevirt-controller"),
-        );
+        let controller_kc = cluster
+            .kubeconfig_for_token(&cluster.service_account_token("kubevirt", "kvrs-controller"));
         let handler_kc = cluster
-            .kubeconfig_for_token(&cluster.service_account_token("kubevirt", "kubevirt-handler"));
+            .kubeconfig_for_token(&cluster.service_account_token("kubevirt", "kvrs-handler"));
 
         let (monitor, _) = launcher_binaries();
         let kvrs = PathBuf::from(env!("CARGO_BIN_EXE_kvrs"));
@@ -238,7 +237,7 @@ impl Stack {
             // Every sync, write and watch event: a failure prints the log's last lines.
             .env(
                 "RUST_LOG",
-                "info,kvrs_virt_controller=debug,kvrs_runtime=debug",
+                "info,kvrs_virt_controller=debug,kvrs_runtime=debug,kvrs_executor=debug",
             );
         let controller = Daemon::start(
             "virt-controller",

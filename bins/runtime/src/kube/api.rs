@@ -5,20 +5,21 @@
 //! a create, a JSON patch whose `test` operations make it conditional, a merge or strategic
 //! patch, a delete with a UID precondition — on the subresource named. It refuses a full replace
 //! of an object (a decision that asks for one is a bug: kvrs never PUTs an object it only partly
-//! understands), and records events through kube-runtime's recorder (events.k8s.io/v1).
+//! understands), and records events as KubeVirt does (core/v1, [`super::core_events`]).
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use std::sync::Arc;
+
 use kube::api::{
     Api as KubeResourceApi, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch,
     PatchParams, PostParams, Preconditions,
 };
-use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
-use kvrs_decide::{ApiWrite, Event, EventType, PatchType, WriteOp};
-use tracing::warn;
+use kvrs_decide::{ApiWrite, Event, PatchType, WriteOp};
 
-use crate::effects::{Api, ApiError, ApiErrorKind};
+use super::core_events::CoreEventRecorder;
+
+use kvrs_executor::{Api, ApiError, ApiErrorKind};
 
 /// Where a plural resource lives: `(group, version, kind)`.
 pub fn resource_of(plural: &str) -> Option<(&'static str, &'static str, &'static str)> {
@@ -38,7 +39,7 @@ pub fn resource_of(plural: &str) -> Option<(&'static str, &'static str, &'static
 }
 
 /// The `apiVersion` of a kind kvrs writes events about.
-fn api_version_of(kind: &str) -> &'static str {
+pub(crate) fn api_version_of(kind: &str) -> &'static str {
     match kind {
         "VirtualMachine"
         | "VirtualMachineInstance"
@@ -52,7 +53,7 @@ fn api_version_of(kind: &str) -> &'static str {
 #[derive(Clone)]
 pub struct KubeApi {
     client: kube::Client,
-    recorder: Recorder,
+    events: Arc<CoreEventRecorder>,
     resources: HashMap<&'static str, ApiResource>,
     field_manager: String,
 }
@@ -66,9 +67,9 @@ impl std::fmt::Debug for KubeApi {
 }
 
 impl KubeApi {
-    /// A client writing as `component` (the field manager and the events' reporting controller,
-    /// e.g. `virt-controller`), `instance` naming this replica in events.
-    pub fn new(client: kube::Client, component: &str, instance: &str) -> Self {
+    /// A client writing as `component` (the field manager, e.g. `virt-controller`), recording
+    /// events from `component`; [`KubeApi::with_event_source`] names KubeVirt's source instead.
+    pub fn new(client: kube::Client, component: &str) -> Self {
         let resources = [
             "virtualmachines",
             "virtualmachineinstances",
@@ -86,16 +87,19 @@ impl KubeApi {
             Some((plural, ApiResource::from_gvk_with_plural(&gvk, plural)))
         })
         .collect();
-        let reporter = Reporter {
-            controller: component.to_string(),
-            instance: Some(instance.to_string()),
-        };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            events: Arc::new(CoreEventRecorder::new(client.clone(), component, None)),
             client,
             resources,
             field_manager: component.to_string(),
         }
+    }
+
+    /// Records events as `component` (KubeVirt's `source.component`: `virtualmachine-controller`
+    /// for the VM and VMI controllers, `virt-handler` with the node as `host`).
+    pub fn with_event_source(mut self, component: &str, host: Option<&str>) -> Self {
+        self.events = Arc::new(CoreEventRecorder::new(self.client.clone(), component, host));
+        self
     }
 
     /// The client underneath.
@@ -267,35 +271,10 @@ pub fn api_error(e: kube::Error) -> ApiError {
 }
 
 impl KubeApi {
-    /// Records `event` (events.k8s.io/v1). A failure is logged, never returned: an event that
-    /// cannot be recorded never fails a reconcile (client-go drops them too).
+    /// Records `event` as a core/v1 Event (see [`super::core_events`]). A failure is logged,
+    /// never returned: an event that cannot be recorded never fails a reconcile.
     pub async fn record_event(&self, event: &Event) {
-        let reference = ObjectReference {
-            api_version: Some(api_version_of(&event.object.kind).to_string()),
-            kind: Some(event.object.kind.clone()),
-            namespace: Some(event.object.namespace.clone()),
-            name: Some(event.object.name.clone()),
-            uid: event.object.uid.clone(),
-            ..ObjectReference::default()
-        };
-        let kube_event = KubeEvent {
-            type_: match event.kind {
-                EventType::Normal => KubeEventType::Normal,
-                EventType::Warning => KubeEventType::Warning,
-            },
-            reason: event.reason.clone(),
-            note: Some(event.message.clone()),
-            action: event.reason.clone(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&kube_event, &reference).await {
-            // An event that cannot be recorded never fails the reconcile (client-go drops them too).
-            warn!(
-                object = %format!("{}/{}", event.object.namespace, event.object.name),
-                reason = %event.reason,
-                "event not recorded: {e}"
-            );
-        }
+        self.events.record(event).await;
     }
 }
 

@@ -9,8 +9,35 @@
 //! `renewTime` is written for humans and never compared with the local wall clock, so clock skew
 //! between nodes cannot make a standby take over early.
 //!
-//! The decision (create, renew, take over or wait) is the plain [`Election`] below, tested on a
+//! The decision (create, renew, take over or wait) is the plain `Election` below, tested on a
 //! fake clock; [`LeaderElector`] is the IO around it.
+//!
+//! ## Why not kube-lease-manager or kube-leader-election
+//!
+//! kube-rs has no leader election (kube-rs/kube#485), and the two crates.io crates that add one
+//! (read at kube-lease-manager 0.13.1 and kube-leader-election 0.44.0) lack the property this
+//! module exists for, fencing: a leader that cannot renew must stop *before* a standby may
+//! take over. Both decide that a lease has expired by adding `leaseDurationSeconds` to the
+//! holder's `renewTime` and comparing with the local wall clock, so skew between nodes moves
+//! the takeover (kube-lease-manager's `grace` is the skew it tolerates), where client-go and
+//! this module count from when the record was last *seen* to change. Neither has a renew
+//! deadline: kube-lease-manager renews `grace` seconds before expiry and, when that renewal
+//! fails, logs it and retries with backoff while its channel still says leading, so a leader
+//! cut off from the API server keeps leading after its lease has expired and a standby took it
+//! over; kube-leader-election is one `try_acquire_or_renew` call the caller loops around, with
+//! no deadline, timeout or leadership signal. Its takeover and renewal are merge patches
+//! without a `resourceVersion` precondition, so two standbys that both find the lease expired
+//! both succeed and both lead (here the write carries the read's `resourceVersion`, and the
+//! loser gets a 409). kube-lease-manager's timing is two whole-second knobs (`duration`,
+//! `grace`), so KubeVirt's lease duration / renew deadline / retry period (15 s / 10 s / 2 s,
+//! the tests' 3 s / 2 s / 0.5 s) cannot be expressed; kube-leader-election leaves all three to
+//! its caller. kube-lease-manager also takes a lease over by first clearing the holder with an
+//! unconditional patch, which clears a live holder when the standby's clock runs ahead, and
+//! kube-leader-election 0.44 depends on kube 4, where this workspace uses kube 5. What either
+//! crate would save is the read-and-write round (about 100 lines here); the timing, the
+//! fencing and the client-go-compatible record (`holderIdentity`, `leaseTransitions`, release
+//! as `holderIdentity: ""` with `leaseDurationSeconds: 1`) would still have to be written
+//! around it.
 
 use std::time::Duration;
 

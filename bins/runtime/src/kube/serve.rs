@@ -2,16 +2,55 @@
 //! (Prometheus text format 0.0.4), `/healthz` (liveness), `/readyz` (caches synced, so a
 //! Service may route to this replica, standby or not) and `/leader` (this replica leads).
 //!
-//! The registry is deliberately tiny (counters, gauges, histograms with label sets) instead of
-//! a metrics crate: the daemons need a handful of series, and a worker updates a series through
-//! a handle it keeps (one atomic operation), never through a name lookup.
+//! ## The series: prometheus-client
+//!
+//! Counters, gauges and histograms are the maintained `prometheus-client` crate's (as kube-rs's
+//! controller-rs uses it), kept in its `Registry` and written by its
+//! `encoding::prometheus_text` encoder. A worker updates a series through a handle it keeps (a
+//! clone of the crate's metric: one atomic operation for counters and gauges, a short lock for a
+//! histogram), never through a name lookup.
+//!
+//! What stays kvrs's own here, and why:
+//! - **Text format 0.0.4, not OpenMetrics.** KubeVirt v1.9.0's daemons serve client_golang's
+//!   `promhttp` handler with default options (`EnableOpenMetrics` off), which answers
+//!   Prometheus's default scrape in the 0.0.4 text format (`text/plain; version=0.0.4`);
+//!   KubeVirt's ServiceMonitor scrapes that, and kvrs promised the same bytes: counter families
+//!   named with their `_total` (`# TYPE kubevirt_workqueue_adds_total counter`), no `# EOF`.
+//!   prometheus-client's default OpenMetrics encoder would change both, so its 0.0.4 encoder is
+//!   used and [`METRICS_CONTENT_TYPE`] is its content type.
+//! - **HELP texts verbatim.** `Registry::register` appends a `.` to every HELP text; client-go's
+//!   work-queue texts ("Current depth of workqueue") have none, and a text that already ends in
+//!   one (KubeVirt's "Indication for an operating virt-controller.", kvrs's leading gauge) would
+//!   get two. So each family is registered as a small [`Collector`] that writes its descriptor
+//!   as given.
+//! - **Counters are named as scraped.** Callers write the exposed name (`…_total`, which
+//!   [`Metrics::counter`] requires); the suffix is taken off at registration because the encoder
+//!   appends it (and `Registry::register` refuses such a name in debug builds).
+//! - **Label names are fixed per family**, the values given in order ([`MetricVec::with`], like
+//!   client_golang's `WithLabelValues`), and names are checked at registration: a name taken
+//!   twice, an invalid name or the reserved `le` is a programming error (client_golang's
+//!   `MustRegister` panics likewise); prometheus-client checks none of this.
+//! - **Gauges are integers** (queue depth, the 0/1 leading and ready gauges), so a value is
+//!   written `2` as client_golang writes it, not `2.0`.
+//! - **The names**: the work-queue families are client-go's work-queue metrics under
+//!   KubeVirt's `kubevirt_workqueue_` prefix, label `name` = the queue, and
+//!   `kubevirt_<component>_leading_status` / `_ready_status` are KubeVirt's leader and readiness
+//!   gauges, so KubeVirt's dashboards and alerts carry over.
+//!
+//! Against the hand-written encoder this replaced, the text differs only where no parser looks:
+//! a histogram `_sum` that is a whole number is written `30.0` (was `30`), and the series of one
+//! family come in hash order (were sorted).
+//!
+//! ## The endpoints
+//!
+//! The HTTP side is hyper's HTTP/1.1 server with the limits a probe endpoint wants: a bounded
+//! request head, no request body, a header read timeout, a connection cap and a graceful stop.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::convert::Infallible;
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -20,20 +59,31 @@ use hyper::body::{Body, Bytes, Frame, Incoming, SizeHint};
 use hyper::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, TRANSFER_ENCODING};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, prometheus_text};
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
+
+/// A monotonically increasing count of events (prometheus-client's).
+pub use prometheus_client::metrics::counter::Counter;
+/// A value that goes up and down; an `i64` (prometheus-client's).
+pub use prometheus_client::metrics::gauge::Gauge;
+/// A distribution of observations over fixed buckets (prometheus-client's).
+pub use prometheus_client::metrics::histogram::Histogram;
 
 /// Work-duration buckets in seconds, from a fast cache-only sync to a slow API round trip.
 pub const DURATION_BUCKETS: [f64; 13] = [
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
-/// The `Content-Type` of the Prometheus text exposition format.
-pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// The `Content-Type` of the Prometheus text exposition format 0.0.4.
+pub const METRICS_CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panicking updater leaves plain numbers behind, still worth rendering.
+    // A panicking registration leaves a registry that still renders.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -42,7 +92,14 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A set of metric families rendered together; cheap to clone (shared).
 #[derive(Clone, Default)]
 pub struct Metrics {
-    families: Arc<Mutex<Vec<Arc<dyn Render>>>>,
+    inner: Arc<Mutex<Families>>,
+}
+
+#[derive(Default)]
+struct Families {
+    registry: Registry,
+    /// The exposed names, so one is registered once.
+    names: BTreeSet<String>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -51,29 +108,50 @@ impl std::fmt::Debug for Metrics {
     }
 }
 
-trait Render: Send + Sync {
-    fn name(&self) -> &str;
-    fn render(&self, out: &mut String);
-}
-
-/// One kind of series: how it starts, its `# TYPE`, and its sample lines.
-trait Sample: Send + Sync + 'static {
-    const TYPE: &'static str;
-    type Config: Send + Sync + 'static;
-    fn new(config: &Self::Config) -> Self;
-    fn write(&self, name: &str, labels: &str, out: &mut String);
-}
-
-struct Family<S: Sample> {
+/// One family with its HELP text as given (see the module documentation).
+#[derive(Debug)]
+struct Described<M> {
+    /// The name the encoder is given (a counter's without `_total`).
     name: String,
     help: String,
-    label_names: Vec<&'static str>,
-    config: S::Config,
-    series: Mutex<BTreeMap<Vec<String>, Arc<S>>>,
+    metric: M,
 }
 
-impl<S: Sample> Family<S> {
-    fn with(&self, values: &[&str]) -> Arc<S> {
+impl<M: EncodeMetric + std::fmt::Debug + Send + Sync + 'static> Collector for Described<M> {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let metric =
+            encoder.encode_descriptor(&self.name, &self.help, None, self.metric.metric_type())?;
+        self.metric.encode(metric)
+    }
+}
+
+/// A series' label pairs, in the family's label-name order.
+pub type Labels = Vec<(&'static str, String)>;
+
+/// A family of one metric type; [`with`](Self::with) picks (or creates) one label set's series.
+#[derive(Debug)]
+pub struct MetricVec<M, C = fn() -> M> {
+    name: Arc<str>,
+    label_names: Arc<[&'static str]>,
+    family: Family<Labels, M, C>,
+}
+
+impl<M, C: Clone> Clone for MetricVec<M, C> {
+    fn clone(&self) -> Self {
+        MetricVec {
+            name: self.name.clone(),
+            label_names: self.label_names.clone(),
+            family: self.family.clone(),
+        }
+    }
+}
+
+impl<M: Clone, C: MetricConstructor<M>> MetricVec<M, C> {
+    /// The series for `values` (one per label name). Keep it: updates then skip the lookup.
+    ///
+    /// # Panics
+    /// If the number of values differs from the number of label names.
+    pub fn with(&self, values: &[&str]) -> M {
         assert_eq!(
             values.len(),
             self.label_names.len(),
@@ -81,69 +159,30 @@ impl<S: Sample> Family<S> {
             self.name,
             self.label_names
         );
-        let key: Vec<String> = values.iter().map(|v| (*v).to_owned()).collect();
-        lock(&self.series)
-            .entry(key)
-            .or_insert_with(|| Arc::new(S::new(&self.config)))
-            .clone()
+        let labels: Labels = self
+            .label_names
+            .iter()
+            .zip(values)
+            .map(|(name, value)| (*name, (*value).to_owned()))
+            .collect();
+        self.family.get_or_create_owned(&labels)
     }
 }
 
-impl<S: Sample> Render for Family<S> {
-    fn name(&self) -> &str {
-        &self.name
-    }
+/// A counter family.
+pub type CounterVec = MetricVec<Counter>;
+/// A gauge family.
+pub type GaugeVec = MetricVec<Gauge>;
+/// A histogram family; every series has the family's buckets.
+pub type HistogramVec = MetricVec<Histogram, Buckets>;
 
-    fn render(&self, out: &mut String) {
-        let _ = writeln!(out, "# HELP {} {}", self.name, escape(&self.help, false));
-        let _ = writeln!(out, "# TYPE {} {}", self.name, S::TYPE);
-        for (values, sample) in lock(&self.series).iter() {
-            let mut labels = String::new();
-            for (name, value) in self.label_names.iter().zip(values) {
-                let sep = if labels.is_empty() { "" } else { "," };
-                let _ = write!(labels, "{sep}{name}=\"{}\"", escape(value, true));
-            }
-            sample.write(&self.name, &labels, out);
-        }
-    }
-}
+/// The upper bounds of a histogram family's buckets (`+Inf` implied): how its series start.
+#[derive(Clone, Debug)]
+pub struct Buckets(Arc<[f64]>);
 
-/// Escapes a HELP text (`\`, newline) or a label value (also `"`), as the format requires.
-fn escape(text: &str, label_value: bool) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '"' if label_value => out.push_str("\\\""),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// A sample value as Prometheus (Go's `strconv`) spells it.
-fn number(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v.is_infinite() {
-        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
-    } else {
-        v.to_string()
-    }
-}
-
-/// `name{labels}` (or bare `name` without labels), then an optional extra label.
-fn series_name(name: &str, suffix: &str, labels: &str, extra: Option<(&str, &str)>) -> String {
-    let mut all = labels.to_owned();
-    if let Some((k, v)) = extra {
-        let sep = if all.is_empty() { "" } else { "," };
-        let _ = write!(all, "{sep}{k}=\"{v}\"");
-    }
-    if all.is_empty() {
-        format!("{name}{suffix}")
-    } else {
-        format!("{name}{suffix}{{{all}}}")
+impl MetricConstructor<Histogram> for Buckets {
+    fn new_metric(&self) -> Histogram {
+        Histogram::new(self.0.iter().copied())
     }
 }
 
@@ -161,54 +200,64 @@ impl Metrics {
         Self::default()
     }
 
-    fn register<S: Sample>(
+    /// Registers `family` as `name` (exposed as `exposed`) after checking the names.
+    fn register<M, C>(
         &self,
+        exposed: &str,
         name: &str,
         help: &str,
         label_names: &[&'static str],
-        config: S::Config,
-    ) -> Arc<Family<S>> {
-        assert!(valid_name(name, true), "invalid metric name {name:?}");
+        family: Family<Labels, M, C>,
+    ) -> MetricVec<M, C>
+    where
+        Family<Labels, M, C>: EncodeMetric + Clone + std::fmt::Debug + Send + Sync + 'static,
+    {
+        assert!(valid_name(exposed, true), "invalid metric name {exposed:?}");
         for label in label_names {
             assert!(
                 valid_name(label, false) && !label.starts_with("__") && *label != "le",
-                "invalid label name {label:?} of metric {name}"
+                "invalid label name {label:?} of metric {exposed}"
             );
         }
-        let mut families = lock(&self.families);
+        let mut families = lock(&self.inner);
         assert!(
-            families.iter().all(|f| f.name() != name),
-            "metric {name} registered twice"
+            families.names.insert(exposed.to_owned()),
+            "metric {exposed} registered twice"
         );
-        let family = Arc::new(Family::<S> {
+        families.registry.register_collector(Box::new(Described {
             name: name.to_owned(),
             help: help.to_owned(),
-            label_names: label_names.to_vec(),
-            config,
-            series: Mutex::default(),
-        });
-        families.push(family.clone());
-        family
+            metric: family.clone(),
+        }));
+        MetricVec {
+            name: exposed.into(),
+            label_names: label_names.into(),
+            family,
+        }
     }
 
-    /// Registers a counter family.
+    /// Registers a counter family named `name`, as scraped: it must end in `_total`.
     ///
     /// # Panics
-    /// If `name` or a label name is not a valid Prometheus name, or `name` is taken: both are
-    /// program constants, so this is a programming error (like client_golang's `MustRegister`).
+    /// If `name` does not end in `_total`, `name` or a label name is not a valid Prometheus
+    /// name, or `name` is taken: all are program constants, so this is a programming error
+    /// (like client_golang's `MustRegister`).
     pub fn counter(&self, name: &str, help: &str, label_names: &[&'static str]) -> CounterVec {
-        CounterVec(self.register(name, help, label_names, ()))
+        let Some(base) = name.strip_suffix("_total") else {
+            panic!("counter name {name:?} must end in _total");
+        };
+        self.register(name, base, help, label_names, Family::default())
     }
 
-    /// Registers a gauge family. Panics as [`counter`](Self::counter) does.
+    /// Registers a gauge family. Panics as [`counter`](Self::counter) does (bar `_total`).
     pub fn gauge(&self, name: &str, help: &str, label_names: &[&'static str]) -> GaugeVec {
-        GaugeVec(self.register(name, help, label_names, ()))
+        self.register(name, name, help, label_names, Family::default())
     }
 
     /// Registers a histogram family with upper bounds `buckets` (ascending; `+Inf` is implied).
     ///
     /// # Panics
-    /// As [`counter`](Self::counter), and if `buckets` is not strictly ascending.
+    /// As [`gauge`](Self::gauge), and if `buckets` is not finite and strictly ascending.
     pub fn histogram(
         &self,
         name: &str,
@@ -220,200 +269,18 @@ impl Metrics {
             buckets.windows(2).all(|w| w[0] < w[1]) && buckets.iter().all(|b| b.is_finite()),
             "histogram {name}: buckets must be finite and strictly ascending"
         );
-        HistogramVec(self.register(name, help, label_names, buckets.into()))
+        let family = Family::new_with_constructor(Buckets(buckets.into()));
+        self.register(name, name, help, label_names, family)
     }
 
     /// Every family in registration order, in the text exposition format 0.0.4.
     pub fn render(&self) -> String {
-        let families = lock(&self.families).clone();
         let mut out = String::new();
-        for family in families {
-            family.render(&mut out);
+        // Writing into a String does not fail, nor does encoding our label values.
+        if let Err(e) = prometheus_text::encode(&mut out, &lock(&self.inner).registry) {
+            error!(error = %e, "encoding the metrics failed");
         }
         out
-    }
-}
-
-/// A monotonically increasing count of events.
-#[derive(Debug, Clone)]
-pub struct Counter(Arc<AtomicU64>);
-
-impl Sample for AtomicU64 {
-    const TYPE: &'static str = "counter";
-    type Config = ();
-    fn new(_: &()) -> Self {
-        AtomicU64::new(0)
-    }
-    fn write(&self, name: &str, labels: &str, out: &mut String) {
-        let _ = writeln!(
-            out,
-            "{} {}",
-            series_name(name, "", labels, None),
-            self.load(Ordering::Relaxed)
-        );
-    }
-}
-
-impl Counter {
-    /// Adds one.
-    pub fn inc(&self) {
-        self.inc_by(1);
-    }
-
-    /// Adds `n`.
-    pub fn inc_by(&self, n: u64) {
-        self.0.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// The current count.
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-/// A counter family; [`with`](Self::with) picks (or creates) one label set's series.
-#[derive(Clone)]
-pub struct CounterVec(Arc<Family<AtomicU64>>);
-
-impl CounterVec {
-    /// The series for `values` (one per label name). Keep it: updates are then lock-free.
-    ///
-    /// # Panics
-    /// If the number of values differs from the number of label names.
-    pub fn with(&self, values: &[&str]) -> Counter {
-        Counter(self.0.with(values))
-    }
-}
-
-/// A value that goes up and down (an `f64` stored as bits).
-#[derive(Debug, Clone)]
-pub struct Gauge(Arc<GaugeCell>);
-
-/// The gauge's `f64` as bits, so it updates atomically.
-#[derive(Debug, Default)]
-pub struct GaugeCell(AtomicU64);
-
-impl Sample for GaugeCell {
-    const TYPE: &'static str = "gauge";
-    type Config = ();
-    fn new(_: &()) -> Self {
-        GaugeCell::default()
-    }
-    fn write(&self, name: &str, labels: &str, out: &mut String) {
-        let v = f64::from_bits(self.0.load(Ordering::Relaxed));
-        let _ = writeln!(out, "{} {}", series_name(name, "", labels, None), number(v));
-    }
-}
-
-impl Gauge {
-    /// Sets the value.
-    pub fn set(&self, v: f64) {
-        self.0.0.store(v.to_bits(), Ordering::Relaxed);
-    }
-
-    /// Adds `delta` (negative to subtract).
-    pub fn add(&self, delta: f64) {
-        let _ = self
-            .0
-            .0
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-                Some((f64::from_bits(bits) + delta).to_bits())
-            });
-    }
-
-    /// The current value.
-    pub fn get(&self) -> f64 {
-        f64::from_bits(self.0.0.load(Ordering::Relaxed))
-    }
-}
-
-/// A gauge family; see [`CounterVec`].
-#[derive(Clone)]
-pub struct GaugeVec(Arc<Family<GaugeCell>>);
-
-impl GaugeVec {
-    /// The series for `values`; panics as [`CounterVec::with`] does.
-    pub fn with(&self, values: &[&str]) -> Gauge {
-        Gauge(self.0.with(values))
-    }
-}
-
-/// A distribution of observations over fixed buckets.
-#[derive(Debug, Clone)]
-pub struct Histogram(Arc<HistogramCell>);
-
-/// A histogram's buckets (non-cumulative, the last one above every bound) and sum.
-#[derive(Debug)]
-pub struct HistogramCell {
-    bounds: Arc<[f64]>,
-    counts: Box<[AtomicU64]>,
-    sum: AtomicU64,
-}
-
-impl Sample for HistogramCell {
-    const TYPE: &'static str = "histogram";
-    type Config = Arc<[f64]>;
-    fn new(bounds: &Arc<[f64]>) -> Self {
-        HistogramCell {
-            bounds: bounds.clone(),
-            counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
-            sum: AtomicU64::new(0f64.to_bits()),
-        }
-    }
-    fn write(&self, name: &str, labels: &str, out: &mut String) {
-        let mut cumulative = 0;
-        for (i, count) in self.counts.iter().enumerate() {
-            cumulative += count.load(Ordering::Relaxed);
-            let le = self
-                .bounds
-                .get(i)
-                .map_or_else(|| "+Inf".into(), |b| number(*b));
-            let series = series_name(name, "_bucket", labels, Some(("le", &le)));
-            let _ = writeln!(out, "{series} {cumulative}");
-        }
-        let sum = f64::from_bits(self.sum.load(Ordering::Relaxed));
-        let _ = writeln!(
-            out,
-            "{} {}",
-            series_name(name, "_sum", labels, None),
-            number(sum)
-        );
-        // The `+Inf` bucket's total, so `_count` always equals it.
-        let _ = writeln!(
-            out,
-            "{} {cumulative}",
-            series_name(name, "_count", labels, None)
-        );
-    }
-}
-
-impl Histogram {
-    /// Records one observation.
-    pub fn observe(&self, v: f64) {
-        let cell = &self.0;
-        let i = cell.bounds.partition_point(|b| *b < v);
-        cell.counts[i].fetch_add(1, Ordering::Relaxed);
-        let _ = cell
-            .sum
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-                Some((f64::from_bits(bits) + v).to_bits())
-            });
-    }
-
-    /// Records a duration in seconds.
-    pub fn observe_duration(&self, d: Duration) {
-        self.observe(d.as_secs_f64());
-    }
-}
-
-/// A histogram family; see [`CounterVec`].
-#[derive(Clone)]
-pub struct HistogramVec(Arc<Family<HistogramCell>>);
-
-impl HistogramVec {
-    /// The series for `values`; panics as [`CounterVec::with`] does.
-    pub fn with(&self, values: &[&str]) -> Histogram {
-        Histogram(self.0.with(values))
     }
 }
 
@@ -431,7 +298,8 @@ pub struct WorkqueueMetrics {
     errors: CounterVec,
 }
 
-/// One queue's series, kept by its loop.
+/// One queue's series, kept by its loop. It is the queue's own metrics hook
+/// ([`kvrs_queue::QueueMetrics`]): hand it to the queue with [`hooks`](Self::hooks).
 #[derive(Clone)]
 pub struct QueueMetrics {
     /// Keys waiting (`kubevirt_workqueue_depth`).
@@ -508,6 +376,31 @@ impl QueueMetrics {
     pub fn reconcile_error(&self, reason: &str) {
         self.errors.with(&[&self.name, reason]).inc();
     }
+
+    /// These series as the hooks a `kvrs_queue::WorkQueue` reports to (`with_metrics`).
+    pub fn hooks(&self) -> Arc<dyn kvrs_queue::QueueMetrics> {
+        Arc::new(self.clone())
+    }
+}
+
+/// The queue counts adds, retries, depth, queue latency and work duration itself, as client-go's
+/// workqueue counts them.
+impl kvrs_queue::QueueMetrics for QueueMetrics {
+    fn depth(&self, depth: usize) {
+        self.depth.set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+    fn add(&self) {
+        self.adds.inc();
+    }
+    fn retry(&self) {
+        self.retries.inc();
+    }
+    fn queue_latency(&self, waited: Duration) {
+        self.queue_duration.observe(waited.as_secs_f64());
+    }
+    fn work_duration(&self, took: Duration) {
+        self.work_duration.observe(took.as_secs_f64());
+    }
 }
 
 // --- the endpoints' state ---------------------------------------------------------------
@@ -573,13 +466,13 @@ impl ServeState {
     /// Readiness: true once the caches are synced (on a standby too).
     pub fn set_ready(&self, ready: bool) {
         self.flags.ready.store(ready, Ordering::Relaxed);
-        self.ready_gauge.set(f64::from(u8::from(ready)));
+        self.ready_gauge.set(i64::from(ready));
     }
 
     /// Leadership, shown by `/leader` and the leading gauge.
     pub fn set_leading(&self, leading: bool) {
         self.flags.leading.store(leading, Ordering::Relaxed);
-        self.leading_gauge.set(f64::from(u8::from(leading)));
+        self.leading_gauge.set(i64::from(leading));
     }
 
     /// Mirrors a leadership channel (such as `LeaderElector::leading`) until its sender is
@@ -842,64 +735,85 @@ mod tests {
     use super::*;
 
     #[test]
-    fn renders_counters_gauges_and_histograms_in_text_format() {
+    fn renders_counters_gauges_and_histograms_in_text_format_0_0_4() {
         let metrics = Metrics::new();
         let errors = metrics.counter(
             "errs_total",
             "Errors.\nSecond line \\",
             &["queue", "reason"],
         );
-        errors.with(&["vmi", "api_write"]).inc_by(2);
         errors.with(&["a\"b\\c\nd", "x"]).inc();
-        metrics.gauge("up", "Up.", &[]).with(&[]).set(1.0);
-        let h = metrics.histogram("dur_seconds", "Durations.", &["name"], &[0.1, 1.0]);
+        metrics.gauge("up", "Up", &[]).with(&[]).set(1);
+        let h = metrics.histogram("dur_seconds", "Durations", &["name"], &[0.25, 1.0]);
         let vm = h.with(&["vm"]);
-        vm.observe(0.05);
-        vm.observe(0.1);
-        vm.observe(5.0);
+        vm.observe(0.25);
+        vm.observe(0.5);
+        vm.observe(4.0);
+        metrics.counter("none_total", "Nothing yet", &["reason"]);
         let text = metrics.render();
+        // HELP verbatim (no `.` appended), `_total` once, integer gauges, Go's `le` spelling,
+        // a family without series still described, no `# EOF`.
         let expected = "\
 # HELP errs_total Errors.\\nSecond line \\\\
 # TYPE errs_total counter
 errs_total{queue=\"a\\\"b\\\\c\\nd\",reason=\"x\"} 1
-errs_total{queue=\"vmi\",reason=\"api_write\"} 2
-# HELP up Up.
+# HELP up Up
 # TYPE up gauge
 up 1
-# HELP dur_seconds Durations.
+# HELP dur_seconds Durations
 # TYPE dur_seconds histogram
-dur_seconds_bucket{name=\"vm\",le=\"0.1\"} 2
+dur_seconds_bucket{name=\"vm\",le=\"0.25\"} 1
 dur_seconds_bucket{name=\"vm\",le=\"1\"} 2
 dur_seconds_bucket{name=\"vm\",le=\"+Inf\"} 3
-dur_seconds_sum{name=\"vm\"} 5.15
+dur_seconds_sum{name=\"vm\"} 4.75
 dur_seconds_count{name=\"vm\"} 3
+# HELP none_total Nothing yet
+# TYPE none_total counter
 ";
         assert_eq!(text, expected);
     }
 
     #[test]
-    fn gauges_add_and_values_spell_like_prometheus() {
-        let g = Metrics::new().gauge("g", "G.", &["q"]).with(&["a"]);
-        g.add(3.0);
-        g.add(-1.5);
-        assert_eq!(g.get(), 1.5);
-        assert_eq!(number(f64::INFINITY), "+Inf");
-        assert_eq!(number(f64::NAN), "NaN");
-        assert_eq!(number(0.001), "0.001");
+    fn a_series_is_one_handle() {
+        let metrics = Metrics::new();
+        let errors = metrics.counter("errs_total", "Errors", &["queue", "reason"]);
+        errors.with(&["vmi", "api_write"]).inc_by(2);
+        errors.with(&["vmi", "api_write"]).inc();
+        errors.with(&["vm", "api_write"]).inc();
+        assert_eq!(errors.with(&["vmi", "api_write"]).get(), 3);
+        let text = metrics.render();
+        assert!(text.contains("errs_total{queue=\"vmi\",reason=\"api_write\"} 3\n"));
+        assert!(text.contains("errs_total{queue=\"vm\",reason=\"api_write\"} 1\n"));
+        let g = metrics.gauge("g", "G", &["q"]).with(&["a"]);
+        g.inc_by(3);
+        g.dec();
+        assert_eq!(g.get(), 2);
     }
 
     #[test]
     #[should_panic(expected = "registered twice")]
     fn a_name_registers_once() {
         let metrics = Metrics::new();
-        metrics.counter("c_total", "C.", &[]);
-        metrics.counter("c_total", "C.", &[]);
+        metrics.counter("c_total", "C", &[]);
+        metrics.counter("c_total", "C", &[]);
+    }
+
+    #[test]
+    #[should_panic(expected = "must end in _total")]
+    fn a_counter_is_named_as_scraped() {
+        Metrics::new().counter("c", "C", &[]);
     }
 
     #[test]
     #[should_panic(expected = "invalid label name")]
     fn le_is_reserved() {
-        Metrics::new().histogram("h", "H.", &["le"], &[1.0]);
+        Metrics::new().histogram("h", "H", &["le"], &[1.0]);
+    }
+
+    #[test]
+    #[should_panic(expected = "takes labels")]
+    fn a_series_takes_every_label() {
+        Metrics::new().gauge("g", "G", &["a", "b"]).with(&["x"]);
     }
 
     #[test]

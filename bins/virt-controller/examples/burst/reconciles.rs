@@ -11,8 +11,9 @@ use std::collections::BTreeMap;
 /// The `RUST_LOG` the benchmark gives the controller: warnings, plus the reconcile and failed
 /// write lines this module reads.
 /// (`kvrs_runtime::queue=info` turns on the `sync{queue object}` span each reconcile runs in,
-/// so every line names its key; the executor's trace level adds each refused write's body.)
-pub const CONTROLLER_LOG: &str = "warn,kvrs_runtime::queue=info,kvrs_virt_controller::workers=debug,kvrs_runtime::executor=trace";
+/// so every line names its key; `kvrs_runtime::kube::controller` logs each write sent with its
+/// latency; the executor's trace level adds each refused write's body.)
+pub const CONTROLLER_LOG: &str = "warn,kvrs_runtime::queue=info,kvrs_virt_controller::workers=debug,kvrs_runtime::kube::controller=debug,kvrs_executor::executor=trace";
 
 /// Per queue: reconciles, those that wrote nothing, writes sent, failed reconciles.
 #[derive(Debug, Default)]

@@ -67,7 +67,7 @@ impl Harness {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        let token = cluster.service_account_token("kubevirt", "kubevirt-controller");
+        let token = cluster.service_account_token("kubevirt", "kvrs-controller");
         let controller_kubeconfig = cluster.kubeconfig_for_token(&token);
         let h = Self {
             cluster,
@@ -113,7 +113,7 @@ impl Harness {
             .args(extra)
             .env(
                 "RUST_LOG",
-                "info,kvrs_virt_controller=trace,kvrs_runtime=trace",
+                "info,kvrs_virt_controller=trace,kvrs_runtime=trace,kvrs_executor=trace",
             )
             .stdout(Stdio::null())
             .stderr(file)

@@ -57,7 +57,7 @@ impl Cluster {
         cluster
             .apply_path(&deploy.join("virt-handler"))
             .expect("virt-handler manifests");
-        let token = cluster.service_account_token("kubevirt", "kubevirt-handler");
+        let token = cluster.service_account_token("kubevirt", "kvrs-handler");
         let handler_kubeconfig = cluster.kubeconfig_for_token(&token);
         let c = Self {
             cluster,

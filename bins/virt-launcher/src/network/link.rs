@@ -1,33 +1,43 @@
 //! Facts about the pod's links, read over rtnetlink in the calling thread's network namespace
 //! (the launcher's, which is the pod's). Not from `/sys/class/net`: sysfs shows the namespace it
 //! was mounted in, which is not necessarily the caller's.
+//!
+//! The `RTM_GETLINK` request and the kernel's answer are coded by netlink-packet-route and sent
+//! over netlink-sys's socket: the crates rtnetlink (bins/node) is built on, at the versions its
+//! 0.17 uses. Not rtnetlink itself: its requests are futures driven by a connection task, and
+//! the callers here are synchronous, inside the launcher's gRPC runtime, where a nested runtime
+//! cannot block. One request, one answer, on the calling thread (so in its namespace). The two
+//! message types are their own netlink payloads ([`GetLink`], [`NewLink`]) rather than
+//! `RouteNetlinkMessage`, whose coders for every rtnetlink message (routes, neighbours, traffic
+//! control) would otherwise be linked into the size-built launcher for one link look-up.
 
 use std::net::Ipv4Addr;
 
-use nix::sys::socket::{
-    AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType, recv, sendto,
-    setsockopt, socket, sockopt,
+use netlink_packet_core::{
+    NLM_F_REQUEST, NetlinkDeserializable, NetlinkHeader, NetlinkMessage, NetlinkPayload,
+    NetlinkSerializable,
 };
+use netlink_packet_route::link::{LinkAttribute, LinkMessage, LinkMessageBuffer};
+use netlink_packet_utils::{DecodeError, Emitable, Parseable};
+use netlink_sys::protocols::NETLINK_ROUTE;
+use netlink_sys::{Socket, SocketAddr};
+use nix::errno::Errno;
+use nix::sys::socket::{setsockopt, sockopt};
 use nix::sys::time::{TimeVal, TimeValLike};
-use std::os::fd::AsRawFd;
 
+/// rtnetlink message types (`linux/rtnetlink.h`).
 const RTM_NEWLINK: u16 = 16;
 const RTM_GETLINK: u16 = 18;
-const NLMSG_ERROR: u16 = 2;
-const NLM_F_REQUEST: u16 = 1;
-const IFLA_ADDRESS: u16 = 1;
-const IFLA_IFNAME: u16 = 3;
-const IFLA_MTU: u16 = 4;
-const NLMSG_HDR: usize = 16;
-const IFINFOMSG: usize = 16;
 /// A netlink answer that has not come by then never will.
 const TIMEOUT_SECS: i64 = 5;
+/// Big enough for one link's `RTM_NEWLINK` (all its attributes).
+const RECV_BUFFER: usize = 32 * 1024;
 
 /// One link's facts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Link {
     /// Interface index.
-    pub index: i32,
+    pub index: u32,
     /// MTU.
     pub mtu: u32,
     /// Hardware address (empty for links without one).
@@ -49,90 +59,80 @@ fn nl(e: impl std::fmt::Display) -> LinkError {
     LinkError::Netlink(e.to_string())
 }
 
-fn align4(n: usize) -> usize {
-    n.div_ceil(4) * 4
-}
+/// The request: `RTM_GETLINK` with a link message.
+struct GetLink(LinkMessage);
 
-/// Linux interface names are at most 15 bytes (`IFNAMSIZ` - 1).
-const IFNAME_MAX: usize = 15;
-
-/// `RTM_GETLINK` for `name` (at most [`IFNAME_MAX`] bytes, so every length fits its field).
-fn request(name: &str, seq: u32) -> Vec<u8> {
-    let name = &name.as_bytes()[..name.len().min(IFNAME_MAX)];
-    let attr_len: u16 = 4 + 1 + u16::from(u8::try_from(name.len()).unwrap_or(15));
-    let total = NLMSG_HDR + IFINFOMSG + align4(usize::from(attr_len));
-    let mut b = Vec::with_capacity(total);
-    b.extend_from_slice(&u32::from(u16::try_from(total).unwrap_or(u16::MAX)).to_ne_bytes());
-    b.extend_from_slice(&RTM_GETLINK.to_ne_bytes());
-    b.extend_from_slice(&NLM_F_REQUEST.to_ne_bytes());
-    b.extend_from_slice(&seq.to_ne_bytes());
-    b.extend_from_slice(&0u32.to_ne_bytes());
-    b.extend_from_slice(&[0; IFINFOMSG]); // AF_UNSPEC, any index: look up by name
-    b.extend_from_slice(&attr_len.to_ne_bytes());
-    b.extend_from_slice(&IFLA_IFNAME.to_ne_bytes());
-    b.extend_from_slice(name);
-    b.resize(total, 0);
-    b
-}
-
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-/// Parses the kernel's answer: a `RTM_NEWLINK` message or an error.
-fn parse_reply(b: &[u8]) -> Result<Option<Link>, LinkError> {
-    let mut at = 0;
-    while at + NLMSG_HDR <= b.len() {
-        let len = u32_at(b, at).unwrap_or(0) as usize;
-        let kind = u16_at(b, at + 4).unwrap_or(0);
-        if len < NLMSG_HDR || at + len > b.len() {
-            return Err(nl("truncated message"));
-        }
-        let msg = &b[at + NLMSG_HDR..at + len];
-        match kind {
-            NLMSG_ERROR => {
-                // nlmsgerr.error is a C int.
-                let errno = u32_at(msg, 0).map_or(0, u32::cast_signed);
-                return match -errno {
-                    0 => Ok(None),
-                    19 => Err(LinkError::NotFound), // ENODEV
-                    e => Err(nl(nix::errno::Errno::from_raw(e))),
-                };
-            }
-            RTM_NEWLINK if msg.len() >= IFINFOMSG => {
-                // ifi_index is a C int.
-                let index = u32_at(msg, 4).map_or(0, u32::cast_signed);
-                let mut link = Link {
-                    index,
-                    mtu: 0,
-                    mac: Vec::new(),
-                };
-                let mut a = IFINFOMSG;
-                while a + 4 <= msg.len() {
-                    let alen = usize::from(u16_at(msg, a).unwrap_or(0));
-                    let atype = u16_at(msg, a + 2).unwrap_or(0) & 0x3fff;
-                    if alen < 4 || a + alen > msg.len() {
-                        break;
-                    }
-                    let val = &msg[a + 4..a + alen];
-                    match atype {
-                        IFLA_MTU => link.mtu = u32_at(val, 0).unwrap_or(0),
-                        IFLA_ADDRESS => link.mac = val.to_vec(),
-                        _ => {}
-                    }
-                    a += align4(alen);
-                }
-                return Ok(Some(link));
-            }
-            _ => {}
-        }
-        at += align4(len);
+impl NetlinkSerializable for GetLink {
+    fn message_type(&self) -> u16 {
+        RTM_GETLINK
     }
-    Ok(None)
+
+    fn buffer_len(&self) -> usize {
+        self.0.buffer_len()
+    }
+
+    fn serialize(&self, buffer: &mut [u8]) {
+        self.0.emit(buffer);
+    }
+}
+
+/// The answer: `RTM_NEWLINK` with the link (errors are netlink's own payload).
+struct NewLink(LinkMessage);
+
+impl NetlinkDeserializable for NewLink {
+    type Error = DecodeError;
+
+    fn deserialize(header: &NetlinkHeader, payload: &[u8]) -> Result<NewLink, DecodeError> {
+        if header.message_type != RTM_NEWLINK {
+            return Err(format!("message type {} is not RTM_NEWLINK", header.message_type).into());
+        }
+        let buffer = LinkMessageBuffer::new_checked(&payload)?;
+        Ok(NewLink(LinkMessage::parse(&buffer)?))
+    }
+}
+
+/// `RTM_GETLINK` for the link called `name` (any family, any index: look up by name).
+fn request(name: &str, seq: u32) -> Vec<u8> {
+    let mut link = LinkMessage::default();
+    link.attributes
+        .push(LinkAttribute::IfName(name.to_string()));
+    let mut msg = NetlinkMessage::new(
+        NetlinkHeader::default(),
+        NetlinkPayload::InnerMessage(GetLink(link)),
+    );
+    msg.header.flags = NLM_F_REQUEST;
+    msg.header.sequence_number = seq;
+    msg.finalize();
+    let mut buf = vec![0; msg.buffer_len()];
+    msg.serialize(&mut buf);
+    buf
+}
+
+/// The kernel's answer: the link, or an error (`ENODEV`: no such link).
+fn parse_reply(b: &[u8]) -> Result<Link, LinkError> {
+    let msg = NetlinkMessage::<NewLink>::deserialize(b).map_err(nl)?;
+    match msg.payload {
+        NetlinkPayload::InnerMessage(NewLink(link)) => {
+            let mut out = Link {
+                index: link.header.index,
+                mtu: 0,
+                mac: Vec::new(),
+            };
+            for attr in link.attributes {
+                match attr {
+                    LinkAttribute::Mtu(mtu) => out.mtu = mtu,
+                    LinkAttribute::Address(mac) => out.mac = mac,
+                    _ => {}
+                }
+            }
+            Ok(out)
+        }
+        NetlinkPayload::Error(e) => match e.code.map(|c| Errno::from_raw(-c.get())) {
+            Some(Errno::ENODEV) | None => Err(LinkError::NotFound),
+            Some(errno) => Err(nl(errno)),
+        },
+        _ => Err(LinkError::NotFound),
+    }
 }
 
 /// The link called `name` in this thread's network namespace.
@@ -140,31 +140,20 @@ pub fn by_name(name: &str) -> Result<Link, LinkError> {
     if name.is_empty() || name.len() >= 16 || name.contains('\0') {
         return Err(LinkError::NotFound);
     }
-    let fd = socket(
-        AddressFamily::Netlink,
-        SockType::Raw,
-        SockFlag::SOCK_CLOEXEC,
-        SockProtocol::NetlinkRoute,
-    )
-    .map_err(nl)?;
+    let socket = Socket::new(NETLINK_ROUTE).map_err(nl)?;
     setsockopt(
-        &fd,
+        &socket,
         sockopt::ReceiveTimeout,
         &TimeVal::seconds(TIMEOUT_SECS),
     )
     .map_err(nl)?;
-    let kernel = NetlinkAddr::new(0, 0);
-    sendto(
-        fd.as_raw_fd(),
-        &request(name, 1),
-        &kernel,
-        MsgFlags::empty(),
-    )
-    .map_err(nl)?;
+    socket
+        .send_to(&request(name, 1), &SocketAddr::new(0, 0), 0)
+        .map_err(nl)?;
     // Without NLM_F_ACK the kernel answers with exactly one message: the link or an error.
-    let mut buf = vec![0u8; 32 * 1024];
-    let n = recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty()).map_err(nl)?;
-    parse_reply(&buf[..n])?.ok_or(LinkError::NotFound)
+    let mut buf = vec![0u8; RECV_BUFFER];
+    let n = socket.recv(&mut &mut buf[..], 0).map_err(nl)?;
+    parse_reply(&buf[..n.min(buf.len())])
 }
 
 /// The link exists.
@@ -238,6 +227,21 @@ mod tests {
             let _ = parse_reply(&vec![0xff; n]);
             let _ = parse_reply(&request("eth0", 1)[..n.min(36)]);
         }
+    }
+
+    /// The request is the one the hand-written encoder sent: header, empty `ifinfomsg`,
+    /// `IFLA_IFNAME` with the NUL-terminated name.
+    #[test]
+    fn the_request_names_the_link() {
+        let req = request("eth0", 1);
+        assert_eq!(req.len(), 16 + 16 + 12);
+        assert_eq!(u32::from_ne_bytes(req[0..4].try_into().unwrap()), 44);
+        assert_eq!(u16::from_ne_bytes(req[4..6].try_into().unwrap()), 18); // RTM_GETLINK
+        assert_eq!(u16::from_ne_bytes(req[6..8].try_into().unwrap()), 1); // NLM_F_REQUEST
+        assert_eq!(req[16..32], [0; 16]);
+        assert_eq!(u16::from_ne_bytes(req[32..34].try_into().unwrap()), 9);
+        assert_eq!(u16::from_ne_bytes(req[34..36].try_into().unwrap()), 3); // IFLA_IFNAME
+        assert_eq!(&req[36..41], b"eth0\0");
     }
 
     #[test]

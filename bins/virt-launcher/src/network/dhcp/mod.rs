@@ -2,6 +2,13 @@
 //! on a pod with IPv6), started once per pod interface:
 //! KubeVirt records a started server as `dhcp_started-<pod interface>` in the private directory,
 //! so a second SyncVMI (or a restarted sync after a failed define) does not start a second one.
+//!
+//! Messages and options are coded by `dhcproto`. What these modules keep is KubeVirt's server,
+//! which no DHCP crate has: one client and one fixed answer per NIC, which messages get which
+//! answer ([`server`], [`v6`]), which options with which values and lease times ([`options`],
+//! [`config`], [`resolv`], [`vif_cache`]), and where options go in a reply ([`packet`]). The
+//! replies are byte for byte what the hand-written coder sent, but for the domain search list,
+//! which dhcproto compresses (see [`options`]).
 
 pub mod config;
 pub mod options;
@@ -143,11 +150,9 @@ pub fn ensure_started(
     if let Some(client_ip) = cfg.ipv6 {
         let link = crate::network::link::by_name(bridge)
             .map_err(|e| start_err(format!("bridge {bridge}: {e}")))?;
-        let index = u32::try_from(link.index)
-            .map_err(|_| start_err(format!("bridge {bridge}: index {}", link.index)))?;
         let server_mac = <[u8; 6]>::try_from(link.mac.as_slice())
             .map_err(|_| start_err(format!("bridge {bridge} has no Ethernet address")))?;
-        let socket = v6::bind_socket(bridge, index, env.port_v6).map_err(start_err)?;
+        let socket = v6::bind_socket(bridge, link.index, env.port_v6).map_err(start_err)?;
         log::info(format_args!(
             "Starting DHCPv6 server for interface {iface} on {bridge}: {client_ip}"
         ));
@@ -173,8 +178,10 @@ pub fn ensure_started(
 mod tests {
     use super::*;
     use crate::network::dhcp::config::{PodNic, masquerade};
-    use crate::network::dhcp::options::code;
-    use crate::network::dhcp::packet::{MessageType, Packet};
+    use crate::network::dhcp::packet::{self, MessageType, Request};
+    use dhcproto::v4::{DhcpOption, Message, borrowed};
+    use dhcproto::{Encodable, Encoder};
+    use std::net::Ipv4Addr;
 
     const RESOLV: &str = include_str!("../../../testdata/resolv.conf");
 
@@ -190,28 +197,86 @@ mod tests {
         let lease = lease(&cfg, &Resolver::parse(RESOLV), "vm-1", None)
             .unwrap()
             .unwrap();
-        let mut discover = Packet::default();
-        discover.chaddr[..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-        discover.options.push((53, vec![1]));
-        let offer = Packet::parse(&lease.reply(&discover).unwrap().encode()).unwrap();
-        assert_eq!(offer.message_type(), Some(MessageType::Offer));
-        assert_eq!(offer.yiaddr, std::net::Ipv4Addr::new(10, 0, 2, 2));
-        let opt = |c| offer.option(c).unwrap();
-        assert_eq!(opt(code::SERVER_ID), [10, 0, 2, 1]);
-        assert_eq!(opt(code::ROUTER), [10, 0, 2, 1]);
-        assert_eq!(opt(code::SUBNET_MASK), [255, 255, 255, 0]);
-        assert_eq!(opt(code::MTU), 1450u16.to_be_bytes());
-        assert_eq!(opt(code::DNS), [10, 96, 0, 10, 10, 96, 0, 11]);
-        assert_eq!(opt(code::LEASE_TIME), 86_313_600u32.to_be_bytes());
-        assert_eq!(opt(code::HOST_NAME), b"vm-1");
-        assert_eq!(opt(code::DOMAIN_NAME), b"default.svc.cluster.local");
-        assert_eq!(
-            opt(code::DOMAIN_SEARCH),
-            b"\x07default\x03svc\x07cluster\x05local\x00\x03svc\x07cluster\x05local\x00\x07cluster\x05local\x00"
+        let mut discover = Message::new_with_id(
+            1,
+            Ipv4Addr::UNSPECIFIED,
+            Ipv4Addr::UNSPECIFIED,
+            Ipv4Addr::UNSPECIFIED,
+            Ipv4Addr::UNSPECIFIED,
+            &[2, 0, 0, 0, 0, 1],
         );
-        assert_eq!(offer.option(code::CLASSLESS_ROUTES), None);
+        discover
+            .opts_mut()
+            .insert(DhcpOption::MessageType(MessageType::Discover));
+        let mut wire = Vec::new();
+        discover.encode(&mut Encoder::new(&mut wire)).unwrap();
+        let offer = lease.reply(&Request::parse(&wire).unwrap()).unwrap();
+        let wire = packet::encode(offer).unwrap();
+        let offer = packet::decode(&wire).unwrap();
+        assert_eq!(offer.opts().msg_type(), Some(MessageType::Offer));
+        assert_eq!(offer.yiaddr(), Ipv4Addr::new(10, 0, 2, 2));
+        // Each option's value as it went out.
+        let view = borrowed::Message::new(&wire).unwrap();
+        let opt = |c: u8| {
+            view.opts()
+                .find(|o| u8::from(o.code()) == c)
+                .map(|o| o.data().to_vec())
+        };
+        assert_eq!(opt(54).unwrap(), [10, 0, 2, 1]); // server id
+        assert_eq!(opt(3).unwrap(), [10, 0, 2, 1]); // router
+        assert_eq!(opt(1).unwrap(), [255, 255, 255, 0]); // subnet mask
+        assert_eq!(opt(26).unwrap(), 1450u16.to_be_bytes()); // MTU
+        assert_eq!(opt(6).unwrap(), [10, 96, 0, 10, 10, 96, 0, 11]); // name servers
+        assert_eq!(opt(51).unwrap(), 86_313_600u32.to_be_bytes()); // lease time
+        assert_eq!(opt(12).unwrap(), b"vm-1"); // host name
+        assert_eq!(opt(15).unwrap(), b"default.svc.cluster.local"); // domain name
+        // The search list, compressed by dhcproto: the second and third names point into the
+        // first (KubeVirt sends the three names in full).
+        assert_eq!(
+            opt(119).unwrap(),
+            b"\x07default\x03svc\x07cluster\x05local\x00\xc0\x08\xc0\x0c"
+        );
+        assert_eq!(opt(121), None); // no classless routes
         // Option order on the wire: type, server id, lease time, then by code.
-        let codes: Vec<u8> = offer.options.iter().map(|(c, _)| *c).collect();
-        assert_eq!(codes, [53, 54, 51, 1, 3, 6, 12, 15, 26, 119]);
+        assert_eq!(
+            packet::option_order(&wire),
+            [53, 54, 51, 1, 3, 6, 12, 15, 26, 119]
+        );
+    }
+
+    /// An empty value goes out as KubeVirt's library writes it: the code, length 0.
+    #[test]
+    fn a_pod_without_ipv4_name_servers_sends_an_empty_name_server_option() {
+        let nic = PodNic {
+            name: "eth0".into(),
+            mtu: 1450,
+            has_ipv4: true,
+            has_ipv6: false,
+        };
+        let cfg = masquerade("default", &nic, None, None, "").unwrap();
+        let resolver = Resolver::parse("nameserver fd00::a\n");
+        let lease = lease(&cfg, &resolver, "vm-1", None).unwrap().unwrap();
+        let mut request = Message::new_with_id(
+            1,
+            Ipv4Addr::UNSPECIFIED,
+            Ipv4Addr::UNSPECIFIED,
+            Ipv4Addr::UNSPECIFIED,
+            Ipv4Addr::UNSPECIFIED,
+            &[2, 0, 0, 0, 0, 1],
+        );
+        request
+            .opts_mut()
+            .insert(DhcpOption::MessageType(MessageType::Request));
+        let mut wire = Vec::new();
+        request.encode(&mut Encoder::new(&mut wire)).unwrap();
+        let ack = lease.reply(&Request::parse(&wire).unwrap()).unwrap();
+        let wire = packet::encode(ack).unwrap();
+        let view = borrowed::Message::new(&wire).unwrap();
+        let dns = view.opts().find(|o| u8::from(o.code()) == 6);
+        assert!(dns.is_some_and(|o| o.is_empty()), "option 6 with length 0");
+        assert_eq!(
+            packet::decode(&wire).unwrap().opts().msg_type(),
+            Some(MessageType::Ack)
+        );
     }
 }

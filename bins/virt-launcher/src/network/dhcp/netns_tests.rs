@@ -427,32 +427,48 @@ fn a_masquerade_guest_on_an_ipv6_pod_gets_its_address_over_dhcpv6() {
         setup_phase2(&vmi, &HashMap::new(), &mut domain, &env).expect("phase 2");
     });
 
-    let out = dir.path().join("dhclient.out");
-    let script = dir.path().join("dhclient.script");
+    let lease = run_dhclient(
+        &ns,
+        dir.path(),
+        "-6",
+        "BOUND6",
+        "ip6=$new_ip6_address prefixlen=$new_ip6_prefixlen dns=$new_dhcp6_name_servers \
+         lifetime=$new_max_life",
+    );
+    for want in ["ip6=fd10:0:2::2 ", "dns=fd00:96::a ", "lifetime=86313600"] {
+        assert!(lease.contains(want), "lease lacks {want:?}: {lease}");
+    }
+}
+
+/// Runs ISC dhclient (`family`: `-4` or `-6`) once in the guest namespace until its script is
+/// called with `reason`; returns what the script printed (`report`, shell-expanded there).
+fn run_dhclient(ns: &Namespaces, dir: &Path, family: &str, reason: &str, report: &str) -> String {
+    let out = dir.join(format!("dhclient{family}.out"));
+    let script = dir.join(format!("dhclient{family}.script"));
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\ncase \"$reason\" in BOUND6) echo \"ip6=$new_ip6_address \
-             prefixlen=$new_ip6_prefixlen dns=$new_dhcp6_name_servers \
-             lifetime=$new_max_life\" > {}.tmp && mv {0}.tmp {0};; esac\nexit 0\n",
-            out.display()
+            "#!/bin/sh\ncase \"$reason\" in {reason}) echo \"{report}\" > {out}.tmp && \
+             mv {out}.tmp {out};; esac\nexit 0\n",
+            out = out.display()
         ),
     )
     .unwrap();
     run(&["chmod", "0755", script.to_str().unwrap()]);
+    let log = dir.join(format!("dhclient{family}.log"));
     let mut client = Command::new("ip")
         .args(["netns", "exec", &ns.guest])
         .arg(dhclient())
-        .args(["-6", "-d", "-1", "-v", "-cf", "/dev/null"])
+        .args([family, "-d", "-1", "-v", "-cf", "/dev/null"])
         .arg("-sf")
         .arg(&script)
         .arg("-lf")
-        .arg(dir.path().join("dhclient6.leases"))
+        .arg(dir.join(format!("dhclient{family}.leases")))
         .arg("-pf")
-        .arg(dir.path().join("dhclient6.pid"))
+        .arg(dir.join(format!("dhclient{family}.pid")))
         .arg("eth0")
         .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("dhclient.log")).unwrap())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("run dhclient");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -463,15 +479,54 @@ fn a_masquerade_guest_on_an_ipv6_pod_gets_its_address_over_dhcpv6() {
         if std::time::Instant::now() > deadline {
             let _ = client.kill();
             panic!(
-                "no DHCPv6 lease in 30 s; dhclient said:\n{}",
-                std::fs::read_to_string(dir.path().join("dhclient.log")).unwrap_or_default()
+                "no {reason} lease in 30 s; dhclient said:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
             );
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
     let _ = client.kill();
     let _ = client.wait();
-    for want in ["ip6=fd10:0:2::2 ", "dns=fd00:96::a ", "lifetime=86313600"] {
+    lease
+}
+
+/// A second DHCPv4 client, ISC's: it decodes the search list dhcproto compresses (RFC 3397)
+/// and the rest of the masquerade lease as udhcpc does.
+#[test]
+fn isc_dhclient_takes_the_masquerade_lease_and_its_compressed_search_list() {
+    assert!(is_root(), "this test needs root (network namespaces)");
+    let ns = Namespaces::new("dhcp4i");
+    ns.build_masquerade_pod();
+    let (dir, env) = pod_files();
+    let vmi = vmi(serde_json::json!({"name": "default", "masquerade": {}}));
+    let domain = converted(&vmi);
+    ns.in_pod(move || {
+        let mut domain = domain;
+        setup_phase2(&vmi, &HashMap::new(), &mut domain, &env).expect("phase 2");
+    });
+    let lease = run_dhclient(
+        &ns,
+        dir.path(),
+        "-4",
+        "BOUND",
+        "ip=$new_ip_address mask=$new_subnet_mask router=$new_routers \
+         dns=$new_domain_name_servers mtu=$new_interface_mtu hostname=$new_host_name \
+         domain=$new_domain_name search=$new_domain_search lease=$new_dhcp_lease_time \
+         serverid=$new_dhcp_server_identifier",
+    );
+    for want in [
+        "ip=10.0.2.2 ",
+        "mask=255.255.255.0 ",
+        "router=10.0.2.1 ",
+        "dns=10.96.0.10 ",
+        "mtu=1400 ",
+        "hostname=dhcp ",
+        "domain=web.default.svc.cluster.local ",
+        "search=web.default.svc.cluster.local. default.svc.cluster.local. svc.cluster.local. \
+         cluster.local. ",
+        "lease=86313600 ",
+        "serverid=10.0.2.1",
+    ] {
         assert!(lease.contains(want), "lease lacks {want:?}: {lease}");
     }
 }

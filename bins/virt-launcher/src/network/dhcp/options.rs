@@ -1,43 +1,26 @@
 //! The options KubeVirt's DHCPv4 server puts in every OFFER and ACK. The set is fixed when the
 //! server starts and ignores the client's parameter request list, as KubeVirt's does: guests get
 //! the same answer whatever they ask for.
+//!
+//! The values are dhcproto's typed options and dhcproto encodes them. What stays here is
+//! KubeVirt's: which options, from which facts (the pod's resolver, MTU, routes, host name and
+//! the VMI's `dhcpOptions`), the order of the classless routes (default routes last), the check
+//! of search domains and the 255-byte limit on their list.
+//!
+//! One encoding differs from KubeVirt's (miekg/dns without compression): dhcproto writes the
+//! domain search list (option 119) with RFC 1035 name compression, which RFC 3397 defines for
+//! this option; a name that ends like an earlier one ends in a pointer to it. busybox udhcpc, ISC
+//! dhclient and systemd-networkd decode it (the netns tests check udhcpc's search list). The
+//! length limit is still KubeVirt's, on the uncompressed list.
 
-use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use dhcproto::Name;
+use dhcproto::v4::{DhcpOption, DhcpOptions, OptionCode, UnknownOption};
+use ipnet::Ipv4Net;
 use kvrs_api::api::DHCPOptions;
 
 use super::config::Route;
-
-/// Option codes (RFC 2132 unless noted).
-pub mod code {
-    /// Subnet mask.
-    pub const SUBNET_MASK: u8 = 1;
-    /// Router.
-    pub const ROUTER: u8 = 3;
-    /// Domain name servers.
-    pub const DNS: u8 = 6;
-    /// Host name.
-    pub const HOST_NAME: u8 = 12;
-    /// Domain name.
-    pub const DOMAIN_NAME: u8 = 15;
-    /// NTP servers.
-    pub const NTP: u8 = 42;
-    /// IP address lease time.
-    pub const LEASE_TIME: u8 = 51;
-    /// Server identifier.
-    pub const SERVER_ID: u8 = 54;
-    /// Interface MTU.
-    pub const MTU: u8 = 26;
-    /// TFTP server name.
-    pub const TFTP_SERVER: u8 = 66;
-    /// Boot file name.
-    pub const BOOT_FILE: u8 = 67;
-    /// Domain search list (RFC 3397).
-    pub const DOMAIN_SEARCH: u8 = 119;
-    /// Classless static routes (RFC 3442).
-    pub const CLASSLESS_ROUTES: u8 = 121;
-}
 
 /// The site-specific option codes a VMI may set through `dhcpOptions.privateOptions`.
 const PRIVATE_CODES: std::ops::RangeInclusive<i32> = 224..=254;
@@ -79,28 +62,28 @@ pub struct OptionInputs<'a> {
     pub custom: Option<&'a DHCPOptions>,
 }
 
-/// The options, keyed by code (so each appears once, sent in code order).
-pub fn build(i: &OptionInputs<'_>) -> Result<BTreeMap<u8, Vec<u8>>, OptionsError> {
-    let mut o = BTreeMap::new();
-    o.insert(code::DNS, i.dns.iter().flat_map(|ip| ip.octets()).collect());
-    o.insert(code::MTU, i.mtu.to_be_bytes().to_vec());
+/// The options, keyed by code (so each appears once).
+pub fn build(i: &OptionInputs<'_>) -> Result<DhcpOptions, OptionsError> {
+    let mut o = DhcpOptions::new();
+    o.insert(DhcpOption::DomainNameServer(i.dns.to_vec()));
+    o.insert(DhcpOption::InterfaceMtu(i.mtu));
     if let Some(mask) = i.mask {
-        o.insert(code::SUBNET_MASK, mask.octets().to_vec());
+        o.insert(DhcpOption::SubnetMask(mask));
     }
     if let Some(router) = i.router {
-        o.insert(code::ROUTER, router.octets().to_vec());
+        o.insert(DhcpOption::Router(vec![router]));
     }
     let routes = classless_routes(i.routes);
     if !routes.is_empty() {
-        o.insert(code::CLASSLESS_ROUTES, routes);
+        o.insert(DhcpOption::ClasslessStaticRoute(routes));
     }
     if let Some(search) = search_list(i.search)? {
-        o.insert(code::DOMAIN_SEARCH, search);
+        o.insert(DhcpOption::DomainSearch(search));
     }
-    o.insert(code::HOST_NAME, i.hostname.as_bytes().to_vec());
+    o.insert(DhcpOption::Hostname(i.hostname.to_string()));
     let domain = super::resolv::longest(i.search);
     if !domain.is_empty() {
-        o.insert(code::DOMAIN_NAME, domain.as_bytes().to_vec());
+        o.insert(DhcpOption::DomainName(domain.to_string()));
     }
     if let Some(c) = i.custom {
         custom(c, &mut o)?;
@@ -108,29 +91,28 @@ pub fn build(i: &OptionInputs<'_>) -> Result<BTreeMap<u8, Vec<u8>>, OptionsError
     Ok(o)
 }
 
-fn custom(c: &DHCPOptions, o: &mut BTreeMap<u8, Vec<u8>>) -> Result<(), OptionsError> {
+fn custom(c: &DHCPOptions, o: &mut DhcpOptions) -> Result<(), OptionsError> {
     if let Some(tftp) = c.tftp_server_name.as_deref().filter(|s| !s.is_empty()) {
-        o.insert(code::TFTP_SERVER, tftp.as_bytes().to_vec());
+        o.insert(DhcpOption::TFTPServerName(tftp.as_bytes().to_vec()));
     }
     if let Some(file) = c.boot_file_name.as_deref().filter(|s| !s.is_empty()) {
-        o.insert(code::BOOT_FILE, file.as_bytes().to_vec());
+        o.insert(DhcpOption::BootfileName(file.as_bytes().to_vec()));
     }
     let ntp = c.ntp_servers.as_deref().unwrap_or_default();
     if !ntp.is_empty() {
-        let mut bytes = Vec::with_capacity(ntp.len() * 4);
-        for server in ntp {
-            bytes.extend(
-                ipv4_of(server)
-                    .ok_or_else(|| OptionsError::Ntp(server.clone()))?
-                    .octets(),
-            );
-        }
-        o.insert(code::NTP, bytes);
+        let servers = ntp
+            .iter()
+            .map(|s| ipv4_of(s).ok_or_else(|| OptionsError::Ntp(s.clone())))
+            .collect::<Result<Vec<_>, _>>()?;
+        o.insert(DhcpOption::NtpServers(servers));
     }
     for p in c.private_options.iter().flatten() {
         let private = p.option.filter(|n| PRIVATE_CODES.contains(n));
         if let Some(n) = private.and_then(|n| u8::try_from(n).ok()) {
-            o.insert(n, p.value.as_bytes().to_vec()); // 224..=254
+            o.insert(DhcpOption::Unknown(UnknownOption::new(
+                OptionCode::from(n), // 224..=254: no option dhcproto knows
+                p.value.as_bytes().to_vec(),
+            )));
         }
     }
     Ok(())
@@ -143,45 +125,44 @@ fn ipv4_of(s: &str) -> Option<Ipv4Addr> {
         .or_else(|| s.parse::<Ipv6Addr>().ok()?.to_ipv4_mapped())
 }
 
-/// RFC 3442 routes: width, the significant destination octets, the gateway (0.0.0.0 for an
-/// on-link route). Default routes go last: a guest applying them in order would otherwise lack
-/// the route to their gateway.
-pub fn classless_routes(routes: &[Route]) -> Vec<u8> {
+/// RFC 3442 routes: destination and gateway (0.0.0.0 for an on-link route). Default routes go
+/// last: a guest applying them in order would otherwise lack the route to their gateway.
+pub fn classless_routes(routes: &[Route]) -> Vec<(Ipv4Net, Ipv4Addr)> {
     let (defaults, specific): (Vec<&Route>, Vec<&Route>) =
         routes.iter().partition(|r| r.dst.is_none());
-    let mut out = Vec::new();
-    for r in specific.into_iter().chain(defaults) {
-        let (ip, width) = r.dst.unwrap_or((Ipv4Addr::UNSPECIFIED, 0));
-        let width = width.min(32);
-        let octets = usize::from(width).div_ceil(8);
-        out.push(width);
-        out.extend_from_slice(&ip.octets()[..octets]);
-        out.extend_from_slice(&r.gw.unwrap_or(Ipv4Addr::UNSPECIFIED).octets());
-    }
-    out
+    specific
+        .into_iter()
+        .chain(defaults)
+        .filter_map(|r| {
+            let (ip, width) = r.dst.unwrap_or((Ipv4Addr::UNSPECIFIED, 0));
+            // min(32): always a valid prefix length.
+            let dst = Ipv4Net::new(ip, width.min(32)).ok()?;
+            Some((dst, r.gw.unwrap_or(Ipv4Addr::UNSPECIFIED)))
+        })
+        .collect()
 }
 
-/// RFC 1035 labels for option 119 (no compression); `None` without domains.
-fn search_list(domains: &[String]) -> Result<Option<Vec<u8>>, OptionsError> {
+/// The domains for option 119, checked as KubeVirt checks them; `None` without domains.
+fn search_list(domains: &[String]) -> Result<Option<Vec<Name>>, OptionsError> {
     if domains.is_empty() {
         return Ok(None);
     }
-    let mut out = Vec::new();
+    let mut names = Vec::with_capacity(domains.len());
+    // KubeVirt's limit is on the uncompressed list: per domain its labels, each with a length
+    // byte, and the root label.
+    let mut uncompressed = 0;
     for d in domains {
         if !valid_search_domain(d) {
             return Err(OptionsError::SearchDomain(d.clone()));
         }
-        for label in d.split('.') {
-            // valid_search_domain: every label is 1..=63 bytes.
-            out.push(u8::try_from(label.len()).map_err(|_| OptionsError::SearchDomain(d.clone()))?);
-            out.extend_from_slice(label.as_bytes());
-        }
-        out.push(0);
+        let name = Name::from_ascii(d).map_err(|_| OptionsError::SearchDomain(d.clone()))?;
+        uncompressed += name.iter().map(|label| 1 + label.len()).sum::<usize>() + 1;
+        names.push(name);
     }
-    if out.len() > MAX_SEARCH_BYTES {
-        return Err(OptionsError::SearchTooLong(out.len()));
+    if uncompressed > MAX_SEARCH_BYTES {
+        return Err(OptionsError::SearchTooLong(uncompressed));
     }
-    Ok(Some(out))
+    Ok(Some(names))
 }
 
 /// KubeVirt's check: lower-case labels of letters, digits, `-` and `_` (not at a label's end),
@@ -218,6 +199,7 @@ fn valid_search_domain(d: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dhcproto::{Encodable, Encoder};
     use kvrs_api::api::DHCPPrivateOptions;
 
     fn route(dst: Option<([u8; 4], u8)>, gw: Option<[u8; 4]>) -> Route {
@@ -225,6 +207,14 @@ mod tests {
             dst: dst.map(|(ip, w)| (Ipv4Addr::from(ip), w)),
             gw: gw.map(Ipv4Addr::from),
         }
+    }
+
+    /// The option's value on the wire (after code and length).
+    fn wire(opt: &DhcpOption) -> Vec<u8> {
+        let mut out = Vec::new();
+        opt.encode(&mut Encoder::new(&mut out)).unwrap();
+        assert_eq!(usize::from(out[1]), out.len() - 2, "one part");
+        out.split_off(2)
     }
 
     #[test]
@@ -236,7 +226,7 @@ mod tests {
             route(Some(([10, 244, 1, 0], 24)), None),
         ];
         assert_eq!(
-            classless_routes(&routes),
+            wire(&DhcpOption::ClasslessStaticRoute(classless_routes(&routes))),
             [
                 8, 10, 10, 1, 2, 3, 24, 192, 168, 1, 192, 168, 2, 3, 24, 10, 244, 1, 0, 0, 0, 0, 0,
                 10, 1, 2, 3
@@ -247,9 +237,10 @@ mod tests {
     #[test]
     fn search_domains_are_dns_labels() {
         let d = ["example.com".to_string()];
+        let names = search_list(&d).unwrap().unwrap();
         assert_eq!(
-            search_list(&d).unwrap().unwrap(),
-            b"\x07example\x03com\x00".to_vec()
+            wire(&DhcpOption::DomainSearch(names)),
+            b"\x07example\x03com\x00"
         );
         assert_eq!(search_list(&[]), Ok(None));
         for bad in [
@@ -268,12 +259,28 @@ mod tests {
         }
         for good in ["_srv.example.com", "a.b-c.io", "localdomain", "x.y."] {
             assert!(valid_search_domain(good), "{good} should pass");
+            assert!(search_list(&[good.to_string()]).is_ok(), "{good}");
         }
         let many: Vec<String> = (0..20).map(|i| format!("domain{i}.example.com")).collect();
-        assert!(matches!(
-            search_list(&many),
-            Err(OptionsError::SearchTooLong(_))
-        ));
+        assert_eq!(search_list(&many), Err(OptionsError::SearchTooLong(430)));
+    }
+
+    /// dhcproto compresses names that end like an earlier one (RFC 3397 allows it; KubeVirt
+    /// does not compress); the limit is still on the uncompressed length.
+    #[test]
+    fn a_search_list_is_compressed_on_the_wire() {
+        let d: Vec<String> = [
+            "default.svc.cluster.local",
+            "svc.cluster.local",
+            "cluster.local",
+        ]
+        .map(String::from)
+        .into();
+        let names = search_list(&d).unwrap().unwrap();
+        assert_eq!(
+            wire(&DhcpOption::DomainSearch(names)),
+            b"\x07default\x03svc\x07cluster\x05local\x00\xc0\x08\xc0\x0c"
+        );
     }
 
     #[test]
@@ -302,11 +309,12 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        assert_eq!(o[&code::BOOT_FILE], b"pxelinux.0");
-        assert_eq!(o[&code::TFTP_SERVER], b"tftp.example");
-        assert_eq!(o[&code::NTP], [10, 0, 0, 5, 10, 0, 0, 6]);
-        assert_eq!(o[&240], b"extra");
-        assert_eq!(o[&code::HOST_NAME], b"vm");
+        let value = |code: u8| wire(o.get(OptionCode::from(code)).unwrap());
+        assert_eq!(value(67), b"pxelinux.0");
+        assert_eq!(value(66), b"tftp.example");
+        assert_eq!(value(42), [10, 0, 0, 5, 10, 0, 0, 6]);
+        assert_eq!(value(240), b"extra");
+        assert_eq!(value(12), b"vm");
         let bad = DHCPOptions {
             ntp_servers: Some(vec!["fd00::1".into()]),
             ..Default::default()

@@ -10,17 +10,16 @@
 //! `CAP_NET_BIND_SERVICE` or `net.ipv4.ip_unprivileged_port_start=0` in the pod's network
 //! namespace.
 
-use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::OwnedFd;
 use std::time::Duration;
 
+use dhcproto::v4::{DhcpOption, DhcpOptions, HType, Message, Opcode};
 use nix::sys::socket::{
     AddressFamily, SockFlag, SockType, SockaddrIn, bind, setsockopt, socket, sockopt,
 };
 
-use super::options::code;
-use super::packet::{BOOT_REPLY, MessageType, Packet};
+use super::packet::{self, MessageType, Request};
 use crate::log;
 
 /// The server port.
@@ -44,13 +43,13 @@ pub struct Lease {
     /// Only this client is answered; `None` answers any.
     pub client_mac: Option<[u8; 6]>,
     /// Everything else the guest gets, by option code.
-    pub options: BTreeMap<u8, Vec<u8>>,
+    pub options: DhcpOptions,
 }
 
 impl Lease {
     /// The reply to `req`, or `None` for a message this server ignores (not from its client,
     /// not a DISCOVER or REQUEST).
-    pub fn reply(&self, req: &Packet) -> Option<Packet> {
+    pub fn reply(&self, req: &Request<'_>) -> Option<Message> {
         if let Some(mac) = self.client_mac
             && req.client_hardware_address() != mac
         {
@@ -61,29 +60,31 @@ impl Lease {
             MessageType::Request => MessageType::Ack,
             _ => return None,
         };
-        let mut options = Vec::with_capacity(self.options.len() + 3);
-        options.push((super::packet::OPT_MESSAGE_TYPE, vec![kind as u8]));
-        options.push((code::SERVER_ID, self.server_ip.octets().to_vec()));
-        options.push((code::LEASE_TIME, LEASE_SECONDS.to_be_bytes().to_vec()));
-        options.extend(self.options.iter().map(|(c, v)| (*c, v.clone())));
-        Some(Packet {
-            op: BOOT_REPLY,
-            htype: 1,
-            hlen: req.hlen,
-            xid: req.xid,
-            flags: req.flags,
-            yiaddr: self.client_ip,
-            giaddr: req.giaddr,
-            chaddr: req.chaddr,
-            options,
-            ..Packet::default()
-        })
+        let r = req.message();
+        let mut reply = Message::new_with_id(
+            r.xid(),
+            Ipv4Addr::UNSPECIFIED,
+            self.client_ip,
+            Ipv4Addr::UNSPECIFIED,
+            r.giaddr(),
+            req.client_hardware_address(),
+        );
+        reply
+            .set_opcode(Opcode::BootReply)
+            .set_htype(HType::Eth)
+            .set_flags(r.flags());
+        let mut options = self.options.clone();
+        options.insert(DhcpOption::MessageType(kind));
+        options.insert(DhcpOption::ServerIdentifier(self.server_ip));
+        options.insert(DhcpOption::AddressLeaseTime(LEASE_SECONDS));
+        reply.set_opts(options);
+        Some(reply)
     }
 }
 
 /// Where a reply goes: broadcast when the client has no address yet or asked for it, else back
 /// to the sender.
-pub fn destination(req: &Packet, from: SocketAddrV4) -> SocketAddrV4 {
+pub fn destination(req: &Request<'_>, from: SocketAddrV4) -> SocketAddrV4 {
     if from.ip().is_unspecified() || req.wants_broadcast() {
         SocketAddrV4::new(Ipv4Addr::BROADCAST, from.port())
     } else {
@@ -123,7 +124,7 @@ fn answer(lease: &Lease, bytes: &[u8], from: SocketAddr) -> Option<(Vec<u8>, Soc
     let SocketAddr::V4(from) = from else {
         return None;
     };
-    let req = match Packet::parse(bytes) {
+    let req = match Request::parse(bytes) {
         Ok(p) => p,
         Err(e) => {
             log::warn(format_args!("DHCP: ignoring a message from {from}: {e}"));
@@ -131,7 +132,13 @@ fn answer(lease: &Lease, bytes: &[u8], from: SocketAddr) -> Option<(Vec<u8>, Soc
         }
     };
     let reply = lease.reply(&req)?;
-    Some((reply.encode(), destination(&req, from)))
+    match packet::encode(reply) {
+        Ok(bytes) => Some((bytes, destination(&req, from))),
+        Err(e) => {
+            log::error(format_args!("DHCP: cannot encode the reply to {from}: {e}"));
+            None
+        }
+    }
 }
 
 /// Serves `lease` on `socket` until the process ends, on its own thread.
@@ -179,56 +186,75 @@ pub(super) fn spawn_server(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dhcproto::v4::{Flags, OptionCode};
+    use dhcproto::{Encodable, Encoder};
 
     fn lease(mac: Option<[u8; 6]>) -> Lease {
+        let mut options = DhcpOptions::new();
+        options.insert(DhcpOption::InterfaceMtu(1450));
         Lease {
             server_ip: Ipv4Addr::new(10, 0, 2, 1),
             client_ip: Ipv4Addr::new(10, 0, 2, 2),
             client_mac: mac,
-            options: BTreeMap::from([(code::MTU, vec![5, 0xaa])]),
+            options,
         }
     }
 
-    fn request(kind: u8, mac: [u8; 6]) -> Packet {
-        let mut p = Packet {
-            xid: 42,
-            ..Packet::default()
-        };
-        p.chaddr[..6].copy_from_slice(&mac);
-        p.options.push((53, vec![kind]));
-        p
+    /// A client's message of type `kind` (option 53 as it comes: any byte) from `mac`.
+    fn request(kind: u8, mac: [u8; 6]) -> Vec<u8> {
+        let mut m = Message::new_with_id(
+            42,
+            Ipv4Addr::UNSPECIFIED,
+            Ipv4Addr::UNSPECIFIED,
+            Ipv4Addr::UNSPECIFIED,
+            Ipv4Addr::UNSPECIFIED,
+            &mac,
+        );
+        m.opts_mut()
+            .insert(DhcpOption::MessageType(MessageType::from(kind)));
+        let mut out = Vec::new();
+        m.encode(&mut Encoder::new(&mut out)).unwrap();
+        out
+    }
+
+    fn reply(l: &Lease, req: &[u8]) -> Option<Message> {
+        l.reply(&Request::parse(req).unwrap())
     }
 
     #[test]
     fn discover_gets_an_offer_and_request_an_ack() {
         let l = lease(None);
-        let offer = l.reply(&request(1, [2; 6])).unwrap();
-        assert_eq!(offer.message_type(), Some(MessageType::Offer));
-        assert_eq!((offer.op, offer.xid), (BOOT_REPLY, 42));
-        assert_eq!(offer.yiaddr, Ipv4Addr::new(10, 0, 2, 2));
-        assert_eq!(offer.option(code::SERVER_ID), Some(vec![10, 0, 2, 1]));
+        let offer = reply(&l, &request(1, [2; 6])).unwrap();
+        assert_eq!(offer.opts().msg_type(), Some(MessageType::Offer));
+        assert_eq!((offer.opcode(), offer.xid()), (Opcode::BootReply, 42));
+        assert_eq!(offer.yiaddr(), Ipv4Addr::new(10, 0, 2, 2));
         assert_eq!(
-            offer.option(code::LEASE_TIME),
-            Some(86_313_600u32.to_be_bytes().to_vec())
+            offer.opts().get(OptionCode::ServerIdentifier),
+            Some(&DhcpOption::ServerIdentifier(Ipv4Addr::new(10, 0, 2, 1)))
         );
-        assert_eq!(offer.client_hardware_address(), &[2; 6]);
-        let ack = l.reply(&request(3, [2; 6])).unwrap();
-        assert_eq!(ack.message_type(), Some(MessageType::Ack));
+        assert_eq!(
+            offer.opts().get(OptionCode::AddressLeaseTime),
+            Some(&DhcpOption::AddressLeaseTime(86_313_600))
+        );
+        assert_eq!(offer.chaddr(), &[2; 6]);
+        let ack = reply(&l, &request(3, [2; 6])).unwrap();
+        assert_eq!(ack.opts().msg_type(), Some(MessageType::Ack));
         for ignored in [4, 7, 8, 0, 9] {
-            assert_eq!(l.reply(&request(ignored, [2; 6])), None);
+            assert_eq!(reply(&l, &request(ignored, [2; 6])), None);
         }
     }
 
     #[test]
     fn only_the_configured_client_is_answered() {
         let l = lease(Some([2, 0, 0, 0, 0, 9]));
-        assert!(l.reply(&request(1, [2, 0, 0, 0, 0, 9])).is_some());
-        assert!(l.reply(&request(1, [2, 0, 0, 0, 0, 8])).is_none());
+        assert!(reply(&l, &request(1, [2, 0, 0, 0, 0, 9])).is_some());
+        assert!(reply(&l, &request(1, [2, 0, 0, 0, 0, 8])).is_none());
     }
 
     #[test]
     fn replies_are_broadcast_until_the_client_has_an_address() {
-        let req = request(1, [2; 6]);
+        let wire = request(1, [2; 6]);
+        let req = Request::parse(&wire).unwrap();
         let anon = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 68);
         assert_eq!(
             destination(&req, anon),
@@ -236,8 +262,9 @@ mod tests {
         );
         let renewing = SocketAddrV4::new(Ipv4Addr::new(10, 0, 2, 2), 68);
         assert_eq!(destination(&req, renewing), renewing);
-        let mut bcast = req.clone();
-        bcast.flags = 0x8000;
+        let mut bcast = wire.clone();
+        bcast[10..12].copy_from_slice(&u16::from(Flags::default().set_broadcast()).to_be_bytes());
+        let bcast = Request::parse(&bcast).unwrap();
         assert_eq!(destination(&bcast, renewing).ip(), &Ipv4Addr::BROADCAST);
     }
 

@@ -8,10 +8,17 @@
 //! the client's DUID, the server's DUID-LL (the bridge's MAC), the IA_NA with the client's
 //! IAID and the address, and the name servers when there are any. [`answer`] is that rule as
 //! a plain function; the thread around it only receives and sends.
+//!
+//! Messages and options are dhcproto's, decoded and encoded by it. What stays here is that rule
+//! and the order of the options in an answer, KubeVirt's (client id, rapid commit, IA_NA,
+//! server id, name servers): dhcproto keeps a message's options in code order, so the answer
+//! is its header followed by each option dhcproto encodes.
 
 use std::net::{Ipv6Addr, SocketAddrV6, UdpSocket};
 use std::os::fd::OwnedFd;
 
+use dhcproto::v6::{DhcpOption, HType, IAAddr, IANA, Message, MessageType, OptionCode};
+use dhcproto::{Decodable, Decoder, Encodable, Encoder};
 use nix::sys::socket::{
     AddressFamily, SockFlag, SockType, SockaddrIn6, bind, setsockopt, socket, sockopt,
 };
@@ -24,29 +31,8 @@ pub const SERVER_PORT: u16 = 547;
 const ALL_SERVERS: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 1, 2);
 /// KubeVirt's "infinite" lease: 999 days, in seconds.
 const LEASE_SECONDS: u32 = 999 * 24 * 3600;
-
-/// Message types (RFC 8415 §7.3).
-mod msg {
-    pub const SOLICIT: u8 = 1;
-    pub const ADVERTISE: u8 = 2;
-    pub const REQUEST: u8 = 3;
-    pub const CONFIRM: u8 = 4;
-    pub const RENEW: u8 = 5;
-    pub const REBIND: u8 = 6;
-    pub const REPLY: u8 = 7;
-    pub const RELEASE: u8 = 8;
-    pub const INFORMATION_REQUEST: u8 = 11;
-}
-
-/// Option codes (RFC 8415 §21, RFC 3646).
-mod opt {
-    pub const CLIENTID: u16 = 1;
-    pub const SERVERID: u16 = 2;
-    pub const IA_NA: u16 = 3;
-    pub const IAADDR: u16 = 5;
-    pub const RAPID_COMMIT: u16 = 14;
-    pub const DNS_SERVERS: u16 = 23;
-}
+/// DUID-LL (RFC 8415 §11.4).
+const DUID_LL: u16 = 3;
 
 /// What the server hands out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,80 +45,89 @@ pub struct Lease6 {
     pub dns: Vec<Ipv6Addr>,
 }
 
-/// One option as it came: code and bytes.
-struct Opt<'a> {
-    code: u16,
-    data: &'a [u8],
-}
-
-/// The options of a message body; `None` when an option runs past the end.
-fn options(mut b: &[u8]) -> Option<Vec<Opt<'_>>> {
-    let mut out = Vec::new();
-    while !b.is_empty() {
-        let code = u16::from_be_bytes([*b.first()?, *b.get(1)?]);
-        let len = usize::from(u16::from_be_bytes([*b.get(2)?, *b.get(3)?]));
-        let data = b.get(4..4 + len)?;
-        out.push(Opt { code, data });
-        b = &b[4 + len..];
+/// A client's message, or `None` when it is none: too short, or an option dhcproto cannot
+/// decode. dhcproto 0.15 subtracts a fixed size from the length of some options (status code,
+/// vendor class and options, authentication) without checking it first: with overflow checks
+/// (test and debug builds) a guest's short option would panic this thread, so that counts as
+/// undecodable too. The release and launcher profiles have no overflow checks; there the
+/// subtraction wraps and dhcproto reports the option as too long.
+fn decode(bytes: &[u8]) -> Option<Message> {
+    if bytes.len() < 4 {
+        return None;
     }
-    Some(out)
-}
-
-fn push_opt(out: &mut Vec<u8>, code: u16, data: &[u8]) {
-    out.extend_from_slice(&code.to_be_bytes());
-    // Every option built here is a few dozen bytes.
-    out.extend_from_slice(&u16::try_from(data.len()).unwrap_or(u16::MAX).to_be_bytes());
-    out.extend_from_slice(data);
+    std::panic::catch_unwind(|| Message::decode(&mut Decoder::new(bytes)))
+        .ok()?
+        .ok()
 }
 
 /// The answer to the message `bytes`, or `None` when KubeVirt's server sends none (a message
 /// type it cannot reply to, no client DUID, a malformed message).
 pub fn answer(lease: &Lease6, bytes: &[u8]) -> Option<Vec<u8>> {
-    let (&kind, rest) = bytes.split_first()?;
-    let txid = rest.get(..3)?;
-    let opts = options(&rest[3..])?;
-    let find = |code| opts.iter().find(|o| o.code == code);
-    let rapid = find(opt::RAPID_COMMIT).is_some();
+    let req = decode(bytes)?;
+    let rapid = req.opts().get(OptionCode::RapidCommit).is_some();
+    let kind = req.msg_type();
     let reply_kind = match kind {
-        msg::SOLICIT if rapid => msg::REPLY,
-        msg::SOLICIT => msg::ADVERTISE,
-        msg::REQUEST
-        | msg::CONFIRM
-        | msg::RENEW
-        | msg::REBIND
-        | msg::RELEASE
-        | msg::INFORMATION_REQUEST => msg::REPLY,
+        MessageType::Solicit if rapid => MessageType::Reply,
+        MessageType::Solicit => MessageType::Advertise,
+        MessageType::Request
+        | MessageType::Confirm
+        | MessageType::Renew
+        | MessageType::Rebind
+        | MessageType::Release
+        | MessageType::InformationRequest => MessageType::Reply,
         _ => return None,
     };
-    let client_id = find(opt::CLIENTID)?;
-    // The client's IAID, when it sent an IA_NA (its first four bytes).
-    let iaid = find(opt::IA_NA)
-        .and_then(|o| o.data.get(..4))
-        .map_or([0; 4], |b| [b[0], b[1], b[2], b[3]]);
+    let Some(DhcpOption::ClientId(client_id)) = req.opts().get(OptionCode::ClientId) else {
+        return None;
+    };
+    // The client's IAID, when it sent an IA_NA.
+    let iaid = match req.opts().get(OptionCode::IANA) {
+        Some(DhcpOption::IANA(ia)) => ia.id,
+        _ => 0,
+    };
 
-    let mut out = vec![reply_kind];
-    out.extend_from_slice(txid);
-    push_opt(&mut out, opt::CLIENTID, client_id.data);
-    if kind == msg::SOLICIT && rapid {
-        push_opt(&mut out, opt::RAPID_COMMIT, &[]);
+    let mut options = vec![DhcpOption::ClientId(client_id.clone())];
+    if kind == MessageType::Solicit && rapid {
+        options.push(DhcpOption::RapidCommit);
     }
-    let mut addr = Vec::with_capacity(24);
-    addr.extend_from_slice(&lease.client_ip.octets());
-    addr.extend_from_slice(&LEASE_SECONDS.to_be_bytes()); // preferred
-    addr.extend_from_slice(&LEASE_SECONDS.to_be_bytes()); // valid
-    let mut ia = Vec::with_capacity(40);
-    ia.extend_from_slice(&iaid);
-    ia.extend_from_slice(&[0; 8]); // T1, T2: the client chooses
-    push_opt(&mut ia, opt::IAADDR, &addr);
-    push_opt(&mut out, opt::IA_NA, &ia);
-    let mut duid = vec![0, 3, 0, 1]; // DUID-LL, hardware type Ethernet
-    duid.extend_from_slice(&lease.server_mac);
-    push_opt(&mut out, opt::SERVERID, &duid);
+    let mut ia = IANA {
+        id: iaid,
+        t1: 0, // T1, T2: the client chooses
+        t2: 0,
+        opts: Default::default(),
+    };
+    ia.opts.insert(DhcpOption::IAAddr(IAAddr {
+        addr: lease.client_ip,
+        preferred_life: LEASE_SECONDS,
+        valid_life: LEASE_SECONDS,
+        opts: Default::default(),
+    }));
+    options.push(DhcpOption::IANA(ia));
+    options.push(DhcpOption::ServerId(server_duid(lease.server_mac)));
     if !lease.dns.is_empty() {
-        let dns: Vec<u8> = lease.dns.iter().flat_map(|a| a.octets()).collect();
-        push_opt(&mut out, opt::DNS_SERVERS, &dns);
+        options.push(DhcpOption::DomainNameServers(lease.dns.clone()));
+    }
+
+    let mut out = Vec::with_capacity(128);
+    let mut e = Encoder::new(&mut out);
+    let encoded = Message::new_with_id(reply_kind, req.xid())
+        .encode(&mut e)
+        .and_then(|()| options.iter().try_for_each(|o| o.encode(&mut e)));
+    if let Err(err) = encoded {
+        log::error(format_args!("DHCPv6: cannot encode an answer: {err}"));
+        return None;
     }
     Some(out)
+}
+
+/// The server's DUID: link-layer, Ethernet, the bridge's MAC (dhcproto's `Duid::link_layer`
+/// takes a 16-byte address).
+fn server_duid(mac: [u8; 6]) -> Vec<u8> {
+    let mut duid = Vec::with_capacity(10);
+    duid.extend_from_slice(&DUID_LL.to_be_bytes());
+    duid.extend_from_slice(&u16::from(HType::Eth).to_be_bytes());
+    duid.extend_from_slice(&mac);
+    duid
 }
 
 /// A UDP socket on `[::]:port` bound to `bridge` and joined to the servers' multicast group
@@ -186,6 +181,7 @@ pub fn spawn(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn lease() -> Lease6 {
         Lease6 {
@@ -197,77 +193,98 @@ mod tests {
 
     /// A client message: type, transaction id 0xabcdef, client DUID, IA_NA with IAID 7.
     fn message(kind: u8, rapid: bool) -> Vec<u8> {
-        let mut m = vec![kind, 0xab, 0xcd, 0xef];
-        push_opt(&mut m, opt::CLIENTID, &[0, 3, 0, 1, 1, 2, 3, 4, 5, 6]);
-        push_opt(&mut m, opt::IA_NA, &[0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0]);
+        let mut m = Message::new_with_id(MessageType::from(kind), [0xab, 0xcd, 0xef]);
+        let opts = m.opts_mut();
+        opts.insert(DhcpOption::ClientId(vec![0, 3, 0, 1, 1, 2, 3, 4, 5, 6]));
+        opts.insert(DhcpOption::IANA(IANA {
+            id: 7,
+            t1: 0,
+            t2: 0,
+            opts: Default::default(),
+        }));
         if rapid {
-            push_opt(&mut m, opt::RAPID_COMMIT, &[]);
+            opts.insert(DhcpOption::RapidCommit);
         }
-        m
+        let mut out = Vec::new();
+        m.encode(&mut Encoder::new(&mut out)).unwrap();
+        out
+    }
+
+    /// The option codes of an answer, in wire order.
+    fn codes(mut b: &[u8]) -> Vec<u16> {
+        let mut out = Vec::new();
+        while b.len() >= 4 {
+            let len = usize::from(u16::from_be_bytes([b[2], b[3]]));
+            out.push(u16::from_be_bytes([b[0], b[1]]));
+            b = &b[4 + len..];
+        }
+        out
     }
 
     #[test]
     fn a_solicit_gets_an_advertise_with_the_address_the_iaid_and_the_server_duid() {
-        let out = answer(&lease(), &message(msg::SOLICIT, false)).unwrap();
-        assert_eq!(&out[..4], &[msg::ADVERTISE, 0xab, 0xcd, 0xef]);
-        let opts = options(&out[4..]).unwrap();
-        let codes: Vec<u16> = opts.iter().map(|o| o.code).collect();
-        assert_eq!(
-            codes,
-            [opt::CLIENTID, opt::IA_NA, opt::SERVERID, opt::DNS_SERVERS]
-        );
-        assert_eq!(opts[0].data, &[0, 3, 0, 1, 1, 2, 3, 4, 5, 6]);
-        let ia = opts[1].data;
-        assert_eq!(&ia[..12], &[0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0]);
-        let addr = options(&ia[12..]).unwrap();
-        assert_eq!(addr[0].code, opt::IAADDR);
-        assert_eq!(
-            Ipv6Addr::from(<[u8; 16]>::try_from(&addr[0].data[..16]).unwrap()),
-            "fd10:0:2::2".parse::<Ipv6Addr>().unwrap()
-        );
-        assert_eq!(&addr[0].data[16..20], &86_313_600u32.to_be_bytes());
-        assert_eq!(opts[2].data, &[0, 3, 0, 1, 2, 0, 0, 0, 0, 0]);
-        assert_eq!(opts[3].data.len(), 16);
+        let out = answer(&lease(), &message(1, false)).unwrap();
+        assert_eq!(&out[..4], &[2, 0xab, 0xcd, 0xef]);
+        // KubeVirt's order: client id, IA_NA, server id, name servers.
+        assert_eq!(codes(&out[4..]), [1, 3, 2, 23]);
+        // Byte for byte what the hand-written encoder wrote.
+        let mut want = vec![2, 0xab, 0xcd, 0xef];
+        want.extend_from_slice(&[0, 1, 0, 10, 0, 3, 0, 1, 1, 2, 3, 4, 5, 6]);
+        want.extend_from_slice(&[0, 3, 0, 40, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0]);
+        want.extend_from_slice(&[0, 5, 0, 24]);
+        want.extend_from_slice(&"fd10:0:2::2".parse::<Ipv6Addr>().unwrap().octets());
+        want.extend_from_slice(&86_313_600u32.to_be_bytes());
+        want.extend_from_slice(&86_313_600u32.to_be_bytes());
+        want.extend_from_slice(&[0, 2, 0, 10, 0, 3, 0, 1, 2, 0, 0, 0, 0, 0]);
+        want.extend_from_slice(&[0, 23, 0, 16]);
+        want.extend_from_slice(&"fd00::a".parse::<Ipv6Addr>().unwrap().octets());
+        assert_eq!(out, want);
+        let decoded = decode(&out).unwrap();
+        assert_eq!(decoded.msg_type(), MessageType::Advertise);
     }
 
     #[test]
     fn rapid_commit_and_requests_get_a_reply() {
-        let out = answer(&lease(), &message(msg::SOLICIT, true)).unwrap();
-        assert_eq!(out[0], msg::REPLY);
-        let codes: Vec<u16> = options(&out[4..]).unwrap().iter().map(|o| o.code).collect();
-        assert_eq!(codes[1], opt::RAPID_COMMIT);
-        for kind in [
-            msg::REQUEST,
-            msg::RENEW,
-            msg::REBIND,
-            msg::INFORMATION_REQUEST,
-        ] {
-            assert_eq!(
-                answer(&lease(), &message(kind, false)).unwrap()[0],
-                msg::REPLY
-            );
+        let out = answer(&lease(), &message(1, true)).unwrap();
+        assert_eq!(out[0], 7);
+        assert_eq!(codes(&out[4..]), [1, 14, 3, 2, 23]);
+        for kind in [3, 4, 5, 6, 8, 11] {
+            assert_eq!(answer(&lease(), &message(kind, false)).unwrap()[0], 7);
         }
     }
 
     #[test]
     fn no_answer_without_a_client_id_for_server_messages_or_for_garbage() {
-        let mut no_id = vec![msg::SOLICIT, 1, 2, 3];
-        push_opt(&mut no_id, opt::IA_NA, &[0; 12]);
+        let mut no_id = message(1, false);
+        no_id.drain(4..18); // the client id option
+        assert_eq!(codes(&no_id[4..]), [3]);
         assert!(answer(&lease(), &no_id).is_none());
-        assert!(answer(&lease(), &message(msg::ADVERTISE, false)).is_none());
-        assert!(answer(&lease(), &[msg::SOLICIT, 1]).is_none());
+        assert!(answer(&lease(), &message(2, false)).is_none());
+        assert!(answer(&lease(), &message(9, false)).is_none());
+        assert!(answer(&lease(), &[1, 1]).is_none());
         // An option claiming more bytes than there are.
-        assert!(answer(&lease(), &[msg::SOLICIT, 1, 2, 3, 0, 1, 0xff, 0xff, 0]).is_none());
+        assert!(answer(&lease(), &[1, 1, 2, 3, 0, 1, 0xff, 0xff, 0]).is_none());
+        // A status code too short for its own status (dhcproto underflows on it).
+        assert!(answer(&lease(), &[1, 1, 2, 3, 0, 13, 0, 0, 0, 0]).is_none());
         let no_dns = Lease6 {
             dns: vec![],
             ..lease()
         };
-        let out = answer(&no_dns, &message(msg::REQUEST, false)).unwrap();
-        assert!(
-            options(&out[4..])
-                .unwrap()
-                .iter()
-                .all(|o| o.code != opt::DNS_SERVERS)
-        );
+        let out = answer(&no_dns, &message(3, false)).unwrap();
+        assert_eq!(codes(&out[4..]), [1, 3, 2]);
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = answer(&lease(), &bytes);
+        }
+
+        #[test]
+        fn arbitrary_options_never_panic(tail in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let mut m = message(1, false);
+            m.extend_from_slice(&tail);
+            let _ = answer(&lease(), &m);
+        }
     }
 }
