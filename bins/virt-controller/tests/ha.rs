@@ -95,6 +95,13 @@ fn one_replica_leads_and_the_standby_takes_over() {
         .as_array()
         .unwrap()
         .iter()
+        // kvrs's events (kube-controller-manager records its own about nodes).
+        .filter(|e| {
+            matches!(
+                e["involvedObject"]["kind"].as_str(),
+                Some("VirtualMachine" | "VirtualMachineInstance")
+            )
+        })
         .filter_map(|e| e["source"]["component"].as_str())
         .collect();
     assert!(!sources.is_empty(), "the leader records events");

@@ -10,7 +10,7 @@
 //! All three return the same [`Plan`]: one ordered list of [`Action`]s (API writes with their
 //! preconditions and expectations, launcher commands, node steps), events, a [`Requeue`] and a
 //! typed [`DecideError`] whose [`ErrorKind`] is a stable metrics label. All three take the clock
-//! as the same [`Now`]. `kvrs-runtime` executes plans; nothing here does.
+//! as the same [`Now`]. `kvrs-executor` executes plans; nothing here does.
 //!
 //! - [`vm::decide_vm`] — the VM controller ([`vm::VmWorld`] in, [`vm::VmDecision`] out);
 //! - [`vmi::decide_vmi`] — the VMI controller, launcher pods rendered through a

@@ -3,7 +3,7 @@
 //!
 //! The VM controller, the VMI controller and virt-handler all end a reconcile the same way in
 //! KubeVirt: a sequence of side effects, then `Forget`, `AddAfter` or `AddRateLimited` on the key
-//! and maybe an error. Giving them one shape is what lets one executor (`kvrs-runtime`) run all
+//! and maybe an error. Giving them one shape is what lets one executor (`kvrs-executor`) run all
 //! three in the cluster binaries, in `kvrs run` and in the simulator.
 
 use std::time::Duration;
@@ -20,7 +20,7 @@ use crate::{Action, ApiWrite, Event, WriteOp};
 /// queue outcome into a rate-limited retry with the API error as `error`, as KubeVirt's
 /// controllers return the error from their sync and let the queue retry with backoff. A failing
 /// launcher call or node step is a fact the handler's decision reads: the shell records it and
-/// decides again (see `kvrs-runtime`).
+/// decides again (see `kvrs-executor`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Plan {
     /// What to do, in order.

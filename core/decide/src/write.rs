@@ -108,7 +108,7 @@ pub struct ApiWrite {
     /// Expectation to raise before sending (and lower if the write fails).
     pub expectation: Option<Expectation>,
     /// Neither this write nor the one before it in the plan depends on the other, so a shell
-    /// may send the two at the same time (`kvrs_runtime::execute` does). Set by a decision only
+    /// may send the two at the same time (`kvrs_executor::execute` does). Set by a decision only
     /// where KubeVirt's order of the two is incidental; the writes after them still wait for
     /// both.
     pub alongside_previous: bool,
