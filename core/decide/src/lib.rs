@@ -18,7 +18,8 @@
 //! - [`handler::decide`] — virt-handler's sync ([`handler::HandlerWorld`] in,
 //!   [`handler::HandlerPlan`] out), launcher failures fed back as [`handler::NodeFacts`];
 //! - [`scenario::Scenario`] — the oracle scenario format parsed into those worlds;
-//! - [`store::ObjectStore`] — an in-memory API server that executes plans;
+//! - `store::ObjectStore` (feature `test-support`) — an in-memory API server that executes
+//!   plans, for tests replaying scenarios;
 //! - [`patch`] — building and applying JSON, merge and strategic merge patches.
 
 mod action;
@@ -28,6 +29,7 @@ pub mod meta;
 pub mod patch;
 mod plan;
 pub mod scenario;
+#[cfg(any(test, feature = "test-support"))]
 pub mod store;
 pub mod vm;
 pub mod vmi;
