@@ -30,9 +30,11 @@ enum Command {
     /// Print the libvirt domain XML virt-launcher would define for a VMI (or a VM's VMI).
     Convert(cmd::convert::Args),
     /// Print a VMI (or a VM's template) after KubeVirt's defaulting, as JSON.
-    Defaults(cmd::defaults::Args),
+    #[command(after_help = cmd::defaults::EXAMPLES)]
+    Defaults(cmd::workload::WorkloadArgs),
     /// Print the memory overhead and compute-container requests/limits KubeVirt reserves.
-    Overhead(cmd::overhead::Args),
+    #[command(after_help = cmd::overhead::EXAMPLES)]
+    Overhead(cmd::workload::WorkloadArgs),
     /// Print the virt-launcher pod virt-controller would create (YAML, or JSON with -o json).
     Pod(cmd::pod::Args),
     /// One reconcile of the VM or VMI controller (or a virt-handler sync) on a scenario file,

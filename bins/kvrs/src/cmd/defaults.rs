@@ -10,7 +10,7 @@ use crate::cmd::workload::WorkloadArgs;
 use crate::input::CliError;
 
 /// Examples shown by `kvrs defaults --help` (each is run by `tests/help_examples.rs`).
-const EXAMPLES: &str = "\
+pub const EXAMPLES: &str = "\
 Examples (paths relative to a kvrs checkout):
   # A VMI after virt-api's defaulting and validation
   kvrs defaults fixtures/vmi/minimal.yaml
@@ -23,18 +23,9 @@ Examples (paths relative to a kvrs checkout):
   # Feature gates, added to the cluster's (a gate KubeVirt v1.9.0 does not know is an error)
   kvrs defaults fixtures/vmi/storage-mix.yaml --feature-gates Sidecar,HostDisk";
 
-/// Arguments of `kvrs defaults`.
-#[derive(clap::Args)]
-#[command(after_help = EXAMPLES)]
-pub struct Args {
-    /// The VMI or VM, the cluster, the instancetypes.
-    #[command(flatten)]
-    pub input: WorkloadArgs,
-}
-
 /// Runs the subcommand: prints the admitted VMI as pretty JSON.
-pub fn run(args: Args) -> Result<(), CliError> {
-    args.input.print_each(|_, admitted, _| {
+pub fn run(input: WorkloadArgs) -> Result<(), CliError> {
+    input.print_each(|_, admitted, _| {
         let text =
             serde_json::to_string_pretty(admitted).map_err(|e| CliError::Failed(e.to_string()))?;
         Ok(format!("{text}\n"))

@@ -7,7 +7,7 @@ use crate::cmd::workload::WorkloadArgs;
 use crate::input::CliError;
 
 /// Examples shown by `kvrs overhead --help` (each is run by `tests/help_examples.rs`).
-const EXAMPLES: &str = "\
+pub const EXAMPLES: &str = "\
 Examples (paths relative to a kvrs checkout):
   kvrs overhead fixtures/vmi/minimal.yaml
   kvrs overhead fixtures/vmi/dedicated-hugepages.yaml
@@ -16,18 +16,9 @@ Examples (paths relative to a kvrs checkout):
   # memoryOvercommit 150 and an additionalGuestMemoryOverheadRatio of 1.5
   kvrs overhead fixtures/vm/fedora-always.yaml --kubevirt-cr fixtures/kubevirt-cr/production.yaml";
 
-/// Arguments of `kvrs overhead`.
-#[derive(clap::Args)]
-#[command(after_help = EXAMPLES)]
-pub struct Args {
-    /// The VMI or VM, the cluster, the instancetypes.
-    #[command(flatten)]
-    pub input: WorkloadArgs,
-}
-
 /// Runs the subcommand.
-pub fn run(args: Args) -> Result<(), CliError> {
-    args.input.print_each(|origin, vmi, config| {
+pub fn run(input: WorkloadArgs) -> Result<(), CliError> {
+    input.print_each(|origin, vmi, config| {
         let report = ResourceReport::new(vmi, config)
             .map_err(|e| CliError::Input(format!("{origin}: {e}")))?;
         Ok(report.to_lines())
