@@ -183,6 +183,22 @@ mod tests {
     use dhcproto::{Encodable, Encoder};
     use std::net::Ipv4Addr;
 
+    /// A client's message of type `kind` from MAC 02:00:00:00:00:01, as it goes on the wire.
+    fn client_message(kind: MessageType) -> Vec<u8> {
+        let mut message = Message::new_with_id(
+            1,
+            Ipv4Addr::UNSPECIFIED,
+            Ipv4Addr::UNSPECIFIED,
+            Ipv4Addr::UNSPECIFIED,
+            Ipv4Addr::UNSPECIFIED,
+            &[2, 0, 0, 0, 0, 1],
+        );
+        message.opts_mut().insert(DhcpOption::MessageType(kind));
+        let mut wire = Vec::new();
+        message.encode(&mut Encoder::new(&mut wire)).unwrap();
+        wire
+    }
+
     const RESOLV: &str = include_str!("../../../testdata/resolv.conf");
 
     #[test]
@@ -197,19 +213,7 @@ mod tests {
         let lease = lease(&cfg, &Resolver::parse(RESOLV), "vm-1", None)
             .unwrap()
             .unwrap();
-        let mut discover = Message::new_with_id(
-            1,
-            Ipv4Addr::UNSPECIFIED,
-            Ipv4Addr::UNSPECIFIED,
-            Ipv4Addr::UNSPECIFIED,
-            Ipv4Addr::UNSPECIFIED,
-            &[2, 0, 0, 0, 0, 1],
-        );
-        discover
-            .opts_mut()
-            .insert(DhcpOption::MessageType(MessageType::Discover));
-        let mut wire = Vec::new();
-        discover.encode(&mut Encoder::new(&mut wire)).unwrap();
+        let wire = client_message(MessageType::Discover);
         let offer = lease.reply(&Request::parse(&wire).unwrap()).unwrap();
         let wire = packet::encode(offer).unwrap();
         let offer = packet::decode(&wire).unwrap();
@@ -256,19 +260,7 @@ mod tests {
         let cfg = masquerade("default", &nic, None, None, "").unwrap();
         let resolver = Resolver::parse("nameserver fd00::a\n");
         let lease = lease(&cfg, &resolver, "vm-1", None).unwrap().unwrap();
-        let mut request = Message::new_with_id(
-            1,
-            Ipv4Addr::UNSPECIFIED,
-            Ipv4Addr::UNSPECIFIED,
-            Ipv4Addr::UNSPECIFIED,
-            Ipv4Addr::UNSPECIFIED,
-            &[2, 0, 0, 0, 0, 1],
-        );
-        request
-            .opts_mut()
-            .insert(DhcpOption::MessageType(MessageType::Request));
-        let mut wire = Vec::new();
-        request.encode(&mut Encoder::new(&mut wire)).unwrap();
+        let wire = client_message(MessageType::Request);
         let ack = lease.reply(&Request::parse(&wire).unwrap()).unwrap();
         let wire = packet::encode(ack).unwrap();
         let view = borrowed::Message::new(&wire).unwrap();
