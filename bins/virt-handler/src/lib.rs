@@ -114,10 +114,14 @@ pub async fn run(
     metrics.set_ready(true);
     info!(node, selector = %vmis::node_selector(&node), "VMI cache synced");
 
+    // One client for the sync and the launcher events: clones share the event correlator, so a
+    // repeated event is counted on the one stored whichever path records it.
+    let api =
+        KubeApi::new(client.clone(), "virt-handler").with_event_source("virt-handler", Some(&node));
     let events_task = tokio::spawn(domains::forward_launcher_events(
         launcher_events_rx,
         vmis.clone(),
-        KubeApi::new(client.clone(), "virt-handler").with_event_source("virt-handler", Some(&node)),
+        api.clone(),
     ));
 
     let handler = Arc::new(Handler {
@@ -130,8 +134,7 @@ pub async fn run(
             node.clone(),
         ),
         queue: queue.clone(),
-        api: KubeApi::new(client.clone(), "virt-handler")
-            .with_event_source("virt-handler", Some(&node)),
+        api,
         config: live_config,
         private_dir: flags.private_dir.clone(),
         own_writes: Mutex::new(HashMap::new()),
