@@ -35,13 +35,18 @@ fn stdout(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// The one-line error of a run that must exit 2.
+/// The one-line error of a run that must exit 2 (after any warnings about the CR's settings
+/// kvrs left out, which are not errors).
 fn error(args: &[&str]) -> String {
     let out = kvrs(args);
     assert_eq!(out.status.code(), Some(2), "kvrs {args:?}");
     let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    err.trim_end().to_string()
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| !l.contains(": warning: not applied: "))
+        .collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    lines[0].to_string()
 }
 
 fn temp_cr(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
@@ -252,5 +257,35 @@ fn a_list_of_one_kubevirt_as_kubectl_prints_it_is_read() {
     assert!(
         err.ends_with("items: a List of 2 objects; expected exactly one KubeVirt"),
         "{err}"
+    );
+}
+
+#[test]
+fn a_cr_understood_in_part_applies_and_each_setting_left_out_is_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let partial = temp_cr(
+        &dir,
+        "partial.yaml",
+        "apiVersion: kubevirt.io/v1\nkind: KubeVirt\nmetadata: {name: kubevirt, namespace: kubevirt}\n\
+         spec:\n  configuration:\n    developerConfiguration: {cpuAllocationRatio: 1}\n\
+         \x20   migrations: {parallelMigrationsPerCluster: 2}\n",
+    );
+    let vmi = repo_file("fixtures/vmi/minimal.yaml");
+    let out = kvrs(&["overhead", &vmi, "--kubevirt-cr", &partial]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        cpu_request(&String::from_utf8(out.stdout).unwrap()),
+        "1 (1000)",
+        "the part understood applies"
+    );
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap().trim_end(),
+        format!(
+            "{partial}: warning: not applied: spec.configuration.migrations (no kvrs component reads this setting yet)"
+        )
     );
 }

@@ -194,3 +194,82 @@ fn editing_the_kubevirt_cr_changes_the_next_launcher_pod_without_a_restart() {
         "{managers:?}"
     );
 }
+
+/// The `ConfigurationNotApplied` events on the CR.
+fn not_applied_events(h: &Harness) -> Vec<Value> {
+    h.list("events", "kubevirt", "")
+        .into_iter()
+        .filter(|e| {
+            e["involvedObject"]["kind"] == "KubeVirt"
+                && e["involvedObject"]["name"] == "kubevirt"
+                && e["reason"] == "ConfigurationNotApplied"
+        })
+        .collect()
+}
+
+#[test]
+fn a_cr_understood_in_part_is_applied_in_that_part_and_the_rest_reported_once() {
+    let mut h = Harness::start();
+    // Emulation (read) beside migration settings and a beta gate turned off (not applied).
+    h.create(&json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+        "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+        "spec": {"configuration": {
+            "developerConfiguration": {"useEmulation": true, "disabledFeatureGates": ["ImageVolume"]},
+            "migrations": {"parallelMigrationsPerCluster": 2}}}}));
+    let first = cr_version(&h);
+    let i = h.start_controller("a", &[]);
+    let log = h.controller(i).log.clone();
+    wait_log(
+        &h,
+        &log,
+        &format!("Updating cluster config from KubeVirt to resource version '{first}'"),
+    );
+    // The part understood applies: no /dev/kvm asked for.
+    h.create(&vm("partial", "Always"));
+    assert!(!requests_kvm(&launcher_pod(&h, "partial")));
+    let events = h.wait_for("the ConfigurationNotApplied event", T, || {
+        Some(not_applied_events(&h)).filter(|e| !e.is_empty())
+    });
+    let event = &events[0];
+    assert_eq!(event["type"], "Warning");
+    assert_eq!(event["source"]["component"], "virtualmachine-controller");
+    let message = event["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("spec.configuration.migrations (no kvrs component reads this setting yet)")
+            && message.contains("spec.configuration.developerConfiguration.disabledFeatureGates[0] (kvrs cannot turn off the beta feature gate \"ImageVolume\" yet: it stays on)"),
+        "{message}"
+    );
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        logged.contains("spec.configuration.migrations (no kvrs component reads this setting yet)"),
+        "the log line names the settings too"
+    );
+    // An edit that leaves out the same settings: applied, not reported again.
+    h.patch(
+        "kubevirt",
+        "kubevirt",
+        "kubevirt",
+        &json!({"spec": {"configuration": {"smbios": {"manufacturer": "Acme"}}}}),
+        false,
+    );
+    let edited = cr_version(&h);
+    wait_log(
+        &h,
+        &log,
+        &format!("Updating cluster config from KubeVirt to resource version '{edited}'"),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let events = not_applied_events(&h);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        events[0]["count"], 1,
+        "not reported again, not even as a repeat"
+    );
+    // No crash loop: the controller is still up and serving.
+    assert!(
+        h.controller(i).child.try_wait().expect("wait").is_none(),
+        "the controller exited"
+    );
+    let (status, _) = support::http_get(h.metrics_port(i), "/metrics");
+    assert_eq!(status, 200);
+}

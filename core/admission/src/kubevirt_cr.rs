@@ -7,13 +7,15 @@
 //! refuse (a negative ratio, an unknown default interface) is refused here too: the cluster would
 //! keep its previous configuration, and an answer computed from that would be a surprise.
 //!
-//! Fields kvrs does not model are accepted untouched (KubeVirt has dozens); a field it models
-//! with the wrong JSON type is an error naming its path. kvrs also refuses, naming the path,
-//! what it models but cannot honour yet: an arm64 or s390x machine type other than KubeVirt's, or
-//! turning off a beta gate that VMI validation consults. Network binding plugins are kept by name
-//! ([`KubevirtCr::network_bindings`]) so callers can tell "not configured" from "configured, but
-//! not supported by kvrs". What only the daemons read (pull policy, VM options, eviction strategy)
-//! is [`DaemonSettings`].
+//! A field kvrs models with the wrong JSON type is an error naming its path. What kvrs does not
+//! apply is never a reason to drop the rest: the CR is applied in the part kvrs understands, and
+//! every setting left out is listed in [`KubevirtCr::not_applied`] with its path and why — the
+//! settings no kvrs daemon reads yet (KubeVirt has dozens), and those it reads but cannot honour
+//! yet (an arm64 or s390x machine type other than KubeVirt's, turning off a beta gate that VMI
+//! validation consults). The daemons report that list once per CR and list (a log line and an
+//! event). Network binding plugins are kept by name ([`KubevirtCr::network_bindings`]) so callers
+//! can tell "not configured" from "configured, but not supported by kvrs". What only the daemons
+//! read (pull policy, VM options, eviction strategy) is [`DaemonSettings`].
 //!
 //! Read (and applied live by virt-controller and virt-handler): `developerConfiguration`
 //! (`featureGates`, `disabledFeatureGates`, `useEmulation`, `cpuAllocationRatio`,
@@ -25,14 +27,15 @@
 //! `vmRolloutStrategy`, `imagePullPolicy`, `virtualMachineOptions`, `evictionStrategy`,
 //! `supportedGuestAgentVersions`, and the CR's `kubevirt.io/vga-display-efi-x86` annotation.
 //!
-//! Not read, because no kvrs daemon acts on them yet (accepted untouched): `migrations` (kvrs
+//! Not read, because no kvrs daemon acts on them yet (listed as not applied): `migrations` (kvrs
 //! runs no migration controller), `permittedHostDevices` and `mediatedDevicesConfiguration`
 //! (virt-handler serves only the kvm, tun and vhost-net device plugins),
 //! `developerConfiguration.logVerbosity`, `developerConfiguration.nodeSelectors`,
 //! `seccompConfiguration`, `ksmConfiguration`, `tlsConfiguration`, `handlerConfiguration`,
 //! `controllerConfiguration` (rate limits), and every other field.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
@@ -82,14 +85,6 @@ pub enum KubevirtCrError {
         /// The unknown gate.
         source: UnknownFeatureGate,
     },
-    /// KubeVirt would accept it, but kvrs cannot model it yet.
-    #[error("{path}: {reason}")]
-    Unsupported {
-        /// Path of the field.
-        path: String,
-        /// What kvrs cannot do.
-        reason: String,
-    },
 }
 
 impl KubevirtCrError {
@@ -100,7 +95,6 @@ impl KubevirtCrError {
             KubevirtCrError::WrongType { .. } => "wrong_type",
             KubevirtCrError::Invalid { .. } => "invalid_value",
             KubevirtCrError::UnknownGate { .. } => "unknown_feature_gate",
-            KubevirtCrError::Unsupported { .. } => "unsupported",
         }
     }
 }
@@ -128,7 +122,27 @@ pub struct KubevirtCr {
     pub network_bindings: BTreeMap<String, NetworkBindingPlugin>,
     /// What only the daemons read.
     pub daemon: DaemonSettings,
+    /// Settings of `spec.configuration` kvrs left out, in document order; the rest applies.
+    pub not_applied: Vec<NotApplied>,
 }
+
+/// A setting of a KubeVirt CR kvrs did not apply (the rest of the CR did).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotApplied {
+    /// Its path, e.g. `spec.configuration.migrations`.
+    pub path: String,
+    /// Why it was left out.
+    pub reason: String,
+}
+
+impl std::fmt::Display for NotApplied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.path, self.reason)
+    }
+}
+
+/// The reason given for a setting no kvrs daemon reads.
+pub const NOT_READ: &str = "no kvrs component reads this setting yet";
 
 /// The cluster configuration of a KubeVirt CR (see the module documentation).
 pub fn cluster_config_from_kubevirt_cr(doc: &Value) -> Result<ClusterConfig, KubevirtCrError> {
@@ -137,7 +151,8 @@ pub fn cluster_config_from_kubevirt_cr(doc: &Value) -> Result<ClusterConfig, Kub
 
 /// The cluster configuration and network binding plugins of a KubeVirt CR.
 pub fn read_kubevirt_cr(doc: &Value) -> Result<KubevirtCr, KubevirtCrError> {
-    let root = Field::root(doc);
+    let reading = Reading::default();
+    let root = Field::root(doc, &reading);
     check_kind(&root)?;
     let conf = root.get("spec")?.get("configuration")?;
     let mut config = ClusterConfig::default();
@@ -182,11 +197,57 @@ pub fn read_kubevirt_cr(doc: &Value) -> Result<KubevirtCr, KubevirtCrError> {
         }
     }
     let daemon = daemon::read(&root, &conf)?;
+    let mut not_applied = reading.skipped.take();
+    if let Some(configuration) = conf.value {
+        not_read(
+            configuration,
+            &conf.path,
+            &reading.seen.borrow(),
+            &mut not_applied,
+        );
+    }
     Ok(KubevirtCr {
         config,
         network_bindings,
         daemon,
+        not_applied,
     })
+}
+
+/// The settings under `value` (at `path`) that the read never looked at. A member looked at
+/// whose own members were not (an option object taken whole, like a binding's `migration`)
+/// counts as read; null and empty values set nothing and are not listed.
+fn not_read(value: &Value, path: &str, seen: &BTreeSet<String>, out: &mut Vec<NotApplied>) {
+    let Value::Object(map) = value else {
+        return;
+    };
+    for (key, member) in map {
+        let empty = match member {
+            Value::Null => true,
+            Value::Object(m) => m.is_empty(),
+            Value::Array(a) => a.is_empty(),
+            _ => false,
+        };
+        if empty {
+            continue;
+        }
+        let member_path = format!("{path}.{key}");
+        if !seen.contains(&member_path) {
+            out.push(NotApplied {
+                path: member_path,
+                reason: NOT_READ.into(),
+            });
+            continue;
+        }
+        let prefix = format!("{member_path}.");
+        let members_read = seen
+            .range(prefix.clone()..)
+            .next()
+            .is_some_and(|p| p.starts_with(&prefix));
+        if members_read {
+            not_read(member, &member_path, seen, out);
+        }
+    }
 }
 
 fn check_kind(root: &Field<'_>) -> Result<(), KubevirtCrError> {
@@ -235,9 +296,11 @@ fn read_developer(dev: &Field<'_>, config: &mut ClusterConfig) -> Result<(), Kub
         if gate_state(gate) == Some(GateState::Beta)
             && DEFAULT_ON_FEATURE_GATES.contains(&gate.as_str())
         {
-            return Err(KubevirtCrError::Unsupported {
+            dev.reading.skipped.borrow_mut().push(NotApplied {
                 path: path.clone(),
-                reason: format!("kvrs cannot turn off the beta feature gate {gate:?} yet"),
+                reason: format!(
+                    "kvrs cannot turn off the beta feature gate {gate:?} yet: it stays on"
+                ),
             });
         }
     }
@@ -333,10 +396,9 @@ fn read_architecture(conf: &Field<'_>, config: &mut ClusterConfig) -> Result<(),
     for (name, fixed) in FIXED_MACHINE_TYPES {
         let field = arch.get(name)?.get("machineType")?;
         if let Some(m) = field.string()?.filter(|m| !m.is_empty() && m != fixed) {
-            return Err(KubevirtCrError::Unsupported {
-                path: field.path,
-                reason: format!("kvrs gives {name} guests the machine type {fixed:?}, not {m:?}"),
-            });
+            field.skip(format!(
+                "kvrs gives {name} guests the machine type {fixed:?}, not {m:?}"
+            ));
         }
     }
     for name in ["amd64", "arm64", "s390x"] {
@@ -352,17 +414,15 @@ fn read_architecture(conf: &Field<'_>, config: &mut ClusterConfig) -> Result<(),
     // The deprecated cluster-wide machine type wins over the per-architecture ones.
     let legacy = conf.get("machineType")?;
     if let Some(m) = legacy.string()?.filter(|m| !m.is_empty()) {
-        if config.architecture != "amd64" {
-            return Err(KubevirtCrError::Unsupported {
-                path: legacy.path,
-                reason: format!(
-                    "kvrs applies a cluster-wide machine type to amd64 guests only, and the \
-                     default architecture is {}",
-                    config.architecture
-                ),
-            });
+        if config.architecture == "amd64" {
+            config.machine_type = m;
+        } else {
+            legacy.skip(format!(
+                "kvrs applies a cluster-wide machine type to amd64 guests only, and the \
+                 default architecture is {}",
+                config.architecture
+            ));
         }
-        config.machine_type = m;
     }
     Ok(())
 }
@@ -417,14 +477,32 @@ fn read_smbios(smbios: &Field<'_>, config: &mut ClusterConfig) -> Result<(), Kub
 struct Field<'a> {
     path: String,
     value: Option<&'a Value>,
+    reading: &'a Reading,
+}
+
+/// What one read of a CR noted besides the configuration: the paths it looked at (present ones
+/// only) and the settings it understood but could not apply.
+#[derive(Default)]
+struct Reading {
+    seen: RefCell<BTreeSet<String>>,
+    skipped: RefCell<Vec<NotApplied>>,
 }
 
 impl<'a> Field<'a> {
-    fn root(doc: &'a Value) -> Self {
+    fn root(doc: &'a Value, reading: &'a Reading) -> Self {
         Field {
             path: String::new(),
             value: Some(doc),
+            reading,
         }
+    }
+
+    /// Notes that this setting is left out (the rest of the CR still applies).
+    fn skip(&self, reason: String) {
+        self.reading.skipped.borrow_mut().push(NotApplied {
+            path: self.path.clone(),
+            reason,
+        });
     }
 
     fn wrong(&self, expected: &'static str) -> KubevirtCrError {
@@ -450,11 +528,22 @@ impl<'a> Field<'a> {
             format!("{}.{key}", self.path)
         };
         match self.value {
-            None => Ok(Field { path, value: None }),
-            Some(Value::Object(map)) => Ok(Field {
+            None => Ok(Field {
                 path,
-                value: map.get(key).filter(|v| !v.is_null()),
+                value: None,
+                reading: self.reading,
             }),
+            Some(Value::Object(map)) => {
+                let value = map.get(key).filter(|v| !v.is_null());
+                if value.is_some() {
+                    self.reading.seen.borrow_mut().insert(path.clone());
+                }
+                Ok(Field {
+                    path,
+                    value,
+                    reading: self.reading,
+                })
+            }
             Some(_) => Err(self.wrong("an object")),
         }
     }
@@ -775,31 +864,77 @@ mod tests {
         assert!(text.starts_with("spec.configuration.developerConfiguration.featureGates[1]: unknown feature gate \"hostdisk\", did you mean \"HostDisk\"?"), "{text}");
     }
 
+    fn not_applied(configuration: Value) -> (ClusterConfig, Vec<String>) {
+        let read = read_kubevirt_cr(&cr(configuration)).unwrap();
+        let notes = read.not_applied.iter().map(ToString::to_string).collect();
+        (read.config, notes)
+    }
+
     #[test]
-    fn what_kvrs_cannot_honour_is_refused_and_the_harmless_is_accepted() {
-        let err =
-            error(json!({"architectureConfiguration": {"arm64": {"machineType": "virt-8.2"}}}));
-        assert_eq!(err.label(), "unsupported");
+    fn what_kvrs_cannot_honour_is_left_out_and_the_rest_applies() {
+        let (c, notes) = not_applied(json!({
+            "architectureConfiguration": {"arm64": {"machineType": "virt-8.2"}},
+            "smbios": {"sku": "A"},
+        }));
         assert_eq!(
-            err.to_string(),
-            "spec.configuration.architectureConfiguration.arm64.machineType: kvrs gives arm64 guests the machine type \"virt\", not \"virt-8.2\""
+            notes,
+            [
+                "spec.configuration.architectureConfiguration.arm64.machineType (kvrs gives arm64 guests the machine type \"virt\", not \"virt-8.2\")"
+            ]
         );
-        let err =
-            error(json!({"developerConfiguration": {"disabledFeatureGates": ["ImageVolume"]}}));
-        assert_eq!(err.label(), "unsupported");
+        assert_eq!(c.smbios.sku, "A", "the rest of the CR applies");
+        let (c, notes) = not_applied(
+            json!({"developerConfiguration": {"disabledFeatureGates": ["ImageVolume"]}}),
+        );
+        assert_eq!(
+            notes,
+            [
+                "spec.configuration.developerConfiguration.disabledFeatureGates[0] (kvrs cannot turn off the beta feature gate \"ImageVolume\" yet: it stays on)"
+            ]
+        );
+        assert_eq!(c, ClusterConfig::default());
         // An alpha gate is off anyway, a GA one cannot be turned off: both are no-ops.
         assert_eq!(
-            config(
+            not_applied(
                 json!({"developerConfiguration": {"disabledFeatureGates": ["Sidecar", "NUMA"]}})
             ),
-            ClusterConfig::default()
+            (ClusterConfig::default(), vec![])
         );
-        let err = error(
+        let (c, notes) = not_applied(
             json!({"machineType": "pc", "architectureConfiguration": {"defaultArchitecture": "s390x"}}),
         );
-        assert_eq!(err.label(), "unsupported");
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].starts_with("spec.configuration.machineType (kvrs applies a cluster-wide machine type to amd64 guests only"), "{notes:?}");
+        assert_eq!(
+            (c.architecture.as_str(), c.machine_type.as_str()),
+            ("s390x", ClusterConfig::default().machine_type.as_str())
+        );
         let err = error(json!({"architectureConfiguration": {"defaultArchitecture": "riscv64"}}));
         assert_eq!(err.label(), "invalid_value");
+    }
+
+    #[test]
+    fn settings_no_daemon_reads_are_listed_once_each_and_never_block_the_rest() {
+        let (c, notes) = not_applied(json!({
+            "migrations": {"parallelMigrationsPerCluster": 2, "bandwidthPerMigration": "64Mi"},
+            "developerConfiguration": {"useEmulation": true, "logVerbosity": {"virtHandler": 4}},
+            "network": {"binding": {"passt": {"sidecarImage": "quay.io/passt", "migration": {"method": "link-refresh"}}}},
+            "permittedHostDevices": null,
+            "seccompConfiguration": {},
+            "virtualMachineOptions": {"disableSerialConsoleLog": {}},
+            "tlsConfiguration": {"minTLSVersion": "VersionTLS12"},
+        }));
+        assert!(c.use_emulation, "what kvrs reads still applies");
+        assert_eq!(
+            notes,
+            [
+                "spec.configuration.migrations (no kvrs component reads this setting yet)",
+                "spec.configuration.developerConfiguration.logVerbosity (no kvrs component reads this setting yet)",
+                "spec.configuration.tlsConfiguration (no kvrs component reads this setting yet)",
+            ],
+            "null and empty settings set nothing; an option object read whole (a binding's migration, disableSerialConsoleLog) is read"
+        );
+        assert_eq!(not_applied(json!({})).1, Vec::<String>::new());
     }
 
     #[test]

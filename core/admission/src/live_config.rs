@@ -16,6 +16,9 @@
 //! reported. And a refusal is reported once per distinct error rather than once per
 //! resourceVersion, so an edit that keeps the same mistake does not report it again.
 //!
+//! A CR kvrs understands in part is applied in that part: what it leaves out comes with the
+//! update ([`KubevirtCr::not_applied`]) and is flagged for reporting once per CR and list.
+//!
 //! Flags stay as overrides ([`Overrides`]): `--feature-gates` adds to the CR's gates,
 //! `--allow-emulation` forces `useEmulation` on (without it the CR decides), `--launcher-image`
 //! is the launcher image (the CR has none: virt-operator hands it to virt-controller as this same
@@ -25,7 +28,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::kubevirt_cr::{KubevirtCr, KubevirtCrError, read_kubevirt_cr};
+use crate::kubevirt_cr::{KubevirtCr, KubevirtCrError, NotApplied, read_kubevirt_cr};
 
 /// What a daemon's flags lay over the CR's configuration.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -64,6 +67,7 @@ pub fn default_kubevirt_cr() -> KubevirtCr {
         config: crate::ClusterConfig::default(),
         network_bindings: Default::default(),
         daemon: Default::default(),
+        not_applied: Vec::new(),
     }
 }
 
@@ -152,8 +156,11 @@ pub enum ConfigChange {
     Updated {
         /// The CR it came from.
         cr: CrRef,
-        /// The effective configuration.
+        /// The effective configuration; its `not_applied` lists what of the CR was left out.
         config: Box<KubevirtCr>,
+        /// True the first time this CR leaves out this list of settings (report it: a log line
+        /// and an event naming them); an edit that leaves out the same ones is not reported again.
+        report_not_applied: bool,
     },
     /// The chosen CR's configuration is refused; the last good one stays. `report` is true the
     /// first time this error is seen (log it, record the event, count it).
@@ -187,6 +194,8 @@ pub struct ConfigTracker {
     last_invalid: Option<String>,
     /// The last problem reported (CR UID and message), so it is reported once.
     reported: Option<(String, String)>,
+    /// The settings left out of the configuration in use, last reported (CR UID and list).
+    reported_not_applied: Option<(String, Vec<NotApplied>)>,
 }
 
 impl ConfigTracker {
@@ -222,9 +231,14 @@ impl ConfigTracker {
             Ok(read) => {
                 self.last_valid = rv;
                 self.reported = None;
+                let left_out = Some((id.uid.clone(), read.not_applied.clone()));
+                let report_not_applied =
+                    !read.not_applied.is_empty() && self.reported_not_applied != left_out;
+                self.reported_not_applied = left_out;
                 ConfigChange::Updated {
                     cr: id,
                     config: Box::new(self.overrides.apply(&read)),
+                    report_not_applied,
                 }
             }
             Err(error) => {
@@ -368,6 +382,46 @@ mod tests {
         assert!(matches!(
             t.observe(&[kv("kubevirt", "6", bad)]),
             ConfigChange::Refused { report: true, last_good: Some(ref rv), .. } if rv == "5"
+        ));
+    }
+
+    #[test]
+    fn a_cr_understood_in_part_applies_and_what_is_left_out_is_reported_once() {
+        let mut t = ConfigTracker::new(Overrides::default());
+        let partial =
+            json!({"smbios": {"sku": "A"}, "migrations": {"bandwidthPerMigration": "64Mi"}});
+        let ConfigChange::Updated {
+            config,
+            report_not_applied,
+            ..
+        } = t.observe(&[kv("kubevirt", "1", partial.clone())])
+        else {
+            panic!("a CR understood in part still applies");
+        };
+        assert!(report_not_applied);
+        assert_eq!(config.config.smbios.sku, "A");
+        assert_eq!(config.not_applied[0].path, "spec.configuration.migrations");
+        // Another edit leaving out the same setting: applied, not reported again.
+        let mut edited = partial.clone();
+        edited["smbios"]["sku"] = json!("B");
+        assert!(matches!(
+            t.observe(&[kv("kubevirt", "2", edited)]),
+            ConfigChange::Updated { report_not_applied: false, ref config, .. } if config.config.smbios.sku == "B"
+        ));
+        // Everything understood: nothing to report; leaving it out again is news.
+        assert!(matches!(
+            t.observe(&[kv("kubevirt", "3", json!({}))]),
+            ConfigChange::Updated {
+                report_not_applied: false,
+                ..
+            }
+        ));
+        assert!(matches!(
+            t.observe(&[kv("kubevirt", "4", partial)]),
+            ConfigChange::Updated {
+                report_not_applied: true,
+                ..
+            }
         ));
     }
 

@@ -55,6 +55,11 @@ impl ClusterArgs {
                 let doc = single_kubevirt(parse_document(&read_text(path)?, &origin)?, &origin)?;
                 let cr = read_kubevirt_cr(&doc)
                     .map_err(|e| CliError::Input(format!("{origin}: {e}")))?;
+                // Applied in part, as the daemons apply it: what was left out changes nothing
+                // kvrs computes, or is a limit the user should know of; say it either way.
+                for left_out in &cr.not_applied {
+                    eprintln!("{origin}: warning: not applied: {left_out}");
+                }
                 Cluster {
                     config: cr.config,
                     network_bindings: cr.network_bindings,

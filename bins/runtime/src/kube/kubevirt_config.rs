@@ -9,7 +9,11 @@
 //!
 //! A refused configuration is logged (error level, once per distinct error), counted through
 //! [`Reporting::refused`], and, where [`Reporting::events`] is given (virt-controller: one
-//! leader per cluster), recorded as a Warning event `InvalidConfiguration` on the CR. The daemons
+//! leader per cluster), recorded as a Warning event `InvalidConfiguration` on the CR. A CR
+//! understood in part is applied in that part; the settings left out are reported the same way
+//! once per CR and list: a warning line and, with [`Reporting::events`], a Warning event
+//! `ConfigurationNotApplied`, each naming every path and why (not counted as a refusal: the
+//! configuration was taken). The daemons
 //! never write the CR: virt-operator owns its spec and status.
 
 use std::sync::{Arc, RwLock};
@@ -30,6 +34,9 @@ use crate::kube::api::KubeApi;
 
 /// The reason of the Warning event on a refused KubeVirt CR.
 pub const INVALID_CONFIGURATION: &str = "InvalidConfiguration";
+
+/// The reason of the Warning event on a KubeVirt CR applied in part (what was left out).
+pub const CONFIGURATION_NOT_APPLIED: &str = "ConfigurationNotApplied";
 
 /// The configuration in use, swapped whole when the KubeVirt CR changes.
 #[derive(Debug)]
@@ -131,14 +138,26 @@ where
                 .collect();
             match tracker.observe(&crs) {
                 ConfigChange::Unchanged => {}
-                ConfigChange::Updated { cr, config } => {
+                ConfigChange::Updated {
+                    cr,
+                    config,
+                    report_not_applied,
+                } => {
+                    let object = format!("{}/{}", cr.namespace, cr.name);
                     info!(
-                        kubevirt = %format!("{}/{}", cr.namespace, cr.name),
+                        kubevirt = %object,
                         use_emulation = config.config.use_emulation,
                         feature_gates = ?config.config.feature_gates,
                         "Updating cluster config from KubeVirt to resource version '{}'",
                         cr.resource_version
                     );
+                    if report_not_applied {
+                        let message = not_applied_message(&config);
+                        warn!(kubevirt = %object, reason = "not_applied", "{message}");
+                        if let Some(api) = &reporting.events {
+                            record(api.clone(), &cr, CONFIGURATION_NOT_APPLIED, message);
+                        }
+                    }
                     published.set(derive(&config));
                 }
                 ConfigChange::Refused {
@@ -160,7 +179,7 @@ where
                         error!(kubevirt = %object, reason = error.label(), "{message}");
                         (reporting.refused)(error.label());
                         if let Some(api) = &reporting.events {
-                            record(api.clone(), &cr, message);
+                            record(api.clone(), &cr, INVALID_CONFIGURATION, message);
                         }
                     } else {
                         debug!(kubevirt = %object, reason = error.label(), "{message}");
@@ -183,8 +202,18 @@ where
     (live, Some(task))
 }
 
-/// Records the Warning event in the background: the watch never waits on the API for it.
-fn record(api: Arc<KubeApi>, cr: &CrRef, message: String) {
+/// The report of the settings a CR understood in part left out: each with its path and why.
+fn not_applied_message(config: &KubevirtCr) -> String {
+    let list: Vec<String> = config.not_applied.iter().map(ToString::to_string).collect();
+    format!(
+        "applied the configuration except {} setting(s) kvrs does not apply: {}",
+        list.len(),
+        list.join("; ")
+    )
+}
+
+/// Records a Warning event in the background: the watch never waits on the API for it.
+fn record(api: Arc<KubeApi>, cr: &CrRef, reason: &str, message: String) {
     let event = Event::warning(
         ObjectRef {
             kind: "KubeVirt".into(),
@@ -192,7 +221,7 @@ fn record(api: Arc<KubeApi>, cr: &CrRef, message: String) {
             name: cr.name.clone(),
             uid: Some(cr.uid.clone()).filter(|u| !u.is_empty()),
         },
-        INVALID_CONFIGURATION,
+        reason,
         message,
     );
     tokio::spawn(async move { api.record_event(&event).await });
