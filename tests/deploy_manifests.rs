@@ -16,8 +16,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde::Deserialize;
@@ -132,6 +135,15 @@ const EXPECTED_FILES: &[&str] = &[
     "crds/virtualmachineinstancetypes.instancetype.kubevirt.io.yaml",
     "crds/virtualmachinepreferences.instancetype.kubevirt.io.yaml",
     "crds/virtualmachines.kubevirt.io.yaml",
+    "virt-api/clusterrole.yaml",
+    "virt-api/clusterrolebinding.yaml",
+    "virt-api/deployment.yaml",
+    "virt-api/mutatingwebhookconfiguration.yaml",
+    "virt-api/role.yaml",
+    "virt-api/rolebinding.yaml",
+    "virt-api/service.yaml",
+    "virt-api/serviceaccount.yaml",
+    "virt-api/validatingwebhookconfiguration.yaml",
     "virt-controller/00-namespace.yaml",
     "virt-controller/clusterrole.yaml",
     "virt-controller/clusterrolebinding.yaml",
@@ -163,6 +175,7 @@ fn the_expected_manifests_are_there_and_nothing_else() {
 fn every_manifest_is_a_named_kubernetes_object() {
     const NAMESPACED: &[&str] = &[
         "ServiceAccount",
+        "Service",
         "Role",
         "RoleBinding",
         "Deployment",
@@ -201,6 +214,13 @@ fn manifests_read_back_through_the_kubernetes_types() {
             "RoleBinding" => round_trip::<RoleBinding>(&rel, &obj),
             "Deployment" => round_trip::<Deployment>(&rel, &obj),
             "DaemonSet" => round_trip::<DaemonSet>(&rel, &obj),
+            "Service" => round_trip::<Service>(&rel, &obj),
+            "MutatingWebhookConfiguration" => {
+                round_trip::<MutatingWebhookConfiguration>(&rel, &obj)
+            }
+            "ValidatingWebhookConfiguration" => {
+                round_trip::<ValidatingWebhookConfiguration>(&rel, &obj)
+            }
             "CustomResourceDefinition" => round_trip::<CustomResourceDefinition>(&rel, &obj),
             other => panic!("{rel}: unexpected kind {other}"),
         }
@@ -238,8 +258,8 @@ fn roles_grant_no_wildcards() {
         .collect();
     assert_eq!(
         roles.len(),
-        3,
-        "two ClusterRoles and the leader-election Role"
+        5,
+        "three ClusterRoles, the leader-election Role and virt-api's Secret Role"
     );
     for (rel, role) in roles {
         for (i, rule) in role["rules"].as_array().expect("rules").iter().enumerate() {
@@ -491,7 +511,11 @@ fn bindings_name_the_shipped_roles_and_accounts() {
         .collect();
     assert_eq!(
         accounts,
-        BTreeSet::from(["kvrs-controller".into(), "kvrs-handler".into()])
+        BTreeSet::from([
+            "kvrs-controller".into(),
+            "kvrs-handler".into(),
+            "kvrs-virt-api".into()
+        ])
     );
     for (binding_kind, role_kind) in [
         ("ClusterRoleBinding", "ClusterRole"),
@@ -526,6 +550,193 @@ fn bindings_name_the_shipped_roles_and_accounts() {
             .unwrap();
         assert!(accounts.contains(sa), "{rel}: no ServiceAccount {sa}");
     }
+}
+
+/// (group, resource) -> (verbs, resourceNames) of a role, one entry per rule.
+fn rules(role: &Value) -> Vec<(String, String, BTreeSet<String>, BTreeSet<String>)> {
+    let mut out = Vec::new();
+    for rule in role["rules"].as_array().expect("rules") {
+        for group in strings(&rule["apiGroups"]) {
+            for resource in strings(&rule["resources"]) {
+                out.push((
+                    group.to_string(),
+                    resource.to_string(),
+                    strings(&rule["verbs"])
+                        .into_iter()
+                        .map(String::from)
+                        .collect(),
+                    strings(&rule["resourceNames"])
+                        .into_iter()
+                        .map(String::from)
+                        .collect(),
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn virt_api_roles_grant_what_virt_api_uses_and_only_by_name_where_it_can() {
+    let set = |l: &[&str]| {
+        l.iter()
+            .map(|s| s.to_string())
+            .collect::<BTreeSet<String>>()
+    };
+    let cluster = rules(&one_object("virt-api/clusterrole.yaml"));
+    let mut expected = vec![
+        (
+            "kubevirt.io".into(),
+            "kubevirts".into(),
+            set(&["get", "list", "watch"]),
+            set(&[]),
+        ),
+        (
+            "kubevirt.io".into(),
+            "virtualmachineinstances".into(),
+            set(&["get"]),
+            set(&[]),
+        ),
+        (
+            "kubevirt.io".into(),
+            "virtualmachineinstancemigrations".into(),
+            set(&["list"]),
+            set(&[]),
+        ),
+        (
+            "admissionregistration.k8s.io".into(),
+            "mutatingwebhookconfigurations".into(),
+            set(&["get", "patch"]),
+            set(&["kvrs-virt-api-mutator"]),
+        ),
+        (
+            "admissionregistration.k8s.io".into(),
+            "validatingwebhookconfigurations".into(),
+            set(&["get", "patch"]),
+            set(&["kvrs-virt-api-validator"]),
+        ),
+    ];
+    expected.sort();
+    assert_eq!(cluster, expected);
+    let role = one_object("virt-api/role.yaml");
+    assert_eq!(role["metadata"]["namespace"], "kubevirt");
+    let mut expected = vec![
+        ("".into(), "secrets".into(), set(&["create"]), set(&[])),
+        (
+            "".into(),
+            "secrets".into(),
+            set(&["get", "patch"]),
+            set(&["kvrs-virt-api-certs"]),
+        ),
+    ];
+    expected.sort();
+    assert_eq!(rules(&role), expected);
+}
+
+/// The configurations register exactly the webhooks virt-api serves, with KubeVirt v1.9.0's
+/// names, rules, paths, failure policy, side effects and timeout, through kvrs's Service.
+#[test]
+fn webhook_configurations_register_what_virt_api_serves() {
+    use kvrs_virt_api::webhooks::Webhook;
+    for (file, mutating) in [
+        ("virt-api/mutatingwebhookconfiguration.yaml", true),
+        ("virt-api/validatingwebhookconfiguration.yaml", false),
+    ] {
+        let conf = one_object(file);
+        let expected: Vec<Webhook> = Webhook::ALL
+            .into_iter()
+            .filter(|w| w.is_mutating() == mutating)
+            .collect();
+        let hooks = conf["webhooks"].as_array().unwrap();
+        assert_eq!(hooks.len(), expected.len(), "{file}");
+        for (hook, webhook) in hooks.iter().zip(expected) {
+            let r = webhook.registration();
+            assert_eq!(hook["name"], r.name, "{file}");
+            assert_eq!(hook["admissionReviewVersions"], json!(["v1"]), "{}", r.name);
+            assert_eq!(hook["failurePolicy"], "Fail", "{}", r.name);
+            assert_eq!(hook["sideEffects"], "None", "{}", r.name);
+            assert_eq!(hook["timeoutSeconds"], 10, "{}", r.name);
+            assert_eq!(
+                hook["rules"],
+                json!([{"operations": r.operations, "apiGroups": [r.group],
+                    "apiVersions": r.versions, "resources": [r.resource]}]),
+                "{}",
+                r.name
+            );
+            assert_eq!(
+                hook["clientConfig"],
+                json!({"service": {"namespace": "kubevirt", "name": "kvrs-virt-api",
+                    "path": r.path, "port": 443}}),
+                "{}: virt-api fills in the caBundle",
+                r.name
+            );
+        }
+    }
+}
+
+#[test]
+fn virt_api_deployment_and_service_are_locked_down() {
+    let d = one_object("virt-api/deployment.yaml");
+    let pod = &d["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "kvrs-virt-api");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    let c = &pod["containers"][0];
+    assert_eq!(
+        c["image"],
+        format!("kvrs/virt-api:v{}", env!("CARGO_PKG_VERSION")),
+        "tied to the workspace version as the other images"
+    );
+    assert_eq!(c["command"], json!(["virt-api"]));
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(c[probe]["httpGet"]["path"], "/healthz", "{probe}");
+        assert_eq!(c[probe]["httpGet"]["port"], 8443, "{probe}");
+        assert_eq!(c[probe]["httpGet"]["scheme"], "HTTPS", "{probe}");
+    }
+    let sc = &c["securityContext"];
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
+    let selector = &d["spec"]["selector"]["matchLabels"];
+    let svc = one_object("virt-api/service.yaml");
+    assert_eq!(svc["metadata"]["name"], "kvrs-virt-api");
+    assert_eq!(
+        &svc["spec"]["selector"], selector,
+        "the Service reaches the pods"
+    );
+    assert_eq!(svc["spec"]["ports"][0]["port"], 443);
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], 8443);
+}
+
+/// With virt-api applied, the controller stops admitting the VMIs it creates itself: the patch
+/// shipped beside virt-api's manifests adds `--virt-api-webhooks` to the controller's args.
+#[test]
+fn the_controller_patch_turns_on_virt_api_webhooks() {
+    let path = deploy_dir().join("virt-api/virt-controller-webhooks.patch.json");
+    let patch: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).expect("JSON patch");
+    let d = one_object("virt-controller/deployment.yaml");
+    let ops = patch.as_array().unwrap();
+    assert_eq!(ops.len(), 2);
+    assert_eq!(ops[0]["op"], "test");
+    let tested = ops[0]["path"].as_str().unwrap().replace('/', ".");
+    assert_eq!(tested, ".spec.template.spec.containers.0.name");
+    assert_eq!(
+        ops[0]["value"],
+        d["spec"]["template"]["spec"]["containers"][0]["name"]
+    );
+    assert_eq!(
+        ops[1],
+        json!({"op": "add", "path": "/spec/template/spec/containers/0/args/-",
+            "value": "--virt-api-webhooks"})
+    );
+    let args = d["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap();
+    assert!(
+        !args.iter().any(|a| a == "--virt-api-webhooks"),
+        "without virt-api the controller admits its own VMIs"
+    );
 }
 
 // --- workloads ---------------------------------------------------------------------------------------

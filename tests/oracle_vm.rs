@@ -16,7 +16,7 @@ use kvrs_core::decide::scenario::Scenario;
 use kvrs_core::decide::vm::{MAX_DELAY_SECONDS, decide_vm, jitter_for_extra_seconds};
 use kvrs_core::decide::vmi::decide_vmi;
 use kvrs_core::decide::{Plan, Requeue, WriteOp};
-use kvrs_decide::store::ObjectStore;
+use kvrs_decide_test_support::ObjectStore;
 use kvrs_tests::deliberate::{align, json_differences, json_differences_opt};
 use kvrs_tests::go_json::GoRules;
 use kvrs_tests::{Deliberate, Difference};

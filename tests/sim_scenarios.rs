@@ -90,6 +90,29 @@ fn hundred_vms_on_ten_nodes_report() {
     assert!(sim.violations().is_empty(), "{:?}", sim.violations());
 }
 
+/// Every launcher pod's readiness gate is patched once, as KubeVirt patches it: with watches
+/// that lag (each event 1-300 ms late, per process), the VMI controller's reconcile woken by
+/// its own VMI status write must wait to see its pod patch before it looks at the pod again.
+#[test]
+fn each_launcher_pods_readiness_gate_is_patched_once_under_watch_lag() {
+    let mut sim = Sim::new(SimConfig {
+        nodes: 4,
+        watch_lag_ms: (1, 300),
+        ..SimConfig::default()
+    });
+    for i in 0..60 {
+        sim.create_vm(&Sim::vm(&format!("vm{i}"), "Always"));
+    }
+    assert!(
+        sim.run_until(|s| s.unconverged().is_empty(), 600),
+        "{:?}",
+        sim.unconverged()
+    );
+    assert_eq!(sim.stats.pod_status_patches, 60, "{:?}", sim.stats);
+    assert_eq!(sim.stats.repeated_pod_status_patches, 0);
+    assert!(sim.violations().is_empty(), "{:?}", sim.violations());
+}
+
 /// Heavy faults with a fixed seed: every fault kind fires, and still everything converges and is
 /// cleaned up without a safety violation.
 #[test]

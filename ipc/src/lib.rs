@@ -11,6 +11,50 @@
 //!   (the handler's side), with [`serve_notify_pipe`] bridging the pod's pipe socket.
 //! - [`layout`]: where the sockets live in the pod and on the node.
 //! - [`transport`]: dialling and serving on Unix sockets with rename-on-ready.
+//!
+//! ## Talking to a launcher
+//!
+//! virt-handler finds a launcher's socket through the pod's UID ([`layout`]), connects with
+//! [`LauncherClient::connect`] (which negotiates the protocol version, as KubeVirt's client does)
+//! and sends the VMI with [`VirtualMachineOptions`], the cluster facts the launcher cannot read
+//! from the VMI. Every call runs under virt-handler's deadline for it ([`ClientConfig`]) and fails
+//! with a typed [`IpcError`].
+//!
+//! ```
+//! use std::path::Path;
+//! use std::time::Duration;
+//! use kvrs_ipc::proto::cmd::v1::ClusterConfig;
+//! use kvrs_ipc::{ClientConfig, IpcError, LauncherClient, VirtualMachineOptions, layout};
+//!
+//! let socket = layout::launcher_socket_on_host(Path::new("/var/lib/kubelet/pods"), "6d1c")?;
+//! assert_eq!(
+//!     socket,
+//!     Path::new("/var/lib/kubelet/pods/6d1c/volumes/kubernetes.io~empty-dir/sockets/launcher-sock"),
+//! );
+//! // A UID that would leave the pods directory is refused.
+//! assert!(layout::launcher_socket_on_host(Path::new("/var/lib/kubelet/pods"), "..").is_err());
+//!
+//! let options = VirtualMachineOptions {
+//!     mem_balloon_stats_period: 10,
+//!     cluster_config: Some(ClusterConfig { serial_console_log_disabled: true, ..Default::default() }),
+//!     ..Default::default()
+//! };
+//! // `SyncVirtualMachine` carries a VMI: it runs under virt-handler's long deadline.
+//! assert_eq!(ClientConfig::default().long_timeout, Duration::from_secs(20));
+//!
+//! // Connecting needs a launcher serving on that socket, so the example defines this function
+//! // (the compiler checks it) without calling it.
+//! async fn sync(socket: &Path, vmi: &kvrs_api::VirtualMachineInstance,
+//!               options: VirtualMachineOptions) -> Result<(), IpcError> {
+//!     let launcher = LauncherClient::connect(socket).await?;
+//!     launcher.ping().await?;
+//!     launcher.sync_vmi(vmi, options).await
+//! }
+//! # let _ = sync;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![warn(unreachable_pub)]
 
 pub mod client;
 pub mod error;

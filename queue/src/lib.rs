@@ -35,6 +35,11 @@
 //!   N workers (KubeVirt: 10 for the VMI controller, 3 for most others) and graceful shutdown
 //!   that drains in-flight work.
 //!
+//! # Example
+//!
+//! A key queued twice is handed out once; a failed sync puts it back after its backoff, and the
+//! queue says when to look again:
+//!
 //! ```
 //! use std::time::Duration;
 //! use kvrs_queue::{Instant, WorkQueue};
@@ -51,6 +56,8 @@
 //! assert_eq!(q.next_wakeup(), Some(t0 + Duration::from_millis(5)));
 //! assert_eq!(q.get(t0 + Duration::from_millis(5)), Some(key));
 //! ```
+
+#![warn(unreachable_pub)]
 
 #[cfg(feature = "tokio")]
 mod async_queue;

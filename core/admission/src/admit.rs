@@ -52,7 +52,22 @@ pub fn admit_created(
     config: &ClusterConfig,
     now: Now,
 ) -> Result<VirtualMachineInstance, AdmissionError> {
-    let mut vmi = admit(vmi, config)?;
+    let vmi = default_created(vmi, config, now);
+    validate(&vmi, config)?;
+    Ok(vmi)
+}
+
+/// What virt-api's mutating webhook makes of a VMI created at `now`, without the validation that
+/// follows it (the validating webhook is a separate call in the cluster): the namespace default,
+/// every default of [`apply_defaults`], and the `Pending` entry of
+/// `status.phaseTransitionTimestamps` stamped with `now`.
+pub fn default_created(
+    mut vmi: VirtualMachineInstance,
+    config: &ClusterConfig,
+    now: Now,
+) -> VirtualMachineInstance {
+    default_namespace(&mut vmi);
+    apply_defaults(&mut vmi, config);
     let status = vmi.status.get_or_insert_with(Default::default);
     status
         .phase_transition_timestamps
@@ -64,5 +79,5 @@ pub fn admit_created(
             )),
             ..Default::default()
         });
-    Ok(vmi)
+    vmi
 }

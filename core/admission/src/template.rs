@@ -17,7 +17,8 @@
 //!
 //! [`vmi_to_start`] is the VMI the controller actually creates when it starts the VM: the above,
 //! plus the controller's own device steps (an auto-attached input device, the default pod
-//! network). The VM decision ([`crate::decide::vm`]) adds its bookkeeping metadata on top.
+//! network). The VM decision (`kvrs_decide::vm`, which depends on this crate) adds its
+//! bookkeeping metadata on top.
 //!
 //! Not modelled: removing a completed memory-dump volume (it needs the VM's memory dump
 //! status) and instancetype/preference expansion (done by virt-api on the VM, not here).

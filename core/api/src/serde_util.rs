@@ -39,7 +39,7 @@ pub(crate) fn keep_null<'de, D: Deserializer<'de>>(
 
 /// Go's notion of an empty value for `omitempty`: `false`, `0`, `""`, and slices and maps with
 /// no element. (Go also counts nil pointers and interfaces; those are `None` here.)
-pub trait GoZero {
+pub(crate) trait GoZero {
     /// True when `encoding/json` leaves a field holding this value out under `omitempty`.
     fn is_go_zero(&self) -> bool;
 }

@@ -18,9 +18,74 @@
 //! - [`handler::decide`] — virt-handler's sync ([`handler::HandlerWorld`] in,
 //!   [`handler::HandlerPlan`] out), launcher failures fed back as [`handler::NodeFacts`];
 //! - [`scenario::Scenario`] — the oracle scenario format parsed into those worlds;
-//! - `store::ObjectStore` (feature `test-support`) — an in-memory API server that executes
-//!   plans, for tests replaying scenarios;
 //! - [`patch`] — building and applying JSON, merge and strategic merge patches.
+//!
+//! ## Deciding
+//!
+//! A decision is a function call: build the world from what the caches hold, call the decision,
+//! read the plan. Nothing is sent anywhere — running the same world twice gives the same plan,
+//! which is how the oracle tests compare it with KubeVirt's. Here the VM controller sees a new VM
+//! that should run (`runStrategy: Always`) and no VMI yet:
+//!
+//! ```
+//! use kvrs_admission::ClusterConfig;
+//! use kvrs_api::VirtualMachine;
+//! use kvrs_decide::vm::{VmWorld, decide_vm};
+//! use kvrs_decide::{Expectation, Now, PendingExpectations};
+//!
+//! let vm: VirtualMachine = serde_json::from_value(serde_json::json!({
+//!     "metadata": {"name": "testvm", "namespace": "default", "uid": "vm-uid", "generation": 1},
+//!     "spec": {
+//!         "runStrategy": "Always",
+//!         "template": {"spec": {
+//!             "domain": {"devices": {}, "resources": {"requests": {"memory": "128Mi"}}},
+//!             "volumes": [{"name": "root", "containerDisk": {"image": "quay.io/containerdisks/fedora"}}]
+//!         }}
+//!     }
+//! }))?;
+//! let config = ClusterConfig::default();
+//! let world = VmWorld {
+//!     vm: &vm,
+//!     vmi: None, // the cache holds no VMI of this name
+//!     revisions: &[],
+//!     instancetype_objects: &[],
+//!     data_volumes: &[],
+//!     pvcs: &[],
+//!     expectations: PendingExpectations::default(),
+//!     now: Now::from_unix(1_767_225_600),
+//!     jitter: 0.0,
+//!     config: &config,
+//! };
+//! let decision = decide_vm(&world);
+//!
+//! // In one reconcile: finalizer and API-version annotations on the VM, the start revision, the
+//! // VMI — and the VM status the plan ends with.
+//! let writes: Vec<String> = decision.plan.writes()
+//!     .map(|w| match &w.subresource {
+//!         Some(sub) => format!("{} {}/{sub}", w.op.verb(), w.resource),
+//!         None => format!("{} {}", w.op.verb(), w.resource),
+//!     })
+//!     .collect();
+//! assert_eq!(writes, [
+//!     "patch virtualmachines",
+//!     "create controllerrevisions",
+//!     "create virtualmachineinstances",
+//!     "patch virtualmachines/status",
+//! ]);
+//! assert_eq!(decision.status.as_ref().unwrap()["printableStatus"], "Starting");
+//!
+//! // The VMI create raises an expectation: until the watch shows the VMI, the next decision
+//! // sees it pending and starts no second one.
+//! let create = decision.plan.writes().find(|w| w.resource == "virtualmachineinstances").unwrap();
+//! assert_eq!(
+//!     create.expectation,
+//!     Some(Expectation::Creations { key: "default/testvm".into(), count: 1 }),
+//! );
+//! println!("{:#}", decision.plan.to_json("default/testvm"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![warn(unreachable_pub)]
 
 mod action;
 mod event;
@@ -29,8 +94,6 @@ pub mod meta;
 pub mod patch;
 mod plan;
 pub mod scenario;
-#[cfg(any(test, feature = "test-support"))]
-pub mod store;
 pub mod vm;
 pub mod vmi;
 pub mod vmi_state;

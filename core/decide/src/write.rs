@@ -83,6 +83,13 @@ pub enum Expectation {
         /// The object's key (`namespace/name`).
         key: String,
     },
+    /// Expect the cache to show the controller's own update of a launcher pod before the VMI
+    /// controller acts on that pod's VMI again: a reconcile woken by something else (its own VMI
+    /// status write) would read the unpatched pod and patch it a second time.
+    ObservedPodUpdate {
+        /// The key (`namespace/name`) of the VMI the pod runs.
+        vmi_key: String,
+    },
     /// Expect the cache to show these objects (by `namespace/name`) deleted under `key`.
     Deletions {
         /// Controller key (`namespace/name`).

@@ -17,6 +17,8 @@ pub struct ControllerExpectations {
     pub objects: Expectations<String>,
     /// Own updates not yet observed, by object key.
     pub updates: Expectations<String>,
+    /// Own launcher-pod updates not yet observed, by the key of the pod's VMI.
+    pub pod_updates: Expectations<String>,
 }
 
 impl ControllerExpectations {
@@ -30,6 +32,9 @@ impl ControllerExpectations {
         match e {
             Expectation::ObservedUpdate { key } => {
                 self.updates.expect_creations(key.clone(), 1, now)
+            }
+            Expectation::ObservedPodUpdate { vmi_key } => {
+                self.pod_updates.expect_creations(vmi_key.clone(), 1, now)
             }
             Expectation::Creations { key, count } => {
                 if self.objects.pending(key).is_some() {
@@ -51,6 +56,7 @@ impl ControllerExpectations {
     pub fn lower(&mut self, e: &Expectation) {
         match e {
             Expectation::ObservedUpdate { key } => self.updates.lower(key, 1, 0),
+            Expectation::ObservedPodUpdate { vmi_key } => self.pod_updates.lower(vmi_key, 1, 0),
             Expectation::Creations { key, count } => self.objects.lower(key, i64::from(*count), 0),
             Expectation::Deletions { key, objects } => {
                 for o in objects {
@@ -77,8 +83,11 @@ impl ControllerExpectations {
         };
         let (creations, deletions) = count(&self.objects);
         let (updates, _) = count(&self.updates);
+        let (pod_updates, _) = count(&self.pod_updates);
         PendingExpectations {
-            creations: creations.saturating_add(updates),
+            creations: creations
+                .saturating_add(updates)
+                .saturating_add(pod_updates),
             deletions,
         }
     }
@@ -88,6 +97,7 @@ impl ControllerExpectations {
         let k = key.to_string();
         self.objects.delete_expectations(&k);
         self.updates.delete_expectations(&k);
+        self.pod_updates.delete_expectations(&k);
     }
 }
 

@@ -60,6 +60,8 @@
 //! assert_eq!(expectations.pending("ns/vm", now).creations, 1);
 //! ```
 
+#![warn(unreachable_pub)]
+
 mod effects;
 mod executor;
 mod expectations;

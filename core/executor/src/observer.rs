@@ -74,7 +74,8 @@ pub struct Enqueue {
 /// - A VMI appeared or went away: the VM controller's creation or deletion is observed (a VM's
 ///   VMI has the VM's name); the VMI controller's own update is observed; both controllers look.
 /// - A launcher pod appeared or went away: the VMI controller's pod creation or deletion is
-///   observed under the VMI's key, and the VMI controller looks.
+///   observed under the VMI's key, and the VMI controller looks. A pod that changed shows the
+///   VMI controller's own pod update (its readiness-gate patch), under the VMI's key too.
 pub fn observe(
     change: &Change<'_>,
     vm_expectations: &mut ControllerExpectations,
@@ -108,6 +109,8 @@ pub fn observe(
                     vmi_expectations.objects.creation_observed(&vmi_key);
                 } else if change.deleted() {
                     vmi_expectations.objects.deletion_observed(&vmi_key, &key);
+                } else if change.old.is_some() && change.new.is_some() {
+                    vmi_expectations.pod_updates.creation_observed(&vmi_key);
                 }
                 out.vmi_keys.push(vmi_key);
             }
@@ -177,6 +180,40 @@ mod tests {
         assert!(vmi.pending("ns/a", now).satisfied());
         assert_eq!(keys.vmi_keys, ["ns/a"]);
         assert!(keys.vm_keys.is_empty());
+    }
+
+    #[test]
+    fn the_vmi_controllers_own_pod_update_is_seen_on_the_pods_update_only() {
+        let (mut vm, mut vmi) = (ControllerExpectations::new(), ControllerExpectations::new());
+        let now = Instant::ZERO;
+        vmi.raise(
+            &Expectation::ObservedPodUpdate {
+                vmi_key: "ns/a".into(),
+            },
+            now,
+        );
+        let pod = Some(Seen {
+            deleting: false,
+            vmi_key: Some("ns/a".into()),
+        });
+        // The VMI's own update event (its status write) does not show the pod patched.
+        let vmi_update = Change {
+            watched: Watched::Vmi,
+            key: "ns/a",
+            old: seen(),
+            new: seen(),
+        };
+        observe(&vmi_update, &mut vm, &mut vmi);
+        assert_eq!(vmi.pending("ns/a", now).creations, 1);
+        let pod_update = Change {
+            watched: Watched::Pod,
+            key: "ns/virt-launcher-a-x",
+            old: pod.clone(),
+            new: pod,
+        };
+        let keys = observe(&pod_update, &mut vm, &mut vmi);
+        assert!(vmi.pending("ns/a", now).satisfied());
+        assert_eq!(keys.vmi_keys, ["ns/a"]);
     }
 
     #[test]

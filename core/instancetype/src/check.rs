@@ -49,7 +49,7 @@ pub fn check_spread(
 }
 
 /// A requirement of the preference the VM does not meet: the fields at fault and KubeVirt's
-/// reason (the webhook refuses with "failure checking preference requirements: <reason>" at
+/// reason (the webhook refuses with `failure checking preference requirements: <reason>` at
 /// the fields).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]

@@ -5,10 +5,42 @@
 //! the launcher image and directories, the qemu-timeout jitter, which PVCs are block devices — comes
 //! in through [`PodInputs`], so the same VMI always renders the same pod.
 //!
+//! ## Rendering a pod
+//!
+//! [`render_launcher_pod`] takes a VMI as the API server stores it — admitted, so defaulted
+//! (`kvrs_admission::admit`) — the cluster configuration and the [`PodInputs`], and returns the
+//! `k8s_openapi` Pod virt-controller would create. [`resources::ResourceReport`] is the compute
+//! container's requests and limits alone, with the memory overhead broken down.
+//!
+//! ```
+//! use kvrs_admission::{ClusterConfig, admit};
+//! use kvrs_pod::{PodInputs, render_launcher_pod};
+//!
+//! let config = ClusterConfig::default();
+//! let vmi = admit(serde_json::from_value(serde_json::json!({
+//!     "metadata": {"name": "testvmi", "namespace": "default", "uid": "1234"},
+//!     "spec": {
+//!         "domain": {"devices": {}, "resources": {"requests": {"memory": "128Mi"}}},
+//!         "volumes": [{"name": "root", "containerDisk": {"image": "quay.io/containerdisks/fedora"}}]
+//!     }
+//! }))?, &config)?;
+//!
+//! let pod = render_launcher_pod(&vmi, &config, &PodInputs::default())?;
+//! assert_eq!(pod.metadata.generate_name.as_deref(), Some("virt-launcher-testvmi-"));
+//! let spec = pod.spec.as_ref().unwrap();
+//! assert_eq!(spec.containers[0].name, "compute");
+//! // The guest's 128Mi plus virt-launcher's own overhead.
+//! let requests = spec.containers[0].resources.as_ref().and_then(|r| r.requests.as_ref());
+//! assert_eq!(requests.unwrap()["memory"].0, "405760Ki");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Modules follow the pieces of the pod: `metadata` (labels, annotations), `compute` (the
 //! `compute` container), `volumes` and `backend_storage` (pod volumes and the compute
 //! container's mounts), `sidecars` (console log, container-disk init containers, hook and
 //! virtiofs sidecars) and `scheduling` (node selector, affinity, security context).
+
+#![warn(unreachable_pub)]
 
 pub mod resources;
 

@@ -17,7 +17,7 @@ use crate::resources::{is_cpu_dedicated, wants_qos_guaranteed};
 /// A hook sidecar requested through the `hooks.kubevirt.io/hookSidecars` annotation.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HookSidecar {
+pub(crate) struct HookSidecar {
     /// Sidecar image (empty: the cluster's sidecar shim image).
     #[serde(default)]
     pub image: String,
@@ -41,7 +41,7 @@ pub struct HookSidecar {
 /// ConfigMap part of a hook sidecar.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HookConfigMap {
+pub(crate) struct HookConfigMap {
     /// ConfigMap name.
     #[serde(default)]
     pub name: String,
@@ -56,7 +56,7 @@ pub struct HookConfigMap {
 /// PVC part of a hook sidecar.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HookPvc {
+pub(crate) struct HookPvc {
     /// Claim name.
     #[serde(default)]
     pub name: String,

@@ -91,7 +91,7 @@ pub(super) fn pvc_volume(name: &str, claim: &str, read_only: Option<bool>) -> co
 }
 
 /// Where a PVC, DataVolume or host disk directory is mounted in the compute container.
-pub fn mounted_disk_dir(volume: &str) -> String {
+pub(crate) fn mounted_disk_dir(volume: &str) -> String {
     format!("{VIRT_PRIVATE_DIR}/vmi-disks/{volume}")
 }
 

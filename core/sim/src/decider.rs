@@ -175,7 +175,7 @@ const DROPS_BETWEEN_LOOKS: usize = 16;
 
 impl Decider {
     /// A decider whose garbage goes to a second thread, or is dropped where it is discarded.
-    pub fn new(second_thread: bool) -> Self {
+    pub(crate) fn new(second_thread: bool) -> Self {
         Self {
             running: None,
             one_thread: !second_thread,
@@ -184,7 +184,7 @@ impl Decider {
     }
 
     /// Starts deciding a pass's jobs on both threads.
-    pub fn submit<D: Decision>(&mut self, context: D::Context, jobs: Vec<D>) -> Pass<D> {
+    pub(crate) fn submit<D: Decision>(&mut self, context: D::Context, jobs: Vec<D>) -> Pass<D> {
         let slots = jobs.iter().map(|_| Mutex::new(None)).collect();
         let context = Arc::new(context);
         let shared = Arc::new(Shared {
@@ -203,14 +203,14 @@ impl Decider {
     }
 
     /// Keeps what a cache update let go for the next [`Decider::discard`].
-    pub fn keep(&mut self, replaced: crate::cache::Replaced) {
+    pub(crate) fn keep(&mut self, replaced: crate::cache::Replaced) {
         self.garbage.objects.extend(replaced.object);
         self.garbage.pods.extend(replaced.pod);
     }
 
     /// Hands the gathered [`Decider::garbage`] to the decision thread to drop when it has no
     /// pass to decide.
-    pub fn discard(&mut self) {
+    pub(crate) fn discard(&mut self) {
         if self.one_thread {
             self.garbage = Garbage::default();
         } else if !self.garbage.is_empty() {
@@ -229,7 +229,7 @@ impl Decider {
 
     /// The pass's next job and plan, deciding it or a later one here while it is not there
     /// yet; `None` when the pass is over.
-    pub fn next_plan<'p, D: Decision>(
+    pub(crate) fn next_plan<'p, D: Decision>(
         &mut self,
         pass: &'p mut Pass<D>,
     ) -> Option<(&'p D, D::Plan)> {

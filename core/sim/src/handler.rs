@@ -37,7 +37,7 @@ pub(super) struct HandlerProc {
 }
 
 impl HandlerProc {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             cache: Cache::default(),
             queue: WorkQueue::new(),
@@ -47,7 +47,7 @@ impl HandlerProc {
     }
 
     /// Returns what the cache let go.
-    pub fn observe(&mut self, ev: &WatchEvent, now: Instant) -> Replaced {
+    pub(crate) fn observe(&mut self, ev: &WatchEvent, now: Instant) -> Replaced {
         if ev.resource != res::VMIS {
             return Replaced::default();
         }
@@ -62,7 +62,7 @@ impl HandlerProc {
         replaced
     }
 
-    pub fn reset_cache(&mut self, cache: Cache, domain_keys: Vec<String>, now: Instant) {
+    pub(crate) fn reset_cache(&mut self, cache: Cache, domain_keys: Vec<String>, now: Instant) {
         self.cache = cache;
         self.own_writes.clear();
         let keys: Vec<String> = self.cache.iter(res::VMIS).map(|(k, _)| k.clone()).collect();

@@ -41,7 +41,7 @@ pub(super) struct Node {
 }
 
 impl Node {
-    pub fn new(name: String) -> Self {
+    pub(crate) fn new(name: String) -> Self {
         Self {
             name,
             domains: BTreeMap::new(),
@@ -51,7 +51,7 @@ impl Node {
     }
 
     /// What the handler's launcher client manager knows about the launcher of `uid`.
-    pub fn launcher_facts(&self, uid: &str) -> LauncherFacts {
+    pub(crate) fn launcher_facts(&self, uid: &str) -> LauncherFacts {
         match self.launchers.get(uid) {
             Some(l) if l.started && !l.exited => LauncherFacts::default(),
             Some(l) if !l.started && !l.exited => LauncherFacts {
@@ -230,9 +230,13 @@ impl Sim {
         }
         let now = format_rfc3339(self.now_unix());
         self.api.edit_as(Writer::Kubelet, res::PODS, key, |p| {
+            let conditions = with_others_conditions(
+                p,
+                json!({"type": "Ready", "status": "True", "lastTransitionTime": now}),
+            );
             p["status"] = json!({
                 "phase": "Running",
-                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],
+                "conditions": conditions,
                 "containerStatuses": [{"name": "compute", "ready": true, "state": {"running": {"startedAt": now}}}],
             });
         });
@@ -345,9 +349,10 @@ impl Sim {
         self.nodes[node].pods = self.nodes[node].pods.saturating_sub(1);
         self.api.edit_as(Writer::Kubelet, res::PODS, &key, |p| {
             let code = if phase == "Succeeded" { 0 } else { 1 };
+            let conditions = with_others_conditions(p, json!({"type": "Ready", "status": "False"}));
             p["status"] = json!({
                 "phase": phase,
-                "conditions": [{"type": "Ready", "status": "False"}],
+                "conditions": conditions,
                 "containerStatuses": [{"name": "compute", "ready": false, "state": {"terminated": {"exitCode": code}}}],
             });
         });
@@ -498,4 +503,32 @@ impl Sim {
         }
         Ok(())
     }
+}
+
+/// The pod conditions the kubelet owns; the others (readiness gates such as KubeVirt's
+/// `kubevirt.io/virtual-machine-unpaused`) are kept across its status writes, as the kubelet's
+/// status manager keeps them.
+const KUBELET_CONDITIONS: &[&str] = &[
+    "PodScheduled",
+    "PodReadyToStartContainers",
+    "Initialized",
+    "ContainersReady",
+    "Ready",
+];
+
+/// `ready` after the conditions of `pod` that another client wrote.
+fn with_others_conditions(pod: &Value, ready: Value) -> Value {
+    let mut out: Vec<Value> = pod["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| {
+            c["type"]
+                .as_str()
+                .is_some_and(|t| !KUBELET_CONDITIONS.contains(&t))
+        })
+        .cloned()
+        .collect();
+    out.push(ready);
+    Value::Array(out)
 }

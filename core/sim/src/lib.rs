@@ -18,16 +18,34 @@
 //! Faults (watch lag, dropped events, API conflicts, domain crashes, restarts of the controllers)
 //! are drawn from one seeded generator, so a failing run is reproduced by its seed.
 //!
+//! ## A simulation
+//!
+//! Configure the cluster and its faults ([`SimConfig`]), act as a user would ([`Sim::create_vm`],
+//! [`Sim::set_run_strategy`], [`Sim::delete_vm`]), run virtual time ([`Sim::run_until`],
+//! [`Sim::run_for`]) and read the outcome: the API server's objects ([`Sim::api`]) and the
+//! invariants checked on every write ([`Sim::violations`]: a VM with two VMIs, a VMI with two
+//! running launcher pods, a controller write dropping a third party's label).
+//!
 //! ```
 //! use kvrs_sim::{Sim, SimConfig};
-//! let mut sim = Sim::new(SimConfig { nodes: 2, ..SimConfig::default() });
+//!
+//! // Two nodes; one watch event in ten lost until the next relist.
+//! let mut sim = Sim::new(SimConfig { nodes: 2, drop_probability: 0.1, seed: 7, ..SimConfig::default() });
 //! sim.create_vm(&Sim::vm("demo", "Always"));
 //! assert!(sim.run_until(|s| s.vmi_phase("default/demo") == Some("Running"), 120));
-//! assert!(sim.violations().is_empty());
+//! assert_eq!(sim.running_vmis(), 1);
+//!
+//! // `Halted`: the VM controller stops the VMI, virt-handler shuts the domain down.
+//! sim.set_run_strategy("default/demo", "Halted");
+//! assert!(sim.run_until(|s| s.vmi_phase("default/demo").is_none(), 120));
+//! assert_eq!(sim.running_vmis(), 0);
+//! assert_eq!(sim.violations(), &[] as &[String]);
 //! ```
 //!
 //! The VMI controller runs [`kvrs_decide::vmi::decide_vmi`] with a reduced launcher pod (the
 //! decision takes the pod renderer as a parameter).
+
+#![warn(unreachable_pub)]
 
 pub mod cache;
 mod decider;
@@ -89,9 +107,9 @@ pub struct SimConfig {
     pub pod_start_delay_ms: (u64, u64),
     /// Guest ACPI shutdown duration range (ms).
     pub guest_shutdown_ms: (u64, u64),
-    /// Decide batches of syncs on a second thread too, and drop garbage there ([`decider`]).
-    /// Off, everything runs on the simulator's thread: the run is the same (a test pins that),
-    /// only slower.
+    /// Decide batches of syncs on a second thread too, and drop garbage there (the `decider`
+    /// module). Off, everything runs on the simulator's thread: the run is the same (a test pins
+    /// that), only slower.
     pub second_thread: bool,
 }
 
@@ -180,6 +198,13 @@ pub struct SimStats {
     pub held_back_syncs: u64,
     /// The refused writes of kvrs's controllers by writer, target and cause.
     pub failed_by: writes::FailedWrites,
+    /// The VMI controller's readiness-gate patches (`pods/status`) that succeeded.
+    pub pod_status_patches: u64,
+    /// Of those, the ones that patched a pod the VMI controller had already patched to the same
+    /// state (its reconcile ran on a pod cache that had not shown its own patch yet).
+    pub repeated_pod_status_patches: u64,
+    /// The pods and the last readiness-gate state the VMI controller patched them to.
+    pub pod_status_patched: std::collections::BTreeMap<String, String>,
 }
 
 /// The simulated cluster.
@@ -195,8 +220,10 @@ pub struct Sim {
     handlers: Vec<handler::HandlerProc>,
     nodes: Vec<kubelet::Node>,
     runnable: Vec<Proc>,
-    /// Last delivery time per process, so each watch stream stays ordered.
-    last_delivery: HashMap<Proc, Instant>,
+    /// When each process's watch of each resource last delivered: one watch stream per process
+    /// and resource, in order within it, as kube-apiserver's watches are; two resources' streams
+    /// may overtake each other (a VMI update before the pod update written first).
+    last_delivery: HashMap<(Proc, &'static str), Instant>,
     /// Node index by node name, so routing a VMI event does not scan every node.
     node_index: HashMap<String, usize>,
     /// Handlers whose cache holds a VMI key (ascending), kept in step with every change to a
@@ -505,9 +532,14 @@ impl Sim {
                     self.rng
                         .range(self.cfg.watch_lag_ms.0, self.cfg.watch_lag_ms.1),
                 );
-                let last = self.last_delivery.get(&p).copied().unwrap_or(Instant::ZERO);
+                let stream = (p, ev.resource);
+                let last = self
+                    .last_delivery
+                    .get(&stream)
+                    .copied()
+                    .unwrap_or(Instant::ZERO);
                 let at = (self.now + lag).max(last);
-                self.last_delivery.insert(p, at);
+                self.last_delivery.insert(stream, at);
                 self.at(at, Ev::Deliver(p, ev.clone()));
             }
         }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use kvrs_admission::ClusterConfig;
 use kvrs_decide::vm::decide_vm;
-use kvrs_decide::{ApiWrite, Event, Expectation, Now, PendingExpectations, Plan};
+use kvrs_decide::{ApiWrite, Event, Expectation, Now, PendingExpectations, Plan, WriteOp};
 use kvrs_executor::ready::run_ready;
 use kvrs_executor::world::{VmInputs, vm_world};
 use kvrs_executor::{
@@ -93,7 +93,7 @@ fn launcher_vmi_key(metadata: &Value) -> Option<String> {
 impl VirtController {
     /// An event reached the caches: update them, then let the shared observer settle the
     /// expectations and say which keys to queue. Returns what the cache let go.
-    pub fn observe(&mut self, ev: &WatchEvent, now: Instant) -> Replaced {
+    pub(crate) fn observe(&mut self, ev: &WatchEvent, now: Instant) -> Replaced {
         let old = self.cache.get(ev.resource, &ev.key).map(|o| seen(o));
         let replaced = Arc::make_mut(&mut self.cache).apply(ev);
         self.own_write_seen(ev, now);
@@ -125,7 +125,7 @@ impl VirtController {
 
     /// Records a write of this process that produced `rv` of `(resource, key)`, belonging to
     /// VM/VMI `owner`, until its watch event reaches the cache.
-    pub fn own_write(&mut self, resource: &'static str, key: &str, rv: u64, owner: String) {
+    pub(crate) fn own_write(&mut self, resource: &'static str, key: &str, rv: u64, owner: String) {
         let pending = self.own_writes.entry(resource).or_default();
         match pending.get_mut(key) {
             Some(pending) => pending.0 = pending.0.max(rv),
@@ -138,7 +138,7 @@ impl VirtController {
 
     /// Whether a VM/VMI key has own writes the cache has not seen: a sync would decide from a
     /// version older than the process itself wrote, and its writes would be refused.
-    pub fn behind_own_writes(&self, key: &str) -> bool {
+    pub(crate) fn behind_own_writes(&self, key: &str) -> bool {
         self.own_writes_of.contains_key(key)
     }
 
@@ -173,7 +173,7 @@ impl VirtController {
     }
 
     /// After a relist: the new cache, and every key queued again.
-    pub fn reset_cache(&mut self, cache: Cache, now: Instant) {
+    pub(crate) fn reset_cache(&mut self, cache: Cache, now: Instant) {
         self.cache = Arc::new(cache);
         self.own_writes.clear();
         self.own_writes_of.clear();
@@ -217,7 +217,10 @@ impl Api for ControllerFx<'_> {
             // Classified before the flush: a refused write changed nothing, so the API server
             // still holds the version the write met.
             Err(e) => sim.count_failure(w, self.writer, e, inject),
-            Ok(()) if self.controller.is_some() => sim.note_own_write(w, self.writer),
+            Ok(()) if self.controller.is_some() => {
+                sim.note_own_write(w, self.writer);
+                sim.count_pod_status_patch(w);
+            }
             Ok(()) => {}
         }
         sim.flush_events();
@@ -246,6 +249,24 @@ impl Expecting for ControllerFx<'_> {
 }
 
 impl Sim {
+    /// Counts a readiness-gate patch of a launcher pod, and whether it repeats the last one.
+    fn count_pod_status_patch(&mut self, w: &ApiWrite) {
+        let (res::PODS, Some("status"), WriteOp::Patch { patch, .. }) =
+            (w.resource.as_str(), w.subresource.as_deref(), &w.op)
+        else {
+            return;
+        };
+        // The condition's reason and status, without its timestamps.
+        let condition = &patch["status"]["conditions"][0];
+        let state = format!("{}/{}", condition["reason"], condition["status"]);
+        let stats = &mut self.stats;
+        stats.pod_status_patches += 1;
+        let key = format!("{}/{}", w.namespace, w.name);
+        if stats.pod_status_patched.insert(key, state.clone()) == Some(state) {
+            stats.repeated_pod_status_patches += 1;
+        }
+    }
+
     /// Remembers a successful write of virt-controller that made a new version its cache has
     /// yet to see (a write that changed nothing made none).
     fn note_own_write(&mut self, w: &ApiWrite, writer: Writer) {

@@ -20,7 +20,7 @@ use kvrs_executor::world::{VmiInputs, vmi_world};
 /// one the VMI decision wants `status.launcherContainerImageVersion: ""`, which the typed store
 /// drops again on every write: each VMI was then rewritten on every sync, ~25 writes per VMI
 /// within 3 virtual seconds and more the longer a run lasts.
-pub fn launcher_pod(vmi: &VirtualMachineInstance, image: &str) -> Result<Value, String> {
+pub(crate) fn launcher_pod(vmi: &VirtualMachineInstance, image: &str) -> Result<Value, String> {
     let name = meta::name(&vmi.metadata);
     let grace = vmi.spec.termination_grace_period_seconds.unwrap_or(180) + 15;
     Ok(json!({

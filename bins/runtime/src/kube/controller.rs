@@ -90,8 +90,10 @@ async fn timed_write(
             took_us = micros(took),
             "wrote"
         );
-        if let (Some(e @ Expectation::ObservedUpdate { .. }), WriteOp::Patch { patch, .. }) =
-            (&write.expectation, &write.op)
+        if let (
+            Some(e @ (Expectation::ObservedUpdate { .. } | Expectation::ObservedPodUpdate { .. })),
+            WriteOp::Patch { patch, .. },
+        ) = (&write.expectation, &write.op)
             && unchanged_by(patch, answered.as_deref())
         {
             debug!(

@@ -19,7 +19,7 @@ pub(super) fn set_architecture(spec: &mut VirtualMachineInstanceSpec, config: &C
 }
 
 /// The machine type the cluster gives a guest of `arch`.
-pub(crate) fn machine_type_for(arch: &str, config: &ClusterConfig) -> String {
+pub fn machine_type_for(arch: &str, config: &ClusterConfig) -> String {
     match arch {
         "arm64" => ARM64_MACHINE_TYPE.to_string(),
         "s390x" => S390X_MACHINE_TYPE.to_string(),

@@ -27,7 +27,7 @@ use crate::config::ClusterConfig;
 
 pub use interfaces::DefaultInterfaceError;
 pub(crate) use interfaces::add_default_pod_interface;
-pub use machine::supports_pcie_hotplug;
+pub use machine::{machine_type_for, supports_pcie_hotplug};
 pub(crate) use memory::hotplug_blocker as memory_hotplug_blocker;
 pub use metadata::{
     DEFAULT_NAMESPACE, PCI_TOPOLOGY_ANNOTATION, PCI_TOPOLOGY_VERSION, RUNTIME_USER_NON_ROOT,

@@ -40,7 +40,7 @@ pub(super) fn check(
 /// Go's `filepath.Match` for the patterns KubeVirt uses: `*` any run of characters but `/`,
 /// `?` one such character, `[...]` a class (`^` or `!` negates, `a-z` ranges), `\` escapes.
 /// A malformed pattern matches nothing (Go reports an error, which KubeVirt ignores).
-pub fn pattern_matches(pattern: &str, name: &str) -> bool {
+pub(crate) fn pattern_matches(pattern: &str, name: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
     let n: Vec<char> = name.chars().collect();
     // Iterative matching with one backtrack point per `*` (linear in practice).

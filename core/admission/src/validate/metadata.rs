@@ -9,8 +9,8 @@
 use super::causes::Causes;
 use crate::api::VirtualMachineInstance;
 
-/// Labels only KubeVirt's own components may set on a VMI.
-pub(super) const RESERVED_LABELS: &[&str] = &[
+/// Labels only KubeVirt's own components may set on a VMI (on create, and change on update).
+pub const RESERVED_LABELS: &[&str] = &[
     "kubevirt.io/created-by",
     "kubevirt.io/migrationJobUID",
     "kubevirt.io/nodeName",

@@ -1,7 +1,7 @@
 //! The kubevirt.io/v1 API types.
 //!
-//! The structs in [`generated`] mirror KubeVirt v1.9.0's published OpenAPI schema field for field
-//! (see `scripts/gen-api-types.py`). Every struct keeps unknown fields in `extra`, so a VM or VMI
+//! The structs here (`generated.rs`, written by `scripts/gen-api-types.py`) mirror KubeVirt
+//! v1.9.0's published OpenAPI schema field for field. Every struct keeps unknown fields in `extra`, so a VM or VMI
 //! written by a newer KubeVirt passes through kvrs without losing anything.
 //!
 //! They are written as KubeVirt's Go types write them: each field's serde attributes come from

@@ -23,7 +23,7 @@ pub(super) type SyncResult = Result<(), String>;
 
 impl Ctx {
     /// An empty plan for a sync of `w.key`; events name the VMI (or, once it is gone, its key).
-    pub fn new(w: &HandlerWorld<'_>) -> Self {
+    pub(crate) fn new(w: &HandlerWorld<'_>) -> Self {
         let (namespace, name) = w.key.split_once('/').unwrap_or(("", w.key));
         Self {
             decision: Decision::None,
@@ -44,15 +44,15 @@ impl Ctx {
         }
     }
 
-    pub fn call(&mut self, c: LauncherCall) {
+    pub(crate) fn call(&mut self, c: LauncherCall) {
         self.actions.push(Action::Launcher(c));
     }
 
-    pub fn step(&mut self, s: NodeStep) {
+    pub(crate) fn step(&mut self, s: NodeStep) {
         self.actions.push(Action::Node(s));
     }
 
-    pub fn event(&mut self, kind: &str, reason: &str, message: impl Into<String>) {
+    pub(crate) fn event(&mut self, kind: &str, reason: &str, message: impl Into<String>) {
         let object = self.object.clone();
         self.events.push(match kind {
             "Warning" => Event::warning(object, reason, message),
@@ -60,19 +60,19 @@ impl Ctx {
         });
     }
 
-    pub fn add_after(&mut self, secs: u64) {
+    pub(crate) fn add_after(&mut self, secs: u64) {
         self.queue.push(QueueOp::AddAfter {
             delay_seconds: secs,
         });
     }
 
-    pub fn add_rate_limited(&mut self) {
+    pub(crate) fn add_rate_limited(&mut self) {
         self.queue.push(QueueOp::AddRateLimited);
     }
 
     /// Closes the plan: the status write goes last (after the launcher answered), a failed sync
     /// is retried with backoff, a good one resets the backoff.
-    pub fn finish(mut self, w: &HandlerWorld<'_>, result: SyncResult) -> HandlerPlan {
+    pub(crate) fn finish(mut self, w: &HandlerWorld<'_>, result: SyncResult) -> HandlerPlan {
         let error = result.err().map(|m| DecideError::new(ErrorKind::Sync, m));
         self.queue.push(if error.is_some() {
             QueueOp::AddRateLimited

@@ -9,11 +9,11 @@ use kvrs_api::time::parse_time;
 
 /// Phase names.
 pub(super) mod phases {
-    pub const SCHEDULED: &str = "Scheduled";
-    pub const RUNNING: &str = "Running";
-    pub const SUCCEEDED: &str = "Succeeded";
-    pub const FAILED: &str = "Failed";
-    pub const WAITING_FOR_SYNC: &str = "WaitingForSync";
+    pub(crate) const SCHEDULED: &str = "Scheduled";
+    pub(crate) const RUNNING: &str = "Running";
+    pub(crate) const SUCCEEDED: &str = "Succeeded";
+    pub(crate) const FAILED: &str = "Failed";
+    pub(crate) const WAITING_FOR_SYNC: &str = "WaitingForSync";
 }
 
 pub(super) fn phase(vmi: &VirtualMachineInstance) -> &str {

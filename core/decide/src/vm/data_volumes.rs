@@ -14,7 +14,8 @@ use kvrs_api::json_pointer::JsonPointer;
 const ALLOW_CLAIM_ADOPTION: &str = "cdi.kubevirt.io/allowClaimAdoption";
 const CREATED_BY_LABEL: &str = "kubevirt.io/created-by";
 /// VM annotation that, set to `"false"`, defers DataVolume creation to the first start.
-pub const IMMEDIATE_DATA_VOLUME_CREATION: &str = "kubevirt.io/immediate-data-volume-creation";
+pub(crate) const IMMEDIATE_DATA_VOLUME_CREATION: &str =
+    "kubevirt.io/immediate-data-volume-creation";
 
 /// The DataVolume a template asks for: the template's metadata and spec, owned by the VM,
 /// labelled with its UID, with claim adoption allowed and the VM's priority class.

@@ -13,13 +13,13 @@ use crate::{ApiWrite, Event, Expectation, PatchType, Plan, WriteOp, meta};
 use kvrs_api::json_pointer::JsonPointer;
 
 /// The current VMI finalizer.
-pub const VMI_FINALIZER: &str = "kubevirt.io/foregroundDeleteVirtualMachine";
+pub(crate) const VMI_FINALIZER: &str = "kubevirt.io/foregroundDeleteVirtualMachine";
 /// The pre-domain-qualified VMI finalizer, migrated to [`VMI_FINALIZER`].
-pub const DEPRECATED_VMI_FINALIZER: &str = "foregroundDeleteVirtualMachine";
+pub(crate) const DEPRECATED_VMI_FINALIZER: &str = "foregroundDeleteVirtualMachine";
 /// Label carrying the node a VMI runs on.
-pub const NODE_NAME_LABEL: &str = "kubevirt.io/nodeName";
+pub(crate) const NODE_NAME_LABEL: &str = "kubevirt.io/nodeName";
 /// Label marking a VMI whose launcher runs an older image than the cluster's.
-pub const OUTDATED_LAUNCHER_LABEL: &str = "kubevirt.io/outdatedLauncherImage";
+pub(crate) const OUTDATED_LAUNCHER_LABEL: &str = "kubevirt.io/outdatedLauncherImage";
 pub(super) const EVICT_ONLY_ANNOTATION: &str = "descheduler.alpha.kubernetes.io/request-evict-only";
 pub(super) const UNPAUSED_CONDITION: &str = "kubevirt.io/virtual-machine-unpaused";
 pub(super) const MEMORY_OVERHEAD_ANNOTATION: &str = "kubevirt.io/memory-overhead-bytes";

@@ -11,7 +11,7 @@ use super::lifecycle::{NODE_NAME_LABEL, OUTDATED_LAUNCHER_LABEL, UNPAUSED_CONDIT
 use super::pod;
 use crate::api::VirtualMachineInstance;
 use crate::patch::op;
-use crate::{ApiWrite, PatchType, Plan, WriteOp, meta};
+use crate::{ApiWrite, Expectation, PatchType, Plan, WriteOp, meta};
 use kvrs_api::json_pointer::JsonPointer;
 
 pub(super) fn string_map(v: Option<&Value>) -> Option<BTreeMap<String, String>> {
@@ -20,13 +20,14 @@ pub(super) fn string_map(v: Option<&Value>) -> Option<BTreeMap<String, String>> 
 
 /// Keeps the pod's unpaused readiness-gate condition in line with the VMI's Paused condition.
 pub(super) fn sync_paused_condition_to_pod(
-    vmi: &Value,
+    vmi_json: &Value,
+    vmi: &VirtualMachineInstance,
     p: &Pod,
     plan: &mut Plan,
-    ns: &str,
     now: i64,
 ) {
-    let paused = super::conditions::find_cond(vmi, "Paused").is_some_and(|c| c["status"] == "True");
+    let (ns, name) = (meta::namespace(&vmi.metadata), meta::name(&vmi.metadata));
+    let paused = super::conditions::find_cond(vmi_json, "Paused").is_some_and(|c| c["status"] == "True");
     let unpaused_true = pod::condition(p, UNPAUSED_CONDITION).is_some_and(|c| c.status == "True");
     let new = if paused && unpaused_true {
         json!({"lastProbeTime": meta::time_json(now), "lastTransitionTime": meta::time_json(now),
@@ -61,7 +62,10 @@ pub(super) fn sync_paused_condition_to_pod(
                 patch: json!({"status": Value::Object(status)}),
             },
         )
-        .on_subresource("status"),
+        .on_subresource("status")
+        .expecting(Expectation::ObservedPodUpdate {
+            vmi_key: format!("{ns}/{name}"),
+        }),
     );
 }
 

@@ -264,7 +264,7 @@ pub(super) fn update_status(
                 .as_ref()
                 .is_some_and(|f| !f.is_empty());
         if !deleted_here || outlives_delete {
-            sync_paused_condition_to_pod(&c, p, plan, &ns, now);
+            sync_paused_condition_to_pod(&c, vmi, p, plan, now);
             sync_dynamic_metadata_to_pod(&c, vmi, p, plan, &ns);
         }
         if let Some(bytes) = meta::annotation(&p.metadata, MEMORY_OVERHEAD_ANNOTATION)

@@ -1,17 +1,49 @@
-//! An in-memory API server for plans: applies [`ApiWrite`]s to JSON objects with the semantics
-//! that matter to the controllers (finalizers delay deletion, a bound pod is deleted gracefully,
-//! `generateName`, UID preconditions, patch `test` failures).
+//! # kvrs-decide-test-support
 //!
-//! It is what the oracle tests, the simulator and users' own simulations execute plans against;
-//! it is deliberately small: no resource versions, no admission, no watch.
+//! Test aids for `kvrs-decide`'s plans. [`ObjectStore`] is an in-memory API server that applies a
+//! [`Plan`]'s writes to JSON objects with the semantics that matter to the controllers:
+//! finalizers delay deletion, a bound pod is deleted gracefully, `generateName`, UID
+//! preconditions, patch `test` failures. Tests feed a decision's result back as the next snapshot
+//! with it (kvrs-decide's own store tests, the oracle replay of KubeVirt's VM scenarios in
+//! `kvrs-tests`).
+//!
+//! It is deliberately small — no resource versions, no admission, no watch — and not part of
+//! any published API (`publish = false`): a cluster-like store with Kubernetes semantics is
+//! `kvrs-store`.
+//!
+//! ```
+//! use kvrs_decide::{ApiWrite, Plan, Requeue, WriteOp};
+//! use kvrs_decide_test_support::ObjectStore;
+//! use serde_json::json;
+//!
+//! let mut store = ObjectStore::new();
+//! store.insert("pods", json!({"metadata": {"name": "p", "namespace": "ns", "finalizers": ["f"]}}));
+//!
+//! let mut plan = Plan::idle();
+//! plan.push_write(ApiWrite::new("pods", "ns", "p", WriteOp::Delete { precondition_uid: None }));
+//! assert_eq!(store.execute(&plan, 0), (Requeue::forget(), None));
+//! // A finalizer holds the pod: it is only marked for deletion.
+//! let pod = store.get("pods", "ns", "p").unwrap();
+//! assert_eq!(pod["metadata"]["deletionTimestamp"], "1970-01-01T00:00:30Z");
+//!
+//! // Deleting what is not there fails the plan, as the API server would.
+//! let mut plan = Plan::idle();
+//! plan.push_write(ApiWrite::new("pods", "ns", "q", WriteOp::Delete { precondition_uid: None }));
+//! let (requeue, error) = store.execute(&plan, 0);
+//! assert_eq!(requeue, Requeue::rate_limited());
+//! assert_eq!(error.as_deref(), Some("pods \"q\" not found"));
+//! ```
+
+#![warn(unreachable_pub)]
 
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::patch::{apply_json_patch, apply_merge_patch, apply_strategic_merge_patch};
-use super::{ApiWrite, PatchType, Plan, Requeue, WriteOp, format_rfc3339};
 use kvrs_api::json_pointer::JsonPointer;
+use kvrs_decide::meta::json_namespace;
+use kvrs_decide::patch::{apply_json_patch, apply_merge_patch, apply_strategic_merge_patch};
+use kvrs_decide::{ApiWrite, PatchType, Plan, Requeue, WriteOp, format_rfc3339};
 
 /// Objects by `(resource, namespace, name)`.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -34,7 +66,7 @@ fn group_of(resource: &str) -> &'static str {
 }
 
 /// The API server's not-found message for `resource`/`name`.
-pub fn not_found(resource: &str, name: &str) -> String {
+fn not_found(resource: &str, name: &str) -> String {
     format!("{resource}{} \"{name}\" not found", group_of(resource))
 }
 
@@ -49,7 +81,7 @@ impl ObjectStore {
 
     /// Stores `obj` under `resource` (namespace `default` when unset).
     pub fn insert(&mut self, resource: &str, obj: Value) {
-        let ns = super::meta::json_namespace(&obj).to_string();
+        let ns = json_namespace(&obj).to_string();
         let name = obj
             .at("/metadata/name")
             .and_then(Value::as_str)

@@ -16,7 +16,7 @@ use crate::quantity::{Quantity, QuantityFormat};
 /// Extra ephemeral storage KubeVirt requests for its own files.
 const EPHEMERAL_STORAGE_OVERHEAD: &str = "50M";
 /// Device-plugin resource prefix.
-pub const DEVICE_PREFIX: &str = "devices.kubevirt.io";
+pub(crate) const DEVICE_PREFIX: &str = "devices.kubevirt.io";
 
 /// The compute container's resources.
 #[derive(Clone, Debug, Default, PartialEq)]

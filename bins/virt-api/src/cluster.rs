@@ -1,0 +1,386 @@
+//! What virt-api reads and writes in the cluster besides answering reviews: its certificate
+//! Secret and the `caBundle` of its webhook configurations, plus the facts a webhook asks for
+//! ([`crate::webhooks::Lookup`]).
+//!
+//! Every write is a JSON patch with `test` preconditions, or a create: the Secret is created
+//! when absent (a create that loses the race re-reads the winner's), and changed only if its
+//! `resourceVersion` is still the one read; a webhook configuration's `caBundle` is written
+//! entry by entry, each guarded by a test of the entry's name and of the configuration's
+//! `resourceVersion`, so nothing else in objects kvrs only partly owns is ever overwritten.
+//! Writes are logged keyed by `namespace/name`.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use serde_json::{Value, json};
+use tracing::{info, warn};
+
+use crate::certs::{self, Bundle, CertError, Plan, Validity};
+use crate::webhooks::{Facts, Lookup};
+
+/// Why a cluster read or write failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The API server refused or could not be reached.
+    #[error("{action} {object}: {source}")]
+    Api {
+        /// What was being done (`creating`, `patching`, ...).
+        action: &'static str,
+        /// `namespace/name` or `kind/name`.
+        object: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Making certificates failed.
+    #[error("certificates: {0}")]
+    Certs(#[from] CertError),
+    /// Another writer kept changing the object between read and write.
+    #[error("{0}: still conflicting after retries")]
+    Conflict(String),
+}
+
+impl ClusterError {
+    /// A stable label for metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ClusterError::Api { .. } => "api",
+            ClusterError::Certs(e) => e.label(),
+            ClusterError::Conflict(_) => "conflict",
+        }
+    }
+}
+
+fn api_error(action: &'static str, object: &str) -> impl FnOnce(kube::Error) -> ClusterError {
+    let object = object.to_string();
+    move |source| ClusterError::Api {
+        action,
+        object,
+        source,
+    }
+}
+
+/// Whether the API answered `code`.
+fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+/// A failed `test` operation (422) or an optimistic-lock conflict (409).
+fn lost_race(e: &kube::Error) -> bool {
+    is_status(e, 409) || is_status(e, 422)
+}
+
+const RETRIES: usize = 5;
+
+/// The Secret holding the certificates.
+pub struct CertSecret {
+    api: Api<Secret>,
+    namespace: String,
+    name: String,
+}
+
+impl CertSecret {
+    /// `namespace/name` through `client`.
+    pub fn new(client: kube::Client, namespace: &str, name: &str) -> Self {
+        CertSecret {
+            api: Api::namespaced(client, namespace),
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The Secret's certificates (or why they cannot be read) and its resourceVersion; `None`
+    /// when there is no Secret.
+    async fn read(&self) -> Result<Option<(Result<Bundle, CertError>, String)>, ClusterError> {
+        let secret = self
+            .api
+            .get_opt(&self.name)
+            .await
+            .map_err(api_error("reading", &self.key()))?;
+        Ok(secret.map(|s| {
+            let data: BTreeMap<String, Vec<u8>> = s
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0))
+                .collect();
+            (
+                Bundle::from_secret_data(&data),
+                s.metadata.resource_version.unwrap_or_default(),
+            )
+        }))
+    }
+
+    /// The certificates to serve with at `now`: the Secret's when they are good, else new ones
+    /// written to it (created when absent; a lost race re-reads and decides again).
+    pub async fn ensure(
+        &self,
+        names: &[String],
+        now: i64,
+        validity: Validity,
+    ) -> Result<Bundle, ClusterError> {
+        for _ in 0..RETRIES {
+            match self.read().await? {
+                None => {
+                    let bundle = certs::apply(
+                        &Plan::RotateCa("none yet".into()),
+                        None,
+                        names,
+                        now,
+                        validity,
+                    )?;
+                    match self.create(&bundle).await {
+                        Ok(()) => return Ok(bundle),
+                        Err(e) if is_status(&e, 409) => continue, // another replica won
+                        Err(e) => return Err(api_error("creating", &self.key())(e)),
+                    }
+                }
+                Some((found, version)) => {
+                    let plan = certs::plan(found.as_ref(), now);
+                    let current = found.as_ref().ok();
+                    if plan == Plan::Keep
+                        && let Some(b) = current
+                    {
+                        return Ok(b.clone());
+                    }
+                    let bundle = certs::apply(&plan, current, names, now, validity)?;
+                    match self.replace(&bundle, &version).await {
+                        Ok(()) => {
+                            info!(secret = %self.key(), ?plan, "certificates written");
+                            return Ok(bundle);
+                        }
+                        Err(e) if lost_race(&e) => continue,
+                        Err(e) => return Err(api_error("patching", &self.key())(e)),
+                    }
+                }
+            }
+        }
+        Err(ClusterError::Conflict(self.key()))
+    }
+
+    fn data(bundle: &Bundle) -> BTreeMap<String, ByteString> {
+        bundle
+            .secret_data()
+            .into_iter()
+            .map(|(k, v)| (k, ByteString(v)))
+            .collect()
+    }
+
+    async fn create(&self, bundle: &Bundle) -> Result<(), kube::Error> {
+        let secret = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some(self.name.clone()),
+                namespace: Some(self.namespace.clone()),
+                labels: Some(BTreeMap::from([(
+                    "app.kubernetes.io/managed-by".to_string(),
+                    "kvrs-virt-api".to_string(),
+                )])),
+                ..Default::default()
+            },
+            type_: Some("kubernetes.io/tls".into()),
+            data: Some(Self::data(bundle)),
+            ..Default::default()
+        };
+        self.api.create(&PostParams::default(), &secret).await?;
+        info!(secret = %self.key(), "certificate Secret created");
+        Ok(())
+    }
+
+    async fn replace(&self, bundle: &Bundle, version: &str) -> Result<(), kube::Error> {
+        let data: BTreeMap<String, String> = bundle
+            .secret_data()
+            .into_iter()
+            .map(|(k, v)| (k, base64::engine::general_purpose::STANDARD.encode(v)))
+            .collect();
+        let patch = json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+            {"op": "add", "path": "/data", "value": data},
+        ]);
+        let patch: json_patch::Patch =
+            serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
+        self.api
+            .patch(
+                &self.name,
+                &PatchParams::default(),
+                &Patch::<()>::Json(patch),
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+/// Which webhook configuration kind.
+#[derive(Clone, Copy, Debug)]
+pub enum ConfigurationKind {
+    /// `MutatingWebhookConfiguration`.
+    Mutating,
+    /// `ValidatingWebhookConfiguration`.
+    Validating,
+}
+
+/// The JSON patch that sets `ca_bundle` (base64) on every webhook of `configuration` whose
+/// bundle differs, guarded by `test`s of the resourceVersion and of each entry's name; `None`
+/// when every entry already has it.
+pub fn ca_bundle_patch(configuration: &Value, ca_bundle: &str) -> Option<json_patch::Patch> {
+    let version = configuration["metadata"]["resourceVersion"].as_str()?;
+    let mut ops =
+        vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": version})];
+    for (i, webhook) in configuration["webhooks"].as_array()?.iter().enumerate() {
+        if webhook["clientConfig"]["caBundle"].as_str() == Some(ca_bundle) {
+            continue;
+        }
+        ops.push(
+            json!({"op": "test", "path": format!("/webhooks/{i}/name"), "value": webhook["name"]}),
+        );
+        ops.push(json!({"op": "add", "path": format!("/webhooks/{i}/clientConfig/caBundle"), "value": ca_bundle}));
+    }
+    if ops.len() == 1 {
+        return None;
+    }
+    serde_json::from_value(Value::Array(ops)).ok()
+}
+
+/// Keeps the `caBundle` of webhook configuration `name` equal to `bundle_pem`. A configuration
+/// that does not exist (not installed yet) is logged and skipped; the next sync tries again.
+pub async fn sync_ca_bundle(
+    client: &kube::Client,
+    kind: ConfigurationKind,
+    name: &str,
+    bundle_pem: &str,
+) -> Result<(), ClusterError> {
+    let encoded = base64::engine::general_purpose::STANDARD.encode(bundle_pem);
+    let (gvk, plural) = match kind {
+        ConfigurationKind::Mutating => (
+            GroupVersionKind::gvk(
+                "admissionregistration.k8s.io",
+                "v1",
+                "MutatingWebhookConfiguration",
+            ),
+            "mutatingwebhookconfigurations",
+        ),
+        ConfigurationKind::Validating => (
+            GroupVersionKind::gvk(
+                "admissionregistration.k8s.io",
+                "v1",
+                "ValidatingWebhookConfiguration",
+            ),
+            "validatingwebhookconfigurations",
+        ),
+    };
+    let api: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(&gvk, plural),
+    );
+    let object = format!("{}/{name}", gvk.kind);
+    for _ in 0..RETRIES {
+        let Some(current) = api
+            .get_opt(name)
+            .await
+            .map_err(api_error("reading", &object))?
+        else {
+            warn!(configuration = %object, "webhook configuration not found: its caBundle is set once it exists");
+            return Ok(());
+        };
+        let value = serde_json::to_value(&current).unwrap_or(Value::Null);
+        let Some(patch) = ca_bundle_patch(&value, &encoded) else {
+            return Ok(());
+        };
+        match api
+            .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+            .await
+        {
+            Ok(_) => {
+                info!(configuration = %object, "caBundle updated");
+                return Ok(());
+            }
+            Err(e) if lost_race(&e) => continue,
+            Err(e) => return Err(api_error("patching", &object)(e)),
+        }
+    }
+    Err(ClusterError::Conflict(object))
+}
+
+/// Reads what `lookup` names (errors are reported in the facts: the webhook refuses with them).
+pub async fn read_facts(client: &kube::Client, lookup: &Lookup) -> Facts {
+    match lookup {
+        Lookup::MigrationTarget {
+            namespace,
+            vmi_name,
+        } => {
+            let vmi_gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstance");
+            let mig_gvk =
+                GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstanceMigration");
+            let vmis: Api<DynamicObject> = Api::namespaced_with(
+                client.clone(),
+                namespace,
+                &ApiResource::from_gvk_with_plural(&vmi_gvk, "virtualmachineinstances"),
+            );
+            let migrations: Api<DynamicObject> = Api::namespaced_with(
+                client.clone(),
+                namespace,
+                &ApiResource::from_gvk_with_plural(&mig_gvk, "virtualmachineinstancemigrations"),
+            );
+            let vmi = match vmis.get_opt(vmi_name).await {
+                Ok(v) => v.and_then(|v| serde_json::to_value(v).ok()),
+                Err(e) => {
+                    return Facts {
+                        error: Some(e.to_string()),
+                        ..Facts::default()
+                    };
+                }
+            };
+            let selector = format!("{}={vmi_name}", crate::webhooks::MIGRATION_SELECTOR_LABEL);
+            match migrations
+                .list(&ListParams::default().labels(&selector))
+                .await
+            {
+                Ok(list) => Facts {
+                    vmi,
+                    migrations: list
+                        .items
+                        .into_iter()
+                        .filter_map(|m| serde_json::to_value(m).ok())
+                        .collect(),
+                    error: None,
+                },
+                Err(e) => Facts {
+                    error: Some(e.to_string()),
+                    ..Facts::default()
+                },
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ca_bundle_patch_is_guarded_and_skips_current_entries() {
+        let conf = json!({"metadata": {"name": "c", "resourceVersion": "7"}, "webhooks": [
+            {"name": "a.kubevirt.io", "clientConfig": {"caBundle": "NEW"}},
+            {"name": "b.kubevirt.io", "clientConfig": {"url": "https://x"}},
+        ]});
+        let patch = serde_json::to_value(ca_bundle_patch(&conf, "NEW").unwrap()).unwrap();
+        assert_eq!(
+            patch,
+            json!([
+                {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+                {"op": "test", "path": "/webhooks/1/name", "value": "b.kubevirt.io"},
+                {"op": "add", "path": "/webhooks/1/clientConfig/caBundle", "value": "NEW"},
+            ])
+        );
+        let mut done = conf.clone();
+        done["webhooks"][1]["clientConfig"]["caBundle"] = json!("NEW");
+        assert!(ca_bundle_patch(&done, "NEW").is_none());
+    }
+}

@@ -1,0 +1,149 @@
+//! The daemon: the KubeVirt CR watched live, the certificates made or read, the caBundle of the
+//! webhook configurations kept current, the HTTPS server, and the rotation loop.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use kvrs_runtime::kube::daemon::flag_overrides;
+use kvrs_runtime::kube::kubevirt_config::{self, Reporting};
+use tracing::{error, info, warn};
+
+use crate::Flags;
+use crate::certs::{Bundle, serving_names};
+use crate::cluster::{CertSecret, ConfigurationKind, sync_ca_bundle};
+use crate::server::{AppState, Limits, ReloadableCert, Server};
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// The longest the rotation loop sleeps: it also re-reads the Secret (another replica may have
+/// rotated it) and re-asserts the caBundle this often.
+const RESYNC: Duration = Duration::from_secs(60);
+
+/// Runs virt-api with `client` until `shutdown` resolves.
+pub async fn run(
+    flags: Flags,
+    client: kube::Client,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<ExitCode> {
+    let overrides = flag_overrides(&flags.feature_gates, false)?;
+    let (config, config_watch) = kubevirt_config::watch(
+        &client,
+        &flags.namespace,
+        overrides,
+        |cr| cr.config.clone(),
+        Reporting {
+            events: None,
+            refused: Box::new(|_| {}),
+        },
+    )
+    .await;
+
+    let rotation = Rotation {
+        secret: CertSecret::new(client.clone(), &flags.namespace, &flags.cert_secret),
+        names: serving_names(&flags.service, &flags.namespace, &flags.tls_san),
+        flags: flags.clone(),
+        client: client.clone(),
+        cert: Arc::new(ReloadableCert::default()),
+    };
+    let bundle = rotation
+        .secret
+        .ensure(&rotation.names, now(), flags.validity())
+        .await
+        .context("the serving certificate")?;
+    rotation.publish_ca(&bundle).await;
+    rotation.cert.load(&bundle.cert, &bundle.key)?;
+
+    let state = AppState {
+        config,
+        accounts: flags.accounts(),
+        client: Some(client.clone()),
+    };
+    let server = Server::bind(
+        flags.listen,
+        rotation.cert.clone(),
+        state,
+        Limits::default(),
+    )
+    .await?;
+    let rotating = tokio::spawn(rotation.run(bundle));
+    server.run(shutdown).await;
+    rotating.abort();
+    if let Some(w) = config_watch {
+        w.abort();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+struct Rotation {
+    secret: CertSecret,
+    names: Vec<String>,
+    flags: Flags,
+    client: kube::Client,
+    cert: Arc<ReloadableCert>,
+}
+
+impl Rotation {
+    /// Writes the bundle's CAs into both webhook configurations (errors are logged: the next
+    /// round tries again, and the server keeps serving with what it has).
+    async fn publish_ca(&self, bundle: &Bundle) {
+        let pem = bundle.ca_bundle(now());
+        for (kind, name) in [
+            (
+                ConfigurationKind::Mutating,
+                &self.flags.mutating_configuration,
+            ),
+            (
+                ConfigurationKind::Validating,
+                &self.flags.validating_configuration,
+            ),
+        ] {
+            if let Err(e) = sync_ca_bundle(&self.client, kind, name, &pem).await {
+                warn!(reason = e.label(), "caBundle of {name}: {e}");
+            }
+        }
+    }
+
+    /// Sleeps until the next renewal (at most [`RESYNC`]), then reads the Secret again and
+    /// renews what is due: a new CA reaches the webhook configurations before the server
+    /// presents a certificate signed by it.
+    async fn run(self, mut current: Bundle) {
+        loop {
+            let wait = current
+                .next_renewal()
+                .map_or(RESYNC, |at| {
+                    Duration::from_secs(u64::try_from(at - now()).unwrap_or(0))
+                })
+                .clamp(Duration::from_secs(1), RESYNC);
+            tokio::time::sleep(wait).await;
+            let next = match self
+                .secret
+                .ensure(&self.names, now(), self.flags.validity())
+                .await
+            {
+                Ok(next) => next,
+                Err(e) => {
+                    error!(reason = e.label(), "renewing the certificates: {e}");
+                    continue;
+                }
+            };
+            self.publish_ca(&next).await;
+            if next != current {
+                match self.cert.load(&next.cert, &next.key) {
+                    Ok(()) => info!(
+                        secret = %format!("{}/{}", self.flags.namespace, self.flags.cert_secret),
+                        ca_rotated = next.ca_cert != current.ca_cert,
+                        "serving the renewed certificate"
+                    ),
+                    Err(e) => error!(reason = e.label(), "loading the renewed certificate: {e}"),
+                }
+                current = next;
+            }
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! The VirtualMachine webhooks (KubeVirt's `VMsMutator`, `VMsAdmitter`).
+//!
+//! - **mutate**: on CREATE a firmware UUID and serial when the template has none (fresh random
+//!   ones from the [`Context`]); the template's architecture and machine type from the cluster;
+//!   on CREATE the PCI topology annotation on a template with a PCIe topology. A VM being
+//!   deleted passes untouched. The patch replaces only `/spec` and `/metadata`.
+//! - **validate**: the VM-level rules of kvrs-admission's `validate_vm` (run strategy,
+//!   DataVolume templates, the template's reserved labels, hotplug limits) and the template's
+//!   spec validated as KubeVirt validates it: defaulted, then checked with the VMI rules that
+//!   apply to a template, causes at `spec.template.spec.…`.
+//!
+//! Not here yet: VMs referencing an instancetype or preference are checked at the VM level only
+//! (the references are not read from the cluster), and DataSource architecture labels are not
+//! read.
+
+use kvrs_admission::defaults::{
+    PCI_TOPOLOGY_ANNOTATION, PCI_TOPOLOGY_VERSION, apply_defaults, machine_type_for,
+    supports_pcie_hotplug,
+};
+use kvrs_admission::validate::{validate as validate_vmi, validate_vm};
+use kvrs_api::api::{Firmware, Machine};
+use kvrs_api::{VirtualMachine, VirtualMachineInstance};
+
+use super::Context;
+use crate::response::{bad_request, causes_of, denied, patch_between, read_object};
+use crate::review::{AdmissionRequest, Operation, StatusCause, Verdict};
+
+const RESOURCE: &str = "virtualmachines";
+
+fn read_vm(req: &AdmissionRequest) -> Result<VirtualMachine, Verdict> {
+    if !req.is_kubevirt_resource(RESOURCE) {
+        return Err(bad_request(format!("expect resource to be '{RESOURCE}'")));
+    }
+    read_object("object", req.object.as_ref())
+}
+
+pub(super) fn mutate(req: &AdmissionRequest, ctx: &Context<'_>) -> Verdict {
+    let mut vm = match read_vm(req) {
+        Ok(vm) => vm,
+        Err(v) => return v,
+    };
+    if vm.metadata.deletion_timestamp.is_some() {
+        return Verdict::allow();
+    }
+    let create = req.operation == Operation::Create;
+    if let Some(spec) = vm.spec.template.spec.as_mut() {
+        if create {
+            let firmware = spec.domain.firmware.get_or_insert_with(Firmware::default);
+            if firmware.uuid.as_deref().unwrap_or("").is_empty() {
+                firmware.uuid = Some(ctx.fresh_uuids[0].clone());
+            }
+            if firmware.serial.as_deref().unwrap_or("").is_empty() {
+                firmware.serial = Some(ctx.fresh_uuids[1].clone());
+            }
+        }
+        if spec.architecture.as_deref().unwrap_or("").is_empty() {
+            spec.architecture = Some(ctx.config.architecture.clone());
+        }
+        let machine = spec.domain.machine.get_or_insert_with(Machine::default);
+        if machine.r#type.as_deref().unwrap_or("").is_empty() {
+            let arch = spec.architecture.as_deref().unwrap_or("");
+            machine.r#type = Some(machine_type_for(arch, ctx.config));
+        }
+        if create && supports_pcie_hotplug(spec) {
+            vm.spec
+                .template
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .entry(PCI_TOPOLOGY_ANNOTATION.to_string())
+                .or_insert_with(|| PCI_TOPOLOGY_VERSION.to_string());
+        }
+    }
+    let admitted = match serde_json::to_value(&vm) {
+        Ok(v) => v,
+        Err(e) => return bad_request(e.to_string()),
+    };
+    let Some(original) = req.object.as_ref() else {
+        return Verdict::allow();
+    };
+    Verdict::allow_patched(patch_between(original, &admitted, &["spec", "metadata"]))
+}
+
+pub(super) fn validate(req: &AdmissionRequest, ctx: &Context<'_>) -> Verdict {
+    let vm = match read_vm(req) {
+        Ok(vm) => vm,
+        Err(v) => return v,
+    };
+    if vm.metadata.deletion_timestamp.is_some() {
+        return Verdict::allow();
+    }
+    let mut causes = Vec::new();
+    let references = vm.spec.instancetype.is_some() || vm.spec.preference.is_some();
+    if let Some(spec) = vm.spec.template.spec.as_ref().filter(|_| !references) {
+        causes.extend(template_causes(&vm, spec.clone(), ctx));
+    }
+    if let Err(e) = validate_vm(&vm, ctx.config) {
+        causes.extend(causes_of(&e));
+    }
+    if ctx.is_kubevirt(&req.user_info.username) {
+        causes.retain(|c| !c.field.ends_with("template.metadata.labels"));
+    }
+    denied(causes)
+}
+
+/// The template's spec as the VMI rules see it: defaulted first (KubeVirt's
+/// `SetDefaultVirtualMachineInstanceSpec` on a copy), then validated; the causes that only a
+/// VMI has (its own metadata, the mandatory memory request, volumes without a disk) are left to
+/// the VMI's own validation, and the rest are moved under `spec.template.spec`.
+fn template_causes(
+    vm: &VirtualMachine,
+    spec: kvrs_api::VirtualMachineInstanceSpec,
+    ctx: &Context<'_>,
+) -> Vec<StatusCause> {
+    let mut vmi = VirtualMachineInstance {
+        spec,
+        ..VirtualMachineInstance::default()
+    };
+    vmi.metadata.name = vm.metadata.name.clone().or(Some("vm".into()));
+    vmi.metadata.namespace = vm.metadata.namespace.clone();
+    apply_defaults(&mut vmi, ctx.config);
+    let Err(e) = validate_vmi(&vmi, ctx.config) else {
+        return Vec::new();
+    };
+    causes_of(&e)
+        .into_iter()
+        .filter(applies_to_a_template)
+        .map(|mut c| {
+            let moved = format!("spec.template.{}", c.field);
+            c.message = c.message.replace(&c.field, &moved);
+            c.field = moved;
+            c
+        })
+        .collect()
+}
+
+fn applies_to_a_template(c: &StatusCause) -> bool {
+    let mandatory_memory =
+        c.field == "spec.domain.memory.guest" && c.message.starts_with("no memory requested");
+    c.field.starts_with("spec.")
+        && !c.field.starts_with("spec.domain.volumes[")
+        && !mandatory_memory
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::Webhook;
+    use super::super::testing::{CONTROLLER, Req, patched, vm};
+    use super::*;
+
+    #[test]
+    fn create_gives_firmware_ids_machine_and_topology_annotation() {
+        let input = vm();
+        let v = Req::create(RESOURCE, input.clone()).send(Webhook::VmMutate);
+        let out = patched(&input, &v);
+        let tpl = &out["spec"]["template"];
+        assert_eq!(
+            tpl["spec"]["domain"]["firmware"],
+            json!({"uuid": "11111111-1111-4111-8111-111111111111",
+                "serial": "22222222-2222-4222-8222-222222222222"})
+        );
+        assert_eq!(tpl["spec"]["architecture"], "amd64");
+        assert_eq!(tpl["spec"]["domain"]["machine"]["type"], "q35");
+        assert_eq!(
+            tpl["metadata"]["annotations"]["kubevirt.io/pci-topology-version"],
+            "v3"
+        );
+    }
+
+    #[test]
+    fn update_keeps_the_firmware_ids_and_a_deleted_vm_passes() {
+        let input = vm();
+        let v = Req::update(RESOURCE, input.clone(), input.clone()).send(Webhook::VmMutate);
+        let out = patched(&input, &v);
+        assert!(out["spec"]["template"]["spec"]["domain"]["firmware"].is_null());
+        assert!(out["spec"]["template"]["metadata"]["annotations"].is_null());
+        let mut deleted = vm();
+        deleted["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+        let v = Req::create(RESOURCE, deleted).send(Webhook::VmMutate);
+        assert!(v.allowed && v.patch.is_none());
+    }
+
+    #[test]
+    fn validation_refuses_the_run_strategy_kubevirt_refuses() {
+        let mut both = vm();
+        both["spec"]["running"] = json!(true);
+        let v = Req::create(RESOURCE, both).send(Webhook::VmValidate);
+        assert_eq!(
+            v.message(),
+            "Running and RunStrategy are mutually exclusive. Note that Running is deprecated, please use RunStrategy instead"
+        );
+        assert!(
+            Req::create(RESOURCE, vm())
+                .send(Webhook::VmValidate)
+                .allowed
+        );
+    }
+
+    #[test]
+    fn the_template_spec_is_validated_at_its_path() {
+        let mut ide = vm();
+        ide["spec"]["template"]["spec"]["domain"]["devices"]["disks"] =
+            json!([{"name": "d", "disk": {"bus": "ide"}}]);
+        ide["spec"]["template"]["spec"]["volumes"] =
+            json!([{"name": "d", "emptyDisk": {"capacity": "1Gi"}}]);
+        let v = Req::create(RESOURCE, ide).send(Webhook::VmValidate);
+        assert_eq!(v.message(), "IDE bus is not supported");
+        let causes = v.status.unwrap().details.unwrap().causes;
+        assert_eq!(
+            causes[0].field,
+            "spec.template.spec.domain.devices.disks[0].disk.bus"
+        );
+        // A template without memory is the VMI's problem, not the VM's (as in KubeVirt).
+        let mut bare = vm();
+        bare["spec"]["template"]["spec"]["domain"]
+            .as_object_mut()
+            .unwrap()
+            .remove("resources");
+        assert!(
+            Req::create(RESOURCE, bare)
+                .send(Webhook::VmValidate)
+                .allowed
+        );
+    }
+
+    #[test]
+    fn reserved_template_labels_are_kubevirts_alone() {
+        let mut labelled = vm();
+        labelled["spec"]["template"]["metadata"]["labels"] = json!({"kubevirt.io/nodeName": "n1"});
+        let v = Req::create(RESOURCE, labelled.clone()).send(Webhook::VmValidate);
+        assert!(!v.allowed);
+        let v = Req::create(RESOURCE, labelled).by(CONTROLLER);
+        assert!(v.send(Webhook::VmValidate).allowed);
+    }
+}

@@ -1,0 +1,606 @@
+//! virt-api in front of a real kube-apiserver: `kubectl create` goes through KubeVirt's
+//! webhooks as kvrs serves them, and what is stored (or refused) is what KubeVirt v1.9.0's
+//! webhooks produce for KubeVirt's own oracle corpus (`../shared/oracle`; the test fails when
+//! it is missing).
+//!
+//! The cluster is etcd + kube-apiserver only (`Options::apiserver_only()`): no kube-proxy, no
+//! Service routing, so the webhook configurations from `bins/deploy/virt-api` are registered
+//! with `clientConfig.url = https://127.0.0.1:PORT/<path>` instead of their Service, and virt-api
+//! runs in this process on that port, with `127.0.0.1` in its serving certificate. Everything
+//! else is as deployed: virt-api creates its CA and certificate in the Secret
+//! `kubevirt/kvrs-virt-api-certs`, writes the caBundle into both configurations, and reads the
+//! KubeVirt CR `kubevirt/kubevirt` live (the feature gates of gated oracle cases are set there).
+//!
+//! Stored VMIs are compared with `NAME.defaulted.json` except for what the oracle leaves out
+//! (`status.phaseTransitionTimestamps`: the webhook's clock) and what the API server itself
+//! writes after admission (`metadata.uid`, `resourceVersion`, `generation`,
+//! `creationTimestamp`, `managedFields`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use clap::Parser;
+use kvrs_test_cluster::{Options, TestCluster, free_loopback_port};
+use kvrs_virt_api::Flags;
+use kvrs_virt_api::webhooks::Webhook;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn yaml(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let doc = serde_norway::Deserializer::from_str(&text)
+        .next()
+        .expect("a document");
+    Value::deserialize(doc).expect("yaml")
+}
+
+/// kubectl with `stdin`; (success, stdout, stderr).
+fn kubectl(cluster: &TestCluster, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+    let out = match stdin {
+        Some(s) => cluster.kubectl_with_stdin(args, s),
+        None => cluster.kubectl(args),
+    };
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn must(cluster: &TestCluster, args: &[&str], stdin: Option<&str>) -> String {
+    let (ok, out, err) = kubectl(cluster, args, stdin);
+    assert!(ok, "kubectl {args:?}: {err}");
+    out
+}
+
+fn get_json(cluster: &TestCluster, args: &[&str]) -> Option<Value> {
+    let mut all = vec!["get"];
+    all.extend_from_slice(args);
+    all.extend(["-o", "json"]);
+    let (ok, out, _) = kubectl(cluster, &all, None);
+    ok.then(|| serde_json::from_str(&out).expect("json"))
+}
+
+fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// virt-api running in this process.
+struct VirtApi {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl VirtApi {
+    fn start(
+        rt: &tokio::runtime::Runtime,
+        kubeconfig: &Path,
+        addr: SocketAddr,
+        extra: &[&str],
+    ) -> VirtApi {
+        let mut argv = vec![
+            "virt-api".to_string(),
+            "--listen".into(),
+            addr.to_string(),
+            "--tls-san".into(),
+            "127.0.0.1".into(),
+        ];
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        let flags = Flags::try_parse_from(&argv).expect("flags");
+        let client = rt
+            .block_on(kvrs_runtime::kube::setup::connect_as(
+                "virt-api",
+                Some(kubeconfig),
+            ))
+            .expect("a client");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let done = rt.spawn(async move {
+            let shutdown = async move {
+                let _ = stopped.await;
+            };
+            if let Err(e) = kvrs_virt_api::run(flags, client, shutdown).await {
+                panic!("virt-api: {e:#}");
+            }
+        });
+        // Serving once /healthz answers over TLS.
+        wait_for("virt-api's /healthz", Duration::from_secs(60), || {
+            let out = std::process::Command::new("curl")
+                .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}"])
+                .arg(format!("https://{addr}/healthz"))
+                .output()
+                .ok()?;
+            (out.stdout == b"200").then_some(())
+        });
+        VirtApi {
+            stop: Some(stop),
+            done: Some(done),
+        }
+    }
+
+    fn stop(mut self, rt: &tokio::runtime::Runtime) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(d) = self.done.take() {
+            rt.block_on(d).expect("virt-api ended");
+        }
+    }
+}
+
+/// The deploy manifests' webhook configurations, each entry calling `base` + its path.
+fn register_webhooks(cluster: &TestCluster, base: &str) {
+    let dir = root().join("bins/deploy/virt-api");
+    for file in [
+        "mutatingwebhookconfiguration.yaml",
+        "validatingwebhookconfiguration.yaml",
+    ] {
+        let mut conf = yaml(&dir.join(file));
+        for hook in conf["webhooks"].as_array_mut().unwrap() {
+            let path = hook["clientConfig"]["service"]["path"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            assert!(Webhook::from_path(&path).is_some(), "{path} is served");
+            hook["clientConfig"] = json!({"url": format!("{base}{path}")});
+        }
+        must(cluster, &["create", "-f", "-"], Some(&conf.to_string()));
+    }
+}
+
+/// The Secret's CA bundle, as virt-api publishes it (base64).
+fn secret_bundle(cluster: &TestCluster) -> Option<(String, String)> {
+    let secret = get_json(
+        cluster,
+        &["secret", "-n", "kubevirt", "kvrs-virt-api-certs"],
+    )?;
+    let decode = |k: &str| {
+        secret["data"][k].as_str().map(|b| {
+            String::from_utf8(base64::engine::general_purpose::STANDARD.decode(b).unwrap()).unwrap()
+        })
+    };
+    let ca = decode("ca.crt")?;
+    let mut bundle = ca.clone();
+    if let Some(prev) = decode("ca-previous.crt") {
+        if !bundle.ends_with('\n') {
+            bundle.push('\n');
+        }
+        bundle.push_str(&prev);
+    }
+    Some((ca, base64::engine::general_purpose::STANDARD.encode(bundle)))
+}
+
+/// Every entry of both configurations carries `bundle`.
+fn configurations_carry(cluster: &TestCluster, bundle: &str) -> bool {
+    [
+        "mutatingwebhookconfiguration/kvrs-virt-api-mutator",
+        "validatingwebhookconfiguration/kvrs-virt-api-validator",
+    ]
+    .iter()
+    .all(|c| {
+        get_json(cluster, &[c]).is_some_and(|conf| {
+            conf["webhooks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|h| h["clientConfig"]["caBundle"] == bundle)
+        })
+    })
+}
+
+fn wait_until_published(cluster: &TestCluster) -> String {
+    wait_for(
+        "the caBundle in both configurations",
+        Duration::from_secs(60),
+        || {
+            let (ca, bundle) = secret_bundle(cluster)?;
+            configurations_carry(cluster, &bundle).then_some(ca)
+        },
+    )
+}
+
+/// What the API server writes after admission, and the webhook's clock.
+fn comparable(mut vmi: Value) -> Value {
+    if let Some(meta) = vmi["metadata"].as_object_mut() {
+        for k in [
+            "uid",
+            "resourceVersion",
+            "generation",
+            "creationTimestamp",
+            "managedFields",
+        ] {
+            meta.remove(k);
+        }
+    }
+    if let Some(status) = vmi["status"].as_object_mut() {
+        status.remove("phaseTransitionTimestamps");
+    }
+    vmi
+}
+
+/// POSTs `body` to the API server's `path` as the admin (kubectl would reformat a refusal's
+/// causes): the HTTP code and the JSON answer.
+fn post(cluster: &TestCluster, path: &str, body: &str) -> (u16, Value) {
+    call(cluster, "POST", "application/json", path, body)
+}
+
+/// `method` on the API server's `path` with `body` of `content_type`, as the admin.
+fn call(
+    cluster: &TestCluster,
+    method: &str,
+    content_type: &str,
+    path: &str,
+    body: &str,
+) -> (u16, Value) {
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code}", "-X", method, "--cacert"])
+        .arg(cluster.ca_cert_path())
+        .arg("-H")
+        .arg(format!("Content-Type: {content_type}"))
+        .arg("-H")
+        .arg(format!("Authorization: Bearer {}", cluster.admin_token()))
+        .args(["--data-binary", "@-"])
+        .arg(format!("{}{path}", cluster.server_url()))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(body.as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (json, code) = text.rsplit_once('\n').expect("a status code line");
+    (
+        code.trim().parse().unwrap_or(0),
+        serde_json::from_str(json).unwrap_or(Value::Null),
+    )
+}
+
+/// error.txt's causes: `  cause: field=F type=T message=M`.
+fn expected_causes(error_txt: &str) -> Vec<(String, String, String)> {
+    error_txt
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("cause: field="))
+        .map(|l| {
+            let (field, rest) = l.split_once(" type=").unwrap();
+            let (kind, message) = rest.split_once(" message=").unwrap();
+            (field.to_string(), kind.to_string(), message.to_string())
+        })
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// error.txt's message: the line `rejected by validating webhook: MESSAGE`.
+fn expected_message(error_txt: &str) -> String {
+    error_txt
+        .lines()
+        .find_map(|l| l.strip_prefix("rejected by validating webhook: "))
+        .expect("a rejection line")
+        .to_string()
+}
+
+fn set_gates(cluster: &TestCluster, gates: &[String]) {
+    let patch =
+        json!({"spec": {"configuration": {"developerConfiguration": {"featureGates": gates}}}});
+    must(
+        cluster,
+        &[
+            "patch",
+            "kubevirt",
+            "kubevirt",
+            "-n",
+            "kubevirt",
+            "--type",
+            "merge",
+            "-p",
+            &patch.to_string(),
+        ],
+        None,
+    );
+}
+
+#[test]
+fn kubevirts_webhooks_on_a_real_api_server() {
+    let oracle = kvrs_corpus::shared_dir("oracle");
+    let cluster = TestCluster::start(Options::apiserver_only()).expect("kube-apiserver and etcd");
+    cluster
+        .install_kubevirt_crds(&root().join("bins/deploy"))
+        .expect("CRDs");
+    for ns in ["kubevirt", "kv-oracle"] {
+        must(&cluster, &["create", "namespace", ns], None);
+    }
+    must(
+        &cluster,
+        &["create", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+                "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+                "spec": {"configuration": {}}})
+            .to_string(),
+        ),
+    );
+    let port = free_loopback_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    register_webhooks(&cluster, &format!("https://{addr}"));
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let kubeconfig = cluster.admin_kubeconfig_path().to_path_buf();
+    let api = VirtApi::start(&rt, &kubeconfig, addr, &[]);
+    wait_until_published(&cluster);
+
+    // --- the oracle: refused with KubeVirt's message, or stored as KubeVirt defaults it ---
+    let cases = kvrs_corpus::cases_with(&oracle, "vmi.json");
+    let mut by_gates: BTreeMap<Vec<String>, Vec<String>> = BTreeMap::new();
+    for name in &cases {
+        let gates = std::fs::read_to_string(oracle.join(format!("{name}.featuregates.txt")))
+            .unwrap_or_default();
+        let gates: Vec<String> = gates
+            .split(',')
+            .map(str::trim)
+            .filter(|g| !g.is_empty())
+            .map(String::from)
+            .collect();
+        by_gates.entry(gates).or_default().push(name.clone());
+    }
+    let mut used: BTreeSet<(String, String)> = BTreeSet::new();
+    let (mut admitted, mut refused, mut failures) = (0, 0, Vec::new());
+    let started = Instant::now();
+    for (gates, names) in &by_gates {
+        set_gates(&cluster, gates);
+        if !gates.is_empty() {
+            // virt-api has the gates once a server-side dry run of the first case passes.
+            let first = oracle.join(format!("{}.vmi.json", names[0]));
+            wait_for(
+                &format!("virt-api to enable {gates:?}"),
+                Duration::from_secs(30),
+                || {
+                    let file = first.to_str().unwrap();
+                    kubectl(&cluster, &["create", "--dry-run=server", "-f", file], None)
+                        .0
+                        .then_some(())
+                },
+            );
+        }
+        for name in names {
+            let input = oracle.join(format!("{name}.vmi.json"));
+            let vmi: Value = kvrs_corpus::read_json(&input);
+            let key = (
+                vmi["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or("default")
+                    .to_string(),
+                vmi["metadata"]["name"].as_str().unwrap().to_string(),
+            );
+            if !used.insert(key.clone()) {
+                // A name used before: let the earlier VMI go (no controller removes its finalizer).
+                let (ns, n) = (&key.0, &key.1);
+                must(
+                    &cluster,
+                    &[
+                        "patch",
+                        "vmi",
+                        n,
+                        "-n",
+                        ns,
+                        "--type",
+                        "json",
+                        "-p",
+                        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+                    ],
+                    None,
+                );
+                must(&cluster, &["delete", "vmi", n, "-n", ns], None);
+            }
+            let error_txt = oracle.join(format!("{name}.error.txt"));
+            if error_txt.is_file() {
+                // kubectl shows a refusal's causes, not its message: read the API's answer.
+                let text = std::fs::read_to_string(&error_txt).unwrap();
+                let path = format!(
+                    "/apis/kubevirt.io/v1/namespaces/{}/virtualmachineinstances",
+                    key.0
+                );
+                let (code, status) = post(&cluster, &path, &vmi.to_string());
+                if code < 400 {
+                    failures.push(format!("{name}: KubeVirt refuses it, it was stored"));
+                    continue;
+                }
+                let expected = format!(
+                    "admission webhook \"virtualmachineinstances-create-validator.kubevirt.io\" denied the request: {}",
+                    expected_message(&text)
+                );
+                let causes: BTreeSet<(String, String, String)> = status["details"]["causes"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|c| {
+                        let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+                        (s("field"), s("reason"), s("message"))
+                    })
+                    .collect();
+                let wanted: BTreeSet<_> = expected_causes(&text).into_iter().collect();
+                if (code, status["message"].as_str()) != (422, Some(expected.as_str()))
+                    || causes != wanted
+                {
+                    failures.push(format!(
+                        "{name}: refused with {code} {status}, KubeVirt: {expected:?} {wanted:?}"
+                    ));
+                }
+                refused += 1;
+                continue;
+            }
+            let (ok, out, err) = kubectl(
+                &cluster,
+                &["create", "-o", "json", "-f", input.to_str().unwrap()],
+                None,
+            );
+            if !ok {
+                failures.push(format!("{name}: refused: {err}"));
+                continue;
+            }
+            let stored = comparable(serde_json::from_str(&out).unwrap());
+            let expected = comparable(kvrs_corpus::read_json(
+                &oracle.join(format!("{name}.defaulted.json")),
+            ));
+            if stored != expected {
+                failures.push(format!(
+                    "{name}: stored VMI differs from KubeVirt's:\n  stored:   {stored}\n  expected: {expected}"
+                ));
+            }
+            admitted += 1;
+        }
+    }
+    let elapsed = started.elapsed();
+    println!(
+        "oracle: {admitted} stored as KubeVirt defaults them, {refused} refused with KubeVirt's message ({} cases, {:.1} s)",
+        cases.len(),
+        elapsed.as_secs_f64()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert_eq!(admitted + refused, cases.len());
+    set_gates(&cluster, &[]);
+
+    // --- a VM KubeVirt refuses is refused ---
+    let vm = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {"name": "both", "namespace": "default"},
+        "spec": {"running": true, "runStrategy": "Always", "template": {"spec": {
+            "domain": {"devices": {}, "resources": {"requests": {"memory": "128Mi"}}}}}}});
+    let (code, status) = post(
+        &cluster,
+        "/apis/kubevirt.io/v1/namespaces/default/virtualmachines",
+        &vm.to_string(),
+    );
+    assert_eq!(code, 422, "a VM with running and runStrategy: {status}");
+    assert_eq!(
+        status["message"],
+        "admission webhook \"virtualmachine-validator.kubevirt.io\" denied the request: Running and RunStrategy are mutually exclusive. Note that Running is deprecated, please use RunStrategy instead"
+    );
+    assert_eq!(status["details"]["causes"][0]["field"], "spec.running");
+    // ... and a good one is stored with the VM mutator's defaults.
+    let mut good = vm.clone();
+    good["metadata"]["name"] = json!("good");
+    good["spec"].as_object_mut().unwrap().remove("running");
+    let stored: Value = serde_json::from_str(&must(
+        &cluster,
+        &["create", "-o", "json", "-f", "-"],
+        Some(&good.to_string()),
+    ))
+    .unwrap();
+    let tpl = &stored["spec"]["template"];
+    assert_eq!(tpl["spec"]["domain"]["machine"]["type"], "q35");
+    assert!(tpl["spec"]["domain"]["firmware"]["uuid"].is_string());
+
+    // --- a VMI's spec is frozen for users ---
+    let (code, status) = call(
+        &cluster,
+        "PATCH",
+        "application/merge-patch+json",
+        "/apis/kubevirt.io/v1/namespaces/default/virtualmachineinstances/vmi-fedora",
+        r#"{"spec":{"domain":{"cpu":{"cores":3}}}}"#,
+    );
+    assert_eq!(code, 422, "a VMI spec update: {status}");
+    assert_eq!(
+        status["message"],
+        "admission webhook \"virtualmachineinstances-update-validator.kubevirt.io\" denied the request: update of VMI object is restricted"
+    );
+    // A label is not the spec.
+    let (code, status) = call(
+        &cluster,
+        "PATCH",
+        "application/merge-patch+json",
+        "/apis/kubevirt.io/v1/namespaces/default/virtualmachineinstances/vmi-fedora",
+        r#"{"metadata":{"labels":{"team":"a"}}}"#,
+    );
+    assert_eq!(code, 200, "a label update: {status}");
+
+    // --- bad input straight to virt-api: a clear 400 / 413, and it keeps serving ---
+    let curl = |args: &[&str]| -> String {
+        let out = std::process::Command::new("curl")
+            .args([
+                "-sk",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "-H",
+                "Content-Type: application/json",
+            ])
+            .args(args)
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let url = format!("https://{addr}/virtualmachineinstances-mutate");
+    assert_eq!(curl(&["--data", "{not json", &url]), "400");
+    let big = cluster.dir().join("big.json");
+    std::fs::write(&big, vec![b' '; kvrs_virt_api::MAX_BODY_BYTES + 1]).unwrap();
+    assert_eq!(
+        curl(&["--data-binary", &format!("@{}", big.display()), &url]),
+        "413"
+    );
+    assert_eq!(curl(&[&format!("https://{addr}/healthz")]), "200");
+    api.stop(&rt);
+
+    // --- rotation: a short-lived CA and certificate are renewed, the caBundle follows, and the
+    // webhooks keep answering ---
+    must(
+        &cluster,
+        &["delete", "secret", "-n", "kubevirt", "kvrs-virt-api-certs"],
+        None,
+    );
+    let api = VirtApi::start(
+        &rt,
+        &kubeconfig,
+        addr,
+        &[
+            "--ca-validity-seconds",
+            "30",
+            "--cert-validity-seconds",
+            "15",
+        ],
+    );
+    let first_ca = wait_until_published(&cluster);
+    let second_ca = wait_for("the CA to rotate", Duration::from_secs(90), || {
+        let (ca, bundle) = secret_bundle(&cluster)?;
+        (ca != first_ca && configurations_carry(&cluster, &bundle)).then_some(ca)
+    });
+    assert_ne!(first_ca, second_ca);
+    std::thread::sleep(Duration::from_secs(2));
+    let plain = by_gates[&Vec::new()]
+        .iter()
+        .find(|n| !oracle.join(format!("{n}.error.txt")).is_file())
+        .expect("an ungated case KubeVirt admits");
+    let mut after = kvrs_corpus::read_json(&oracle.join(format!("{plain}.vmi.json")));
+    after["metadata"]["name"] = json!("after-rotation");
+    after["metadata"]["namespace"] = json!("default");
+    let (ok, _, err) = kubectl(&cluster, &["create", "-f", "-"], Some(&after.to_string()));
+    assert!(
+        ok,
+        "the webhooks stopped answering after the rotation: {err}"
+    );
+    api.stop(&rt);
+}
