@@ -9,7 +9,10 @@
 # e2fsprogs/util-linux/coreutils (mkfs.ext4, losetup, fallocate, truncate) for the disk-full test,
 # gcc/libc6-dev/libseccomp-dev for the real node's runc (cgo, seccomp) and pause binary
 # (scripts/node-components.sh), python3 for its pause image (scripts/lib/oci_image.py),
-# busybox-static for the node test's pod image (tests/cluster/tests/node.rs).
+# busybox-static for the node test's pod image (tests/cluster/tests/node.rs), runc for the pods of
+# kvrs's own kubelet (`kvrs run`, `kvrs kubelet`: each launcher pod is an OCI container; bookworm's
+# 1.1.5 with Debian's security fixes is enough for the runtime spec it writes, and needs no Go
+# toolchain; the real node's containerd uses its own runc 1.5.3 from scripts/node-components.sh).
 #
 # Idempotent: the backports suite and its pin are added through a PRIVATE apt directory passed with
 # `-o Dir::Etc::sourceparts=... -o Dir::Etc::preferencesparts=...`, so nothing under /etc/apt
@@ -65,12 +68,12 @@ BPO_SOURCES=(qemu libvirt seabios)
 MIN_QEMU=1:10
 MIN_LIBVIRT=11
 # Packages from bookworm itself (swtpm: libvirt refuses TPM 2.0 devices without it).
-MAIN_PKGS=(libxml2-utils nftables xorriso cpio swtpm swtpm-tools iproute2 iputils-ping curl openssl pkgconf procps e2fsprogs util-linux coreutils gcc libc6-dev libseccomp-dev python3 busybox-static)
+MAIN_PKGS=(libxml2-utils nftables xorriso cpio swtpm swtpm-tools iproute2 iputils-ping curl openssl pkgconf procps e2fsprogs util-linux coreutils gcc libc6-dev libseccomp-dev python3 busybox-static runc)
 # Tools the tests run (have_all checks each one).
 NEED_CMDS=(
   libvirtd virtlogd virsh qemu-system-x86_64 qemu-img xorrisofs virt-xml-validate nft cpio
   swtpm swtpm_setup ip ping curl openssl pkg-config sysctl kill mkfs.ext4 losetup fallocate truncate
-  gcc python3 busybox
+  gcc python3 busybox runc
 )
 
 # --- already done? -----------------------------------------------------------------------------

@@ -18,8 +18,8 @@ pub struct KubeletConfig {
     /// launcher's socket path under it must fit a Unix socket address (107 bytes).
     pub pods_dir: PathBuf,
     /// The runner's own state: per-pod records (pid, start time, address slot), each pod's
-    /// private `/run`, device nodes and passwd copies, and the containers' logs (`logs/`).
-    /// Must allow device nodes (not mounted `nodev`).
+    /// container bundle (`config.json`, its root filesystem's directory, its `/run` and `/etc`),
+    /// runc's state (`runc/`) and the containers' logs (`logs/`).
     pub state_dir: PathBuf,
     /// Addresses for pods on this node; each pod gets one /30 of it (skipping any /30 the host
     /// already routes elsewhere, e.g. a veth another runner left behind).
@@ -48,23 +48,24 @@ pub struct KubeletConfig {
     /// `machine-type.node.kubevirt.io/<machine>=true` (KubeVirt's node labeller's) and
     /// `kubevirt.io/schedulable=true` (virt-handler's).
     pub node_labels: BTreeMap<String, String>,
-    /// The program that becomes each container: it enters the pod's namespaces, mounts its
-    /// volumes, drops to the container's user and execs the command (see [`crate::pod_exec`]).
-    pub exec_helper: ExecHelper,
+    /// The OCI runtime that runs each container (see [`crate::pod_exec`]): `runc` (looked up on
+    /// `PATH`) unless set; Debian's `runc` package, which `scripts/install-test-deps.sh`
+    /// installs, or any later runc.
+    pub runtime: PathBuf,
 }
 
 impl KubeletConfig {
-    /// Defaults for `node_name` with pods in `pods_dir` and state in `state_dir`: the
+    /// Defaults for `node_name` with pods in `pods_dir` and state in `state_dir` (made absolute
+    /// against the working directory: runc resolves a relative path against the bundle): the
     /// 10.251.0.0/16 pod range, host IP 127.0.0.1, empty image and binary maps, no extra
-    /// arguments, no binding, no Node registration, and `kvrs-pod-exec` beside the running
-    /// executable as the exec helper.
+    /// arguments, no binding, no Node registration, and `runc` from `PATH`.
     pub fn new(node_name: impl Into<String>, pods_dir: PathBuf, state_dir: PathBuf) -> Self {
         let node_name = node_name.into();
         Self {
             node_labels: crate::node::default_labels(&node_name),
             node_name,
-            pods_dir,
-            state_dir,
+            pods_dir: absolute(pods_dir),
+            state_dir: absolute(state_dir),
             pod_cidr: PodCidr::default(),
             host_ip: Ipv4Addr::LOCALHOST,
             images: ImageMap::default(),
@@ -76,36 +77,15 @@ impl KubeletConfig {
             ],
             bind_unscheduled: false,
             register_node: false,
-            exec_helper: ExecHelper::beside_current_exe(),
+            runtime: PathBuf::from("runc"),
         }
     }
-}
 
-/// How to start [`crate::pod_exec::main`]: `program args... <spec file>`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ExecHelper {
-    /// The executable, e.g. `kvrs-pod-exec`, or `kvrs` with `args = ["__pod-exec"]`.
-    pub program: PathBuf,
-    /// Arguments before the spec file's path.
-    pub args: Vec<String>,
-}
-
-impl ExecHelper {
-    /// `kvrs-pod-exec` in the running executable's directory (or its parent, for test binaries
-    /// in `target/<profile>/deps`).
-    pub fn beside_current_exe() -> Self {
-        let exe = std::env::current_exe().unwrap_or_default();
-        let dir = exe.parent().unwrap_or(Path::new("."));
-        let mut program = dir.join("kvrs-pod-exec");
-        if !program.is_file()
-            && let Some(up) = dir.parent()
-            && up.join("kvrs-pod-exec").is_file()
-        {
-            program = up.join("kvrs-pod-exec");
-        }
-        Self {
-            program,
-            args: Vec::new(),
+    /// runc and its state directory under [`Self::state_dir`].
+    pub fn oci_runtime(&self) -> crate::pod_exec::Runtime {
+        crate::pod_exec::Runtime {
+            program: self.runtime.clone(),
+            root: self.state_dir.join("runc"),
         }
     }
 }
@@ -213,17 +193,19 @@ pub struct ImageMap {
 }
 
 impl ImageMap {
-    /// Images under `dir`, one directory per sanitised reference.
+    /// Images under `dir` (made absolute against the working directory), one directory per
+    /// sanitised reference.
     pub fn from_dir(dir: impl Into<PathBuf>) -> Self {
         Self {
-            dir: Some(dir.into()),
+            dir: Some(absolute(dir.into())),
             entries: BTreeMap::new(),
         }
     }
 
-    /// Adds (or replaces) one explicit mapping.
+    /// Adds (or replaces) one explicit mapping (a relative path is made absolute against the
+    /// working directory).
     pub fn insert(&mut self, reference: impl Into<String>, path: impl Into<PathBuf>) {
-        self.entries.insert(reference.into(), path.into());
+        self.entries.insert(reference.into(), absolute(path.into()));
     }
 
     /// Adds the `ref=path` lines of a map file's `text` (blank lines and `#` comments skipped;
@@ -292,9 +274,11 @@ pub struct BinaryMap {
 }
 
 impl BinaryMap {
-    /// Adds (or replaces) one mapping.
+    /// Adds (or replaces) one mapping (a relative local path is made absolute against the
+    /// working directory).
     pub fn insert(&mut self, container_path: impl Into<String>, local: impl Into<PathBuf>) {
-        self.entries.insert(container_path.into(), local.into());
+        self.entries
+            .insert(container_path.into(), absolute(local.into()));
     }
 
     /// `virt-launcher-monitor`, `virt-launcher`, `virt-tail`, `virt-freezer` and
@@ -318,6 +302,18 @@ impl BinaryMap {
     pub fn get(&self, container_path: &str) -> Option<&Path> {
         self.entries.get(container_path).map(PathBuf::as_path)
     }
+
+    /// Every local binary of the map (a container may run any of them: the monitor starts
+    /// `virt-launcher`, found beside itself).
+    pub fn local_binaries(&self) -> impl Iterator<Item = &Path> {
+        self.entries.values().map(PathBuf::as_path)
+    }
+}
+
+/// `path` against the working directory (lexically: no symlink is resolved), or as it is when
+/// there is none.
+fn absolute(path: PathBuf) -> PathBuf {
+    std::path::absolute(&path).unwrap_or(path)
 }
 
 #[cfg(test)]

@@ -1,25 +1,34 @@
-//! Carries out a [`PodPlan`] on this machine, and undoes it: directories, device nodes, the
-//! network namespace with its veth (`ip`, `sysctl`), the pod's cgroup, and the container process
-//! started through the exec helper.
+//! Carries out a [`PodPlan`] on this machine, and undoes it: directories, files and the root
+//! filesystem's links, the network namespace with its veth (`ip`, `sysctl`), and the container
+//! run by runc (`runc run` in the foreground; `runc kill`, `runc delete --force`), whose cgroup
+//! runc makes and removes.
 
+use std::ffi::OsString;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill, killpg};
-use nix::sys::stat::{Mode, SFlag, makedev, mknod};
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use tracing::warn;
+use tracing::{debug, warn};
 
-use crate::config::ExecHelper;
 use crate::error::HostError;
 use crate::plan::{NetworkPlan, PodKey, PodPlan};
+use crate::pod_exec::{PID_FILE, Runtime};
+
+/// How long `runc run` may take to create the container (write its PID file).
+const CREATE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a pod leaves on the host, derivable from its key alone (so a pod found after a
 /// restart, with no plan, can still be cleaned up).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Footprint {
+    /// runc's container ID.
+    pub container: String,
+    /// runc and its state directory.
+    pub runtime: Runtime,
     /// The network namespace.
     pub netns: String,
     /// The host end of the veth.
@@ -33,11 +42,19 @@ pub struct Footprint {
 }
 
 impl Footprint {
-    /// The footprint of `key` under `pods_dir`/`state_dir`, with its cgroup under
-    /// `cgroup_root`.
-    pub fn of(key: &PodKey, pods_dir: &Path, state_dir: &Path, cgroup_root: Option<&Path>) -> Self {
+    /// The footprint of `key` under `pods_dir`/`state_dir`, its container run by `runtime`,
+    /// with its cgroup under `cgroup_root`.
+    pub fn of(
+        key: &PodKey,
+        pods_dir: &Path,
+        state_dir: &Path,
+        runtime: &Runtime,
+        cgroup_root: Option<&Path>,
+    ) -> Self {
         let short = key.short_id();
         Self {
+            container: crate::plan::container_id(key),
+            runtime: runtime.clone(),
             netns: format!("kvrs-{short}"),
             host_veth: format!("kvh{short}"),
             pod_dir: pods_dir.join(&key.uid),
@@ -48,18 +65,53 @@ impl Footprint {
 }
 
 /// `<cgroup2 mount>/kvrs-kubelet-<node>`, created; `None` when there is no writable cgroup2.
-/// Every process of a pod lives in the pod's child cgroup, so stopping a pod kills them all as
-/// the end of a container's PID namespace would.
+/// runc puts each pod's container in its child `<short id>` (in every hierarchy: the v1
+/// controllers too on a hybrid host), so a pod's processes can be killed at once
+/// (`cgroup.kill`) even when runc's state is gone.
 pub fn cgroup_root(node: &str) -> Option<PathBuf> {
-    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mount = info.lines().find_map(|l| {
-        let (pre, post) = l.split_once(" - ")?;
-        (post.split_whitespace().next() == Some("cgroup2"))
-            .then(|| pre.split_whitespace().nth(4))?
-    })?;
-    let root = Path::new(mount).join(format!("kvrs-kubelet-{node}"));
+    let mount = cgroup_mounts().into_iter().find(|(_, v2)| *v2)?.0;
+    let root = mount.join(format!("kvrs-kubelet-{node}"));
     fs::create_dir_all(&root).ok()?;
     Some(root)
+}
+
+/// Every cgroup hierarchy's mount point, and whether it is cgroup2.
+fn cgroup_mounts() -> Vec<(PathBuf, bool)> {
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines()
+        .filter_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            let fs_type = post.split_whitespace().next()?;
+            let v2 = match fs_type {
+                "cgroup2" => true,
+                "cgroup" => false,
+                _ => return None,
+            };
+            Some((PathBuf::from(pre.split_whitespace().nth(4)?), v2))
+        })
+        .collect()
+}
+
+/// Removes the node's cgroup `kvrs-kubelet-<node>` from every hierarchy (with the empty pod
+/// cgroups a killed runner may have left in it), and runc's state directory when no container
+/// is left in it: what the runner leaves when it stops.
+pub fn remove_node_dirs(node: &str, runtime: &Runtime) {
+    for (mount, _) in cgroup_mounts() {
+        let dir = mount.join(format!("kvrs-kubelet-{node}"));
+        if !dir.is_dir() {
+            continue;
+        }
+        for child in fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if child.file_type().is_ok_and(|t| t.is_dir()) {
+                // Fails (and stays) while a process is in it.
+                let _ = fs::remove_dir(child.path());
+            }
+        }
+        if let Err(e) = fs::remove_dir(&dir) {
+            warn!(cgroup = %dir.display(), error = %e, "removing the node's cgroup");
+        }
+    }
+    let _ = fs::remove_dir(&runtime.root);
 }
 
 /// An IPv4 route of the host's main table: its network and prefix length.
@@ -180,7 +232,7 @@ pub fn remove_network(netns: &str, host_veth: &str) {
     }
 }
 
-/// Creates the plan's directories, files and device nodes.
+/// Creates the plan's directories, files and links.
 pub fn setup_files(plan: &PodPlan) -> Result<(), HostError> {
     for d in &plan.dirs {
         fs::create_dir_all(&d.path).map_err(HostError::io(&d.path))?;
@@ -197,18 +249,9 @@ pub fn setup_files(plan: &PodPlan) -> Result<(), HostError> {
         fs::set_permissions(&f.path, fs::Permissions::from_mode(f.mode))
             .map_err(HostError::io(&f.path))?;
     }
-    for d in &plan.devices {
-        let _ = fs::remove_file(&d.path);
-        mknod(
-            &d.path,
-            SFlag::S_IFCHR,
-            Mode::from_bits_truncate(0o600),
-            makedev(d.major, d.minor),
-        )
-        .map_err(|e| HostError::Io {
-            path: d.path.clone(),
-            source: e.into(),
-        })?;
+    for l in &plan.links {
+        let _ = fs::remove_file(&l.path);
+        std::os::unix::fs::symlink(&l.target, &l.path).map_err(HostError::io(&l.path))?;
     }
     if let Some(parent) = plan.log_path.parent() {
         fs::create_dir_all(parent).map_err(HostError::io(parent))?;
@@ -216,44 +259,104 @@ pub fn setup_files(plan: &PodPlan) -> Result<(), HostError> {
     Ok(())
 }
 
-/// Starts the container: the exec helper with the plan's spec (and `cgroup`) written to
-/// `<state dir>/exec.json`, stdin closed, stdout and stderr appended to the log, in its own
-/// process group (a terminal's Ctrl-C is the runner's to handle, not the container's).
-pub fn spawn(
+/// Starts the container: writes the bundle's `config.json` (the plan's runtime spec, optional
+/// host files checked now) and runs `runc run` in the foreground, stdin closed, stdout and
+/// stderr (runc's own errors, then the container's output) appended to the log, in its own
+/// process group (a terminal's Ctrl-C is the runner's to handle, not the container's). Returns
+/// runc's process and the container's first process's PID once runc has created the container;
+/// an error with runc's words when it could not.
+pub async fn spawn(
     plan: &PodPlan,
-    helper: &ExecHelper,
-    cgroup: Option<&Path>,
-) -> Result<tokio::process::Child, HostError> {
-    let mut spec = plan.exec.clone();
-    if let Some(cg) = cgroup {
-        if fs::create_dir_all(cg).is_ok() {
-            spec.cgroup = Some(cg.to_path_buf());
-        } else {
-            warn!(pod = %plan.key, cgroup = %cg.display(), "cannot create the pod's cgroup");
-        }
-    }
-    let spec_path = plan.state_dir.join("exec.json");
+    runtime: &Runtime,
+) -> Result<(tokio::process::Child, u32), HostError> {
+    let bundle = &plan.state_dir;
+    let config = bundle.join("config.json");
+    let spec = plan.runtime_spec(|p| p.exists());
     let json = serde_json::to_vec_pretty(&spec).map_err(|e| HostError::Io {
-        path: spec_path.clone(),
+        path: config.clone(),
         source: e.into(),
     })?;
-    fs::write(&spec_path, json).map_err(HostError::io(&spec_path))?;
+    fs::write(&config, json).map_err(HostError::io(&config))?;
+    fs::create_dir_all(&runtime.root).map_err(HostError::io(&runtime.root))?;
+    let pid_file = bundle.join(PID_FILE);
+    let _ = fs::remove_file(&pid_file);
     let log = fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&plan.log_path)
         .map_err(HostError::io(&plan.log_path))?;
     let log2 = log.try_clone().map_err(HostError::io(&plan.log_path))?;
-    tokio::process::Command::new(&helper.program)
-        .args(&helper.args)
-        .arg(&spec_path)
+    let id = &plan.container_spec.id;
+    let args = runtime.run(id, bundle);
+    let mut child = tokio::process::Command::new(&runtime.program)
+        .args(&args)
         .env_clear()
+        .env("PATH", crate::plan::DEFAULT_PATH)
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log2)
         .process_group(0)
         .spawn()
-        .map_err(HostError::io(&helper.program))
+        .map_err(|e| HostError::Command {
+            command: command_line(runtime, &args),
+            stderr: e.to_string(),
+        })?;
+    let deadline = tokio::time::Instant::now() + CREATE_TIMEOUT;
+    loop {
+        if let Some(pid) = fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok())
+        {
+            return Ok((child, pid));
+        }
+        let failed = |why: String| HostError::Command {
+            command: command_line(runtime, &args),
+            stderr: log_tail(&plan.log_path).unwrap_or(why),
+        };
+        match child.try_wait() {
+            Ok(Some(status)) => return Err(failed(format!("exited {status} before starting"))),
+            Ok(None) if tokio::time::Instant::now() < deadline => {}
+            _ => {
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+                let _ = run_runtime(runtime, &runtime.delete(id)).await;
+                return Err(failed(format!(
+                    "no container after {}s",
+                    CREATE_TIMEOUT.as_secs()
+                )));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn command_line(runtime: &Runtime, args: &[OsString]) -> String {
+    let mut s = runtime.program.display().to_string();
+    for a in args {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
+
+/// Runs one runc command to its end; `Err` with what runc printed.
+async fn run_runtime(runtime: &Runtime, args: &[OsString]) -> Result<(), String> {
+    let out = tokio::process::Command::new(&runtime.program)
+        .args(args)
+        .env_clear()
+        .env("PATH", crate::plan::DEFAULT_PATH)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|e| format!("{}: {e}", command_line(runtime, args)))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "{}: {}",
+        command_line(runtime, args),
+        String::from_utf8_lossy(&out.stderr).trim()
+    ))
 }
 
 /// Sends `sig` to one process; a process already gone is not an error.
@@ -263,13 +366,42 @@ pub fn signal(pid: u32, sig: Signal) {
     }
 }
 
-/// Kills every process left of the pod: the whole cgroup (`cgroup.kill`), else the process
-/// group led by `pid`; waits (up to 5 s) for the cgroup to empty and removes it.
-pub async fn kill_all(cgroup: Option<&Path>, pid: Option<u32>) {
-    if let Some(p) = pid.and_then(|p| i32::try_from(p).ok()) {
-        let _ = killpg(Pid::from_raw(p), Signal::SIGKILL);
+/// Whether `pid` is a process of the pod (in its cgroup): a recorded PID may have been reused by
+/// an unrelated process once the container ended.
+fn in_pod(fp: &Footprint, pid: u32) -> bool {
+    let short = fp.container.trim_start_matches("kvrs-");
+    fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|t| {
+        t.lines()
+            .any(|l| l.contains("/kvrs-kubelet-") && l.ends_with(&format!("/{short}")))
+    })
+}
+
+/// Sends `sig` to the container's first process through `runc kill`; when runc no longer knows
+/// the container (it is ending), to `pid` directly if that is still a process of the pod.
+pub async fn signal_container(fp: &Footprint, pid: Option<u32>, sig: Signal) {
+    let name = sig.as_str().trim_start_matches("SIG");
+    if let Err(e) = run_runtime(&fp.runtime, &fp.runtime.kill(&fp.container, name)).await {
+        debug!(container = %fp.container, error = %e, "runc kill");
+        if let Some(pid) = pid.filter(|p| in_pod(fp, *p)) {
+            signal(pid, sig);
+        }
     }
-    let Some(cg) = cgroup.filter(|c| c.exists()) else {
+}
+
+/// Removes the container: `runc delete --force` (kills what is left, removes its cgroups and
+/// runc's state of it), then, should anything have escaped runc, kills the pod's cgroup
+/// (`cgroup.kill`, else each process in it; `pid` too while it is in the pod), waits (up to
+/// 5 s) for it to empty and removes it.
+pub async fn remove_container(fp: &Footprint, pid: Option<u32>) {
+    if fp.runtime.root.join(&fp.container).exists()
+        && let Err(e) = run_runtime(&fp.runtime, &fp.runtime.delete(&fp.container)).await
+    {
+        warn!(container = %fp.container, error = %e, "runc delete");
+    }
+    if let Some(pid) = pid.filter(|p| in_pod(fp, *p)) {
+        signal(pid, Signal::SIGKILL);
+    }
+    let Some(cg) = fp.cgroup.as_deref().filter(|c| c.exists()) else {
         return;
     };
     let procs = cg.join("cgroup.procs");
@@ -286,16 +418,16 @@ pub async fn kill_all(cgroup: Option<&Path>, pid: Option<u32>) {
                 signal(p, Signal::SIGKILL);
             }
         }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     if let Err(e) = fs::remove_dir(cg) {
         warn!(cgroup = %cg.display(), error = %e, "removing the pod's cgroup");
     }
 }
 
-/// Removes everything of the pod but its log: processes, network, directories.
+/// Removes everything of the pod but its log: the container, network, directories.
 pub async fn teardown(fp: &Footprint, pid: Option<u32>) {
-    kill_all(fp.cgroup.as_deref(), pid).await;
+    remove_container(fp, pid).await;
     remove_network(&fp.netns, &fp.host_veth);
     for d in [&fp.pod_dir, &fp.state_dir] {
         if let Err(e) = fs::remove_dir_all(d)

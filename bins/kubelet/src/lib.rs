@@ -4,17 +4,22 @@
 //! kvrs's launcher on this machine; both use [`Kubelet`]. It talks to the API only through
 //! [`kube::Client`]: it watches the pods bound to its node (`spec.nodeName=<node>`) and for each
 //! 1. plans it — a pure function, [`plan::plan_pod`]: Pod + [`KubeletConfig`] → [`PodPlan`] of
-//!    network namespace, directories, device nodes, mounts, user, environment and command;
+//!    network namespace, directories, files, and the container's OCI runtime spec
+//!    ([`PodPlan::runtime_spec`]: root filesystem, mounts, namespaces, cgroup, devices, user,
+//!    capabilities, seccomp, environment and command);
 //! 2. sets it up on the host ([`host`]): a network namespace with `eth0` (the pod IP), emptyDirs
-//!    under the pods directory where virt-handler looks for the `sockets` one, private
-//!    `/dev/net/tun` / `/dev/vhost-net` nodes, a cgroup holding every process of the pod;
-//! 3. starts the container through the exec helper ([`pod_exec`]): the command as UID 107 with
-//!    no supplementary groups, in the pod's network namespace and its own mount namespace where
-//!    each volume is bound at its mount path;
+//!    under the pods directory where virt-handler looks for the `sockets` one, the container's
+//!    bundle (its root filesystem's directory, `/etc`, `/run`, `config.json`);
+//! 3. runs the container with runc ([`pod_exec`]): a container as a Kubernetes node makes it —
+//!    its own read-only root filesystem (not the host's `/`: the host's `/usr` read-only, the
+//!    pod's own `/etc`, `/run`, `/tmp`, `/dev`), its own PID, mount, IPC, UTS and cgroup
+//!    namespaces, the pod's network namespace, a cgroup per pod, UID 107 with the capabilities,
+//!    `no_new_privs` and seccomp profile KubeVirt's launcher gets, each volume at its mount path
+//!    and only the device nodes it requested;
 //! 4. reports `pods/status` ([`status`]): Running, Ready once the launcher's command socket
 //!    exists, Succeeded/Failed with the exit code;
-//! 5. on deletion stops it (SIGTERM, grace period, SIGKILL), removes everything it made and
-//!    deletes the pod with grace 0 and a UID precondition.
+//! 5. on deletion stops it (SIGTERM, grace period, SIGKILL, `runc delete --force`), removes
+//!    everything it made and deletes the pod with grace 0 and a UID precondition.
 //!
 //! Only the `compute` container runs (init containers only copy helper binaries in KubeVirt's
 //! image-volume mode; the `guest-console-log` sidecar only tails the serial log), and images
@@ -26,6 +31,7 @@ mod error;
 pub mod host;
 pub mod names;
 pub mod node;
+pub mod oci;
 pub mod plan;
 pub mod pod_exec;
 pub mod state;
@@ -46,7 +52,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-pub use config::{BinaryMap, ExecHelper, ImageMap, KubeletConfig, PodAddress, PodCidr};
+pub use config::{BinaryMap, ImageMap, KubeletConfig, PodAddress, PodCidr};
 pub use error::{ConfigError, HostError, KubeletError, PlanError};
 pub use plan::{PodKey, PodPlan, plan_pod};
 
@@ -91,7 +97,7 @@ impl Kubelet {
         }
         let cgroup_root = host::cgroup_root(&config.node_name);
         if cgroup_root.is_none() {
-            warn!("no writable cgroup2: a pod's processes are tracked by process group only");
+            warn!("no writable cgroup2: a pod's processes are left to runc alone to stop");
         }
         let nodes: Api<Node> = Api::all(self.client.clone());
         let facts = node::NodeFacts::of_this_machine(
@@ -203,9 +209,7 @@ impl Kubelet {
         for b in background {
             b.abort();
         }
-        if let Some(root) = &ctx.cgroup_root {
-            let _ = std::fs::remove_dir(root);
-        }
+        host::remove_node_dirs(&ctx.config.node_name, &ctx.config.oci_runtime());
         Ok(())
     }
 }
@@ -268,6 +272,7 @@ async fn sweep(
             &key,
             &ctx.config.pods_dir,
             &ctx.config.state_dir,
+            &ctx.config.oci_runtime(),
             ctx.cgroup_root.as_deref(),
         );
         let pid = record

@@ -1,7 +1,9 @@
 //! Pod + configuration → [`PodPlan`]: everything the runner will do on the host for one pod,
-//! as plain data. Pure (no file system, no API): the executor ([`crate::host`]) carries it out,
-//! and the one host fact the plan cannot know — whether an image directory exists — is checked
-//! by [`PodPlan::missing_image`] before anything is set up.
+//! as plain data, down to the container's OCI runtime spec ([`PodPlan::runtime_spec`]). Pure (no
+//! file system, no API): the executor ([`crate::host`]) carries it out, and the host facts the
+//! plan cannot know are passed in — whether an image directory exists
+//! ([`PodPlan::missing_image`], checked before anything is set up) and which optional host files
+//! exist (the `exists` of [`PodPlan::runtime_spec`]).
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -12,7 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{KubeletConfig, PodAddress};
 use crate::error::PlanError;
-use crate::pod_exec::{BindMount, ExecSpec, KvmAccess};
+use crate::oci;
+use crate::pod_exec::{
+    BindMount, ContainerSpec, DeviceNode, MountKind, Propagation, SeccompProfile,
+};
 
 /// The container the runner runs: KubeVirt's launcher container.
 pub const COMPUTE: &str = "compute";
@@ -106,20 +111,21 @@ pub struct PodPlan {
     pub network: NetworkPlan,
     /// `<pods dir>/<uid>`: removed when the pod ends.
     pub pod_dir: PathBuf,
-    /// `<state dir>/pods/<uid>`: the pod's `/run`, device nodes, passwd copies; removed too.
+    /// `<state dir>/pods/<uid>`: the container's bundle (`config.json`, the root filesystem's
+    /// directory), the pod's `/run` and `/etc`; removed too.
     pub state_dir: PathBuf,
     /// The container's stdout and stderr (kept after the pod, like a kubelet's logs).
     pub log_path: PathBuf,
     /// Directories to create before the container starts, in order.
     pub dirs: Vec<DirPlan>,
-    /// Files to write (downwardAPI volumes).
+    /// Files to write (downwardAPI volumes, the pod's `/etc`), after the directories.
     pub files: Vec<FilePlan>,
-    /// Private device nodes to create.
-    pub devices: Vec<DevicePlan>,
+    /// Symbolic links to make (the root filesystem's `bin` → `usr/bin` and the like).
+    pub links: Vec<LinkPlan>,
     /// Image volumes whose directory must exist.
     pub images: Vec<ImageCheck>,
-    /// What the exec helper does (its `cgroup` is filled in by the executor).
-    pub exec: ExecSpec,
+    /// The container, as runc will run it.
+    pub container_spec: ContainerSpec,
     /// The container's name.
     pub container: String,
     /// The container's image (reported in its status).
@@ -183,23 +189,21 @@ pub struct FilePlan {
     pub mode: u32,
 }
 
-/// A private character device node, root-owned 0600 (virt-handler hands it to the launcher's
-/// user through `/proc/<pid>/root`; a node shared with the host would change the host's).
+/// A symbolic link to make.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DevicePlan {
-    /// The node's host path (in the pod's state dir).
+pub struct LinkPlan {
+    /// The link's host path.
     pub path: PathBuf,
-    /// Major number.
-    pub major: u64,
-    /// Minor number.
-    pub minor: u64,
+    /// What it points to (relative: it resolves inside the container's root).
+    pub target: PathBuf,
 }
 
-/// Private device nodes for KubeVirt's device-plugin resources: (resource, major, minor, path).
-/// `/dev/kvm` too: the pod gets its own node, which virt-handler hands to QEMU's user, as
-/// KubeVirt's device plugin gives a container its own — the host's node (0600 root on some
-/// hosts) is neither changed nor relied on.
-const DEVICES: [(&str, u64, u64, &str); 4] = [
+/// Device nodes for KubeVirt's device-plugin resources: (resource, major, minor, path). runc
+/// creates them, root-owned 0600, in the container's own `/dev` (so the host's nodes are neither
+/// changed nor relied on) and allows them in its device cgroup; virt-handler hands `/dev/kvm`
+/// and the network nodes to QEMU's user through `/proc/<pid>/root`, as with KubeVirt's device
+/// plugins.
+const DEVICES: [(&str, i64, i64, &str); 4] = [
     ("devices.kubevirt.io/kvm", 10, 232, "/dev/kvm"),
     ("devices.kubevirt.io/tun", 10, 200, "/dev/net/tun"),
     ("devices.kubevirt.io/vhost-net", 10, 238, "/dev/vhost-net"),
@@ -210,7 +214,31 @@ const DEVICES: [(&str, u64, u64, &str); 4] = [
         "/dev/vhost-vsock",
     ),
 ];
-const KVM_RESOURCE: &str = "devices.kubevirt.io/kvm";
+
+/// The root filesystem's links into the host's `/usr` (Debian's merged `/usr`), and `/var/run`,
+/// `/var/tmp` into the pod's own `/run` and `/tmp`: (link, target).
+const ROOTFS_LINKS: [(&str, &str); 6] = [
+    ("bin", "usr/bin"),
+    ("sbin", "usr/sbin"),
+    ("lib", "usr/lib"),
+    ("lib64", "usr/lib64"),
+    ("var/run", "../run"),
+    ("var/tmp", "../tmp"),
+];
+
+/// Host paths the container sees as they are (its `/usr` is the host's, read-only): a command
+/// binary below one of them needs no mount of its own.
+const HOST_VISIBLE: [&str; 5] = ["/usr", "/bin", "/sbin", "/lib", "/lib64"];
+
+/// Host files of `/etc` the launcher's libraries read, bound read-only over placeholders in the
+/// pod's `/etc` when the host has them: the resolver configuration (a kubelet gives a pod
+/// without cluster DNS the node's), the dynamic linker's cache, the time zone, and Debian's
+/// alternatives links.
+const HOST_ETC_FILES: [&str; 3] = ["resolv.conf", "ld.so.cache", "localtime"];
+const HOST_ETC_DIRS: [&str; 1] = ["alternatives"];
+
+/// `nsswitch.conf` of the pod: files, then DNS for hosts.
+const NSSWITCH: &str = "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n";
 
 /// The cluster domain the managed hosts file names a pod's subdomain FQDN in (the kubelet's
 /// default `--cluster-domain`).
@@ -327,7 +355,8 @@ pub fn plan_pod(
     };
 
     let run_dir = state_dir.join("run");
-    let dev_dir = state_dir.join("dev");
+    let etc_dir = state_dir.join("etc");
+    let rootfs = state_dir.join("rootfs");
     let mut dirs = vec![
         DirPlan {
             path: pod_dir.clone(),
@@ -348,23 +377,40 @@ pub fn plan_pod(
             mode: 0o755,
         },
         DirPlan {
-            path: dev_dir.clone(),
+            path: etc_dir.clone(),
             uid: 0,
             gid: 0,
             mode: 0o755,
         },
         DirPlan {
-            path: state_dir.join("etc"),
+            path: rootfs.clone(),
+            uid: 0,
+            gid: 0,
+            mode: 0o755,
+        },
+        DirPlan {
+            path: rootfs.join("var"),
             uid: 0,
             gid: 0,
             mode: 0o755,
         },
     ];
-    let mut files = vec![FilePlan {
-        path: dev_dir.join("kvm-mask"),
-        contents: String::new(),
-        mode: 0,
-    }];
+    for d in HOST_ETC_DIRS {
+        dirs.push(DirPlan {
+            path: etc_dir.join(d),
+            uid: 0,
+            gid: 0,
+            mode: 0o755,
+        });
+    }
+    let links = ROOTFS_LINKS
+        .iter()
+        .map(|(link, target)| LinkPlan {
+            path: rootfs.join(link),
+            target: target.into(),
+        })
+        .collect();
+    let mut files = Vec::new();
     let mut images = Vec::new();
     let volumes: BTreeMap<&str, &Volume> = spec
         .volumes
@@ -391,7 +437,35 @@ pub fn plan_pod(
             mode: 0o777,
         });
     }
-    let mut mounts = Vec::new();
+    let system = |source: PathBuf, target: &str, read_only: bool, kind: MountKind| BindMount {
+        source,
+        target: target.into(),
+        read_only,
+        propagation: Propagation::Private,
+        kind,
+    };
+    // The root filesystem: the host's /usr, the pod's /etc and /run.
+    let mut mounts = vec![
+        system("/usr".into(), "/usr", true, MountKind::System),
+        system(etc_dir.clone(), "/etc", true, MountKind::System),
+        system(run_dir.clone(), "/run", false, MountKind::System),
+    ];
+    for f in HOST_ETC_FILES.iter().chain(&HOST_ETC_DIRS) {
+        mounts.push(system(
+            Path::new("/etc").join(f),
+            &format!("/etc/{f}"),
+            true,
+            MountKind::OptionalSystem,
+        ));
+    }
+    for f in HOST_ETC_FILES {
+        // The mount point: /etc is read-only by the time runc gets to it.
+        files.push(FilePlan {
+            path: etc_dir.join(f),
+            contents: String::new(),
+            mode: 0o644,
+        });
+    }
     let mut mounted = std::collections::BTreeSet::new();
     for vm in container.volume_mounts.iter().flatten() {
         let volume = volumes
@@ -421,8 +495,6 @@ pub fn plan_pod(
             ));
         }
     }
-    // Parents before children, whatever the spelling (/var/run is /run).
-    mounts.sort_by(|a, b| a.target.cmp(&b.target));
 
     let limits: Vec<&str> = container
         .resources
@@ -430,47 +502,54 @@ pub fn plan_pod(
         .flat_map(|r| r.limits.iter().chain(r.requests.iter()))
         .flat_map(|m| m.keys().map(String::as_str))
         .collect();
-    let mut devices = Vec::new();
-    for (resource, major, minor, target) in DEVICES {
-        if limits.contains(&resource) {
-            let name = Path::new(target).file_name().unwrap_or_default();
-            let path = dev_dir.join(name);
-            devices.push(DevicePlan {
-                path: path.clone(),
-                major,
-                minor,
-            });
-            mounts.push(BindMount {
-                source: path,
-                target: target.into(),
-                read_only: false,
-                device: true,
-            });
-        }
-    }
+    let devices: Vec<DeviceNode> = DEVICES
+        .iter()
+        .filter(|(resource, ..)| limits.contains(resource))
+        .map(|(_, major, minor, path)| DeviceNode {
+            path: path.into(),
+            major: *major,
+            minor: *minor,
+        })
+        .collect();
     for r in limits
         .iter()
         .filter(|r| r.contains('/') && !r.starts_with("hugepages"))
     {
-        if *r != KVM_RESOURCE && !DEVICES.iter().any(|d| d.0 == *r) {
+        if !DEVICES.iter().any(|d| d.0 == *r) {
             skipped.push(format!("resource {r} (no such device on this node)"));
         }
     }
-    let kvm = if limits.contains(&KVM_RESOURCE) {
-        KvmAccess::Private
-    } else {
-        KvmAccess::Masked
-    };
 
     let command = container_command(container, config)?;
+    // The command's binary at its own host path (read-only), and the binary map's other
+    // binaries beside it where they exist: virt-launcher-monitor starts the virt-launcher next
+    // to it. Binaries under the host's /usr are visible as they are.
+    let visible = |p: &Path| HOST_VISIBLE.iter().any(|d| p.starts_with(d));
+    let mut binaries = vec![(command.0.clone(), MountKind::Binary)];
+    for b in config.binaries.local_binaries() {
+        if b != command.0.as_path() && !binaries.iter().any(|(p, _)| p == b) {
+            binaries.push((b.to_path_buf(), MountKind::OptionalBinary));
+        }
+    }
+    for (path, kind) in binaries {
+        let path = absolute("binary map entry", &path.to_string_lossy())?;
+        if !visible(&path) {
+            mounts.push(BindMount {
+                source: path.clone(),
+                target: path,
+                read_only: true,
+                propagation: Propagation::Private,
+                kind,
+            });
+        }
+    }
     let env = container_env(container, pod, &key, config, address)?;
-    let hostname = spec.hostname.clone().unwrap_or_else(|| key.name.clone());
+    let hostname = pod_hostname(spec.hostname.as_deref().unwrap_or(&key.name));
     // The kubelet's managed /etc/hosts: the pod's own name resolves from the file. Without it
     // every getaddrinfo of the hostname goes to DNS — libvirt does one while starting a domain,
     // which took 10 s of resolver timeouts in a pod with no reachable name server.
-    let hosts = state_dir.join("etc/hosts");
     files.push(FilePlan {
-        path: hosts.clone(),
+        path: etc_dir.join("hosts"),
         contents: managed_hosts(
             address.pod_ip,
             &hostname,
@@ -479,12 +558,21 @@ pub fn plan_pod(
         ),
         mode: 0o644,
     });
-    mounts.push(BindMount {
-        source: hosts,
-        target: "/etc/hosts".into(),
-        read_only: false,
-        device: false,
-    });
+    for (name, contents) in [
+        ("passwd", passwd(uid, gid)),
+        ("group", group(gid)),
+        ("nsswitch.conf", NSSWITCH.to_string()),
+    ] {
+        files.push(FilePlan {
+            path: etc_dir.join(name),
+            contents,
+            mode: 0o644,
+        });
+    }
+    // Parents before children, whatever the spelling (/var/run is /run).
+    mounts.sort_by(|a, b| a.target.cmp(&b.target));
+
+    let security = security(container, pod_sc, uid)?;
     let readiness_file = volumes
         .get(kvrs_ipc::layout::SOCKETS_VOLUME)
         .filter(|v| v.empty_dir.is_some())
@@ -498,17 +586,31 @@ pub fn plan_pod(
         .state_dir
         .join("logs")
         .join(format!("{}_{}_{}.log", key.namespace, key.name, key.uid));
-    let exec = ExecSpec {
-        netns: Some(Path::new("/run/netns").join(&network.netns)),
-        hostname: Some(hostname),
-        cgroup: None,
-        run_dir: Some(run_dir),
+    let mut additional_gids: Vec<u32> = pod_sc
+        .and_then(|s| s.supplemental_groups.as_ref())
+        .into_iter()
+        .flatten()
+        .copied()
+        .chain(pod_sc.and_then(|s| s.fs_group))
+        .filter_map(|g| u32::try_from(g).ok())
+        .filter(|g| *g != gid)
+        .collect();
+    additional_gids.sort_unstable();
+    additional_gids.dedup();
+    let container_spec = ContainerSpec {
+        id: container_id(&key),
+        netns: Path::new("/run/netns").join(&network.netns),
+        hostname,
+        rootfs,
+        cgroups_path: cgroups_path(&config.node_name, &key),
         mounts,
-        kvm,
-        kvm_mask: dev_dir.join("kvm-mask"),
-        passwd_dir: Some(state_dir.join("etc")),
+        devices,
         uid,
         gid,
+        additional_gids,
+        capabilities: security.capabilities,
+        no_new_privileges: security.no_new_privileges,
+        seccomp: security.seccomp,
         working_dir: container
             .working_dir
             .clone()
@@ -525,9 +627,9 @@ pub fn plan_pod(
         log_path,
         dirs,
         files,
-        devices,
+        links,
         images,
-        exec,
+        container_spec,
         container: container.name.clone(),
         image: container.image.clone().unwrap_or_default(),
         readiness_file,
@@ -536,7 +638,134 @@ pub fn plan_pod(
     })
 }
 
+/// runc's ID of the pod's container.
+pub fn container_id(key: &PodKey) -> String {
+    format!("kvrs-{}", key.short_id())
+}
+
+/// The pod's cgroup below each hierarchy's root, where the runner's own lives
+/// ([`crate::host::cgroup_root`]).
+pub fn cgroups_path(node: &str, key: &PodKey) -> String {
+    format!("/kvrs-kubelet-{node}/{}", key.short_id())
+}
+
+/// A hostname as the kubelet makes it of a longer pod name: at most 63 bytes, without a
+/// trailing `-` or `.`.
+fn pod_hostname(name: &str) -> String {
+    let cut = name.get(..63).unwrap_or(name);
+    cut.trim_end_matches(['-', '.']).to_string()
+}
+
+/// The pod's `/etc/passwd`: root, and `qemu` for the container's UID (libvirt needs an entry
+/// for the user it runs as; KubeVirt's launcher image has `qemu:x:107:107`).
+fn passwd(uid: u32, gid: u32) -> String {
+    let mut s = String::from("root:x:0:0:root:/root:/usr/sbin/nologin\n");
+    if uid != 0 {
+        s.push_str(&format!(
+            "qemu:x:{uid}:{gid}:qemu user:/home/qemu:/usr/sbin/nologin\n"
+        ));
+    }
+    s.push_str("nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+    s
+}
+
+/// The pod's `/etc/group`: root, `qemu` for the container's GID, nogroup.
+fn group(gid: u32) -> String {
+    let mut s = String::from("root:x:0:\n");
+    if gid != 0 {
+        s.push_str(&format!("qemu:x:{gid}:\n"));
+    }
+    s.push_str("nogroup:x:65534:\n");
+    s
+}
+
+/// The container's privileges, from its `securityContext` over the pod's.
+struct Security {
+    capabilities: Vec<String>,
+    no_new_privileges: bool,
+    seccomp: SeccompProfile,
+}
+
+/// Capabilities as containerd's CRI computes them (the runtime's defaults; `add: [ALL]` all of
+/// them; `drop: [ALL]` none; then each added, then each dropped), `no_new_privs` unless
+/// `allowPrivilegeEscalation: true`, and the seccomp profile (`RuntimeDefault` unless the pod
+/// asks for `Unconfined`).
+fn security(
+    c: &Container,
+    pod_sc: Option<&k8s_openapi::api::core::v1::PodSecurityContext>,
+    uid: u32,
+) -> Result<Security, PlanError> {
+    let sc = c.security_context.as_ref();
+    let unsupported = |what: String| PlanError::Unsupported {
+        what: format!("container {}: {what}", c.name),
+    };
+    if sc.and_then(|s| s.privileged) == Some(true) {
+        return Err(unsupported("privileged".into()));
+    }
+    let non_root = sc
+        .and_then(|s| s.run_as_non_root)
+        .or(pod_sc.and_then(|s| s.run_as_non_root));
+    if non_root == Some(true) && uid == 0 {
+        return Err(PlanError::Invalid {
+            field: format!("container {}: securityContext.runAsNonRoot", c.name),
+            value: "true".into(),
+            reason: "the container would run as UID 0",
+        });
+    }
+    let caps = sc.and_then(|s| s.capabilities.as_ref());
+    let add: &[String] = caps.and_then(|c| c.add.as_deref()).unwrap_or_default();
+    let drop: &[String] = caps.and_then(|c| c.drop.as_deref()).unwrap_or_default();
+    let is_all = |n: &String| n.eq_ignore_ascii_case("ALL");
+    let mut set: Vec<&str> = if add.iter().any(is_all) {
+        oci::ALL_CAPABILITIES.to_vec()
+    } else {
+        oci::DEFAULT_CAPABILITIES.to_vec()
+    };
+    if drop.iter().any(is_all) {
+        set.clear();
+    }
+    let name = |n: &String| {
+        oci::capability_name(n).ok_or_else(|| PlanError::Invalid {
+            field: format!("container {}: securityContext.capabilities", c.name),
+            value: n.clone(),
+            reason: "not a Linux capability",
+        })
+    };
+    for n in add.iter().filter(|n| !is_all(n)) {
+        set.push(name(n)?);
+    }
+    for n in drop.iter().filter(|n| !is_all(n)) {
+        let n = name(n)?;
+        set.retain(|c| *c != n);
+    }
+    // In the kernel's order, once each.
+    let capabilities = oci::ALL_CAPABILITIES
+        .iter()
+        .filter(|c| set.contains(c))
+        .map(|c| (*c).to_string())
+        .collect();
+    let profile = sc
+        .and_then(|s| s.seccomp_profile.as_ref())
+        .or(pod_sc.and_then(|s| s.seccomp_profile.as_ref()));
+    let seccomp = match profile.map(|p| p.type_.as_str()) {
+        None | Some("RuntimeDefault") => SeccompProfile::RuntimeDefault,
+        Some("Unconfined") => SeccompProfile::Unconfined,
+        Some(other) => return Err(unsupported(format!("seccompProfile {other}"))),
+    };
+    Ok(Security {
+        capabilities,
+        no_new_privileges: sc.and_then(|s| s.allow_privilege_escalation) != Some(true),
+        seccomp,
+    })
+}
+
 impl PodPlan {
+    /// The container's OCI runtime spec (`config.json`); `exists` tells which optional host
+    /// files are there (see [`ContainerSpec::runtime_spec`]).
+    pub fn runtime_spec(&self, exists: impl Fn(&Path) -> bool) -> oci::Spec {
+        self.container_spec.runtime_spec(exists)
+    }
+
     /// The first image volume whose directory is missing, as the error the pod fails with.
     pub fn missing_image(&self, exists: impl Fn(&Path) -> bool) -> Option<PlanError> {
         self.images
@@ -692,11 +921,22 @@ fn mount_of(vm: &VolumeMount, source: PathBuf, read_only: bool) -> Result<BindMo
             what: format!("volumeMount {}: subPathExpr", vm.name),
         });
     }
+    let propagation = match vm.mount_propagation.as_deref() {
+        None | Some("None") => Propagation::Private,
+        Some("HostToContainer") => Propagation::HostToContainer,
+        Some(other) => {
+            // Bidirectional needs a privileged container.
+            return Err(PlanError::Unsupported {
+                what: format!("volumeMount {}: mountPropagation {other}", vm.name),
+            });
+        }
+    };
     Ok(BindMount {
         source,
         target,
         read_only: read_only || vm.read_only == Some(true),
-        device: false,
+        propagation,
+        kind: MountKind::Volume,
     })
 }
 

@@ -1,65 +1,73 @@
-//! The exec helper: the process that becomes a pod's container.
+//! How a pod's container is executed: as an OCI container, through runc.
 //!
-//! A container runtime does this between `fork` and `exec`; the workspace forbids `unsafe`, so
-//! there is no `pre_exec` hook and the runner starts this helper instead (the `kvrs-pod-exec`
-//! binary, or `kvrs __pod-exec`). Single-threaded by construction (no runtime, no threads), it
-//! 1. joins the cgroup the runner made for the pod (so every descendant can be killed at once),
-//! 2. enters the pod's network namespace and unshares a mount (and UTS) namespace, making every
-//!    mount private so nothing propagates back to the host,
-//! 3. remounts `/sys` for the new network namespace (as `ip netns exec` does),
-//! 4. binds a fresh directory over `/run` and then each volume at its mount path (sources are
-//!    opened before `/run` is covered, so a source under the host's `/run` still works),
-//! 5. binds the pod's private device nodes (`/dev/kvm` among them when requested), masks the
-//!    host's `/dev/kvm` when the container did not request it,
-//!    and adds a `qemu` passwd/group entry for the UID when the host has none,
-//! 6. drops every supplementary group, then to the container's GID and UID, and `execve`s.
+//! The plan ([`crate::plan`]) describes the container as a [`ContainerSpec`]; its
+//! [`runtime_spec`](ContainerSpec::runtime_spec) is the OCI runtime spec (`config.json`) runc
+//! gets, and [`Runtime`] spells runc's command lines. Both are pure; [`crate::host`] writes the
+//! bundle and runs them. What the container gets, as KubeVirt's launcher gets it from a
+//! Kubernetes node:
+//! - its own root filesystem, read-only, that is **not** the host's `/`: a directory of the
+//!   pod's with `bin`, `sbin`, `lib`, `lib64` → `usr/...` links, the host's `/usr` bound
+//!   read-only (libvirt, QEMU, their libraries and firmware, the shell tools), a pod-owned
+//!   `/etc` (passwd and group with the container's user, nsswitch, the managed hosts file, and
+//!   the host's `resolv.conf`, `ld.so.cache`, `localtime` and `alternatives` bound read-only),
+//!   its private `/run` and `/tmp`, the container's command binaries read-only at their host
+//!   paths, and each volume at its mount path;
+//! - its own PID, mount, IPC, UTS and cgroup namespaces, the pod's network namespace (joined by
+//!   path), the pod's cgroup;
+//! - the capability set the pod's `securityContext` asks for over the runtime's defaults
+//!   (KubeVirt's non-root launcher: drop `ALL`, add `NET_BIND_SERVICE`), no inheritable or
+//!   ambient capabilities, `no_new_privs`, and the runtime's default seccomp profile (an
+//!   allowlist, see [`crate::oci::runtime_default_seccomp`]);
+//! - a `/dev` of its own with only the default nodes and the device-plugin nodes it requested
+//!   (`/dev/kvm`, `/dev/net/tun`, `/dev/vhost-net`), allowed in its device cgroup; root-owned
+//!   0600, handed to QEMU's user by virt-handler through `/proc/<pid>/root`.
 //!
-//! Any failure prints `kvrs-pod-exec: ...` on stderr (the container's log) and exits 127, as a
-//! runtime that cannot start a container would report it.
+//! runc runs in the foreground (`runc run`): it is the runner's child, the container's parent
+//! and subreaper, and exits with the container's status (128 + the signal when killed), so the
+//! runner learns how the container ended without being a subreaper itself.
 
-use std::ffi::{CString, OsString};
-use std::fs;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::PermissionsExt;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::{OFlag, open};
-use nix::mount::{MntFlags, MsFlags, mount, umount2};
-use nix::sched::{CloneFlags, setns, unshare};
-use nix::sys::stat::Mode;
-use nix::unistd::{Gid, Uid, execve, setgid, setgroups, sethostname, setuid};
 use serde::{Deserialize, Serialize};
 
-/// Exit status when the helper cannot start the container (a runtime's "cannot run").
-pub const EXIT_CANNOT_RUN: i32 = 127;
+use crate::oci;
 
-/// Everything the helper does, serialised by the runner into a file whose path is the helper's
-/// one argument.
+/// The file name of the container's init PID in the bundle (`runc run --pid-file`).
+pub const PID_FILE: &str = "container.pid";
+
+/// Everything about one container, as the plan decides it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExecSpec {
-    /// `/run/netns/<name>` of the pod's network namespace.
-    pub netns: Option<PathBuf>,
-    /// The pod's hostname, set in a private UTS namespace.
-    pub hostname: Option<String>,
-    /// The cgroup (v2) directory to join first; `None` when the host has no cgroup2 mount.
-    pub cgroup: Option<PathBuf>,
-    /// A host directory bound over `/run` before the mounts (the pod's own `/run`).
-    pub run_dir: Option<PathBuf>,
-    /// Bind mounts, parents before children.
+pub struct ContainerSpec {
+    /// runc's container ID: `kvrs-<short id of the pod UID>`.
+    pub id: String,
+    /// `/run/netns/<name>` of the pod's network namespace, joined.
+    pub netns: PathBuf,
+    /// The pod's hostname (its own UTS namespace).
+    pub hostname: String,
+    /// The root filesystem's directory (mount points and links only; read-only once running).
+    pub rootfs: PathBuf,
+    /// The pod's cgroup, relative to each hierarchy's root: `/kvrs-kubelet-<node>/<short id>`.
+    pub cgroups_path: String,
+    /// Bind mounts (host paths into the container), parents before children.
     pub mounts: Vec<BindMount>,
-    /// What the container may do with `/dev/kvm`.
-    pub kvm: KvmAccess,
-    /// An empty file bound over `/dev/kvm` to mask it.
-    pub kvm_mask: PathBuf,
-    /// Where to write passwd/group copies with a `qemu` entry when the UID has none.
-    pub passwd_dir: Option<PathBuf>,
+    /// Device nodes created in the container's `/dev`.
+    pub devices: Vec<DeviceNode>,
     /// The container's UID.
     pub uid: u32,
-    /// The container's GID (no supplementary groups).
+    /// The container's GID.
     pub gid: u32,
+    /// Supplementary groups (`supplementalGroups`, `fsGroup`), without the GID.
+    pub additional_gids: Vec<u32>,
+    /// The bounding set (`CAP_...`).
+    pub capabilities: Vec<String>,
+    /// `no_new_privs` (unless `allowPrivilegeEscalation: true`).
+    pub no_new_privileges: bool,
+    /// The seccomp profile.
+    pub seccomp: SeccompProfile,
     /// The working directory.
     pub working_dir: PathBuf,
-    /// The executable (already mapped to a local binary).
+    /// The executable, as a path in the container (the local binary's path: it is bound there).
     pub command: PathBuf,
     /// `argv[1..]`.
     pub args: Vec<String>,
@@ -67,274 +75,235 @@ pub struct ExecSpec {
     pub env: Vec<(String, String)>,
 }
 
-/// One bind mount inside the container's mount namespace.
+/// One bind mount into the container.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BindMount {
     /// The host path.
     pub source: PathBuf,
     /// The absolute path in the container.
     pub target: PathBuf,
-    /// Remounted read-only after binding.
+    /// Read-only.
     pub read_only: bool,
-    /// A device node: skipped (with a warning) when the host has no file at `target`, since
-    /// creating one would change the host's `/dev`.
-    pub device: bool,
+    /// How mounts propagate into it.
+    pub propagation: Propagation,
+    /// What the mount is: it decides its options.
+    pub kind: MountKind,
 }
 
-/// `/dev/kvm` in the container.
+/// What a bind mount carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MountKind {
+    /// A pod volume: recursive, no further options (as containerd's CRI binds volumes).
+    Volume,
+    /// Part of the root filesystem from the host or the pod's state (`/usr`, `/etc`, `/run`):
+    /// `nosuid`, `nodev`.
+    System,
+    /// A host file that may be absent (`/etc/resolv.conf`): the mount is left out then.
+    OptionalSystem,
+    /// A command binary: one file, `nosuid`, `nodev`.
+    Binary,
+    /// A command binary that may be absent (one of the binary map's other entries).
+    OptionalBinary,
+}
+
+/// Mount propagation of a volume (`volumeMounts[].mountPropagation`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum KvmAccess {
-    /// Not requested (`devices.kubevirt.io/kvm`): masked, as a container without the device
-    /// would not see it.
+pub enum Propagation {
+    /// `None`: nothing propagates (`rprivate`).
     #[default]
-    Masked,
-    /// Requested: the pod's private device node is bound over `/dev/kvm` (one of the plan's
-    /// device mounts); virt-handler hands it to QEMU's user before the domain starts.
     Private,
+    /// `HostToContainer`: mounts made on the host below the source appear inside (`rslave`).
+    HostToContainer,
 }
 
-/// The helper's entry point: `args` are its arguments after the program (or subcommand) name,
-/// i.e. one path to an [`ExecSpec`] JSON file. Never returns: it becomes the container or exits
-/// with [`EXIT_CANNOT_RUN`].
-pub fn main(args: impl IntoIterator<Item = OsString>) -> ! {
-    let err = match run(args) {
-        Ok(never) => match never {},
-        Err(e) => e,
-    };
-    eprintln!("kvrs-pod-exec: {err}");
-    std::process::exit(EXIT_CANNOT_RUN)
+/// A character device node in the container's `/dev`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceNode {
+    /// The path in the container.
+    pub path: PathBuf,
+    /// Major number.
+    pub major: i64,
+    /// Minor number.
+    pub minor: i64,
 }
 
-enum Never {}
-
-fn run(args: impl IntoIterator<Item = OsString>) -> Result<Never, String> {
-    let args: Vec<OsString> = args.into_iter().collect();
-    let [spec_path] = args.as_slice() else {
-        return Err(format!(
-            "usage: kvrs-pod-exec SPEC.json (got {} arguments)",
-            args.len()
-        ));
-    };
-    let text = fs::read_to_string(spec_path)
-        .map_err(|e| format!("{}: {e}", Path::new(spec_path).display()))?;
-    let spec: ExecSpec = serde_json::from_str(&text).map_err(|e| format!("spec: {e}"))?;
-    enter(&spec)?;
-    exec(&spec)
+/// The seccomp profile (`securityContext.seccompProfile`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SeccompProfile {
+    /// `RuntimeDefault`, and what a pod that names none gets (a kubelet's `--seccomp-default`).
+    #[default]
+    RuntimeDefault,
+    /// `Unconfined`, asked for explicitly.
+    Unconfined,
 }
 
-fn enter(spec: &ExecSpec) -> Result<(), String> {
-    if let Some(cg) = &spec.cgroup {
-        fs::write(cg.join("cgroup.procs"), "0")
-            .map_err(|e| format!("join cgroup {}: {e}", cg.display()))?;
-    }
-    if let Some(ns) = &spec.netns {
-        let fd = open(ns, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
-            .map_err(|e| format!("open {}: {e}", ns.display()))?;
-        setns(&fd, CloneFlags::CLONE_NEWNET).map_err(|e| format!("setns {}: {e}", ns.display()))?;
-    }
-    let mut flags = CloneFlags::CLONE_NEWNS;
-    if spec.hostname.is_some() {
-        flags |= CloneFlags::CLONE_NEWUTS;
-    }
-    unshare(flags).map_err(|e| format!("unshare: {e}"))?;
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .map_err(|e| format!("make / private: {e}"))?;
-    if let Some(h) = &spec.hostname {
-        sethostname(h).map_err(|e| format!("sethostname {h}: {e}"))?;
-    }
-    if spec.netns.is_some() {
-        // /sys shows the network devices of the namespace that mounted it.
-        if umount2("/sys", MntFlags::MNT_DETACH).is_ok() {
-            mount(
-                Some("sysfs"),
-                "/sys",
-                Some("sysfs"),
-                MsFlags::empty(),
-                None::<&str>,
-            )
-            .map_err(|e| format!("mount sysfs: {e}"))?;
+impl ContainerSpec {
+    /// The OCI runtime spec. Pure: `exists` answers whether a host path exists (a mount of
+    /// [`MountKind::OptionalSystem`] or [`MountKind::OptionalBinary`] whose source does not is
+    /// left out; every other source must exist or runc refuses the container).
+    pub fn runtime_spec(&self, exists: impl Fn(&Path) -> bool) -> oci::Spec {
+        let text = |p: &Path| p.to_string_lossy().into_owned();
+        let mut mounts = oci::default_mounts();
+        mounts.push(oci::Mount {
+            destination: "/tmp".into(),
+            kind: "tmpfs".into(),
+            source: "tmpfs".into(),
+            options: ["nosuid", "nodev", "mode=1777"].map(String::from).to_vec(),
+        });
+        for m in &self.mounts {
+            let optional = matches!(
+                m.kind,
+                MountKind::OptionalSystem | MountKind::OptionalBinary
+            );
+            if optional && !exists(&m.source) {
+                continue;
+            }
+            let mut options: Vec<String> = match m.kind {
+                MountKind::Volume => vec!["rbind".into()],
+                _ => vec!["bind".into(), "nosuid".into(), "nodev".into()],
+            };
+            options.push(if m.read_only { "ro" } else { "rw" }.into());
+            options.push(
+                match m.propagation {
+                    Propagation::Private => "rprivate",
+                    Propagation::HostToContainer => "rslave",
+                }
+                .into(),
+            );
+            mounts.push(oci::Mount {
+                destination: text(&m.target),
+                kind: "bind".into(),
+                source: text(&m.source),
+                options,
+            });
+        }
+        let mut rules = vec![oci::DeviceRule {
+            allow: false,
+            kind: None,
+            major: None,
+            minor: None,
+            access: "rwm".into(),
+        }];
+        let devices = self
+            .devices
+            .iter()
+            .map(|d| {
+                rules.push(oci::DeviceRule {
+                    allow: true,
+                    kind: Some("c".into()),
+                    major: Some(d.major),
+                    minor: Some(d.minor),
+                    access: "rwm".into(),
+                });
+                oci::Device {
+                    path: text(&d.path),
+                    kind: "c".into(),
+                    major: d.major,
+                    minor: d.minor,
+                    file_mode: 0o600,
+                    uid: 0,
+                    gid: 0,
+                }
+            })
+            .collect();
+        let ns = |kind: &str| oci::Namespace {
+            kind: kind.into(),
+            path: None,
+        };
+        let mut args = vec![text(&self.command)];
+        args.extend(self.args.iter().cloned());
+        oci::Spec {
+            oci_version: oci::OCI_VERSION.into(),
+            process: oci::Process {
+                terminal: false,
+                user: oci::User {
+                    uid: self.uid,
+                    gid: self.gid,
+                    additional_gids: self.additional_gids.clone(),
+                },
+                args,
+                env: self.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+                cwd: text(&self.working_dir),
+                capabilities: oci::Capabilities {
+                    bounding: self.capabilities.clone(),
+                    effective: self.capabilities.clone(),
+                    permitted: self.capabilities.clone(),
+                },
+                no_new_privileges: self.no_new_privileges,
+            },
+            root: oci::Root {
+                path: text(&self.rootfs),
+                readonly: true,
+            },
+            hostname: Some(self.hostname.clone()),
+            mounts,
+            linux: oci::Linux {
+                namespaces: vec![
+                    ns("pid"),
+                    oci::Namespace {
+                        kind: "network".into(),
+                        path: Some(text(&self.netns)),
+                    },
+                    ns("ipc"),
+                    ns("uts"),
+                    ns("mount"),
+                    ns("cgroup"),
+                ],
+                cgroups_path: self.cgroups_path.clone(),
+                devices,
+                resources: oci::Resources { devices: rules },
+                seccomp: match self.seccomp {
+                    SeccompProfile::RuntimeDefault => {
+                        Some(oci::runtime_default_seccomp(&self.capabilities))
+                    }
+                    SeccompProfile::Unconfined => None,
+                },
+                masked_paths: oci::MASKED_PATHS.map(String::from).to_vec(),
+                readonly_paths: oci::READONLY_PATHS.map(String::from).to_vec(),
+            },
         }
     }
-    // Open every source before /run is covered: a source may live under the host's /run.
-    let sources: Vec<Option<OwnedFd>> = spec
-        .mounts
-        .iter()
-        .map(|m| {
-            if m.device && !m.target.exists() {
-                eprintln!(
-                    "kvrs-pod-exec: warning: {} does not exist on this host; device not bound",
-                    m.target.display()
-                );
-                return Ok(None);
-            }
-            open(&m.source, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
-                .map(Some)
-                .map_err(|e| format!("volume source {}: {e}", m.source.display()))
-        })
-        .collect::<Result<_, String>>()?;
-    let kvm_mask = open(
-        &spec.kvm_mask,
-        OFlag::O_PATH | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .ok();
-    if let Some(run) = &spec.run_dir {
-        bind(run, Path::new("/run"), false)?;
-    }
-    for (m, fd) in spec.mounts.iter().zip(&sources) {
-        let Some(fd) = fd else { continue };
-        let source = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
-        make_target(&m.target, source.is_dir(), spec)?;
-        bind(&source, &m.target, m.read_only)?;
-    }
-    drop(sources);
-    let kvm = Path::new("/dev/kvm");
-    if spec.kvm == KvmAccess::Masked && kvm.exists() {
-        let fd = kvm_mask
-            .as_ref()
-            .ok_or_else(|| format!("kvm mask {} missing", spec.kvm_mask.display()))?;
-        bind(
-            Path::new(&format!("/proc/self/fd/{}", fd.as_raw_fd())),
-            kvm,
-            false,
-        )?;
-    }
-    if let Some(dir) = &spec.passwd_dir
-        && spec.uid != 0
-    {
-        add_qemu_entry(dir, "passwd", spec.uid, |id| {
-            format!(
-                "qemu:x:{id}:{}:qemu user:/home/qemu:/usr/sbin/nologin\n",
-                spec.gid
-            )
-        })?;
-        add_qemu_entry(dir, "group", spec.gid, |id| format!("qemu:x:{id}:\n"))?;
-    }
-    std::env::set_current_dir(&spec.working_dir)
-        .map_err(|e| format!("chdir {}: {e}", spec.working_dir.display()))?;
-    setgroups(&[]).map_err(|e| format!("setgroups: {e}"))?;
-    setgid(Gid::from_raw(spec.gid)).map_err(|e| format!("setgid {}: {e}", spec.gid))?;
-    setuid(Uid::from_raw(spec.uid)).map_err(|e| format!("setuid {}: {e}", spec.uid))?;
-    Ok(())
 }
 
-fn bind(source: &Path, target: &Path, read_only: bool) -> Result<(), String> {
-    let what = || format!("bind {} over {}", source.display(), target.display());
-    mount(
-        Some(source),
-        target,
-        None::<&str>,
-        MsFlags::MS_BIND | MsFlags::MS_REC,
-        None::<&str>,
-    )
-    .map_err(|e| format!("{}: {e}", what()))?;
-    if read_only {
-        mount(
-            None::<&str>,
-            target,
-            None::<&str>,
-            MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
-            None::<&str>,
-        )
-        .map_err(|e| format!("{} read-only: {e}", what()))?;
-    }
-    Ok(())
+/// The OCI runtime (runc) and the directory where it keeps its containers' state
+/// (`<state dir>/runc`): the command lines the runner runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Runtime {
+    /// The runc executable (a bare name is looked up on `PATH`).
+    pub program: PathBuf,
+    /// `runc --root`.
+    pub root: PathBuf,
 }
 
-/// Creates the mount point. Under `/run` (the pod's own directory by now) missing parents are
-/// made and handed to the container's user, as an image would ship them; elsewhere the host's
-/// filesystem shows through, so a missing mount point is an error rather than a change there.
-fn make_target(target: &Path, dir: bool, spec: &ExecSpec) -> Result<(), String> {
-    if target.exists() {
-        return Ok(());
+impl Runtime {
+    fn with_root(&self, rest: &[&std::ffi::OsStr]) -> Vec<OsString> {
+        let mut v: Vec<OsString> = vec!["--root".into(), self.root.clone().into()];
+        v.extend(rest.iter().map(|a| a.to_os_string()));
+        v
     }
-    let under_run = spec.run_dir.is_some()
-        && fs::canonicalize(target.parent().unwrap_or(Path::new("/")))
-            .map(|p| p.starts_with("/run"))
-            .unwrap_or_else(|_| target.starts_with("/run") || target.starts_with("/var/run"));
-    if !under_run {
-        return Err(format!(
-            "mount point {} does not exist on this host (only paths under /run are created)",
-            target.display()
-        ));
-    }
-    let parent = target.parent().unwrap_or(Path::new("/run"));
-    let mut missing = Vec::new();
-    let mut p = parent;
-    while !p.exists() {
-        missing.push(p.to_path_buf());
-        p = p.parent().unwrap_or(Path::new("/"));
-    }
-    fs::create_dir_all(parent).map_err(|e| format!("mkdir {}: {e}", parent.display()))?;
-    for m in missing {
-        chown(&m, spec.uid, spec.gid)?;
-    }
-    if dir {
-        fs::create_dir(target).map_err(|e| format!("mkdir {}: {e}", target.display()))?;
-        chown(target, spec.uid, spec.gid)?;
-    } else {
-        fs::File::create(target).map_err(|e| format!("create {}: {e}", target.display()))?;
-    }
-    Ok(())
-}
 
-fn chown(path: &Path, uid: u32, gid: u32) -> Result<(), String> {
-    std::os::unix::fs::chown(path, Some(uid), Some(gid))
-        .map_err(|e| format!("chown {}: {e}", path.display()))
-}
+    /// `runc --root R run --bundle B --pid-file B/container.pid ID`: creates and starts the
+    /// container and stays in the foreground until it ends.
+    pub fn run(&self, id: &str, bundle: &Path) -> Vec<OsString> {
+        let pid_file = bundle.join(PID_FILE);
+        self.with_root(&[
+            "run".as_ref(),
+            "--bundle".as_ref(),
+            bundle.as_os_str(),
+            "--pid-file".as_ref(),
+            pid_file.as_os_str(),
+            id.as_ref(),
+        ])
+    }
 
-/// Binds a copy of `/etc/<file>` with a `qemu` line for `id` over it, when no line has that
-/// ID (libvirt needs a passwd entry for the user it runs as).
-fn add_qemu_entry(
-    dir: &Path,
-    file: &str,
-    id: u32,
-    line: impl Fn(u32) -> String,
-) -> Result<(), String> {
-    let etc = Path::new("/etc").join(file);
-    let text = fs::read_to_string(&etc).unwrap_or_default();
-    let has = text
-        .lines()
-        .any(|l| l.split(':').nth(2).is_some_and(|f| f == id.to_string()));
-    if has {
-        return Ok(());
+    /// `runc --root R kill ID SIGNAL` (`TERM`, `KILL`): to the container's first process; when
+    /// that ends, its PID namespace ends with it.
+    pub fn kill(&self, id: &str, signal: &str) -> Vec<OsString> {
+        self.with_root(&["kill".as_ref(), id.as_ref(), signal.as_ref()])
     }
-    let copy = dir.join(file);
-    let mut new = text;
-    if !new.is_empty() && !new.ends_with('\n') {
-        new.push('\n');
-    }
-    new.push_str(&line(id));
-    fs::write(&copy, new).map_err(|e| format!("{}: {e}", copy.display()))?;
-    fs::set_permissions(&copy, fs::Permissions::from_mode(0o644))
-        .map_err(|e| format!("{}: {e}", copy.display()))?;
-    bind(&copy, &etc, false)
-}
 
-fn exec(spec: &ExecSpec) -> Result<Never, String> {
-    let cstr = |s: &str| CString::new(s).map_err(|_| format!("NUL byte in {s:?}"));
-    let program = spec
-        .command
-        .to_str()
-        .ok_or_else(|| format!("command {} is not UTF-8", spec.command.display()))?;
-    let mut argv = vec![cstr(program)?];
-    for a in &spec.args {
-        argv.push(cstr(a)?);
-    }
-    let env: Vec<CString> = spec
-        .env
-        .iter()
-        .map(|(k, v)| cstr(&format!("{k}={v}")))
-        .collect::<Result<_, _>>()?;
-    let path = cstr(program)?;
-    match execve(&path, &argv, &env) {
-        Ok(never) => match never {},
-        Err(e) => Err(format!("exec {program}: {e}")),
+    /// `runc --root R delete --force ID`: kills what is left, removes its cgroup and state.
+    pub fn delete(&self, id: &str) -> Vec<OsString> {
+        self.with_root(&["delete".as_ref(), "--force".as_ref(), id.as_ref()])
     }
 }

@@ -39,6 +39,7 @@ impl Ctx {
             key,
             &self.config.pods_dir,
             &self.config.state_dir,
+            &self.config.oci_runtime(),
             self.cgroup_root.as_deref(),
         )
     }
@@ -74,7 +75,8 @@ impl Ctx {
     }
 }
 
-/// The container process: started by this runner, or found running after a restart.
+/// The container: `runc run` started by this runner (and the container's first process), or
+/// its first process found running after a restart.
 enum Proc {
     Child {
         child: tokio::process::Child,
@@ -245,10 +247,12 @@ impl Worker {
     /// Sets the pod up and starts its container; on failure cleans up and reports Failed.
     async fn start(&mut self, plan: &PodPlan, fp: &Footprint, slot: u32) -> Option<(Proc, String)> {
         host::teardown(fp, None).await;
-        let setup = host::setup_files(plan)
-            .and_then(|()| host::setup_network(&plan.network))
-            .and_then(|()| host::spawn(plan, &self.ctx.config.exec_helper, fp.cgroup.as_deref()));
-        let child = match setup {
+        let setup = match host::setup_files(plan).and_then(|()| host::setup_network(&plan.network))
+        {
+            Ok(()) => host::spawn(plan, &fp.runtime).await,
+            Err(e) => Err(e),
+        };
+        let (child, pid) = match setup {
             Ok(c) => c,
             Err(e) => {
                 warn!(error = %e, label = e.label(), "pod set-up failed");
@@ -258,7 +262,6 @@ impl Worker {
                 return None;
             }
         };
-        let pid = child.id().unwrap_or(0);
         let started_at = now();
         let record = PodRecord {
             key: self.key.clone(),
@@ -323,7 +326,7 @@ impl Worker {
         match end {
             End::Exited(exit) => {
                 let state = finished(exit);
-                host::kill_all(fp.cgroup.as_deref(), Some(proc.pid())).await;
+                host::remove_container(&fp, Some(proc.pid())).await;
                 host::remove_network(&fp.netns, &fp.host_veth);
                 self.ctx.release_slot(slot);
                 let phase = match &state {
@@ -337,7 +340,7 @@ impl Worker {
             }
             End::Deleted(grace) => {
                 info!(?grace, "pod deleted: stopping its container");
-                let exit = stop_container(&mut proc, grace).await;
+                let exit = stop_container(&mut proc, &fp, grace).await;
                 host::teardown(&fp, Some(proc.pid())).await;
                 self.ctx.release_slot(slot);
                 let state = finished(exit);
@@ -351,13 +354,13 @@ impl Worker {
             }
             End::Gone => {
                 info!("pod removed from the API: stopping its container");
-                stop_container(&mut proc, FORCED_GRACE).await;
+                stop_container(&mut proc, &fp, FORCED_GRACE).await;
                 host::teardown(&fp, Some(proc.pid())).await;
                 self.ctx.release_slot(slot);
             }
             End::Shutdown => {
                 info!(grace = ?plan.grace, "runner shutting down: stopping the container");
-                let exit = stop_container(&mut proc, plan.grace).await;
+                let exit = stop_container(&mut proc, &fp, plan.grace).await;
                 host::teardown(&fp, Some(proc.pid())).await;
                 self.ctx.release_slot(slot);
                 let mut r = self.report(&plan, Phase::Failed, finished(exit), false);
@@ -537,16 +540,16 @@ impl Worker {
     }
 }
 
-/// SIGTERM to the container's first process (PID 1 of a container), SIGKILL to all of it once
-/// `grace` has passed.
-async fn stop_container(proc: &mut Proc, grace: Duration) -> Exit {
+/// SIGTERM to the container's first process (PID 1 of its PID namespace), SIGKILL once `grace`
+/// has passed (which ends every process of the namespace), both through `runc kill`.
+async fn stop_container(proc: &mut Proc, fp: &Footprint, grace: Duration) -> Exit {
     let pid = proc.pid();
-    host::signal(pid, Signal::SIGTERM);
+    host::signal_container(fp, Some(pid), Signal::SIGTERM).await;
     match tokio::time::timeout(grace, proc.wait()).await {
         Ok(exit) => exit,
         Err(_) => {
             warn!(?grace, "grace period over: SIGKILL");
-            host::signal(pid, Signal::SIGKILL);
+            host::signal_container(fp, Some(pid), Signal::SIGKILL).await;
             proc.wait().await
         }
     }

@@ -1,11 +1,12 @@
 //! The pure planner on KubeVirt's own launcher pods (the oracle's rendered pods): every volume,
-//! device, user and argument of a real `compute` container lands where the launcher expects it.
+//! device, user and argument of a real `compute` container lands where the launcher expects it,
+//! and the OCI runtime spec runc gets is the container a Kubernetes node would make of it.
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Pod;
-use kvrs_kubelet::pod_exec::KvmAccess;
+use kvrs_kubelet::pod_exec::{MountKind, Propagation, SeccompProfile};
 use kvrs_kubelet::{BinaryMap, ImageMap, KubeletConfig, PlanError, plan_pod};
 
 const ORACLE: &str = "/work/shared/oracle";
@@ -37,7 +38,7 @@ fn a_container_disk_launcher_pod() {
     let cfg = config();
     let pod = oracle_pod("clock-utc-timers");
     let plan = plan_pod(&pod, &cfg, cfg.pod_cidr.address(0).unwrap()).expect("planned");
-    let e = &plan.exec;
+    let e = &plan.container_spec;
 
     // Network: a short netns name from the UID, the pod's /30.
     assert!(plan.network.netns.starts_with("kvrs-") && plan.network.netns.len() <= 15);
@@ -54,10 +55,7 @@ fn a_container_disk_launcher_pod() {
         "the runtime default KubeVirt relies on: {:?}",
         plan.network.sysctls
     );
-    assert_eq!(
-        e.netns.as_deref(),
-        Some(Path::new("/run/netns").join(&plan.network.netns).as_path())
-    );
+    assert_eq!(e.netns, Path::new("/run/netns").join(&plan.network.netns));
 
     // The compute container: the monitor mapped to the local binary, KubeVirt's arguments, the
     // extra one appended; UID/GID 107.
@@ -77,7 +75,19 @@ fn a_container_disk_launcher_pod() {
     );
     assert_eq!(env("XDG_RUNTIME_DIR"), Some("/var/run"));
     assert!(env("PATH").is_some());
-    assert_eq!(e.hostname.as_deref(), Some("clock-utc-timers"));
+    assert_eq!(e.hostname, "clock-utc-timers");
+
+    // A container as KubeVirt's non-root launcher gets it: capabilities drop ALL, add
+    // NET_BIND_SERVICE; no_new_privs (allowPrivilegeEscalation: false); RuntimeDefault seccomp.
+    assert_eq!(e.capabilities, ["CAP_NET_BIND_SERVICE"]);
+    assert!(e.no_new_privileges);
+    assert_eq!(e.seccomp, SeccompProfile::RuntimeDefault);
+    assert!(e.additional_gids.is_empty(), "fsGroup 107 is the GID");
+    assert_eq!(e.id, format!("kvrs-{}", plan.key.short_id()));
+    assert_eq!(
+        e.cgroups_path,
+        format!("/kvrs-kubelet-node1/{}", plan.key.short_id())
+    );
 
     // Volumes: emptyDirs under the pods dir (sockets where virt-handler looks), the container
     // disk from the images dir read-only, targets under the pod's own /run, parents first.
@@ -118,8 +128,46 @@ fn a_container_disk_launcher_pod() {
     assert!(pos("/run/kubevirt") < pos("/run/kubevirt/sockets"));
     assert!(pos("/run/kubevirt") < pos("/run/kubevirt/hotplug-disks"));
     assert_eq!(
-        e.run_dir.as_deref(),
-        Some(Path::new(&format!("/var/lib/kvrs/pods/{UID}/run")))
+        target("/run/kubevirt/hotplug-disks").propagation,
+        Propagation::HostToContainer
+    );
+    assert_eq!(target("/run/kubevirt").propagation, Propagation::Private);
+    // The root filesystem: the pod's own directory, the host's /usr read-only, the pod's /etc
+    // and /run; the command binaries read-only at their host paths.
+    let state = PathBuf::from(format!("/var/lib/kvrs/pods/{UID}"));
+    assert_eq!(e.rootfs, state.join("rootfs"));
+    assert_eq!(target("/run").source, state.join("run"));
+    assert!(!target("/run").read_only);
+    assert_eq!(target("/etc").source, state.join("etc"));
+    assert!(target("/etc").read_only);
+    assert_eq!(target("/usr").source, Path::new("/usr"));
+    assert!(target("/usr").read_only);
+    assert_eq!(target("/etc/resolv.conf").kind, MountKind::OptionalSystem);
+    let monitor = target("/opt/kvrs/bin/virt-launcher-monitor");
+    assert_eq!((monitor.kind, monitor.read_only), (MountKind::Binary, true));
+    assert_eq!(
+        target("/opt/kvrs/bin/virt-launcher").kind,
+        MountKind::OptionalBinary
+    );
+    assert!(
+        plan.links
+            .iter()
+            .any(|l| l.path == state.join("rootfs/bin") && l.target == Path::new("usr/bin"))
+    );
+    assert!(
+        plan.links
+            .iter()
+            .any(|l| l.path == state.join("rootfs/var/run") && l.target == Path::new("../run"))
+    );
+    let passwd = plan
+        .files
+        .iter()
+        .find(|f| f.path == state.join("etc/passwd"))
+        .expect("the pod's passwd");
+    assert!(
+        passwd.contents.contains("qemu:x:107:107:"),
+        "{}",
+        passwd.contents
     );
     for n in [
         "private",
@@ -142,33 +190,21 @@ fn a_container_disk_launcher_pod() {
         plan.images
     );
 
-    // Devices: private tun, vhost-net and kvm nodes bound over /dev.
-    let dev = |t: &str| {
-        e.mounts
-            .iter()
-            .find(|m| m.target == Path::new(t) && m.device)
-            .unwrap_or_else(|| panic!("no device at {t}"))
-    };
-    let tun = dev("/dev/net/tun");
-    assert!(
-        plan.devices
-            .iter()
-            .any(|d| d.path == tun.source && (d.major, d.minor) == (10, 200))
+    // Devices: the container's own tun, vhost-net and kvm nodes (virt-handler hands them to
+    // QEMU's user), nothing else of the host's /dev.
+    let devices: Vec<(&Path, i64, i64)> = e
+        .devices
+        .iter()
+        .map(|d| (d.path.as_path(), d.major, d.minor))
+        .collect();
+    assert_eq!(
+        devices,
+        [
+            (Path::new("/dev/kvm"), 10, 232),
+            (Path::new("/dev/net/tun"), 10, 200),
+            (Path::new("/dev/vhost-net"), 10, 238),
+        ]
     );
-    let vhost = dev("/dev/vhost-net");
-    assert!(
-        plan.devices
-            .iter()
-            .any(|d| d.path == vhost.source && (d.major, d.minor) == (10, 238))
-    );
-    // /dev/kvm: the pod's own node too (virt-handler hands it to QEMU's user).
-    let kvm = dev("/dev/kvm");
-    assert!(
-        plan.devices
-            .iter()
-            .any(|d| d.path == kvm.source && (d.major, d.minor) == (10, 232))
-    );
-    assert_eq!(e.kvm, KvmAccess::Private);
 
     // Ready once the launcher's socket exists; the pod's grace period; what is not run.
     assert_eq!(
@@ -195,7 +231,7 @@ fn a_kernel_boot_launcher_pod_needs_both_images() {
     let pod = oracle_pod("firmware-kernel-boot");
     let plan = plan_pod(&pod, &cfg, cfg.pod_cidr.address(3).unwrap()).expect("planned");
     let kb = plan
-        .exec
+        .container_spec
         .mounts
         .iter()
         .find(|m| m.target == Path::new("/run/kubevirt-kernel-boot"))
@@ -297,4 +333,115 @@ fn names_and_images_that_leave_the_kubelets_directories_are_refused() {
     let e = plan_pod(&pod, &cfg, addr).unwrap_err();
     assert_eq!(e.label(), "invalid", "{e}");
     assert!(e.to_string().contains("image.reference"), "{e}");
+}
+
+/// The OCI runtime spec (`config.json`) runc gets for KubeVirt's container-disk launcher pod,
+/// with the host's optional files present and the binary map's virt-tail, virt-freezer and
+/// container-disk absent (kvrs builds none of them).
+#[test]
+fn the_runtime_spec_of_a_launcher_pod() {
+    let cfg = config();
+    let pod = oracle_pod("clock-utc-timers");
+    let plan = plan_pod(&pod, &cfg, cfg.pod_cidr.address(0).unwrap()).expect("planned");
+    let absent = ["virt-tail", "virt-freezer", "container-disk"];
+    let spec = plan.runtime_spec(|p| !absent.iter().any(|a| p.ends_with(a)));
+    let json = serde_json::to_value(&spec).unwrap();
+
+    // What the isolation rests on, spelled out before the snapshot.
+    assert_eq!(json["root"]["readonly"], true);
+    assert_ne!(json["root"]["path"], "/", "not the host's root");
+    let namespaces: Vec<(&str, Option<&str>)> = json["linux"]["namespaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["type"].as_str().unwrap(), n["path"].as_str()))
+        .collect();
+    let netns = format!("/run/netns/{}", plan.network.netns);
+    assert_eq!(
+        namespaces,
+        [
+            ("pid", None),
+            ("network", Some(netns.as_str())),
+            ("ipc", None),
+            ("uts", None),
+            ("mount", None),
+            ("cgroup", None),
+        ]
+    );
+    assert_eq!(json["process"]["user"]["uid"], 107);
+    assert_eq!(json["process"]["noNewPrivileges"], true);
+    for set in ["bounding", "effective", "permitted"] {
+        assert_eq!(
+            json["process"]["capabilities"][set],
+            serde_json::json!(["CAP_NET_BIND_SERVICE"]),
+            "{set}"
+        );
+    }
+    assert_eq!(json["linux"]["seccomp"]["defaultAction"], "SCMP_ACT_ERRNO");
+    assert_eq!(
+        json["linux"]["resources"]["devices"][0],
+        serde_json::json!({"allow": false, "access": "rwm"}),
+        "every device denied but the defaults and the pod's"
+    );
+    let sources: Vec<&str> = json["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["type"] == "bind")
+        .map(|m| m["source"].as_str().unwrap())
+        .collect();
+    assert!(!sources.contains(&"/"), "the host's / is never bound");
+    assert!(
+        !sources.iter().any(|s| s.ends_with("virt-tail")),
+        "{sources:?}"
+    );
+    assert!(sources.contains(&"/opt/kvrs/bin/virt-launcher"));
+
+    insta::assert_json_snapshot!(spec);
+}
+
+/// The securityContext decides capabilities, no_new_privs and seccomp as a kubelet with
+/// containerd does; what the runner cannot honour is refused, not ignored.
+#[test]
+fn security_contexts_map_onto_the_container() {
+    let cfg = config();
+    let addr = cfg.pod_cidr.address(0).unwrap();
+    let with = |sc: serde_json::Value| {
+        let mut pod = oracle_pod("clock-utc-timers");
+        let c = pod
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers
+            .iter_mut()
+            .find(|c| c.name == "compute")
+            .unwrap();
+        c.security_context = Some(serde_json::from_value(sc).unwrap());
+        plan_pod(&pod, &cfg, addr)
+    };
+    // Nothing asked: containerd's default capabilities, no_new_privs, RuntimeDefault.
+    let p = with(serde_json::json!({"runAsUser": 107})).unwrap();
+    let caps = &p.container_spec.capabilities;
+    assert_eq!(caps.len(), 14, "{caps:?}");
+    assert!(caps.iter().any(|c| c == "CAP_CHOWN") && !caps.iter().any(|c| c == "CAP_SYS_ADMIN"));
+    assert!(p.container_spec.no_new_privileges);
+    assert_eq!(p.container_spec.seccomp, SeccompProfile::RuntimeDefault);
+    // KubeVirt's root launcher adds to the defaults and drops some.
+    let p = with(serde_json::json!({"capabilities": {"add": ["SYS_NICE", "NET_ADMIN"], "drop": ["NET_RAW"]}, "allowPrivilegeEscalation": true, "seccompProfile": {"type": "Unconfined"}})).unwrap();
+    let caps = &p.container_spec.capabilities;
+    assert!(caps.iter().any(|c| c == "CAP_SYS_NICE") && caps.iter().any(|c| c == "CAP_NET_ADMIN"));
+    assert!(!caps.iter().any(|c| c == "CAP_NET_RAW"));
+    assert!(!p.container_spec.no_new_privileges);
+    assert_eq!(p.container_spec.seccomp, SeccompProfile::Unconfined);
+    assert!(p.runtime_spec(|_| true).linux.seccomp.is_none());
+    // Refused: privileged, unknown capabilities, Localhost profiles, root with runAsNonRoot.
+    for sc in [
+        serde_json::json!({"privileged": true}),
+        serde_json::json!({"capabilities": {"add": ["NOT_A_CAP"]}}),
+        serde_json::json!({"seccompProfile": {"type": "Localhost", "localhostProfile": "x.json"}}),
+        serde_json::json!({"runAsUser": 0, "runAsNonRoot": true}),
+    ] {
+        let e = with(sc.clone()).unwrap_err();
+        assert!(matches!(e.label(), "unsupported" | "invalid"), "{sc}: {e}");
+    }
 }

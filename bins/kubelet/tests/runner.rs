@@ -1,30 +1,24 @@
 //! The pod runner against a real kube-apiserver (kvrs-test-cluster), running trivial `/bin/sh`
-//! pods for real: network namespace and `eth0`, UID 107 with no groups, env fieldRefs, volumes
-//! bound in a private mount namespace, a private `/dev/net/tun`, status through the pod's life,
-//! deletion (graceful and SIGKILL), binding, Node registration, restart-safety and a shutdown
-//! that leaves nothing behind. Needs root (namespaces, device nodes, UID 107).
+//! pods for real as runc containers: network namespace and `eth0`, UID 107 with no groups, env
+//! fieldRefs, volumes bound at their mount paths, the container's own `/dev/net/tun`, status
+//! through the pod's life, deletion (graceful and SIGKILL), binding, Node registration,
+//! restart-safety and a shutdown that leaves nothing behind. Needs root (namespaces, cgroups,
+//! UID 107) and runc (installed by `scripts/install-test-deps.sh` when missing). What a pod can
+//! see of the host and its neighbours is `isolation.rs`'s.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use kvrs_kubelet::{BinaryMap, ImageMap, Kubelet, KubeletConfig};
+
+mod common;
+use common::{is_root, runc};
 use kvrs_test_cluster::{Options, TestCluster};
 use serde_json::{Value, json};
 
 const NS: &str = "kvrs-kl";
 const NODE: &str = "kvrs-kl-node";
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
 
 /// A runner on its own thread and runtime; `stop` shuts it down gracefully, `crash` drops it
 /// mid-flight (as a SIGKILL of the runner would: its containers keep running).
@@ -107,10 +101,7 @@ impl Env {
         c.binaries = b;
         c.bind_unscheduled = true;
         c.register_node = true;
-        c.exec_helper = kvrs_kubelet::ExecHelper {
-            program: env!("CARGO_BIN_EXE_kvrs-pod-exec").into(),
-            args: vec![],
-        };
+        c.runtime = runc();
         c
     }
 
@@ -524,10 +515,7 @@ fn the_runner_runs_pods_for_real() {
     assert!(!links().contains(&format!("kvh{short}")), "veth removed");
     let log = std::fs::read_to_string(env.root.join(format!("s/logs/{NS}_facts_{uid}.log")))
         .unwrap_or_default();
-    assert!(
-        !log.contains("kvrs-pod-exec"),
-        "the helper reported nothing: {log}"
-    );
+    assert!(!log.contains("level=error"), "runc reported nothing: {log}");
     let tun = Command::new("stat")
         .args(["-c", "%u %a", "/dev/net/tun"])
         .output()
@@ -629,8 +617,9 @@ fn the_runner_runs_pods_for_real() {
     .unwrap();
     let pid = record["pid"].as_u64().unwrap();
     runner.crash();
+    // The container's first process: its PID namespace, and runc with it, end.
     let _ = Command::new("kill")
-        .args(["-s", "KILL", "--", &format!("-{pid}")])
+        .args(["-s", "KILL", &pid.to_string()])
         .status();
     let deadline = Instant::now() + Duration::from_secs(10);
     while Path::new(&format!("/proc/{pid}/stat")).exists()

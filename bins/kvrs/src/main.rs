@@ -46,12 +46,6 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // `kvrs run`'s kubelet starts each container through this same binary: the helper enters
-    // the pod's namespaces, mounts its volumes, drops to the container's user and execs.
-    let mut argv = std::env::args_os();
-    if argv.nth(1).is_some_and(|a| a == "__pod-exec") {
-        kvrs_kubelet::pod_exec::main(argv);
-    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => cmd::run::run(args),

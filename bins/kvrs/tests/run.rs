@@ -1,11 +1,13 @@
 //! `kvrs run` end to end, with every real component: the embedded API server, kvrs's
-//! virt-controller and virt-handler, the local kubelet, kvrs's virt-launcher in a network and
-//! mount namespace as UID 107, real libvirt and QEMU booting the Debian kernel + busybox guest of
+//! virt-controller and virt-handler, the local kubelet, kvrs's virt-launcher in a container run
+//! by runc (its own root filesystem and namespaces, UID 107), real libvirt and QEMU booting the
+//! Debian kernel + busybox guest of
 //! kvrs-test-guest — under KVM where it works on this machine (the guest's kernel says so on its
 //! console), else TCG. Needs root, as `kvrs run` does.
 //!
 //! The cleanup is checked against the machine itself: network namespaces, links, the host's
-//! nftables ruleset, processes and the state directory are what they were before the run.
+//! nftables ruleset, processes (runc's too), the kubelet's cgroups, mounts and the state directory
+//! are what they were before the run.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -63,6 +65,10 @@ struct MachineState {
     links: BTreeSet<String>,
     nft: String,
     stack_processes: BTreeSet<String>,
+    /// The kubelet's cgroups (`kvrs-kubelet-<node>` in any hierarchy, with the pods' in them).
+    cgroups: BTreeSet<String>,
+    /// Mounts of the host's table under a kvrs directory (a container's must never show here).
+    kvrs_mounts: BTreeSet<String>,
 }
 
 fn machine_state() -> MachineState {
@@ -91,18 +97,34 @@ fn machine_state() -> MachineState {
             "virtqemud",
             "virtlogd",
             "qemu-system-x86",
-            "kvrs-pod-exec",
+            "runc",
+            "runc:[2:INIT]",
         ]
         .contains(&comm)
         {
             stack_processes.insert(format!("{} {comm}", entry.file_name().to_string_lossy()));
         }
     }
+    let cgroups = lines_of(Command::new("find").args([
+        "/sys/fs/cgroup",
+        "-maxdepth",
+        "3",
+        "-path",
+        "*kvrs-kubelet-*",
+    ]));
+    let kvrs_mounts = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("kvrs"))
+        .map(str::to_string)
+        .collect();
     MachineState {
         netns: lines_of(Command::new("ip").args(["netns", "list"])),
         links,
         nft,
         stack_processes,
+        cgroups,
+        kvrs_mounts,
     }
 }
 

@@ -164,12 +164,17 @@ impl DecodeError {
 
 /// Reads an AdmissionReview body.
 pub fn decode(body: &[u8]) -> Result<AdmissionRequest, DecodeError> {
-    let de = &mut serde_json::Deserializer::from_slice(body);
+    let mut de = serde_json::Deserializer::from_slice(body);
     let review: AdmissionReview =
-        serde_path_to_error::deserialize(de).map_err(|e| DecodeError::Json {
+        serde_path_to_error::deserialize(&mut de).map_err(|e| DecodeError::Json {
             path: e.path().to_string(),
             message: e.inner().to_string(),
         })?;
+    // One document: what follows it is not ignored (the fuzzer sent `{...}garbage`).
+    de.end().map_err(|e| DecodeError::Json {
+        path: String::new(),
+        message: e.to_string(),
+    })?;
     if review.api_version != API_VERSION || review.kind != "AdmissionReview" {
         return Err(DecodeError::WrongKind {
             api_version: review.api_version,
@@ -315,6 +320,16 @@ mod tests {
         json!({"apiVersion": API_VERSION, "kind": "AdmissionReview", "request": request})
             .to_string()
             .into_bytes()
+    }
+
+    #[test]
+    fn a_body_with_anything_after_the_review_is_refused() {
+        let mut body = review(json!({"uid": "u", "operation": "CREATE",
+            "resource": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachineinstances"}}));
+        body.extend_from_slice(b" {}");
+        let err = decode(&body).unwrap_err();
+        assert_eq!(err.label(), "malformed_json");
+        assert!(err.to_string().contains("trailing characters"), "{err}");
     }
 
     #[test]

@@ -41,7 +41,13 @@ fuzz_target!(
         }
         let out: Value = serde_json::from_slice(&reply.body).expect("the answer is JSON");
         assert_eq!(out["apiVersion"], "admission.k8s.io/v1");
-        let request: Value = serde_json::from_slice(body).expect("a 200 answers a JSON body");
+        // A 200 answers one JSON document. Strings the webhook never reads may hold escapes
+        // `Value` refuses (a lone surrogate `\udc00`, which Go's decoder, and so KubeVirt's,
+        // also accepts): only a body `Value` reads is compared further.
+        let Ok(request) = serde_json::from_slice::<Value>(body) else {
+            assert!(out["response"]["uid"].is_string(), "the UID is echoed");
+            return;
+        };
         assert_eq!(out["response"]["uid"], request["request"]["uid"], "the UID is echoed");
         if let Some(patch) = out["response"]["patch"].as_str() {
             let raw = base64::engine::general_purpose::STANDARD

@@ -1,8 +1,9 @@
 //! `kvrs kubelet`: this machine as a node of a real cluster for virt-launcher pods — the same
 //! pod runner `kvrs run` embeds, against any API server. It registers the Node with KubeVirt's
 //! device resources (what KubeVirt's device plugins publish), runs the launcher pods scheduled
-//! to it with kvrs's launcher binaries, and reports their status. With virt-controller and
-//! virt-handler on the same cluster, VMs boot here without a container runtime.
+//! to it with kvrs's launcher binaries — each pod's `compute` container an OCI container run by
+//! runc, as a Kubernetes node runs it — and reports their status. With virt-controller and
+//! virt-handler on the same cluster, VMs boot here without containerd or a kubelet.
 
 use std::path::{Path, PathBuf};
 
@@ -24,7 +25,7 @@ pub struct Args {
     /// path under it must fit a Unix socket address.
     #[arg(long, default_value = "/run/kvrs/pods")]
     pub pods_dir: PathBuf,
-    /// The kubelet's own state (per-pod device nodes: not a `nodev` mount).
+    /// The kubelet's own state (each pod's container bundle, runc's state, the logs).
     #[arg(long, default_value = "/var/lib/kvrs/kubelet")]
     pub state_dir: PathBuf,
     /// Where container-disk and kernel-boot images are (see `kvrs run --help`).
@@ -60,8 +61,8 @@ pub fn image_map(
     Ok(map)
 }
 
-/// A kubelet configuration running kvrs's launcher (next to this executable) through
-/// `kvrs __pod-exec`.
+/// A kubelet configuration running kvrs's launcher (next to this executable) with runc from
+/// `PATH`.
 pub fn config(
     node: &str,
     pods_dir: PathBuf,
@@ -75,10 +76,6 @@ pub fn config(
     config.images = images;
     config.binaries = kvrs_kubelet::BinaryMap::kubevirt_launcher(&dir);
     config.register_node = true;
-    config.exec_helper = kvrs_kubelet::ExecHelper {
-        program: exe,
-        args: vec!["__pod-exec".into()],
-    };
     Ok(config)
 }
 

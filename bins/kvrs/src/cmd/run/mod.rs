@@ -7,7 +7,9 @@
 //!   to it through kube-rs exactly as they talk to a real cluster;
 //! - kvrs-kubelet as this node's kubelet: it binds the launcher pod here, gives it a network
 //!   namespace, its volumes and devices, and runs its `compute` container (kvrs's
-//!   virt-launcher-monitor) as UID 107 in its own mount namespace.
+//!   virt-launcher-monitor) as a container through runc: UID 107, its own read-only root
+//!   filesystem and PID, mount, IPC and UTS namespaces, KubeVirt's capabilities, the runtime's
+//!   default seccomp profile and `no_new_privs`.
 //!
 //! It prints KubeVirt's phases as they happen, the guest's address, and (with `--console`) the
 //! serial console. Ctrl-C or SIGTERM stops the VM gracefully (runStrategy Halted, the guest gets
@@ -61,8 +63,8 @@ pub struct Args {
     /// Give up (and clean up) when the VM is not Running after this many seconds.
     #[arg(long, default_value_t = 300)]
     pub timeout_seconds: u64,
-    /// Where the run keeps its kubeconfig, the kubelet's state (per-pod device nodes: not a
-    /// `nodev` mount) and virt-handler's directories; removed on exit.
+    /// Where the run keeps its kubeconfig, the kubelet's state (each pod's container bundle,
+    /// runc's state) and virt-handler's directories; removed on exit.
     #[arg(long, default_value = "/var/lib/kvrs/run")]
     pub state_dir: PathBuf,
     /// The kubelet's pods directory (emptyDirs, virt-handler's `--pods-dir`); default

@@ -50,8 +50,8 @@ impl Signals {
     }
 }
 
-/// What must hold before anything starts: root (network namespaces, mounts, UID 107), the
-/// launcher binaries next to `kvrs`, libvirt and QEMU installed.
+/// What must hold before anything starts: root (network namespaces, containers, UID 107), the
+/// launcher binaries next to `kvrs`, runc, libvirt and QEMU installed.
 pub fn preflight(args: &Args) -> Result<(), CliError> {
     // virt-handler dials `<pods>/<pod uid>/volumes/kubernetes.io~empty-dir/sockets/launcher-sock`:
     // it must fit a Unix socket address (107 bytes).
@@ -83,6 +83,17 @@ pub fn preflight(args: &Args) -> Result<(), CliError> {
                 b.display()
             )));
         }
+    }
+    let on_path = |name: &str| {
+        std::env::var_os("PATH")
+            .iter()
+            .flat_map(std::env::split_paths)
+            .any(|d| d.join(name).is_file())
+    };
+    if !on_path("runc") {
+        return Err(CliError::Failed(
+            "runc is not installed (the launcher pod runs as a container): run scripts/install-test-deps.sh".into(),
+        ));
     }
     let libvirt = ["/usr/sbin/virtqemud", "/usr/sbin/libvirtd"];
     if !libvirt.iter().any(|p| Path::new(p).exists()) {
@@ -673,7 +684,7 @@ mod adapters {
 
     /// The kubelet of this machine's node: binds every pod here (there is no scheduler),
     /// registers the Node with KubeVirt's device resources, runs launcher pods with kvrs's
-    /// launcher binaries (next to `kvrs`) and `kvrs __pod-exec` as each container's entry.
+    /// launcher binaries (next to `kvrs`) as containers run by runc.
     pub fn kubelet(
         args: &Args,
         dirs: &Dirs,
