@@ -27,7 +27,8 @@ pub(super) fn sync_paused_condition_to_pod(
     now: i64,
 ) {
     let (ns, name) = (meta::namespace(&vmi.metadata), meta::name(&vmi.metadata));
-    let paused = super::conditions::find_cond(vmi_json, "Paused").is_some_and(|c| c["status"] == "True");
+    let paused =
+        super::conditions::find_cond(vmi_json, "Paused").is_some_and(|c| c["status"] == "True");
     let unpaused_true = pod::condition(p, UNPAUSED_CONDITION).is_some_and(|c| c.status == "True");
     let new = if paused && unpaused_true {
         json!({"lastProbeTime": meta::time_json(now), "lastTransitionTime": meta::time_json(now),

@@ -415,6 +415,10 @@ fn the_readiness_gate_patch_waits_to_be_seen_and_is_not_repeated() {
     let mut gated = bare.clone();
     gated["status"]["conditions"] = json!([{"type": "kubevirt.io/virtual-machine-unpaused",
         "status": "True", "reason": "NotPaused"}]);
-    let d = decide_vmi(&world(&scheduling, vec![&typed(&gated)], &cfg), &render, "x");
+    let d = decide_vmi(
+        &world(&scheduling, vec![&typed(&gated)], &cfg),
+        &render,
+        "x",
+    );
     assert!(status_patches(&d).is_empty(), "{:?}", d.plan);
 }
