@@ -3,6 +3,8 @@
 #
 #   kvrs/virt-controller:<tag>   distroless: the binary, the shared libraries it links (ldd),
 #                                /etc/passwd + group with nonroot 65532, no shell
+#   kvrs/virt-api:<tag>          distroless like virt-controller: KubeVirt's webhooks and
+#                                subresource API (bins/virt-api), nonroot 65532
 #   kvrs/virt-handler:<tag>      distroless: the binary + `ip` and `nft` (the only programs the
 #                                handler's node steps run, bins/node/src/network/tools.rs) with
 #                                their libraries, from this machine's Debian packages
@@ -21,7 +23,7 @@
 # (the image is named docker.io/kvrs/virt-handler:<tag> etc., as the kubelet normalizes
 # `kvrs/virt-handler:<tag>`), or `skopeo copy oci-archive:FILE docker://REGISTRY/...`.
 #
-# usage: scripts/images.sh [controller] [handler] [launcher] [guest]   (default: all)
+# usage: scripts/images.sh [controller] [api] [handler] [launcher] [guest]   (default: all)
 #
 # Why these tools: the archives are written by scripts/lib/oci_image.py (stdlib Python: the image
 # format is three JSON files and gzip tars, and a writer this small is reproducible by
@@ -89,6 +91,7 @@ WRITER=$REPO/scripts/lib/oci_image.py
 mkdir -p "$OUT" "$WORK/stamps" "$WORK/rootfs"
 
 REF_CONTROLLER=kvrs/virt-controller:$TAG
+REF_API=kvrs/virt-api:$TAG
 REF_HANDLER=kvrs/virt-handler:$TAG
 REF_LAUNCHER=kvrs/virt-launcher:$TAG
 REF_KERNEL=kvrs.local/test-guest-kernel:v6
@@ -105,14 +108,15 @@ PATH_ENV=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 KUBEVIRT_HANDLER="KubeVirt virt-handler v1.9.0: unknown (v1.3.1: 231 MB uncompressed, deckhouse/virtualization#372)"
 KUBEVIRT_LAUNCHER="KubeVirt virt-launcher v1.9.0: unknown (v1.3.1: 458 MB uncompressed, deckhouse/virtualization#372)"
 KUBEVIRT_CONTROLLER="KubeVirt virt-controller v1.9.0: unknown (no published size found)"
+KUBEVIRT_API="KubeVirt virt-api v1.9.0: unknown (no published size found)"
 
 # --- arguments -----------------------------------------------------------------------------------
 WANT=("$@")
-[ ${#WANT[@]} -gt 0 ] || WANT=(controller handler launcher guest)
+[ ${#WANT[@]} -gt 0 ] || WANT=(controller api handler launcher guest)
 for w in "${WANT[@]}"; do
-  case $w in controller | handler | launcher | guest) ;;
+  case $w in controller | api | handler | launcher | guest) ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 0 ;;
-    *) die "unknown image '$w' (expected controller, handler, launcher, guest)" ;;
+    *) die "unknown image '$w' (expected controller, api, handler, launcher, guest)" ;;
   esac
 done
 want() { [[ " ${WANT[*]} " == *" $1 "* ]]; }
@@ -197,9 +201,10 @@ cargo_build() {
   "${CARGO:-cargo}" build -q "$@" || die "cargo build $* failed"
   say "  ($(elapsed "$t0"))"
 }
-if want controller || want handler; then
+if want controller || want api || want handler; then
   pkgs=()
   want controller && pkgs+=(-p kvrs-virt-controller)
+  want api && pkgs+=(-p kvrs-virt-api)
   want handler && pkgs+=(-p kvrs-virt-handler)
   cargo_build "${CARGO_MAIN[@]}" "${pkgs[@]}" --bins
 fi
@@ -249,6 +254,7 @@ image() {
   u=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["uncompressed_bytes"])' "$stats")
   case $role in
     controller) kv=$KUBEVIRT_CONTROLLER ;;
+    api) kv=$KUBEVIRT_API ;;
     handler) kv=$KUBEVIRT_HANDLER ;;
     launcher) kv=$KUBEVIRT_LAUNCHER ;;
     *) kv="" ;;
@@ -268,6 +274,20 @@ if want controller; then
     --entrypoint '["/usr/bin/virt-controller"]' --env "$PATH_ENV" --user 65532:65532 \
     --workdir /home/nonroot --owner /home/nonroot=65532:65532 \
     --label "org.opencontainers.image.title=kvrs virt-controller" \
+    --label "org.opencontainers.image.version=$VERSION"
+fi
+
+# --- virt-api ------------------------------------------------------------------------------------
+if want api; then
+  t0=$(now)
+  root=$WORK/rootfs/virt-api
+  distroless_base "$root"
+  install_elf "$root" "$BIN_DIR/virt-api" /usr/bin/virt-api
+  # bins/deploy/virt-api/deployment.yaml: command ["virt-api"], runAsUser 65532.
+  image api "$REF_API" "$t0" --rootfs "$root" \
+    --entrypoint '["/usr/bin/virt-api"]' --env "$PATH_ENV" --user 65532:65532 \
+    --workdir /home/nonroot --owner /home/nonroot=65532:65532 \
+    --label "org.opencontainers.image.title=kvrs virt-api" \
     --label "org.opencontainers.image.version=$VERSION"
 fi
 

@@ -448,7 +448,7 @@ fn images_build_and_hold_what_their_pods_run() {
             .get(file)
             .unwrap_or_else(|| panic!("no {file} among {:?}", archives.keys()))
     };
-    assert_eq!(archives.len(), 5, "{stdout}");
+    assert_eq!(archives.len(), 6, "{stdout}");
 
     // virt-controller: distroless, nonroot 65532, no shell.
     let c = open_archive(
@@ -477,6 +477,24 @@ fn images_build_and_hold_what_their_pods_run() {
     }
     libraries_resolve(&c, "/usr/bin/virt-controller");
     drop(c);
+
+    // virt-api: distroless as the controller, nonroot 65532, no shell.
+    let a = open_archive(
+        get(&format!("kvrs_virt-api_{tag}.oci.tar")),
+        &format!("docker.io/kvrs/virt-api:{tag}"),
+        &tag,
+    );
+    has_file(&a, "/usr/bin/virt-api", 0o755);
+    assert_eq!(
+        a.config["config"]["Entrypoint"],
+        serde_json::json!(["/usr/bin/virt-api"])
+    );
+    assert_eq!(a.config["config"]["User"], "65532:65532");
+    for sh in ["bin/sh", "usr/bin/sh", "bin/bash", "usr/bin/bash"] {
+        assert!(!a.root.join(sh).exists(), "the virt-api image has a shell: {sh}");
+    }
+    libraries_resolve(&a, "/usr/bin/virt-api");
+    drop(a);
 
     // virt-handler: the binary, ip and nft with their libraries.
     let h = open_archive(
@@ -629,6 +647,6 @@ fn images_build_and_hold_what_their_pods_run() {
     assert!(again.status.success());
     assert_eq!(String::from_utf8(again.stdout).unwrap(), stdout);
     let log = String::from_utf8_lossy(&again.stderr);
-    assert_eq!(log.matches(": cached (").count(), 5, "{log}");
+    assert_eq!(log.matches(": cached (").count(), 6, "{log}");
     assert_eq!(digests(&archives), before);
 }

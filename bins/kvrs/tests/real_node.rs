@@ -59,8 +59,8 @@ fn build_images() -> Vec<PathBuf> {
         .map(PathBuf::from)
         .collect();
     assert!(
-        archives.len() >= 5,
-        "scripts/images.sh printed the archives of the controller, handler, launcher and guest \
+        archives.len() >= 6,
+        "scripts/images.sh printed the archives of the controller, virt-api, handler, launcher and guest \
          images: {archives:?}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
