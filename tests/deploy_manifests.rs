@@ -23,6 +23,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -135,6 +136,9 @@ const EXPECTED_FILES: &[&str] = &[
     "crds/virtualmachineinstancetypes.instancetype.kubevirt.io.yaml",
     "crds/virtualmachinepreferences.instancetype.kubevirt.io.yaml",
     "crds/virtualmachines.kubevirt.io.yaml",
+    "virt-api/aggregated-clusterroles.yaml",
+    "virt-api/apiservice.yaml",
+    "virt-api/auth-reader-rolebinding.yaml",
     "virt-api/clusterrole.yaml",
     "virt-api/clusterrolebinding.yaml",
     "virt-api/deployment.yaml",
@@ -191,7 +195,13 @@ fn every_manifest_is_a_named_kubernetes_object() {
         let name = obj["metadata"]["name"].as_str().unwrap_or_default();
         assert!(!name.is_empty(), "{rel}: no metadata.name");
         let kind = obj["kind"].as_str().unwrap();
-        if NAMESPACED.contains(&kind) {
+        if rel == "virt-api/auth-reader-rolebinding.yaml" {
+            // Binds Kubernetes' own Role where it lives.
+            assert_eq!(
+                obj["metadata"]["namespace"], "kube-system",
+                "{rel}: namespace"
+            );
+        } else if NAMESPACED.contains(&kind) {
             assert_eq!(obj["metadata"]["namespace"], "kubevirt", "{rel}: namespace");
         } else {
             assert!(
@@ -222,6 +232,7 @@ fn manifests_read_back_through_the_kubernetes_types() {
                 round_trip::<ValidatingWebhookConfiguration>(&rel, &obj)
             }
             "CustomResourceDefinition" => round_trip::<CustomResourceDefinition>(&rel, &obj),
+            "APIService" => round_trip::<APIService>(&rel, &obj),
             other => panic!("{rel}: unexpected kind {other}"),
         }
     }
@@ -258,8 +269,8 @@ fn roles_grant_no_wildcards() {
         .collect();
     assert_eq!(
         roles.len(),
-        5,
-        "three ClusterRoles, the leader-election Role and virt-api's Secret Role"
+        8,
+        "three ClusterRoles, KubeVirt's three aggregated roles, the leader-election Role and virt-api's Secret Role"
     );
     for (rel, role) in roles {
         for (i, rule) in role["rules"].as_array().expect("rules").iter().enumerate() {
@@ -532,7 +543,13 @@ fn bindings_name_the_shipped_roles_and_accounts() {
                 "{rel}"
             );
             let role = binding["roleRef"]["name"].as_str().unwrap();
-            assert!(roles.contains(role), "{rel}: no {role_kind} {role} shipped");
+            // Kubernetes' bootstrap Role every aggregated API server binds.
+            let bootstrap = rel == "virt-api/auth-reader-rolebinding.yaml"
+                && role == "extension-apiserver-authentication-reader";
+            assert!(
+                bootstrap || roles.contains(role),
+                "{rel}: no {role_kind} {role} shipped"
+            );
             for subject in binding["subjects"].as_array().expect("subjects") {
                 assert_eq!(subject["kind"], "ServiceAccount", "{rel}");
                 assert_eq!(subject["namespace"], "kubevirt", "{rel}");
@@ -615,6 +632,15 @@ fn virt_api_roles_grant_what_virt_api_uses_and_only_by_name_where_it_can() {
             "validatingwebhookconfigurations".into(),
             set(&["get", "patch"]),
             set(&["kvrs-virt-api-validator"]),
+        ),
+        (
+            "apiregistration.k8s.io".into(),
+            "apiservices".into(),
+            set(&["get", "patch"]),
+            set(&[
+                "v1.subresources.kubevirt.io",
+                "v1alpha3.subresources.kubevirt.io",
+            ]),
         ),
     ];
     expected.sort();
@@ -1412,15 +1438,27 @@ fn crds_regenerate_byte_for_byte() {
 #[test]
 fn every_object_but_the_crds_and_the_namespace_is_named_kvrs() {
     let mut seen = 0;
-    for dir in ["virt-controller", "virt-handler"] {
+    for dir in ["virt-controller", "virt-handler", "virt-api"] {
         let path = deploy_dir().join(dir);
         for entry in std::fs::read_dir(&path).expect("the manifests directory") {
             let file = entry.expect("an entry").path();
+            if file.extension().is_none_or(|e| e != "yaml") {
+                continue; // virt-api's patch of the controller's Deployment, not an object
+            }
             for doc in documents(&file) {
                 let kind = doc["kind"].as_str().unwrap_or_default();
                 let name = doc["metadata"]["name"].as_str().unwrap_or_default();
                 if kind == "Namespace" {
                     assert_eq!(name, "kubevirt", "{}", file.display());
+                    continue;
+                }
+                if kind == "APIService" {
+                    // Kubernetes fixes the name: VERSION.GROUP.
+                    assert!(
+                        name.ends_with(".subresources.kubevirt.io"),
+                        "{}",
+                        file.display()
+                    );
                     continue;
                 }
                 seen += 1;
@@ -1433,4 +1471,91 @@ fn every_object_but_the_crds_and_the_namespace_is_named_kvrs() {
         }
     }
     assert!(seen >= 10, "only {seen} objects read");
+}
+
+// --- the aggregated API --------------------------------------------------------------------------
+
+/// The APIServices register both versions KubeVirt v1.9.0 serves through kvrs's Service, with
+/// TLS verified (virt-api writes the caBundle).
+#[test]
+fn api_services_register_the_subresource_group_through_kvrs_service() {
+    let services = objects_of("APIService");
+    let mut versions = Vec::new();
+    for (rel, svc) in &services {
+        let spec = &svc["spec"];
+        assert_eq!(spec["group"], "subresources.kubevirt.io", "{rel}");
+        let version = spec["version"].as_str().unwrap();
+        assert_eq!(
+            svc["metadata"]["name"],
+            format!("{version}.subresources.kubevirt.io"),
+            "{rel}"
+        );
+        assert_eq!(
+            spec["service"],
+            json!({"namespace": "kubevirt", "name": "kvrs-virt-api", "port": 443}),
+            "{rel}"
+        );
+        assert!(spec.get("insecureSkipTLSVerify").is_none(), "{rel}");
+        assert!(
+            spec.get("caBundle").is_none(),
+            "{rel}: virt-api fills in the caBundle"
+        );
+        versions.push(version.to_string());
+    }
+    versions.sort();
+    assert_eq!(versions, ["v1", "v1alpha3"]);
+}
+
+/// KubeVirt's aggregated roles: edit and admin may start / stop / restart a VM and pause a VMI,
+/// view may not; each aggregates into the Kubernetes role it is named after.
+#[test]
+fn aggregated_roles_carry_kubevirts_subresource_verbs() {
+    let roles: BTreeMap<String, Value> = objects_of("ClusterRole")
+        .into_iter()
+        .filter_map(|(_, r)| {
+            let name = r["metadata"]["name"]
+                .as_str()?
+                .strip_prefix("kvrs-kubevirt.io:")?;
+            Some((name.to_string(), r))
+        })
+        .collect();
+    assert_eq!(
+        roles.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["admin", "edit", "view"]
+    );
+    let sub = |r: &str| gr("subresources.kubevirt.io", r);
+    for (name, role) in &roles {
+        assert_eq!(
+            role["metadata"]["labels"][format!("rbac.authorization.k8s.io/aggregate-to-{name}")],
+            "true",
+            "{name}"
+        );
+        let g = grants(role);
+        let may = |r: &str, verb: &str| g.get(&sub(r)).is_some_and(|v| v.contains(verb));
+        let writer = name != "view";
+        for r in [
+            "virtualmachines/start",
+            "virtualmachines/stop",
+            "virtualmachines/restart",
+            "virtualmachineinstances/pause",
+            "virtualmachineinstances/unpause",
+            "virtualmachineinstances/softreboot",
+        ] {
+            assert_eq!(may(r, "update"), writer, "{name}: update {r}");
+        }
+        for r in [
+            "virtualmachineinstances/console",
+            "virtualmachineinstances/vnc",
+        ] {
+            assert_eq!(may(r, "get"), writer, "{name}: get {r}");
+        }
+        assert!(may("virtualmachineinstances/guestosinfo", "get"), "{name}");
+        assert!(may("virtualmachines/expand-spec", "get"), "{name}");
+        assert!(may("expand-vm-spec", "update"), "{name}");
+        assert_eq!(
+            g[&gr("kubevirt.io", "virtualmachines")].contains("create"),
+            writer,
+            "{name}"
+        );
+    }
 }

@@ -491,7 +491,10 @@ fn images_build_and_hold_what_their_pods_run() {
     );
     assert_eq!(a.config["config"]["User"], "65532:65532");
     for sh in ["bin/sh", "usr/bin/sh", "bin/bash", "usr/bin/bash"] {
-        assert!(!a.root.join(sh).exists(), "the virt-api image has a shell: {sh}");
+        assert!(
+            !a.root.join(sh).exists(),
+            "the virt-api image has a shell: {sh}"
+        );
     }
     libraries_resolve(&a, "/usr/bin/virt-api");
     drop(a);

@@ -308,6 +308,62 @@ pub async fn sync_ca_bundle(
     Err(ClusterError::Conflict(object))
 }
 
+/// The JSON patch that sets an APIService's `spec.caBundle` (base64), guarded by its
+/// `resourceVersion`; `None` when it already has it.
+pub fn api_service_ca_patch(service: &Value, ca_bundle: &str) -> Option<json_patch::Patch> {
+    if service["spec"]["caBundle"].as_str() == Some(ca_bundle) {
+        return None;
+    }
+    let version = service["metadata"]["resourceVersion"].as_str()?;
+    serde_json::from_value(json!([
+        {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+        {"op": "add", "path": "/spec/caBundle", "value": ca_bundle},
+    ]))
+    .ok()
+}
+
+/// Keeps the `caBundle` of APIService `name` equal to `bundle_pem` (absent: logged, retried at
+/// the next sync).
+pub async fn sync_api_service_ca_bundle(
+    client: &kube::Client,
+    name: &str,
+    bundle_pem: &str,
+) -> Result<(), ClusterError> {
+    let encoded = base64::engine::general_purpose::STANDARD.encode(bundle_pem);
+    let gvk = GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
+    let api: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(&gvk, "apiservices"),
+    );
+    let object = format!("APIService/{name}");
+    for _ in 0..RETRIES {
+        let Some(current) = api
+            .get_opt(name)
+            .await
+            .map_err(api_error("reading", &object))?
+        else {
+            warn!(apiservice = %object, "APIService not found: its caBundle is set once it exists");
+            return Ok(());
+        };
+        let value = serde_json::to_value(&current).unwrap_or(Value::Null);
+        let Some(patch) = api_service_ca_patch(&value, &encoded) else {
+            return Ok(());
+        };
+        match api
+            .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+            .await
+        {
+            Ok(_) => {
+                info!(apiservice = %object, "caBundle updated");
+                return Ok(());
+            }
+            Err(e) if lost_race(&e) => continue,
+            Err(e) => return Err(api_error("patching", &object)(e)),
+        }
+    }
+    Err(ClusterError::Conflict(object))
+}
+
 /// Reads what `lookup` names (errors are reported in the facts: the webhook refuses with them).
 pub async fn read_facts(client: &kube::Client, lookup: &Lookup) -> Facts {
     match lookup {
@@ -382,5 +438,22 @@ mod tests {
         let mut done = conf.clone();
         done["webhooks"][1]["clientConfig"]["caBundle"] = json!("NEW");
         assert!(ca_bundle_patch(&done, "NEW").is_none());
+    }
+
+    #[test]
+    fn the_api_service_patch_is_guarded() {
+        let svc = json!({"metadata": {"name": "v1.subresources.kubevirt.io", "resourceVersion": "3"},
+            "spec": {"group": "subresources.kubevirt.io"}});
+        let patch = serde_json::to_value(api_service_ca_patch(&svc, "CA").unwrap()).unwrap();
+        assert_eq!(
+            patch,
+            json!([
+                {"op": "test", "path": "/metadata/resourceVersion", "value": "3"},
+                {"op": "add", "path": "/spec/caBundle", "value": "CA"},
+            ])
+        );
+        let mut done = svc.clone();
+        done["spec"]["caBundle"] = json!("CA");
+        assert!(api_service_ca_patch(&done, "CA").is_none());
     }
 }

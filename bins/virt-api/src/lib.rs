@@ -7,13 +7,20 @@
 //!   VMIs, VMs, migrations, instancetypes and preferences on top of `kvrs-admission` (the same
 //!   defaults, rules and messages as `kvrs convert`'s) — and [`handle`] is the whole exchange,
 //!   body in, HTTP status and body out. The fuzz target drives exactly that.
+//! - [`subresources`]: the aggregated API `subresources.kubevirt.io` (discovery, VM `start`,
+//!   `stop`, `restart` decided as KubeVirt v1.9.0 does), served to the aggregator only
+//!   ([`auth`]: the front-proxy client certificate and the requestheader settings).
 //! - **the shell** (feature `server`, on by default): the HTTPS server with its limits
 //!   ([`server`]), the CA and serving certificate kept in a Secret and rotated ([`certs`],
 //!   [`cluster`]), the flags and [`run`].
 
 pub mod response;
 pub mod review;
+pub mod subresources;
 pub mod webhooks;
+
+#[cfg(feature = "server")]
+pub mod auth;
 
 #[cfg(feature = "server")]
 pub mod certs;

@@ -11,9 +11,11 @@ use kvrs_runtime::kube::kubevirt_config::{self, Reporting};
 use tracing::{error, info, warn};
 
 use crate::Flags;
+use crate::auth::{self, FrontProxy};
 use crate::certs::{Bundle, serving_names};
-use crate::cluster::{CertSecret, ConfigurationKind, sync_ca_bundle};
+use crate::cluster::{CertSecret, ConfigurationKind, sync_api_service_ca_bundle, sync_ca_bundle};
 use crate::server::{AppState, Limits, ReloadableCert, Server};
+use crate::subresources::API_SERVICES;
 
 fn now() -> i64 {
     std::time::SystemTime::now()
@@ -50,6 +52,7 @@ pub async fn run(
         flags: flags.clone(),
         client: client.clone(),
         cert: Arc::new(ReloadableCert::default()),
+        front_proxy: None,
     };
     let bundle = rotation
         .secret
@@ -59,10 +62,13 @@ pub async fn run(
     rotation.publish_ca(&bundle).await;
     rotation.cert.load(&bundle.cert, &bundle.key)?;
 
+    let front_proxy = Arc::new(FrontProxy::default());
+    load_front_proxy(&client, &front_proxy).await;
     let state = AppState {
         config,
         accounts: flags.accounts(),
         client: Some(client.clone()),
+        front_proxy: front_proxy.clone(),
     };
     let server = Server::bind(
         flags.listen,
@@ -71,6 +77,10 @@ pub async fn run(
         Limits::default(),
     )
     .await?;
+    let rotation = Rotation {
+        front_proxy: Some(front_proxy),
+        ..rotation
+    };
     let rotating = tokio::spawn(rotation.run(bundle));
     server.run(shutdown).await;
     rotating.abort();
@@ -86,10 +96,23 @@ struct Rotation {
     flags: Flags,
     client: kube::Client,
     cert: Arc<ReloadableCert>,
+    /// Re-read with the Secret: the apiserver may rotate its front-proxy CA.
+    front_proxy: Option<Arc<FrontProxy>>,
+}
+
+/// Reads the requestheader settings into `front_proxy` (errors are logged: until they can be
+/// read, every subresource request is refused with 401).
+async fn load_front_proxy(client: &kube::Client, front_proxy: &FrontProxy) {
+    match auth::read(client).await.map(|s| front_proxy.load(s)) {
+        Ok(Ok(true)) => info!("requestheader client CA loaded"),
+        Ok(Ok(false)) => {}
+        Ok(Err(e)) => warn!("requestheader settings: {e}"),
+        Err(e) => warn!("requestheader settings: {e}"),
+    }
 }
 
 impl Rotation {
-    /// Writes the bundle's CAs into both webhook configurations (errors are logged: the next
+    /// Writes the bundle's CAs into both webhook configurations and the APIServices (errors are logged: the next
     /// round tries again, and the server keeps serving with what it has).
     async fn publish_ca(&self, bundle: &Bundle) {
         let pem = bundle.ca_bundle(now());
@@ -107,6 +130,11 @@ impl Rotation {
                 warn!(reason = e.label(), "caBundle of {name}: {e}");
             }
         }
+        for name in API_SERVICES {
+            if let Err(e) = sync_api_service_ca_bundle(&self.client, name, &pem).await {
+                warn!(reason = e.label(), "caBundle of APIService {name}: {e}");
+            }
+        }
     }
 
     /// Sleeps until the next renewal (at most [`RESYNC`]), then reads the Secret again and
@@ -121,6 +149,9 @@ impl Rotation {
                 })
                 .clamp(Duration::from_secs(1), RESYNC);
             tokio::time::sleep(wait).await;
+            if let Some(fp) = &self.front_proxy {
+                load_front_proxy(&self.client, fp).await;
+            }
             let next = match self
                 .secret
                 .ensure(&self.names, now(), self.flags.validity())

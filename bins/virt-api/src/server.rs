@@ -10,7 +10,9 @@
 //!   (413, refused from `Content-Length` before reading when it says so);
 //! - at most [`Limits::max_connections`] connections at once; more wait in the backlog.
 //!
-//! Routes: `POST` on each [`Webhook`] path, `GET /healthz`; anything else is 404 or 405.
+//! Routes: `POST` on each [`Webhook`] path, `GET /healthz`, and the aggregated API: `/apis`,
+//! `/version`, everything under `/apis/subresources.kubevirt.io` ([`crate::subresources`]; its
+//! namespaced routes only for the aggregator, [`crate::auth`]); anything else is 404 or 405.
 
 use std::collections::BTreeSet;
 use std::convert::Infallible;
@@ -36,7 +38,9 @@ use tokio_rustls::rustls::sign::CertifiedKey;
 use tokio_rustls::rustls::{self, ServerConfig};
 use tracing::{debug, info, warn};
 
+use crate::auth::{self, FrontProxy, OptionalClientCert, common_name};
 use crate::certs::der::pem_blocks;
+use crate::subresources::{self, ApiError, Route};
 use crate::webhooks::{Context, Facts, Webhook, lookup};
 use crate::{MAX_BODY_BYTES, Reply, answer, read_request};
 
@@ -153,6 +157,8 @@ pub struct AppState {
     pub accounts: Accounts,
     /// For the facts some webhooks need (`None`: they are refused as unreadable).
     pub client: Option<kube::Client>,
+    /// The requestheader settings the subresource routes are authenticated with.
+    pub front_proxy: Arc<FrontProxy>,
 }
 
 /// A bound, not yet serving, HTTPS server.
@@ -175,7 +181,7 @@ impl Server {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
+            .with_client_cert_verifier(Arc::new(OptionalClientCert(state.front_proxy.clone())))
             .with_cert_resolver(cert);
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let bind_error = |source| ServerError::Bind { addr, source };
@@ -221,9 +227,17 @@ impl Server {
                                 Ok(Err(e)) => return debug!(%peer, error = %e, "TLS handshake failed"),
                                 Err(_) => return debug!(%peer, "TLS handshake timed out"),
                             };
+                            // The verified client certificate's name, if one was presented.
+                            let peer_cn: Option<Arc<str>> = stream
+                                .get_ref()
+                                .1
+                                .peer_certificates()
+                                .and_then(|c| c.first())
+                                .and_then(|c| common_name(c))
+                                .map(Arc::from);
                             let service = hyper::service::service_fn(move |req| {
-                                let state = state.clone();
-                                async move { Ok::<_, Infallible>(respond(&state, req, limits).await) }
+                                let (state, peer_cn) = (state.clone(), peer_cn.clone());
+                                async move { Ok::<_, Infallible>(respond(&state, req, limits, peer_cn.as_deref()).await) }
                             });
                             if let Err(e) = http.serve_connection(TokioIo::new(stream), service).await {
                                 debug!(%peer, error = %e, "connection ended with an error");
@@ -291,6 +305,7 @@ async fn respond(
     state: &AppState,
     req: Request<Incoming>,
     limits: Limits,
+    peer_cn: Option<&str>,
 ) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_string();
     if path == "/healthz" {
@@ -298,6 +313,9 @@ async fn respond(
             Method::GET | Method::HEAD => reply(Reply::text(200, "ok")),
             _ => not_allowed("GET"),
         };
+    }
+    if path.starts_with("/apis") || path == "/version" || path == "/" {
+        return aggregated(state, req, limits, peer_cn).await;
     }
     let Some(webhook) = Webhook::from_path(&path) else {
         return reply(Reply::text(404, format!("no webhook at {path}")));
@@ -369,6 +387,132 @@ async fn respond(
         info!(webhook = webhook.label(), %object, operation = ?request.operation, user = %request.user_info.username, micros, "refused: {}", verdict.message());
     }
     reply(out)
+}
+
+fn json_reply(status: u16, body: Option<&serde_json::Value>) -> Response<Full<Bytes>> {
+    match body {
+        Some(b) => reply(Reply {
+            status,
+            content_type: "application/json",
+            body: serde_json::to_vec(b).unwrap_or_default(),
+        }),
+        None => {
+            let mut r = Response::new(Full::new(Bytes::new()));
+            *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+            r
+        }
+    }
+}
+
+fn status_reply(e: &ApiError) -> Response<Full<Bytes>> {
+    json_reply(e.code, Some(&e.body()))
+}
+
+/// The largest subresource request body read (KubeVirt's options are a few fields).
+const MAX_SUBRESOURCE_BODY: usize = 64 * 1024;
+
+/// The aggregated API: discovery and version for anyone (as KubeVirt serves them), the
+/// subresources for the aggregator's authenticated requests only.
+async fn aggregated(
+    state: &AppState,
+    req: Request<Incoming>,
+    limits: Limits,
+    peer_cn: Option<&str>,
+) -> Response<Full<Bytes>> {
+    let path = req.uri().path().to_string();
+    let method = req.method().as_str().to_string();
+    let get = matches!(*req.method(), Method::GET | Method::HEAD);
+    let info = match path.as_str() {
+        "/" => Some(subresources::root_paths()),
+        "/apis" | "/apis/" => Some(subresources::api_group_list()),
+        "/version" => Some(subresources::version_info()),
+        _ => None,
+    };
+    if let Some(body) = info {
+        return if get {
+            json_reply(200, Some(&body))
+        } else {
+            not_allowed("GET")
+        };
+    }
+    let Some(route) = subresources::route(&path) else {
+        return status_reply(&ApiError::status(
+            404,
+            "NotFound",
+            &format!("the server could not find the requested resource: {path}"),
+        ));
+    };
+    if !route.needs_auth() {
+        if !get {
+            return not_allowed("GET");
+        }
+        let body = match &route {
+            Route::Group => subresources::api_group(),
+            Route::Resources(v) => subresources::resource_list(v),
+            Route::Version => subresources::version_info(),
+            _ => return reply(Reply::text(200, "ok")),
+        };
+        return json_reply(200, Some(&body));
+    }
+    let settings = state.front_proxy.settings();
+    let headers = req.headers();
+    let user = match auth::authenticate(settings.as_ref(), peer_cn, |h| {
+        headers
+            .get_all(h)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect()
+    }) {
+        Ok(u) => u,
+        Err(e) => {
+            info!(%path, code = e.code, "subresource request refused: {}", e.message);
+            return status_reply(&e);
+        }
+    };
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_SUBRESOURCE_BODY as u64) {
+        return status_reply(&ApiError::status(
+            413,
+            "RequestEntityTooLarge",
+            "the request body is too large",
+        ));
+    }
+    let body = Limited::new(req.into_body(), MAX_SUBRESOURCE_BODY);
+    let bytes = match tokio::time::timeout(limits.body_timeout, body.collect()).await {
+        Err(_) => {
+            return status_reply(&ApiError::status(
+                408,
+                "Timeout",
+                "the request body did not arrive in time",
+            ));
+        }
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
+            return status_reply(&ApiError::status(
+                413,
+                "RequestEntityTooLarge",
+                "the request body is too large",
+            ));
+        }
+        Ok(Err(e)) => {
+            return status_reply(&ApiError::bad_request(&format!("reading the body: {e}")));
+        }
+        Ok(Ok(collected)) => collected.to_bytes(),
+    };
+    let Some(client) = &state.client else {
+        return status_reply(&ApiError::internal(
+            "virt-api has no client to read the cluster with",
+        ));
+    };
+    match subresources::serve::vm_request(client, &route, &method, &bytes, &user).await {
+        Ok((code, body)) => json_reply(code, body.as_ref()),
+        Err(e) => {
+            debug!(%path, user = %user.name, code = e.code, "{}", e.message);
+            status_reply(&e)
+        }
+    }
 }
 
 fn not_allowed(allow: &'static str) -> Response<Full<Bytes>> {

@@ -762,6 +762,44 @@ impl TestCluster {
             &p("sa.key"),
         ])?;
         openssl(&["pkey", "-in", &p("sa.key"), "-pubout", "-out", &p("sa.pub")])?;
+        // The aggregator's client certificate towards aggregated API servers (virt-api's
+        // subresources): signed by the requestheader CA, named as the allowed name says.
+        fs::write(
+            pki.join("proxy-client.ext"),
+            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
+             extendedKeyUsage=clientAuth\n",
+        )
+        .map_err(|e| ClusterError::io("writing proxy-client.ext", e))?;
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            &p("proxy-client.key"),
+            "-out",
+            &p("proxy-client.csr"),
+            "-subj",
+            "/CN=front-proxy-client",
+        ])?;
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &p("proxy-client.csr"),
+            "-CA",
+            &p("ca.crt"),
+            "-CAkey",
+            &p("ca.key"),
+            "-set_serial",
+            "4",
+            "-days",
+            "3650",
+            "-extfile",
+            &p("proxy-client.ext"),
+            "-out",
+            &p("proxy-client.crt"),
+        ])?;
         if self.node_network.is_some() {
             // The API server's client certificate towards the kubelet (logs, exec, port-forward).
             fs::write(
@@ -874,6 +912,11 @@ impl TestCluster {
             "--requestheader-username-headers=X-Remote-User".to_owned(),
             "--requestheader-group-headers=X-Remote-Group".to_owned(),
             "--requestheader-extra-headers-prefix=X-Remote-Extra-".to_owned(),
+            // The aggregator proxies with this certificate, to the APIService's endpoints (a
+            // test serves an aggregated API on a local address, there is no kube-proxy).
+            format!("--proxy-client-cert-file={}", p("proxy-client.crt")),
+            format!("--proxy-client-key-file={}", p("proxy-client.key")),
+            "--enable-aggregator-routing=true".to_owned(),
             format!("--token-auth-file={}", p("tokens.csv")),
             "--authorization-mode=RBAC".to_owned(),
             format!("--service-account-issuer={SERVICE_ACCOUNT_ISSUER}"),

@@ -1,0 +1,557 @@
+//! virt-api as the aggregated API `subresources.kubevirt.io` behind a real kube-apiserver:
+//! the APIServices of `bins/deploy/virt-api` point at the `kvrs-virt-api` Service, the
+//! apiserver's aggregator (`--enable-aggregator-routing`, its front-proxy client certificate
+//! signed by the requestheader CA) proxies `PUT .../virtualmachines/NAME/start|stop|restart`
+//! to virt-api running in this process, and the VM changes as KubeVirt v1.9.0 changes it.
+//!
+//! The aggregator dials the Service's endpoints, and an endpoint may not be a loopback
+//! address: virt-api listens on 10.253.0.1, an address this test adds to a dummy link (or to
+//! `lo` where the kernel has no dummy links) and removes (a Drop guard, also on failure). The Service has no selector; its Endpoints and
+//! EndpointSlice are written here (no controller-manager in this cluster).
+//!
+//! Also checked: the apiserver's discovery lists the group; a request straight to virt-api
+//! without the front-proxy certificate is refused (401); a ServiceAccount bound to
+//! `kvrs-kubevirt.io:view` may not start a VM (403 from the apiserver's RBAC), one bound to
+//! `kvrs-kubevirt.io:edit` may.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use kvrs_test_cluster::{Options, TestCluster};
+use kvrs_virt_api::Flags;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+const LINK: &str = "kvrs-api0";
+const ADDRESS: &str = "10.253.0.1";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// [`ADDRESS`] on a dummy link [`LINK`] (or, where the kernel has no dummy links, on `lo`:
+/// still not a loopback address to the apiserver's validation), removed when dropped.
+struct LocalAddress {
+    dev: &'static str,
+}
+
+fn ip(args: &[&str]) -> std::process::Output {
+    Command::new("ip")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("ip {args:?}: {e}"))
+}
+
+impl LocalAddress {
+    fn create() -> LocalAddress {
+        // Left over from a killed run.
+        let _ = ip(&["link", "del", LINK]);
+        let _ = ip(&["addr", "del", &format!("{ADDRESS}/32"), "dev", "lo"]);
+        let dev = if ip(&["link", "add", LINK, "type", "dummy"]).status.success() {
+            let up = ip(&["link", "set", LINK, "up"]);
+            assert!(
+                up.status.success(),
+                "{}",
+                String::from_utf8_lossy(&up.stderr)
+            );
+            LINK
+        } else {
+            "lo"
+        };
+        let guard = LocalAddress { dev };
+        let out = ip(&["addr", "add", &format!("{ADDRESS}/32"), "dev", dev]);
+        assert!(
+            out.status.success(),
+            "ip addr add {ADDRESS}/32 dev {dev} (needs CAP_NET_ADMIN): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        guard
+    }
+}
+
+impl Drop for LocalAddress {
+    fn drop(&mut self) {
+        if self.dev == LINK {
+            let _ = ip(&["link", "del", LINK]);
+        } else {
+            let _ = ip(&["addr", "del", &format!("{ADDRESS}/32"), "dev", self.dev]);
+        }
+    }
+}
+
+/// A free TCP port on [`ADDRESS`].
+fn free_port() -> u16 {
+    std::net::TcpListener::bind((ADDRESS, 0))
+        .and_then(|l| l.local_addr())
+        .expect("a port on the dummy address")
+        .port()
+}
+
+fn yaml_docs(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_norway::Deserializer::from_str(&text)
+        .map(|d| Value::deserialize(d).expect("yaml"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn kubectl(cluster: &TestCluster, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+    let out = match stdin {
+        Some(s) => cluster.kubectl_with_stdin(args, s),
+        None => cluster.kubectl(args),
+    };
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn must(cluster: &TestCluster, args: &[&str], stdin: Option<&str>) -> String {
+    let (ok, out, err) = kubectl(cluster, args, stdin);
+    assert!(ok, "kubectl {args:?}: {err}");
+    out
+}
+
+fn create(cluster: &TestCluster, object: &Value) {
+    must(cluster, &["create", "-f", "-"], Some(&object.to_string()));
+}
+
+fn get_json(cluster: &TestCluster, args: &[&str]) -> Value {
+    let mut all = vec!["get"];
+    all.extend_from_slice(args);
+    all.extend(["-o", "json"]);
+    serde_json::from_str(&must(cluster, &all, None)).expect("json")
+}
+
+fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// `PUT url` with `body` through curl (`auth`: extra arguments, e.g. a bearer token or the CA):
+/// the HTTP code and the JSON answer (`Null` when empty).
+fn put(url: &str, body: &str, auth: &[String]) -> (u16, Value) {
+    let out = Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code}", "-X", "PUT"])
+        .args([
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            body,
+        ])
+        .args(auth)
+        .arg(url)
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (json, code) = text.rsplit_once('\n').expect("a status code line");
+    (
+        code.trim().parse().unwrap_or(0),
+        serde_json::from_str(json).unwrap_or(Value::Null),
+    )
+}
+
+/// virt-api running in this process.
+struct VirtApi {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl VirtApi {
+    fn start(rt: &tokio::runtime::Runtime, kubeconfig: &Path, addr: SocketAddr) -> VirtApi {
+        let argv = ["virt-api", "--listen", &addr.to_string()];
+        let flags = Flags::try_parse_from(argv).expect("flags");
+        let client = rt
+            .block_on(kvrs_runtime::kube::setup::connect_as(
+                "virt-api",
+                Some(kubeconfig),
+            ))
+            .expect("a client");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let done = rt.spawn(async move {
+            let shutdown = async move {
+                let _ = stopped.await;
+            };
+            if let Err(e) = kvrs_virt_api::run(flags, client, shutdown).await {
+                panic!("virt-api: {e:#}");
+            }
+        });
+        wait_for("virt-api's /healthz", Duration::from_secs(60), || {
+            let out = Command::new("curl")
+                .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}"])
+                .arg(format!("https://{addr}/healthz"))
+                .output()
+                .ok()?;
+            (out.stdout == b"200").then_some(())
+        });
+        VirtApi {
+            stop: Some(stop),
+            done: Some(done),
+        }
+    }
+
+    fn stop(mut self, rt: &tokio::runtime::Runtime) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(d) = self.done.take() {
+            rt.block_on(d).expect("virt-api ended");
+        }
+    }
+}
+
+/// The Service the APIServices name, its endpoints at `addr` (port named as the Service's).
+fn service_at(cluster: &TestCluster, addr: SocketAddr) {
+    let port = addr.port();
+    create(
+        cluster,
+        &json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "kvrs-virt-api", "namespace": "kubevirt"},
+            "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port, "protocol": "TCP"}]}}),
+    );
+    create(
+        cluster,
+        &json!({"apiVersion": "v1", "kind": "Endpoints",
+            "metadata": {"name": "kvrs-virt-api", "namespace": "kubevirt"},
+            "subsets": [{"addresses": [{"ip": ADDRESS}],
+                "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]}),
+    );
+    create(
+        cluster,
+        &json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "kvrs-virt-api-1", "namespace": "kubevirt",
+                "labels": {"kubernetes.io/service-name": "kvrs-virt-api"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [ADDRESS], "conditions": {"ready": true}}],
+            "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}),
+    );
+}
+
+fn vm_runstrategy(cluster: &TestCluster, name: &str) -> String {
+    get_json(cluster, &["vm", name, "-n", "default"])["spec"]["runStrategy"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn kubevirts_subresources_through_the_aggregator() {
+    let _address = LocalAddress::create();
+    let cluster = TestCluster::start(Options::apiserver_only()).expect("kube-apiserver and etcd");
+    cluster
+        .install_kubevirt_crds(&root().join("bins/deploy"))
+        .expect("CRDs");
+    must(&cluster, &["create", "namespace", "kubevirt"], None);
+    create(
+        &cluster,
+        &json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+            "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+            "spec": {"configuration": {}}}),
+    );
+    let deploy = root().join("bins/deploy/virt-api");
+    for file in ["apiservice.yaml", "aggregated-clusterroles.yaml"] {
+        for doc in yaml_docs(&deploy.join(file)) {
+            create(&cluster, &doc);
+        }
+    }
+    let addr: SocketAddr = format!("{ADDRESS}:{}", free_port()).parse().unwrap();
+    service_at(&cluster, addr);
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let api = VirtApi::start(&rt, cluster.admin_kubeconfig_path(), addr);
+
+    // --- the APIServices get virt-api's CA and become available ---
+    for name in [
+        "v1.subresources.kubevirt.io",
+        "v1alpha3.subresources.kubevirt.io",
+    ] {
+        wait_for(
+            &format!("APIService {name} Available"),
+            Duration::from_secs(90),
+            || {
+                let svc = get_json(&cluster, &["apiservice", name]);
+                let available = svc["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .any(|c| c["type"] == "Available" && c["status"] == "True");
+                (svc["spec"]["caBundle"].is_string() && available).then_some(())
+            },
+        );
+    }
+
+    // --- discovery, through the apiserver ---
+    let groups: Value =
+        serde_json::from_str(&must(&cluster, &["get", "--raw", "/apis"], None)).unwrap();
+    let group = groups["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "subresources.kubevirt.io")
+        .unwrap_or_else(|| {
+            panic!("the apiserver's /apis lists subresources.kubevirt.io: {groups}")
+        });
+    assert_eq!(group["preferredVersion"]["version"], "v1");
+    let list: Value = serde_json::from_str(&must(
+        &cluster,
+        &["get", "--raw", "/apis/subresources.kubevirt.io/v1"],
+        None,
+    ))
+    .unwrap();
+    let names: Vec<&str> = list["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    for r in [
+        "virtualmachines/start",
+        "virtualmachines/stop",
+        "virtualmachines/restart",
+    ] {
+        assert!(names.contains(&r), "{r} in {names:?}");
+    }
+    let health = must(
+        &cluster,
+        &["get", "--raw", "/apis/subresources.kubevirt.io/v1/healthz"],
+        None,
+    );
+    assert!(health.contains("ok"), "{health}");
+
+    // --- start / stop / restart as KubeVirt does them ---
+    create(
+        &cluster,
+        &json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": "vm1", "namespace": "default"},
+            "spec": {"runStrategy": "Halted", "template": {"spec": {
+                "domain": {"devices": {}, "resources": {"requests": {"memory": "128Mi"}}}}}}}),
+    );
+    let sub = |verb: &str| {
+        format!("/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachines/vm1/{verb}")
+    };
+    let replace = |verb: &str, body: &str| {
+        kubectl(
+            &cluster,
+            &["replace", "--raw", &sub(verb), "-f", "-"],
+            Some(body),
+        )
+    };
+    let (ok, _, err) = replace("start", "{}");
+    assert!(ok, "start: {err}");
+    assert_eq!(vm_runstrategy(&cluster, "vm1"), "Always");
+    let (ok, _, err) = replace("start", "{}");
+    assert!(!ok);
+    assert!(
+        err.contains("Always does not support manual start requests"),
+        "a second start: {err}"
+    );
+    // No VMI: a restart is refused as KubeVirt refuses it.
+    let (ok, _, err) = replace("restart", "{}");
+    assert!(!ok);
+    assert!(err.contains("VM is not running: Halted"), "restart: {err}");
+    let (ok, _, err) = replace("stop", r#"{"gracePeriod": 0}"#);
+    assert!(ok, "stop: {err}");
+    assert_eq!(vm_runstrategy(&cluster, "vm1"), "Halted");
+    let (ok, _, err) = replace("stop", "{}");
+    assert!(!ok);
+    assert!(err.contains("VM is not running"), "a second stop: {err}");
+    // Manual with a VMI: restart asks virt-controller for stop (that VMI) + start.
+    must(
+        &cluster,
+        &[
+            "patch",
+            "vm",
+            "vm1",
+            "-n",
+            "default",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"runStrategy":"Manual"}}"#,
+        ],
+        None,
+    );
+    create(
+        &cluster,
+        &json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": "vm1", "namespace": "default"},
+            "spec": {"domain": {"devices": {}, "resources": {"requests": {"memory": "128Mi"}}}}}),
+    );
+    let vmi_uid = get_json(&cluster, &["vmi", "vm1", "-n", "default"])["metadata"]["uid"].clone();
+    let (ok, _, err) = replace("restart", "{}");
+    assert!(ok, "restart: {err}");
+    let vm = get_json(&cluster, &["vm", "vm1", "-n", "default"]);
+    assert_eq!(
+        vm["status"]["stateChangeRequests"],
+        json!([{"action": "Stop", "uid": vmi_uid}, {"action": "Start"}]),
+        "{vm}"
+    );
+    assert_eq!(vm["spec"]["runStrategy"], "Manual");
+    // A dry run changes nothing.
+    let (ok, _, err) = replace("stop", r#"{"dryRun": ["All"]}"#);
+    assert!(ok, "dry-run stop: {err}");
+    assert_eq!(
+        get_json(&cluster, &["vm", "vm1", "-n", "default"])["status"]["stateChangeRequests"],
+        vm["status"]["stateChangeRequests"]
+    );
+
+    // --- straight to virt-api, without the aggregator's certificate: 401 ---
+    let direct = format!(
+        "https://{addr}/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachines/vm1/start"
+    );
+    let (code, status) = put(&direct, "{}", &["-k".to_string()]);
+    assert_eq!(code, 401, "a direct request: {status}");
+    assert_eq!(status["reason"], "Unauthorized");
+    // ... even claiming a user in the headers.
+    let (code, _) = put(
+        &direct,
+        "{}",
+        &[
+            "-k".into(),
+            "-H".into(),
+            "X-Remote-User: system:admin".into(),
+        ],
+    );
+    assert_eq!(code, 401);
+
+    // A certificate signed by the requestheader CA but not named front-proxy-client: 403.
+    let pki = cluster.dir().join("pki");
+    let p = |n: &str| pki.join(n).display().to_string();
+    for args in [
+        vec![
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            &p("other.key"),
+            "-out",
+            &p("other.csr"),
+            "-subj",
+            "/CN=not-the-front-proxy",
+        ],
+        vec![
+            "x509",
+            "-req",
+            "-in",
+            &p("other.csr"),
+            "-CA",
+            &p("ca.crt"),
+            "-CAkey",
+            &p("ca.key"),
+            "-set_serial",
+            "99",
+            "-days",
+            "1",
+            "-extfile",
+            &p("proxy-client.ext"),
+            "-out",
+            &p("other.crt"),
+        ],
+    ] {
+        let out = Command::new("openssl")
+            .args(&args)
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "openssl: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let with_cert = |name: &str, user: bool| {
+        let mut args = vec![
+            "-k".to_string(),
+            "--cert".into(),
+            p(&format!("{name}.crt")),
+            "--key".into(),
+            p(&format!("{name}.key")),
+        ];
+        if user {
+            args.extend(["-H".into(), "X-Remote-User: someone".into()]);
+        }
+        args
+    };
+    let (code, status) = put(&direct, "{}", &with_cert("other", true));
+    assert_eq!(code, 403, "a certificate with another name: {status}");
+    // The aggregator's own certificate without a user: 401.
+    let (code, status) = put(&direct, "{}", &with_cert("proxy-client", false));
+    assert_eq!(code, 401, "no user: {status}");
+
+    // --- RBAC on the subresources, by the apiserver ---
+    create(
+        &cluster,
+        &json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": "vm2", "namespace": "default"},
+            "spec": {"runStrategy": "Halted", "template": {"spec": {
+                "domain": {"devices": {}, "resources": {"requests": {"memory": "128Mi"}}}}}}}),
+    );
+    for (sa, role) in [
+        ("viewer", "kvrs-kubevirt.io:view"),
+        ("editor", "kvrs-kubevirt.io:edit"),
+    ] {
+        must(
+            &cluster,
+            &["create", "serviceaccount", sa, "-n", "default"],
+            None,
+        );
+        must(
+            &cluster,
+            &[
+                "create",
+                "rolebinding",
+                sa,
+                "-n",
+                "default",
+                "--clusterrole",
+                role,
+                "--serviceaccount",
+                &format!("default:{sa}"),
+            ],
+            None,
+        );
+    }
+    let as_sa = |sa: &str| {
+        vec![
+            "--cacert".to_string(),
+            cluster.ca_cert_path().display().to_string(),
+            "-H".to_string(),
+            format!(
+                "Authorization: Bearer {}",
+                cluster.service_account_token("default", sa)
+            ),
+        ]
+    };
+    let url = format!(
+        "{}/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachines/vm2/start",
+        cluster.server_url()
+    );
+    let (code, status) = put(&url, "{}", &as_sa("viewer"));
+    assert_eq!(code, 403, "view may not start a VM: {status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("virtualmachines/start"),
+        "{status}"
+    );
+    assert_eq!(vm_runstrategy(&cluster, "vm2"), "Halted");
+    let (code, status) = put(&url, "{}", &as_sa("editor"));
+    assert_eq!(code, 202, "edit may start a VM: {status}");
+    assert_eq!(vm_runstrategy(&cluster, "vm2"), "Always");
+
+    api.stop(&rt);
+}
