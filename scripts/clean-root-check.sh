@@ -4,7 +4,8 @@
 # Each run: a pristine copy of a debootstrapped bookworm root, the host's apt sources, keyrings
 # and Acquire settings (proxy, Check-Valid-Until) copied in, /proc /sys /dev mounted, then
 # `chroot ROOT bash /install-test-deps.sh` must exit 0, libvirtd, virsh, qemu-system-x86_64,
-# qemu-img, nft, xorrisofs, swtpm, ip, ping, curl, openssl, pkg-config (libvirt), sysctl and the disk-full
+# qemu-img, nft, xorrisofs, swtpm, ip, ping, curl, openssl, pkg-config (libvirt), sysctl, runc (the
+# one-machine kubelet's OCI runtime) and the disk-full
 # test's mkfs.ext4, losetup, fallocate and truncate must run inside with libvirt >= 11 and
 # QEMU >= 10, and a second run of the script must find everything present (its no-network path).
 # Then the root is unmounted and deleted. One line per run, then `clean-root-check: N passed,
@@ -236,7 +237,7 @@ check_tools() {
   for c in "nft --version" "xorrisofs -version" "swtpm --version" "swtpm_setup --print-capabilities" \
     "ip -V" "ping -V" "curl --version" "openssl version" "cpio --version" "virt-xml-validate --help" \
     "pkg-config --modversion libvirt" "sysctl --version" "mkfs.ext4 -V" "losetup --version" \
-    "fallocate --version" "truncate --version"; do
+    "fallocate --version" "truncate --version" "runc --version"; do
     # shellcheck disable=SC2086 # the word list is the command line
     out=$(in_root "$root" $c 2>&1) || { log "'$c' failed in the root: $out"; bad=1; continue; }
     echo "$c: ${out%%$'\n'*}"

@@ -275,9 +275,26 @@ pub async fn sync_ca_bundle(
             "validatingwebhookconfigurations",
         ),
     };
+    patch_ca_bundle(client, &gvk, plural, name, |current| {
+        ca_bundle_patch(current, &encoded)
+    })
+    .await
+}
+
+/// Reads object `name` of `gvk` and applies the patch `patch_for` makes from it, retrying a lost
+/// race (its `test`s failed: someone wrote in between) a few times. An object that does not
+/// exist yet is logged and skipped (the next sync tries again); `None` from `patch_for` means
+/// it already holds the bundle.
+async fn patch_ca_bundle(
+    client: &kube::Client,
+    gvk: &GroupVersionKind,
+    plural: &str,
+    name: &str,
+    patch_for: impl Fn(&Value) -> Option<json_patch::Patch>,
+) -> Result<(), ClusterError> {
     let api: Api<DynamicObject> = Api::all_with(
         client.clone(),
-        &ApiResource::from_gvk_with_plural(&gvk, plural),
+        &ApiResource::from_gvk_with_plural(gvk, plural),
     );
     let object = format!("{}/{name}", gvk.kind);
     for _ in 0..RETRIES {
@@ -286,11 +303,11 @@ pub async fn sync_ca_bundle(
             .await
             .map_err(api_error("reading", &object))?
         else {
-            warn!(configuration = %object, "webhook configuration not found: its caBundle is set once it exists");
+            warn!(object = %object, "not found: its caBundle is set once it exists");
             return Ok(());
         };
         let value = serde_json::to_value(&current).unwrap_or(Value::Null);
-        let Some(patch) = ca_bundle_patch(&value, &encoded) else {
+        let Some(patch) = patch_for(&value) else {
             return Ok(());
         };
         match api
@@ -298,7 +315,7 @@ pub async fn sync_ca_bundle(
             .await
         {
             Ok(_) => {
-                info!(configuration = %object, "caBundle updated");
+                info!(object = %object, "caBundle updated");
                 return Ok(());
             }
             Err(e) if lost_race(&e) => continue,
@@ -331,37 +348,10 @@ pub async fn sync_api_service_ca_bundle(
 ) -> Result<(), ClusterError> {
     let encoded = base64::engine::general_purpose::STANDARD.encode(bundle_pem);
     let gvk = GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
-    let api: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(&gvk, "apiservices"),
-    );
-    let object = format!("APIService/{name}");
-    for _ in 0..RETRIES {
-        let Some(current) = api
-            .get_opt(name)
-            .await
-            .map_err(api_error("reading", &object))?
-        else {
-            warn!(apiservice = %object, "APIService not found: its caBundle is set once it exists");
-            return Ok(());
-        };
-        let value = serde_json::to_value(&current).unwrap_or(Value::Null);
-        let Some(patch) = api_service_ca_patch(&value, &encoded) else {
-            return Ok(());
-        };
-        match api
-            .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
-            .await
-        {
-            Ok(_) => {
-                info!(apiservice = %object, "caBundle updated");
-                return Ok(());
-            }
-            Err(e) if lost_race(&e) => continue,
-            Err(e) => return Err(api_error("patching", &object)(e)),
-        }
-    }
-    Err(ClusterError::Conflict(object))
+    patch_ca_bundle(client, &gvk, "apiservices", name, |current| {
+        api_service_ca_patch(current, &encoded)
+    })
+    .await
 }
 
 /// Reads what `lookup` names (errors are reported in the facts: the webhook refuses with them).
