@@ -609,10 +609,24 @@ fn virt_api_roles_grant_what_virt_api_uses_and_only_by_name_where_it_can() {
             set(&["get", "list", "watch"]),
             set(&[]),
         ),
+        // The subresources: start/stop/restart read the VM and its VMI and patch them (the
+        // VM's stateChangeRequests through its status subresource).
         (
             "kubevirt.io".into(),
             "virtualmachineinstances".into(),
-            set(&["get"]),
+            set(&["get", "patch"]),
+            set(&[]),
+        ),
+        (
+            "kubevirt.io".into(),
+            "virtualmachines".into(),
+            set(&["get", "patch"]),
+            set(&[]),
+        ),
+        (
+            "kubevirt.io".into(),
+            "virtualmachines/status".into(),
+            set(&["patch"]),
             set(&[]),
         ),
         (
@@ -735,10 +749,10 @@ fn virt_api_deployment_and_service_are_locked_down() {
 }
 
 /// With virt-api applied, the controller stops admitting the VMIs it creates itself: the patch
-/// shipped beside virt-api's manifests adds `--virt-api-webhooks` to the controller's args.
+/// shipped in `bins/deploy/patches` adds `--virt-api-webhooks` to the controller's args.
 #[test]
 fn the_controller_patch_turns_on_virt_api_webhooks() {
-    let path = deploy_dir().join("virt-api/virt-controller-webhooks.patch.json");
+    let path = deploy_dir().join("patches/virt-controller-webhooks.patch.json");
     let patch: Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).expect("JSON patch");
     let d = one_object("virt-controller/deployment.yaml");
@@ -1557,5 +1571,33 @@ fn aggregated_roles_carry_kubevirts_subresource_verbs() {
             writer,
             "{name}"
         );
+    }
+}
+
+/// `kubectl apply -f bins/deploy/<dir>` takes every `.yaml`, `.yml` and `.json` file of the
+/// directory: each must be a Kubernetes object (a patch file in one made the README's command
+/// fail on a real cluster), so only manifests live in the applied directories.
+#[test]
+fn every_file_kubectl_applies_from_a_deploy_directory_is_an_object() {
+    for dir in ["crds", "virt-controller", "virt-handler", "virt-api"] {
+        for entry in std::fs::read_dir(deploy_dir().join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+            if !matches!(ext, "yaml" | "yml" | "json") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for doc in serde_norway::Deserializer::from_str(&text) {
+                let v: Value = serde::Deserialize::deserialize(doc).unwrap();
+                if v.is_null() {
+                    continue;
+                }
+                assert!(
+                    v["apiVersion"].is_string() && v["kind"].is_string(),
+                    "{} holds something kubectl apply refuses: {v}",
+                    path.display()
+                );
+            }
+        }
     }
 }

@@ -49,9 +49,10 @@ fn group_doc(name: &str, version: &str) -> Value {
     json!({"name": name, "versions": [gv.clone()], "preferredVersion": gv})
 }
 
-/// `/apis`.
-pub fn group_list() -> Value {
-    let groups: Vec<Value> = groups().into_iter().map(|(g, v)| group_doc(g, v)).collect();
+/// `/apis`, with the extensions' `APIGroup`s after the catalogue's.
+pub fn group_list(extra: &[Value]) -> Value {
+    let mut groups: Vec<Value> = groups().into_iter().map(|(g, v)| group_doc(g, v)).collect();
+    groups.extend(extra.iter().cloned());
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 

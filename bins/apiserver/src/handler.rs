@@ -94,6 +94,9 @@ async fn serve(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bod
         return Err(ApiError::Unauthorized);
     }
     let path = req.uri().path().to_string();
+    if let Some(ext) = crate::extension::find(&state, &path) {
+        return crate::extension::serve(state, req, ext).await;
+    }
     let route = route(&path)?;
     if req.method() != Method::GET && !matches!(route, Route::Object(_)) {
         return Err(ApiError::MethodNotAllowed(format!(
@@ -112,7 +115,10 @@ async fn serve(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bod
         }
         Route::Version => Ok(json_response(200, &discovery::version())),
         Route::CoreVersions => Ok(json_response(200, &discovery::core_versions(&state.addr))),
-        Route::Groups => Ok(json_response(200, &discovery::group_list())),
+        Route::Groups => {
+            let extra: Vec<Value> = state.extensions.iter().map(|e| e.api_group()).collect();
+            Ok(json_response(200, &discovery::group_list(&extra)))
+        }
         Route::Group(g) => discovery::group(&g)
             .map(|d| json_response(200, &d))
             .ok_or(ApiError::NoRoute(path)),

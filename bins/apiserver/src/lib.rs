@@ -5,10 +5,12 @@
 //! It speaks the REST and watch protocol kube-rs and kubectl use (see [`route`] for the paths,
 //! [`handler`] for the verbs, [`watch`] for watches), with a random bearer token required on
 //! every request and a kubeconfig written for clients. Admission ([`Admission`]) stands in for
-//! KubeVirt's webhooks.
+//! KubeVirt's webhooks; extensions ([`Extension`]) serve further API groups behind the same
+//! token (for `kvrs run`, virt-api's `subresources.kubevirt.io`).
 
 mod discovery;
 mod error;
+mod extension;
 mod handler;
 mod kubeconfig;
 mod openapi;
@@ -31,6 +33,7 @@ use tracing::{debug, info, warn};
 
 pub use discovery::GIT_VERSION;
 pub use error::ApiError;
+pub use extension::{Answer, Extension, Objects};
 pub use kvrs_store::{self as store, Operation, Store};
 
 /// Defaulting and validation of objects before they are stored, in place of KubeVirt's
@@ -51,6 +54,8 @@ pub struct Options {
     pub kubeconfig_path: Option<PathBuf>,
     /// The admission hook.
     pub admission: Option<Arc<dyn Admission>>,
+    /// API groups served by [`Extension`]s (`kvrs run`: `subresources.kubevirt.io`).
+    pub extensions: Vec<Arc<dyn Extension>>,
     /// Events kept for watches (older resourceVersions get 410 Gone).
     pub history: usize,
     /// How often an idle watch that asked for bookmarks gets one.
@@ -64,6 +69,7 @@ impl Default for Options {
         Self {
             kubeconfig_path: None,
             admission: None,
+            extensions: Vec::new(),
             history: 10_000,
             bookmark_interval: Duration::from_secs(30),
             namespaces: vec!["default".into(), "kube-system".into(), "kube-public".into()],
@@ -76,6 +82,14 @@ impl std::fmt::Debug for Options {
         f.debug_struct("Options")
             .field("kubeconfig_path", &self.kubeconfig_path)
             .field("admission", &self.admission.is_some())
+            .field(
+                "extensions",
+                &self
+                    .extensions
+                    .iter()
+                    .map(|e| e.group())
+                    .collect::<Vec<_>>(),
+            )
             .field("history", &self.history)
             .field("bookmark_interval", &self.bookmark_interval)
             .finish_non_exhaustive()
@@ -122,6 +136,7 @@ pub(crate) struct State {
     addr: String,
     bookmark_interval: Duration,
     rng: Mutex<u64>,
+    extensions: Vec<Arc<dyn Extension>>,
 }
 
 impl std::fmt::Debug for State {
@@ -301,6 +316,7 @@ impl ApiServer {
             addr: addr.to_string(),
             bookmark_interval: options.bookmark_interval,
             rng: Mutex::new(seed),
+            extensions: options.extensions.clone(),
         });
         for ns in &options.namespaces {
             handler::ensure_namespace(&state, ns);

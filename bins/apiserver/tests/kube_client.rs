@@ -641,3 +641,147 @@ async fn too_old_resource_version_is_gone_and_the_watcher_relists() {
     task.abort();
     running.shutdown.stop().await;
 }
+
+/// A toy [`kvrs_apiserver::Extension`]: `PUT .../configmaps/NAME/bump` increments `data.n`
+/// through a JSON patch tested against the value read (or, with `?stale`, against a wrong one).
+struct Bump;
+
+impl kvrs_apiserver::Extension for Bump {
+    fn group(&self) -> &str {
+        "bump.kvrs.test"
+    }
+
+    fn api_group(&self) -> Value {
+        let gv = json!({"groupVersion": "bump.kvrs.test/v1", "version": "v1"});
+        json!({"kind": "APIGroup", "apiVersion": "v1", "name": "bump.kvrs.test",
+            "versions": [gv.clone()], "preferredVersion": gv})
+    }
+
+    fn resource_list(&self, version: &str) -> Option<Value> {
+        (version == "v1").then(|| {
+            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "bump.kvrs.test/v1",
+                "resources": [{"name": "configmaps/bump", "singularName": "", "namespaced": true,
+                    "kind": "", "verbs": []}]})
+        })
+    }
+
+    fn serve(
+        &self,
+        objects: &kvrs_apiserver::Objects<'_>,
+        method: &str,
+        path: &str,
+        body: &[u8],
+    ) -> kvrs_apiserver::Answer {
+        let parts: Vec<&str> = path.split('/').collect();
+        let [
+            "",
+            "apis",
+            "bump.kvrs.test",
+            "v1",
+            "namespaces",
+            ns,
+            "configmaps",
+            name,
+            "bump",
+        ] = parts.as_slice()
+        else {
+            return (404, Some(json!({"kind": "Status", "code": 404})));
+        };
+        if method != "PUT" {
+            return (405, None);
+        }
+        let Some(cm) = objects.get("", "configmaps", Some(ns), name) else {
+            return (
+                404,
+                Some(json!({"kind": "Status", "code": 404, "message": "no such configmap"})),
+            );
+        };
+        let n: i64 = cm["data"]["n"].as_str().unwrap_or("0").parse().unwrap_or(0);
+        let tested = if body == b"stale" { n + 100 } else { n };
+        let patch = json!([
+            {"op": "test", "path": "/data/n", "value": tested.to_string()},
+            {"op": "replace", "path": "/data/n", "value": (n + 1).to_string()},
+        ]);
+        match objects.json_patch("", "configmaps", Some(ns), name, None, &patch) {
+            Ok(_) => (202, None),
+            Err(e) => (e.code(), Some(e.status())),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extensions_serve_their_group_through_the_store() {
+    let (running, client) = start(Options {
+        extensions: vec![std::sync::Arc::new(Bump)],
+        ..Options::default()
+    })
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"n": "1"},
+    }))
+    .unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+
+    // Discovery: listed in /apis after the catalogue's groups; its versions; 404 otherwise.
+    let groups: Value = client
+        .request(http::Request::get("/apis").body(Vec::new()).unwrap())
+        .await
+        .unwrap();
+    let names: Vec<&str> = groups["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|g| g["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"bump.kvrs.test") && names.contains(&"kubevirt.io"),
+        "{names:?}"
+    );
+    let list: Value = client
+        .request(
+            http::Request::get("/apis/bump.kvrs.test/v1")
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(list["resources"][0]["name"], "configmaps/bump");
+    let e = client
+        .request::<Value>(
+            http::Request::get("/apis/bump.kvrs.test/v2")
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), 404);
+    let e = client
+        .request::<Value>(
+            http::Request::post("/apis/bump.kvrs.test")
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), 405);
+
+    // The extension's write goes through the store: the test precondition holds, then fails.
+    let bump = "/apis/bump.kvrs.test/v1/namespaces/default/configmaps/c/bump";
+    client
+        .request_text(http::Request::put(bump).body(Vec::new()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(cms.get("c").await.unwrap().data.unwrap()["n"], "2");
+    let e = client
+        .request_text(http::Request::put(bump).body(b"stale".to_vec()).unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), 422);
+    assert_eq!(cms.get("c").await.unwrap().data.unwrap()["n"], "2");
+
+    // The bearer token is required under the group as everywhere.
+    let raw = reqwest_like_get(&running.url, "/apis/bump.kvrs.test/v1", None).await;
+    assert!(raw.starts_with("HTTP/1.1 401"), "{raw}");
+    running.shutdown.stop().await;
+}

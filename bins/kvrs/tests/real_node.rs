@@ -2,14 +2,19 @@
 //! kube-controller-manager and kube-scheduler, and a real kubelet + containerd + runc + CNI
 //! bridge + kube-proxy (`kvrs_test_cluster::RealNode`, all built from Go modules); kvrs's own
 //! images (`scripts/images.sh`, imported with `ctr -n k8s.io images import`); the shipped
-//! manifests of `bins/deploy` applied unchanged, so virt-controller runs as a Deployment and
-//! virt-handler as a DaemonSet, both Ready through their probes; virt-handler's device plugins
+//! manifests of `bins/deploy` applied unchanged, so virt-controller and virt-api run as
+//! Deployments and virt-handler as a DaemonSet, all Ready through their probes (the controller
+//! told `--virt-api-webhooks` by the shipped patch); virt-api's webhooks refuse a VM KubeVirt
+//! refuses, with KubeVirt's message, and its aggregated API is discovered through the
+//! apiserver; virt-handler's device plugins
 //! advertise `/dev/kvm` and `/dev/net/tun` to the kubelet; a KubeVirt CR enables image volumes,
 //! so container disks go through the kubelet's ImageVolume support.
 //!
 //! A VM in the style of KubeVirt's user guide (container disk, cloud-init NoCloud, masquerade)
 //! boots: Running, a DHCP lease, the guest answers ping and a TCP connection on the pod IP from
-//! the host; stop / start / `kubectl delete` leave nothing behind.
+//! the host; stop / start through the subresource API (`PUT .../virtualmachines/guest/stop`, as
+//! virtctl sends it, through kube-apiserver's aggregator to virt-api) and `kubectl delete` leave
+//! nothing behind.
 //!
 //! Under KVM where `/dev/kvm` really runs guests (`kvrs_node::host_devices::kvm_check`): the
 //! device plugin advertises `devices.kubevirt.io/kvm`, the pod requests it and QEMU runs with
@@ -102,6 +107,7 @@ impl Deployed {
         );
         for (what, selector) in [
             ("virt-controller", "kubevirt.io=virt-controller"),
+            ("virt-api", "kubevirt.io=virt-api"),
             ("virt-handler", "kubevirt.io=virt-handler"),
         ] {
             let out = self.cluster.kubectl([
@@ -146,6 +152,7 @@ impl Deployed {
     fn wait_ready(&self) {
         for (kind, name) in [
             ("deployment", "kvrs-virt-controller"),
+            ("deployment", "kvrs-virt-api"),
             ("daemonset", "kvrs-virt-handler"),
         ] {
             wait_for(
@@ -247,11 +254,50 @@ impl Deployed {
         }
     }
 
-    fn set_run_strategy(&self, strategy: &str) {
-        let patch = format!(r#"{{"spec":{{"runStrategy":"{strategy}"}}}}"#);
-        self.kubectl_ok(&[
-            "patch", "vm", "-n", NS, "guest", "--type", "merge", "-p", &patch,
-        ]);
+    /// virt-api, deployed from bins/deploy/virt-api, answers as KubeVirt's: a VM KubeVirt
+    /// refuses is refused by `kubectl apply` with KubeVirt's message, and the aggregated
+    /// subresource API is discovered through kube-apiserver.
+    fn virt_api_refuses_what_kubevirt_refuses(&self) {
+        let both = r#"{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": "both", "namespace": "kubevirt"},
+            "spec": {"running": true, "runStrategy": "Always",
+                "template": {"spec": {"domain": {"devices": {}, "memory": {"guest": "64Mi"}}}}}}"#;
+        let last = std::cell::RefCell::new(String::new());
+        let refused = wait_for(
+            "virt-api's validating webhook answering",
+            Duration::from_secs(120),
+            || {
+                let out = self.cluster.kubectl_with_stdin(["apply", "-f", "-"], both);
+                let err = String::from_utf8_lossy(&out.stderr).into_owned();
+                last.replace(format!("{}{err}", String::from_utf8_lossy(&out.stdout)));
+                // kubectl prints a webhook's 422 as its causes ("The request is invalid:
+                // FIELD: MESSAGE"), as it prints KubeVirt's.
+                (!out.status.success() && err.contains("The request is invalid")).then_some(err)
+            },
+            || format!("the last answer: {}\n{}", last.borrow(), self.logs()),
+        );
+        assert!(
+            refused.contains("spec.running: Running and RunStrategy are mutually exclusive"),
+            "{refused}"
+        );
+        let group = self.kubectl_ok(&["get", "--raw", "/apis/subresources.kubevirt.io/v1"]);
+        assert!(group.contains("virtualmachines/start"), "{group}");
+    }
+
+    /// `PUT` of a VM subresource (`start`, `stop`) through kube-apiserver, as virtctl sends it.
+    fn subresource(&self, verb: &str) {
+        let path = format!(
+            "/apis/subresources.kubevirt.io/v1/namespaces/{NS}/virtualmachines/guest/{verb}"
+        );
+        let out = self
+            .cluster
+            .kubectl_with_stdin(["replace", "--raw", &path, "-f", "-"], "{}");
+        assert!(
+            out.status.success(),
+            "{verb} through the subresource API: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.logs()
+        );
     }
 
     /// Waits until the VMI runs under KVM on the node and its guest answers ping and HTTP on
@@ -426,9 +472,25 @@ fn the_shipped_manifests_run_on_a_real_node_and_a_vm_boots_there() {
         .cluster
         .install_kubevirt_crds(&deploy)
         .expect("kvrs's CRDs");
-    for dir in ["virt-controller", "virt-handler"] {
+    for dir in ["virt-controller", "virt-handler", "virt-api"] {
         deployed.kubectl_ok(&["apply", "-f", deploy.join(dir).to_str().unwrap()]);
     }
+    // With virt-api in front, the controller stores the VMIs it creates as they are and lets
+    // the webhook admit them (bins/deploy/README.md, "Apply").
+    deployed.kubectl_ok(&[
+        "-n",
+        "kubevirt",
+        "patch",
+        "deployment",
+        "kvrs-virt-controller",
+        "--type",
+        "json",
+        "--patch-file",
+        deploy
+            .join("patches/virt-controller-webhooks.patch.json")
+            .to_str()
+            .unwrap(),
+    ]);
     let out = deployed
         .cluster
         .kubectl_with_stdin(["apply", "-f", "-"], &kubevirt_cr(false));
@@ -438,6 +500,7 @@ fn the_shipped_manifests_run_on_a_real_node_and_a_vm_boots_there() {
         String::from_utf8_lossy(&out.stderr)
     );
     deployed.wait_ready();
+    deployed.virt_api_refuses_what_kubevirt_refuses();
 
     // virt-handler's device plugins: tun is allocatable, KVM where it runs guests; vhost-net,
     // absent on this kernel, is not.
@@ -530,10 +593,14 @@ fn the_shipped_manifests_run_on_a_real_node_and_a_vm_boots_there() {
     );
     report_rss(&deployed);
 
-    deployed.set_run_strategy("Halted");
+    // Stop and start as `virtctl stop|start` do: through the aggregated subresource API,
+    // kube-apiserver -> the kvrs-virt-api Service -> virt-api.
+    deployed.subresource("stop");
     deployed.wait_gone("the VM stopped: no VMI, no launcher pod, no QEMU");
+    let vm = kubectl_json(&deployed.cluster, &["get", "vm", "-n", NS, "guest"]).expect("the VM");
+    assert_eq!(vm["spec"]["runStrategy"], "Halted", "stop halts the VM");
     let restarted = Instant::now();
-    deployed.set_run_strategy("Always");
+    deployed.subresource("start");
     deployed.wait_booted("after a stop", restarted);
     deployed.kubectl_ok(&["delete", "vm", "-n", NS, "guest", "--wait=false"]);
     deployed.wait_gone("the VM deleted: no VMI, no launcher pod, no QEMU");

@@ -7,7 +7,7 @@ use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::Value;
 use tracing::info;
 
-use super::vm::{self, Plan, RestartOptions, StartOptions, StopOptions, Target};
+use super::vm::{self, Plan, Target};
 use super::{ApiError, Route};
 use crate::auth::User;
 
@@ -35,18 +35,6 @@ async fn get(api: &Api<DynamicObject>, name: &str) -> Result<Option<Value>, ApiE
     }
 }
 
-/// KubeVirt's `decodeBody`: an empty body is the defaults.
-fn decode<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
-    }
-    serde_json::from_slice(body).map_err(|e| {
-        ApiError::bad_request(&format!(
-            "Can not unmarshal Request body to struct, error: {e}"
-        ))
-    })
-}
-
 /// Serves a VM route (`PUT` start / stop / restart); the rest of KubeVirt's subresources
 /// answer 501 until virt-handler's server exists.
 pub async fn vm_request(
@@ -64,30 +52,7 @@ pub async fn vm_request(
     else {
         return Err(not_served(route));
     };
-    if !matches!(subresource.as_str(), "start" | "stop" | "restart") {
-        return Err(not_served(route));
-    }
-    if method != "PUT" {
-        return Err(ApiError::status(
-            405,
-            "MethodNotAllowed",
-            &format!("{subresource} is served for PUT only"),
-        ));
-    }
-    // KubeVirt reads stop's and restart's options before the VM (a bad body is a 400 even
-    // for a VM that does not exist); start's after.
-    let stop_options: Option<StopOptions> = match subresource.as_str() {
-        "stop" => Some(decode(body)?),
-        _ => None,
-    };
-    let restart_options: Option<RestartOptions> = match subresource.as_str() {
-        "restart" => {
-            let o = decode(body)?;
-            vm::check_restart_options(&o)?;
-            Some(o)
-        }
-        _ => None,
-    };
+    let request = vm::Request::read(subresource, method, body)?;
     let vms = api(client, namespace, "VirtualMachine", "virtualmachines");
     let vmis = api(
         client,
@@ -99,29 +64,19 @@ pub async fn vm_request(
         .await?
         .ok_or_else(|| ApiError::not_found("virtualmachine", name))?;
     let vmi = get(&vmis, name).await?;
-    let (plan, dry_run) = match (stop_options, restart_options) {
-        (Some(o), _) => (vm::stop(&vm, vmi.as_ref(), &o)?, !o.dry_run.is_empty()),
-        (_, Some(o)) => (vm::restart(&vm, vmi.as_ref(), &o)?, !o.dry_run.is_empty()),
-        (None, None) => {
-            let o: StartOptions = decode(body)?;
-            (vm::start(&vm, vmi.as_ref(), &o)?, !o.dry_run.is_empty())
-        }
-    };
+    let (plan, dry_run) = request.decide(&vm, vmi.as_ref(), body)?;
     apply(&vms, &vmis, name, &plan, dry_run).await?;
     info!(vm = %format!("{namespace}/{name}"), user = %user.name, dry_run, "{subresource}");
     Ok((202, None))
 }
 
 fn not_served(route: &Route) -> ApiError {
-    let sub = match route {
-        Route::Vm { subresource, .. } | Route::Vmi { subresource, .. } => subresource.as_str(),
-        _ => "",
-    };
-    ApiError::status(
-        501,
-        "NotImplemented",
-        &format!("the {sub} subresource is not served by kvrs yet"),
-    )
+    match route {
+        Route::Vm { subresource, .. } | Route::Vmi { subresource, .. } => {
+            vm::not_served(subresource)
+        }
+        _ => vm::not_served(""),
+    }
 }
 
 async fn apply(
@@ -172,29 +127,4 @@ async fn patch(
             ApiError::internal(&text)
         }
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_empty_body_is_the_defaults_and_garbage_is_a_400() {
-        assert_eq!(decode::<StopOptions>(b"").unwrap(), StopOptions::default());
-        assert_eq!(
-            decode::<StopOptions>(br#"{"gracePeriod": 0, "dryRun": ["All"]}"#).unwrap(),
-            StopOptions {
-                grace_period: Some(0),
-                dry_run: vec!["All".into()]
-            }
-        );
-        let e = decode::<StartOptions>(b"{nope").unwrap_err();
-        assert_eq!(e.code, 400);
-        assert!(
-            e.message
-                .starts_with("Can not unmarshal Request body to struct, error: "),
-            "{}",
-            e.message
-        );
-    }
 }

@@ -85,6 +85,30 @@ pub struct Plan {
     pub rollback: Option<PatchOp>,
 }
 
+impl Plan {
+    /// Writes the patches in order with `patch` (a synchronous writer: `kvrs run`'s embedded
+    /// API server; virt-api's server does the same over its client), stopping at the first
+    /// error; when a write after the first fails, the [`rollback`](Self::rollback) is written
+    /// too (its own failure only logged).
+    pub fn apply(
+        &self,
+        mut patch: impl FnMut(&PatchOp) -> Result<(), ApiError>,
+    ) -> Result<(), ApiError> {
+        for (i, op) in self.patches.iter().enumerate() {
+            if let Err(e) = patch(op) {
+                if i > 0
+                    && let Some(back) = &self.rollback
+                    && let Err(r) = patch(back)
+                {
+                    tracing::error!("rolling back the grace period: {}", r.message);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A VM's run strategy as KubeVirt's `VirtualMachine.RunStrategy()` reads it.
 pub fn run_strategy(vm: &Value) -> Result<String, ApiError> {
     let spec = &vm["spec"];
@@ -388,9 +412,128 @@ pub fn restart(
     Ok(Plan { patches, rollback })
 }
 
+/// A `start`, `stop` or `restart` request as read before the VM is: KubeVirt decodes stop's
+/// and restart's options first (a bad body is a 400 even for a VM that does not exist),
+/// start's only once the VM is read. virt-api's server and `kvrs run`'s embedded API server
+/// both serve the VM subresources through [`Request::read`] and [`Request::decide`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// `start` (its options are read by [`Request::decide`]).
+    Start,
+    /// `stop`.
+    Stop(StopOptions),
+    /// `restart`, its options checked.
+    Restart(RestartOptions),
+}
+
+impl Request {
+    /// Reads a request for `subresource`: 501 for one kvrs does not serve yet, 405 for a
+    /// method other than `PUT`, 400 for a bad stop or restart body.
+    pub fn read(subresource: &str, method: &str, body: &[u8]) -> Result<Request, ApiError> {
+        if !matches!(subresource, "start" | "stop" | "restart") {
+            return Err(not_served(subresource));
+        }
+        if method != "PUT" {
+            return Err(ApiError::status(
+                405,
+                "MethodNotAllowed",
+                &format!("{subresource} is served for PUT only"),
+            ));
+        }
+        Ok(match subresource {
+            "stop" => Request::Stop(decode(body)?),
+            "restart" => {
+                let o = decode(body)?;
+                check_restart_options(&o)?;
+                Request::Restart(o)
+            }
+            _ => Request::Start,
+        })
+    }
+
+    /// The decision for the VM and its VMI as read (`body`: the request's, for start's
+    /// options): the patches, and whether the request is a dry run.
+    pub fn decide(
+        &self,
+        vm: &Value,
+        vmi: Option<&Value>,
+        body: &[u8],
+    ) -> Result<(Plan, bool), ApiError> {
+        match self {
+            Request::Stop(o) => Ok((stop(vm, vmi, o)?, !o.dry_run.is_empty())),
+            Request::Restart(o) => Ok((restart(vm, vmi, o)?, !o.dry_run.is_empty())),
+            Request::Start => {
+                let o: StartOptions = decode(body)?;
+                Ok((start(vm, vmi, &o)?, !o.dry_run.is_empty()))
+            }
+        }
+    }
+}
+
+/// KubeVirt's `decodeBody`: an empty body is the defaults, anything unreadable a 400.
+pub fn decode<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(&format!(
+            "Can not unmarshal Request body to struct, error: {e}"
+        ))
+    })
+}
+
+/// The 501 of a subresource kvrs does not serve yet.
+pub fn not_served(subresource: &str) -> ApiError {
+    ApiError::status(
+        501,
+        "NotImplemented",
+        &format!("the {subresource} subresource is not served by kvrs yet"),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_body_is_the_defaults_and_garbage_is_a_400() {
+        assert_eq!(decode::<StopOptions>(b"").unwrap(), StopOptions::default());
+        assert_eq!(
+            decode::<StopOptions>(br#"{"gracePeriod": 0, "dryRun": ["All"]}"#).unwrap(),
+            StopOptions {
+                grace_period: Some(0),
+                dry_run: vec!["All".into()]
+            }
+        );
+        let e = decode::<StartOptions>(b"{nope").unwrap_err();
+        assert_eq!(e.code, 400);
+        assert!(
+            e.message
+                .starts_with("Can not unmarshal Request body to struct, error: "),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn requests_are_read_before_the_vm() {
+        assert_eq!(
+            Request::read("start", "PUT", b"{nope").unwrap(),
+            Request::Start
+        );
+        assert_eq!(
+            Request::read("stop", "PUT", b"{nope").unwrap_err().code,
+            400
+        );
+        assert_eq!(Request::read("stop", "POST", b"").unwrap_err().code, 405);
+        assert_eq!(Request::read("migrate", "PUT", b"").unwrap_err().code, 501);
+        assert_eq!(
+            Request::read("restart", "PUT", br#"{"gracePeriodSeconds": 5}"#)
+                .unwrap_err()
+                .code,
+            400
+        );
+    }
 
     fn vm(strategy: &str) -> Value {
         json!({"metadata": {"name": "vm1", "namespace": "default", "uid": "vm-uid"},

@@ -23,6 +23,7 @@ mod console;
 mod owned;
 mod progress;
 mod stack;
+mod subresources;
 
 pub use stack::Signals;
 

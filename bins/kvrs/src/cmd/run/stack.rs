@@ -662,6 +662,10 @@ mod adapters {
             admission: Some(std::sync::Arc::new(
                 super::super::admission::KubevirtWebhooks { config },
             )),
+            // What virt-api's aggregated API serves on a cluster: VM start / stop / restart.
+            extensions: vec![std::sync::Arc::new(
+                super::super::subresources::KubevirtSubresources,
+            )],
             ..kvrs_apiserver::Options::default()
         };
         let running = kvrs_apiserver::ApiServer::start(options)

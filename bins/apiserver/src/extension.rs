@@ -1,0 +1,149 @@
+//! API groups served by code outside this crate ([`Extension`]), behind the same bearer token
+//! as every other path: for `kvrs run`, KubeVirt's aggregated `subresources.kubevirt.io`
+//! (VM `start`, `stop`, `restart`), decided by kvrs-virt-api and written through the store as
+//! this server's own PATCH writes. The extension reads and writes objects through [`Objects`].
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::CONTENT_TYPE;
+use hyper::{Method, Request, Response};
+use serde_json::Value;
+
+use kvrs_store::{PatchType, lookup};
+
+use crate::error::ApiError;
+use crate::handler::{Body, json_response};
+use crate::{State, now};
+
+/// The largest request body an extension is given: its requests are small option documents
+/// (virt-api's own limit for a subresource request).
+const MAX_BODY: usize = 64 << 10;
+
+/// An answer of an extension: HTTP status and JSON body (`None`: an empty body).
+pub type Answer = (u16, Option<Value>);
+
+/// An API group served by code outside this crate. Discovery lists the group in `/apis`;
+/// `/apis/{group}` and `/apis/{group}/{version}` answer [`api_group`](Self::api_group) and
+/// [`resource_list`](Self::resource_list); every other path under `/apis/{group}/` goes to
+/// [`serve`](Self::serve).
+pub trait Extension: Send + Sync {
+    /// The API group (`subresources.kubevirt.io`).
+    fn group(&self) -> &str;
+    /// The `APIGroup` document (also listed in `/apis`).
+    fn api_group(&self) -> Value;
+    /// The `APIResourceList` of `version`; `None` (404) for a version not served.
+    fn resource_list(&self, version: &str) -> Option<Value>;
+    /// Serves any other request under the group (the token already checked): `path` without
+    /// the query, `body` read whole (at most 64 KiB).
+    fn serve(&self, objects: &Objects<'_>, method: &str, path: &str, body: &[u8]) -> Answer;
+}
+
+/// The store as an [`Extension`] sees it: objects read, and JSON patches applied as the
+/// server's own `PATCH` applies them (`test` operations and a `resourceVersion` in the patch
+/// honoured, admission run, watchers woken).
+#[derive(Debug)]
+pub struct Objects<'a> {
+    state: &'a State,
+}
+
+impl Objects<'_> {
+    /// The object `name` (in `namespace` for a namespaced resource) of the resource
+    /// `group`/`plural`, if stored.
+    pub fn get(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Value> {
+        let rt = lookup(group, plural)?;
+        let key = rt.key(namespace, name);
+        self.state
+            .read(|s| s.get_json(&rt, &key).map(std::borrow::Cow::into_owned))
+    }
+
+    /// Applies the JSON patch `patch` (an array of operations) to the object, or to its
+    /// `sub`resource (`status`); the stored object, or the error the server's `PATCH` answers
+    /// (a failed `test` is 422 Invalid, a stale `resourceVersion` 409, a missing object 404).
+    pub fn json_patch(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: Option<&str>,
+        name: &str,
+        sub: Option<&str>,
+        patch: &Value,
+    ) -> Result<Value, ApiError> {
+        let rt =
+            lookup(group, plural).ok_or_else(|| ApiError::NoRoute(format!("{group}/{plural}")))?;
+        crate::patch::check(PatchType::Json, patch)?;
+        let key = rt.key(namespace, name);
+        let obj = self
+            .state
+            .write(|s| s.patch(&rt, &key, sub, PatchType::Json, patch, now()))?;
+        Ok(kvrs_store::json_of(&obj).into_owned())
+    }
+}
+
+/// The extension serving `path`, if any.
+pub(crate) fn find(state: &State, path: &str) -> Option<Arc<dyn Extension>> {
+    let rest = path.strip_prefix("/apis/")?;
+    state
+        .extensions
+        .iter()
+        .find(|e| {
+            rest.strip_prefix(e.group())
+                .is_some_and(|r| r.is_empty() || r.starts_with('/'))
+        })
+        .cloned()
+}
+
+/// Serves a request under an extension's group.
+pub(crate) async fn serve(
+    state: Arc<State>,
+    req: Request<Incoming>,
+    ext: Arc<dyn Extension>,
+) -> Result<Response<Body>, ApiError> {
+    let path = req.uri().path().to_string();
+    let method = req.method().clone();
+    let under = path
+        .strip_prefix("/apis/")
+        .and_then(|r| r.strip_prefix(ext.group()))
+        .unwrap_or("");
+    let segs: Vec<&str> = under.split('/').filter(|s| !s.is_empty()).collect();
+    let discovery = match segs.as_slice() {
+        [] => Some(Some(ext.api_group())),
+        [version] => Some(ext.resource_list(version)),
+        _ => None,
+    };
+    if let Some(doc) = discovery {
+        if method != Method::GET {
+            return Err(ApiError::MethodNotAllowed(format!("{method} {path}")));
+        }
+        return doc
+            .map(|d| json_response(200, &d))
+            .ok_or(ApiError::NoRoute(path));
+    }
+    let body = Limited::new(req.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .map_err(|e| ApiError::BadRequest(format!("reading the request body: {e}")))?;
+    let (code, answer) = ext.serve(&Objects { state: &state }, method.as_str(), &path, &body);
+    Ok(match answer {
+        Some(v) => json_response(code, &v),
+        None => {
+            let mut r = Response::new(Full::new(Bytes::new()).boxed_unsync());
+            *r.status_mut() = hyper::StatusCode::from_u16(code)
+                .unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+            r.headers_mut().insert(
+                CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("application/json"),
+            );
+            r
+        }
+    })
+}

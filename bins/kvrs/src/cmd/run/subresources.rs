@@ -1,0 +1,355 @@
+//! KubeVirt's subresource API `subresources.kubevirt.io` (`v1`, `v1alpha3`) in the embedded API
+//! server: what virt-api serves on a cluster, so that VM `start`, `stop` and `restart`
+//! (`virtctl --kubeconfig <run>/kubeconfig start guest`) work against `kvrs run`. Discovery, the
+//! request reading and the decisions are kvrs-virt-api's (`subresources`, `subresources::vm`);
+//! this reads the VM and its VMI from the store and writes the decided JSON patches through it
+//! as the server's own PATCH does. The run's bearer token authenticates, as on every path.
+
+use kvrs_apiserver::{Answer, Extension, Objects};
+use kvrs_virt_api::subresources::vm::{PatchOp, Request, Target};
+use kvrs_virt_api::subresources::{self as sub, ApiError, Route, vm};
+use serde_json::{Value, json};
+
+const GROUP: &str = "kubevirt.io";
+
+/// The extension the embedded API server is started with.
+pub struct KubevirtSubresources;
+
+impl Extension for KubevirtSubresources {
+    fn group(&self) -> &str {
+        sub::GROUP
+    }
+
+    fn api_group(&self) -> Value {
+        sub::api_group()
+    }
+
+    fn resource_list(&self, version: &str) -> Option<Value> {
+        sub::VERSIONS
+            .contains(&version)
+            .then(|| sub::resource_list(version))
+    }
+
+    fn serve(&self, objects: &Objects<'_>, method: &str, path: &str, body: &[u8]) -> Answer {
+        match serve(objects, method, path, body) {
+            Ok(answer) => answer,
+            Err(e) => (e.code, Some(e.body())),
+        }
+    }
+}
+
+fn serve(objects: &Objects<'_>, method: &str, path: &str, body: &[u8]) -> Result<Answer, ApiError> {
+    let route = sub::route(path).ok_or_else(|| {
+        ApiError::status(
+            404,
+            "NotFound",
+            &format!("the server could not find the requested resource: {path}"),
+        )
+    })?;
+    let (namespace, name, subresource) = match &route {
+        Route::Vm {
+            namespace,
+            name,
+            subresource,
+        } => (namespace, name, subresource),
+        Route::Vmi { subresource, .. } => return Err(vm::not_served(subresource)),
+        Route::Healthz | Route::Version | Route::Group | Route::Resources(_) => {
+            if !matches!(method, "GET" | "HEAD") {
+                return Err(ApiError::status(
+                    405,
+                    "MethodNotAllowed",
+                    "the server does not allow this method on the requested resource",
+                ));
+            }
+            return Ok((
+                200,
+                Some(match route {
+                    Route::Version => sub::version_info(),
+                    _ => json!("ok"),
+                }),
+            ));
+        }
+    };
+    let request = Request::read(subresource, method, body)?;
+    let vm = objects
+        .get(GROUP, "virtualmachines", Some(namespace), name)
+        .ok_or_else(|| ApiError::not_found("virtualmachine", name))?;
+    let vmi = objects.get(GROUP, "virtualmachineinstances", Some(namespace), name);
+    let (plan, dry_run) = request.decide(&vm, vmi.as_ref(), body)?;
+    plan.apply(|op| patch(objects, namespace, name, op, dry_run))?;
+    Ok((202, None))
+}
+
+/// One decided patch through the store; a failed `test` or a conflict is KubeVirt's 409, any
+/// other refusal its internal error (as virt-api maps the API server's answers). A dry run is
+/// applied to a copy and not stored (the store has no dry run; admission is not consulted).
+fn patch(
+    objects: &Objects<'_>,
+    namespace: &str,
+    name: &str,
+    op: &PatchOp,
+    dry_run: bool,
+) -> Result<(), ApiError> {
+    let (plural, sub) = match op.target {
+        Target::Vm => ("virtualmachines", None),
+        Target::VmStatus => ("virtualmachines", Some("status")),
+        Target::Vmi => ("virtualmachineinstances", None),
+    };
+    if dry_run {
+        let mut obj = objects
+            .get(GROUP, plural, Some(namespace), name)
+            .ok_or_else(|| ApiError::internal(&format!("{plural}.{GROUP} \"{name}\" not found")))?;
+        let ops: json_patch::Patch = serde_json::from_value(op.patch.clone())
+            .map_err(|e| ApiError::internal(&e.to_string()))?;
+        return json_patch::patch(&mut obj, &ops).map_err(|e| match e.kind {
+            json_patch::PatchErrorKind::TestFailed => ApiError::conflict(name, &e.to_string()),
+            _ => ApiError::internal(&e.to_string()),
+        });
+    }
+    objects
+        .json_patch(GROUP, plural, Some(namespace), name, sub, &op.patch)
+        .map(|_| ())
+        .map_err(|e| {
+            let text = e.to_string();
+            // The store's failed `test` (kube-apiserver's "jsonpatch test operation does not
+            // apply").
+            if e.code() == 409 || (e.code() == 422 && text.contains("test operation at ")) {
+                ApiError::conflict(name, &text)
+            } else {
+                ApiError::internal(&text)
+            }
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::process::Command;
+    use std::sync::Arc;
+
+    use kvrs_apiserver::{ApiServer, Options};
+
+    use super::*;
+
+    const VM: &str = r#"{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {"name": "guest", "namespace": "default"},
+        "spec": {"runStrategy": "Halted", "template": {"spec": {"domain": {"devices": {},
+            "memory": {"guest": "64Mi"}}}}}}"#;
+
+    const VMI: &str = r#"{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": "guest", "namespace": "default"},
+        "spec": {"domain": {"devices": {}, "memory": {"guest": "64Mi"}}}}"#;
+
+    /// `kubectl --kubeconfig KC ARGS` with a fresh cache: (success, stdout, stderr).
+    fn kubectl(kc: &Path, args: &[&str]) -> (bool, String, String) {
+        let bin = kvrs_test_cluster::locate_binaries()
+            .expect("the kube binaries")
+            .join("kubectl");
+        let cache = tempfile::tempdir().unwrap();
+        let out = Command::new(bin)
+            .arg("--kubeconfig")
+            .arg(kc)
+            .arg("--cache-dir")
+            .arg(cache.path())
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn put(kc: &Path, dir: &Path, version: &str, action: &str, body: &str) -> (bool, String) {
+        let file = dir.join(format!("{action}.json"));
+        std::fs::write(&file, body).unwrap();
+        let path = format!(
+            "/apis/subresources.kubevirt.io/{version}/namespaces/default/virtualmachines/guest/{action}"
+        );
+        let (ok, out, err) = kubectl(
+            kc,
+            &["replace", "--raw", &path, "-f", file.to_str().unwrap()],
+        );
+        (ok, format!("{out}{err}"))
+    }
+
+    fn run_strategy(kc: &Path) -> String {
+        let (ok, out, err) = kubectl(
+            kc,
+            &["get", "vm", "guest", "-o", "jsonpath={.spec.runStrategy}"],
+        );
+        assert!(ok, "{err}");
+        out
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn start_stop_restart_and_discovery_through_kubectl() {
+        let server = ApiServer::start(Options {
+            admission: Some(Arc::new(super::super::admission::KubevirtWebhooks {
+                config: kvrs_core::ClusterConfig::default(),
+            })),
+            extensions: vec![Arc::new(KubevirtSubresources)],
+            ..Options::default()
+        })
+        .await
+        .unwrap();
+        let kc = server.kubeconfig_path.clone();
+        tokio::task::spawn_blocking(move || {
+            let dir = tempfile::tempdir().unwrap();
+            let vm = dir.path().join("vm.json");
+            std::fs::write(&vm, VM).unwrap();
+            let (ok, _, err) = kubectl(&kc, &["create", "-f", vm.to_str().unwrap()]);
+            assert!(ok, "{err}");
+
+            // Discovery: the group in /apis, the VM subresources in its resource lists.
+            let (ok, out, err) = kubectl(&kc, &["get", "--raw", "/apis"]);
+            assert!(ok, "{err}");
+            let groups: Value = serde_json::from_str(&out).unwrap();
+            assert!(
+                groups["groups"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|g| g["name"] == "subresources.kubevirt.io"),
+                "{out}"
+            );
+            for v in ["v1", "v1alpha3"] {
+                let (ok, out, err) =
+                    kubectl(&kc, &["get", "--raw", &format!("/apis/subresources.kubevirt.io/{v}")]);
+                assert!(ok, "{err}");
+                let list: Value = serde_json::from_str(&out).unwrap();
+                assert_eq!(list["kind"], "APIResourceList");
+                let names: Vec<&str> = list["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|r| r["name"].as_str())
+                    .collect();
+                for r in ["virtualmachines/start", "virtualmachines/stop", "virtualmachines/restart"] {
+                    assert!(names.contains(&r), "{v}: {r} in {names:?}");
+                }
+            }
+            let (ok, _, _) = kubectl(&kc, &["get", "--raw", "/apis/subresources.kubevirt.io/v2"]);
+            assert!(!ok, "an unknown version is not served");
+
+            // start: Halted → Always; a second start is KubeVirt's 409.
+            let (ok, out) = put(&kc, dir.path(), "v1", "start", "{}");
+            assert!(ok, "{out}");
+            assert_eq!(run_strategy(&kc), "Always");
+            let (ok, out) = put(&kc, dir.path(), "v1", "start", "{}");
+            assert!(!ok, "{out}");
+            assert!(
+                out.contains("Operation cannot be fulfilled on virtualmachine.kubevirt.io \"guest\": Always does not support manual start requests"),
+                "{out}"
+            );
+            assert!(out.contains("Conflict") || out.contains("409"), "{out}");
+
+            // restart without a VMI: KubeVirt's "VM is not running".
+            let (ok, out) = put(&kc, dir.path(), "v1", "restart", "{}");
+            assert!(!ok, "{out}");
+            assert!(out.contains("VM is not running"), "{out}");
+
+            // stop (v1alpha3 too): Always → Halted; then restart is refused for Halted.
+            let (ok, out) = put(&kc, dir.path(), "v1alpha3", "stop", "{}");
+            assert!(ok, "{out}");
+            assert_eq!(run_strategy(&kc), "Halted");
+            let (ok, out) = put(&kc, dir.path(), "v1", "restart", "{}");
+            assert!(!ok, "{out}");
+            assert!(
+                out.contains("RunStategy Halted does not support manual restart requests"),
+                "{out}"
+            );
+
+            // A dry-run start changes nothing; a bad body is KubeVirt's 400.
+            let (ok, out) = put(&kc, dir.path(), "v1", "start", r#"{"dryRun": ["All"]}"#);
+            assert!(ok, "{out}");
+            assert_eq!(run_strategy(&kc), "Halted");
+            let (ok, out) = put(&kc, dir.path(), "v1", "stop", r#"{"gracePeriod": "x"}"#);
+            assert!(!ok, "{out}");
+            assert!(out.contains("Can not unmarshal Request body to struct"), "{out}");
+
+            // A missing VM is KubeVirt's 404.
+            let file = dir.path().join("empty.json");
+            std::fs::write(&file, "{}").unwrap();
+            let (ok, out, err) = kubectl(
+                &kc,
+                &[
+                    "replace",
+                    "--raw",
+                    "/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachines/nope/start",
+                    "-f",
+                    file.to_str().unwrap(),
+                ],
+            );
+            assert!(!ok, "{out}");
+            assert!(
+                err.contains("virtualmachine.kubevirt.io \"nope\" not found"),
+                "{err}"
+            );
+
+            // A forced restart of a VM with a VMI: the VMI's grace period (1, as KubeVirt's
+            // force) and the VM's stop+start requests, written through the store; a second
+            // restart while they are pending is refused as KubeVirt does.
+            let (ok, out) = put(&kc, dir.path(), "v1", "start", "{}");
+            assert!(ok, "{out}");
+            let vmi = dir.path().join("vmi.json");
+            std::fs::write(&vmi, VMI).unwrap();
+            let (ok, _, err) = kubectl(&kc, &["create", "-f", vmi.to_str().unwrap()]);
+            assert!(ok, "{err}");
+            let (ok, out) = put(&kc, dir.path(), "v1", "restart", r#"{"gracePeriodSeconds": 0}"#);
+            assert!(ok, "{out}");
+            let (ok, out, err) = kubectl(&kc, &["get", "vmi", "guest", "-o", "json"]);
+            assert!(ok, "{err}");
+            let vmi: Value = serde_json::from_str(&out).unwrap();
+            assert_eq!(vmi["spec"]["terminationGracePeriodSeconds"], 1, "{out}");
+            let (ok, out, err) = kubectl(&kc, &["get", "vm", "guest", "-o", "json"]);
+            assert!(ok, "{err}");
+            let vm: Value = serde_json::from_str(&out).unwrap();
+            assert_eq!(
+                vm["status"]["stateChangeRequests"],
+                json!([{"action": "Stop", "uid": vmi["metadata"]["uid"]}, {"action": "Start"}]),
+                "{out}"
+            );
+            let (ok, out) = put(&kc, dir.path(), "v1", "restart", "{}");
+            assert!(!ok, "{out}");
+            assert!(out.contains("stop/start already underway"), "{out}");
+        })
+        .await
+        .unwrap();
+        server.shutdown.stop().await;
+    }
+
+    #[tokio::test]
+    async fn requests_need_the_token() {
+        let server = ApiServer::start(Options {
+            extensions: vec![Arc::new(KubevirtSubresources)],
+            ..Options::default()
+        })
+        .await
+        .unwrap();
+        let url = format!(
+            "{}/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachines/guest/start",
+            server.url
+        );
+        let addr = server.url.trim_start_matches("http://").to_string();
+        let answer = tokio::task::spawn_blocking(move || {
+            use std::io::{Read, Write};
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            let path = url.split_once("127.0.0.1").unwrap().1;
+            let path = &path[path.find('/').unwrap()..];
+            write!(
+                s,
+                "PUT {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+            )
+            .unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).unwrap();
+            out
+        })
+        .await
+        .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+        server.shutdown.stop().await;
+    }
+}
