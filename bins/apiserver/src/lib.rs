@@ -3,7 +3,7 @@
 //! against it on one machine with no cluster.
 //!
 //! It speaks the REST and watch protocol kube-rs and kubectl use (see [`route`] for the paths,
-//! [`handler`] for the verbs, [`watch`] for watches), with a random bearer token required on
+//! `handler` for the verbs, `watch` for watches), with a random bearer token required on
 //! every request and a kubeconfig written for clients. Admission ([`Admission`]) stands in for
 //! KubeVirt's webhooks; extensions ([`Extension`]) serve further API groups behind the same
 //! token (for `kvrs run`, virt-api's `subresources.kubevirt.io`).

@@ -5,7 +5,7 @@
 //!
 //! A body that is not an AdmissionReview is a [`DecodeError`] naming the field (the server
 //! answers 400 with it); an object that does not read as its kind is the webhook's business
-//! ([`crate::response::decode_failure`]: an AdmissionReview refusal naming the field).
+//! ([`crate::response::read_object`]: an AdmissionReview refusal naming the field).
 
 use std::collections::BTreeMap;
 
