@@ -263,33 +263,23 @@ image() {
   SUMMARY+=("$line${kv:+  | $kv}")
 }
 
-# --- virt-controller -----------------------------------------------------------------------------
-if want controller; then
+# --- virt-controller and virt-api ----------------------------------------------------------------
+# distroless_daemon ROLE REF BINARY: the binary alone (and its libraries), as nonroot 65532 —
+# bins/deploy/<BINARY>/deployment.yaml runs command ["BINARY"] with runAsUser 65532.
+distroless_daemon() {
+  local role=$1 ref=$2 bin=$3 t0 root
   t0=$(now)
-  root=$WORK/rootfs/virt-controller
+  root=$WORK/rootfs/$bin
   distroless_base "$root"
-  install_elf "$root" "$BIN_DIR/virt-controller" /usr/bin/virt-controller
-  # bins/deploy/virt-controller/deployment.yaml: command ["virt-controller"], runAsUser 65532.
-  image controller "$REF_CONTROLLER" "$t0" --rootfs "$root" \
-    --entrypoint '["/usr/bin/virt-controller"]' --env "$PATH_ENV" --user 65532:65532 \
+  install_elf "$root" "$BIN_DIR/$bin" "/usr/bin/$bin"
+  image "$role" "$ref" "$t0" --rootfs "$root" \
+    --entrypoint "[\"/usr/bin/$bin\"]" --env "$PATH_ENV" --user 65532:65532 \
     --workdir /home/nonroot --owner /home/nonroot=65532:65532 \
-    --label "org.opencontainers.image.title=kvrs virt-controller" \
+    --label "org.opencontainers.image.title=kvrs $bin" \
     --label "org.opencontainers.image.version=$VERSION"
-fi
-
-# --- virt-api ------------------------------------------------------------------------------------
-if want api; then
-  t0=$(now)
-  root=$WORK/rootfs/virt-api
-  distroless_base "$root"
-  install_elf "$root" "$BIN_DIR/virt-api" /usr/bin/virt-api
-  # bins/deploy/virt-api/deployment.yaml: command ["virt-api"], runAsUser 65532.
-  image api "$REF_API" "$t0" --rootfs "$root" \
-    --entrypoint '["/usr/bin/virt-api"]' --env "$PATH_ENV" --user 65532:65532 \
-    --workdir /home/nonroot --owner /home/nonroot=65532:65532 \
-    --label "org.opencontainers.image.title=kvrs virt-api" \
-    --label "org.opencontainers.image.version=$VERSION"
-fi
+}
+want controller && distroless_daemon controller "$REF_CONTROLLER" virt-controller
+want api && distroless_daemon api "$REF_API" virt-api
 
 # --- virt-handler --------------------------------------------------------------------------------
 if want handler; then
