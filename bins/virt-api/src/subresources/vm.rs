@@ -475,11 +475,27 @@ pub fn decode<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    serde_json::from_slice(body).map_err(|e| {
+    let refuse = |e: &dyn std::fmt::Display| {
         ApiError::bad_request(&format!(
             "Can not unmarshal Request body to struct, error: {e}"
         ))
-    })
+    };
+    // Go's decoder reads only an object (or null) into a struct; serde's derive would also
+    // take an array as the fields in order (`[1]` as `gracePeriod: 1`).
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| refuse(&e))?;
+    match value {
+        serde_json::Value::Null => Ok(T::default()),
+        serde_json::Value::Object(_) => serde_json::from_value(value).map_err(|e| refuse(&e)),
+        other => Err(refuse(&format!(
+            "json: cannot unmarshal {} into a request options object",
+            match other {
+                serde_json::Value::Array(_) => "array",
+                serde_json::Value::String(_) => "string",
+                serde_json::Value::Number(_) => "number",
+                _ => "bool",
+            }
+        ))),
+    }
 }
 
 /// The 501 of a subresource kvrs does not serve yet.
@@ -498,6 +514,14 @@ mod tests {
     #[test]
     fn an_empty_body_is_the_defaults_and_garbage_is_a_400() {
         assert_eq!(decode::<StopOptions>(b"").unwrap(), StopOptions::default());
+        assert_eq!(
+            decode::<StopOptions>(b"null").unwrap(),
+            StopOptions::default()
+        );
+        for not_an_object in [&b"[1]"[..], b"\"x\"", b"3", b"true"] {
+            let err = decode::<StopOptions>(not_an_object).unwrap_err();
+            assert!(format!("{err:?}").contains("cannot unmarshal"), "{err:?}");
+        }
         assert_eq!(
             decode::<StopOptions>(br#"{"gracePeriod": 0, "dryRun": ["All"]}"#).unwrap(),
             StopOptions {
