@@ -16,18 +16,19 @@
 //! writes after admission (`metadata.uid`, `resourceVersion`, `generation`,
 //! `creationTimestamp`, `managedFields`).
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use clap::Parser;
 use kvrs_test_cluster::{Options, TestCluster, free_loopback_port};
-use kvrs_virt_api::Flags;
 use kvrs_virt_api::webhooks::Webhook;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use support::{VirtApi, wait_for};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -66,79 +67,6 @@ fn get_json(cluster: &TestCluster, args: &[&str]) -> Option<Value> {
     all.extend(["-o", "json"]);
     let (ok, out, _) = kubectl(cluster, &all, None);
     ok.then(|| serde_json::from_str(&out).expect("json"))
-}
-
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// virt-api running in this process.
-struct VirtApi {
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    done: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl VirtApi {
-    fn start(
-        rt: &tokio::runtime::Runtime,
-        kubeconfig: &Path,
-        addr: SocketAddr,
-        extra: &[&str],
-    ) -> VirtApi {
-        let mut argv = vec![
-            "virt-api".to_string(),
-            "--listen".into(),
-            addr.to_string(),
-            "--tls-san".into(),
-            "127.0.0.1".into(),
-        ];
-        argv.extend(extra.iter().map(|s| s.to_string()));
-        let flags = Flags::try_parse_from(&argv).expect("flags");
-        let client = rt
-            .block_on(kvrs_runtime::kube::setup::connect_as(
-                "virt-api",
-                Some(kubeconfig),
-            ))
-            .expect("a client");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let done = rt.spawn(async move {
-            let shutdown = async move {
-                let _ = stopped.await;
-            };
-            if let Err(e) = kvrs_virt_api::run(flags, client, shutdown).await {
-                panic!("virt-api: {e:#}");
-            }
-        });
-        // Serving once /healthz answers over TLS.
-        wait_for("virt-api's /healthz", Duration::from_secs(60), || {
-            let out = std::process::Command::new("curl")
-                .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}"])
-                .arg(format!("https://{addr}/healthz"))
-                .output()
-                .ok()?;
-            (out.stdout == b"200").then_some(())
-        });
-        VirtApi {
-            stop: Some(stop),
-            done: Some(done),
-        }
-    }
-
-    fn stop(mut self, rt: &tokio::runtime::Runtime) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(d) = self.done.take() {
-            rt.block_on(d).expect("virt-api ended");
-        }
-    }
 }
 
 /// The deploy manifests' webhook configurations, each entry calling `base` + its path.
@@ -345,7 +273,7 @@ fn kubevirts_webhooks_on_a_real_api_server() {
         .build()
         .unwrap();
     let kubeconfig = cluster.admin_kubeconfig_path().to_path_buf();
-    let api = VirtApi::start(&rt, &kubeconfig, addr, &[]);
+    let api = VirtApi::start(&rt, &kubeconfig, addr, &["--tls-san", "127.0.0.1"]);
     wait_until_published(&cluster);
 
     // --- the oracle: refused with KubeVirt's message, or stored as KubeVirt defaults it ---
@@ -577,6 +505,8 @@ fn kubevirts_webhooks_on_a_real_api_server() {
         &kubeconfig,
         addr,
         &[
+            "--tls-san",
+            "127.0.0.1",
             "--ca-validity-seconds",
             "30",
             "--cert-validity-seconds",

@@ -14,16 +14,17 @@
 //! `kvrs-kubevirt.io:view` may not start a VM (403 from the apiserver's RBAC), one bound to
 //! `kvrs-kubevirt.io:edit` may.
 
+mod support;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use clap::Parser;
 use kvrs_test_cluster::{Options, TestCluster};
-use kvrs_virt_api::Flags;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use support::{VirtApi, wait_for};
 
 const LINK: &str = "kvrs-api0";
 const ADDRESS: &str = "10.253.0.1";
@@ -127,17 +128,6 @@ fn get_json(cluster: &TestCluster, args: &[&str]) -> Value {
     serde_json::from_str(&must(cluster, &all, None)).expect("json")
 }
 
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
-
 /// `PUT url` with `body` through curl (`auth`: extra arguments, e.g. a bearer token or the CA):
 /// the HTTP code and the JSON answer (`Null` when empty).
 fn put(url: &str, body: &str, auth: &[String]) -> (u16, Value) {
@@ -159,55 +149,6 @@ fn put(url: &str, body: &str, auth: &[String]) -> (u16, Value) {
         code.trim().parse().unwrap_or(0),
         serde_json::from_str(json).unwrap_or(Value::Null),
     )
-}
-
-/// virt-api running in this process.
-struct VirtApi {
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    done: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl VirtApi {
-    fn start(rt: &tokio::runtime::Runtime, kubeconfig: &Path, addr: SocketAddr) -> VirtApi {
-        let argv = ["virt-api", "--listen", &addr.to_string()];
-        let flags = Flags::try_parse_from(argv).expect("flags");
-        let client = rt
-            .block_on(kvrs_runtime::kube::setup::connect_as(
-                "virt-api",
-                Some(kubeconfig),
-            ))
-            .expect("a client");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let done = rt.spawn(async move {
-            let shutdown = async move {
-                let _ = stopped.await;
-            };
-            if let Err(e) = kvrs_virt_api::run(flags, client, shutdown).await {
-                panic!("virt-api: {e:#}");
-            }
-        });
-        wait_for("virt-api's /healthz", Duration::from_secs(60), || {
-            let out = Command::new("curl")
-                .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}"])
-                .arg(format!("https://{addr}/healthz"))
-                .output()
-                .ok()?;
-            (out.stdout == b"200").then_some(())
-        });
-        VirtApi {
-            stop: Some(stop),
-            done: Some(done),
-        }
-    }
-
-    fn stop(mut self, rt: &tokio::runtime::Runtime) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(d) = self.done.take() {
-            rt.block_on(d).expect("virt-api ended");
-        }
-    }
 }
 
 /// The Service the APIServices name, its endpoints at `addr` (port named as the Service's).
@@ -272,7 +213,7 @@ fn kubevirts_subresources_through_the_aggregator() {
         .enable_all()
         .build()
         .unwrap();
-    let api = VirtApi::start(&rt, cluster.admin_kubeconfig_path(), addr);
+    let api = VirtApi::start(&rt, cluster.admin_kubeconfig_path(), addr, &[]);
 
     // --- the APIServices get virt-api's CA and become available ---
     for name in [
