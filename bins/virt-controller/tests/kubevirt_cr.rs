@@ -55,14 +55,14 @@ fn wait_log(h: &Harness, log: &Path, text: &str) {
     });
 }
 
-/// The `InvalidConfiguration` events on the CR.
-fn invalid_configuration_events(h: &Harness) -> Vec<Value> {
+/// The events with `reason` on the CR.
+fn cr_events(h: &Harness, reason: &str) -> Vec<Value> {
     h.list("events", "kubevirt", "")
         .into_iter()
         .filter(|e| {
             e["involvedObject"]["kind"] == "KubeVirt"
                 && e["involvedObject"]["name"] == "kubevirt"
-                && e["reason"] == "InvalidConfiguration"
+                && e["reason"] == reason
         })
         .collect()
 }
@@ -119,7 +119,7 @@ fn editing_the_kubevirt_cr_changes_the_next_launcher_pod_without_a_restart() {
     );
     let refused = cr_version(&h);
     let events = h.wait_for("the InvalidConfiguration event", T, || {
-        Some(invalid_configuration_events(&h)).filter(|e| !e.is_empty())
+        Some(cr_events(&h, "InvalidConfiguration")).filter(|e| !e.is_empty())
     });
     let event = &events[0];
     assert_eq!(event["type"], "Warning");
@@ -159,7 +159,7 @@ fn editing_the_kubevirt_cr_changes_the_next_launcher_pod_without_a_restart() {
     );
     // Give a second event (were one recorded) time to arrive.
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(invalid_configuration_events(&h).len(), 1);
+    assert_eq!(cr_events(&h, "InvalidConfiguration").len(), 1);
 
     // Fixed: emulation off is now valid, and the next pod needs /dev/kvm again.
     h.patch(
@@ -195,18 +195,6 @@ fn editing_the_kubevirt_cr_changes_the_next_launcher_pod_without_a_restart() {
     );
 }
 
-/// The `ConfigurationNotApplied` events on the CR.
-fn not_applied_events(h: &Harness) -> Vec<Value> {
-    h.list("events", "kubevirt", "")
-        .into_iter()
-        .filter(|e| {
-            e["involvedObject"]["kind"] == "KubeVirt"
-                && e["involvedObject"]["name"] == "kubevirt"
-                && e["reason"] == "ConfigurationNotApplied"
-        })
-        .collect()
-}
-
 #[test]
 fn a_cr_understood_in_part_is_applied_in_that_part_and_the_rest_reported_once() {
     let mut h = Harness::start();
@@ -228,7 +216,7 @@ fn a_cr_understood_in_part_is_applied_in_that_part_and_the_rest_reported_once() 
     h.create(&vm("partial", "Always"));
     assert!(!requests_kvm(&launcher_pod(&h, "partial")));
     let events = h.wait_for("the ConfigurationNotApplied event", T, || {
-        Some(not_applied_events(&h)).filter(|e| !e.is_empty())
+        Some(cr_events(&h, "ConfigurationNotApplied")).filter(|e| !e.is_empty())
     });
     let event = &events[0];
     assert_eq!(event["type"], "Warning");
@@ -259,7 +247,7 @@ fn a_cr_understood_in_part_is_applied_in_that_part_and_the_rest_reported_once() 
         &format!("Updating cluster config from KubeVirt to resource version '{edited}'"),
     );
     std::thread::sleep(Duration::from_secs(2));
-    let events = not_applied_events(&h);
+    let events = cr_events(&h, "ConfigurationNotApplied");
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(
         events[0]["count"], 1,
