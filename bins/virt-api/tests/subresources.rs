@@ -398,7 +398,7 @@ fn kubevirts_subresources_through_the_aggregator() {
             "-days",
             "1",
             "-extfile",
-            &p("proxy-client.ext"),
+            &p("client.ext"),
             "-out",
             &p("other.crt"),
         ],

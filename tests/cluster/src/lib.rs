@@ -762,82 +762,52 @@ impl TestCluster {
             &p("sa.key"),
         ])?;
         openssl(&["pkey", "-in", &p("sa.key"), "-pubout", "-out", &p("sa.pub")])?;
-        // The aggregator's client certificate towards aggregated API servers (virt-api's
-        // subresources): signed by the requestheader CA, named as the allowed name says.
+        // Client certificates signed by the cluster CA: `NAME.key`, `NAME.crt` for `subject`.
         fs::write(
-            pki.join("proxy-client.ext"),
+            pki.join("client.ext"),
             "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
              extendedKeyUsage=clientAuth\n",
         )
-        .map_err(|e| ClusterError::io("writing proxy-client.ext", e))?;
-        openssl(&[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            &p("proxy-client.key"),
-            "-out",
-            &p("proxy-client.csr"),
-            "-subj",
-            "/CN=front-proxy-client",
-        ])?;
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            &p("proxy-client.csr"),
-            "-CA",
-            &p("ca.crt"),
-            "-CAkey",
-            &p("ca.key"),
-            "-set_serial",
-            "4",
-            "-days",
-            "3650",
-            "-extfile",
-            &p("proxy-client.ext"),
-            "-out",
-            &p("proxy-client.crt"),
-        ])?;
-        if self.node_network.is_some() {
-            // The API server's client certificate towards the kubelet (logs, exec, port-forward).
-            fs::write(
-                pki.join("client.ext"),
-                "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
-                 extendedKeyUsage=clientAuth\n",
-            )
-            .map_err(|e| ClusterError::io("writing client.ext", e))?;
+        .map_err(|e| ClusterError::io("writing client.ext", e))?;
+        let client_cert = |name: &str, subject: &str, serial: &str| -> Result<(), ClusterError> {
+            let (key, csr, crt) = (
+                p(&format!("{name}.key")),
+                p(&format!("{name}.csr")),
+                p(&format!("{name}.crt")),
+            );
             openssl(&[
-                "req",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-keyout",
-                &p("kubelet-client.key"),
-                "-out",
-                &p("kubelet-client.csr"),
-                "-subj",
-                "/O=system:masters/CN=kvrs-apiserver-kubelet-client",
+                "req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj",
+                subject,
             ])?;
             openssl(&[
                 "x509",
                 "-req",
                 "-in",
-                &p("kubelet-client.csr"),
+                &csr,
                 "-CA",
                 &p("ca.crt"),
                 "-CAkey",
                 &p("ca.key"),
                 "-set_serial",
-                "3",
+                serial,
                 "-days",
                 "3650",
                 "-extfile",
                 &p("client.ext"),
                 "-out",
-                &p("kubelet-client.crt"),
-            ])?;
+                &crt,
+            ])
+        };
+        // The aggregator's client certificate towards aggregated API servers (virt-api's
+        // subresources): signed by the requestheader CA, named as the allowed name says.
+        client_cert("proxy-client", "/CN=front-proxy-client", "4")?;
+        if self.node_network.is_some() {
+            // The API server's client certificate towards the kubelet (logs, exec, port-forward).
+            client_cert(
+                "kubelet-client",
+                "/O=system:masters/CN=kvrs-apiserver-kubelet-client",
+                "3",
+            )?;
         }
         self.ca_cert_pem = fs::read_to_string(pki.join("ca.crt"))
             .map_err(|e| ClusterError::io("reading ca.crt", e))?;
