@@ -92,6 +92,14 @@ pub enum PlanError {
         /// Why.
         reason: &'static str,
     },
+    /// A volume whose source object is missing or unusable: the kubelet's `FailedMount`.
+    #[error("MountVolume.SetUp failed for volume \"{volume}\" : {reason}")]
+    VolumeSource {
+        /// The volume name.
+        volume: String,
+        /// Why, e.g. `configmap "x" not found`.
+        reason: String,
+    },
     /// A path field that is not absolute or escapes its directory.
     #[error("{field}: {path:?} {reason}")]
     BadPath {
@@ -117,6 +125,7 @@ impl PlanError {
             Self::Unsupported { .. } => "unsupported",
             Self::BadPath { .. } => "bad_path",
             Self::Invalid { .. } => "invalid",
+            Self::VolumeSource { .. } => "volume_source",
         }
     }
 

@@ -8,8 +8,10 @@
 //!    ([`PodPlan::runtime_spec`]: root filesystem, mounts, namespaces, cgroup, devices, user,
 //!    capabilities, seccomp, environment and command);
 //! 2. sets it up on the host ([`host`]): a network namespace with `eth0` (the pod IP), emptyDirs
-//!    under the pods directory where virt-handler looks for the `sockets` one, the container's
-//!    bundle (its root filesystem's directory, `/etc`, `/run`, `config.json`);
+//!    under the pods directory where virt-handler looks for the `sockets` one, configMap, secret,
+//!    projected and downwardAPI volumes as files, claims bound to `hostPath`/`local` PVs (their
+//!    objects read first, [`volumes::fetch`]), the container's bundle (its root filesystem's
+//!    directory, `/etc`, `/run`, `config.json`);
 //! 3. runs the container with runc ([`pod_exec`]): a container as a Kubernetes node makes it —
 //!    its own read-only root filesystem (not the host's `/`: the host's `/usr` read-only, the
 //!    pod's own `/etc`, `/run`, `/tmp`, `/dev`), its own PID, mount, IPC, UTS and cgroup
@@ -36,6 +38,7 @@ pub mod plan;
 pub mod pod_exec;
 pub mod state;
 pub mod status;
+pub mod volumes;
 mod worker;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -54,7 +57,8 @@ use tracing::{info, warn};
 
 pub use config::{BinaryMap, ImageMap, KubeletConfig, PodAddress, PodCidr};
 pub use error::{ConfigError, HostError, KubeletError, PlanError};
-pub use plan::{PodKey, PodPlan, plan_pod};
+pub use plan::{PodKey, PodPlan, plan_pod, plan_pod_with};
+pub use volumes::VolumeObjects;
 
 use worker::Ctx;
 

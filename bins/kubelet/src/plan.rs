@@ -18,6 +18,7 @@ use crate::oci;
 use crate::pod_exec::{
     BindMount, ContainerSpec, DeviceNode, MountKind, Propagation, SeccompProfile,
 };
+use crate::volumes::VolumeObjects;
 
 /// The container the runner runs: KubeVirt's launcher container.
 pub const COMPUTE: &str = "compute";
@@ -183,8 +184,8 @@ pub struct DirPlan {
 pub struct FilePlan {
     /// The host path.
     pub path: PathBuf,
-    /// Its contents.
-    pub contents: String,
+    /// Its contents (a secret's may be any bytes).
+    pub contents: Vec<u8>,
     /// Permission bits.
     pub mode: u32,
 }
@@ -272,11 +273,23 @@ fe00::2\tip6-allrouters
     out
 }
 
-/// Plans `pod` for this node with `address` (its slot of the pod CIDR).
+/// Plans `pod` for this node with `address` (its slot of the pod CIDR), for a pod whose volumes
+/// name no API objects (configMap, secret, projected, persistentVolumeClaim): those are refused
+/// as not read.
 pub fn plan_pod(
     pod: &Pod,
     config: &KubeletConfig,
     address: PodAddress,
+) -> Result<PodPlan, PlanError> {
+    plan_pod_with(pod, config, address, &VolumeObjects::default())
+}
+
+/// Plans `pod` with the objects its volumes name, read beforehand ([`crate::volumes::fetch`]).
+pub fn plan_pod_with(
+    pod: &Pod,
+    config: &KubeletConfig,
+    address: PodAddress,
+    objects: &VolumeObjects,
 ) -> Result<PodPlan, PlanError> {
     let key = PodKey::of(pod)?;
     key.check_names()?;
@@ -462,10 +475,13 @@ pub fn plan_pod(
         // The mount point: /etc is read-only by the time runc gets to it.
         files.push(FilePlan {
             path: etc_dir.join(f),
-            contents: String::new(),
+            contents: Vec::new(),
             mode: 0o644,
         });
     }
+    let fs_group = pod_sc
+        .and_then(|s| s.fs_group)
+        .and_then(|g| u32::try_from(g).ok());
     let mut mounted = std::collections::BTreeSet::new();
     for vm in container.volume_mounts.iter().flatten() {
         let volume = volumes
@@ -480,6 +496,10 @@ pub fn plan_pod(
             config,
             pod,
             &key,
+            VolumeContext {
+                objects,
+                owner: (uid, fs_group.unwrap_or(gid)),
+            },
             &mut dirs,
             &mut files,
             &mut images,
@@ -502,15 +522,40 @@ pub fn plan_pod(
         .flat_map(|r| r.limits.iter().chain(r.requests.iter()))
         .flat_map(|m| m.keys().map(String::as_str))
         .collect();
-    let devices: Vec<DeviceNode> = DEVICES
+    let mut devices: Vec<DeviceNode> = DEVICES
         .iter()
         .filter(|(resource, ..)| limits.contains(resource))
         .map(|(_, major, minor, path)| DeviceNode {
             path: path.into(),
             major: *major,
             minor: *minor,
+            block: false,
+            owner: None,
         })
         .collect();
+    // Block-mode claims: the PV's device node at `devicePath`, owned by the pod's user as
+    // CRI runtimes do with `device_ownership_from_security_context` (KubeVirt relies on it for
+    // QEMU, UID 107, to open the disk).
+    for d in container.volume_devices.iter().flatten() {
+        let volume = volumes
+            .get(d.name.as_str())
+            .ok_or_else(|| PlanError::NoSuchVolume {
+                container: container.name.clone(),
+                mount: d.name.clone(),
+            })?;
+        let (major, minor) = crate::volumes::device_of(volume, objects)?;
+        mounted.insert(d.name.as_str());
+        devices.push(DeviceNode {
+            path: absolute(
+                &format!("volumeDevice {}: devicePath", d.name),
+                &d.device_path,
+            )?,
+            major,
+            minor,
+            block: true,
+            owner: Some((uid, fs_group.unwrap_or(gid))),
+        });
+    }
     for r in limits
         .iter()
         .filter(|r| r.contains('/') && !r.starts_with("hugepages"))
@@ -555,7 +600,8 @@ pub fn plan_pod(
             &hostname,
             spec.subdomain.as_deref(),
             &key.namespace,
-        ),
+        )
+        .into_bytes(),
         mode: 0o644,
     });
     for (name, contents) in [
@@ -565,7 +611,7 @@ pub fn plan_pod(
     ] {
         files.push(FilePlan {
             path: etc_dir.join(name),
-            contents,
+            contents: contents.into_bytes(),
             mode: 0o644,
         });
     }
@@ -784,6 +830,14 @@ struct Source {
     read_only: bool,
 }
 
+/// What object-backed volumes need: the objects read for the pod, and the owner (the
+/// container's user and the pod's fsGroup) a claim's directory gets.
+#[derive(Clone, Copy)]
+struct VolumeContext<'a> {
+    objects: &'a VolumeObjects,
+    owner: (u32, u32),
+}
+
 #[allow(clippy::too_many_arguments)]
 fn volume_source(
     v: &Volume,
@@ -791,12 +845,30 @@ fn volume_source(
     config: &KubeletConfig,
     pod: &Pod,
     key: &PodKey,
+    ctx: VolumeContext<'_>,
     dirs: &mut Vec<DirPlan>,
     files: &mut Vec<FilePlan>,
     images: &mut Vec<ImageCheck>,
     first_use: bool,
 ) -> Result<Source, PlanError> {
     let volumes = pod_dir.join("volumes");
+    let downward = |field: &str, path: &str| {
+        field_value(pod, key, path, None, config).ok_or_else(|| PlanError::Unsupported {
+            what: format!("{field}: fieldRef {path}"),
+        })
+    };
+    let setup = crate::volumes::VolumeSetup {
+        volumes_dir: &volumes,
+        objects: ctx.objects,
+        owner: ctx.owner,
+        first_use,
+    };
+    if let Some(o) = crate::volumes::plan_object_volume(v, &setup, dirs, files, &downward)? {
+        return Ok(Source {
+            path: o.path,
+            read_only: o.read_only,
+        });
+    }
     if v.empty_dir.is_some() {
         let path = volumes.join("kubernetes.io~empty-dir").join(&v.name);
         return Ok(Source {
@@ -880,7 +952,7 @@ fn volume_source(
                 let mode = item.mode.or(d.default_mode).unwrap_or(0o644);
                 files.push(FilePlan {
                     path: dir.join(rel),
-                    contents,
+                    contents: contents.into_bytes(),
                     // Only the permission bits count; a negative mode keeps its low bits, as kubelet does.
                     mode: mode.cast_unsigned() & 0o777,
                 });
@@ -891,17 +963,8 @@ fn volume_source(
             read_only: true,
         });
     }
-    let kind = if v.persistent_volume_claim.is_some() {
-        "persistentVolumeClaim"
-    } else if v.config_map.is_some() {
-        "configMap"
-    } else if v.secret.is_some() {
-        "secret"
-    } else {
-        "this volume type"
-    };
     Err(PlanError::Unsupported {
-        what: format!("volume {}: {kind}", v.name),
+        what: format!("volume {}: this volume type", v.name),
     })
 }
 

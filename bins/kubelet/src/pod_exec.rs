@@ -125,6 +125,10 @@ pub struct DeviceNode {
     pub major: i64,
     /// Minor number.
     pub minor: i64,
+    /// A block device (a block-mode claim's) rather than a character device.
+    pub block: bool,
+    /// Owner (UID, GID) and mode 0660 for a claim's device; `None`: root's, 0600.
+    pub owner: Option<(u32, u32)>,
 }
 
 /// The seccomp profile (`securityContext.seccompProfile`).
@@ -188,21 +192,26 @@ impl ContainerSpec {
             .devices
             .iter()
             .map(|d| {
+                let kind = if d.block { "b" } else { "c" };
                 rules.push(oci::DeviceRule {
                     allow: true,
-                    kind: Some("c".into()),
+                    kind: Some(kind.into()),
                     major: Some(d.major),
                     minor: Some(d.minor),
                     access: "rwm".into(),
                 });
+                let (uid, gid, file_mode) = match d.owner {
+                    Some((uid, gid)) => (uid, gid, 0o660),
+                    None => (0, 0, 0o600),
+                };
                 oci::Device {
                     path: text(&d.path),
-                    kind: "c".into(),
+                    kind: kind.into(),
                     major: d.major,
                     minor: d.minor,
-                    file_mode: 0o600,
-                    uid: 0,
-                    gid: 0,
+                    file_mode,
+                    uid,
+                    gid,
                 }
             })
             .collect();

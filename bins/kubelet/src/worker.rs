@@ -16,7 +16,7 @@ use tracing::{Instrument, info, info_span, warn};
 use crate::config::KubeletConfig;
 use crate::error::PlanError;
 use crate::host::{self, Footprint};
-use crate::plan::{PodKey, PodPlan, plan_pod};
+use crate::plan::{PodKey, PodPlan, plan_pod_with};
 use crate::state::{self, PodRecord};
 use crate::status::{ContainerState, Phase, PodReport, now, status_patch};
 
@@ -215,9 +215,11 @@ impl Worker {
         let Some(address) = self.ctx.config.pod_cidr.address(slot) else {
             return;
         };
-        let plan = match plan_pod(&pod, &self.ctx.config, address)
-            .and_then(|p| p.missing_image(|d| d.is_dir()).map_or(Ok(p), Err))
-        {
+        let planned = match crate::volumes::fetch(&self.ctx.client, &pod).await {
+            Ok(objects) => plan_pod_with(&pod, &self.ctx.config, address, &objects),
+            Err(e) => Err(e),
+        };
+        let plan = match planned.and_then(|p| p.missing_image(|d| d.is_dir()).map_or(Ok(p), Err)) {
             Ok(p) => p,
             Err(e) => {
                 self.ctx.release_slot(slot);

@@ -117,6 +117,7 @@ impl Controllers {
             let mut pod_inputs = config.pod_inputs.clone();
             pod_inputs.qemu_timeout_jitter_seconds = (random::u64() % 120) as u32;
             pod_inputs.vhost_net_available = self.caches.vhost_net_available();
+            pod_inputs.pvcs = kvrs_decide::vmi::pvc_info::pod_claims(world.pvcs);
             let render = launcher_renderer(&config.cluster, &pod_inputs);
             let suffix = pod_name_suffix(random::u64());
             decide_vmi(world, &render, &suffix)

@@ -220,6 +220,7 @@ impl Scenario {
             vms: &self.vms,
             vm: self.vm.as_ref(),
             migrations: &self.migrations,
+            pvcs: &self.pvcs,
             expectations: self.expectations(),
             now: crate::Now::from_unix(self.now_unix()?),
             config,

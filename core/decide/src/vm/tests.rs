@@ -747,6 +747,7 @@ fn the_started_vmi_needs_no_api_version_write_of_the_vmi_controller() {
         vms: std::slice::from_ref(&v),
         vm: Some(&v),
         migrations: &[],
+        pvcs: &[],
         expectations: PendingExpectations::default(),
         now: crate::Now::from_unix(NOW),
         config: &cfg,

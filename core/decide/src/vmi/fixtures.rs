@@ -61,6 +61,7 @@ fn world<'a>(
         vms: &[],
         vm: None,
         migrations: &[],
+        pvcs: &[],
         expectations: PendingExpectations::default(),
         now: Now::from_unix(NOW),
         config: cfg,

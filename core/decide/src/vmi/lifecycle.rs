@@ -89,6 +89,22 @@ fn sync(
     if state::is_final(vmi) {
         return None;
     }
+    if let Some(claim) = super::pvc_info::missing_claim(vmi, w.pvcs) {
+        let message = format!(
+            "PVC {}/{claim} does not exist, waiting for it to appear",
+            meta::namespace(&vmi.metadata)
+        );
+        plan.events.push(Event::normal(
+            vmi_ref(vmi),
+            "FailedPvcNotFound",
+            message.clone(),
+        ));
+        return Some(SyncError {
+            kind: crate::ErrorKind::Sync,
+            reason: "FailedPvcNotFound".into(),
+            message,
+        });
+    }
     let is_target = meta::annotation(
         &vmi.metadata,
         kvrs_api::names::annotations::CREATE_MIGRATION_TARGET,

@@ -13,9 +13,10 @@ mod handover;
 mod lifecycle;
 pub mod pod;
 mod pod_sync;
+pub mod pvc_info;
 mod status;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
@@ -76,6 +77,9 @@ pub struct VmiWorld<'a> {
     /// Migrations of the namespace, as JSON: KubeVirt's VirtualMachineInstanceMigration has no
     /// Rust type here, and the decision reads only its VMI name, phase and deletion timestamp.
     pub migrations: &'a [Value],
+    /// PersistentVolumeClaims of the VMI's namespace in the controller's cache: the claims of
+    /// its PVC and DataVolume volumes fill `status.volumeStatus[].persistentVolumeClaimInfo`.
+    pub pvcs: &'a [PersistentVolumeClaim],
     /// Outstanding pod and VMI expectations of the key.
     pub expectations: PendingExpectations,
     /// Seconds since the epoch.

@@ -128,7 +128,7 @@ fn rebuild_status_list(
 /// Volume status entries for every volume (existing entries kept), sorted by name as KubeVirt's
 /// VMI controller sorts them — virt-handler writes them in that order too, and a list the two
 /// order differently is rewritten by each in turn, forever.
-fn update_volume_status(v: &mut Value) {
+fn update_volume_status(v: &mut Value, pvcs: &[k8s_openapi::api::core::v1::PersistentVolumeClaim]) {
     rebuild_status_list(v, "volumes", "volumeStatus", |name, _| {
         Some(json!({"name": name, "target": ""}))
     });
@@ -138,6 +138,7 @@ fn update_volume_status(v: &mut Value) {
     {
         list.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     }
+    super::pvc_info::fill(v, pvcs);
 }
 
 /// Interface status entries for pod-network interfaces (`eth0`), existing entries kept.
@@ -328,7 +329,7 @@ pub(super) fn update_status(
                         });
                     }
                     if pod::is_ready(p) && !state::is_deleting(vmi) {
-                        update_volume_status(&mut c);
+                        update_volume_status(&mut c, w.pvcs);
                         update_network_status(&mut c);
                         set_phase(&mut c, phase::SCHEDULED);
                         let node = pod::node_name(p).to_string();
@@ -362,7 +363,7 @@ pub(super) fn update_status(
             if !pod_exists {
                 set_phase(&mut c, phase::FAILED);
             } else {
-                update_volume_status(&mut c);
+                update_volume_status(&mut c, w.pvcs);
                 update_network_status(&mut c);
             }
         }
@@ -370,7 +371,7 @@ pub(super) fn update_status(
             if !pod_exists {
                 set_phase(&mut c, phase::FAILED);
             } else {
-                update_volume_status(&mut c);
+                update_volume_status(&mut c, w.pvcs);
             }
         }
         phase::WAITING_FOR_SYNC => {

@@ -360,3 +360,67 @@ fn the_readiness_gate_patch_waits_to_be_seen_and_is_not_repeated() {
     );
     assert!(status_patches(&d).is_empty(), "{:?}", d.plan);
 }
+
+/// A PVC volume whose claim is not in the cache: no pod, KubeVirt's event and Synchronized
+/// reason and message; with the claim, the pod is created and, once it runs, the volume status
+/// carries the claim's info.
+#[test]
+fn a_missing_claim_is_waited_for_and_a_present_one_is_described() {
+    let cfg = ClusterConfig::default();
+    let mut v = vmi("Pending");
+    v.spec.volumes = serde_json::from_value(json!([
+        {"name": "root", "persistentVolumeClaim": {"claimName": "root-claim"}}
+    ]))
+    .unwrap();
+    let d = decide_vmi(&world(&v, vec![], &cfg), &render, "x");
+    assert!(d.plan.writes().all(|w| w.resource != "pods"));
+    let msg = "PVC default/root-claim does not exist, waiting for it to appear";
+    assert!(
+        d.plan
+            .events
+            .iter()
+            .any(|e| e.reason == "FailedPvcNotFound" && e.message == msg),
+        "{:?}",
+        d.plan.events
+    );
+    let cond = d
+        .vmi
+        .as_ref()
+        .and_then(|v| v["status"]["conditions"].as_array().cloned())
+        .unwrap_or_default();
+    assert!(
+        cond.iter()
+            .any(|c| c["type"] == "Synchronized" && c["reason"] == "FailedPvcNotFound"),
+        "{cond:?}"
+    );
+
+    let claim: k8s_openapi::api::core::v1::PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "root-claim", "namespace": "default"},
+        "spec": {"accessModes": ["ReadWriteMany"], "volumeMode": "Filesystem",
+                 "resources": {"requests": {"storage": "1Gi"}}},
+        "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}}
+    }))
+    .unwrap();
+    let claims = [claim];
+    let mut w = world(&v, vec![], &cfg);
+    w.pvcs = &claims;
+    let d = decide_vmi(&w, &render, "x");
+    assert!(d.plan.writes().any(|w| w.resource == "pods"));
+
+    let mut v = v.clone();
+    v.status.as_mut().unwrap().phase = Some("Running".into());
+    let p = pod("Running", Some("node01"), json!({"running": {}}));
+    let typed_pod = typed(&p);
+    let mut w = world(&v, vec![&typed_pod], &cfg);
+    w.pvcs = &claims;
+    let d = decide_vmi(&w, &render, "x");
+    let after = d.vmi.expect("the controller writes the volume status");
+    assert_eq!(
+        after["status"]["volumeStatus"][0]["persistentVolumeClaimInfo"]["accessModes"],
+        json!(["ReadWriteMany"])
+    );
+    assert_eq!(
+        after["status"]["volumeStatus"][0]["persistentVolumeClaimInfo"]["filesystemOverhead"],
+        json!("0.055")
+    );
+}

@@ -200,6 +200,7 @@ where
     let mut pods = cache.launcher_pods(namespace_of(key), uid);
     pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let vm = cache.vm(key);
+    let pvcs = cache.pvcs(namespace_of(key));
     let world = VmiWorld {
         vmi: &vmi,
         pods: pods.iter().map(|p| &**p).collect(),
@@ -208,6 +209,7 @@ where
         vms: &[],
         vm: vm.as_deref(),
         migrations: &[],
+        pvcs: &pvcs,
         expectations: inputs.expectations,
         now: inputs.now,
         config: inputs.config,

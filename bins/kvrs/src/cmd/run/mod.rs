@@ -16,7 +16,9 @@
 //! its ACPI shutdown), then stops every component and removes everything it made.
 //!
 //! The manifest is checked first, with the same one-line errors as `kvrs convert`: nothing
-//! starts for a manifest KubeVirt would refuse.
+//! starts for a manifest KubeVirt would refuse. Beside the VM it may hold what the VM's volumes
+//! name — ConfigMaps, Secrets, PersistentVolumeClaims and the `hostPath`/`local`
+//! PersistentVolumes they bind to ([`supporting`]) — created before the VM.
 
 mod admission;
 mod console;
@@ -24,6 +26,7 @@ mod owned;
 mod progress;
 mod stack;
 mod subresources;
+mod supporting;
 
 pub use stack::Signals;
 
@@ -32,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use kvrs_core::ClusterConfig;
 
-use crate::input::{CliError, read_workloads};
+use crate::input::CliError;
 use crate::pipeline::admit_workload;
 
 /// Arguments of `kvrs run`.
@@ -44,7 +47,9 @@ use crate::pipeline::admit_workload;
     --stop-after-console 'KVRS-E2E: gateway answers ping'\n\n\
     While it runs: kubectl --kubeconfig /var/lib/kvrs/run/kubeconfig get vmi,pods")]
 pub struct Args {
-    /// The VirtualMachine or VirtualMachineInstance to boot (YAML or JSON; `-` for stdin).
+    /// The VirtualMachine or VirtualMachineInstance to boot (YAML or JSON; `-` for stdin), with
+    /// the ConfigMaps, Secrets, PersistentVolumeClaims and hostPath/local PersistentVolumes its
+    /// volumes name as further documents.
     pub manifest: PathBuf,
     /// Where container-disk and kernel-boot images are: image `registry/name:tag` is the
     /// directory `DIR/registry_name_tag` (`/` and `:` as `_`), holding what the image holds
@@ -86,7 +91,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let config = ClusterConfig::try_with_feature_gates(&args.feature_gates.join(","))
         .map_err(|e| CliError::Input(format!("--feature-gates: {e}")))?;
     // Every object is checked before anything starts: the same errors as `kvrs convert`.
-    let workloads = read_workloads(&args.manifest)?;
+    // ConfigMaps, Secrets, PVCs and PVs may come with the VM, for its volumes.
+    let (supporting, workloads) = supporting::read(&args.manifest)?;
+    let supporting: Vec<serde_json::Value> = supporting.into_iter().map(|(_, d)| d).collect();
     let mut manifests = Vec::new();
     for (origin, workload) in workloads {
         let document = workload.document();
@@ -100,7 +107,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::Failed(format!("starting the async runtime: {e}")))?;
-    runtime.block_on(drive(args, config, manifests))
+    runtime.block_on(drive(args, config, supporting, manifests))
 }
 
 /// What ended the run.
@@ -121,6 +128,7 @@ enum Outcome {
 async fn drive(
     args: Args,
     config: ClusterConfig,
+    supporting: Vec<serde_json::Value>,
     manifests: Vec<serde_json::Value>,
 ) -> Result<(), CliError> {
     let started = Instant::now();
@@ -130,6 +138,7 @@ async fn drive(
     let result = watch_until_done(
         &args,
         &stack,
+        &supporting,
         &manifests,
         started,
         &mut console,
@@ -155,11 +164,13 @@ async fn drive(
 async fn watch_until_done(
     args: &Args,
     stack: &stack::Stack,
+    supporting: &[serde_json::Value],
     manifests: &[serde_json::Value],
     started: Instant,
     tail: &mut Option<console::ConsoleTail>,
     progress: &mut progress::Progress,
 ) -> Result<Outcome, CliError> {
+    supporting::apply(stack.client(), supporting).await?;
     stack.apply(manifests).await?;
     let mut running = false;
     let mut signals = stack::Signals::new()?;

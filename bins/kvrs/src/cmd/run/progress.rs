@@ -18,6 +18,7 @@ struct Seen {
     node: String,
     address: String,
     guest_os: String,
+    not_synchronized: String,
 }
 
 /// The lines still to print, VMI by VMI.
@@ -81,6 +82,7 @@ impl Progress {
                 .to_string(),
             address: guest_address(vmi).unwrap_or_default(),
             guest_os: guest_os(vmi).unwrap_or_default(),
+            not_synchronized: not_synchronized(vmi).unwrap_or_default(),
         };
         let before = self.seen.entry(key.clone()).or_default();
         let mut lines = Vec::new();
@@ -117,6 +119,16 @@ impl Progress {
             ));
             before.guest_os = now.guest_os;
         }
+        // Why the VMI is stuck before Running (a claim not found, a disk the launcher could not
+        // make): KubeVirt says it in the Synchronized condition and nowhere else.
+        if now.not_synchronized != before.not_synchronized && !now.not_synchronized.is_empty() {
+            lines.push(format!(
+                "{} {key} not synchronized: {}",
+                stamp(elapsed),
+                now.not_synchronized
+            ));
+        }
+        before.not_synchronized = now.not_synchronized;
         before.phase = now.phase;
         before.node = now.node;
         lines
@@ -133,6 +145,21 @@ impl Progress {
         self.seen.remove(&key);
         format!("{} {key} deleted", stamp(elapsed))
     }
+}
+
+/// `reason: message` of a False `Synchronized` condition.
+fn not_synchronized(vmi: &Value) -> Option<String> {
+    vmi.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Synchronized" && c["status"] == "False")
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c["reason"].as_str().unwrap_or(""),
+                c["message"].as_str().unwrap_or("")
+            )
+        })
 }
 
 /// The message of the first condition that says why the VMI failed, if any.
@@ -227,6 +254,27 @@ mod tests {
             p.observe(&failed, Duration::from_secs(3)),
             ["   3.00s default/guest Failed: launcher exited"]
         );
+    }
+
+    /// A VMI stuck before its pod (a missing claim) says why once, and again only when the
+    /// reason changes.
+    #[test]
+    fn a_vmi_not_synchronized_says_why_once() {
+        let mut p = Progress::default();
+        let stuck = vmi(
+            "Pending",
+            json!({"conditions": [{"type": "Synchronized", "status": "False",
+                "reason": "FailedPvcNotFound",
+                "message": "PVC default/x does not exist, waiting for it to appear"}]}),
+        );
+        assert_eq!(
+            p.observe(&stuck, Duration::from_secs(1)),
+            [
+                "   1.00s default/guest Pending",
+                "   1.00s default/guest not synchronized: FailedPvcNotFound: PVC default/x does not exist, waiting for it to appear"
+            ]
+        );
+        assert!(p.observe(&stuck, Duration::from_secs(2)).is_empty());
     }
 
     #[test]

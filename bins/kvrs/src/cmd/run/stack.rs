@@ -419,6 +419,11 @@ impl Stack {
         Ok(())
     }
 
+    /// The client of the run's API server.
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
     /// The changes of the run's own VMIs seen since the last call (other VMIs run and end
     /// on their own).
     pub async fn vmi_changes(&self) -> Vec<VmiChange> {
