@@ -1,6 +1,7 @@
 //! Compiles kvrs's own .proto files of KubeVirt's handler<->launcher contract (and of the
-//! kubelet's device-plugin API virt-handler serves) with protox (a pure-Rust protobuf compiler),
-//! so building kvrs never needs a system `protoc`.
+//! kubelet's device-plugin API virt-handler serves, and of the hook sidecars' API the launcher
+//! calls) with protox (a pure-Rust protobuf compiler), so building kvrs never needs a system
+//! `protoc`.
 
 use std::path::PathBuf;
 
@@ -10,6 +11,10 @@ const PROTOS: &[&str] = &[
     "kubevirt/notify/v1/notify.proto",
     "kubevirt/notify/info/info.proto",
     "k8s/deviceplugin/v1beta1/api.proto",
+    "kubevirt/hooks/info/info.proto",
+    "kubevirt/hooks/v1alpha1/v1alpha1.proto",
+    "kubevirt/hooks/v1alpha2/v1alpha2.proto",
+    "kubevirt/hooks/v1alpha3/v1alpha3.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

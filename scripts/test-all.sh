@@ -42,6 +42,10 @@ bash scripts/instancetype-harness.sh
 
 bash scripts/kvlauncher-harness.sh
 
+# KubeVirt v1.9.0's hook sidecar (sidecar-shim + the smbios hook) and its hook manager (tests/hooks),
+# for the launcher's hook-sidecar wire tests (seconds once the module cache is warm).
+bash scripts/hooks-harness.sh
+
 # A fresh clone builds once: incremental artefacts would only double the target directory.
 export CARGO_INCREMENTAL=0
 

@@ -9,6 +9,8 @@
 //!   (the launcher's side).
 //! - [`NotifyClient`] (launcher -> handler) and [`NotifyService`] + [`serve_notify`]
 //!   (the handler's side), with [`serve_notify_pipe`] bridging the pod's pipe socket.
+//! - [`hooks::HookClient`]: the launcher's client of KubeVirt's hook sidecars (`Info` handshake,
+//!   `Callbacks` v1alpha1-v1alpha3).
 //! - [`layout`]: where the sockets live in the pod and on the node.
 //! - [`transport`]: dialling and serving on Unix sockets with rename-on-ready.
 //!
@@ -58,6 +60,7 @@
 
 pub mod client;
 pub mod error;
+pub mod hooks;
 pub mod layout;
 pub mod notify;
 pub mod pipe;

@@ -51,7 +51,7 @@ pub struct Flags {
     /// Container disks come from image volumes.
     #[arg(long)]
     pub image_volume: bool,
-    /// Hook sidecars to wait for (kvrs supports none: a non-zero value is an error).
+    /// Hook sidecars to wait for in `/var/run/kubevirt-hooks` before libvirt starts.
     #[arg(long, default_value_t = 0)]
     pub hook_sidecars: u32,
     /// Memory limit for disk verification (`qemu-img info`).

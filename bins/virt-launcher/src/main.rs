@@ -14,7 +14,9 @@ mod agent;
 mod daemons;
 mod events;
 mod flags;
+mod hooks;
 mod host;
+mod host_disk;
 mod image_volume;
 mod libvirt;
 mod log;
@@ -146,13 +148,22 @@ async fn run(flags: Flags) -> Result<(), String> {
     if flags.simulate_crash {
         return Err("--simulate-crash: crashing on purpose".into());
     }
-    if flags.hook_sidecars > 0 {
-        return Err(format!(
-            "--hook-sidecars {}: hook sidecars are not supported by kvrs's launcher",
-            flags.hook_sidecars
-        ));
-    }
     prestart::create_directories(&flags)?;
+    // As KubeVirt's launcher: every requested hook sidecar answers before libvirt starts.
+    let owner = format!("{}/{}", flags.namespace, flags.name);
+    let hooks = Arc::new(
+        hooks::collect(
+            &hooks::hooks_dir(),
+            flags.hook_sidecars,
+            flags.qemu_timeout,
+            hooks::Timeouts::default(),
+            &owner,
+        )
+        .await
+        .map_err(|e| format!("hook sidecars ({}): {e}", e.label()))?,
+    );
+    // KubeVirt's wait for the domain (--qemu-timeout) starts once the sidecars answered.
+    let collected = Instant::now();
     let libvirt_layout = LibvirtLayout::from_env();
     let mut daemons = Daemons::start(&libvirt_layout, &flags.libvirt_log_filters)
         .map_err(|e| format!("start libvirt: {e}"))?;
@@ -187,7 +198,12 @@ async fn run(flags: Flags) -> Result<(), String> {
 
         let (agent_changed_tx, agent_changed) = mpsc::unbounded_channel();
         let agent = Arc::new(agent::AgentStore::new(agent_changed_tx));
-        let launcher = Arc::new(Launcher::new(conn.clone(), flags.clone(), agent));
+        let launcher = Arc::new(Launcher::new(
+            conn.clone(),
+            flags.clone(),
+            agent,
+            hooks.clone(),
+        ));
         let socket = layout::launcher_socket(&flags.kubevirt_share_dir);
         let server = serve_launcher(&socket, launcher.clone(), ServeOptions::default())
             .await
@@ -208,7 +224,7 @@ async fn run(flags: Flags) -> Result<(), String> {
             notify,
             tx,
         ));
-        let result = supervise(&launcher, &mut daemons, &mut lifecycle, &flags, started).await;
+        let result = supervise(&launcher, &mut daemons, &mut lifecycle, &flags, collected).await;
         let _ = server.shutdown().await;
         // let the last events reach the handler
         drop(lifecycle);
@@ -218,6 +234,8 @@ async fn run(flags: Flags) -> Result<(), String> {
     }
     .await;
     daemons.stop().await;
+    // Let the sidecars end with the launcher (KubeVirt's Shutdown hook point).
+    hooks.shutdown().await;
     result
 }
 

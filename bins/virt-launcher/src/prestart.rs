@@ -16,6 +16,8 @@ use kvrs_converter::Domain;
 use tokio::process::Command;
 
 use crate::flags::Flags;
+use crate::hooks::HookSidecars;
+use crate::hooks::cloud_init::{self, CloudInitFiles};
 use crate::log;
 use crate::paths::{check_name, check_within, check_within_any};
 
@@ -67,7 +69,7 @@ enum Job<'a> {
 }
 
 impl Job<'_> {
-    async fn run(self, vmi: &VirtualMachineInstance) -> Result<(), String> {
+    async fn run(self, vmi: &VirtualMachineInstance, hooks: &HookSidecars) -> Result<(), String> {
         match self {
             Job::Overlay {
                 overlay,
@@ -91,7 +93,7 @@ impl Job<'_> {
                 )
                 .await
             }
-            Job::CloudInit { volume, iso } => build_cloud_init(vmi, volume, &iso).await,
+            Job::CloudInit { volume, iso } => build_cloud_init(vmi, volume, &iso, hooks).await,
             Job::ConfigDisk { iso, source } => build_iso(&iso, &source, "cfgdata").await,
         }
     }
@@ -106,6 +108,7 @@ pub async fn prepare(
     vmi: &VirtualMachineInstance,
     domain: &Domain,
     flags: &Flags,
+    hooks: &HookSidecars,
 ) -> Result<(), String> {
     let volumes: Vec<&Volume> = vmi.spec.volumes.iter().flatten().collect();
     for v in &volumes {
@@ -162,6 +165,15 @@ pub async fn prepare(
             continue;
         }
         let Some(volume) = volume else { continue };
+        // KubeVirt's host-disk step: a filesystem PVC's `disk.img`, made once, before the rest.
+        if let Some(info) = crate::host_disk::pvc_info(vmi, volume) {
+            let path = check_within("PVC disk image", &file, &private.join("vmi-disks"))?;
+            crate::host_disk::ensure(vmi, &volume.name, info, &path).map_err(|e| {
+                log::error(format_args!("host disk ({}): {e}", e.label()));
+                e.to_string()
+            })?;
+            continue;
+        }
         if let Some(empty) = &volume.empty_disk {
             let path = check_within("empty disk", &file, Path::new(EMPTY_DISKS))?;
             let size = empty
@@ -179,7 +191,7 @@ pub async fn prepare(
             jobs.push(Job::ConfigDisk { iso, source });
         }
     }
-    futures::future::try_join_all(jobs.into_iter().map(|job| job.run(vmi))).await?;
+    futures::future::try_join_all(jobs.into_iter().map(|job| job.run(vmi, hooks))).await?;
 
     // Kernel boot artifacts come from the kernel-boot container: say clearly when absent.
     for (what, path) in [
@@ -319,15 +331,36 @@ fn cloud_init_data(volume: &Volume) -> Result<(String, Option<String>), String> 
 }
 
 /// Writes the NoCloud or ConfigDrive files and turns them into the ISO the domain mounts.
-async fn build_cloud_init(
+pub(crate) async fn build_cloud_init(
     vmi: &VirtualMachineInstance,
     volume: &Volume,
     iso: &Path,
+    hooks: &HookSidecars,
 ) -> Result<(), String> {
     let (user, network) = cloud_init_data(volume)?;
     let name = vmi.metadata.name.clone().unwrap_or_default();
     let namespace = vmi.metadata.namespace.clone().unwrap_or_default();
     let hostname = vmi.spec.hostname.clone().unwrap_or_else(|| name.clone());
+    let no_cloud = volume.cloud_init_no_cloud.is_some();
+    let meta = if no_cloud {
+        serde_json::json!({"instance-id": format!("{name}.{namespace}"), "local-hostname": hostname})
+    } else {
+        let uid = vmi.metadata.uid.clone().unwrap_or_default();
+        serde_json::json!({"uuid": uid, "hostname": hostname, "name": name})
+    };
+    // The hook sidecars' turn (KubeVirt's PreCloudInitIso), before anything is written.
+    let files = CloudInitFiles {
+        user_data: user,
+        network_data: network,
+        meta_data: meta,
+    };
+    let CloudInitFiles {
+        user_data: user,
+        network_data: network,
+        meta_data: meta,
+    } = cloud_init::pre_cloud_init_iso(hooks, vmi, &volume.name, no_cloud, files)
+        .await
+        .map_err(|e| format!("PreCloudInitIso hook ({}): {e}", e.label()))?;
     let staging = iso.with_extension("staging");
     let _ = std::fs::remove_dir_all(&staging);
     mkdir(&staging)?;
@@ -338,8 +371,7 @@ async fn build_cloud_init(
         }
         std::fs::write(&path, text).map_err(|e| format!("write {}: {e}", path.display()))
     };
-    let label = if volume.cloud_init_no_cloud.is_some() {
-        let meta = serde_json::json!({"instance-id": format!("{name}.{namespace}"), "local-hostname": hostname});
+    let label = if no_cloud {
         write("meta-data", &meta.to_string())?;
         write("user-data", &user)?;
         if let Some(n) = &network {
@@ -347,8 +379,6 @@ async fn build_cloud_init(
         }
         "cidata"
     } else {
-        let uid = vmi.metadata.uid.clone().unwrap_or_default();
-        let meta = serde_json::json!({"uuid": uid, "hostname": hostname, "name": name});
         write("openstack/latest/meta_data.json", &meta.to_string())?;
         write("openstack/latest/user_data", &user)?;
         if let Some(n) = &network {

@@ -17,6 +17,7 @@ use tokio::sync::Mutex;
 use crate::agent::{self, AgentStore, Intervals};
 use crate::events::Notice;
 use crate::flags::Flags;
+use crate::hooks::HookSidecars;
 use crate::libvirt::{Connection, DomainRef, LibvirtError};
 use crate::state::{AgentStatus, Owner, domain_json};
 use crate::{host, image_volume, log, network, prestart};
@@ -42,6 +43,8 @@ pub struct Launcher {
     /// The disk errors read just before a sync resumed a domain paused on an IO error: resuming
     /// clears libvirt's record, and the IOerror event for that pause may not have been sent yet.
     disk_errors: std::sync::Mutex<Vec<crate::libvirt::DiskError>>,
+    /// The hook sidecars, which may change the domain XML before each define.
+    hooks: Arc<HookSidecars>,
     /// The event forwarder's queue of notifications to the handler (weak: the forwarder ends
     /// when libvirt's connection closes, and this must not keep its queue open).
     notices: std::sync::OnceLock<tokio::sync::mpsc::WeakUnboundedSender<Notice>>,
@@ -56,7 +59,12 @@ fn failed(what: &str, e: impl std::fmt::Display) -> CmdError {
 
 impl Launcher {
     /// A handler for the VMI named in the flags.
-    pub fn new(conn: Arc<Connection>, flags: Flags, agent: Arc<AgentStore>) -> Launcher {
+    pub fn new(
+        conn: Arc<Connection>,
+        flags: Flags,
+        agent: Arc<AgentStore>,
+        hooks: Arc<HookSidecars>,
+    ) -> Launcher {
         let owner = Owner {
             namespace: flags.namespace.clone(),
             name: flags.name.clone(),
@@ -73,6 +81,7 @@ impl Launcher {
             disk_errors: std::sync::Mutex::new(Vec::new()),
             notices: std::sync::OnceLock::new(),
             agent,
+            hooks,
         }
     }
 
@@ -220,6 +229,37 @@ impl Launcher {
         Ok(domain)
     }
 
+    /// Defines the domain: its XML, passed through the hook sidecars (KubeVirt's
+    /// OnDefineDomain; what they return is defined as it came), then libvirt's define. A failing
+    /// hook fails here, before libvirt sees anything, so no half-edited domain is ever defined.
+    /// Returns the domain and when its define was sent.
+    pub(crate) async fn define(
+        &self,
+        vmi: &VirtualMachineInstance,
+        wanted: &Domain,
+    ) -> CmdResult<(DomainRef, Instant)> {
+        let xml = wanted.to_xml().map_err(|e| failed("write domain XML", e))?;
+        let xml = self
+            .hooks
+            .on_define_domain(vmi, &wanted.name, xml)
+            .await
+            .map_err(|e| failed(&format!("OnDefineDomain hook ({})", e.label()), e))?;
+        // KubeVirt's launcher logs the same line: what was defined, for reading (and for
+        // benches/compare-launchers.sh, which defines it again on a bare libvirt).
+        log::info(format_args!(
+            "Domain XML generated. Base64 dump {}",
+            base64::engine::general_purpose::STANDARD.encode(&xml)
+        ));
+        let sent = Instant::now();
+        let dom = self
+            .conn
+            .define_xml(&xml)
+            .await
+            .map_err(|e| failed("define domain", e))?;
+        log::info(format_args!("Domain defined: {}", dom.name));
+        Ok((dom, sent))
+    }
+
     /// A running domain gets only what KubeVirt changes live; disk or interface changes would be
     /// hotplug, which kvrs does not do yet: say so instead of pretending.
     async fn sync_running(&self, dom: &DomainRef, wanted: &Domain) -> CmdResult {
@@ -307,7 +347,7 @@ impl LauncherService for Launcher {
             }
         }
         let t0 = Instant::now();
-        prestart::prepare(&cmd.vmi, &wanted, &self.flags)
+        prestart::prepare(&cmd.vmi, &wanted, &self.flags, &self.hooks)
             .await
             .map_err(CmdError::Failed)?;
         network::setup_phase2(
@@ -317,20 +357,7 @@ impl LauncherService for Launcher {
             &network::dhcp::DhcpEnv::pod(),
         )
         .map_err(|e| failed("preparing the pod network failed", e))?;
-        let xml = wanted.to_xml().map_err(|e| failed("write domain XML", e))?;
-        // KubeVirt's launcher logs the same line: what was defined, for reading (and for
-        // benches/compare-launchers.sh, which defines it again on a bare libvirt).
-        log::info(format_args!(
-            "Domain XML generated. Base64 dump {}",
-            base64::engine::general_purpose::STANDARD.encode(&xml)
-        ));
-        let t1 = Instant::now();
-        let dom = self
-            .conn
-            .define_xml(&xml)
-            .await
-            .map_err(|e| failed("define domain", e))?;
-        log::info(format_args!("Domain defined: {}", dom.name));
+        let (dom, t1) = self.define(&cmd.vmi, &wanted).await?;
         let t2 = Instant::now();
         self.conn
             .create(&dom)

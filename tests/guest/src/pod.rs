@@ -94,6 +94,8 @@ pub struct MonitorCommand {
     pub binds: Vec<(PathBuf, String)>,
     /// Where libvirt-sandbox.sh keeps its masked files.
     pub sandbox_state: PathBuf,
+    /// `--hook-sidecars`: how many hook sidecars the launcher waits for.
+    pub hook_sidecars: u32,
 }
 
 impl MonitorCommand {
@@ -109,6 +111,7 @@ impl MonitorCommand {
             netns: None,
             binds: vec![(run_dir.to_path_buf(), "/run".into())],
             sandbox_state: run_dir.with_extension("sandbox"),
+            hook_sidecars: 0,
         }
     }
 
@@ -142,7 +145,8 @@ impl MonitorCommand {
                 "--grace-period-seconds",
                 &self.grace_period_seconds.to_string(),
             ])
-            .args(["--hook-sidecars", "0", "--hypervisor", "kvm"])
+            .args(["--hook-sidecars", &self.hook_sidecars.to_string()])
+            .args(["--hypervisor", "kvm"])
             .args(["--run-as-nonroot", "--allow-emulation"]);
         if self.image_volume {
             cmd.arg("--image-volume");
