@@ -667,8 +667,13 @@ fn virt_api_roles_grant_what_virt_api_uses_and_only_by_name_where_it_can() {
             "".into(),
             "secrets".into(),
             set(&["get", "patch"]),
-            set(&["kvrs-virt-api-certs"]),
+            set(&[
+                "kvrs-virt-api-certs",
+                kvrs_virt_api::subresources::vmi::HANDLER_SECRET,
+            ]),
         ),
+        // The virt-handler pod of a VMI's node, for the VMI subresources.
+        ("".into(), "pods".into(), set(&["list"]), set(&[])),
     ];
     expected.sort();
     assert_eq!(rules(&role), expected);
@@ -873,10 +878,30 @@ fn handler_daemonset_has_kubevirts_shape() {
             "--hostname-override",
             "$(NODE_NAME)",
             "--metrics-addr",
-            "0.0.0.0:8443"
+            "0.0.0.0:8443",
+            "--console-server-port",
+            "8186",
+            "--server-cert-dir",
+            "/etc/virt-handler/servercertificates"
         ])
     );
     assert_eq!(c["securityContext"]["privileged"], true);
+    // The REST server virt-api forwards the VMI subresources to: KubeVirt's port, virt-api's
+    // default `--console-server-port`, and the certificate Secret virt-api writes, mounted.
+    assert_eq!(
+        c["ports"][1],
+        json!({"name": "console", "containerPort": kvrs_virt_api::subresources::vmi::HANDLER_PORT, "protocol": "TCP"})
+    );
+    let certs = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "server-certificates")
+        .expect("server-certificates volume");
+    assert_eq!(
+        certs["secret"],
+        json!({"secretName": kvrs_virt_api::subresources::vmi::HANDLER_SECRET, "optional": true})
+    );
     // Probes on what the handler serves on --metrics-addr (not on the host network: the
     // kubelet reaches the pod IP), with KubeVirt's timings for its virt-handler.
     assert_eq!(c["ports"][0]["containerPort"], 8443);
@@ -942,6 +967,10 @@ fn handler_daemonset_has_kubevirts_shape() {
         mounts.get("/var/lib/kubevirt-node-labeller"),
         Some(&"node-labeller"),
         "the init container's machine list, where --node-labeller-dir looks by default"
+    );
+    assert_eq!(
+        mounts.get("/etc/virt-handler/servercertificates"),
+        Some(&"server-certificates")
     );
     assert_eq!(mounts.len(), volumes.len(), "every volume is mounted");
 

@@ -33,6 +33,10 @@ pub struct Flags {
     /// `127.0.0.1` when the API server calls a URL instead of the Service).
     #[arg(long, value_delimiter = ',')]
     pub tls_san: Vec<String>,
+    /// virt-handler's server port, where the VMI subresources are forwarded (KubeVirt's
+    /// `--console-server-port`); the handler pods are found in `--namespace` on the VMI's node.
+    #[arg(long, default_value_t = crate::subresources::vmi::HANDLER_PORT)]
+    pub console_server_port: u16,
     /// The Secret (in `--namespace`) holding the CA and serving certificate.
     #[arg(long, default_value = "kvrs-virt-api-certs")]
     pub cert_secret: String,

@@ -16,6 +16,8 @@ use crate::certs::{Bundle, serving_names};
 use crate::cluster::{CertSecret, ConfigurationKind, sync_api_service_ca_bundle, sync_ca_bundle};
 use crate::server::{AppState, Limits, ReloadableCert, Server};
 use crate::subresources::API_SERVICES;
+use crate::subresources::handler::{HandlerClient, sync_handler_secret};
+use crate::subresources::serve::Handlers;
 
 fn now() -> i64 {
     std::time::SystemTime::now()
@@ -53,6 +55,7 @@ pub async fn run(
         client: client.clone(),
         cert: Arc::new(ReloadableCert::default()),
         front_proxy: None,
+        handler_client: None,
     };
     let bundle = rotation
         .secret
@@ -64,11 +67,18 @@ pub async fn run(
 
     let front_proxy = Arc::new(FrontProxy::default());
     load_front_proxy(&client, &front_proxy).await;
+    let handler_client = Arc::new(HandlerClient::default());
+    publish_handler_certs(&client, &flags, &handler_client, &bundle).await;
     let state = AppState {
         config,
         accounts: flags.accounts(),
         client: Some(client.clone()),
         front_proxy: front_proxy.clone(),
+        handlers: Some(Handlers {
+            client: handler_client.clone(),
+            namespace: flags.namespace.clone(),
+            port: flags.console_server_port,
+        }),
     };
     let server = Server::bind(
         flags.listen,
@@ -79,6 +89,7 @@ pub async fn run(
     .await?;
     let rotation = Rotation {
         front_proxy: Some(front_proxy),
+        handler_client: Some(handler_client),
         ..rotation
     };
     let rotating = tokio::spawn(rotation.run(bundle));
@@ -98,6 +109,36 @@ struct Rotation {
     cert: Arc<ReloadableCert>,
     /// Re-read with the Secret: the apiserver may rotate its front-proxy CA.
     front_proxy: Option<Arc<FrontProxy>>,
+    /// virt-api's client certificate for virt-handler, re-issued when the CA changes.
+    handler_client: Option<Arc<HandlerClient>>,
+}
+
+/// Issues virt-api's client certificate for virt-handler and keeps the handler's serving
+/// certificate Secret current (errors are logged: the next round tries again; until then the
+/// VMI subresources answer what the handler call fails with).
+async fn publish_handler_certs(
+    client: &kube::Client,
+    flags: &Flags,
+    handler_client: &HandlerClient,
+    bundle: &Bundle,
+) {
+    if let Err(e) = handler_client.load(bundle, now()) {
+        warn!(
+            reason = e.label(),
+            "virt-api's client certificate for virt-handler: {e}"
+        );
+    }
+    if let Err(e) = sync_handler_secret(
+        client,
+        &flags.namespace,
+        bundle,
+        now(),
+        flags.validity().cert,
+    )
+    .await
+    {
+        warn!("virt-handler's certificate Secret: {e}");
+    }
 }
 
 /// Reads the requestheader settings into `front_proxy` (errors are logged: until they can be
@@ -164,6 +205,9 @@ impl Rotation {
                 }
             };
             self.publish_ca(&next).await;
+            if let Some(h) = &self.handler_client {
+                publish_handler_certs(&self.client, &self.flags, h, &next).await;
+            }
             if next != current {
                 match self.cert.load(&next.cert, &next.key) {
                     Ok(()) => info!(

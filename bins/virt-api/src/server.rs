@@ -159,6 +159,8 @@ pub struct AppState {
     pub client: Option<kube::Client>,
     /// The requestheader settings the subresource routes are authenticated with.
     pub front_proxy: Arc<FrontProxy>,
+    /// How the VMI subresources reach virt-handler (`None`: they answer 501).
+    pub handlers: Option<subresources::serve::Handlers>,
 }
 
 /// A bound, not yet serving, HTTPS server.
@@ -506,6 +508,16 @@ async fn aggregated(
             "virt-api has no client to read the cluster with",
         ));
     };
+    if let (Route::Vmi { .. }, Some(handlers)) = (&route, &state.handlers)
+        && let Some((code, content_type, body)) =
+            subresources::serve::vmi_request(client, handlers, &route, &method, &bytes, &user).await
+    {
+        return reply(Reply {
+            status: code,
+            content_type,
+            body,
+        });
+    }
     match subresources::serve::vm_request(client, &route, &method, &bytes, &user).await {
         Ok((code, body)) => json_reply(code, body.as_ref()),
         Err(e) => {

@@ -349,6 +349,76 @@ fn kubevirts_subresources_through_the_aggregator() {
         vm["status"]["stateChangeRequests"]
     );
 
+    // --- the VMI subresources: virt-api's preconditions through the aggregator (the calls
+    // on to a real virt-handler and its launcher: bins/virt-handler/tests/rest.rs) ---
+    let vmi_sub = |verb: &str| {
+        format!(
+            "/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachineinstances/vm1/{verb}"
+        )
+    };
+    let (ok, _, err) = kubectl(
+        &cluster,
+        &["replace", "--raw", &vmi_sub("pause"), "-f", "-"],
+        Some("{}"),
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("Operation cannot be fulfilled on virtualmachineinstance.kubevirt.io \"vm1\": VM is not running"),
+        "pause of a VMI that is not running: {err}"
+    );
+    let (ok, _, err) = kubectl(&cluster, &["get", "--raw", &vmi_sub("guestosinfo")], None);
+    assert!(!ok);
+    assert!(err.contains("VMI is not running"), "guestosinfo: {err}");
+    // Running on a node without a virt-handler pod: KubeVirt's 400.
+    must(
+        &cluster,
+        &[
+            "patch",
+            "vmi",
+            "vm1",
+            "-n",
+            "default",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"status":{"phase":"Running","nodeName":"node-without-handler"}}"#,
+        ],
+        None,
+    );
+    let (ok, _, err) = kubectl(
+        &cluster,
+        &["replace", "--raw", &vmi_sub("pause"), "-f", "-"],
+        Some("{}"),
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("No virt-handler on node node-without-handler found"),
+        "pause without a handler: {err}"
+    );
+    let (ok, _, err) = kubectl(
+        &cluster,
+        &["replace", "--raw", &vmi_sub("unpause"), "-f", "-"],
+        Some("{}"),
+    );
+    assert!(!ok);
+    assert!(err.contains("VMI is not paused"), "unpause: {err}");
+    let (ok, _, err) = kubectl(
+        &cluster,
+        &[
+            "replace",
+            "--raw",
+            "/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachineinstances/nothing/pause",
+            "-f",
+            "-",
+        ],
+        Some("{}"),
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("virtualmachineinstance.kubevirt.io \"nothing\" not found"),
+        "pause of a missing VMI: {err}"
+    );
+
     // --- straight to virt-api, without the aggregator's certificate: 401 ---
     let direct = format!(
         "https://{addr}/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachines/vm1/start"

@@ -74,6 +74,19 @@ pub struct Flags {
     /// machine-type labels are left alone.
     #[arg(long, default_value = "/var/lib/kubevirt-node-labeller")]
     pub node_labeller_dir: PathBuf,
+    /// Port of the REST server virt-api forwards the VMI subresources to (`pause`,
+    /// `unpause`, `softreboot`, `guestosinfo`, ...; KubeVirt's `--console-server-port`, 8186 in
+    /// its DaemonSet). Without it the server is not started (`kvrs run` and tests that do not
+    /// need it bind nothing).
+    #[arg(long)]
+    pub console_server_port: Option<u16>,
+    /// Address the REST server listens on (KubeVirt's `--listen-address`).
+    #[arg(long, default_value = "0.0.0.0")]
+    pub listen_address: std::net::IpAddr,
+    /// Directory holding the REST server's `tls.crt`, `tls.key` and the client CA `ca.crt`
+    /// (the Secret `kvrs-virt-handler-certs` virt-api issues, mounted); re-read while running.
+    #[arg(long, default_value = "/etc/virt-handler/servercertificates")]
+    pub server_cert_dir: PathBuf,
     /// Log lines on stderr: `text` (coloured only on a terminal) or `json` (one object a line).
     #[arg(long, default_value = "text")]
     pub log_format: kvrs_runtime::kube::setup::LogFormat,

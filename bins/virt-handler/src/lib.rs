@@ -5,7 +5,8 @@
 //! What each sync does is decided by `kvrs_decide::handler`, from facts gathered by
 //! `kvrs_runtime::world::handler_inputs` (the simulator's too), and executed by `kvrs-runtime`;
 //! the node-side preparation (pod network, devices, container disks) is `kvrs-node`; the
-//! kubelet's device plugins for KubeVirt's device resources are [`device_plugins`].
+//! kubelet's device plugins for KubeVirt's device resources are [`device_plugins`]; the REST
+//! server virt-api forwards the VMI subresources to is [`rest`].
 
 mod config;
 pub mod device_plugins;
@@ -17,6 +18,7 @@ mod metrics;
 mod node_labeller;
 mod options;
 mod podcache;
+pub mod rest;
 mod sync;
 mod vmis;
 
@@ -124,6 +126,31 @@ pub async fn run(
         api.clone(),
     ));
 
+    // virt-api's way to this node's launchers (pause, guest-agent queries), when asked for.
+    let rest = match flags.console_server_port {
+        Some(port) => {
+            let source = Arc::new(rest::server::NodeVmis {
+                store: vmis.clone(),
+                node: node.clone(),
+                pods_dir: flags.pods_dir.clone(),
+            });
+            let addr = std::net::SocketAddr::new(flags.listen_address, port);
+            let server = rest::server::RestServer::bind(addr, source)
+                .await
+                .with_context(|| format!("binding the REST server on {addr}"))?;
+            let certs = tokio::spawn({
+                let (dir, tls) = (flags.server_cert_dir.clone(), server.tls());
+                async move { rest::server::watch_certs(&dir, tls).await }
+            });
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let serving = tokio::spawn(server.run(async move {
+                let _ = stopped.await;
+            }));
+            Some((stop, serving, certs))
+        }
+        None => None,
+    };
+
     let handler = Arc::new(Handler {
         node: node.clone(),
         vmis,
@@ -171,6 +198,11 @@ pub async fn run(
 
     shutdown.await;
     info!("stopping");
+    if let Some((stop, serving, certs)) = rest {
+        certs.abort();
+        let _ = stop.send(());
+        let _ = serving.await;
+    }
     heartbeat.abort();
     resync.abort();
     events_task.abort();

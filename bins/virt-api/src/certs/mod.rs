@@ -67,6 +67,12 @@ fn renew_at(info: &CertInfo) -> i64 {
     info.not_after - life / 5
 }
 
+/// Whether a leaf certificate (PEM) must be issued again at `now`: unreadable, or a fifth of
+/// its life or less left (the rule the serving certificate follows).
+pub fn leaf_due(cert_pem: &str, now: i64) -> bool {
+    info(cert_pem, TLS_CERT).map_or(true, |i| now >= renew_at(&i))
+}
+
 /// The CA and serving certificate, PEM.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Bundle {
@@ -278,6 +284,43 @@ pub fn issue(
     now: i64,
     validity: Duration,
 ) -> Result<(String, String), CertError> {
+    let common_name = names.first().map_or("kvrs-virt-api", String::as_str);
+    issue_for(
+        ca_cert,
+        ca_key,
+        &Leaf {
+            names,
+            common_name,
+            client: false,
+        },
+        now,
+        validity,
+    )
+}
+
+/// What a certificate signed by the CA is for.
+#[derive(Clone, Copy, Debug)]
+pub struct Leaf<'a> {
+    /// Its DNS names or IP addresses.
+    pub names: &'a [String],
+    /// Its subject's common name.
+    pub common_name: &'a str,
+    /// A client certificate (`clientAuth`) rather than a serving one (`serverAuth`): the
+    /// two are kept apart so that virt-handler's serving certificate cannot be used to call
+    /// another handler as if it were virt-api.
+    pub client: bool,
+}
+
+/// A certificate for `leaf` signed by the CA (`ca_cert`, `ca_key`), valid from `now` for
+/// `validity` but never past the CA.
+pub fn issue_for(
+    ca_cert: &str,
+    ca_key: &str,
+    leaf: &Leaf<'_>,
+    now: i64,
+    validity: Duration,
+) -> Result<(String, String), CertError> {
+    let names = leaf.names;
     let ca = info(ca_cert, CA_CERT)?;
     let ca_signer = KeyPair::from_pem(ca_key)?;
     let name = ca.common_name.clone().ok_or(CertError::Unreadable {
@@ -292,15 +335,18 @@ pub fn issue(
     );
     let key = KeyPair::generate()?;
     let mut params = CertificateParams::new(names.to_vec())?;
-    params.distinguished_name.push(
-        DnType::CommonName,
-        names.first().map_or("kvrs-virt-api", String::as_str),
-    );
+    params
+        .distinguished_name
+        .push(DnType::CommonName, leaf.common_name);
     params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
     ];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.extended_key_usages = vec![if leaf.client {
+        ExtendedKeyUsagePurpose::ClientAuth
+    } else {
+        ExtendedKeyUsagePurpose::ServerAuth
+    }];
     params.use_authority_key_identifier_extension = true;
     params.not_before = time_of(now - BACKDATE);
     params.not_after = time_of(now.saturating_add(secs(validity)).min(ca.not_after));

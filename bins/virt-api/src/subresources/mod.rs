@@ -3,7 +3,10 @@
 //! ([`vm`]); the reads and writes around them are in [`serve`] (feature `server`).
 
 pub mod vm;
+pub mod vmi;
 
+#[cfg(feature = "server")]
+pub mod handler;
 #[cfg(feature = "server")]
 pub mod serve;
 
@@ -67,28 +70,48 @@ pub struct ApiError {
     pub message: String,
     /// `details.name` (the object), if any.
     pub name: Option<String>,
+    /// `details.kind` with `name`: `virtualmachine` or `virtualmachineinstance`.
+    pub kind: &'static str,
 }
 
 impl ApiError {
     /// `errors.NewConflict(v1.Resource("virtualmachine"), name, err)`.
     pub fn conflict(name: &str, message: &str) -> ApiError {
+        ApiError::conflict_on("virtualmachine", name, message)
+    }
+
+    /// `errors.NewConflict(v1.Resource(kind), name, err)`.
+    pub fn conflict_on(kind: &'static str, name: &str, message: &str) -> ApiError {
         ApiError {
             code: 409,
             reason: "Conflict",
             message: format!(
-                "Operation cannot be fulfilled on virtualmachine.kubevirt.io \"{name}\": {message}"
+                "Operation cannot be fulfilled on {kind}.kubevirt.io \"{name}\": {message}"
             ),
             name: Some(name.into()),
+            kind,
+        }
+    }
+
+    /// `errors.NewForbidden(v1.Resource(kind), name, err)`.
+    pub fn forbidden_on(kind: &'static str, name: &str, message: &str) -> ApiError {
+        ApiError {
+            code: 403,
+            reason: "Forbidden",
+            message: format!("{kind}.kubevirt.io \"{name}\" is forbidden: {message}"),
+            name: Some(name.into()),
+            kind,
         }
     }
 
     /// `errors.NewNotFound(v1.Resource(resource), name)`.
-    pub fn not_found(resource: &str, name: &str) -> ApiError {
+    pub fn not_found(resource: &'static str, name: &str) -> ApiError {
         ApiError {
             code: 404,
             reason: "NotFound",
             message: format!("{resource}.kubevirt.io \"{name}\" not found"),
             name: Some(name.into()),
+            kind: resource,
         }
     }
 
@@ -99,6 +122,7 @@ impl ApiError {
             reason: "BadRequest",
             message: message.into(),
             name: None,
+            kind: "",
         }
     }
 
@@ -109,6 +133,7 @@ impl ApiError {
             reason: "InternalError",
             message: format!("Internal error occurred: {message}"),
             name: None,
+            kind: "",
         }
     }
 
@@ -119,6 +144,7 @@ impl ApiError {
             reason: "Unauthorized",
             message: message.into(),
             name: None,
+            kind: "",
         }
     }
 
@@ -129,6 +155,7 @@ impl ApiError {
             reason: "Forbidden",
             message: message.into(),
             name: None,
+            kind: "",
         }
     }
 
@@ -139,6 +166,7 @@ impl ApiError {
             reason,
             message: message.into(),
             name: None,
+            kind: "",
         }
     }
 
@@ -147,8 +175,7 @@ impl ApiError {
         let mut status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
             "status": "Failure", "message": self.message, "reason": self.reason, "code": self.code});
         if let Some(name) = &self.name {
-            status["details"] =
-                json!({"name": name, "group": "kubevirt.io", "kind": "virtualmachine"});
+            status["details"] = json!({"name": name, "group": "kubevirt.io", "kind": self.kind});
         }
         status
     }

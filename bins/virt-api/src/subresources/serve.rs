@@ -1,6 +1,6 @@
 //! The subresource requests against the cluster: the VM and its VMI read, [`super::vm`]'s
 //! decision written as JSON patches (never a full update), KubeVirt's answers (202 on success,
-//! a `Status` otherwise).
+//! a `Status` otherwise); the VMI requests forwarded to the VMI's virt-handler ([`vmi_request`]).
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
@@ -8,6 +8,7 @@ use serde_json::Value;
 use tracing::info;
 
 use super::vm::{self, Plan, Target};
+use super::vmi;
 use super::{ApiError, Route};
 use crate::auth::User;
 
@@ -127,4 +128,168 @@ async fn patch(
             ApiError::internal(&text)
         }
     })
+}
+
+/// Where virt-handler runs and how virt-api reaches it.
+pub struct Handlers {
+    /// The mTLS client.
+    pub client: std::sync::Arc<super::handler::HandlerClient>,
+    /// virt-handler's namespace (KubeVirt's install namespace).
+    pub namespace: String,
+    /// Its server port (KubeVirt's `consoleServerPort`, 8186).
+    pub port: u16,
+}
+
+/// A VMI route's answer: status, content type and body (KubeVirt answers a `GET` action's
+/// failure as plain text).
+pub type VmiAnswer = (u16, &'static str, Vec<u8>);
+
+fn status_answer(e: &ApiError) -> VmiAnswer {
+    (
+        e.code,
+        "application/json",
+        serde_json::to_vec(&e.body()).unwrap_or_default(),
+    )
+}
+
+/// Serves a VMI route: `None` when it is not one kvrs forwards (the caller answers 501).
+pub async fn vmi_request(
+    client: &kube::Client,
+    handlers: &Handlers,
+    route: &Route,
+    method: &str,
+    body: &[u8],
+    user: &User,
+) -> Option<VmiAnswer> {
+    let Route::Vmi {
+        namespace,
+        name,
+        subresource,
+    } = route
+    else {
+        return None;
+    };
+    let request = match vmi::Request::read(subresource, method, body)? {
+        Ok(r) => r,
+        Err(e) => return Some(status_answer(&e)),
+    };
+    let key = format!("{namespace}/{name}");
+    let outcome = forward(client, handlers, namespace, name, &request, body).await;
+    Some(match outcome {
+        Ok((status, json)) => {
+            info!(vmi = %key, user = %user.name, dry_run = request.dry_run, status, "{subresource}");
+            (status, "application/json", json)
+        }
+        Err(e) => {
+            info!(vmi = %key, user = %user.name, code = e.code, "{subresource} refused: {}", e.message);
+            if request.action.is_get() {
+                let (code, text) = vmi::get_failure(&e);
+                (code, "text/plain; charset=utf-8", text.into_bytes())
+            } else {
+                status_answer(&e)
+            }
+        }
+    })
+}
+
+/// The VMI (and VM) read, the preconditions, the handler found and called.
+async fn forward(
+    client: &kube::Client,
+    handlers: &Handlers,
+    namespace: &str,
+    name: &str,
+    request: &vmi::Request,
+    body: &[u8],
+) -> Result<(u16, Vec<u8>), ApiError> {
+    let action = request.action;
+    if action == vmi::Action::Unpause {
+        let vms = api(client, namespace, "VirtualMachine", "virtualmachines");
+        let vm = get(&vms, name).await?;
+        vmi::check_vm(action, name, vm.as_ref())?;
+    }
+    let vmis = api(
+        client,
+        namespace,
+        "VirtualMachineInstance",
+        "virtualmachineinstances",
+    );
+    let vmi = get(&vmis, name)
+        .await?
+        .ok_or_else(|| ApiError::not_found("virtualmachineinstance", name))?;
+    vmi::validate(action, &vmi)?;
+    let called = call_handler(client, handlers, namespace, name, request, body, &vmi).await;
+    match called {
+        Err(e) if action == vmi::Action::Reset => Err(vmi::reset_failure(e, &vmi)),
+        other => other,
+    }
+}
+
+/// The handler of the VMI's node found and called.
+async fn call_handler(
+    client: &kube::Client,
+    handlers: &Handlers,
+    namespace: &str,
+    name: &str,
+    request: &vmi::Request,
+    body: &[u8],
+    vmi: &Value,
+) -> Result<(u16, Vec<u8>), ApiError> {
+    let action = request.action;
+    let node = vmi["status"]["nodeName"].as_str().unwrap_or_default();
+    let pods = handler_pods(client, &handlers.namespace, node).await?;
+    let address = vmi::handler_address(vmi, &pods, handlers.port)?;
+    if request.dry_run {
+        return Ok((200, Vec::new()));
+    }
+    let forwarded = if action.forwards_body() {
+        body.to_vec()
+    } else {
+        Vec::new()
+    };
+    let answer = handlers
+        .client
+        .call(
+            &address,
+            action.method(),
+            &action.handler_path(namespace, name),
+            forwarded,
+        )
+        .await
+        .map_err(|e| ApiError::internal(&e.to_string()))?;
+    if !(200..300).contains(&answer.status) {
+        return Err(ApiError::internal(&vmi::handler_failure(
+            answer.status,
+            &answer.reason,
+            String::from_utf8_lossy(&answer.body).trim_end(),
+        )));
+    }
+    if !action.is_get() {
+        // KubeVirt's PUT handler writes nothing on success: an empty 200.
+        return Ok((200, Vec::new()));
+    }
+    // The handler's JSON, checked to be JSON as KubeVirt's decode into the typed answer does.
+    serde_json::from_slice::<Value>(&answer.body)
+        .map(|v| (200, serde_json::to_vec(&v).unwrap_or_default()))
+        .map_err(|e| ApiError::internal(&e.to_string()))
+}
+
+/// The virt-handler pods on `node` (KubeVirt's field and label selectors).
+async fn handler_pods(
+    client: &kube::Client,
+    namespace: &str,
+    node: &str,
+) -> Result<Vec<Value>, ApiError> {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), namespace);
+    let params = kube::api::ListParams::default()
+        .labels(vmi::HANDLER_LABEL)
+        .fields(&format!("spec.nodeName={node}"));
+    let list = pods
+        .list(&params)
+        .await
+        .map_err(|e| ApiError::bad_request(&e.to_string()))?;
+    Ok(list
+        .items
+        .iter()
+        .filter_map(|p| serde_json::to_value(p).ok())
+        .collect())
 }
