@@ -25,157 +25,20 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::kubectl_json;
-use kvrs_test_cluster::{NODE_NAME, Options, RealNode, TestCluster, wait_for};
+use common::real_node::{Deployed, allocatable, kubevirt_cr, node_schedulable, qemu_processes};
+use kvrs_test_cluster::{NODE_NAME, wait_for};
 use kvrs_test_guest::pod::{is_root, repo_root};
 use serde_json::Value;
 
 const NS: &str = "kvrs-real-node";
 /// The port the guest's busybox httpd listens on (started from its cloud-init user-data).
 const GUEST_PORT: u16 = 8080;
-/// The directories on the host that virt-handler's DaemonSet mounts (created by the kubelet).
-const HOST_DIRS: [&str; 3] = [
-    "/var/run/kubevirt",
-    "/var/run/kubevirt-private",
-    "/var/run/kubevirt-libvirt-runtimes",
-];
-
-/// kvrs's images for this tree, built by `scripts/images.sh` from the test build's binaries.
-fn build_images() -> Vec<PathBuf> {
-    let started = Instant::now();
-    let out = Command::new("bash")
-        .arg(repo_root().join("scripts/images.sh"))
-        .env("KVRS_IMAGE_PROFILE", "dev")
-        .current_dir(repo_root())
-        .output()
-        .expect("running scripts/images.sh");
-    assert!(
-        out.status.success(),
-        "scripts/images.sh failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let archives: Vec<PathBuf> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.ends_with(".tar"))
-        .map(PathBuf::from)
-        .collect();
-    assert!(
-        archives.len() >= 6,
-        "scripts/images.sh printed the archives of the controller, virt-api, handler, launcher and guest \
-         images: {archives:?}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!(
-        "images built in {:.1} s:\n{}",
-        started.elapsed().as_secs_f64(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    archives
-}
-
-struct Deployed {
-    cluster: TestCluster,
-    node: Option<RealNode>,
-}
-
 impl Deployed {
-    fn kubectl_ok(&self, args: &[&str]) -> String {
-        let out = self.cluster.kubectl(args);
-        assert!(
-            out.status.success(),
-            "kubectl {}: {}\n{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr),
-            self.logs()
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn logs(&self) -> String {
-        let objects = self
-            .cluster
-            .kubectl(["get", "vm,vmi,pods,ds,deploy", "-A", "-o", "wide"]);
-        let events = self.cluster.kubectl(["get", "events", "-A"]);
-        let mut text = format!(
-            "{}\n{}",
-            String::from_utf8_lossy(&objects.stdout),
-            String::from_utf8_lossy(&events.stdout)
-        );
-        for (what, selector) in [
-            ("virt-controller", "kubevirt.io=virt-controller"),
-            ("virt-api", "kubevirt.io=virt-api"),
-            ("virt-handler", "kubevirt.io=virt-handler"),
-        ] {
-            let out = self.cluster.kubectl([
-                "logs",
-                "-n",
-                "kubevirt",
-                "-l",
-                selector,
-                "--tail",
-                "40",
-                "--all-containers",
-            ]);
-            text.push_str(&format!(
-                "\n--- {what}\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        let out = self.cluster.kubectl([
-            "logs",
-            "-n",
-            NS,
-            "-l",
-            "kubevirt.io=virt-launcher",
-            "--tail",
-            "40",
-            "--all-containers",
-        ]);
-        text.push_str(&format!(
-            "\n--- virt-launcher\n{}",
-            String::from_utf8_lossy(&out.stdout)
-        ));
-        if let Some(node) = &self.node {
-            text.push_str(&format!(
-                "\n--- kubelet\n{}",
-                node.log_tail(kvrs_test_cluster::NodeComponent::Kubelet, 30)
-            ));
-        }
-        text
-    }
-
-    fn wait_ready(&self) {
-        for (kind, name) in [
-            ("deployment", "kvrs-virt-controller"),
-            ("deployment", "kvrs-virt-api"),
-            ("daemonset", "kvrs-virt-handler"),
-        ] {
-            wait_for(
-                &format!("{kind}/{name} ready through its probes"),
-                Duration::from_secs(240),
-                || {
-                    let o = kubectl_json(&self.cluster, &["get", kind, "-n", "kubevirt", name])?;
-                    let status = &o["status"];
-                    let ready = match kind {
-                        "deployment" => status["readyReplicas"].as_u64(),
-                        _ => status["numberReady"].as_u64(),
-                    };
-                    let wanted = match kind {
-                        "deployment" => o["spec"]["replicas"].as_u64(),
-                        _ => status["desiredNumberScheduled"].as_u64(),
-                    };
-                    (ready.is_some() && ready == wanted && wanted > Some(0)).then_some(())
-                },
-                || self.logs(),
-            );
-        }
-    }
-
     fn apply_vm(&self) {
         let hello = "              KVRS-E2E: hello from cloud-init";
         let vm = std::fs::read_to_string(repo_root().join("fixtures/run/guest-vm.yaml"))
@@ -234,24 +97,7 @@ impl Deployed {
             "the KubeVirt CR with useEmulation: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        for (what, selector) in [
-            ("virt-controller", "kubevirt.io=virt-controller"),
-            ("virt-handler", "kubevirt.io=virt-handler"),
-        ] {
-            wait_for(
-                &format!("{what} taking useEmulation from the CR, live"),
-                Duration::from_secs(60),
-                || {
-                    let out = self
-                        .cluster
-                        .kubectl(["logs", "-n", "kubevirt", "-l", selector, "--tail", "-1"]);
-                    String::from_utf8_lossy(&out.stdout)
-                        .contains("use_emulation=true")
-                        .then_some(())
-                },
-                || self.logs(),
-            );
-        }
+        self.wait_emulation_taken();
     }
 
     /// virt-api, deployed from bins/deploy/virt-api, answers as KubeVirt's: a VM KubeVirt
@@ -388,20 +234,6 @@ impl Deployed {
     }
 }
 
-/// PIDs of QEMU processes on the machine (launcher pods share its kernel).
-fn qemu_processes() -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
-            comm.trim().starts_with("qemu-system").then_some(pid)
-        })
-        .collect()
-}
-
 /// A plain HTTP/1.0 GET over TCP; the body when the server answered 200.
 fn http_get(ip: &str, port: u16, path: &str) -> Option<String> {
     use std::io::{Read, Write};
@@ -415,20 +247,6 @@ fn http_get(ip: &str, port: u16, path: &str) -> Option<String> {
     let status = head.lines().next()?;
     (status.starts_with("HTTP/1.") && status.split_whitespace().nth(1) == Some("200"))
         .then(|| body.to_string())
-}
-
-/// The KubeVirt CR README's "On a cluster" applies (`fixtures/cluster/kubevirt-cr.yaml`: the
-/// ImageVolume gate), with `useEmulation` where KVM does not run guests (as its comment says).
-fn kubevirt_cr(use_emulation: bool) -> String {
-    let cr = std::fs::read_to_string(repo_root().join("fixtures/cluster/kubevirt-cr.yaml"))
-        .expect("fixtures/cluster/kubevirt-cr.yaml");
-    let marker = "    developerConfiguration:\n";
-    assert!(cr.contains(marker), "the CR has a developerConfiguration");
-    if use_emulation {
-        cr.replace(marker, &format!("{marker}      useEmulation: true\n"))
-    } else {
-        cr
-    }
 }
 
 #[test]
@@ -446,79 +264,15 @@ fn the_shipped_manifests_run_on_a_real_node_and_a_vm_boots_there() {
         }
     );
     let kvm = kvm.is_ok();
-    let archives = build_images();
-
-    let cluster = TestCluster::start_for_node(Options::full()).expect("the control plane");
-    let node = RealNode::start(&cluster).expect("the real node");
-    for dir in HOST_DIRS {
-        node.remove_on_teardown(Path::new(dir))
-            .expect("registering a host directory for teardown");
-    }
-    // virt-handler mounts it Bidirectional (container disks and hotplug reach the launchers).
-    node.share_on_host(Path::new(HOST_DIRS[0]))
-        .expect("a shared mount for /var/run/kubevirt");
-    for archive in &archives {
-        node.import_image(archive)
-            .unwrap_or_else(|e| panic!("importing {}: {e}", archive.display()));
-    }
-    let deployed = Deployed {
-        cluster,
-        node: Some(node),
-    };
-
-    // The operator's commands (README, "On a cluster"): CRDs, then both components, unchanged.
-    let deploy = repo_root().join("bins/deploy");
-    deployed
-        .cluster
-        .install_kubevirt_crds(&deploy)
-        .expect("kvrs's CRDs");
-    for dir in ["virt-controller", "virt-handler", "virt-api"] {
-        deployed.kubectl_ok(&["apply", "-f", deploy.join(dir).to_str().unwrap()]);
-    }
-    // With virt-api in front, the controller stores the VMIs it creates as they are and lets
-    // the webhook admit them (bins/deploy/README.md, "Apply").
-    deployed.kubectl_ok(&[
-        "-n",
-        "kubevirt",
-        "patch",
-        "deployment",
-        "kvrs-virt-controller",
-        "--type",
-        "json",
-        "--patch-file",
-        deploy
-            .join("patches/virt-controller-webhooks.patch.json")
-            .to_str()
-            .unwrap(),
-    ]);
-    let out = deployed
-        .cluster
-        .kubectl_with_stdin(["apply", "-f", "-"], &kubevirt_cr(false));
-    assert!(
-        out.status.success(),
-        "the KubeVirt CR: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    deployed.wait_ready();
+    let deployed = Deployed::start(NS, false);
     deployed.virt_api_refuses_what_kubevirt_refuses();
 
     // virt-handler's device plugins: tun is allocatable, KVM where it runs guests; vhost-net,
     // absent on this kernel, is not.
-    let allocatable = |n: &Value, r: &str| {
-        n["status"]["allocatable"][format!("devices.kubevirt.io/{r}")]
-            .as_str()
-            .is_some_and(|q| q != "0")
-    };
     let node_obj = wait_for(
         "the node schedulable with KubeVirt's devices from virt-handler's device plugins",
         Duration::from_secs(120),
-        || {
-            kubectl_json(&deployed.cluster, &["get", "node", NODE_NAME]).filter(|n| {
-                n["metadata"]["labels"]["kubevirt.io/schedulable"] == "true"
-                    && allocatable(n, "tun")
-                    && n["status"]["capacity"]["devices.kubevirt.io/kvm"].is_string()
-            })
-        },
+        || kubectl_json(&deployed.cluster, &["get", "node", NODE_NAME]).filter(node_schedulable),
         || deployed.logs(),
     );
     assert_eq!(

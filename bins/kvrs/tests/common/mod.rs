@@ -17,6 +17,8 @@ use kvrs_test_cluster::{Options, TestCluster, free_loopback_port, wait_for};
 use kvrs_test_guest::pod::{launcher_binaries, repo_root, target_dir, workspace_binary};
 use serde_json::Value;
 
+pub mod real_node;
+
 pub const NODE: &str = "kvrs-cluster-node";
 pub const NS: &str = "kvrs-cluster";
 
