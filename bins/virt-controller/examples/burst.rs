@@ -33,21 +33,19 @@
 //!     --controller target/release/virt-controller
 //! ```
 
-use std::collections::{BTreeMap, HashSet};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta, PostParams};
+use kube::api::{Api, DynamicObject, PartialObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::watcher;
 use kvrs_test_cluster::{Options, TestCluster, free_loopback_port};
-use serde_json::{Value, json};
+use serde_json::json;
 
 #[path = "burst/cpu.rs"]
 mod cpu;
@@ -59,8 +57,15 @@ mod queues;
 mod raw_pairs;
 #[path = "burst/reconciles.rs"]
 mod reconciles;
+#[path = "burst/shared.rs"]
+mod shared;
 #[path = "burst/single.rs"]
 mod single;
+
+use shared::{
+    ControllerProc, Requests, controller_log_tail, count, http_status, kubectl_ok,
+    kubevirt_resource, request_totals, root, vm, watch_names, write_deltas, writes_of,
+};
 
 /// The burst benchmark's flags.
 #[derive(Debug, Parser)]
@@ -94,35 +99,6 @@ struct Args {
 
 const VM_NS: &str = "burst-vms";
 const RAW_NS: &str = "burst-raw";
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The controller process; killed on drop (also on an error path).
-struct ControllerProc(Child);
-
-impl Drop for ControllerProc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn kubectl_ok(cluster: &TestCluster, args: &[&str], stdin: Option<&str>) -> Result<Vec<u8>> {
-    let out = match stdin {
-        Some(s) => cluster.kubectl_with_stdin(args, s),
-        None => cluster.kubectl(args),
-    };
-    if !out.status.success() {
-        bail!(
-            "kubectl {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(out.stdout)
-}
 
 /// CRDs, RBAC and the Node, as `tests/support/mod.rs` applies them.
 fn set_up(cluster: &TestCluster) -> Result<()> {
@@ -169,172 +145,6 @@ fn set_up(cluster: &TestCluster) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The small VM of the e2e tests (`support::vm`), in namespace `ns`.
-fn vm(name: &str, ns: &str) -> Value {
-    json!({
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachine",
-        "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
-        "spec": {
-            "runStrategy": "Always",
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "domain": {
-                        "memory": {"guest": "128Mi"},
-                        "devices": {
-                            "disks": [{"name": "root", "disk": {"bus": "virtio"}}],
-                            "interfaces": [{"name": "default", "masquerade": {}}],
-                        },
-                    },
-                    "networks": [{"name": "default", "pod": {}}],
-                    "terminationGracePeriodSeconds": 0,
-                    "volumes": [{"name": "root",
-                        "containerDisk": {"image": "quay.io/containerdisks/busybox:1.36"}}],
-                },
-            },
-        },
-    })
-}
-
-fn kubevirt_resource(kind: &str) -> ApiResource {
-    ApiResource::from_gvk(&GroupVersionKind::gvk("kubevirt.io", "v1", kind))
-}
-
-/// `apiserver_request_total` by (verb, group, resource, subresource), summed over the other
-/// labels (code, scope, component, ...).
-type Requests = BTreeMap<(String, String, String, String), f64>;
-
-fn request_totals(cluster: &TestCluster) -> Result<Requests> {
-    let text = kubectl_ok(cluster, &["get", "--raw", "/metrics"], None)?;
-    let text = String::from_utf8_lossy(&text);
-    let mut out = Requests::new();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
-            continue;
-        };
-        let Some((labels, value)) = rest.rsplit_once("} ") else {
-            continue;
-        };
-        let Ok(value) = value.trim().parse::<f64>() else {
-            continue;
-        };
-        let mut get = BTreeMap::new();
-        for pair in labels.split("\",") {
-            if let Some((k, v)) = pair.split_once("=\"") {
-                get.insert(k, v.trim_end_matches('"'));
-            }
-        }
-        let l = |k: &str| get.get(k).copied().unwrap_or_default().to_string();
-        *out.entry((l("verb"), l("group"), l("resource"), l("subresource")))
-            .or_default() += value;
-    }
-    Ok(out)
-}
-
-fn is_write(verb: &str) -> bool {
-    matches!(
-        verb,
-        "POST" | "PUT" | "PATCH" | "DELETE" | "APPLY" | "DELETECOLLECTION"
-    )
-}
-
-/// Write deltas between two samples, without Lease writes.
-fn write_deltas(before: &Requests, after: &Requests) -> Requests {
-    after
-        .iter()
-        .filter(|((verb, _, resource, _), _)| is_write(verb) && resource != "leases")
-        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or_default()))
-        .filter(|(_, d)| *d > 0.0)
-        .collect()
-}
-
-/// Names seen by a metadata watch, and when the count first reached the target.
-#[derive(Default)]
-struct Seen {
-    names: HashSet<String>,
-    reached: Option<Instant>,
-}
-
-fn watch_names<K>(
-    api: Api<PartialObjectMeta<K>>,
-    cfg: watcher::Config,
-    target: usize,
-) -> Arc<Mutex<Seen>>
-where
-    K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
-{
-    let seen = Arc::new(Mutex::new(Seen::default()));
-    let s = seen.clone();
-    tokio::spawn(async move {
-        let mut stream = watcher::watcher(api, cfg).boxed();
-        loop {
-            match stream.try_next().await {
-                Ok(Some(ev)) => {
-                    let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
-                    match ev {
-                        watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
-                            if let Some(n) = o.metadata.name {
-                                s.names.insert(n);
-                            }
-                        }
-                        watcher::Event::Delete(o) => {
-                            if let Some(n) = o.metadata.name {
-                                s.names.remove(&n);
-                            }
-                        }
-                        _ => {}
-                    }
-                    if s.reached.is_none() && s.names.len() >= target {
-                        s.reached = Some(Instant::now());
-                    }
-                }
-                Ok(None) => break,
-                // The watcher retries by itself on the next poll; don't spin.
-                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-            }
-        }
-    });
-    seen
-}
-
-fn count(seen: &Mutex<Seen>) -> (usize, Option<Instant>) {
-    let s = seen.lock().unwrap_or_else(|e| e.into_inner());
-    (s.names.len(), s.reached)
-}
-
-fn controller_log_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(40)..].join("\n")
-}
-
-fn http_status(port: u16, path: &str) -> u16 {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return 0;
-    };
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    if write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .is_err()
-    {
-        return 0;
-    }
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok();
-    text.split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0)
-}
-
-fn writes_of(before: &Requests, after: &Requests) -> f64 {
-    write_deltas(before, after).values().sum()
 }
 
 #[tokio::main]

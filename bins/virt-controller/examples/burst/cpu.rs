@@ -94,6 +94,14 @@ impl Watch {
         }
     }
 
+    /// CPU seconds of the process labelled `name` between `a` and `b`.
+    #[allow(dead_code)] // the side-by-side example's; burst prints the whole table
+    pub fn seconds(&self, name: &str, a: &Sample, b: &Sample) -> Option<f64> {
+        let start = a.processes.get(name)?;
+        let end = b.processes.get(name)?;
+        Some(end.saturating_sub(*start) as f64 / self.tick)
+    }
+
     /// Prints each process's CPU seconds and cores used between `a` and `b`, and the machine's.
     pub fn print(&self, title: &str, a: &Sample, b: &Sample) {
         let wall = b.at.duration_since(a.at).as_secs_f64().max(1e-9);
