@@ -12,7 +12,9 @@
 //!
 //! A VM in the style of KubeVirt's user guide (container disk, cloud-init NoCloud, masquerade)
 //! boots: Running, a DHCP lease, the guest answers ping and a TCP connection on the pod IP from
-//! the host; stop / start through the subresource API (`PUT .../virtualmachines/guest/stop`, as
+//! the host; pause / unpause through the subresource API (virt-api forwards them to the
+//! virt-handler pod of the node over mutual TLS; the VMI gets and loses its `Paused` condition);
+//! stop / start through the subresource API (`PUT .../virtualmachines/guest/stop`, as
 //! virtctl sends it, through kube-apiserver's aggregator to virt-api) and `kubectl delete` leave
 //! nothing behind.
 //!
@@ -132,9 +134,14 @@ impl Deployed {
 
     /// `PUT` of a VM subresource (`start`, `stop`) through kube-apiserver, as virtctl sends it.
     fn subresource(&self, verb: &str) {
-        let path = format!(
-            "/apis/subresources.kubevirt.io/v1/namespaces/{NS}/virtualmachines/guest/{verb}"
-        );
+        self.subresource_of("virtualmachines", verb);
+    }
+
+    /// `PUT` of a subresource of the VM or VMI `guest` (`resource`: `virtualmachines` or
+    /// `virtualmachineinstances`) through kube-apiserver, as virtctl sends it.
+    fn subresource_of(&self, resource: &str, verb: &str) {
+        let path =
+            format!("/apis/subresources.kubevirt.io/v1/namespaces/{NS}/{resource}/guest/{verb}");
         let out = self
             .cluster
             .kubectl_with_stdin(["replace", "--raw", &path, "-f", "-"], "{}");
@@ -346,6 +353,40 @@ fn the_shipped_manifests_run_on_a_real_node_and_a_vm_boots_there() {
         vmi["status"]["interfaces"][0]["ipAddress"]
     );
     report_rss(&deployed);
+
+    // Pause and unpause as `virtctl pause|unpause vmi` do: kube-apiserver -> virt-api ->
+    // the virt-handler pod of the VMI's node (mutual TLS, port 8186) -> the launcher; the
+    // handler's status update writes and clears the `Paused` condition.
+    let paused = |want: bool| {
+        move |v: &Value| {
+            let is_paused = v["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Paused" && c["status"] == "True")
+            });
+            is_paused == want
+        }
+    };
+    deployed.subresource_of("virtualmachineinstances", "pause");
+    let vmi_paused = wait_for(
+        "the VMI Paused (virt-api -> virt-handler -> launcher)",
+        Duration::from_secs(120),
+        || kubectl_json(&deployed.cluster, &["get", "vmi", "-n", NS, "guest"]).filter(paused(true)),
+        || deployed.logs(),
+    );
+    assert_eq!(
+        vmi_paused["status"]["phase"], "Running",
+        "a paused VMI stays Running"
+    );
+    deployed.subresource_of("virtualmachineinstances", "unpause");
+    wait_for(
+        "the Paused condition gone after unpause",
+        Duration::from_secs(120),
+        || {
+            kubectl_json(&deployed.cluster, &["get", "vmi", "-n", NS, "guest"])
+                .filter(paused(false))
+        },
+        || deployed.logs(),
+    );
 
     // Stop and start as `virtctl stop|start` do: through the aggregated subresource API,
     // kube-apiserver -> the kvrs-virt-api Service -> virt-api.
