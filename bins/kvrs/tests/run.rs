@@ -418,3 +418,22 @@ fn a_manifest_kubevirt_would_refuse_is_refused_before_anything_starts() {
     assert!(stderr.contains("memory"), "names the field: {stderr}");
     assert!(!state.exists(), "nothing started");
 }
+
+#[test]
+fn an_oci_runtime_that_is_not_there_is_named_before_anything_starts() {
+    let _guard = serial();
+    let tag = "nr";
+    let out = kvrs_run(tag, &["--runtime", "/nonexistent/runc"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--runtime /nonexistent/runc: not found"),
+        "names the flag and the path: {stderr}"
+    );
+    assert!(
+        !state_dir(tag).join("kubeconfig").exists(),
+        "no API server was started: {stderr}"
+    );
+}

@@ -41,6 +41,11 @@ pub struct Args {
     /// Bind pods that name no node to this one (a cluster without kube-scheduler).
     #[arg(long)]
     pub bind_unscheduled: bool,
+    /// The OCI runtime that runs the containers (a name on `PATH` or a path). Debian 12's runc
+    /// 1.1.5 carries the fix of CVE-2024-21626 but not those of November 2025
+    /// (CVE-2025-31133, -52565, -52881): prefer a runc of 1.2.8, 1.3.3 or later where you can.
+    #[arg(long, value_name = "PATH", default_value = "runc")]
+    pub runtime: PathBuf,
 }
 
 /// The image map of `--images` and `--image-map`.
@@ -62,7 +67,7 @@ pub fn image_map(
 }
 
 /// A kubelet configuration running kvrs's launcher (next to this executable) with runc from
-/// `PATH`.
+/// `PATH` (the callers' `--runtime` replaces it).
 pub fn config(
     node: &str,
     pods_dir: PathBuf,
@@ -88,6 +93,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         image_map(args.images.as_deref(), args.image_map.as_deref())?,
     )?;
     config.bind_unscheduled = args.bind_unscheduled;
+    config.runtime = args.runtime.clone();
     for label in &args.node_labels {
         let (k, v) = label.split_once('=').ok_or_else(|| {
             CliError::Input(format!("--node-label {label:?}: expected KEY=VALUE"))

@@ -84,6 +84,11 @@ pub struct Args {
     /// Feature gates enabled beyond KubeVirt's defaults, comma-separated.
     #[arg(long, value_delimiter = ',')]
     pub feature_gates: Vec<String>,
+    /// The OCI runtime that runs the launcher pod's container (a name on `PATH` or a path).
+    /// Debian 12's runc 1.1.5 carries the fix of CVE-2024-21626 but not those of November 2025
+    /// (CVE-2025-31133, -52565, -52881): prefer a runc of 1.2.8, 1.3.3 or later where you can.
+    #[arg(long, value_name = "PATH", default_value = "runc")]
+    pub runtime: PathBuf,
 }
 
 /// Runs `kvrs run`.

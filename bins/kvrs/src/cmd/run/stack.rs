@@ -90,10 +90,16 @@ pub fn preflight(args: &Args) -> Result<(), CliError> {
             .flat_map(std::env::split_paths)
             .any(|d| d.join(name).is_file())
     };
-    if !on_path("runc") {
-        return Err(CliError::Failed(
-            "runc is not installed (the launcher pod runs as a container): run scripts/install-test-deps.sh".into(),
-        ));
+    let runtime_found = if args.runtime.components().count() > 1 {
+        args.runtime.is_file()
+    } else {
+        on_path(&args.runtime.to_string_lossy())
+    };
+    if !runtime_found {
+        return Err(CliError::Failed(format!(
+            "--runtime {}: not found (the launcher pod runs as a container): run scripts/install-test-deps.sh for runc",
+            args.runtime.display()
+        )));
     }
     let libvirt = ["/usr/sbin/virtqemud", "/usr/sbin/libvirtd"];
     if !libvirt.iter().any(|p| Path::new(p).exists()) {
@@ -710,6 +716,7 @@ mod adapters {
         // With emulation, virt-controller renders `--allow-emulation` into the pod itself
         // (KubeVirt's useEmulation): nothing is appended to the container's command here.
         config.bind_unscheduled = true;
+        config.runtime = args.runtime.clone();
         Ok(kvrs_kubelet::Kubelet::new(client, config))
     }
 
