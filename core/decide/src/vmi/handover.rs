@@ -6,7 +6,6 @@ use serde_json::{Map, Value};
 
 use crate::patch::op;
 use crate::{ApiWrite, PatchType, Plan, WriteOp};
-use kvrs_api::json_pointer::JsonPointer;
 
 /// Drops empty maps/lists Go would omit, so the patch does not churn on them.
 pub(super) fn tidy(v: &mut Value) {
@@ -60,17 +59,18 @@ pub(super) fn handed_over_patch(
         field(&c, "status", "volumeStatus"),
         true,
     );
-    let cond_key = |v: &Value| -> Vec<(String, String, String)> {
-        v.at("/status/conditions")
+    // Borrowed: the conditions are compared on every sync of a Running VMI.
+    fn cond_key(v: &Value) -> Vec<(&str, &str, &str)> {
+        field(v, "status", "conditions")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
             .map(|c| {
-                let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+                let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or_default();
                 (s("type"), s("status"), s("reason"))
             })
             .collect()
-    };
+    }
     let (mut ka, mut kb) = (cond_key(orig), cond_key(&c));
     ka.sort();
     kb.sort();

@@ -14,8 +14,20 @@ use crate::patch::op;
 use crate::{ApiWrite, Expectation, PatchType, Plan, WriteOp, meta};
 use kvrs_api::json_pointer::JsonPointer;
 
-pub(super) fn string_map(v: Option<&Value>) -> Option<BTreeMap<String, String>> {
-    v.and_then(|m| serde_json::from_value(m.clone()).ok())
+/// A JSON object of strings, read in place (`None` when absent, or when any value is not a
+/// string, which deserialising it as a string map would refuse).
+struct StringEntries<'a>(&'a Map<String, Value>);
+
+impl StringEntries<'_> {
+    fn get(&self, k: &str) -> Option<&str> {
+        self.0.get(k).and_then(Value::as_str)
+    }
+}
+
+fn string_entries(v: Option<&Value>) -> Option<StringEntries<'_>> {
+    v.and_then(Value::as_object)
+        .filter(|m| m.values().all(Value::is_string))
+        .map(StringEntries)
 }
 
 /// Keeps the pod's unpaused readiness-gate condition in line with the VMI's Paused condition.
@@ -117,18 +129,19 @@ pub(super) fn sync_dynamic_metadata_to_pod(
     ns: &str,
 ) {
     let mut ops = Vec::new();
-    let mut sync_map = |keys: &[&str],
-                        source: &BTreeMap<String, String>,
+    // `source` gives the value the pod should carry under a key. Nearly every sync finds the
+    // pod in step: the VMI's maps are read in place and the pod's map is copied only when a key
+    // differs (for a Running VM, every sync of its VMI passes here).
+    let mut sync_map = |wanted: &[(&str, Option<&str>)],
                         orig: Option<&BTreeMap<String, String>>,
                         sub: &str| {
-        // Nearly every sync finds the pod in step: the pod's map is copied only when a key
-        // differs (for a Running VM, every sync of its VMI passes here).
-        let differs = |k: &&str| source.get(*k) != orig.and_then(|o| o.get(*k));
-        if keys.iter().any(differs) {
+        let differs =
+            |(k, v): &(&str, Option<&str>)| *v != orig.and_then(|o| o.get(*k)).map(String::as_str);
+        if wanted.iter().any(differs) {
             let mut new = orig.cloned().unwrap_or_default();
-            for k in keys {
-                match source.get(*k) {
-                    Some(a) => new.insert((*k).into(), a.clone()),
+            for (k, v) in wanted {
+                match v {
+                    Some(a) => new.insert((*k).into(), (*a).into()),
                     None => new.remove(*k),
                 };
             }
@@ -147,26 +160,29 @@ pub(super) fn sync_dynamic_metadata_to_pod(
             }
         }
     };
-    let vmi_labels = string_map(vmi_copy.at("/metadata/labels")).unwrap_or_default();
-    sync_map(
-        &[NODE_NAME_LABEL, OUTDATED_LAUNCHER_LABEL],
-        &vmi_labels,
-        p.metadata.labels.as_ref(),
-        "labels",
-    );
-    let mut annotations = string_map(vmi_copy.at("/metadata/annotations")).unwrap_or_default();
-    annotations.extend(storage_annotations(vmi));
-    let mut keys = vec![
+    let labels = string_entries(vmi_copy.at("/metadata/labels"));
+    let wanted: Vec<(&str, Option<&str>)> = [NODE_NAME_LABEL, OUTDATED_LAUNCHER_LABEL]
+        .into_iter()
+        .map(|k| (k, labels.as_ref().and_then(|m| m.get(k))))
+        .collect();
+    sync_map(&wanted, p.metadata.labels.as_ref(), "labels");
+    let annotations = string_entries(vmi_copy.at("/metadata/annotations"));
+    let storage = storage_annotations(vmi);
+    let wanted: Vec<(&str, Option<&str>)> = [
         "descheduler.alpha.kubernetes.io/evict",
         "descheduler.alpha.kubernetes.io/prefer-no-eviction",
-    ];
-    keys.extend(MANAGED_STORAGE_ANNOTATIONS);
-    sync_map(
-        &keys,
-        &annotations,
-        p.metadata.annotations.as_ref(),
-        "annotations",
-    );
+    ]
+    .into_iter()
+    .chain(MANAGED_STORAGE_ANNOTATIONS)
+    .map(|k| {
+        let v = storage
+            .get(k)
+            .map(String::as_str)
+            .or_else(|| annotations.as_ref().and_then(|m| m.get(k)));
+        (k, v)
+    })
+    .collect();
+    sync_map(&wanted, p.metadata.annotations.as_ref(), "annotations");
     if !ops.is_empty() {
         plan.push_write(ApiWrite::new(
             "pods",
