@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::conditions::{
     cond, conds_mut, find_cond, ready_condition, remove_cond, time_value, update_cond,
+    update_wanted_cond,
 };
 use super::handover::{handed_over_patch, tidy};
 use super::lifecycle::{
@@ -260,7 +261,7 @@ pub(super) fn update_status(
         c["status"]["activePods"] = Value::Object(active);
     }
 
-    update_cond(&mut c, ready_condition(vmi, p, now));
+    update_wanted_cond(&mut c, "Ready", &ready_condition(vmi, p, now));
     if let Some(p) = p.filter(|_| pod_exists) {
         let image = pod::compute_image(p);
         if !image.is_empty() && image != w.config.launcher_image {
