@@ -58,11 +58,6 @@ fn free_disk_space() -> String {
         .unwrap_or_else(|e| format!("df: {e}"))
 }
 
-fn tail(s: &str, n: usize) -> String {
-    let lines: Vec<&str> = s.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
 /// Creates VMI `name`, its pod `n`, starts the launcher and schedules the VMI there.
 fn launch(cluster: &Cluster, dirs: &NodeDirs, n: u8, name: &str) -> (LauncherPod, String) {
     let uid = cluster.create_vmi(guest_vmi(name));

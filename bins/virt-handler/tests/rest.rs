@@ -41,18 +41,6 @@ fn now() -> i64 {
         .cast_signed()
 }
 
-fn tail(s: &str, n: usize) -> String {
-    let lines: Vec<&str> = s.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
-fn condition<'v>(vmi: &'v Value, kind: &str) -> Option<&'v Value> {
-    vmi["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == kind)
-}
-
 /// The domain's state as the launcher reports it (`GetDomain`).
 fn domain_state(pod: &LauncherPod) -> String {
     let socket = pod.sockets_dir.join("launcher-sock");
@@ -254,34 +242,8 @@ fn vmi_subresources_reach_the_guest_through_virt_handler() {
     );
 
     // A guest running with its agent.
-    let uid = cluster.create_vmi(guest_vmi("guest"));
-    let mut pod = LauncherPod::new(&dirs, 1, "guest");
-    pod.start(&uid);
-    cluster.schedule("guest", &pod.uid);
-    let ctx = || {
-        format!(
-            "--- VMI ---\n{}\n--- handler ---\n{}\n--- launcher ---\n{}",
-            cluster
-                .vmi("guest")
-                .map(|v| v["status"].to_string())
-                .unwrap_or_default(),
-            tail(&handler.log(), 40),
-            tail(&pod.launcher_log(), 30)
-        )
-    };
-    wait_for(
-        "the guest Running with its agent connected and its OS reported",
-        Duration::from_secs(300),
-        || {
-            let v = cluster.vmi("guest")?;
-            // The agent's OS reaches the VMI a poll after it connects.
-            (phase(&v) == "Running"
-                && condition(&v, "AgentConnected").is_some_and(|c| c["status"] == "True")
-                && v["status"]["guestOSInfo"]["id"] == kvrs_test_guest::OS_ID)
-                .then_some(())
-        },
-        ctx,
-    );
+    let (uid, mut pod) = boot_guest_with_agent(&cluster, &dirs, &handler, 1, "guest");
+    let ctx = || guest_context(&cluster, &handler, &pod, "guest");
 
     // Without virt-api's client certificate the handler does not answer.
     let direct = Command::new("curl")

@@ -73,18 +73,6 @@ fn yaml_docs(path: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
-fn condition<'v>(vmi: &'v Value, kind: &str) -> Option<&'v Value> {
-    vmi["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == kind)
-}
-
-fn tail(s: &str, n: usize) -> String {
-    let lines: Vec<&str> = s.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
 #[test]
 fn pause_unpause_and_guestosinfo_through_the_aggregator() {
     let _one = serial();
@@ -231,31 +219,8 @@ fn pause_unpause_and_guestosinfo_through_the_aggregator() {
         );
     }
 
-    let uid = cluster.create_vmi(guest_vmi("guest"));
-    let mut pod = LauncherPod::new(&dirs, 1, "guest");
-    pod.start(&uid);
-    cluster.schedule("guest", &pod.uid);
-    let ctx = || {
-        format!(
-            "--- VMI ---\n{}\n--- handler ---\n{}\n--- launcher ---\n{}",
-            cluster
-                .vmi("guest")
-                .map(|v| v["status"].to_string())
-                .unwrap_or_default(),
-            tail(&handler.log(), 40),
-            tail(&pod.launcher_log(), 30)
-        )
-    };
-    wait_for(
-        "the guest Running with its agent's OS reported",
-        Duration::from_secs(300),
-        || {
-            let v = cluster.vmi("guest")?;
-            (phase(&v) == "Running" && v["status"]["guestOSInfo"]["id"] == kvrs_test_guest::OS_ID)
-                .then_some(())
-        },
-        ctx,
-    );
+    let (_, mut pod) = boot_guest_with_agent(&cluster, &dirs, &handler, 1, "guest");
+    let ctx = || guest_context(&cluster, &handler, &pod, "guest");
 
     let path = |sub: &str| {
         format!(

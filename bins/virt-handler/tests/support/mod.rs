@@ -559,3 +559,65 @@ pub fn guest_vmi(name: &str) -> Value {
 pub fn phase(vmi: &Value) -> &str {
     vmi["status"]["phase"].as_str().unwrap_or("")
 }
+
+/// The last `n` lines of `s`.
+pub fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// The VMI's condition of type `kind`.
+pub fn condition<'v>(vmi: &'v Value, kind: &str) -> Option<&'v Value> {
+    vmi["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+/// What a failed wait on VMI `name` prints: its status, the handler's and the launcher's logs.
+pub fn guest_context(
+    cluster: &Cluster,
+    handler: &Handler,
+    pod: &LauncherPod,
+    name: &str,
+) -> String {
+    format!(
+        "--- VMI ---\n{}\n--- handler ---\n{}\n--- launcher ---\n{}",
+        cluster
+            .vmi(name)
+            .map(|v| v["status"].to_string())
+            .unwrap_or_default(),
+        tail(&handler.log(), 40),
+        tail(&pod.launcher_log(), 30)
+    )
+}
+
+/// Creates the guest VMI `name` (with its agent) in launcher pod `n`, schedules it and waits
+/// until it runs with its agent connected and the agent's OS in the VMI's status; returns the
+/// VMI's UID and its pod.
+pub fn boot_guest_with_agent(
+    cluster: &Cluster,
+    dirs: &NodeDirs,
+    handler: &Handler,
+    n: u8,
+    name: &str,
+) -> (String, LauncherPod) {
+    let uid = cluster.create_vmi(guest_vmi(name));
+    let mut pod = LauncherPod::new(dirs, n, name);
+    pod.start(&uid);
+    cluster.schedule(name, &pod.uid);
+    kvrs_test_cluster::wait_for(
+        "the guest Running with its agent connected and its OS reported",
+        Duration::from_secs(300),
+        || {
+            let v = cluster.vmi(name)?;
+            // The agent's OS reaches the VMI a poll after it connects.
+            (phase(&v) == "Running"
+                && condition(&v, "AgentConnected").is_some_and(|c| c["status"] == "True")
+                && v["status"]["guestOSInfo"]["id"] == kvrs_test_guest::OS_ID)
+                .then_some(())
+        },
+        || guest_context(cluster, handler, &pod, name),
+    );
+    (uid, pod)
+}
