@@ -97,8 +97,9 @@
 //!   into our pod logs are removed at teardown (and the directory, if the node created it).
 //! - `failSwapOn: false`, `shutdownGracePeriod: 0s` (graceful node shutdown needs systemd-logind),
 //!   `imageGCHighThresholdPercent: 100` (imported images cannot be pulled again, so image GC must
-//!   never delete them), `evictionHard` at 1% disk / 100Mi memory (a busy test machine must not
-//!   evict the pods under test).
+//!   never delete them), `evictionHard` at 512Mi disk / 100Mi memory (a busy test machine must not
+//!   evict the pods under test: 1% of this machine's 252 GB disk is 2.5 GB, which a cold CI
+//!   clone building its own target directory can go below: the kubelet evicted virt-handler).
 //! - `address: 10.252.0.1`, healthz on `127.0.0.1:10248`, read-only port off; clients are
 //!   authenticated by x509 (the cluster CA: the API server's kubelet client certificate) or
 //!   bearer token (TokenReview), authorized by SubjectAccessReview (`Webhook`).
@@ -840,9 +841,9 @@ imports = []
             "imageGCLowThresholdPercent": 99,
             "evictionHard": {
                 "memory.available": "100Mi",
-                "nodefs.available": "1%",
+                "nodefs.available": "512Mi",
                 "nodefs.inodesFree": "1%",
-                "imagefs.available": "1%",
+                "imagefs.available": "512Mi",
             },
             "resolvConf": "/etc/resolv.conf",
             "serializeImagePulls": false,

@@ -144,9 +144,18 @@ impl Deployed {
             .cluster
             .kubectl(["get", "vm,vmi,pods,ds,deploy", "-A", "-o", "wide"]);
         let events = self.cluster.kubectl(["get", "events", "-A"]);
+        // A node under disk or memory pressure evicts the pods under test and taints itself:
+        // its conditions say so where the pod list only shows Evicted and Pending.
+        let conditions = self.cluster.kubectl([
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={range .items[*].status.conditions[*]}{.type}={.status} ({.message}){\"\\n\"}{end}",
+        ]);
         let mut text = format!(
-            "{}\n{}",
+            "{}\n--- node conditions\n{}\n{}",
             String::from_utf8_lossy(&objects.stdout),
+            String::from_utf8_lossy(&conditions.stdout),
             String::from_utf8_lossy(&events.stdout)
         );
         for (what, selector) in [
