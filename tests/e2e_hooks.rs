@@ -11,6 +11,9 @@
 //!
 //! Needs root, Go (or a built harness) and libvirt + QEMU.
 
+#[path = "common/wait.rs"]
+mod wait;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -18,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use kvrs_ipc::{DomainEvent, LauncherClient, NotifyService, ServeOptions, VirtualMachineOptions};
 use kvrs_test_guest::pod::{MonitorCommand, is_root, launcher_binaries, repo_root, run};
+use wait::wait_for;
 
 const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-0000000e2e0c";
 const MANUFACTURER: &str = "Radical Edward";
@@ -179,24 +183,6 @@ fn vmi() -> kvrs_core::VirtualMachineInstance {
         &kvrs_core::ClusterConfig::with_feature_gates("Sidecar"),
     )
     .expect("the VMI is admitted")
-}
-
-async fn wait_for<T>(
-    what: &str,
-    timeout: Duration,
-    mut probe: impl AsyncFnMut() -> Option<T>,
-) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -14,6 +14,9 @@
 //!
 //! With `KVRS_E2E_FIGURES=1` the test prints the launcher's figures (benches/launcher-figures.sh).
 
+#[path = "common/wait.rs"]
+mod wait;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
@@ -26,6 +29,7 @@ use kvrs_ipc::{
 const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-00000000e2e0";
 use kvrs_test_guest::pod::{MonitorCommand, is_root, launcher_binaries, run, target_dir};
 use kvrs_test_guest::{BOOT_MARKER, POWER_MARKER};
+use wait::wait_for;
 const CLOUD_INIT_MARKER: &str = "KVRS-E2E: cloud-init user-data seen";
 
 /// Kernel + initramfs, built once per target dir from Debian packages (kvrs-test-guest).
@@ -122,24 +126,6 @@ impl Recorder {
                 (e.event_type.clone(), s("Status"), s("Reason"))
             })
             .collect()
-    }
-}
-
-async fn wait_for<T>(
-    what: &str,
-    timeout: Duration,
-    mut probe: impl AsyncFnMut() -> Option<T>,
-) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
