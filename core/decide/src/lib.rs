@@ -1,20 +1,23 @@
 //! Controller decisions as pure functions: a snapshot of the world in, a [`Plan`] out.
 //!
-//! Every controller of kvrs (the VM controller, the VMI controller, virt-handler) is split in two:
-//! a decision here that reads a snapshot (objects from the informer caches, the expectations, the
-//! clock reading `now`, random draws such as jitter) and returns what to do, and a shell in the
-//! binaries that sends the writes, records the events and requeues the key. Keeping the clock,
-//! randomness and IO out of the decision is what lets the same code run in the controllers, in the
-//! simulator and in the oracle tests unchanged.
+//! Every controller of kvrs (the VM controller, the VMI controller, the migration controller,
+//! virt-handler) is split in two: a decision here that reads a snapshot (objects from the informer
+//! caches, the expectations, the clock reading `now`, random draws such as jitter) and returns
+//! what to do, and a shell in the binaries that sends the writes, records the events and requeues
+//! the key. Keeping the clock, randomness and IO out of the decision is what lets the same code
+//! run in the controllers, in the simulator and in the oracle tests unchanged.
 //!
-//! All three return the same [`Plan`]: one ordered list of [`Action`]s (API writes with their
+//! All of them return the same [`Plan`]: one ordered list of [`Action`]s (API writes with their
 //! preconditions and expectations, launcher commands, node steps), events, a [`Requeue`] and a
-//! typed [`DecideError`] whose [`ErrorKind`] is a stable metrics label. All three take the clock
-//! as the same [`Now`]. `kvrs-executor` executes plans; nothing here does.
+//! typed [`DecideError`] whose [`ErrorKind`] is a stable metrics label. All take the clock as the
+//! same [`Now`]. `kvrs-executor` executes plans; nothing here does.
 //!
 //! - [`vm::decide_vm`] — the VM controller ([`vm::VmWorld`] in, [`vm::VmDecision`] out);
 //! - [`vmi::decide_vmi`] — the VMI controller, launcher pods rendered through a
 //!   [`vmi::LauncherRenderer`] ([`vmi::launcher_renderer`] wires `kvrs_pod`);
+//! - [`migration::decide_migration`] — the migration controller (local live migrations up to
+//!   the hand-off to virt-handler and after it), target pods rendered through a
+//!   [`migration::TargetRenderer`] ([`migration::target_renderer`] wires `kvrs_pod`);
 //! - [`handler::decide`] — virt-handler's sync ([`handler::HandlerWorld`] in,
 //!   [`handler::HandlerPlan`] out), launcher failures fed back as [`handler::NodeFacts`];
 //! - [`scenario::Scenario`] — the oracle scenario format parsed into those worlds;
@@ -91,6 +94,7 @@ mod action;
 mod event;
 pub mod handler;
 pub mod meta;
+pub mod migration;
 pub mod patch;
 mod plan;
 pub mod scenario;

@@ -1,0 +1,104 @@
+//! The cluster's live-migration configuration (`spec.configuration.migrations` of the KubeVirt
+//! CR over KubeVirt v1.9.0's defaults), as the migration controller reads it.
+//!
+//! Kept here rather than in `kvrs_admission::ClusterConfig` because only the migration decision
+//! reads it; the shell builds it from the KubeVirt CR it watches ([`MigrationConfig::from_kubevirt`]).
+
+use serde_json::{Map, Value, json};
+
+/// KubeVirt's default `parallelMigrationsPerCluster`.
+pub const PARALLEL_MIGRATIONS_PER_CLUSTER: u32 = 5;
+/// KubeVirt's default `parallelOutboundMigrationsPerNode`.
+pub const PARALLEL_OUTBOUND_MIGRATIONS_PER_NODE: u32 = 2;
+
+/// The resolved migration configuration: every field KubeVirt defaults, overlaid with what the
+/// CR sets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MigrationConfig {
+    /// The configuration as the VMI's `status.migrationState.migrationConfiguration` carries it
+    /// (KubeVirt's `ToVMIMConfigurationOptions` of the cluster configuration).
+    pub options: Map<String, Value>,
+}
+
+impl Default for MigrationConfig {
+    fn default() -> Self {
+        Self::from_migrations(None)
+    }
+}
+
+impl MigrationConfig {
+    /// The configuration of a KubeVirt CR (`None`: no CR, KubeVirt's defaults).
+    pub fn from_kubevirt(cr: Option<&Value>) -> Self {
+        Self::from_migrations(cr.and_then(|cr| cr.pointer("/spec/configuration/migrations")))
+    }
+
+    /// The configuration from a `spec.configuration.migrations` object: set fields replace the
+    /// defaults one by one, as KubeVirt unmarshals the CR's configuration over its defaults.
+    pub fn from_migrations(migrations: Option<&Value>) -> Self {
+        let mut options = match json!({
+            "parallelMigrationsPerCluster": PARALLEL_MIGRATIONS_PER_CLUSTER,
+            "parallelOutboundMigrationsPerNode": PARALLEL_OUTBOUND_MIGRATIONS_PER_NODE,
+            "nodeDrainTaintKey": "kubevirt.io/drain",
+            "bandwidthPerMigration": "0Mi",
+            "progressTimeout": 150,
+            "completionTimeoutPerGiB": 150,
+            "maxDowntimeMs": 900,
+            "utilityVolumesTimeout": 150,
+            "unsafeMigrationOverride": false,
+            "allowAutoConverge": false,
+            "allowPostCopy": false,
+        }) {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        if let Some(Value::Object(set)) = migrations {
+            for (k, v) in set {
+                if !v.is_null() {
+                    options.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        // KubeVirt: allowWorkloadDisruption follows allowPostCopy unless set.
+        if !options.contains_key("allowWorkloadDisruption") {
+            let post_copy = options
+                .get("allowPostCopy")
+                .cloned()
+                .unwrap_or(json!(false));
+            options.insert("allowWorkloadDisruption".into(), post_copy);
+        }
+        Self { options }
+    }
+
+    fn limit(&self, key: &str, default: u32) -> usize {
+        let n = self
+            .options
+            .get(key)
+            .and_then(Value::as_u64)
+            .unwrap_or(u64::from(default));
+        usize::try_from(n).unwrap_or(usize::MAX)
+    }
+
+    /// How many migrations may run in the cluster at once.
+    pub fn parallel_per_cluster(&self) -> usize {
+        self.limit(
+            "parallelMigrationsPerCluster",
+            PARALLEL_MIGRATIONS_PER_CLUSTER,
+        )
+    }
+
+    /// How many migrations may leave one node at once.
+    pub fn parallel_outbound_per_node(&self) -> usize {
+        self.limit(
+            "parallelOutboundMigrationsPerNode",
+            PARALLEL_OUTBOUND_MIGRATIONS_PER_NODE,
+        )
+    }
+
+    /// Whether the target pod gets the source's SELinux level (unset means yes).
+    pub fn match_selinux_level(&self) -> bool {
+        self.options
+            .get("matchSELinuxLevelOnMigration")
+            .and_then(Value::as_bool)
+            .unwrap_or(true)
+    }
+}
