@@ -91,6 +91,9 @@ pub mod labels {
     pub const VM_NAME: &str = "vm.kubevirt.io/name";
     /// On nodes: the node can run VMIs (set by virt-handler).
     pub const SCHEDULABLE: &str = "kubevirt.io/schedulable";
+    /// On a migration target VMI: the node it is handed to; until it is set, the VMI controller
+    /// leaves a decentralized migration's target VMI alone.
+    pub const MIGRATION_TARGET_NODE_NAME: &str = "kubevirt.io/migrationTargetNodeName";
 }
 
 /// Annotations.

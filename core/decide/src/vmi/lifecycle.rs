@@ -109,7 +109,13 @@ fn sync(
         &vmi.metadata,
         kvrs_api::names::annotations::CREATE_MIGRATION_TARGET,
     ) == Some("true");
-    if is_target && meta::label(&vmi.metadata, "kubevirt.io/migration-target-node-name").is_none() {
+    if is_target
+        && meta::label(
+            &vmi.metadata,
+            kvrs_api::names::labels::MIGRATION_TARGET_NODE_NAME,
+        )
+        .is_none()
+    {
         return None;
     }
     let Some(p) = current.as_ref() else {

@@ -424,3 +424,33 @@ fn a_missing_claim_is_waited_for_and_a_present_one_is_described() {
         json!("0.055")
     );
 }
+
+#[test]
+fn a_decentralized_migration_target_waits_for_its_target_node_label() {
+    let cfg = ClusterConfig::default();
+    let creates = |v: &kvrs_api::VirtualMachineInstance| {
+        decide_vmi(&world(v, vec![], &cfg), &render, "xyz12")
+            .plan
+            .writes()
+            .filter(|w| matches!(w.op, WriteOp::Create { .. }))
+            .count()
+    };
+    let mut v = vmi("Pending");
+    v.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(
+            kvrs_api::names::annotations::CREATE_MIGRATION_TARGET.into(),
+            "true".into(),
+        );
+    assert_eq!(creates(&v), 0, "no pod before the target node is known");
+    // KubeVirt's label name (`IsMigrationTargetNodeLabelSet`), not a kebab-case variant.
+    v.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(
+            kvrs_api::names::labels::MIGRATION_TARGET_NODE_NAME.into(),
+            "node02".into(),
+        );
+    assert_eq!(creates(&v), 1, "a pod once the label names the node");
+}
