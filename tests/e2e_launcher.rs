@@ -31,6 +31,11 @@ use kvrs_test_guest::pod::{MonitorCommand, is_root, launcher_binaries, run, targ
 use kvrs_test_guest::{BOOT_MARKER, POWER_MARKER};
 use wait::wait_for;
 const CLOUD_INIT_MARKER: &str = "KVRS-E2E: cloud-init user-data seen";
+/// The guest's initramfs has no filesystem the agent can freeze: the guest formats its
+/// (scratch) container disk as ext2, mounted with the built-in ext4 driver, so a freeze has a
+/// filesystem to freeze.
+const DATA_MOUNT: &str = "KVRS-RUN: mke2fs -q /dev/vda && mkdir -p /data && mount -t ext4 /dev/vda /data && echo KVRS-E2E: data mounted";
+const DATA_MOUNTED_MARKER: &str = "KVRS-E2E: data mounted";
 
 /// Kernel + initramfs, built once per target dir from Debian packages (kvrs-test-guest).
 fn guest() -> (PathBuf, PathBuf) {
@@ -157,7 +162,7 @@ fn e2e_vmi() -> kvrs_core::VirtualMachineInstance {
             },
             "volumes": [
                 {"name": "rootdisk", "containerDisk": {"image": "example/disk"}},
-                {"name": "cloudinitdisk", "cloudInitNoCloud": {"userData": format!("#cloud-config\n{CLOUD_INIT_MARKER}\n")}}
+                {"name": "cloudinitdisk", "cloudInitNoCloud": {"userData": format!("#cloud-config\n{CLOUD_INIT_MARKER}\n{DATA_MOUNT}\n")}}
             ]
         }
     }))
@@ -324,6 +329,71 @@ async fn launcher_boots_a_guest_and_cleans_up() {
         info["os"].is_object() && info["fsInfo"].is_object(),
         "{info}"
     );
+    // Freeze and unfreeze through the guest's real qemu-ga, as KubeVirt's snapshot controller
+    // asks for them: the first freeze that succeeds needs the agent connected.
+    let fs_freeze_status = async || -> Option<String> {
+        let info: serde_json::Value =
+            serde_json::from_str(&client.get_guest_info().await.ok()?).ok()?;
+        info["fsFreezeStatus"].as_str().map(str::to_string)
+    };
+    wait_for(
+        "the guest's ext2 data disk mounted",
+        Duration::from_secs(60),
+        async || pod.serial_log().contains(DATA_MOUNTED_MARKER).then_some(()),
+    )
+    .await;
+    wait_for(
+        "a freeze once the guest agent answers",
+        Duration::from_secs(90),
+        async || client.freeze(&vmi, 0).await.ok(),
+    )
+    .await;
+    // The agent poller reads the state every 5 s, as KubeVirt's does.
+    wait_for(
+        "fsFreezeStatus frozen",
+        Duration::from_secs(20),
+        async || (fs_freeze_status().await? == "frozen").then_some(()),
+    )
+    .await;
+    client
+        .freeze(&vmi, 0)
+        .await
+        .expect("a second freeze of a frozen guest is a no-op");
+    client.unfreeze(&vmi).await.expect("UnfreezeVirtualMachine");
+    wait_for(
+        "fsFreezeStatus thawed",
+        Duration::from_secs(20),
+        async || (fs_freeze_status().await? == "thawed").then_some(()),
+    )
+    .await;
+    client
+        .unfreeze(&vmi)
+        .await
+        .expect("an unfreeze of a thawed guest is a no-op");
+    // A caller that never unfreezes: the launcher thaws the guest after the timeout.
+    let frozen_at = Instant::now();
+    client
+        .freeze(&vmi, 12)
+        .await
+        .expect("a freeze with a 12 s unfreeze timeout (the poller reads the state every 5 s)");
+    wait_for(
+        "frozen for the timeout",
+        Duration::from_secs(10),
+        async || (fs_freeze_status().await? == "frozen").then_some(()),
+    )
+    .await;
+    wait_for(
+        "thawed by the launcher after the timeout, with no unfreeze",
+        Duration::from_secs(30),
+        async || (fs_freeze_status().await? == "thawed").then_some(()),
+    )
+    .await;
+    assert!(
+        frozen_at.elapsed() >= Duration::from_secs(11),
+        "thawed after {:?}, before the 12 s timeout",
+        frozen_at.elapsed()
+    );
+
     let err = client
         .get_sev_info()
         .await

@@ -14,6 +14,7 @@ mod agent;
 mod daemons;
 mod events;
 mod flags;
+mod fs_freeze;
 mod hooks;
 mod host;
 mod host_disk;

@@ -17,6 +17,7 @@ use tokio::sync::Mutex;
 use crate::agent::{self, AgentStore, Intervals};
 use crate::events::Notice;
 use crate::flags::Flags;
+use crate::fs_freeze::{self, FreezeStatus};
 use crate::hooks::HookSidecars;
 use crate::libvirt::{Connection, DomainRef, LibvirtError};
 use crate::state::{AgentStatus, Owner, domain_json};
@@ -48,6 +49,8 @@ pub struct Launcher {
     /// The event forwarder's queue of notifications to the handler (weak: the forwarder ends
     /// when libvirt's connection closes, and this must not keep its queue open).
     notices: std::sync::OnceLock<tokio::sync::mpsc::WeakUnboundedSender<Notice>>,
+    /// The pending safety thaw of the last freeze: cancelled by an unfreeze or a new freeze.
+    safety_thaw: std::sync::Mutex<Option<tokio::task::AbortHandle>>,
 }
 
 /// How long a sync waits for the handler to be told that the domain it started runs.
@@ -80,6 +83,7 @@ impl Launcher {
             paused_by_user: std::sync::atomic::AtomicBool::new(false),
             disk_errors: std::sync::Mutex::new(Vec::new()),
             notices: std::sync::OnceLock::new(),
+            safety_thaw: std::sync::Mutex::new(None),
             agent,
             hooks,
         }
@@ -287,6 +291,22 @@ impl Launcher {
         Ok(())
     }
 
+    /// The guest agent's freeze state of the domain (`guest-fsfreeze-status`).
+    async fn freeze_status(&self, dom: &DomainRef) -> CmdResult<Option<FreezeStatus>> {
+        let reply = self
+            .conn
+            .agent_command(dom, fs_freeze::STATUS_COMMAND)
+            .await
+            .map_err(|e| failed("read the guest's filesystem freeze state", e))?;
+        Ok(FreezeStatus::parse(&reply))
+    }
+
+    fn cancel_safety_thaw(&self) {
+        if let Some(task) = self.safety_thaw.lock().ok().and_then(|mut t| t.take()) {
+            task.abort();
+        }
+    }
+
     async fn on_domain<F, Fut>(&self, what: &str, op: F) -> CmdResult
     where
         F: FnOnce(Arc<Connection>, DomainRef) -> Fut,
@@ -447,6 +467,82 @@ impl LauncherService for Launcher {
             .await?;
         self.paused_by_user
             .store(false, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+
+    async fn freeze(
+        &self,
+        vmi: VirtualMachineInstance,
+        unfreeze_timeout_seconds: i32,
+    ) -> CmdResult {
+        let _guard = self.lock.lock().await;
+        let Some(dom) = self.find().await? else {
+            return Err(failed("freeze filesystems", "the domain does not exist"));
+        };
+        // KubeVirt asks the agent first and fails when it cannot: freezing a guest whose agent
+        // does not answer would fail in libvirt anyway, with a vaguer message.
+        match self.freeze_status(&dom).await? {
+            Some(FreezeStatus::Frozen) => return Ok(()),
+            Some(FreezeStatus::Thawed) => {}
+            None => {
+                return Err(failed(
+                    "freeze filesystems",
+                    "the guest agent reported no freeze state",
+                ));
+            }
+        }
+        if let Some(dir) = fs_freeze::swtpm_state_dir(&vmi) {
+            fs_freeze::sync_dir(&dir)
+                .map_err(|e| failed(&format!("flush the TPM state in {}", dir.display()), e))?;
+        }
+        let frozen = self
+            .conn
+            .fs_freeze(&dom)
+            .await
+            .map_err(|e| failed("freeze filesystems", e))?;
+        log::info(format_args!(
+            "froze {frozen} filesystems of {}",
+            self.domain_name()
+        ));
+        self.cancel_safety_thaw();
+        if let Some(after) = fs_freeze::safety_thaw_after(unfreeze_timeout_seconds) {
+            let (conn, name) = (self.conn.clone(), self.domain_name());
+            let task = tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                log::warn(format_args!(
+                    "no unfreeze for {name} within {after:?}: thawing its filesystems"
+                ));
+                let thawed = match conn.lookup(&name).await {
+                    Ok(dom) => conn.fs_thaw(&dom).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = thawed {
+                    log::warn(format_args!("safety thaw of {name}: {e}"));
+                }
+            });
+            if let Ok(mut slot) = self.safety_thaw.lock() {
+                *slot = Some(task.abort_handle());
+            }
+        }
+        Ok(())
+    }
+
+    async fn unfreeze(&self, cmd: VmiCommand) -> CmdResult {
+        let _ = cmd;
+        self.cancel_safety_thaw();
+        let _guard = self.lock.lock().await;
+        let Some(dom) = self.find().await? else {
+            return Err(failed("unfreeze filesystems", "the domain does not exist"));
+        };
+        // Thawing a thawed guest would run its thaw hooks again; an unknown state is thawed
+        // anyway, as KubeVirt does.
+        if let Ok(Some(FreezeStatus::Thawed)) = self.freeze_status(&dom).await {
+            return Ok(());
+        }
+        self.conn
+            .fs_thaw(&dom)
+            .await
+            .map_err(|e| failed("unfreeze filesystems", e))?;
         Ok(())
     }
 

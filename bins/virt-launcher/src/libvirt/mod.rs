@@ -62,6 +62,8 @@ mod proc_ {
     pub const DOMAIN_GET_DISK_ERRORS: u32 = 263;
     pub const DOMAIN_UNDEFINE_FLAGS: u32 = 231;
     pub const DOMAIN_RESET: u32 = 245;
+    pub const DOMAIN_FSFREEZE: u32 = 335;
+    pub const DOMAIN_FSTHAW: u32 = 336;
     pub const CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY: u32 = 316;
     pub const DOMAIN_EVENT_CALLBACK_AGENT_LIFECYCLE: u32 = 348;
     pub const DOMAIN_GET_GUEST_INFO: u32 = 418;
@@ -422,6 +424,22 @@ impl Connection {
         self.on_domain(proc_::DOMAIN_RESET, d, Some(0))
             .await
             .map(drop)
+    }
+    /// `virDomainFSFreeze` of every mounted filesystem (no mount point list), through the
+    /// guest agent: the number of filesystems frozen.
+    pub async fn fs_freeze(&self, d: &DomainRef) -> Result<i32, LibvirtError> {
+        self.fs_freeze_or_thaw(proc_::DOMAIN_FSFREEZE, d).await
+    }
+    /// `virDomainFSThaw` of every frozen filesystem: the number thawed.
+    pub async fn fs_thaw(&self, d: &DomainRef) -> Result<i32, LibvirtError> {
+        self.fs_freeze_or_thaw(proc_::DOMAIN_FSTHAW, d).await
+    }
+    async fn fs_freeze_or_thaw(&self, procedure: u32, d: &DomainRef) -> Result<i32, LibvirtError> {
+        let mut a = Enc::default();
+        // An empty mount point list (its length, 0) means all of them; flags 0.
+        a.domain(d).u32(0).u32(0);
+        let reply = self.call(procedure, a).await?;
+        Ok(Dec::new(&reply).i32()?)
     }
     /// Removes the definition (and its NVRAM).
     pub async fn undefine(&self, d: &DomainRef) -> Result<(), LibvirtError> {
