@@ -12,7 +12,9 @@
 //!
 //! Routes: `POST` on each [`Webhook`] path, `GET /healthz`, and the aggregated API: `/apis`,
 //! `/version`, everything under `/apis/subresources.kubevirt.io` ([`crate::subresources`]; its
-//! namespaced routes only for the aggregator, [`crate::auth`]); anything else is 404 or 405.
+//! namespaced routes only for the aggregator, [`crate::auth`]; a VMI's `console` and `vnc`
+//! upgraded to a WebSocket piped to its virt-handler, [`crate::subresources::stream`]); anything
+//! else is 404 or 405.
 
 use std::collections::BTreeSet;
 use std::convert::Infallible;
@@ -241,7 +243,9 @@ impl Server {
                                 let (state, peer_cn) = (state.clone(), peer_cn.clone());
                                 async move { Ok::<_, Infallible>(respond(&state, req, limits, peer_cn.as_deref()).await) }
                             });
-                            if let Err(e) = http.serve_connection(TokioIo::new(stream), service).await {
+                            // With upgrades: a console's connection is handed to its pipe.
+                            let connection = http.serve_connection(TokioIo::new(stream), service);
+                            if let Err(e) = connection.with_upgrades().await {
                                 debug!(%peer, error = %e, "connection ended with an error");
                             }
                         });
@@ -471,6 +475,24 @@ async fn aggregated(
             return status_reply(&e);
         }
     };
+    if let (
+        Route::Vmi {
+            namespace,
+            name,
+            subresource,
+        },
+        Some(handlers),
+        Some(client),
+    ) = (&route, &state.handlers, &state.client)
+        && let Some(stream) = subresources::console::Stream::read(subresource, req.uri().query())
+    {
+        let opened =
+            subresources::stream::open(client, handlers, namespace, name, stream, req, &user);
+        return match opened.await {
+            Ok(switching) => switching,
+            Err(e) => status_reply(&e),
+        };
+    }
     let declared = req
         .headers()
         .get(CONTENT_LENGTH)

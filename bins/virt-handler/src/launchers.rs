@@ -83,6 +83,18 @@ pub fn sockets_of(vmi: &VirtualMachineInstance, node: &str, pods_dir: &Path) -> 
         .collect()
 }
 
+/// The `private` emptyDirs (the pod's `/var/run/kubevirt-private`, where QEMU's serial socket
+/// is) of `vmi`'s launcher pods on `node`, where the kubelet keeps them beside `sockets`.
+pub fn private_dirs_of(vmi: &VirtualMachineInstance, node: &str, pods_dir: &Path) -> Vec<PathBuf> {
+    pods_on(vmi, node)
+        .filter_map(|uid| kvrs_ipc::layout::pod_sockets_dir_on_host(pods_dir, uid).ok())
+        .filter_map(|sockets| Some(sockets.parent()?.join(PRIVATE_VOLUME)))
+        .collect()
+}
+
+/// The launcher pod's emptyDir mounted at `/var/run/kubevirt-private` (KubeVirt's `private`).
+pub const PRIVATE_VOLUME: &str = "private";
+
 impl Launchers {
     /// Launchers found under `pods_dir`, notifying the server in `share_dir`.
     pub fn new(pods_dir: PathBuf, share_dir: PathBuf, node: String) -> Self {

@@ -17,21 +17,32 @@
 //! are the agent's answers; a VMI not running is refused (409 for pause, a plain 500 for
 //! guestosinfo, as KubeVirt answers); a missing VMI is 404; the handler refuses a client
 //! without a certificate, with another CA's, and with its own serving certificate.
+//!
+//! The serial console, on the handler's WebSocket with virt-api's client (its dial, as
+//! virt-api's console stream opens it): a VMI not on this node is 404, a request that is no
+//! WebSocket handshake 400; a client sees the guest boot (after the reset) and its shell
+//! answer a command; a second client takes the console over and the first is closed without
+//! a close frame, as KubeVirt's handler does. VNC likewise (the display's RFB greeting), and a
+//! VNC client asking `preserveSession=true` is refused with 503 while another is connected.
 
 mod support;
 
 use std::process::Command;
 use std::time::Duration;
 
+use futures::{SinkExt, StreamExt};
 use kvrs_virt_api::auth::User;
 use kvrs_virt_api::certs::{self, Bundle};
 use kvrs_virt_api::subresources::Route;
 use kvrs_virt_api::subresources::handler::{
-    HANDLER_SECRET, HandlerClient, HandlerError, client_config, sync_handler_secret,
+    HANDLER_SECRET, HandlerClient, HandlerError, StreamError, client_config, sync_handler_secret,
 };
 use kvrs_virt_api::subresources::serve::{Handlers, vmi_request};
 use serde_json::{Value, json};
 use support::*;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::Role;
 
 fn now() -> i64 {
     std::time::SystemTime::now()
@@ -61,6 +72,83 @@ fn domain_state(pod: &LauncherPod) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("no Status.Status in the domain: {json}"))
         .to_string()
+}
+
+/// A console client: the handler's WebSocket as virt-api dials it.
+type Console = WebSocketStream<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>;
+
+async fn open_console(
+    client: &HandlerClient,
+    port: u16,
+    name: &str,
+) -> Result<Console, StreamError> {
+    open_stream(client, port, &format!("{name}/console")).await
+}
+
+/// The handler's WebSocket at `.../virtualmachineinstances/{tail}`.
+async fn open_stream(
+    client: &HandlerClient,
+    port: u16,
+    tail: &str,
+) -> Result<Console, StreamError> {
+    let upgraded = client
+        .open_stream(
+            &format!("127.0.0.1:{port}"),
+            &format!("/v1/namespaces/{NS}/virtualmachineinstances/{tail}"),
+        )
+        .await?;
+    Ok(
+        WebSocketStream::from_raw_socket(
+            hyper_util::rt::TokioIo::new(upgraded),
+            Role::Client,
+            None,
+        )
+        .await,
+    )
+}
+
+/// Reads the console until its output holds `needle` (what was read), or says what it saw.
+async fn read_until(
+    console: &mut Console,
+    seen: &mut String,
+    needle: &str,
+    within: Duration,
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + within;
+    while !seen.contains(needle) {
+        match tokio::time::timeout_at(deadline, console.next()).await {
+            Err(_) => {
+                return Err(format!(
+                    "no {needle:?} within {within:?}; the console showed:\n{seen}"
+                ));
+            }
+            Ok(Some(Ok(Message::Binary(b)))) => seen.push_str(&String::from_utf8_lossy(&b)),
+            Ok(Some(Ok(other))) => return Err(format!("a {other:?} message on the console")),
+            Ok(Some(Err(e))) => return Err(format!("the console failed: {e}; it showed:\n{seen}")),
+            Ok(None) => return Err(format!("the console closed; it showed:\n{seen}")),
+        }
+    }
+    Ok(())
+}
+
+/// Types `command` into the guest's shell until `answer` shows (the shell starts a little after
+/// the boot marker; what is typed before is lost or runs late, both harmless).
+async fn ask(console: &mut Console, command: &str, answer: &str) -> Result<String, String> {
+    let mut seen = String::new();
+    for _ in 0..30 {
+        console
+            .send(Message::Binary(format!("{command}\r").into_bytes().into()))
+            .await
+            .map_err(|e| format!("typing: {e}"))?;
+        match read_until(console, &mut seen, answer, Duration::from_secs(3)).await {
+            Ok(()) => return Ok(seen),
+            Err(e) if e.starts_with("no ") => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(format!(
+        "the shell never answered {command:?}; the console showed:\n{seen}"
+    ))
 }
 
 #[test]
@@ -193,6 +281,8 @@ fn vmi_subresources_reach_the_guest_through_virt_handler() {
 
     let handler_client = HandlerClient::default();
     handler_client.load(&bundle, now()).unwrap();
+    let console_client = HandlerClient::default();
+    console_client.load(&bundle, now()).unwrap();
     let handlers = Handlers {
         client: std::sync::Arc::new(handler_client),
         namespace: "kubevirt".into(),
@@ -242,7 +332,8 @@ fn vmi_subresources_reach_the_guest_through_virt_handler() {
     );
 
     // A guest running with its agent.
-    let (uid, mut pod) = boot_guest_with_agent(&cluster, &dirs, &handler, 1, "guest");
+    let (uid, mut pod) =
+        boot_vmi_with_agent(&cluster, &dirs, &handler, 1, guest_with_shell("guest"));
     let ctx = || guest_context(&cluster, &handler, &pod, "guest");
 
     // Without virt-api's client certificate the handler does not answer.
@@ -385,7 +476,35 @@ fn vmi_subresources_reach_the_guest_through_virt_handler() {
     assert_eq!(code, 409, "{body}");
     assert!(body.contains("VMI is not paused"), "{body}");
 
-    // reset: a hard reset of the guest, which boots again.
+    // The console's refusals: a VMI not on this node, a request that is no WebSocket handshake.
+    for absent in ["absent", "idle"] {
+        match rt.block_on(open_console(&console_client, port, absent)) {
+            Err(StreamError::Refused(r)) => assert_eq!(
+                (r.status, String::from_utf8_lossy(&r.body).as_ref()),
+                (404, format!("VMI {NS}/{absent} does not exist").as_str())
+            ),
+            Err(e) => panic!("{absent}'s console: {e}"),
+            Ok(_) => panic!("{absent}'s console was opened"),
+        }
+    }
+    let plain = rt
+        .block_on(console_client.call(
+            &format!("127.0.0.1:{port}"),
+            "GET",
+            &format!("/v1/namespaces/{NS}/virtualmachineinstances/guest/console"),
+            Vec::new(),
+        ))
+        .unwrap();
+    assert_eq!(plain.status, 400, "{plain:?}");
+    assert!(
+        String::from_utf8_lossy(&plain.body).contains("not using the websocket protocol"),
+        "{plain:?}"
+    );
+
+    // reset: a hard reset of the guest, which boots again, seen on the serial console.
+    let mut first = rt
+        .block_on(open_console(&console_client, port, "guest"))
+        .unwrap_or_else(|e| panic!("the console: {e}\n{}", ctx()));
     let boots = |log: &str| log.matches(kvrs_test_guest::BOOT_MARKER).count();
     let before = boots(&pod.serial_log(&uid));
     assert!(
@@ -395,6 +514,18 @@ fn vmi_subresources_reach_the_guest_through_virt_handler() {
     );
     let (code, body) = call("guest", "reset", "PUT", "");
     assert_eq!(code, 200, "{body}\n{}", ctx());
+    let mut seen = String::new();
+    rt.block_on(read_until(
+        &mut first,
+        &mut seen,
+        kvrs_test_guest::BOOT_MARKER,
+        Duration::from_secs(180),
+    ))
+    .unwrap_or_else(|e| panic!("the boot on the console: {e}\n{}", ctx()));
+    assert!(
+        seen.contains("Linux version"),
+        "the kernel's boot output:\n{seen}"
+    );
     wait_for(
         "the guest booting again after the reset",
         Duration::from_secs(120),
@@ -402,6 +533,81 @@ fn vmi_subresources_reach_the_guest_through_virt_handler() {
         ctx,
     );
     assert_eq!(domain_state(&pod), "Running");
+    // The guest's shell answers what is typed.
+    rt.block_on(ask(
+        &mut first,
+        "echo KVRS-CONSOLE-$((6*7))",
+        "KVRS-CONSOLE-42",
+    ))
+    .unwrap_or_else(|e| panic!("{e}\n{}", ctx()));
+
+    // A second client takes the console over; the first is closed without a close frame.
+    let mut second = rt
+        .block_on(open_console(&console_client, port, "guest"))
+        .unwrap_or_else(|e| panic!("the second console: {e}\n{}", ctx()));
+    let closed = rt.block_on(async {
+        loop {
+            match tokio::time::timeout(Duration::from_secs(20), first.next()).await {
+                Err(_) => return Err("the first client is still connected".to_string()),
+                Ok(Some(Ok(Message::Binary(_)))) => continue,
+                Ok(Some(Ok(other))) => return Err(format!("the first client got {other:?}")),
+                Ok(Some(Err(e))) => return Ok(e.to_string()),
+                Ok(None) => return Ok("closed".to_string()),
+            }
+        }
+    });
+    let closed = closed.unwrap_or_else(|e| panic!("{e}\n{}", ctx()));
+    eprintln!("the first console client: {closed}");
+    rt.block_on(ask(
+        &mut second,
+        "echo KVRS-SECOND-$((7*7))",
+        "KVRS-SECOND-49",
+    ))
+    .unwrap_or_else(|e| panic!("{e}\n{}", ctx()));
+    drop(second);
+
+    // VNC: the display's RFB greeting; a client preserving the session is refused while one is
+    // connected; one that does not takes the display over.
+    let vnc = |preserve: bool| {
+        rt.block_on(open_stream(
+            &console_client,
+            port,
+            &format!("guest/vnc?preserveSession={preserve}"),
+        ))
+    };
+    let mut display = vnc(false).unwrap_or_else(|e| panic!("VNC: {e}\n{}", ctx()));
+    let mut greeting = String::new();
+    rt.block_on(read_until(
+        &mut display,
+        &mut greeting,
+        "RFB 003.008",
+        Duration::from_secs(20),
+    ))
+    .unwrap_or_else(|e| panic!("VNC's greeting: {e}\n{}", ctx()));
+    match vnc(true) {
+        Err(StreamError::Refused(r)) => assert_eq!(
+            (r.status, String::from_utf8_lossy(&r.body).as_ref()),
+            (503, "Active VNC connection. Request denied.")
+        ),
+        Err(e) => panic!("VNC preserving the session: {e}"),
+        Ok(_) => panic!("a VNC client preserving the session took the display over"),
+    }
+    let mut taker = vnc(false).unwrap_or_else(|e| panic!("VNC again: {e}\n{}", ctx()));
+    let mut greeting = String::new();
+    rt.block_on(read_until(
+        &mut taker,
+        &mut greeting,
+        "RFB 003.008",
+        Duration::from_secs(20),
+    ))
+    .unwrap_or_else(|e| panic!("VNC's greeting to the second client: {e}\n{}", ctx()));
+    let first_display =
+        rt.block_on(async { tokio::time::timeout(Duration::from_secs(20), display.next()).await });
+    assert!(
+        matches!(first_display, Ok(None | Some(Err(_)))),
+        "the first VNC client: {first_display:?}"
+    );
+    drop(taker);
 
     pod.delete();
 }

@@ -182,6 +182,132 @@ impl HandlerClient {
     }
 }
 
+/// A handler's answer to a WebSocket dial other than `101 Switching Protocols`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamRefused {
+    /// The HTTP status.
+    pub status: u16,
+    /// Its `Content-Type`.
+    pub content_type: String,
+    /// The body (at most [`MAX_ANSWER_BYTES`]).
+    pub body: Vec<u8>,
+}
+
+/// Why a stream to the handler was not opened.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    /// The handler answered, but not with an upgrade.
+    #[error("virt-handler refused the stream with {}", .0.status)]
+    Refused(StreamRefused),
+    /// It could not be reached or spoke no WebSocket.
+    #[error(transparent)]
+    Handler(#[from] HandlerError),
+}
+
+/// KubeVirt's raw stream subprotocol, asked of the handler as KubeVirt's dialer asks it.
+pub const PLAIN_STREAM_PROTOCOL: &str = "plain.kubevirt.io";
+
+impl HandlerClient {
+    /// Opens the WebSocket at `path` on the handler at `address` (`ip:port`): the connection
+    /// once the handler switched protocols, its frames left to the caller.
+    pub async fn open_stream(
+        &self,
+        address: &str,
+        path: &str,
+    ) -> Result<hyper::upgrade::Upgraded, StreamError> {
+        let config = self
+            .config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|(_, c)| c.clone())
+            .ok_or(HandlerError::NotReady)?;
+        tokio::time::timeout(CALL_TIMEOUT, dial_stream(config, address, path))
+            .await
+            .map_err(|_| HandlerError::Timeout)?
+    }
+}
+
+/// A fresh `Sec-WebSocket-Key`: 16 random bytes in base64.
+fn websocket_key() -> String {
+    use base64::Engine;
+    use ring::rand::{SecureRandom, SystemRandom};
+    let mut nonce = [0u8; 16];
+    // The system RNG does not fail on Linux; a failure leaves zeros, still a valid key.
+    let _ = SystemRandom::new().fill(&mut nonce);
+    base64::engine::general_purpose::STANDARD.encode(nonce)
+}
+
+async fn dial_stream(
+    config: Arc<ClientConfig>,
+    address: &str,
+    path: &str,
+) -> Result<hyper::upgrade::Upgraded, StreamError> {
+    let transport = |e: &dyn std::fmt::Display| HandlerError::Transport(e.to_string());
+    let tcp = TcpStream::connect(address)
+        .await
+        .map_err(|e| HandlerError::Transport(format!("dial tcp {address}: {e}")))?;
+    let name = ServerName::try_from(HANDLER_SERVER_NAME).map_err(tls_err)?;
+    let tls = TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .map_err(|e| HandlerError::Transport(format!("TLS with {address}: {e}")))?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .map_err(|e| transport(&e))?;
+    // Driven until the upgrade hands the connection over (or the answer is read).
+    tokio::spawn(connection.with_upgrades());
+    let key = websocket_key();
+    let request = hyper::Request::builder()
+        .method("GET")
+        .uri(path)
+        .header(hyper::header::HOST, HANDLER_SERVER_NAME)
+        .header(hyper::header::CONNECTION, "Upgrade")
+        .header(hyper::header::UPGRADE, "websocket")
+        .header(hyper::header::SEC_WEBSOCKET_VERSION, "13")
+        .header(hyper::header::SEC_WEBSOCKET_KEY, &key)
+        .header(hyper::header::SEC_WEBSOCKET_PROTOCOL, PLAIN_STREAM_PROTOCOL)
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| transport(&e))?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| transport(&e))?;
+    let status = response.status();
+    if status != hyper::StatusCode::SWITCHING_PROTOCOLS {
+        let content_type = response
+            .headers()
+            .get(hyper::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
+            .collect()
+            .await
+            .map(|b| b.to_bytes().to_vec())
+            .unwrap_or_default();
+        return Err(StreamError::Refused(StreamRefused {
+            status: status.as_u16(),
+            content_type,
+            body,
+        }));
+    }
+    let accepted = response
+        .headers()
+        .get(hyper::header::SEC_WEBSOCKET_ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    if accepted != Some(super::stream::accept_key(&key).as_str()) {
+        return Err(HandlerError::Transport(
+            "virt-handler's Sec-WebSocket-Accept does not match the key sent".into(),
+        )
+        .into());
+    }
+    hyper::upgrade::on(response)
+        .await
+        .map_err(|e| HandlerError::Transport(format!("upgrading the connection: {e}")).into())
+}
+
 async fn exchange(
     config: Arc<ClientConfig>,
     address: &str,

@@ -2,6 +2,7 @@
 //! serves both): discovery, the routes, and KubeVirt's error answers. The decisions are pure
 //! ([`vm`]); the reads and writes around them are in [`serve`] (feature `server`).
 
+pub mod console;
 pub mod vm;
 pub mod vmi;
 
@@ -9,6 +10,8 @@ pub mod vmi;
 pub mod handler;
 #[cfg(feature = "server")]
 pub mod serve;
+#[cfg(feature = "server")]
+pub mod stream;
 
 use serde_json::{Value, json};
 

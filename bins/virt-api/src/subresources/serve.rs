@@ -18,7 +18,12 @@ const JSONPATCH_TEST_ERR: &str = "jsonpatch test operation does not apply";
 /// An answer: status and JSON body (`None`: empty).
 pub type Answer = (u16, Option<Value>);
 
-fn api(client: &kube::Client, namespace: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
+pub(super) fn api(
+    client: &kube::Client,
+    namespace: &str,
+    kind: &str,
+    plural: &str,
+) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", kind);
     Api::namespaced_with(
         client.clone(),
@@ -27,7 +32,7 @@ fn api(client: &kube::Client, namespace: &str, kind: &str, plural: &str) -> Api<
     )
 }
 
-async fn get(api: &Api<DynamicObject>, name: &str) -> Result<Option<Value>, ApiError> {
+pub(super) async fn get(api: &Api<DynamicObject>, name: &str) -> Result<Option<Value>, ApiError> {
     match api.get_opt(name).await {
         Ok(o) => Ok(o.and_then(|o| serde_json::to_value(o).ok())),
         Err(e) => Err(ApiError::internal(&format!(
@@ -274,7 +279,7 @@ async fn call_handler(
 }
 
 /// The virt-handler pods on `node` (KubeVirt's field and label selectors).
-async fn handler_pods(
+pub(super) async fn handler_pods(
     client: &kube::Client,
     namespace: &str,
     node: &str,

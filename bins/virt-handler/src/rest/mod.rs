@@ -10,9 +10,14 @@
 //! issues (the Secret `kvrs-virt-handler-certs`, mounted); [`server`] is the hyper shell, which
 //! looks the VMI up in this handler's own VMI cache (only VMIs of this node are served) and
 //! dials the launcher for each request, as KubeVirt does.
+//!
+//! The serial console (`GET .../console`, a WebSocket bridged to the launcher's serial socket)
+//! is [`console`]'s, with the handshake checks in [`websocket`].
 
+pub mod console;
 pub mod server;
 pub mod tls;
+pub mod websocket;
 
 use std::time::Duration;
 

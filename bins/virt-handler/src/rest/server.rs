@@ -1,5 +1,6 @@
 //! The HTTPS shell of the REST server: hyper's HTTP/1.1 behind tokio-rustls, the VMI looked up
-//! in this handler's VMI cache, its launcher dialled for the one call.
+//! in this handler's VMI cache, its launcher dialled for the one call (or, for the console,
+//! the connection upgraded and bridged to the serial socket: [`super::console`]).
 //!
 //! Limits: a TLS handshake and a request head within 10 s each, a body of at most 64 KiB
 //! within 10 s (virt-api sends a few fields at most), 64 connections at once. Until the
@@ -25,6 +26,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
 use tracing::{debug, info, warn};
 
+use super::console::{self, Consoles};
 use super::tls::CertDir;
 use super::{
     Action, Answer, Target, answer, as_list, launcher_unreachable, route, unfreeze_timeout,
@@ -46,6 +48,9 @@ pub trait VmiSource: Send + Sync + 'static {
     fn get(&self, namespace: &str, name: &str) -> Option<Arc<VirtualMachineInstance>>;
     /// Its launcher's command sockets, as this process sees them.
     fn sockets(&self, vmi: &VirtualMachineInstance) -> Vec<PathBuf>;
+    /// Its launcher pods' private directories (the serial socket's `<vmi uid>/virt-serial0`
+    /// is beneath), as this process sees them.
+    fn private_dirs(&self, vmi: &VirtualMachineInstance) -> Vec<PathBuf>;
 }
 
 /// This node's VMIs: the handler's VMI cache (already limited to the node) and the kubelet's
@@ -67,6 +72,10 @@ impl VmiSource for NodeVmis {
     fn sockets(&self, vmi: &VirtualMachineInstance) -> Vec<PathBuf> {
         crate::launchers::sockets_of(vmi, &self.node, &self.pods_dir)
     }
+
+    fn private_dirs(&self, vmi: &VirtualMachineInstance) -> Vec<PathBuf> {
+        crate::launchers::private_dirs_of(vmi, &self.node, &self.pods_dir)
+    }
 }
 
 /// The TLS configuration in use, replaced on renewal.
@@ -78,6 +87,7 @@ pub struct RestServer {
     local_addr: SocketAddr,
     tls: SharedTls,
     vmis: Arc<dyn VmiSource>,
+    consoles: Arc<Consoles>,
 }
 
 impl RestServer {
@@ -90,6 +100,7 @@ impl RestServer {
             local_addr,
             tls: SharedTls::default(),
             vmis,
+            consoles: Arc::default(),
         })
     }
 
@@ -124,7 +135,8 @@ impl RestServer {
                             debug!(%peer, "no certificates yet: connection closed");
                             continue;
                         };
-                        let (http, vmis) = (http.clone(), self.vmis.clone());
+                        let (http, vmis, consoles) =
+                            (http.clone(), self.vmis.clone(), self.consoles.clone());
                         connections.spawn(async move {
                             let accept = TlsAcceptor::from(config).accept(stream);
                             let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept).await {
@@ -133,10 +145,12 @@ impl RestServer {
                                 Err(_) => return debug!(%peer, "TLS handshake timed out"),
                             };
                             let service = hyper::service::service_fn(move |req| {
-                                let vmis = vmis.clone();
-                                async move { Ok::<_, Infallible>(respond(vmis.as_ref(), req).await) }
+                                let (vmis, consoles) = (vmis.clone(), consoles.clone());
+                                async move { Ok::<_, Infallible>(respond(vmis.as_ref(), &consoles, req).await) }
                             });
-                            if let Err(e) = http.serve_connection(TokioIo::new(stream), service).await {
+                            // With upgrades: a console's connection is handed to its bridge.
+                            let connection = http.serve_connection(TokioIo::new(stream), service);
+                            if let Err(e) = connection.with_upgrades().await {
                                 debug!(%peer, error = %e, "connection ended with an error");
                             }
                         });
@@ -186,7 +200,16 @@ fn reply(a: Answer) -> Response<Full<Bytes>> {
     r
 }
 
-async fn respond(vmis: &dyn VmiSource, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn respond(
+    vmis: &dyn VmiSource,
+    consoles: &Arc<Consoles>,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    match console::route(req.method().as_str(), req.uri().path(), req.uri().query()) {
+        Some(Ok(target)) => return console::open(vmis, consoles, &target, req).await,
+        Some(Err(a)) => return reply(a),
+        None => {}
+    }
     let target = match route(req.method().as_str(), req.uri().path()) {
         Ok(t) => t,
         Err(a) => return reply(a),

@@ -285,6 +285,9 @@ pub struct LauncherPod {
     pub run_dir: PathBuf,
     /// The `sockets` emptyDir, under the kubelet's pods directory.
     pub sockets_dir: PathBuf,
+    /// The `private` emptyDir (the pod's `/var/run/kubevirt-private`, where QEMU's serial
+    /// socket is), beside `sockets`.
+    pub private_dir: PathBuf,
     pub monitor: Option<Child>,
     pub log: PathBuf,
 }
@@ -352,6 +355,8 @@ impl LauncherPod {
         }
         let sockets_dir = kvrs_ipc::layout::pod_sockets_dir_on_host(&dirs.pods(), &uid).unwrap();
         std::fs::create_dir_all(&sockets_dir).unwrap();
+        let private_dir = sockets_dir.with_file_name("private");
+        std::fs::create_dir_all(&private_dir).unwrap();
         let guest = kvrs_test_guest::guest(&target_dir());
         let kb = run_dir.join("kubevirt-kernel-boot/boot");
         std::fs::copy(&guest.kernel, kb.join("vmlinuz")).unwrap();
@@ -365,7 +370,7 @@ impl LauncherPod {
         run(Command::new("mknod")
             .arg(run_dir.join("dev-net-tun"))
             .args(["c", "10", "200"]));
-        for d in [&run_dir, &sockets_dir] {
+        for d in [&run_dir, &sockets_dir, &private_dir] {
             run(Command::new("chown").arg("-R").arg("107:107").arg(d));
         }
         run(Command::new("chown")
@@ -384,6 +389,7 @@ impl LauncherPod {
             log: run_dir.with_extension("log"),
             run_dir,
             sockets_dir,
+            private_dir,
             monitor: None,
         }
     }
@@ -402,6 +408,9 @@ impl LauncherPod {
             .push((self.sockets_dir.clone(), "/run/kubevirt/sockets".into()));
         monitor
             .binds
+            .push((self.private_dir.clone(), "/run/kubevirt-private".into()));
+        monitor
+            .binds
             .push((self.run_dir.join("dev-net-tun"), "/dev/net/tun".into()));
         let child = monitor
             .command()
@@ -413,12 +422,9 @@ impl LauncherPod {
     }
 
     pub fn serial_log(&self, vmi_uid: &str) -> String {
-        std::fs::read(
-            self.run_dir
-                .join(format!("kubevirt-private/{vmi_uid}/virt-serial0-log")),
-        )
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default()
+        std::fs::read(self.private_dir.join(format!("{vmi_uid}/virt-serial0-log")))
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
     }
 
     /// The launcher's `GetGuestInfo` answer (what virt-api serves as the VMI's guestosinfo).
@@ -555,6 +561,14 @@ pub fn guest_vmi(name: &str) -> Value {
     })
 }
 
+/// The test guest with a shell on its serial console (a `KVRS-RUN` line of its user-data).
+pub fn guest_with_shell(name: &str) -> Value {
+    let mut vmi = guest_vmi(name);
+    vmi["spec"]["volumes"][1]["cloudInitNoCloud"]["userData"] =
+        json!("#cloud-config\nKVRS-RUN: sh -i </dev/ttyS0 >/dev/ttyS0 2>&1\n");
+    vmi
+}
+
 /// `status.phase` of a VMI JSON.
 pub fn phase(vmi: &Value) -> &str {
     vmi["status"]["phase"].as_str().unwrap_or("")
@@ -602,7 +616,23 @@ pub fn boot_guest_with_agent(
     n: u8,
     name: &str,
 ) -> (String, LauncherPod) {
-    let uid = cluster.create_vmi(guest_vmi(name));
+    boot_vmi_with_agent(cluster, dirs, handler, n, guest_vmi(name))
+}
+
+/// [`boot_guest_with_agent`] for the VMI `vmi` (the test guest's, changed).
+pub fn boot_vmi_with_agent(
+    cluster: &Cluster,
+    dirs: &NodeDirs,
+    handler: &Handler,
+    n: u8,
+    vmi: Value,
+) -> (String, LauncherPod) {
+    let name = vmi["metadata"]["name"]
+        .as_str()
+        .expect("a name")
+        .to_string();
+    let name = name.as_str();
+    let uid = cluster.create_vmi(vmi);
     let mut pod = LauncherPod::new(dirs, n, name);
     pod.start(&uid);
     cluster.schedule(name, &pod.uid);
