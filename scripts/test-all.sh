@@ -55,6 +55,10 @@ bash scripts/kvlauncher-harness.sh
 # for the launcher's hook-sidecar wire tests (seconds once the module cache is warm).
 bash scripts/hooks-harness.sh
 
+# KubeVirt v1.9.0's own virtctl commands (tests/virtctl: its pkg/virtctl subcommand constructors
+# as a Go module) for bins/virt-handler/tests/virtctl.rs (about a minute the first time).
+bash scripts/virtctl-harness.sh
+
 # A fresh clone builds once: incremental artefacts would only double the target directory.
 export CARGO_INCREMENTAL=0
 

@@ -13,6 +13,8 @@
 
 #![allow(dead_code)]
 
+pub mod aggregated;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;

@@ -1,0 +1,491 @@
+//! KubeVirt v1.9.0's own virtctl against kvrs: `virtctl-harness` (tests/virtctl, built by
+//! `scripts/virtctl-harness.sh`) runs virtctl's cobra commands and its client-go unchanged,
+//! with the test cluster's admin kubeconfig, through kube-apiserver's aggregator to kvrs's
+//! virt-api and the virt-handler binary's REST server ([`support::aggregated`]), to a real
+//! launcher and QEMU guest:
+//! - `pause vmi` / `unpause vmi`: the VMI's Paused condition appears and goes, a second pause
+//!   refused with KubeVirt's message;
+//! - `guestosinfo`: the guest agent's report, as the launcher has it;
+//! - `console`: the guest's shell answers what is typed on virtctl's stdin, Ctrl+] ends it;
+//! - `vnc --proxy-only`: the port it prints serves the display's RFB handshake to its end
+//!   (ServerInit);
+//! - `pause vm` / `unpause vm`: the same through a VM whose VMI is the guest;
+//! - `start` (plain, `--paused`, `--dry-run`) / `stop` / `restart` of VMs: the VM writes
+//!   virt-api makes for each run strategy and its refusals. There is no VM controller here, so
+//!   nothing acts on those writes: the test checks the VMs' `spec.runStrategy` and
+//!   `status.stateChangeRequests` (a VM's VMI created, stopped or restarted is the VM
+//!   controller's part, not virtctl's).
+//!
+//! virt-api listens on [`ADDRESS`] of link [`LINK`] (not rest_aggregated's nor virt-api's
+//! `subresources` test's: they may run at once).
+
+mod support;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::*;
+
+const LINK: &str = "kvrs-api2";
+const ADDRESS: &str = "10.253.0.3";
+
+/// virtctl-harness, built (or found in ~/.cache/kvrs) by scripts/virtctl-harness.sh. Panics
+/// with the script's output when Go or the build fails: this test never skips.
+fn harness() -> PathBuf {
+    let out = Command::new("bash")
+        .arg(root().join("scripts/virtctl-harness.sh"))
+        .output()
+        .expect("running scripts/virtctl-harness.sh");
+    assert!(
+        out.status.success(),
+        "scripts/virtctl-harness.sh failed ({}): KubeVirt's virtctl (Go >= 1.26 and the Go module \
+         proxy) is needed for this test\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let bin = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
+    assert!(
+        bin.is_file(),
+        "virtctl-harness.sh printed no binary path: {stdout}"
+    );
+    bin
+}
+
+/// virtctl with the cluster's admin kubeconfig, in the test namespace.
+struct Virtctl {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl Virtctl {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["-n", NS])
+            .args(args);
+        cmd
+    }
+
+    /// Runs `virtctl ARGS` to its end.
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("virtctl {args:?}: {e}"))
+    }
+
+    /// `virtctl ARGS`, which must succeed: its stdout.
+    fn ok(&self, args: &[&str], ctx: impl Fn() -> String) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "virtctl {args:?}: {}\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr),
+            ctx()
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `virtctl ARGS`, which must fail: its stderr.
+    fn refused(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            !out.status.success(),
+            "virtctl {args:?} succeeded: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+}
+
+/// A running virtctl child: killed if the test ends without reaping it; what it writes on
+/// stdout collected by a thread; its stderr in a file.
+struct Session {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: Arc<Mutex<Vec<u8>>>,
+    stderr: PathBuf,
+}
+
+impl Session {
+    fn start(virtctl: &Virtctl, args: &[&str], stderr: &Path) -> Session {
+        let mut child = virtctl
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(stderr).unwrap())
+            .spawn()
+            .unwrap_or_else(|e| panic!("virtctl {args:?}: {e}"));
+        let stdin = child.stdin.take();
+        let mut out = child.stdout.take().unwrap();
+        let stdout = Arc::new(Mutex::new(Vec::new()));
+        let sink = stdout.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = out.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Session {
+            child,
+            stdin,
+            stdout,
+            stderr: stderr.to_path_buf(),
+        }
+    }
+
+    fn type_in(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("virtctl's stdin");
+        stdin.write_all(bytes).expect("writing to virtctl's stdin");
+        stdin.flush().unwrap();
+    }
+
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.stdout.lock().unwrap()).into_owned()
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Waits up to `timeout` for virtctl to exit: its status, `None` if it still runs.
+    fn wait(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Types `command` on virtctl console's stdin until its stdout shows `answer` (the shell may
+/// still be starting); what the console showed.
+fn ask(console: &mut Session, command: &str, answer: &str) -> Result<String, String> {
+    for _ in 0..40 {
+        console.type_in(format!("{command}\r").as_bytes());
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            let seen = console.stdout();
+            if seen.contains(answer) {
+                return Ok(seen);
+            }
+            if let Some(status) = console.child.try_wait().unwrap() {
+                return Err(format!(
+                    "virtctl console ended ({status}): {}\nit showed:\n{seen}",
+                    console.stderr()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    Err(format!(
+        "no {answer:?} on the console; it showed:\n{}\nvirtctl's stderr:\n{}",
+        console.stdout(),
+        console.stderr()
+    ))
+}
+
+/// The RFB 3.8 handshake with security type None, as a VNC viewer does it, to the server's
+/// `ServerInit`: the protocol version, the framebuffer's width and height and the desktop's name.
+fn rfb_handshake(port: u16) -> (String, u16, u16, String) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))
+        .unwrap_or_else(|e| panic!("connecting to virtctl vnc's port {port}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut version = [0u8; 12];
+    s.read_exact(&mut version).expect("the RFB greeting");
+    let version = String::from_utf8_lossy(&version).into_owned();
+    assert!(version.starts_with("RFB 003.00"), "greeting {version:?}");
+    s.write_all(b"RFB 003.008\n").unwrap();
+    let mut count = [0u8; 1];
+    s.read_exact(&mut count).expect("the security types' count");
+    assert!(count[0] > 0, "the server refused the connection");
+    let mut types = vec![0u8; count[0] as usize];
+    s.read_exact(&mut types).expect("the security types");
+    assert!(types.contains(&1), "no security type None: {types:?}");
+    s.write_all(&[1]).unwrap();
+    let mut result = [0u8; 4];
+    s.read_exact(&mut result).expect("the SecurityResult");
+    assert_eq!(u32::from_be_bytes(result), 0, "SecurityResult");
+    // ClientInit: shared.
+    s.write_all(&[1]).unwrap();
+    let mut init = [0u8; 24];
+    s.read_exact(&mut init).expect("the ServerInit");
+    let width = u16::from_be_bytes([init[0], init[1]]);
+    let height = u16::from_be_bytes([init[2], init[3]]);
+    let len = u32::from_be_bytes([init[20], init[21], init[22], init[23]]) as usize;
+    assert!(len < 4096, "a desktop name of {len} bytes");
+    let mut name = vec![0u8; len];
+    s.read_exact(&mut name).expect("the desktop's name");
+    (
+        version.trim_end().to_string(),
+        width,
+        height,
+        String::from_utf8_lossy(&name).into_owned(),
+    )
+}
+
+#[test]
+fn virtctl_drives_vmis_and_vms_through_the_aggregator() {
+    let _one = serial();
+    let virtctl_bin = harness();
+    let mut setup = aggregated::Aggregated::start(LINK, ADDRESS, "virtctl");
+    let (cluster, dirs, handler) = (&setup.cluster, &setup.dirs, &setup.handler);
+    let virtctl = Virtctl {
+        bin: virtctl_bin,
+        kubeconfig: cluster.cluster.admin_kubeconfig_path().to_path_buf(),
+    };
+
+    let (vmi_uid, mut pod) =
+        boot_vmi_with_agent(cluster, dirs, handler, 1, guest_with_shell("guest"));
+    let ctx = || guest_context(cluster, handler, &pod, "guest");
+
+    // pause / unpause.
+    let out = virtctl.ok(&["pause", "vmi", "guest"], ctx);
+    assert_eq!(out, "VMI guest was scheduled to pause\n");
+    let vmi = wait_for(
+        "the Paused condition",
+        Duration::from_secs(60),
+        || {
+            let v = cluster.vmi("guest")?;
+            condition(&v, "Paused").is_some().then_some(v)
+        },
+        ctx,
+    );
+    assert_eq!(condition(&vmi, "Paused").unwrap()["reason"], "PausedByUser");
+    let err = virtctl.refused(&["pause", "vmi", "guest"]);
+    assert!(err.contains("VMI is already paused"), "{err}");
+    let out = virtctl.ok(&["unpause", "vmi", "guest"], ctx);
+    assert_eq!(out, "VMI guest was scheduled to unpause\n");
+    wait_for(
+        "the Paused condition removed",
+        Duration::from_secs(60),
+        || {
+            let v = cluster.vmi("guest")?;
+            condition(&v, "Paused").is_none().then_some(())
+        },
+        ctx,
+    );
+    let err = virtctl.refused(&["unpause", "vmi", "guest"]);
+    assert!(err.contains("VMI is not paused"), "{err}");
+
+    // guestosinfo: the agent's report as the launcher has it, through virtctl's Go types.
+    let out = virtctl.ok(&["guestosinfo", "guest"], ctx);
+    let info: Value = serde_json::from_str(&out).expect("guestosinfo JSON");
+    assert_eq!(info["os"]["id"], kvrs_test_guest::OS_ID, "{info}");
+    assert_eq!(
+        info["os"]["prettyName"],
+        kvrs_test_guest::OS_PRETTY_NAME,
+        "{info}"
+    );
+    let agent = pod.guest_info();
+    for (key, value) in agent["os"].as_object().expect("the agent's os") {
+        if value != "" {
+            assert_eq!(&info["os"][key], value, "os.{key}: {info} vs {agent}");
+        }
+    }
+    for key in ["hostname", "guestAgentVersion"] {
+        assert_eq!(info[key], agent[key], "{key}: {info} vs {agent}");
+    }
+    assert!(
+        info["hostname"].as_str().is_some_and(|h| !h.is_empty()),
+        "{info}"
+    );
+
+    // The serial console on virtctl's stdin and stdout; Ctrl+] ends it.
+    let mut console = Session::start(
+        &virtctl,
+        &["console", "guest", "--timeout=1"],
+        &dirs.root.join("console.err"),
+    );
+    ask(
+        &mut console,
+        "echo KVRS-VIRTCTL-$((6*7))",
+        "KVRS-VIRTCTL-42",
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", ctx()));
+    assert!(
+        console
+            .stderr()
+            .contains("Successfully connected to guest console"),
+        "{}",
+        console.stderr()
+    );
+    console.type_in(&[29]);
+    let status = console.wait(Duration::from_secs(20));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "virtctl console after Ctrl+]: {status:?}\n{}",
+        console.stderr()
+    );
+    drop(console);
+
+    // vnc --proxy-only: the port it prints, an RFB handshake through it.
+    let mut vnc = Session::start(
+        &virtctl,
+        &["vnc", "guest", "--proxy-only"],
+        &dirs.root.join("vnc.err"),
+    );
+    let port = wait_for(
+        "virtctl vnc's port",
+        Duration::from_secs(30),
+        || {
+            let out = vnc.stdout();
+            let line = out.lines().next()?;
+            let v: Value = serde_json::from_str(line).ok()?;
+            v["port"].as_u64()
+        },
+        || format!("stdout {:?}, stderr:\n{}", vnc.stdout(), vnc.stderr()),
+    );
+    let (version, width, height, name) = rfb_handshake(u16::try_from(port).unwrap());
+    assert_eq!(version, "RFB 003.008");
+    assert!(width > 0 && height > 0, "a {width}x{height} display");
+    assert!(!name.is_empty(), "the desktop's name");
+    // The viewer gone, the proxy ends.
+    let status = vnc.wait(Duration::from_secs(20));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "virtctl vnc after the viewer left: {status:?}\n{}",
+        vnc.stderr()
+    );
+    drop(vnc);
+
+    // A missing VMI: KubeVirt's not-found, through virtctl's error path.
+    let err = virtctl.refused(&["pause", "vmi", "absent"]);
+    assert!(
+        err.contains(r#"virtualmachineinstances.kubevirt.io "absent" not found"#)
+            || err.contains(r#"virtualmachineinstance.kubevirt.io "absent" not found"#),
+        "{err}"
+    );
+
+    // VM start / stop / restart. No VM controller runs here: the checks are the writes
+    // virt-api makes for virtctl.
+    let vm = |name: &str, strategy: &str| {
+        let template = guest_vmi(name);
+        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"runStrategy": strategy,
+                "template": {"metadata": {"labels": {"kvrs.dev/vm": name}},
+                    "spec": template["spec"]}}})
+    };
+    let strategy = |name: &str| {
+        let v = cluster
+            .get("virtualmachines", Some(NS), name)
+            .unwrap_or_else(|| panic!("VM {name}"));
+        v["spec"]["runStrategy"].as_str().unwrap_or("").to_string()
+    };
+    cluster.apply(&vm("idle", "Halted"));
+    let out = virtctl.ok(&["start", "idle", "--dry-run"], ctx);
+    assert_eq!(out, "Dry Run execution\nVM idle was scheduled to start\n");
+    assert_eq!(strategy("idle"), "Halted");
+    let err = virtctl.refused(&["pause", "vm", "idle"]);
+    assert!(
+        err.contains(
+            "Error pausing VirtualMachineInstance idle. VirtualMachine idle is not set to run"
+        ),
+        "{err}"
+    );
+    let out = virtctl.ok(&["start", "idle"], ctx);
+    assert_eq!(out, "VM idle was scheduled to start\n");
+    assert_eq!(strategy("idle"), "Always");
+    let err = virtctl.refused(&["start", "idle"]);
+    assert!(
+        err.contains("Always does not support manual start requests"),
+        "{err}"
+    );
+    let out = virtctl.ok(&["stop", "idle"], ctx);
+    assert_eq!(out, "VM idle was scheduled to stop\n");
+    assert_eq!(strategy("idle"), "Halted");
+    let err = virtctl.refused(&["restart", "idle"]);
+    assert!(
+        err.contains("RunStategy Halted does not support manual restart requests"),
+        "{err}"
+    );
+    let err = virtctl.refused(&["stop", "idle"]);
+    assert!(err.contains("VM is not running"), "{err}");
+    let err = virtctl.refused(&["start", "absent"]);
+    assert!(
+        err.contains(r#"virtualmachines.kubevirt.io "absent" not found"#)
+            || err.contains(r#"virtualmachine.kubevirt.io "absent" not found"#),
+        "{err}"
+    );
+
+    // A paused start of a Halted VM is a start request carrying `paused`.
+    cluster.apply(&vm("later", "Halted"));
+    let out = virtctl.ok(&["start", "later", "--paused"], ctx);
+    assert_eq!(out, "VM later was scheduled to start\n");
+    let v = cluster
+        .get("virtualmachines", Some(NS), "later")
+        .expect("VM later");
+    assert_eq!(v["spec"]["runStrategy"], "Halted", "{v}");
+    assert_eq!(
+        v["status"]["stateChangeRequests"],
+        json!([{"action": "Start", "data": {"paused": "true"}}]),
+        "{v}"
+    );
+
+    // A Manual VM whose VMI is the running guest: `pause vm` / `unpause vm` reach the VMI
+    // through the VM; restart asks for a stop of that VMI, then a start.
+    cluster.apply(&vm("guest", "Manual"));
+    let out = virtctl.ok(&["pause", "vm", "guest"], ctx);
+    assert_eq!(out, "VMI guest was scheduled to pause\n");
+    wait_for(
+        "the Paused condition (pause vm)",
+        Duration::from_secs(60),
+        || {
+            let v = cluster.vmi("guest")?;
+            condition(&v, "Paused").is_some().then_some(())
+        },
+        ctx,
+    );
+    let out = virtctl.ok(&["unpause", "vm", "guest"], ctx);
+    assert_eq!(out, "VMI guest was scheduled to unpause\n");
+    wait_for(
+        "the Paused condition removed (unpause vm)",
+        Duration::from_secs(60),
+        || {
+            let v = cluster.vmi("guest")?;
+            condition(&v, "Paused").is_none().then_some(())
+        },
+        ctx,
+    );
+    let out = virtctl.ok(&["restart", "guest"], ctx);
+    assert_eq!(out, "VM guest was scheduled to restart\n");
+    let v = cluster
+        .get("virtualmachines", Some(NS), "guest")
+        .expect("VM guest");
+    let requests = v["status"]["stateChangeRequests"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no stateChangeRequests: {v}"));
+    assert_eq!(requests.len(), 2, "{v}");
+    assert_eq!(requests[0]["action"], "Stop", "{v}");
+    assert_eq!(requests[0]["uid"], vmi_uid.as_str(), "{v}");
+    assert_eq!(requests[1]["action"], "Start", "{v}");
+    // With that request pending, another is refused.
+    let err = virtctl.refused(&["restart", "guest"]);
+    assert!(err.contains("stop/start already underway"), "{err}");
+
+    pod.delete();
+    setup.stop_api();
+}
