@@ -31,7 +31,7 @@ CACHE=${KVRS_CACHE:-$HOME/.cache/kvrs}
 WORK=$CACHE/fuzz
 TARGET_DIR=$CACHE/target-fuzz
 CARGO_FUZZ_VERSION=0.13.2
-ALL_TARGETS=(vmi_to_xml pod_render cmd_server_payloads notify_payloads libvirt_xdr_reply admission_review)
+ALL_TARGETS=(vmi_to_xml pod_render cmd_server_payloads notify_payloads libvirt_xdr_reply admission_review subresource_request)
 
 SECONDS_PER_TARGET=${1:-30}
 [[ $SECONDS_PER_TARGET =~ ^[1-9][0-9]*$ ]] || die "SECONDS_PER_TARGET must be a positive integer, not '$SECONDS_PER_TARGET'"
