@@ -476,6 +476,31 @@ fn vmi_subresources_reach_the_guest_through_virt_handler() {
     assert_eq!(code, 409, "{body}");
     assert!(body.contains("VMI is not paused"), "{body}");
 
+    // freeze / unfreeze reach the launcher's FSFreeze / FSThaw through the guest's agent (the
+    // launcher's own test freezes a mounted ext2 disk and watches the state; here the path).
+    // virt-api forwards the body as KubeVirt's does; the handler's 400 for a body without the
+    // timeout comes back as virt-api's 500 quoting it, as in KubeVirt.
+    for (body, message) in [
+        ("", "failed to retrieve unfreeze timeout"),
+        ("{}", "Unfreeze timeout in freeze request is not set"),
+    ] {
+        let (code, answer) = call("guest", "freeze", "PUT", body);
+        assert_eq!(code, 500, "{answer}");
+        assert!(
+            answer.contains("unexpected return code 400") && answer.contains(message),
+            "{answer}"
+        );
+    }
+    // 200 twice each: the second call is a no-op.
+    for _ in 0..2 {
+        let (code, body) = call("guest", "freeze", "PUT", r#"{"unfreezeTimeout":"5m0s"}"#);
+        assert_eq!(code, 200, "freeze: {body}\n{}", ctx());
+    }
+    for _ in 0..2 {
+        let (code, body) = call("guest", "unfreeze", "PUT", "");
+        assert_eq!(code, 200, "unfreeze: {body}\n{}", ctx());
+    }
+
     // The console's refusals: a VMI not on this node, a request that is no WebSocket handshake.
     for absent in ["absent", "idle"] {
         match rt.block_on(open_console(&console_client, port, absent)) {
