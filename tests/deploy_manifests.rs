@@ -322,6 +322,14 @@ fn controller_role_grants_what_virt_controller_uses() {
     );
     assert_eq!(g[&gr("", "pods/status")], verbs(&["patch"]));
     assert_eq!(
+        g[&gr("kubevirt.io", "virtualmachineinstancemigrations")],
+        verbs(&["get", "list", "watch", "patch", "delete"])
+    );
+    assert_eq!(
+        g[&gr("kubevirt.io", "virtualmachineinstancemigrations/status")],
+        verbs(&["patch"])
+    );
+    assert_eq!(
         g[&gr("apps", "controllerrevisions")],
         verbs(&["get", "list", "watch", "create", "delete"])
     );

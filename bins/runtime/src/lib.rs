@@ -24,8 +24,8 @@ mod queue;
 
 pub use kvrs_executor::{
     Api, ApiError, ApiErrorKind, Change, ControllerExpectations, Enqueue, Executed, Expecting,
-    HandlerExecuted, Launcher, Node, Seen, Watched, With, execute, execute_handler, observe, ready,
-    requeue, world,
+    HandlerExecuted, Launcher, Node, Seen, Watched, With, execute, execute_handler, observe,
+    observe_migrations, ready, requeue, world,
 };
 #[cfg(feature = "kube")]
 pub use queue::{requeue_async, spawn_workers};

@@ -5,11 +5,15 @@
 //! as the cache held it and as it is now. A relist (after a 410 Gone or a broken stream) replays
 //! every object; objects the relist no longer contains are reported as deleted, so their keys are
 //! queued and a controller waiting for that deletion stops waiting.
+//!
+//! The migration controller's keys come from the same events: a launcher pod wakes the
+//! migration it is the target of, a VMI the migrations naming it, which only the migration
+//! cache can tell (`crate::migration_cache`).
 
 use std::collections::HashSet;
 use std::fmt::Debug;
 use std::hash::Hash;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -24,11 +28,13 @@ use kvrs_api::{VirtualMachine, VirtualMachineInstance};
 use kvrs_decide::vm::Revision;
 use kvrs_queue::AsyncQueue;
 use kvrs_runtime::world::{ControllerCache, WantedRevisions};
-use kvrs_runtime::{Change, ControllerExpectations, Seen, Watched, observe};
+use kvrs_runtime::{Change, ControllerExpectations, Seen, Watched, observe, observe_migrations};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
+
+use crate::migration_cache::{migration_json, migration_resource, pod_migrations, vmi_migrations};
 
 /// Everything the controllers share: queues and expectations.
 pub struct Shared {
@@ -40,6 +46,18 @@ pub struct Shared {
     pub vm_expectations: Mutex<ControllerExpectations>,
     /// The VMI controller's expectations.
     pub vmi_expectations: Mutex<ControllerExpectations>,
+    /// The migration controller's queue.
+    pub migration_queue: AsyncQueue<String>,
+    /// The migration controller's expectations: its own store, as in KubeVirt, so a migration
+    /// and a VMI of the same name never share one.
+    pub migration_expectations: Mutex<ControllerExpectations>,
+    /// The migrations this controller handed off to virt-handler (KubeVirt's `handOffMap`):
+    /// remembered until the migration is gone, as the VMI cache may not show the hand-off
+    /// write yet when the migration is synced again.
+    pub handed_off: Mutex<HashSet<String>>,
+    /// The migration cache, set once its watch starts (before the pod and VMI watches): pod
+    /// and VMI events are resolved to migration keys through it.
+    pub(crate) migrations: OnceLock<Store<DynamicObject>>,
 }
 
 impl Shared {
@@ -55,10 +73,14 @@ impl Shared {
             vmi_queue: queue("vmi"),
             vm_expectations: Mutex::new(ControllerExpectations::new()),
             vmi_expectations: Mutex::new(ControllerExpectations::new()),
+            migration_queue: queue("migration"),
+            migration_expectations: Mutex::new(ControllerExpectations::new()),
+            handed_off: Mutex::new(HashSet::new()),
+            migrations: OnceLock::new(),
         }
     }
 
-    fn observe(&self, change: &Change<'_>) {
+    fn observe(&self, change: &Change<'_>, migrations: &[String]) {
         tracing::debug!(
             watched = ?change.watched,
             object = change.key,
@@ -78,6 +100,11 @@ impl Shared {
         for k in keys.vmi_keys {
             let out = self.vmi_queue.add(k);
             tracing::trace!(?out, "vmi queue add");
+        }
+        let keys = observe_migrations(change, migrations, &mut lock(&self.migration_expectations));
+        for k in keys {
+            let out = self.migration_queue.add(k);
+            tracing::trace!(?out, "migration queue add");
         }
     }
 }
@@ -106,9 +133,14 @@ pub struct Caches {
     /// CRDs (KubeVirt's instancetype controller reads the same four informers).
     pub instancetypes: Vec<(&'static str, Store<DynamicObject>)>,
     /// Nodes: which devices their virt-handlers advertise (whether launcher pods request
-    /// vhost-net, [`kvrs_pod::vhost_net_available`]). Not waited for: until it has listed, the
-    /// answer is KubeVirt's default.
+    /// vhost-net, [`kvrs_pod::vhost_net_available`]), and the CPU labels of a migration's source
+    /// node. Not waited for: until it has listed, the answer is KubeVirt's default.
     pub nodes: Store<Node>,
+    /// VirtualMachineInstanceMigrations, all namespaces.
+    pub migrations: Store<DynamicObject>,
+    /// KubeVirt CRs, when the cluster serves them: the migration controller's configuration
+    /// and synchronization addresses.
+    pub kubevirts: Option<Store<DynamicObject>>,
 }
 
 impl Caches {
@@ -210,10 +242,16 @@ impl ControllerCache for Caches {
             .map(|p| p.as_ref().clone())
             .collect()
     }
+
+    fn migrations(&self, namespace: &str) -> Vec<Value> {
+        in_namespace(&self.migrations, namespace)
+            .filter_map(|m| migration_json(&m))
+            .collect()
+    }
 }
 
 /// `namespace` and `name` of a `namespace/name` key.
-fn split(key: &str) -> (&str, &str) {
+pub(crate) fn split(key: &str) -> (&str, &str) {
     key.split_once('/').unwrap_or(("", key))
 }
 
@@ -270,6 +308,27 @@ struct Observed {
     key: String,
     old: Option<Seen>,
     new: Option<Seen>,
+    /// The migration keys the object concerns, in its old and its new version.
+    migrations: Vec<String>,
+}
+
+/// How a watch describes its objects to the observer: what it needs to know of one version
+/// ([`Seen`]) and which migrations it concerns.
+struct Describe<K> {
+    seen: fn(&K) -> Seen,
+    migrations: fn(&K, &Shared) -> Vec<String>,
+}
+
+impl<K> Clone for Describe<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for Describe<K> {}
+
+fn no_migrations<K>(_: &K, _: &Shared) -> Vec<String> {
+    Vec::new()
 }
 
 /// The changes `event` makes to the cache `view` (which has not applied it yet).
@@ -277,33 +336,49 @@ fn changes<K>(
     event: &Event<K>,
     view: &Store<K>,
     relisted: &mut Option<HashSet<String>>,
-    seen: fn(&K) -> Seen,
+    describe: Describe<K>,
+    dyntype: &K::DynamicType,
+    shared: &Shared,
 ) -> Vec<Observed>
 where
     K: Resource + Clone + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone,
+    K::DynamicType: Eq + Hash + Clone,
 {
-    let old_of = |obj: &K| {
-        view.get(&reflector::ObjectRef::from_obj(obj))
-            .map(|o| seen(&o))
+    let old_of = |obj: &K| view.get(&reflector::ObjectRef::from_obj_with(obj, dyntype.clone()));
+    let migrations_of = |objs: &[Option<&K>]| {
+        let mut keys: Vec<String> = objs
+            .iter()
+            .flatten()
+            .flat_map(|o| (describe.migrations)(o, shared))
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
     };
+    let seen = describe.seen;
     match event {
         Event::Apply(obj) | Event::InitApply(obj) => {
             let key = key_of(obj);
             if let Some(keys) = relisted.as_mut() {
                 keys.insert(key.clone());
             }
+            let old = old_of(obj);
             vec![Observed {
                 key,
-                old: old_of(obj),
+                old: old.as_deref().map(seen),
                 new: Some(seen(obj)),
+                migrations: migrations_of(&[old.as_deref(), Some(obj)]),
             }]
         }
-        Event::Delete(obj) => vec![Observed {
-            key: key_of(obj),
-            old: old_of(obj).or_else(|| Some(seen(obj))),
-            new: None,
-        }],
+        Event::Delete(obj) => {
+            let old = old_of(obj);
+            vec![Observed {
+                key: key_of(obj),
+                old: old.as_deref().map(seen).or_else(|| Some(seen(obj))),
+                new: None,
+                migrations: migrations_of(&[old.as_deref(), Some(obj)]),
+            }]
+        }
         Event::Init => {
             *relisted = Some(HashSet::new());
             Vec::new()
@@ -319,6 +394,7 @@ where
                     key,
                     old: Some(seen(obj)),
                     new: None,
+                    migrations: migrations_of(&[Some(obj.as_ref())]),
                 })
                 .collect()
         }
@@ -335,14 +411,16 @@ fn watch<K>(
     api: KubeResourceApi<K>,
     config: watcher::Config,
     watched: Watched,
-    seen: fn(&K) -> Seen,
+    describe: Describe<K>,
+    dyntype: K::DynamicType,
     shared: Arc<Shared>,
 ) -> (Store<K>, JoinHandle<()>)
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
-    let (reader, mut writer) = reflector::store();
+    let mut writer = reflector::store::Writer::new(dyntype.clone());
+    let reader = writer.as_reader();
     let view = reader.clone();
     let task = tokio::spawn(async move {
         let mut relisted: Option<HashSet<String>> = None;
@@ -354,7 +432,8 @@ where
         while let Some(event) = stream.next().await {
             match event {
                 Ok(event) => {
-                    let mut observed = changes(&event, &view, &mut relisted, seen);
+                    let mut observed =
+                        changes(&event, &view, &mut relisted, describe, &dyntype, &shared);
                     writer.apply_watcher_event(&event);
                     match event {
                         Event::Init => held.clear(),
@@ -369,12 +448,15 @@ where
                         Event::Apply(_) | Event::Delete(_) => {}
                     }
                     for o in observed {
-                        shared.observe(&Change {
-                            watched,
-                            key: &o.key,
-                            old: o.old,
-                            new: o.new,
-                        });
+                        shared.observe(
+                            &Change {
+                                watched,
+                                key: &o.key,
+                                old: o.old,
+                                new: o.new,
+                            },
+                            &o.migrations,
+                        );
                     }
                 }
                 Err(e) => warn!(?watched, "watch error, relisting after backoff: {e}"),
@@ -388,11 +470,30 @@ where
 pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<JoinHandle<()>>) {
     let mut tasks = Vec::new();
     let all = watcher::Config::default();
+    // First: the pod and VMI watches resolve their objects to migrations through it.
+    let (migrations, t) = watch(
+        KubeResourceApi::<DynamicObject>::all_with(client.clone(), &migration_resource()),
+        all.clone(),
+        Watched::Migration,
+        Describe {
+            seen: seen_meta::<DynamicObject>,
+            migrations: no_migrations,
+        },
+        migration_resource(),
+        shared.clone(),
+    );
+    tasks.push(t);
+    // Set once, here, by the only caller.
+    let _ = shared.migrations.set(migrations.clone());
     let (vms, t) = watch(
         KubeResourceApi::<VirtualMachine>::all(client.clone()),
         all.clone(),
         Watched::Vm,
-        seen_meta::<VirtualMachine>,
+        Describe {
+            seen: seen_meta::<VirtualMachine>,
+            migrations: no_migrations,
+        },
+        (),
         shared.clone(),
     );
     tasks.push(t);
@@ -400,7 +501,11 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
         KubeResourceApi::<VirtualMachineInstance>::all(client.clone()),
         all.clone(),
         Watched::Vmi,
-        seen_vmi,
+        Describe {
+            seen: seen_vmi,
+            migrations: vmi_migrations,
+        },
+        (),
         shared.clone(),
     );
     tasks.push(t);
@@ -408,7 +513,11 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
         KubeResourceApi::<Pod>::all(client.clone()),
         watcher::Config::default().labels(labels::APP),
         Watched::Pod,
-        seen_pod,
+        Describe {
+            seen: seen_pod,
+            migrations: pod_migrations,
+        },
+        (),
         shared.clone(),
     );
     tasks.push(t);
@@ -416,7 +525,11 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
         KubeResourceApi::<ControllerRevision>::all(client.clone()),
         all.clone(),
         Watched::Other,
-        seen_meta::<ControllerRevision>,
+        Describe {
+            seen: seen_meta::<ControllerRevision>,
+            migrations: no_migrations,
+        },
+        (),
         shared.clone(),
     );
     tasks.push(t);
@@ -424,7 +537,11 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
         KubeResourceApi::<PersistentVolumeClaim>::all(client.clone()),
         all.clone(),
         Watched::Other,
-        seen_meta::<PersistentVolumeClaim>,
+        Describe {
+            seen: seen_meta::<PersistentVolumeClaim>,
+            migrations: no_migrations,
+        },
+        (),
         shared.clone(),
     );
     tasks.push(t);
@@ -451,6 +568,19 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
         tasks.push(t);
         instancetypes.push((kind, store));
     }
+    let kubevirts = if served_resources(client, "kubevirt.io")
+        .await
+        .iter()
+        .any(|p| p == "kubevirts")
+    {
+        let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
+        let ar = ApiResource::from_gvk_with_plural(&gvk, "kubevirts");
+        let (store, t) = watch_dynamic(client, &ar);
+        tasks.push(t);
+        Some(store)
+    } else {
+        None
+    };
     let nodes = {
         let writer = reflector::store::Writer::default();
         let reader = writer.as_reader();
@@ -473,6 +603,8 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
             data_volumes,
             instancetypes,
             nodes,
+            migrations,
+            kubevirts,
         },
         tasks,
     )
@@ -526,6 +658,7 @@ impl Caches {
         self.pods.wait_until_ready().await?;
         self.revisions.wait_until_ready().await?;
         self.pvcs.wait_until_ready().await?;
+        self.migrations.wait_until_ready().await?;
         if let Some(dvs) = &self.data_volumes {
             dvs.wait_until_ready().await?;
         }

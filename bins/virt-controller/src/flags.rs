@@ -50,6 +50,10 @@ pub struct Flags {
     /// waits on a few API round trips in a row.
     #[arg(long, alias = "vm-controller-threads", default_value_t = 3)]
     pub vm_workers: usize,
+    /// Workers of the migration controller: KubeVirt's `--migration-controller-threads`
+    /// (accepted too), default 3 as KubeVirt's.
+    #[arg(long, alias = "migration-controller-threads", default_value_t = 3)]
+    pub migration_workers: usize,
     /// The virt-launcher image rendered into launcher pods: kvrs's own (`scripts/images.sh`
     /// builds it) unless set; `quay.io/kubevirt/virt-launcher:v1.9.0` selects KubeVirt's Go
     /// launcher, which speaks the same handler protocol (a mixed fleet).
@@ -120,16 +124,24 @@ mod tests {
     #[test]
     fn worker_counts_default_to_kubevirts_and_take_its_flag_names() {
         let flags = Flags::try_parse_from(["virt-controller"]).unwrap();
-        assert_eq!((flags.vm_workers, flags.vmi_workers), (3, 10));
+        assert_eq!(
+            (flags.vm_workers, flags.vmi_workers, flags.migration_workers),
+            (3, 10, 3)
+        );
         let flags = Flags::try_parse_from([
             "virt-controller",
             "--vm-controller-threads",
             "8",
             "--vmi-controller-threads",
             "12",
+            "--migration-controller-threads",
+            "2",
         ])
         .unwrap();
-        assert_eq!((flags.vm_workers, flags.vmi_workers), (8, 12));
+        assert_eq!(
+            (flags.vm_workers, flags.vmi_workers, flags.migration_workers),
+            (8, 12, 2)
+        );
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! kvrs virt-controller: KubeVirt v1.9.0's VM and VMI controllers on kube-rs, leader-elected.
+//! kvrs virt-controller: KubeVirt v1.9.0's VM, VMI and migration controllers on kube-rs,
+//! leader-elected.
 //!
 //! Thin wiring: flags, a client, the leader election, the caches, the workers, the metrics and
 //! health endpoints. What each sync does is decided by `kvrs-decide`, from a world built by
@@ -14,6 +15,7 @@ mod config;
 mod events;
 pub mod flags;
 mod metrics;
+mod migration_cache;
 mod random;
 mod workers;
 
@@ -36,8 +38,8 @@ use crate::metrics::ControllerMetrics;
 use crate::workers::Controllers;
 use kvrs_runtime::spawn_workers;
 
-/// The `source.component` of the controller's events: KubeVirt's VM and VMI controllers both
-/// record as `virtualmachine-controller`.
+/// The `source.component` of the controller's events: KubeVirt's VM, VMI and migration
+/// controllers all record as `virtualmachine-controller`.
 pub const EVENT_SOURCE: &str = "virtualmachine-controller";
 
 /// Runs the controllers with `client` until `shutdown` resolves (the binary passes SIGTERM or
@@ -72,7 +74,10 @@ pub async fn run(
     } else {
         metrics.set_leading(true);
     }
-    info!(identity, "leading: starting the VM and VMI controllers");
+    info!(
+        identity,
+        "leading: starting the VM, VMI and migration controllers"
+    );
     metrics.set_ready(false);
 
     let shared = Arc::new(Shared::new(&metrics));
@@ -132,6 +137,16 @@ pub async fn run(
             async move { c.sync_vmi(&key).await }
         },
     ));
+    let migration = controllers.clone();
+    workers.extend(spawn_workers(
+        "migration",
+        shared.migration_queue.clone(),
+        flags.migration_workers,
+        move |key| {
+            let c = migration.clone();
+            async move { c.sync_migration(&key).await }
+        },
+    ));
 
     let lost = async {
         match elector.as_mut() {
@@ -149,6 +164,7 @@ pub async fn run(
     }
     shared.vm_queue.shutdown(ShutdownMode::InFlightOnly);
     shared.vmi_queue.shutdown(ShutdownMode::InFlightOnly);
+    shared.migration_queue.shutdown(ShutdownMode::InFlightOnly);
     let drained =
         tokio::time::timeout(Duration::from_secs(10), futures::future::join_all(workers)).await;
     if drained.is_err() {

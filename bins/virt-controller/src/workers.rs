@@ -1,4 +1,5 @@
-//! The VM and VMI controllers' syncs: build the world from the caches, decide, execute, requeue.
+//! The VM, VMI and migration controllers' syncs: build the world from the caches, decide,
+//! execute, requeue.
 //!
 //! Everything KubeVirt-specific is in the decisions (`kvrs-decide`); which cached objects a
 //! decision reads is `kvrs_runtime::world` (the simulator builds its worlds with the same
@@ -9,6 +10,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use kvrs_decide::migration::{decide_migration, target_renderer};
 use kvrs_decide::vm::decide_vm;
 use kvrs_decide::vmi::{decide_vmi, launcher_renderer, pod_create_failed, pod_name_suffix};
 use kvrs_decide::{Event, Now, Plan, WriteOp};
@@ -16,7 +18,9 @@ use kvrs_queue::Instant;
 use kvrs_runtime::kube::api::KubeApi;
 use kvrs_runtime::kube::controller::{ControllerApi, RecordEvent, micros};
 use kvrs_runtime::kube::kubevirt_config::LiveConfig;
-use kvrs_runtime::world::{VmInputs, VmiInputs, vm_world, vmi_world};
+use kvrs_runtime::world::{
+    ControllerCache, MigrationInputs, VmInputs, VmiInputs, migration_world, vm_world, vmi_world,
+};
 use kvrs_runtime::{ApiErrorKind, ControllerExpectations, Executed, execute, requeue_async};
 use tracing::{debug, info, warn};
 
@@ -46,6 +50,19 @@ impl RecordEvent for BackgroundEvents {
     fn record(&self, event: &Event) {
         BackgroundEvents::record(self, event);
     }
+}
+
+/// Whether the hand-off of a plan that hands a migration off reached the API server: its VMI
+/// write (the only one such a plan has) was not stopped by a failure at or before it. KubeVirt
+/// remembers the hand-off only once its VMI patch succeeded.
+fn hand_off_written(plan: &Plan, out: &Executed) -> bool {
+    let Some(at) = plan
+        .writes()
+        .position(|w| w.resource == "virtualmachineinstances")
+    else {
+        return false;
+    };
+    out.failed_write.is_none_or(|failed| failed > at)
 }
 
 fn now() -> Now {
@@ -147,6 +164,74 @@ impl Controllers {
         }
         self.finish("vmi", key, &out, started, api);
         requeue_async(&self.shared.vmi_queue, key, &out.queue);
+    }
+
+    /// One migration controller sync of `key`.
+    ///
+    /// Besides the world, the shell keeps what KubeVirt's controller keeps in memory: the
+    /// key's pod expectations (and every key's pending creations, which hold back new target
+    /// pods) and whether it handed the migration off, until the migration is gone.
+    pub async fn sync_migration(&self, key: &str) {
+        let started = std::time::Instant::now();
+        let config = self.config.current();
+        let queue_now = self.shared.migration_queue.now();
+        let (expectations, pending_creations_anywhere) = {
+            let e = lock(&self.shared.migration_expectations);
+            let anywhere = e.objects.all_pending_creations().max(0);
+            (
+                e.pending(key, queue_now),
+                u32::try_from(anywhere).unwrap_or(u32::MAX),
+            )
+        };
+        let handed_off = lock(&self.shared.handed_off).contains(key);
+        let inputs = MigrationInputs {
+            expectations,
+            pending_creations_anywhere,
+            handed_off,
+            now: now(),
+            config: &config.cluster,
+        };
+        let decided = migration_world(&self.caches, key, inputs, |world| {
+            debug!(
+                phase = world
+                    .migration
+                    .pointer("/status/phase")
+                    .and_then(|p| p.as_str()),
+                vmi = world.vmi().is_some(),
+                handed_off,
+                pending_creations = expectations.creations,
+                pending_deletions = expectations.deletions,
+                pending_creations_anywhere,
+                "deciding"
+            );
+            let ns = key.split_once('/').map_or("", |(ns, _)| ns);
+            let mut pod_inputs = config.pod_inputs.clone();
+            pod_inputs.qemu_timeout_jitter_seconds = (random::u64() % 120) as u32;
+            pod_inputs.vhost_net_available = self.caches.vhost_net_available();
+            pod_inputs.pvcs = kvrs_decide::vmi::pvc_info::pod_claims(&self.caches.pvcs(ns));
+            let render = target_renderer(&config.cluster, &pod_inputs);
+            let suffix = pod_name_suffix(random::u64());
+            decide_migration(world, &render, &suffix)
+        });
+        let Some(decision) = decided else {
+            // The migration is gone: so are its expectations and its hand-off.
+            lock(&self.shared.migration_expectations).forget(key);
+            lock(&self.shared.handed_off).remove(key);
+            self.shared.migration_queue.forget(&key.to_string());
+            return;
+        };
+        let (out, api) = self
+            .run(
+                &decision.plan,
+                &self.shared.migration_expectations,
+                queue_now,
+            )
+            .await;
+        if decision.handed_off && hand_off_written(&decision.plan, &out) {
+            lock(&self.shared.handed_off).insert(key.to_string());
+        }
+        self.finish("migration", key, &out, started, api);
+        requeue_async(&self.shared.migration_queue, key, &out.queue);
     }
 
     /// Runs `plan` against the API server; also returns how long its writes waited on it.

@@ -27,8 +27,12 @@
 //! `vmRolloutStrategy`, `imagePullPolicy`, `virtualMachineOptions`, `evictionStrategy`,
 //! `supportedGuestAgentVersions`, and the CR's `kubevirt.io/vga-display-efi-x86` annotation.
 //!
-//! Not read, because no kvrs daemon acts on them yet (listed as not applied): `migrations` (kvrs
-//! runs no migration controller), `permittedHostDevices` and `mediatedDevicesConfiguration`
+//! `migrations.parallelMigrationsPerCluster` and `parallelOutboundMigrationsPerNode` are
+//! checked here and applied by virt-controller's migration controller; the other migration
+//! settings are listed as not applied (kvrs's virt-handler does not migrate yet).
+//!
+//! Not read, because no kvrs daemon acts on them yet (listed as not applied):
+//! `permittedHostDevices` and `mediatedDevicesConfiguration`
 //! (virt-handler serves only the kvm, tun and vhost-net device plugins),
 //! `developerConfiguration.logVerbosity`, `developerConfiguration.nodeSelectors`,
 //! `seccompConfiguration`, `ksmConfiguration`, `tlsConfiguration`, `handlerConfiguration`,
@@ -196,6 +200,7 @@ pub fn read_kubevirt_cr(doc: &Value) -> Result<KubevirtCr, KubevirtCrError> {
             return Err(rollout.invalid(format!("{other:?} is not LiveUpdate or Stage")));
         }
     }
+    read_migrations(&conf.get("migrations")?)?;
     let daemon = daemon::read(&root, &conf)?;
     let mut not_applied = reading.skipped.take();
     if let Some(configuration) = conf.value {
@@ -455,6 +460,31 @@ fn read_bindings(
     }
     Ok(out)
 }
+
+/// The migration limits virt-controller's migration controller applies (checked here, read
+/// by the controller from the CR); every other migration setting is only passed on to the
+/// handlers in `status.migrationState.migrationConfiguration`, and kvrs's virt-handler does
+/// not migrate yet, so those are listed as not applied.
+fn read_migrations(migrations: &Field<'_>) -> Result<(), KubevirtCrError> {
+    const APPLIED: [&str; 2] = [
+        "parallelMigrationsPerCluster",
+        "parallelOutboundMigrationsPerNode",
+    ];
+    for key in APPLIED {
+        migrations.get(key)?.unsigned()?;
+    }
+    for key in migrations.keys()? {
+        let setting = migrations.get(&key)?;
+        if !APPLIED.contains(&key.as_str()) && setting.value.is_some() {
+            setting.skip(MIGRATION_NOT_CARRIED_OUT.into());
+        }
+    }
+    Ok(())
+}
+
+/// Why a migration setting other than the limits is not applied.
+pub const MIGRATION_NOT_CARRIED_OUT: &str =
+    "kvrs's virt-handler does not migrate yet: the setting only reaches migrationConfiguration";
 
 fn read_smbios(smbios: &Field<'_>, config: &mut ClusterConfig) -> Result<(), KubevirtCrError> {
     let s = &mut config.smbios;
@@ -928,13 +958,34 @@ mod tests {
         assert_eq!(
             notes,
             [
-                "spec.configuration.migrations (no kvrs component reads this setting yet)",
+                "spec.configuration.migrations.bandwidthPerMigration (kvrs's virt-handler does not migrate yet: the setting only reaches migrationConfiguration)",
                 "spec.configuration.developerConfiguration.logVerbosity (no kvrs component reads this setting yet)",
                 "spec.configuration.tlsConfiguration (no kvrs component reads this setting yet)",
             ],
-            "null and empty settings set nothing; an option object read whole (a binding's migration, disableSerialConsoleLog) is read"
+            "null and empty settings set nothing; an option object read whole (a binding's migration, disableSerialConsoleLog) is read; the migration limits apply"
         );
         assert_eq!(not_applied(json!({})).1, Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_migration_limits_are_checked_and_the_other_migration_settings_listed() {
+        let err = error(json!({"migrations": {"parallelMigrationsPerCluster": "five"}}));
+        assert!(
+            err.to_string()
+                .contains("spec.configuration.migrations.parallelMigrationsPerCluster"),
+            "{err}"
+        );
+        let (_, notes) = not_applied(json!({"migrations": {
+            "parallelMigrationsPerCluster": 2,
+            "parallelOutboundMigrationsPerNode": 1,
+            "allowPostCopy": true,
+        }}));
+        assert_eq!(
+            notes,
+            [format!(
+                "spec.configuration.migrations.allowPostCopy ({MIGRATION_NOT_CARRIED_OUT})"
+            )]
+        );
     }
 
     #[test]

@@ -400,7 +400,10 @@ mod tests {
         };
         assert!(report_not_applied);
         assert_eq!(config.config.smbios.sku, "A");
-        assert_eq!(config.not_applied[0].path, "spec.configuration.migrations");
+        assert_eq!(
+            config.not_applied[0].path,
+            "spec.configuration.migrations.bandwidthPerMigration"
+        );
         // Another edit leaving out the same setting: applied, not reported again.
         let mut edited = partial.clone();
         edited["smbios"]["sku"] = json!("B");

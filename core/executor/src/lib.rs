@@ -75,5 +75,5 @@ pub use effects::{Api, ApiError, ApiErrorKind, Expecting, Launcher, Node, With};
 pub use executor::{Executed, execute};
 pub use expectations::ControllerExpectations;
 pub use handler::{HandlerExecuted, execute_handler};
-pub use observer::{Change, Enqueue, Seen, Watched, observe};
+pub use observer::{Change, Enqueue, Seen, Watched, observe, observe_migrations};
 pub use queue::requeue;

@@ -16,6 +16,8 @@ pub enum Watched {
     Vmi,
     /// Launcher pods.
     Pod,
+    /// VirtualMachineInstanceMigrations (only the migration controller looks at them).
+    Migration,
     /// Anything else the controllers cache (ControllerRevisions, PVCs, DataVolumes).
     Other,
 }
@@ -115,9 +117,57 @@ pub fn observe(
                 out.vmi_keys.push(vmi_key);
             }
         }
-        Watched::Other => {}
+        Watched::Migration | Watched::Other => {}
     }
     out
+}
+
+/// Lowers the migration controller's expectations `change` fulfils and says which migration
+/// keys to queue (KubeVirt's migration controller's informer handlers).
+///
+/// `migrations` are the migration keys the changed object concerns, which only the caller's
+/// caches can tell: for a migration, its own key; for a launcher pod, the migration its
+/// `kubevirt.io/migrationJobName` annotation names if that migration's UID is the pod's
+/// `kubevirt.io/migrationJobUID` label (KubeVirt's `resolveControllerRef`); for a VMI, the
+/// migrations whose `spec.vmiName` it is. The store is the migration controller's own: a
+/// migration and a VMI of the same name must not share expectations.
+///
+/// - A migration changed: the controller's own update of it is observed; gone, its
+///   expectations are forgotten.
+/// - A target pod appeared, or went away or was marked for deletion (one already marked when
+///   first seen counts as deleted, as in KubeVirt's `addPod`): the pod creation or deletion
+///   is observed under its migration's key.
+pub fn observe_migrations(
+    change: &Change<'_>,
+    migrations: &[String],
+    expectations: &mut ControllerExpectations,
+) -> Vec<String> {
+    match change.watched {
+        Watched::Migration => {
+            let key = change.key.to_string();
+            expectations.updates.creation_observed(&key);
+            if change.new.is_none() {
+                expectations.forget(&key);
+            }
+            vec![key]
+        }
+        Watched::Pod => {
+            let deleting_when_seen =
+                change.created() && change.new.as_ref().is_some_and(|n| n.deleting);
+            for m in migrations {
+                if change.deleted() || deleting_when_seen {
+                    expectations
+                        .objects
+                        .deletion_observed(m, &change.key.to_string());
+                } else if change.created() {
+                    expectations.objects.creation_observed(m);
+                }
+            }
+            migrations.to_vec()
+        }
+        Watched::Vmi => migrations.to_vec(),
+        Watched::Vm | Watched::Other => Vec::new(),
+    }
 }
 
 #[cfg(test)]
@@ -214,6 +264,74 @@ mod tests {
         let keys = observe(&pod_update, &mut vm, &mut vmi);
         assert!(vmi.pending("ns/a", now).satisfied());
         assert_eq!(keys.vmi_keys, ["ns/a"]);
+    }
+
+    #[test]
+    fn a_target_pod_fulfils_its_migrations_creation_then_deletion() {
+        let mut mig = ControllerExpectations::new();
+        let now = Instant::ZERO;
+        let key = "ns/m".to_string();
+        mig.raise(
+            &Expectation::Creations {
+                key: key.clone(),
+                count: 1,
+            },
+            now,
+        );
+        let owners = [key.clone()];
+        let pod = |deleting| {
+            Some(Seen {
+                deleting,
+                vmi_key: Some("ns/a".into()),
+            })
+        };
+        let created = Change {
+            watched: Watched::Pod,
+            key: "ns/virt-launcher-a-t",
+            old: None,
+            new: pod(false),
+        };
+        assert_eq!(observe_migrations(&created, &owners, &mut mig), owners);
+        assert!(mig.pending(&key, now).satisfied());
+        mig.raise(
+            &Expectation::Deletions {
+                key: key.clone(),
+                objects: vec!["ns/virt-launcher-a-t".into()],
+            },
+            now,
+        );
+        let marked = Change {
+            old: pod(false),
+            new: pod(true),
+            ..created
+        };
+        observe_migrations(&marked, &owners, &mut mig);
+        assert!(mig.pending(&key, now).satisfied());
+    }
+
+    #[test]
+    fn a_migration_seen_updated_fulfils_its_own_update_and_a_vmi_wakes_its_migrations() {
+        let mut mig = ControllerExpectations::new();
+        let now = Instant::ZERO;
+        mig.raise(&Expectation::ObservedUpdate { key: "ns/a".into() }, now);
+        // A VMI of the same name is not the migration.
+        let vmi = Change {
+            watched: Watched::Vmi,
+            key: "ns/a",
+            old: seen(),
+            new: seen(),
+        };
+        assert_eq!(
+            observe_migrations(&vmi, &["ns/m1".into()], &mut mig),
+            ["ns/m1"]
+        );
+        assert_eq!(mig.pending("ns/a", now).creations, 1);
+        let updated = Change {
+            watched: Watched::Migration,
+            ..vmi
+        };
+        assert_eq!(observe_migrations(&updated, &[], &mut mig), ["ns/a"]);
+        assert!(mig.pending("ns/a", now).satisfied());
     }
 
     #[test]

@@ -265,6 +265,13 @@ impl Harness {
                 .find(|p| p["metadata"]["deletionTimestamp"].is_null())
         });
         let name = pod["metadata"]["name"].as_str().unwrap().to_string();
+        self.run_pod(ns, &name, node);
+        name
+    }
+
+    /// Plays the kubelet for pod `ns/name`: binds it to `node` and reports it Running and Ready.
+    pub fn run_pod(&self, ns: &str, name: &str, node: &str) {
+        let pod = self.get("pod", ns, name).expect("the pod");
         let binding = json!({"apiVersion": "v1", "kind": "Binding",
             "metadata": {"name": name, "namespace": ns},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
@@ -306,8 +313,7 @@ impl Harness {
             ],
             "containerStatuses": containers,
         }});
-        self.patch("pods", ns, &name, &status, true);
-        name
+        self.patch("pods", ns, name, &status, true);
     }
 }
 

@@ -50,6 +50,14 @@ pub trait ControllerCache {
 
     /// The PersistentVolumeClaims of `namespace`.
     fn pvcs(&self, namespace: &str) -> Vec<PersistentVolumeClaim>;
+
+    /// The VirtualMachineInstanceMigrations of `namespace`, as JSON: the VMI controller creates
+    /// no launcher pod for a VMI an active migration names. A runtime that runs no migration
+    /// controller (the simulator) keeps no migrations and answers none.
+    fn migrations(&self, namespace: &str) -> Vec<Value> {
+        let _ = namespace;
+        Vec::new()
+    }
 }
 
 /// Which ControllerRevisions a VM's sync reads: its start revisions, the revisions it owns (its
@@ -184,8 +192,8 @@ where
 /// VMI it was built around with what `decide` returned, or `None` (and `decide` not called) when
 /// the cache holds no VMI of that key.
 ///
-/// The world holds the VMI, its launcher pods (in name order) and the VM of the same name. No
-/// runtime watches migrations yet (there is no migration controller), so there are none.
+/// The world holds the VMI, its launcher pods (in name order), the VM of the same name and the
+/// namespace's migrations.
 pub fn vmi_world<'c, C, R>(
     cache: &'c C,
     key: &str,
@@ -201,6 +209,7 @@ where
     pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let vm = cache.vm(key);
     let pvcs = cache.pvcs(namespace_of(key));
+    let migrations = cache.migrations(namespace_of(key));
     let world = VmiWorld {
         vmi: &vmi,
         pods: pods.iter().map(|p| &**p).collect(),
@@ -208,7 +217,7 @@ where
         // only repeat it.
         vms: &[],
         vm: vm.as_deref(),
-        migrations: &[],
+        migrations: &migrations,
         pvcs: &pvcs,
         expectations: inputs.expectations,
         now: inputs.now,
@@ -231,7 +240,7 @@ mod tests {
         vmis: BTreeMap<String, VirtualMachineInstance>,
         pods: Vec<Pod>,
         revisions: Vec<ControllerRevision>,
-        /// Instancetypes, PVCs, DataVolumes: JSON with a namespace.
+        /// Instancetypes, PVCs, DataVolumes, migrations: JSON with a namespace.
         others: Vec<(&'static str, Value)>,
     }
 
@@ -286,6 +295,9 @@ mod tests {
             let pvcs = self.others("PersistentVolumeClaim", namespace).into_iter();
             pvcs.filter_map(|v| serde_json::from_value(v).ok())
                 .collect()
+        }
+        fn migrations(&self, namespace: &str) -> Vec<Value> {
+            self.others("VirtualMachineInstanceMigration", namespace)
         }
     }
 
@@ -450,5 +462,65 @@ mod tests {
         assert_eq!(vmi.metadata.uid.as_deref(), Some("vmi-uid"));
         assert_eq!(pods, ["virt-launcher-a-1", "virt-launcher-a-2"]);
         assert!(has_vm);
+    }
+
+    /// The VMI controller reads the namespace's migrations: a new VMI an active migration
+    /// names gets no launcher pod (KubeVirt's "active migration exists").
+    #[test]
+    fn a_vmi_an_active_migration_names_gets_no_pod() {
+        let mut cache = Maps::default();
+        // A new VMI as the VMI controller first writes it (API version observed, finalizer).
+        let vmi = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "a", "namespace": "ns", "uid": "vmi-uid",
+                "annotations": {"kubevirt.io/latest-observed-api-version": "v1",
+                                "kubevirt.io/storage-observed-api-version": "v1"},
+                "finalizers": ["kubevirt.io/foregroundDeleteVirtualMachine"]},
+            "spec": {"domain": {"devices": {}}, "networks": [{"name": "default", "pod": {}}],
+                     "volumes": [{"name": "root", "containerDisk": {"image": "img"}}]},
+            "status": {"phase": "Pending"},
+        }))
+        .expect("a VMI");
+        cache.vmis.insert("ns/a".into(), vmi);
+        let config = ClusterConfig::default();
+        let inputs = VmiInputs {
+            expectations: PendingExpectations::default(),
+            now: Now::from_unix(1_767_225_600),
+            config: &config,
+        };
+        let render = |v: &VirtualMachineInstance| -> Result<Value, String> {
+            Ok(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"generateName": format!("virt-launcher-{}-",
+                    v.metadata.name.as_deref().unwrap_or_default())}}))
+        };
+        let decide = |cache: &Maps| {
+            vmi_world(cache, "ns/a", inputs, |w| {
+                let d = kvrs_decide::vmi::decide_vmi(w, &render, "abcde");
+                (w.migrations.len(), d.plan.created("pods").is_some())
+            })
+            .map(|(_, r)| r)
+        };
+        assert_eq!(decide(&cache), Some((0, true)));
+        let migration = |ns: &str, phase: &str| {
+            serde_json::json!({"kind": "VirtualMachineInstanceMigration",
+                "metadata": {"namespace": ns, "name": format!("m-{phase}")},
+                "spec": {"vmiName": "a"}, "status": {"phase": phase}})
+        };
+        // Another namespace's and a finished migration do not count.
+        cache.others = vec![
+            (
+                "VirtualMachineInstanceMigration",
+                migration("other", "Scheduling"),
+            ),
+            (
+                "VirtualMachineInstanceMigration",
+                migration("ns", "Succeeded"),
+            ),
+        ];
+        assert_eq!(decide(&cache), Some((1, true)));
+        cache.others.push((
+            "VirtualMachineInstanceMigration",
+            migration("ns", "Scheduling"),
+        ));
+        assert_eq!(decide(&cache), Some((2, false)));
     }
 }

@@ -9,6 +9,8 @@
 //!
 //! - [`ControllerCache`] — the informer caches the VM and VMI controllers share; read by
 //!   [`vm_world`] and [`vmi_world`];
+//! - [`MigrationCache`] — the cluster-wide caches of the migration controller; read by
+//!   [`migration_world`];
 //! - [`HandlerSources`] — what one virt-handler knows about a key: its node's VMI cache, the
 //!   domains its launchers reported, the launchers themselves; read by [`handler_inputs`].
 //!
@@ -22,9 +24,11 @@
 
 mod controller;
 mod handler;
+mod migration;
 
 pub use controller::{ControllerCache, VmInputs, VmiInputs, WantedRevisions, vm_world, vmi_world};
 pub use handler::{HandlerSources, HandlerSubject, VmiRef, handler_inputs};
+pub use migration::{MigrationCache, MigrationInputs, migration_of_pod, migration_world};
 
 /// The namespace part of a `namespace/name` key (empty for a cluster-scoped name).
 fn namespace_of(key: &str) -> &str {
