@@ -2,7 +2,15 @@
 //! as every other path: for `kvrs run`, KubeVirt's aggregated `subresources.kubevirt.io`
 //! (VM `start`, `stop`, `restart`), decided by kvrs-virt-api and written through the store as
 //! this server's own PATCH writes. The extension reads and writes objects through [`Objects`].
+//!
+//! A request whose answer must wait on something other than the store (a VMI's launcher) or
+//! that takes the connection over (a console's WebSocket) is taken whole
+//! ([`Extension::take`]), with an [`ObjectsHandle`] that outlives the call; the server's
+//! connections are served with upgrades, so the extension may answer `101` and keep the
+//! client's connection.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -25,6 +33,9 @@ const MAX_BODY: usize = 64 << 10;
 /// An answer of an extension: HTTP status and JSON body (`None`: an empty body).
 pub type Answer = (u16, Option<Value>);
 
+/// The response to a request an extension [took](Extension::take), still to come.
+pub type Pending = Pin<Box<dyn Future<Output = Response<Body>> + Send>>;
+
 /// An API group served by code outside this crate. Discovery lists the group in `/apis`;
 /// `/apis/{group}` and `/apis/{group}/{version}` answer [`api_group`](Self::api_group) and
 /// [`resource_list`](Self::resource_list); every other path under `/apis/{group}/` goes to
@@ -39,6 +50,42 @@ pub trait Extension: Send + Sync {
     /// Serves any other request under the group (the token already checked): `path` without
     /// the query, `body` read whole (at most 64 KiB).
     fn serve(&self, objects: &Objects<'_>, method: &str, path: &str, body: &[u8]) -> Answer;
+    /// Whether [`take`](Self::take) serves `req` rather than [`serve`](Self::serve): for a
+    /// request whose answer needs more than the store and a small body (the token is already
+    /// checked; nothing of the body is read). Nothing is taken unless overridden.
+    fn takes(&self, req: &Request<Incoming>) -> bool {
+        let _ = req;
+        false
+    }
+    /// Serves a request [`takes`](Self::takes) chose, whole: the response to come, which may
+    /// be `101 Switching Protocols` with `hyper::upgrade::on(req)` handing the connection over.
+    fn take(&self, objects: ObjectsHandle, req: Request<Incoming>) -> Pending {
+        let _ = objects;
+        let path = req.uri().path().to_string();
+        Box::pin(async move {
+            let e = ApiError::NoRoute(path);
+            json_response(e.code(), &e.status())
+        })
+    }
+}
+
+/// The store for a request an extension took: [`Objects`] that can be kept across awaits.
+#[derive(Clone)]
+pub struct ObjectsHandle {
+    state: Arc<State>,
+}
+
+impl ObjectsHandle {
+    /// The objects, as [`Extension::serve`] sees them.
+    pub fn objects(&self) -> Objects<'_> {
+        Objects { state: &self.state }
+    }
+}
+
+impl std::fmt::Debug for ObjectsHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectsHandle").finish_non_exhaustive()
+    }
 }
 
 /// The store as an [`Extension`] sees it: objects read, and JSON patches applied as the
@@ -126,6 +173,12 @@ pub(crate) async fn serve(
         return doc
             .map(|d| json_response(200, &d))
             .ok_or(ApiError::NoRoute(path));
+    }
+    if ext.takes(&req) {
+        let handle = ObjectsHandle {
+            state: state.clone(),
+        };
+        return Ok(ext.take(handle, req).await);
     }
     let body = Limited::new(req.into_body(), MAX_BODY)
         .collect()

@@ -33,7 +33,8 @@ use tracing::{debug, info, warn};
 
 pub use discovery::GIT_VERSION;
 pub use error::ApiError;
-pub use extension::{Answer, Extension, Objects};
+pub use extension::{Answer, Extension, Objects, ObjectsHandle, Pending};
+pub use handler::Body;
 pub use kvrs_store::{self as store, Operation, Store};
 
 /// Defaulting and validation of objects before they are stored, in place of KubeVirt's
@@ -356,7 +357,8 @@ async fn serve(
                         let state = state.clone();
                         async move { Ok::<_, std::convert::Infallible>(handler::handle(state, req).await) }
                     });
-                    let conn = http.serve_connection(TokioIo::new(stream), service);
+                    // With upgrades: an extension may take a connection over (a console).
+                    let conn = http.serve_connection(TokioIo::new(stream), service).with_upgrades();
                     connections.spawn(async move {
                         if let Err(e) = conn.await {
                             debug!(%peer, error = %e, "connection ended with an error");

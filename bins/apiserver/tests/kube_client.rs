@@ -643,8 +643,63 @@ async fn too_old_resource_version_is_gone_and_the_watcher_relists() {
 }
 
 /// A toy [`kvrs_apiserver::Extension`]: `PUT .../configmaps/NAME/bump` increments `data.n`
-/// through a JSON patch tested against the value read (or, with `?stale`, against a wrong one).
+/// through a JSON patch tested against the value read (or, with `?stale`, against a wrong one);
+/// `GET .../configmaps/NAME/echo` is taken whole: `101`, then each chunk the client sends on
+/// the upgraded connection comes back prefixed with `data.n` as read then (the store kept
+/// across awaits).
 struct Bump;
+
+/// `GET .../echo` taken over: the `101` answer, and the echo once hyper hands the connection.
+fn echo(
+    objects: kvrs_apiserver::ObjectsHandle,
+    mut req: hyper::Request<hyper::body::Incoming>,
+) -> kvrs_apiserver::Pending {
+    Box::pin(async move {
+        let name = req
+            .uri()
+            .path()
+            .rsplit('/')
+            .nth(1)
+            .unwrap_or_default()
+            .to_string();
+        let on_upgrade = hyper::upgrade::on(&mut req);
+        tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let Ok(upgraded) = on_upgrade.await else {
+                return;
+            };
+            let mut io = hyper_util::rt::TokioIo::new(upgraded);
+            let mut buf = [0u8; 256];
+            while let Ok(n) = io.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                let cm = objects
+                    .objects()
+                    .get("", "configmaps", Some("default"), &name);
+                let n_now = cm.map(|c| c["data"]["n"].clone()).unwrap_or_default();
+                let mut out = format!("n={}:", n_now.as_str().unwrap_or("")).into_bytes();
+                out.extend_from_slice(&buf[..n]);
+                if io.write_all(&out).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let mut r = hyper::Response::new(http_body_util::BodyExt::boxed_unsync(
+            http_body_util::Empty::new(),
+        ));
+        *r.status_mut() = hyper::StatusCode::SWITCHING_PROTOCOLS;
+        r.headers_mut().insert(
+            hyper::header::UPGRADE,
+            hyper::header::HeaderValue::from_static("echo"),
+        );
+        r.headers_mut().insert(
+            hyper::header::CONNECTION,
+            hyper::header::HeaderValue::from_static("Upgrade"),
+        );
+        r
+    })
+}
 
 impl kvrs_apiserver::Extension for Bump {
     fn group(&self) -> &str {
@@ -706,6 +761,18 @@ impl kvrs_apiserver::Extension for Bump {
             Ok(_) => (202, None),
             Err(e) => (e.code(), Some(e.status())),
         }
+    }
+
+    fn takes(&self, req: &hyper::Request<hyper::body::Incoming>) -> bool {
+        req.method() == hyper::Method::GET && req.uri().path().ends_with("/echo")
+    }
+
+    fn take(
+        &self,
+        objects: kvrs_apiserver::ObjectsHandle,
+        req: hyper::Request<hyper::body::Incoming>,
+    ) -> kvrs_apiserver::Pending {
+        echo(objects, req)
     }
 }
 
@@ -783,5 +850,51 @@ async fn extensions_serve_their_group_through_the_store() {
     // The bearer token is required under the group as everywhere.
     let raw = reqwest_like_get(&running.url, "/apis/bump.kvrs.test/v1", None).await;
     assert!(raw.starts_with("HTTP/1.1 401"), "{raw}");
+    let raw = reqwest_like_get(
+        &running.url,
+        "/apis/bump.kvrs.test/v1/namespaces/default/configmaps/c/echo",
+        None,
+    )
+    .await;
+    assert!(raw.starts_with("HTTP/1.1 401"), "taken requests too: {raw}");
+
+    // A request taken whole: 101, then the connection is the extension's, which still reads
+    // the store (a write between two messages shows).
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = running.url.trim_start_matches("http://").to_string();
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let req = format!(
+        "GET /apis/bump.kvrs.test/v1/namespaces/default/configmaps/c/echo HTTP/1.1\r\n\
+         Host: {addr}\r\nAuthorization: Bearer {}\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n",
+        running.token
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut b = [0u8; 1];
+        assert_eq!(
+            s.read(&mut b).await.unwrap(),
+            1,
+            "the answer's head: {head:?}"
+        );
+        head.push(b[0]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let exchange = async |s: &mut tokio::net::TcpStream, msg: &[u8]| {
+        s.write_all(msg).await.unwrap();
+        let mut buf = [0u8; 64];
+        let n = s.read(&mut buf).await.unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    assert_eq!(exchange(&mut s, b"ping").await, "n=2:ping");
+    client
+        .request_text(http::Request::put(bump).body(Vec::new()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(exchange(&mut s, b"pong").await, "n=3:pong");
+    // Other requests under the group are still served by `serve`.
+    assert_eq!(cms.get("c").await.unwrap().data.unwrap()["n"], "3");
+    drop(s);
     running.shutdown.stop().await;
 }

@@ -75,6 +75,59 @@ impl Stream {
     }
 }
 
+fn has_token(values: &[&str], token: &str) -> bool {
+    values
+        .iter()
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case(token))
+}
+
+/// Checks that the client's request is a WebSocket handshake (`header(name)`: every value of a
+/// header) before anything else is done for it, so that a request that is none cannot close
+/// another client's console; a refusal is a 400 with gorilla/websocket's reason, as KubeVirt's
+/// streamer answers it.
+pub fn check_handshake<'h>(
+    method: &str,
+    header: impl Fn(&str) -> Vec<&'h str>,
+) -> Result<(), ApiError> {
+    use base64::Engine;
+    const NOT_WS: &str = "websocket: the client is not using the websocket protocol";
+    if !has_token(&header("connection"), "upgrade") {
+        return Err(ApiError::bad_request(&format!(
+            "{NOT_WS}: 'upgrade' token not found in 'Connection' header"
+        )));
+    }
+    if !has_token(&header("upgrade"), "websocket") {
+        return Err(ApiError::bad_request(&format!(
+            "{NOT_WS}: 'websocket' token not found in 'Upgrade' header"
+        )));
+    }
+    if method != "GET" {
+        return Err(ApiError::bad_request(&format!(
+            "{NOT_WS}: request method is not GET"
+        )));
+    }
+    if !has_token(&header("sec-websocket-version"), "13") {
+        return Err(ApiError::bad_request(
+            "websocket: unsupported version: 13 not found in 'Sec-Websocket-Version' header",
+        ));
+    }
+    let key = header("sec-websocket-key")
+        .first()
+        .map(|k| k.trim())
+        .unwrap_or_default();
+    if base64::engine::general_purpose::STANDARD
+        .decode(key)
+        .map(|k| k.len())
+        != Ok(16)
+    {
+        return Err(ApiError::bad_request(
+            "websocket: not a websocket handshake: 'Sec-WebSocket-Key' header must be Base64 encoded value of 16-byte in length",
+        ));
+    }
+    Ok(())
+}
+
 /// KubeVirt's `vmiHasDisplay`: a VMI without a graphics device, or not running, is refused
 /// (400 both; a failed VMI is not running).
 pub fn validate_vnc(vmi: &Value) -> Result<(), ApiError> {

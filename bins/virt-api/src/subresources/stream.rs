@@ -50,41 +50,17 @@ fn has_token(values: &[&str], token: &str) -> bool {
 }
 
 /// Checks the client's WebSocket upgrade request (`header(name)`: every value of a header);
-/// a refusal is a 400 with gorilla/websocket's reason, as KubeVirt's streamer answers it.
+/// a refusal is [`console::check_handshake`]'s 400 with gorilla/websocket's reason, as
+/// KubeVirt's streamer answers it.
 pub fn accept_client<'h>(
     method: &str,
     header: impl Fn(&str) -> Vec<&'h str>,
 ) -> Result<Accepted, ApiError> {
-    const NOT_WS: &str = "websocket: the client is not using the websocket protocol";
-    if !has_token(&header("connection"), "upgrade") {
-        return Err(ApiError::bad_request(&format!(
-            "{NOT_WS}: 'upgrade' token not found in 'Connection' header"
-        )));
-    }
-    if !has_token(&header("upgrade"), "websocket") {
-        return Err(ApiError::bad_request(&format!(
-            "{NOT_WS}: 'websocket' token not found in 'Upgrade' header"
-        )));
-    }
-    if method != "GET" {
-        return Err(ApiError::bad_request(&format!(
-            "{NOT_WS}: request method is not GET"
-        )));
-    }
-    if !has_token(&header("sec-websocket-version"), "13") {
-        return Err(ApiError::bad_request(
-            "websocket: unsupported version: 13 not found in 'Sec-Websocket-Version' header",
-        ));
-    }
+    console::check_handshake(method, &header)?;
     let key = header("sec-websocket-key")
         .first()
         .map(|k| k.trim())
         .unwrap_or_default();
-    if STANDARD.decode(key).map(|k| k.len()) != Ok(16) {
-        return Err(ApiError::bad_request(
-            "websocket: not a websocket handshake: 'Sec-WebSocket-Key' header must be Base64 encoded value of 16-byte in length",
-        ));
-    }
     Ok(Accepted {
         accept: accept_key(key),
         protocol: has_token(&header("sec-websocket-protocol"), PLAIN_STREAM_PROTOCOL)

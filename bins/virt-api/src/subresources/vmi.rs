@@ -250,12 +250,7 @@ pub fn validate(action: Action, vmi: &Value) -> Result<(), ApiError> {
 /// `pods` are the pods of virt-handler's namespace labelled [`HANDLER_LABEL`] on the VMI's
 /// node (`spec.nodeName`), as listed.
 pub fn handler_address(vmi: &Value, pods: &[Value], port: u16) -> Result<String, ApiError> {
-    let phase = phase(vmi);
-    if !matches!(phase, "Running" | "Scheduled") {
-        return Err(ApiError::bad_request(&format!(
-            "Unable to connect to VirtualMachineInstance because phase is {phase} instead of Running or Scheduled"
-        )));
-    }
+    check_reachable(vmi)?;
     let node = vmi["status"]["nodeName"].as_str().unwrap_or_default();
     match pods {
         [] => Err(ApiError::bad_request(&format!(
@@ -281,6 +276,19 @@ pub fn handler_address(vmi: &Value, pods: &[Value], port: u16) -> Result<String,
             more.len()
         ))),
     }
+}
+
+/// Whether the VMI's handler is asked at all: only for a VMI `Running` or `Scheduled` (the
+/// first check of KubeVirt's `getVirtHandlerConnForVMI`, also where the handler is in the same
+/// process, as under `kvrs run`).
+pub fn check_reachable(vmi: &Value) -> Result<(), ApiError> {
+    let phase = phase(vmi);
+    if !matches!(phase, "Running" | "Scheduled") {
+        return Err(ApiError::bad_request(&format!(
+            "Unable to connect to VirtualMachineInstance because phase is {phase} instead of Running or Scheduled"
+        )));
+    }
+    Ok(())
 }
 
 /// KubeVirt's `doRequest` error for a handler answer outside 2xx.

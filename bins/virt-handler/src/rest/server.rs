@@ -78,6 +78,37 @@ impl VmiSource for NodeVmis {
     }
 }
 
+/// How [`LookupVmis`] finds a VMI: `(namespace, name)` to the VMI, when this node runs it.
+pub type VmiLookup =
+    dyn Fn(&str, &str) -> Option<Arc<VirtualMachineInstance>> + Send + Sync + 'static;
+
+/// This node's VMIs found by a lookup other than a handler's VMI cache, their launchers under
+/// the kubelet's pods directory as [`NodeVmis`] finds them: for `kvrs run`, whose API server
+/// calls this server's logic in-process ([`serve`], [`console::open`]) with the VMIs of its
+/// store. The lookup must answer only VMIs of `node`, as the handler's cache holds only those.
+pub struct LookupVmis {
+    /// The lookup.
+    pub lookup: Box<VmiLookup>,
+    /// This node.
+    pub node: String,
+    /// The kubelet's pods directory.
+    pub pods_dir: PathBuf,
+}
+
+impl VmiSource for LookupVmis {
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<VirtualMachineInstance>> {
+        (self.lookup)(namespace, name)
+    }
+
+    fn sockets(&self, vmi: &VirtualMachineInstance) -> Vec<PathBuf> {
+        crate::launchers::sockets_of(vmi, &self.node, &self.pods_dir)
+    }
+
+    fn private_dirs(&self, vmi: &VirtualMachineInstance) -> Vec<PathBuf> {
+        crate::launchers::private_dirs_of(vmi, &self.node, &self.pods_dir)
+    }
+}
+
 /// The TLS configuration in use, replaced on renewal.
 pub type SharedTls = Arc<RwLock<Option<Arc<ServerConfig>>>>;
 

@@ -26,6 +26,7 @@ mod owned;
 mod progress;
 mod stack;
 mod subresources;
+mod vmi_subresources;
 mod supporting;
 
 pub use stack::Signals;

@@ -277,7 +277,7 @@ impl Stack {
             use_emulation: emulation,
             ..config
         };
-        let apiserver = adapters::start_apiserver(&dirs, config).await?;
+        let apiserver = adapters::start_apiserver(&dirs, &args.node_name, config).await?;
         let client = apiserver.client.clone();
         let (stop, stopped) = watch::channel(false);
         let until_stopped = move || {
@@ -666,6 +666,7 @@ mod adapters {
 
     pub async fn start_apiserver(
         dirs: &Dirs,
+        node: &str,
         config: ClusterConfig,
     ) -> Result<ApiServerHandle, CliError> {
         let options = kvrs_apiserver::Options {
@@ -673,9 +674,14 @@ mod adapters {
             admission: Some(std::sync::Arc::new(
                 super::super::admission::KubevirtWebhooks { config },
             )),
-            // What virt-api's aggregated API serves on a cluster: VM start / stop / restart.
+            // What virt-api's aggregated API serves on a cluster: VM start / stop / restart, and
+            // the VMI subresources carried out by this machine's handler.
             extensions: vec![std::sync::Arc::new(
-                super::super::subresources::KubevirtSubresources,
+                super::super::subresources::KubevirtSubresources {
+                    handler: Some(std::sync::Arc::new(
+                        super::super::vmi_subresources::LocalHandler::new(node, dirs.pods.clone()),
+                    )),
+                },
             )],
             ..kvrs_apiserver::Options::default()
         };

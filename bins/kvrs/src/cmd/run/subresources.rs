@@ -4,16 +4,27 @@
 //! request reading and the decisions are kvrs-virt-api's (`subresources`, `subresources::vm`);
 //! this reads the VM and its VMI from the store and writes the decided JSON patches through it
 //! as the server's own PATCH does. The run's bearer token authenticates, as on every path.
+//! The VMI subresources (`pause`, ..., `console`, `vnc`) need this machine's virt-handler and
+//! are taken whole by [`super::vmi_subresources`].
 
-use kvrs_apiserver::{Answer, Extension, Objects};
-use kvrs_virt_api::subresources::vm::{PatchOp, Request, Target};
+use std::sync::Arc;
+
+use hyper::Request;
+use hyper::body::Incoming;
+use kvrs_apiserver::{Answer, Extension, Objects, ObjectsHandle, Pending};
+use kvrs_virt_api::subresources::vm::{PatchOp, Target};
 use kvrs_virt_api::subresources::{self as sub, ApiError, Route, vm};
 use serde_json::{Value, json};
+
+use super::vmi_subresources::LocalHandler;
 
 const GROUP: &str = "kubevirt.io";
 
 /// The extension the embedded API server is started with.
-pub struct KubevirtSubresources;
+pub struct KubevirtSubresources {
+    /// This machine's handler, for the VMI subresources (`None`: they answer 501).
+    pub handler: Option<Arc<LocalHandler>>,
+}
 
 impl Extension for KubevirtSubresources {
     fn group(&self) -> &str {
@@ -34,6 +45,34 @@ impl Extension for KubevirtSubresources {
         match serve(objects, method, path, body) {
             Ok(answer) => answer,
             Err(e) => (e.code, Some(e.body())),
+        }
+    }
+
+    /// The VMI subresources kvrs serves, when this machine's handler is known.
+    fn takes(&self, req: &Request<Incoming>) -> bool {
+        self.handler.is_some()
+            && matches!(
+                sub::route(req.uri().path()),
+                Some(Route::Vmi { subresource, .. })
+                    if super::vmi_subresources::serves(&subresource)
+            )
+    }
+
+    fn take(&self, objects: ObjectsHandle, req: Request<Incoming>) -> Pending {
+        match (&self.handler, sub::route(req.uri().path())) {
+            (
+                Some(handler),
+                Some(Route::Vmi {
+                    namespace,
+                    name,
+                    subresource,
+                }),
+            ) => super::vmi_subresources::take(handler, objects, req, namespace, name, subresource),
+            // Not what `takes` chose: answered as the synchronous path answers it.
+            _ => Box::pin(async {
+                let e = vm::not_served("");
+                super::vmi_subresources::status(&e)
+            }),
         }
     }
 }
@@ -70,7 +109,7 @@ fn serve(objects: &Objects<'_>, method: &str, path: &str, body: &[u8]) -> Result
             ));
         }
     };
-    let request = Request::read(subresource, method, body)?;
+    let request = vm::Request::read(subresource, method, body)?;
     let vm = objects
         .get(GROUP, "virtualmachines", Some(namespace), name)
         .ok_or_else(|| ApiError::not_found("virtualmachine", name))?;
@@ -189,7 +228,7 @@ mod tests {
             admission: Some(Arc::new(super::super::admission::KubevirtWebhooks {
                 config: kvrs_core::ClusterConfig::default(),
             })),
-            extensions: vec![Arc::new(KubevirtSubresources)],
+            extensions: vec![Arc::new(KubevirtSubresources { handler: None })],
             ..Options::default()
         })
         .await
@@ -320,10 +359,123 @@ mod tests {
         server.shutdown.stop().await;
     }
 
+    /// `PUT` (or `GET`) of the VMI `guest`'s `action` through kubectl: (success, output).
+    fn vmi_call(kc: &Path, dir: &Path, action: &str, body: &str) -> (bool, String) {
+        let path = format!(
+            "/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachineinstances/guest/{action}"
+        );
+        let (ok, out, err) = if body.is_empty() {
+            kubectl(kc, &["get", "--raw", &path])
+        } else {
+            let file = dir.join(format!("{action}.json"));
+            std::fs::write(&file, body).unwrap();
+            kubectl(
+                kc,
+                &["replace", "--raw", &path, "-f", file.to_str().unwrap()],
+            )
+        };
+        (ok, format!("{out}{err}"))
+    }
+
+    /// Writes the VMI `guest`'s status (as virt-handler would) through a kube client.
+    fn set_status(kc: &Path, status: Value) {
+        let rt = tokio::runtime::Handle::current();
+        rt.block_on(async {
+            let client = kvrs_runtime::kube::setup::connect(Some(kc)).await.unwrap();
+            let ar = kube::api::ApiResource::from_gvk_with_plural(
+                &kube::api::GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstance"),
+                "virtualmachineinstances",
+            );
+            let api: kube::Api<kube::api::DynamicObject> =
+                kube::Api::namespaced_with(client, "default", &ar);
+            // VMIs have no status subresource (KubeVirt's CRD): the object itself.
+            api.patch(
+                "guest",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({"status": status})),
+            )
+            .await
+            .unwrap();
+        });
+    }
+
+    /// The VMI subresources' refusals before and at the handler, as virt-api words them; the
+    /// launcher itself is `tests/run_virtctl.rs`'s.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn vmi_subresources_refuse_as_virt_api_does() {
+        let pods = tempfile::tempdir().unwrap();
+        let server = ApiServer::start(Options {
+            extensions: vec![Arc::new(KubevirtSubresources {
+                handler: Some(Arc::new(LocalHandler::new(
+                    "kvrs-local",
+                    pods.path().to_path_buf(),
+                ))),
+            })],
+            ..Options::default()
+        })
+        .await
+        .unwrap();
+        let kc = server.kubeconfig_path.clone();
+        tokio::task::spawn_blocking(move || {
+            let dir = tempfile::tempdir().unwrap();
+            let dir = dir.path();
+            let (ok, out) = vmi_call(&kc, dir, "pause", "{}");
+            assert!(!ok, "{out}");
+            assert!(
+                out.contains(r#"virtualmachineinstance.kubevirt.io "guest" not found"#),
+                "{out}"
+            );
+            let vmi = dir.join("vmi.json");
+            std::fs::write(&vmi, VMI).unwrap();
+            let (ok, _, err) = kubectl(&kc, &["create", "-f", vmi.to_str().unwrap()]);
+            assert!(ok, "{err}");
+
+            // Not running: KubeVirt's 409; not a WebSocket handshake: gorilla's 400.
+            let (ok, out) = vmi_call(&kc, dir, "pause", "{}");
+            assert!(!ok && out.contains("VM is not running"), "{out}");
+            let (ok, out) = vmi_call(&kc, dir, "console", "");
+            assert!(
+                !ok && out.contains("'upgrade' token not found in 'Connection' header"),
+                "{out}"
+            );
+            // A subresource kvrs does not serve.
+            let (ok, out) = vmi_call(&kc, dir, "addvolume", "{}");
+            assert!(
+                !ok && out.contains("the addvolume subresource is not served by kvrs yet"),
+                "{out}"
+            );
+
+            // Running on another node: no handler there.
+            set_status(&kc, json!({"phase": "Running", "nodeName": "elsewhere"}));
+            let (ok, out) = vmi_call(&kc, dir, "pause", "{}");
+            assert!(!ok && out.contains("No virt-handler on node elsewhere found"), "{out}");
+
+            // On this node: a dry run stops before the handler; the handler finds no launcher
+            // (its 500, wrapped as virt-api wraps a handler's answer).
+            set_status(&kc, json!({"phase": "Running", "nodeName": "kvrs-local"}));
+            let (ok, out) = vmi_call(&kc, dir, "pause", r#"{"dryRun": ["All"]}"#);
+            assert!(ok, "{out}");
+            let (ok, out) = vmi_call(&kc, dir, "pause", "{}");
+            assert!(!ok, "{out}");
+            assert!(
+                out.contains(
+                    "unexpected return code 500 (500 Internal Server Error), message: no launcher socket found for VMI default/guest on this node"
+                ),
+                "{out}"
+            );
+            // A GET without the agent: KubeVirt's 409, written as plain text with 500.
+            let (ok, out) = vmi_call(&kc, dir, "guestosinfo", "");
+            assert!(!ok && out.contains("VMI does not have guest agent connected"), "{out}");
+        })
+        .await
+        .unwrap();
+        server.shutdown.stop().await;
+    }
+
     #[tokio::test]
     async fn requests_need_the_token() {
         let server = ApiServer::start(Options {
-            extensions: vec![Arc::new(KubevirtSubresources)],
+            extensions: vec![Arc::new(KubevirtSubresources { handler: None })],
             ..Options::default()
         })
         .await

@@ -1,0 +1,385 @@
+//! KubeVirt v1.9.0's own virtctl against `kvrs run`: `virtctl-harness` (tests/virtctl, built by
+//! `scripts/virtctl-harness.sh`) with the run's kubeconfig pauses and unpauses the VMI, reads
+//! the guest agent's `guestosinfo`, types into the serial console and opens the VNC display
+//! (an RFB handshake through `virtctl vnc --proxy-only`), all answered by the
+//! embedded API server's VMI subresources (virt-api's decisions, the in-process handler's REST
+//! logic on the launcher). Every real component runs (API server, virt-controller,
+//! virt-handler, the kubelet with runc, virt-launcher, libvirt, QEMU, the kvrs-test-guest
+//! busybox guest with qemu-ga and a shell on its console). Needs root, as `kvrs run` does.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kvrs_test_guest::pod::{is_root, launcher_binaries, repo_root, target_dir};
+use serde_json::Value;
+
+fn images() -> PathBuf {
+    let dir = target_dir().join("kvrs-run-images");
+    kvrs_test_guest::write_images(&target_dir(), &dir).expect("the guest images");
+    dir
+}
+
+/// virtctl-harness, built (or found in ~/.cache/kvrs) by scripts/virtctl-harness.sh. Panics
+/// with the script's output when Go or the build fails: this test never skips.
+fn harness() -> PathBuf {
+    let out = Command::new("bash")
+        .arg(repo_root().join("scripts/virtctl-harness.sh"))
+        .output()
+        .expect("running scripts/virtctl-harness.sh");
+    assert!(
+        out.status.success(),
+        "scripts/virtctl-harness.sh failed ({}): KubeVirt's virtctl (Go >= 1.26 and the Go module \
+         proxy) is needed for this test\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let bin = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
+    assert!(
+        bin.is_file(),
+        "virtctl-harness.sh printed no binary path: {stdout}"
+    );
+    bin
+}
+
+/// The run fixture with a shell on the guest's serial console (a `KVRS-RUN` line of its
+/// cloud-init user-data).
+fn manifest() -> String {
+    std::fs::read_to_string(repo_root().join("fixtures/run/guest-vm.yaml"))
+        .expect("the run fixture")
+        .replace(
+            "              KVRS-E2E: hello from cloud-init\n",
+            "              KVRS-E2E: hello from cloud-init\n\
+             \x20             KVRS-RUN: sh -i </dev/ttyS0 >/dev/ttyS0 2>&1\n",
+        )
+}
+
+/// virtctl with the run's kubeconfig, in `default`.
+struct Virtctl {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl Virtctl {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["-n", "default"])
+            .args(args);
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("virtctl {args:?}: {e}"))
+    }
+
+    /// `virtctl ARGS`, which must succeed: its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "virtctl {args:?}: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `virtctl ARGS`, which must fail: its stderr.
+    fn refused(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            !out.status.success(),
+            "virtctl {args:?} succeeded: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+}
+
+/// The VMI `guest` as the run's API server has it.
+fn vmi(kubeconfig: &Path) -> Option<Value> {
+    let kubectl = kvrs_test_cluster::locate_binaries().ok()?.join("kubectl");
+    let cache = tempfile::tempdir().ok()?;
+    let out = Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .args(["get", "vmi", "guest", "-o", "json"])
+        .output()
+        .ok()?;
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+fn paused(vmi: &Value) -> Option<&Value> {
+    vmi["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Paused")
+}
+
+/// Polls `f` until it answers, at most `timeout`.
+fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A running `virtctl console` (or `vnc`): its stdin, and its stdout collected by a thread.
+struct Console {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Console {
+    fn start(virtctl: &Virtctl, args: &[&str]) -> Console {
+        let mut child = virtctl
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("virtctl console");
+        let stdin = child.stdin.take().expect("virtctl's stdin");
+        let mut out = child.stdout.take().expect("virtctl's stdout");
+        let stdout = Arc::new(Mutex::new(Vec::new()));
+        let sink = stdout.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = out.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Console {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.stdout.lock().unwrap()).into_owned()
+    }
+
+    /// Types `command` until the console shows `answer` (the shell may still be starting).
+    fn ask(&mut self, command: &str, answer: &str) -> Result<String, String> {
+        for _ in 0..40 {
+            self.stdin
+                .write_all(format!("{command}\r").as_bytes())
+                .map_err(|e| format!("typing into virtctl console: {e}"))?;
+            let _ = self.stdin.flush();
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline {
+                let seen = self.stdout();
+                if seen.contains(answer) {
+                    return Ok(seen);
+                }
+                if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
+                    return Err(format!(
+                        "virtctl console ended ({status}); it showed:\n{seen}"
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Err(format!("no {answer:?} on the console:\n{}", self.stdout()))
+    }
+}
+
+impl Drop for Console {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The RFB 3.8 handshake with security type None, as a VNC viewer does it, to the server's
+/// `ServerInit`: the protocol version, the framebuffer's width and height.
+fn rfb_handshake(port: u16) -> (String, u16, u16) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))
+        .unwrap_or_else(|e| panic!("connecting to virtctl vnc's port {port}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut version = [0u8; 12];
+    s.read_exact(&mut version).expect("the RFB greeting");
+    let version = String::from_utf8_lossy(&version).into_owned();
+    assert!(version.starts_with("RFB 003.00"), "greeting {version:?}");
+    s.write_all(b"RFB 003.008\n").unwrap();
+    let mut count = [0u8; 1];
+    s.read_exact(&mut count).expect("the security types' count");
+    assert!(count[0] > 0, "the server refused the connection");
+    let mut types = vec![0u8; count[0] as usize];
+    s.read_exact(&mut types).expect("the security types");
+    assert!(types.contains(&1), "no security type None: {types:?}");
+    s.write_all(&[1]).unwrap();
+    let mut result = [0u8; 4];
+    s.read_exact(&mut result).expect("the SecurityResult");
+    assert_eq!(u32::from_be_bytes(result), 0, "SecurityResult");
+    // ClientInit: shared.
+    s.write_all(&[1]).unwrap();
+    let mut init = [0u8; 24];
+    s.read_exact(&mut init).expect("the ServerInit");
+    (
+        version.trim_end().to_string(),
+        u16::from_be_bytes([init[0], init[1]]),
+        u16::from_be_bytes([init[2], init[3]]),
+    )
+}
+
+#[test]
+fn virtctl_pauses_reads_the_agent_and_uses_the_console_and_vnc_of_a_kvrs_run_vm() {
+    assert!(
+        is_root(),
+        "kvrs run needs root (network namespaces, mounts, UID 107): run the tests as root"
+    );
+    let (monitor, _) = launcher_binaries();
+    assert_eq!(
+        monitor.parent(),
+        Path::new(env!("CARGO_BIN_EXE_kvrs")).parent(),
+        "the launcher binaries are built beside kvrs"
+    );
+    let bin = harness();
+    let dir = tempfile::tempdir().unwrap();
+    let vm = dir.path().join("vm.yaml");
+    std::fs::write(&vm, manifest()).unwrap();
+    let state = PathBuf::from(format!("/tmp/kvrs-run-virtctl-{}", std::process::id()));
+    let pods = PathBuf::from(format!("/tmp/kpv{}", std::process::id() % 10_000));
+    let mut run = Command::new(env!("CARGO_BIN_EXE_kvrs"))
+        .arg("run")
+        .arg(&vm)
+        .arg("--images")
+        .arg(images())
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("--pods-dir")
+        .arg(&pods)
+        .args(["--timeout-seconds", "240"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        // A file, not a pipe: the run's logs must never wait for this test to read them.
+        .stderr(std::fs::File::create(dir.path().join("run.err")).unwrap())
+        .spawn()
+        .expect("run kvrs");
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let reader = {
+        let (out, lines) = (run.stdout.take().unwrap(), lines.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        })
+    };
+    // Whatever fails below, the run is stopped (SIGTERM: the VM stopped, everything removed).
+    struct Stop(u32);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.0.to_string()])
+                .status();
+        }
+    }
+    let stop = Stop(run.id());
+    let seen = || lines.lock().unwrap().join("\n");
+    wait_for(
+        "the guest agent connected",
+        Duration::from_secs(240),
+        || seen().contains("guest agent connected").then_some(()),
+    );
+    let kubeconfig = state.join("kubeconfig");
+    let virtctl = Virtctl { bin, kubeconfig };
+
+    // pause / unpause: the handler pauses the domain, its status update writes the condition.
+    let out = virtctl.ok(&["pause", "vmi", "guest"]);
+    assert_eq!(out, "VMI guest was scheduled to pause\n");
+    let v = wait_for("the Paused condition", Duration::from_secs(60), || {
+        vmi(&virtctl.kubeconfig).filter(|v| paused(v).is_some())
+    });
+    assert_eq!(paused(&v).unwrap()["reason"], "PausedByUser", "{v}");
+    let err = virtctl.refused(&["pause", "vmi", "guest"]);
+    assert!(err.contains("VMI is already paused"), "{err}");
+    let out = virtctl.ok(&["unpause", "vmi", "guest"]);
+    assert_eq!(out, "VMI guest was scheduled to unpause\n");
+    wait_for(
+        "the Paused condition removed",
+        Duration::from_secs(60),
+        || vmi(&virtctl.kubeconfig).filter(|v| paused(v).is_none()),
+    );
+    let err = virtctl.refused(&["unpause", "vmi", "guest"]);
+    assert!(err.contains("VMI is not paused"), "{err}");
+
+    // guestosinfo: the agent's report through the launcher.
+    let out = virtctl.ok(&["guestosinfo", "guest"]);
+    let info: Value = serde_json::from_str(&out).expect("guestosinfo JSON");
+    assert_eq!(info["os"]["id"], kvrs_test_guest::OS_ID, "{info}");
+    assert_eq!(
+        info["os"]["prettyName"],
+        kvrs_test_guest::OS_PRETTY_NAME,
+        "{info}"
+    );
+
+    // The serial console: a command typed, its answer read; Ctrl+] ends virtctl.
+    let mut console = Console::start(&virtctl, &["console", "guest", "--timeout=1"]);
+    console
+        .ask("echo KVRS-VIRTCTL-$((6*7))", "KVRS-VIRTCTL-42")
+        .unwrap_or_else(|e| panic!("{e}\nkvrs run:\n{}", seen()));
+    console.stdin.write_all(&[29]).unwrap();
+    let _ = console.stdin.flush();
+    let status = wait_for(
+        "virtctl console to end after Ctrl+]",
+        Duration::from_secs(20),
+        || console.child.try_wait().ok().flatten(),
+    );
+    assert!(status.success(), "virtctl console after Ctrl+]: {status}");
+    drop(console);
+
+    // vnc --proxy-only: the port it prints, an RFB handshake through it to QEMU's VNC server.
+    let vnc = Console::start(&virtctl, &["vnc", "guest", "--proxy-only"]);
+    let port = wait_for("virtctl vnc's port", Duration::from_secs(30), || {
+        let out = vnc.stdout();
+        let v: Value = serde_json::from_str(out.lines().next()?).ok()?;
+        v["port"].as_u64().and_then(|p| u16::try_from(p).ok())
+    });
+    let (version, width, height) = rfb_handshake(port);
+    assert_eq!(version, "RFB 003.008");
+    assert!(width > 0 && height > 0, "a {width}x{height} display");
+    drop(vnc);
+
+    // A VMI that does not exist: KubeVirt's not-found.
+    let err = virtctl.refused(&["pause", "vmi", "absent"]);
+    assert!(
+        err.contains(r#"virtualmachineinstance.kubevirt.io "absent" not found"#),
+        "{err}"
+    );
+
+    drop(stop);
+    let status = run.wait().expect("kvrs run exits");
+    reader.join().unwrap();
+    let stderr = std::fs::read_to_string(dir.path().join("run.err")).unwrap_or_default();
+    let stdout = seen();
+    assert!(status.success(), "kvrs run: {status}\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("stopped; nothing left behind"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        !state.exists(),
+        "the state directory {} is removed",
+        state.display()
+    );
+}
