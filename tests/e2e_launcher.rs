@@ -91,9 +91,47 @@ impl Drop for Pod {
     }
 }
 
+/// The running monitor. A test that fails mid-way still ends it (SIGTERM, which makes it stop
+/// QEMU and the daemons, then SIGKILL after 30 s): a failed run must not leave a guest running
+/// behind for the next run's "nothing left behind" checks.
+struct Monitor(Child);
+
+impl std::ops::Deref for Monitor {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Monitor {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        if !matches!(self.0.try_wait(), Ok(None)) {
+            return;
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if !matches!(self.0.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts the monitor as UID 107 in the pod's mount namespace. The returned child IS the monitor
 /// (every wrapper `exec`s).
-fn start_monitor(pod: &Pod, qemu_timeout: &str) -> Child {
+fn start_monitor(pod: &Pod, qemu_timeout: &str) -> Monitor {
     let log = std::fs::File::create(pod.dir.with_extension("log")).unwrap();
     let mut monitor = MonitorCommand::new("kvrs", "e2e", VMI_UID, &pod.dir);
     monitor.qemu_timeout = qemu_timeout.into();
@@ -102,6 +140,7 @@ fn start_monitor(pod: &Pod, qemu_timeout: &str) -> Child {
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .spawn()
+        .map(Monitor)
         .expect("start virt-launcher-monitor through libvirt-sandbox.sh")
 }
 
