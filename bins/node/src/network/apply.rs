@@ -6,6 +6,7 @@
 //! KubeVirt's nmstate layer does.
 
 use super::facts::{IfAddr, PodLink};
+use super::names;
 use super::plan::{LinkKind, LinkSpec, MacSpec, NetPlan, Sysctl};
 use super::rtnl::Rtnl;
 use super::tools;
@@ -39,7 +40,7 @@ async fn converge_link(rtnl: &Rtnl, spec: &LinkSpec) -> Result<(), NodeError> {
     };
     let cur = match existing {
         Some(l) => {
-            check_kind(l, spec)?;
+            check_kind(l, spec, &links)?;
             l.clone()
         }
         None => {
@@ -103,10 +104,11 @@ async fn converge_link(rtnl: &Rtnl, spec: &LinkSpec) -> Result<(), NodeError> {
     Ok(())
 }
 
-fn check_kind(link: &PodLink, spec: &LinkSpec) -> Result<(), NodeError> {
+fn check_kind(link: &PodLink, spec: &LinkSpec, links: &[PodLink]) -> Result<(), NodeError> {
     let want = match &spec.kind {
         None => return Ok(()),
         Some(LinkKind::Bridge) => "bridge",
+        Some(LinkKind::Dummy) if is_dummy_stand_in(link, links) => return Ok(()),
         Some(LinkKind::Dummy) => "dummy",
         Some(LinkKind::Tap(_)) => "tun",
     };
@@ -123,14 +125,39 @@ fn check_kind(link: &PodLink, spec: &LinkSpec) -> Result<(), NodeError> {
     }
 }
 
+/// Whether `link` is the veth a previous run created in place of a dummy: a veth whose
+/// placeholder peer sits beside it. The pod's own (CNI) veth never has that peer in the pod.
+fn is_dummy_stand_in(link: &PodLink, links: &[PodLink]) -> bool {
+    let peer = names::placeholder_peer(&link.name);
+    link.kind.as_deref() == Some("veth")
+        && links
+            .iter()
+            .any(|l| l.name == peer && l.kind.as_deref() == Some("veth"))
+}
+
 async fn create(rtnl: &Rtnl, spec: &LinkSpec) -> Result<(), NodeError> {
     match &spec.kind {
         None => Err(NodeError::PodInterface {
             iface: spec.name.clone(),
             reason: "pod link is missing".into(),
         }),
-        Some(LinkKind::Bridge) => rtnl.create(&spec.name, true).await,
-        Some(LinkKind::Dummy) => rtnl.create(&spec.name, false).await,
+        Some(LinkKind::Bridge) => rtnl.create_bridge(&spec.name).await,
+        Some(LinkKind::Dummy) => {
+            if rtnl.create_dummy(&spec.name).await? {
+                return Ok(());
+            }
+            // A kernel without dummy links (no CONFIG_DUMMY, e.g. a minimal VM kernel) would
+            // otherwise fail every bridge-bound VMI. A veth pair left down is what a dummy is
+            // here: a carrier-less link that holds the pod's MAC, MTU and addresses.
+            let peer = names::placeholder_peer(&spec.name);
+            tracing::warn!(
+                link = %spec.name,
+                %peer,
+                "the kernel has no dummy links: a veth pair, both ends down, holds the pod \
+                 interface's addresses instead"
+            );
+            rtnl.create_veth(&spec.name, &peer).await
+        }
         Some(LinkKind::Tap(tap)) => tools::create_tap(&spec.name, tap),
     }
 }
@@ -165,4 +192,53 @@ fn write_sysctl(s: &Sysctl) -> Result<(), NodeError> {
         key: s.key.clone(),
         reason: e.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(index: u32, name: &str, kind: &str) -> PodLink {
+        PodLink {
+            index,
+            name: name.into(),
+            kind: Some(kind.into()),
+            mtu: 1500,
+            mac: None,
+            controller: None,
+            up: false,
+            addresses: Vec::new(),
+        }
+    }
+
+    fn dummy_spec() -> LinkSpec {
+        LinkSpec {
+            name: "eth0".into(),
+            kind: Some(LinkKind::Dummy),
+            existing_index: None,
+            mac: MacSpec::Keep,
+            mtu: None,
+            controller: None,
+            addresses: None,
+            up: false,
+            learning_off: false,
+        }
+    }
+
+    #[test]
+    fn a_veth_passes_for_the_dummy_only_beside_its_placeholder_peer() {
+        let stand_in = link(5, "eth0", "veth");
+        let peer = link(6, "eth0-ph", "veth");
+        let links = [stand_in.clone(), peer];
+        assert!(check_kind(&stand_in, &dummy_spec(), &links).is_ok());
+        // The pod's own (CNI) veth still named eth0 is not a dummy: never take it for one.
+        let cni = link(2, "eth0", "veth");
+        let err = check_kind(&cni, &dummy_spec(), std::slice::from_ref(&cni)).unwrap_err();
+        assert!(
+            err.to_string().contains("exists as veth, wanted dummy"),
+            "{err}"
+        );
+        let real = link(5, "eth0", "dummy");
+        assert!(check_kind(&real, &dummy_spec(), std::slice::from_ref(&real)).is_ok());
+    }
 }

@@ -6,7 +6,8 @@
 //!   enslaved with MAC learning off — the guest now owns the pod's L2;
 //! * the tap, enslaved;
 //! * a dummy named like the pod interface keeping the pod's MAC, MTU and addresses, so the
-//!   pod still "has" its IP for the CNI and for status reporting;
+//!   pod still "has" its IP for the CNI and for status reporting (on a kernel without dummy
+//!   links the executor makes it a veth pair left down, peer `<iface>-ph`: see `apply`);
 //! * `arp_ignore=1` so the pod does not answer ARP for the guest's (former pod) address;
 //! * the DHCP cache the launcher serves the guest from, written before the rewiring.
 //!

@@ -59,6 +59,16 @@ pub fn bridged_pod_iface(pod_iface: &str) -> String {
     )
 }
 
+/// The peer of the veth pair that stands in for a bridge-bound pod interface's dummy on a
+/// kernel without dummy links (no `CONFIG_DUMMY`): the pod interface name without a `pod`
+/// prefix + `-ph` (placeholder). Derived from the pod interface, so a second run finds it.
+pub fn placeholder_peer(pod_iface: &str) -> String {
+    format!(
+        "{}-ph",
+        pod_iface.strip_prefix(HASHED_PREFIX).unwrap_or(pod_iface)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,6 +79,7 @@ mod tests {
         assert_eq!(tap_name("eth0", false), "tap0");
         assert_eq!(bridge_name("eth0"), "k6t-eth0");
         assert_eq!(bridged_pod_iface("eth0"), "eth0-nic");
+        assert_eq!(placeholder_peer("eth0"), "eth0-ph");
     }
 
     #[test]
@@ -86,7 +97,7 @@ mod tests {
         #[test]
         fn derived_names_fit_the_kernel_limit(network in "\\PC{1,60}") {
             let pod = hashed_pod_iface(&network);
-            for name in [pod.clone(), tap_name(&pod, true), bridge_name(&pod), bridged_pod_iface(&pod)] {
+            for name in [pod.clone(), tap_name(&pod, true), bridge_name(&pod), bridged_pod_iface(&pod), placeholder_peer(&pod)] {
                 prop_assert!(name.len() <= 15, "{name}");
             }
         }

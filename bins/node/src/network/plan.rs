@@ -60,7 +60,8 @@ pub struct LinkSpec {
 pub enum LinkKind {
     /// A Linux bridge.
     Bridge,
-    /// A dummy link (holds the pod's addresses for bridge binding).
+    /// A dummy link (holds the pod's addresses for bridge binding); a veth pair left down
+    /// where the kernel has no dummy links.
     Dummy,
     /// A persistent tap for QEMU.
     Tap(TapSpec),

@@ -12,7 +12,7 @@ use rtnetlink::packet_route::link::{
     LinkMessage,
 };
 use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteHeader};
-use rtnetlink::{Handle, LinkBridge, LinkDummy, LinkUnspec, RouteMessageBuilder};
+use rtnetlink::{Handle, LinkBridge, LinkDummy, LinkUnspec, LinkVeth, RouteMessageBuilder};
 use std::net::{IpAddr, Ipv4Addr};
 
 /// A connection to the rtnetlink of the current thread's namespace.
@@ -116,24 +116,45 @@ impl Rtnl {
         Ok(out)
     }
 
-    /// Creates a bridge or a dummy named `name`.
-    pub async fn create(&self, name: &str, bridge: bool) -> Result<(), NodeError> {
-        let msg = if bridge {
-            LinkBridge::new(name).build()
-        } else {
-            LinkDummy::new(name).build()
-        };
-        let what = if bridge {
-            "create bridge"
-        } else {
-            "create dummy"
-        };
+    /// Creates a bridge named `name`.
+    pub async fn create_bridge(&self, name: &str) -> Result<(), NodeError> {
         self.handle
             .link()
-            .add(msg)
+            .add(LinkBridge::new(name).build())
             .execute()
             .await
-            .map_err(|e| NodeError::netlink(name, what, e))
+            .map_err(|e| NodeError::netlink(name, "create bridge", e))
+    }
+
+    /// Creates a dummy named `name`. `Ok(false)` when the kernel has no dummy driver: it
+    /// answers `EOPNOTSUPP` ("Unknown device type") when built without `CONFIG_DUMMY` and no
+    /// module can be loaded, which the caller can work around; any other failure is an error.
+    pub async fn create_dummy(&self, name: &str) -> Result<bool, NodeError> {
+        match self
+            .handle
+            .link()
+            .add(LinkDummy::new(name).build())
+            .execute()
+            .await
+        {
+            Ok(()) => Ok(true),
+            Err(rtnetlink::Error::NetlinkError(m))
+                if m.raw_code() == -(nix::errno::Errno::EOPNOTSUPP as i32) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(NodeError::netlink(name, "create dummy", e)),
+        }
+    }
+
+    /// Creates the veth pair `name` / `peer`, both ends down.
+    pub async fn create_veth(&self, name: &str, peer: &str) -> Result<(), NodeError> {
+        self.handle
+            .link()
+            .add(LinkVeth::new(name, peer).build())
+            .execute()
+            .await
+            .map_err(|e| NodeError::netlink(name, format!("create veth (peer {peer})"), e))
     }
 
     async fn set(&self, name: &str, op: &str, msg: LinkMessage) -> Result<(), NodeError> {
