@@ -23,7 +23,10 @@
 //!
 //! `fixtures/differential/NAME.vmi.json` (+ optional `NAME.featuregates.txt`) are minimised
 //! inputs of divergences found this way; [`fixtures_agree_with_kubevirt`] runs them through
-//! both sides too.
+//! both sides too. An optional `NAME.bindings.json` is the cluster's network binding plugins
+//! (a KubeVirt CR's `network.binding`): the harness puts it in its KubeVirt CR, kvrs reads it as
+//! `kvrs --kubevirt-cr` does (the `binding-plugin-*` cases: the user guide's passt, slirp and
+//! macvtap plugins, a `managedTap` plugin, and an interface naming an unregistered plugin).
 
 #[path = "differential/vmigen.rs"]
 mod vmigen;
@@ -34,9 +37,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 
-use kvrs_converter::{ConverterContext, convert, xmltree};
+use kvrs_admission::kubevirt_cr::read_kubevirt_cr;
+use kvrs_converter::{ConverterContext, convert, domain_attachment_by_interface_name, xmltree};
 use kvrs_core::admission::admit_created;
-use kvrs_core::pod::{PodInputs, PvcInfo, render_launcher_pod};
+use kvrs_core::pod::{NetworkBindingPlugin, PodInputs, PvcInfo, render_launcher_pod};
 use kvrs_core::resources::ResourceReport;
 use kvrs_core::{ClusterConfig, VirtualMachineInstance};
 use kvrs_tests::deliberate::json_differences;
@@ -87,6 +91,9 @@ struct Case {
     id: String,
     vmi: Value,
     gates: Vec<String>,
+    /// The cluster's network binding plugins (`network.binding` of the KubeVirt CR; `Null`:
+    /// none).
+    bindings: Value,
 }
 
 /// Runs the harness on `cases`, calling `each(case, answer)` as the answers stream back (the
@@ -101,7 +108,13 @@ fn with_answers(bin: &Path, cases: &[Case], mut each: impl FnMut(&Case, Value)) 
     let mut stdin = child.stdin.take().unwrap();
     let requests: Vec<String> = cases
         .iter()
-        .map(|c| json!({"id": c.id, "vmi": c.vmi, "featureGates": c.gates}).to_string())
+        .map(|c| {
+            let mut r = json!({"id": c.id, "vmi": c.vmi, "featureGates": c.gates});
+            if !c.bindings.is_null() {
+                r["networkBindings"] = c.bindings.clone();
+            }
+            r.to_string()
+        })
         .collect();
     let writer = std::thread::spawn(move || {
         for r in requests {
@@ -165,6 +178,7 @@ fn oracle_cases() -> Vec<Case> {
             Case {
                 vmi: read_json(&dir.join(format!("{name}.vmi.json"))),
                 gates: split_gates(&gates),
+                bindings: Value::Null,
                 id: name,
             }
         })
@@ -423,8 +437,22 @@ fn compare(case: &Case, kubevirt: &Value) -> BTreeMap<&'static str, Vec<Differen
             return out;
         }
     };
+    let plugins = binding_plugins(&case.bindings);
+    // What virt-handler tells the launcher from the cluster's plugins (the harness does the
+    // same); without plugins the converter's derived rule gives the same map.
+    let ctx = ConverterContext {
+        domain_attachment_by_interface_name: domain_attachment_by_interface_name(
+            vmi.spec.domain.devices.interfaces.as_deref().unwrap_or_default(),
+            |name| {
+                plugins
+                    .get(name)
+                    .and_then(|p| p.domain_attachment_type.as_deref())
+            },
+        ),
+        ..ConverterContext::default()
+    };
     let domain = match (
-        convert(&vmi, &ConverterContext::default()),
+        convert(&vmi, &ctx),
         kubevirt.get("domainXml"),
     ) {
         (Ok(d), Some(x)) => match d.to_xml() {
@@ -484,6 +512,7 @@ fn compare(case: &Case, kubevirt: &Value) -> BTreeMap<&'static str, Vec<Differen
     let inputs = PodInputs {
         qemu_timeout_jitter_seconds: JITTER_SECONDS,
         pvcs: claims_of(&vmi),
+        network_bindings: plugins,
         ..PodInputs::default()
     };
     let pod = match (
@@ -511,6 +540,22 @@ fn compare(case: &Case, kubevirt: &Value) -> BTreeMap<&'static str, Vec<Differen
     };
     out.insert("pod", pod);
     out
+}
+
+/// The binding plugins of a case, read as kvrs reads a KubeVirt CR's `network.binding`.
+fn binding_plugins(bindings: &Value) -> BTreeMap<String, NetworkBindingPlugin> {
+    if bindings.is_null() {
+        return BTreeMap::new();
+    }
+    let cr = json!({
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "KubeVirt",
+        "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+        "spec": {"configuration": {"network": {"binding": bindings}}},
+    });
+    read_kubevirt_cr(&cr)
+        .unwrap_or_else(|e| panic!("bindings {bindings}: {e}"))
+        .network_bindings
 }
 
 /// The claims the harness creates for a VMI, as kvrs's pod inputs: filesystem RWO volumes
@@ -678,6 +723,7 @@ fn generated_vmis_agree_with_kubevirt() {
                 id: format!("seed{seed}-{i}"),
                 vmi: g.vmi,
                 gates: g.feature_gates,
+                bindings: Value::Null,
             }
         })
         .collect();
@@ -713,9 +759,17 @@ fn fixtures_agree_with_kubevirt() {
         .map(|name| {
             let gates = std::fs::read_to_string(dir.join(format!("{name}.featuregates.txt")))
                 .unwrap_or_default();
+            // NAME.bindings.json: the cluster's network binding plugins, as in a KubeVirt CR's
+            // spec.configuration.network.binding.
+            let bindings = dir.join(format!("{name}.bindings.json"));
             Case {
                 vmi: read_json(&dir.join(format!("{name}.vmi.json"))),
                 gates: split_gates(&gates),
+                bindings: if bindings.is_file() {
+                    read_json(&bindings)
+                } else {
+                    Value::Null
+                },
                 id: name,
             }
         })

@@ -105,7 +105,10 @@ mod memory_backing;
 pub mod topology;
 pub mod xmltree;
 
-pub use configurators::{AttachedElsewhere, UnrenderedInterface, check_rendered_interfaces};
+pub use configurators::{
+    AttachedElsewhere, UnrenderedInterface, check_rendered_interfaces,
+    domain_attachment_by_interface_name,
+};
 pub use context::{Arch, ConverterContext};
 pub use domain::Domain;
 pub use error::ConvertError;

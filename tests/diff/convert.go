@@ -276,7 +276,7 @@ func benchSetup(file string) (func() error, error) {
 	}
 	prepare(vmi)
 	// The pod's CPU limit is the dedicated CPU set, as for the JSON-lines answers.
-	cfg := newHarness().clusterConfig(nil)
+	cfg := newHarness().clusterConfig(nil, nil)
 	pod, err := renderPod(vmi.DeepCopy(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pod: %w", err)

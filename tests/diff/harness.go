@@ -71,11 +71,17 @@ func newHarness() *harness {
 }
 
 // clusterConfig is the oracle's cluster: a KubeVirt CR with an empty spec.configuration (every
-// default applies), default architecture amd64, plus the given feature gates.
-func (h *harness) clusterConfig(gates []string) *virtconfig.ClusterConfig {
+// default applies), default architecture amd64, plus the given feature gates and network binding
+// plugins (network.binding).
+func (h *harness) clusterConfig(gates []string, bindings map[string]v1.InterfaceBindingPlugin) *virtconfig.ClusterConfig {
 	sorted := append([]string(nil), gates...)
 	sort.Strings(sorted)
 	key := strings.Join(sorted, ",")
+	if len(bindings) > 0 {
+		// encoding/json writes map keys sorted: one key per distinct set of plugins.
+		b, _ := json.Marshal(bindings)
+		key += "|" + string(b)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if cfg, ok := h.configs[key]; ok {
@@ -87,6 +93,9 @@ func (h *harness) clusterConfig(gates []string) *virtconfig.ClusterConfig {
 	}
 	if len(gates) > 0 {
 		kv.Spec.Configuration.DeveloperConfiguration = &v1.DeveloperConfiguration{FeatureGates: gates}
+	}
+	if len(bindings) > 0 {
+		kv.Spec.Configuration.NetworkConfiguration = &v1.NetworkConfiguration{Binding: bindings}
 	}
 	cfg, _, _ := testutils.NewFakeClusterConfigUsingKVWithCPUArch(kv, "amd64")
 	h.configs[key] = cfg
@@ -101,7 +110,7 @@ func (h *harness) answer(req Request) (ans Answer) {
 			ans = Answer{ID: req.ID, Error: fmt.Sprintf("panic: %v", r)}
 		}
 	}()
-	cfg := h.clusterConfig(req.FeatureGates)
+	cfg := h.clusterConfig(req.FeatureGates, req.NetworkBindings)
 	raw, err := withDefaultNamespace(req.VMI)
 	if err != nil {
 		ans.Error = err.Error()

@@ -7,7 +7,8 @@
 //
 // Usage:
 //
-//	kvrs-diff-go                    JSON lines on stdin: {"id":..,"vmi":{..},"featureGates":[..]};
+//	kvrs-diff-go                    JSON lines on stdin: {"id":..,"vmi":{..},"featureGates":[..],
+//	                                "networkBindings":{..}} (networkBindings optional);
 //	                                one JSON line per input on stdout (see Answer)
 //	kvrs-diff-go bench-convert FILE N
 //	                                times N in-process conversions of the defaulted VMI FILE
@@ -25,6 +26,7 @@ import (
 	"os"
 	"strconv"
 
+	v1 "kubevirt.io/api/core/v1"
 	"kubevirt.io/client-go/log"
 )
 
@@ -33,6 +35,8 @@ type Request struct {
 	ID           string          `json:"id"`
 	VMI          json.RawMessage `json:"vmi"`
 	FeatureGates []string        `json:"featureGates"`
+	// NetworkBindings is the cluster's network.binding (binding plugins by name), if any.
+	NetworkBindings map[string]v1.InterfaceBindingPlugin `json:"networkBindings,omitempty"`
 }
 
 // Rejection is the webhook's refusal: its message and causes, as error.txt prints them.

@@ -181,20 +181,18 @@ fn decide_takes_the_cluster_configuration_too() {
 }
 
 #[test]
-fn a_configured_binding_plugin_is_named_as_configured_but_unsupported() {
+fn a_binding_plugin_renders_only_when_the_cr_registers_it() {
     let vm = repo_file("fixtures/manifests/vm-passt-binding.yaml");
     let prod = cr("production");
     let err = error(&["pod", &vm]);
     assert!(
-        err.contains(r#"no network binding plugin "passt" in the cluster configuration"#),
+        err.contains("couldn't find configuration for network binding: passt"),
         "{err}"
     );
-    let err = error(&["pod", &vm, "--kubevirt-cr", &prod]);
+    let pod = stdout(&["pod", &vm, "--kubevirt-cr", &prod]);
     assert!(
-        err.ends_with(&format!(
-            r#"spec.domain.devices.interfaces[0].binding: network binding plugin "passt" is configured in {prod} (spec.configuration.network.binding.passt), but kvrs does not render binding plugins' pods yet"#
-        )),
-        "{err}"
+        pod.contains("image: quay.io/kubevirt/network-passt-binding:v1.9.0"),
+        "{pod}"
     );
 }
 

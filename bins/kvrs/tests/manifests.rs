@@ -69,13 +69,13 @@ fn a_context_architecture_overrides_spec_architecture() {
 }
 
 #[test]
-fn a_network_binding_plugin_is_an_error_naming_the_field() {
+fn an_unregistered_network_binding_plugin_is_an_error_naming_the_field() {
     let out = kvrs(&["convert", &manifest("vm-passt-binding.yaml")]);
     let err = stderr(&out, "passt binding");
     assert!(err.contains("vm-passt-binding.yaml: "), "{err}");
     assert!(
         err.contains(
-            r#"spec.domain.devices.interfaces[0].binding: network binding plugin "passt" is not supported by kvrs convert yet"#
+            "spec.domain.devices.interfaces[0].binding: couldn't find configuration for network binding: passt"
         ),
         "{err}"
     );
@@ -226,7 +226,7 @@ const EXPECTED: &[(&str, Result<&str, &str>)] = &[
     ("multi-document.yaml", Ok("<name>default_doc-vmi</name>")),
     (
         "vm-passt-binding.yaml",
-        Err(r#"interfaces[0].binding: network binding plugin "passt" is not supported"#),
+        Err("interfaces[0].binding: couldn't find configuration for network binding: passt"),
     ),
     ("vmi-sriov.yaml", Ok("<name>default_sriov-box</name>")),
     (

@@ -37,6 +37,9 @@ pub fn overrides(flags: &Flags) -> anyhow::Result<Overrides> {
 pub fn derive(cr: &KubevirtCr, base: &PodInputs) -> ControllerConfig {
     let mut pod_inputs = base.clone();
     pod_inputs.serial_console_log_disabled = cr.daemon.serial_console_log_disabled;
+    // The binding plugins the CR registers: their sidecars and Multus elements go into the pod,
+    // and a VMI naming an unregistered one gets KubeVirt's render error.
+    pod_inputs.network_bindings = cr.network_bindings.clone();
     pod_inputs.image_pull_policy = cr
         .daemon
         .image_pull_policy
@@ -83,6 +86,17 @@ mod tests {
         assert_eq!(c.pod_inputs.image_pull_policy, "Always");
         assert!(c.pod_inputs.serial_console_log_disabled);
         assert_eq!(c.pod_inputs.qemu_timeout_seconds, 60);
+        assert!(c.pod_inputs.network_bindings.is_empty());
+        let passt =
+            json!({"network": {"binding": {"passt": {"sidecarImage": "example.org/passt:1"}}}});
+        let with_plugin = config(&["virt-controller"], passt);
+        assert_eq!(
+            with_plugin.pod_inputs.network_bindings["passt"]
+                .sidecar_image
+                .as_deref(),
+            Some("example.org/passt:1"),
+            "the CR's binding plugins reach the pod renderer"
+        );
 
         let c = config(
             &[

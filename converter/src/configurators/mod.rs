@@ -45,7 +45,10 @@ mod vsock;
 mod watchdog;
 
 pub(crate) use network::pci_address as network_pci_address;
-pub use network::{AttachedElsewhere, UnrenderedInterface, check_rendered_interfaces};
+pub use network::{
+    AttachedElsewhere, UnrenderedInterface, check_rendered_interfaces,
+    domain_attachment_by_interface_name,
+};
 
 use balloon::Balloon;
 use channels::Channels;

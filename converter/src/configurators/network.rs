@@ -99,6 +99,34 @@ fn derived_attachment(iface: &VmiInterface) -> Option<&'static str> {
     (iface.masquerade.is_some() || iface.bridge.is_some()).then_some("tap")
 }
 
+/// The handler's map of domain attachments (`ConverterContext::domain_attachment_by_interface_name`)
+/// for `ifaces`, given the cluster's binding plugins by name with their `domainAttachmentType`
+/// (`None`: the plugin sets none): bridge and masquerade interfaces are `tap`; a plugin
+/// interface takes its plugin's type, `managedTap` written as `tap` (the converter treats
+/// both alike); anything else is not in the map.
+pub fn domain_attachment_by_interface_name<'p>(
+    ifaces: &[VmiInterface],
+    plugin_attachment: impl Fn(&str) -> Option<&'p str>,
+) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for iface in ifaces {
+        let kind = if let Some(tap) = derived_attachment(iface) {
+            tap
+        } else if let Some(kind) = iface
+            .binding
+            .as_ref()
+            .and_then(|b| plugin_attachment(&b.name))
+            .filter(|k| !k.is_empty())
+        {
+            if kind == "managedTap" { "tap" } else { kind }
+        } else {
+            continue;
+        };
+        out.insert(iface.name.clone(), kind.to_string());
+    }
+    out
+}
+
 /// The domain attachment of `iface`: the handler's map from the context, or the derived rule.
 fn attachment<'v>(ctx: &ConverterContext, iface: &'v VmiInterface) -> Option<Cow<'v, str>> {
     let map = &ctx.domain_attachment_by_interface_name;
@@ -161,18 +189,22 @@ impl UnrenderedInterface {
                  SR-IOV device plugin; give it as sriovDevices in --context)",
                 self.name
             ),
-            AttachedElsewhere::BindingPlugin(plugin) => {
-                format!("network binding plugin {plugin:?} is not supported by kvrs convert yet")
-            }
+            AttachedElsewhere::BindingPlugin(plugin) => format!(
+                "interface {:?} is left to network binding plugin {plugin:?}: it has no domain \
+                 attachment, so its sidecar adds the interface when the launcher defines the \
+                 domain",
+                self.name
+            ),
         };
         format!("{}: {what}", self.path())
     }
 }
 
 /// Names an interface the domain would silently lack: a network binding plugin without a `tap`
-/// domain attachment, or an SR-IOV interface when the context holds no prepared SR-IOV device.
-/// [`crate::convert`] itself follows KubeVirt and leaves them out; callers that print a domain
-/// for a user (`kvrs convert`) call this first and refuse or warn.
+/// domain attachment (its sidecar edits the domain in the launcher), or an SR-IOV interface when
+/// the context holds no prepared SR-IOV device. [`crate::convert`] itself follows KubeVirt and
+/// leaves them out; callers that print a domain for a user (`kvrs convert`) call this first and
+/// warn.
 pub fn check_rendered_interfaces(
     vmi: &VirtualMachineInstance,
     ctx: &ConverterContext,

@@ -66,6 +66,7 @@ use kvrs_admission::ClusterConfig;
 use kvrs_api::names::{PathComponentError, path_component};
 
 pub use backend_storage::needs_backend_storage;
+pub use kvrs_admission::kubevirt_cr::NetworkBindingPlugin;
 pub use metadata::{hashed_interface_name, vmi_id_label};
 pub use volumes::PvcInfo;
 
@@ -125,6 +126,11 @@ pub struct PodInputs {
     /// interface on QEMU's userland virtio-net, as KubeVirt's renderer notes libvirt does when
     /// the device is unavailable — so a KVM node without the `vhost_net` module still runs VMs.
     pub vhost_net_available: bool,
+    /// The network binding plugins the cluster registers (`network.binding` of the KubeVirt
+    /// CR), by name: an interface's `binding: {name}` must name one; a plugin with a
+    /// `sidecarImage` gets a hook sidecar, one with a `networkAttachmentDefinition` a Multus
+    /// network element.
+    pub network_bindings: BTreeMap<String, NetworkBindingPlugin>,
 }
 
 impl Default for PodInputs {
@@ -147,6 +153,7 @@ impl Default for PodInputs {
             image_pull_policy: "IfNotPresent".into(),
             backend_storage_pvc: None,
             vhost_net_available: true,
+            network_bindings: BTreeMap::new(),
         }
     }
 }
@@ -220,10 +227,10 @@ pub enum PodError {
     /// A log verbosity label is not a number.
     #[error("metadata.labels[logVerbosity]: {0:?} is not an integer")]
     LogVerbosity(String),
-    /// An interface uses a network binding plugin the cluster configuration does not define
-    /// (kvrs's cluster configuration defines none yet).
+    /// An interface names a network binding plugin the cluster does not register
+    /// (`network.binding` of the KubeVirt CR); the message is virt-controller's.
     #[error(
-        "spec.domain.devices.interfaces[{0}].binding: no network binding plugin {1:?} in the cluster configuration"
+        "spec.domain.devices.interfaces[{0}].binding: couldn't find configuration for network binding: {1}"
     )]
     UnknownNetworkBinding(usize, String),
     /// A name from the VMI that becomes one component of a path in the pod (or, passed to the
@@ -309,25 +316,18 @@ pub fn render_launcher_pod(
         + GRACE_PERIOD_PADDING_SECONDS;
     let pod_grace = grace + GRACE_PERIOD_PADDING_SECONDS;
 
-    for (i, iface) in vmi
-        .spec
-        .domain
-        .devices
-        .interfaces
-        .iter()
-        .flatten()
-        .enumerate()
-    {
-        if let Some(binding) = &iface.binding {
-            return Err(PodError::UnknownNetworkBinding(i, binding.name.clone()));
-        }
-    }
-
     let mut report = ResourceReport::with_auto_limits(vmi, config, &inputs.auto_limits)?;
     if !inputs.vhost_net_available {
         report.compute.limits.remove(VHOST_NET_RESOURCE);
     }
-    let hooks = sidecars::hook_sidecars(vmi)?;
+    // virt-controller's sidecar creators, in its order: the hook annotation's, then one per
+    // binding plugin with a sidecar image.
+    let mut hooks = sidecars::hook_sidecars(vmi)?;
+    hooks.extend(sidecars::binding_plugin_sidecars(
+        vmi,
+        &inputs.network_bindings,
+        &inputs.image_pull_policy,
+    )?);
     let verbosity = compute::launcher_verbosity(vmi, inputs)?;
 
     let volumes = volumes::render(vmi, config, inputs, &hooks, non_root)?;
@@ -440,7 +440,13 @@ pub fn render_launcher_pod(
             labels.extend(reservation);
             labels
         }),
-        annotations: Some(metadata::annotations(vmi, name, namespace, &report)),
+        annotations: Some(metadata::annotations(
+            vmi,
+            name,
+            namespace,
+            &report,
+            &inputs.network_bindings,
+        )),
         owner_references: Some(vec![OwnerReference {
             api_version: crate::api::API_VERSION.into(),
             kind: "VirtualMachineInstance".into(),
@@ -459,6 +465,8 @@ pub fn render_launcher_pod(
     })
 }
 
+#[cfg(test)]
+mod binding_tests;
 #[cfg(test)]
 mod path_tests;
 #[cfg(test)]

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use sha1::Digest as _;
 
+use crate::NetworkBindingPlugin;
 use crate::api::VirtualMachineInstance;
 use crate::resources::ResourceReport;
 
@@ -68,6 +69,7 @@ pub(super) fn annotations(
     name: &str,
     namespace: &str,
     report: &ResourceReport,
+    bindings: &BTreeMap<String, NetworkBindingPlugin>,
 ) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     out.insert("kubevirt.io/domain".to_string(), name.to_string());
@@ -89,7 +91,7 @@ pub(super) fn annotations(
         "descheduler.alpha.kubernetes.io/request-evict-only".into(),
         String::new(),
     );
-    network_annotations(vmi, namespace, &mut out);
+    network_annotations(vmi, namespace, bindings, &mut out);
     backup_hook_annotations(vmi, name, namespace, &mut out);
     out.insert(
         "kubevirt.io/memory-overhead-bytes".into(),
@@ -101,6 +103,7 @@ pub(super) fn annotations(
 fn network_annotations(
     vmi: &VirtualMachineInstance,
     namespace: &str,
+    bindings: &BTreeMap<String, NetworkBindingPlugin>,
     out: &mut BTreeMap<String, String>,
 ) {
     let interfaces = vmi
@@ -121,28 +124,32 @@ fn network_annotations(
     let by_name: BTreeMap<&str, &crate::api::Network> =
         networks.iter().map(|n| (n.name.as_str(), n)).collect();
     let mut elements = Vec::new();
+    let nad_name = |reference: &str| match reference.split_once('/') {
+        Some((ns, nad)) => (ns.to_string(), nad.to_string()),
+        None => (namespace.to_string(), reference.to_string()),
+    };
     for net in present.iter().filter_map(|i| by_name.get(i.name.as_str())) {
-        let Some(multus) = &net.multus else { continue };
-        if multus.default.unwrap_or(false) {
-            continue;
+        if let Some(multus) = net.multus.as_ref().filter(|m| !m.default.unwrap_or(false)) {
+            let (ns, nad) = nad_name(&multus.network_name);
+            elements.push(secondary_network_element(net, ns, nad, &present));
         }
-        let (ns, nad) = match multus.network_name.split_once('/') {
-            Some((ns, nad)) => (ns.to_string(), nad.to_string()),
-            None => (namespace.to_string(), multus.network_name.clone()),
-        };
-        let mut element = serde_json::Map::new();
-        element.insert("name".into(), nad.into());
-        element.insert("namespace".into(), ns.into());
-        if let Some(mac) = present
+        // A binding plugin's own NetworkAttachmentDefinition, told which VMI network it serves.
+        let plugin = present
             .iter()
             .find(|i| i.name == net.name)
-            .and_then(|i| i.mac_address.clone())
-            .filter(|m| !m.is_empty())
+            .and_then(|i| i.binding.as_ref())
+            .and_then(|b| bindings.get(&b.name));
+        if let Some(reference) = plugin
+            .and_then(|p| p.network_attachment_definition.as_deref())
+            .filter(|r| !r.is_empty())
         {
-            element.insert("mac".into(), mac.into());
+            let (ns, nad) = nad_name(reference);
+            elements.push(serde_json::json!({
+                "name": nad,
+                "namespace": ns,
+                "cni-args": {"logicNetworkName": net.name},
+            }));
         }
-        element.insert("interface".into(), hashed_interface_name(&net.name).into());
-        elements.push(serde_json::Value::Object(element));
     }
     if !elements.is_empty() {
         out.insert(
@@ -216,6 +223,29 @@ fn parse_go_bool(s: &str) -> bool {
 /// Go's `%q` for the plain names Kubernetes allows (JSON string escaping is the same for them).
 fn go_quote(s: &str) -> String {
     serde_json::Value::String(s.to_string()).to_string()
+}
+
+/// The Multus element of a secondary network: its NetworkAttachmentDefinition, the interface's
+/// MAC, the hashed pod interface name.
+fn secondary_network_element(
+    net: &crate::api::Network,
+    ns: String,
+    nad: String,
+    present: &[&crate::api::Interface],
+) -> serde_json::Value {
+    let mut element = serde_json::Map::new();
+    element.insert("name".into(), nad.into());
+    element.insert("namespace".into(), ns.into());
+    if let Some(mac) = present
+        .iter()
+        .find(|i| i.name == net.name)
+        .and_then(|i| i.mac_address.clone())
+        .filter(|m| !m.is_empty())
+    {
+        element.insert("mac".into(), mac.into());
+    }
+    element.insert("interface".into(), hashed_interface_name(&net.name).into());
+    serde_json::Value::Object(element)
 }
 
 #[cfg(test)]

@@ -36,6 +36,10 @@ pub(crate) struct HookSidecar {
     /// A PVC shared with the sidecar (and optionally the compute container).
     #[serde(default)]
     pub pvc: Option<HookPvc>,
+    /// The network binding plugin this sidecar serves (empty for the annotation's sidecars):
+    /// the container learns it from `NETWORK_BINDING_PLUGIN_NAME`.
+    #[serde(skip)]
+    pub network_binding_plugin: String,
 }
 
 /// ConfigMap part of a hook sidecar.
@@ -66,6 +70,40 @@ pub(crate) struct HookPvc {
     /// Mount path in the compute container (empty: not mounted there).
     #[serde(default)]
     pub shared_compute_path: String,
+}
+
+/// The sidecars of the network binding plugins the VMI's interfaces name, one per plugin with a
+/// `sidecarImage` (in plugin-name order; KubeVirt's order among several plugins is its map's,
+/// i.e. random). An interface naming a plugin the cluster does not register is virt-controller's
+/// refusal to render the pod.
+pub(super) fn binding_plugin_sidecars(
+    vmi: &VirtualMachineInstance,
+    registered: &BTreeMap<String, super::NetworkBindingPlugin>,
+    image_pull_policy: &str,
+) -> Result<Vec<HookSidecar>, PodError> {
+    let mut used = BTreeMap::new();
+    let ifaces = vmi.spec.domain.devices.interfaces.iter().flatten();
+    for (i, iface) in ifaces.enumerate() {
+        let Some(binding) = &iface.binding else {
+            continue;
+        };
+        let plugin = registered
+            .get(&binding.name)
+            .ok_or_else(|| PodError::UnknownNetworkBinding(i, binding.name.clone()))?;
+        used.insert(binding.name.as_str(), plugin);
+    }
+    Ok(used
+        .into_iter()
+        .filter_map(|(name, plugin)| {
+            let image = plugin.sidecar_image.as_deref().filter(|i| !i.is_empty())?;
+            Some(HookSidecar {
+                image: image.to_string(),
+                image_pull_policy: image_pull_policy.to_string(),
+                network_binding_plugin: name.to_string(),
+                ..HookSidecar::default()
+            })
+        })
+        .collect())
 }
 
 /// The hook sidecars a VMI asks for.
@@ -257,6 +295,12 @@ pub(super) fn hook_container(
         envs.extend(xdg_env());
     }
     envs.push(env("CONTAINER_NAME", &name));
+    if !hook.network_binding_plugin.is_empty() {
+        envs.push(env(
+            "NETWORK_BINDING_PLUGIN_NAME",
+            &hook.network_binding_plugin,
+        ));
+    }
     let mut mounts = vec![core::VolumeMount {
         sub_path: Some(name.clone()),
         ..mount("hook-sidecar-sockets", "/var/run/kubevirt-hooks")

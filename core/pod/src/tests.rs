@@ -482,20 +482,6 @@ fn launcher_pull_policy_comes_from_the_inputs() {
 }
 
 #[test]
-fn binding_plugins_need_cluster_configuration() {
-    let mut v = vmi();
-    v["spec"]["domain"]["devices"]["interfaces"] =
-        json!([{"name": "default", "binding": {"name": "passt"}}]);
-    let err = render_launcher_pod(&typed(v), &ClusterConfig::default(), &PodInputs::default())
-        .unwrap_err();
-    assert_eq!(err, PodError::UnknownNetworkBinding(0, "passt".into()));
-    assert!(
-        err.to_string()
-            .starts_with("spec.domain.devices.interfaces[0].binding")
-    );
-}
-
-#[test]
 fn ovmf_path_follows_the_guest_architecture() {
     let mut v = vmi();
     assert_eq!(

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use kvrs_admission::kubevirt_cr::{NetworkBindingPlugin, read_kubevirt_cr};
-use kvrs_core::ClusterConfig;
+use kvrs_core::pod::PodError;
+use kvrs_core::{ClusterConfig, VirtualMachineInstance};
 
 use crate::input::{CliError, origin_of, parse_document, read_text};
 
@@ -38,6 +39,41 @@ pub struct Cluster {
     pub network_bindings: BTreeMap<String, NetworkBindingPlugin>,
     /// How errors name the CR file, when one was given.
     pub cr_origin: Option<String>,
+}
+
+impl Cluster {
+    /// The one refusal every subcommand gives a VMI whose interface names a binding plugin the
+    /// cluster does not register. KubeVirt v1.9.0's webhooks admit such a VMI; its
+    /// virt-controller then cannot render the launcher pod (the message is its), so no pod,
+    /// domain or overhead ever exists for it. `defaults`, `convert`, `overhead` and `pod` all
+    /// refuse it with this same reason.
+    pub fn check_bindings(&self, origin: &str, vmi: &VirtualMachineInstance) -> Result<(), CliError> {
+        let ifaces = vmi.spec.domain.devices.interfaces.iter().flatten();
+        for (i, iface) in ifaces.enumerate() {
+            let Some(binding) = &iface.binding else {
+                continue;
+            };
+            if !self.network_bindings.contains_key(&binding.name) {
+                let err = PodError::UnknownNetworkBinding(i, binding.name.clone());
+                let hint = match &self.cr_origin {
+                    Some(cr) => format!("{cr} has no spec.configuration.network.binding.{}", binding.name),
+                    None => "give the KubeVirt CR that registers it with --kubevirt-cr".into(),
+                };
+                return Err(CliError::Rejected(format!(
+                    "{origin}: {err} (KubeVirt admits the VMI, but virt-controller cannot create \
+                     its launcher pod; {hint})"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `domainAttachmentType` of the registered plugin `name`, if it sets one.
+    pub fn plugin_attachment(&self, name: &str) -> Option<&str> {
+        self.network_bindings
+            .get(name)
+            .and_then(|p| p.domain_attachment_type.as_deref())
+    }
 }
 
 impl ClusterArgs {

@@ -12,6 +12,12 @@
 //! launcher — SMBIOS, `memBalloonStatsPeriod`, `useEmulation` — except the fields the
 //! `--context` file sets. `useEmulation: true` also means no `/dev/kvm` in the pod (the pod
 //! requests no `devices.kubevirt.io/kvm`), so the domain is `type="qemu"`.
+//!
+//! Network binding plugins (`binding: {name}`) must be registered in the CR's
+//! `network.binding`, else the VMI is refused as virt-controller refuses its pod. A plugin with
+//! `domainAttachmentType: tap` (or `managedTap`) is a tap interface, as virt-handler's attachment
+//! map makes it; any other plugin's interface is left out of the domain, as KubeVirt's
+//! converter leaves it to the plugin's sidecar (with a warning on stderr).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -19,6 +25,7 @@ use std::path::{Path, PathBuf};
 use kvrs_converter::context::SmBios;
 use kvrs_converter::{
     Arch, AttachedElsewhere, ConverterContext, check_rendered_interfaces, convert,
+    domain_attachment_by_interface_name,
 };
 use kvrs_core::{ClusterConfig, VirtualMachineInstance};
 
@@ -66,15 +73,25 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
     let mut outputs = Vec::new();
     for (origin, admitted) in admitted_vmis(&args.file, config, &args.instancetypes.load()?)? {
-        let ctx = context.for_vmi(&admitted);
-        match check_rendered_interfaces(&admitted, &ctx) {
-            Ok(()) => {}
-            // KubeVirt's own converter renders an SR-IOV VMI without the interface when it is
-            // given no prepared device (the oracle's example-vmi-sriov): do the same, but say so.
-            Err(e) if e.kind == AttachedElsewhere::Sriov => {
-                eprintln!("{origin}: warning: {e}; the domain has no <hostdev> for it");
-            }
-            Err(e) => return Err(CliError::Rejected(format!("{origin}: {e}"))),
+        cluster.check_bindings(&origin, &admitted)?;
+        let mut ctx = context.for_vmi(&admitted);
+        if !context.given.contains("domainAttachmentByInterfaceName") {
+            // What virt-handler tells the launcher from the cluster's binding plugins.
+            let ifaces = admitted.spec.domain.devices.interfaces.as_deref();
+            ctx.domain_attachment_by_interface_name = domain_attachment_by_interface_name(
+                ifaces.unwrap_or_default(),
+                |name| cluster.plugin_attachment(name),
+            );
+        }
+        // KubeVirt's own converter leaves these interfaces out: an SR-IOV interface without a
+        // prepared device (the oracle's example-vmi-sriov), a binding plugin's interface that
+        // its sidecar adds. Do the same, but say so.
+        if let Err(e) = check_rendered_interfaces(&admitted, &ctx) {
+            let note = match e.kind {
+                AttachedElsewhere::Sriov => "the domain has no <hostdev> for it",
+                AttachedElsewhere::BindingPlugin(_) => "the domain shown has no <interface> for it",
+            };
+            eprintln!("{origin}: warning: {e}; {note}");
         }
         let domain =
             convert(&admitted, &ctx).map_err(|e| CliError::Rejected(format!("{origin}: {e}")))?;

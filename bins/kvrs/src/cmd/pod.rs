@@ -1,8 +1,10 @@
 //! `kvrs pod FILE [--kubevirt-cr FILE] [--feature-gates A,B]`: the virt-launcher pod virt-controller would create for a VMI.
+//!
+//! A network binding plugin the CR registers adds its hook sidecar (`sidecarImage`) and its
+//! Multus element (`networkAttachmentDefinition`); an unregistered one is refused.
 
-use kvrs_core::pod::{PodError, PodInputs, QEMU_TIMEOUT_JITTER_RANGE, render_launcher_pod};
+use kvrs_core::pod::{PodInputs, QEMU_TIMEOUT_JITTER_RANGE, render_launcher_pod};
 
-use crate::cmd::cluster::Cluster;
 use crate::cmd::workload::WorkloadArgs;
 use crate::input::CliError;
 use crate::pipeline::print_outputs;
@@ -53,11 +55,13 @@ pub fn run(args: Args) -> Result<(), CliError> {
     config.launcher_image = args.launcher_image;
     let inputs = PodInputs {
         qemu_timeout_jitter_seconds: args.qemu_timeout_jitter,
+        network_bindings: cluster.network_bindings.clone(),
         ..PodInputs::default()
     };
     let pods = args.input.render(&config, |origin, vmi| {
+        cluster.check_bindings(origin, vmi)?;
         render_launcher_pod(vmi, &config, &inputs)
-            .map_err(|e| CliError::Input(format!("{origin}: {}", pod_error(&e, &cluster))))
+            .map_err(|e| CliError::Input(format!("{origin}: {e}")))
     })?;
     let failed = |e: String| CliError::Failed(e);
     match args.output {
@@ -80,21 +84,4 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }
     }
     Ok(())
-}
-
-/// The renderer's error, saying so when a binding plugin it does not know is one the CR
-/// configures: the cluster has it, kvrs cannot render its sidecar yet.
-fn pod_error(err: &PodError, cluster: &Cluster) -> String {
-    match (err, &cluster.cr_origin) {
-        (PodError::UnknownNetworkBinding(i, name), Some(cr))
-            if cluster.network_bindings.contains_key(name) =>
-        {
-            format!(
-                "spec.domain.devices.interfaces[{i}].binding: network binding plugin {name:?} is \
-                 configured in {cr} (spec.configuration.network.binding.{name}), but kvrs does \
-                 not render binding plugins' pods yet"
-            )
-        }
-        _ => err.to_string(),
-    }
 }

@@ -54,8 +54,12 @@ impl WorkloadArgs {
             &ClusterConfig,
         ) -> Result<String, CliError>,
     ) -> Result<(), CliError> {
-        let config = self.cluster()?.config;
-        let outputs = self.render(&config, |origin, vmi| render(origin, vmi, &config))?;
+        let cluster = self.cluster()?;
+        let config = &cluster.config;
+        let outputs = self.render(config, |origin, vmi| {
+            cluster.check_bindings(origin, vmi)?;
+            render(origin, vmi, config)
+        })?;
         print_outputs(&outputs);
         Ok(())
     }

@@ -367,3 +367,74 @@ fn unrendered_interfaces_are_named_for_the_cli() {
     };
     assert_eq!(check_rendered_interfaces(&vmi, &with_device), Ok(()));
 }
+
+/// The user guide's binding plugins, as the cluster registers them: passt and slirp edit the
+/// domain from their sidecars, macvtap is a `tap` attachment, a `managedTap` plugin likewise.
+fn plugin_attachment(name: &str) -> Option<&'static str> {
+    match name {
+        "macvtap" => Some("tap"),
+        "managedtap" => Some("managedTap"),
+        _ => None,
+    }
+}
+
+/// The domain of a VMI with one interface bound by each of `plugins`, converted with the
+/// attachment map the handler derives from the cluster's plugins.
+fn plugin_domain(plugins: &[&str]) -> Domain {
+    let ifaces: Vec<Value> = plugins
+        .iter()
+        .map(|p| json!({"name": format!("{p}-net"), "binding": {"name": p}}))
+        .collect();
+    let vmi = on_networks(Value::Array(ifaces), json!({}));
+    let ifaces = vmi.spec.domain.devices.interfaces.as_deref().unwrap();
+    let ctx = ConverterContext {
+        domain_attachment_by_interface_name: domain_attachment_by_interface_name(
+            ifaces,
+            plugin_attachment,
+        ),
+        ..ConverterContext::default()
+    };
+    network_of(&vmi, &ctx).unwrap()
+}
+
+#[test]
+fn the_attachment_map_follows_the_plugins_domain_attachment_type() {
+    let vmi = on_networks(
+        json!([
+            {"name": "m", "masquerade": {}},
+            {"name": "b", "bridge": {}},
+            {"name": "tap", "binding": {"name": "macvtap"}},
+            {"name": "managed", "binding": {"name": "managedtap"}},
+            {"name": "side", "binding": {"name": "passt"}},
+            {"name": "unknown", "binding": {"name": "unregistered"}},
+        ]),
+        json!({}),
+    );
+    let ifaces = vmi.spec.domain.devices.interfaces.as_deref().unwrap();
+    let map = domain_attachment_by_interface_name(ifaces, plugin_attachment);
+    let pairs: Vec<(&str, &str)> = map.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    assert_eq!(
+        pairs,
+        [("b", "tap"), ("m", "tap"), ("managed", "tap"), ("tap", "tap")]
+    );
+}
+
+#[test]
+fn sidecar_plugins_are_left_out_of_the_domain() {
+    let d = plugin_domain(&["passt", "slirp"]);
+    assert!(d.devices.interfaces.is_empty());
+}
+
+#[test]
+fn tap_plugins_are_tap_interfaces() {
+    let d = plugin_domain(&["macvtap", "managedtap", "passt"]);
+    insta::assert_snapshot!("binding_plugin_tap_interfaces", d.to_xml().unwrap());
+}
+
+#[test]
+fn a_plugin_without_attachment_is_named_for_the_cli() {
+    let vmi = on_networks(json!([{"name": "p", "binding": {"name": "passt"}}]), json!({}));
+    let err = check_rendered_interfaces(&vmi, &ConverterContext::default()).unwrap_err();
+    assert_eq!(err.kind, AttachedElsewhere::BindingPlugin("passt".into()));
+    assert_eq!(err.path(), "spec.domain.devices.interfaces[0].binding");
+}
