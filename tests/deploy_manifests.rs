@@ -637,10 +637,42 @@ fn virt_api_roles_grant_what_virt_api_uses_and_only_by_name_where_it_can() {
             set(&["patch"]),
             set(&[]),
         ),
+        // The migration webhook lists a VMI's migrations; `migrate` creates one.
         (
             "kubevirt.io".into(),
             "virtualmachineinstancemigrations".into(),
-            set(&["list"]),
+            set(&["list", "create"]),
+            set(&[]),
+        ),
+        // `expand-spec`: the objects a VM's instancetype and preference matchers name.
+        (
+            "instancetype.kubevirt.io".into(),
+            "virtualmachineinstancetypes".into(),
+            set(&["get"]),
+            set(&[]),
+        ),
+        (
+            "instancetype.kubevirt.io".into(),
+            "virtualmachineclusterinstancetypes".into(),
+            set(&["get"]),
+            set(&[]),
+        ),
+        (
+            "instancetype.kubevirt.io".into(),
+            "virtualmachinepreferences".into(),
+            set(&["get"]),
+            set(&[]),
+        ),
+        (
+            "instancetype.kubevirt.io".into(),
+            "virtualmachineclusterpreferences".into(),
+            set(&["get"]),
+            set(&[]),
+        ),
+        (
+            "apps".into(),
+            "controllerrevisions".into(),
+            set(&["get"]),
             set(&[]),
         ),
         (

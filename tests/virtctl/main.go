@@ -5,6 +5,8 @@
 //	virtctl-harness --kubeconfig K pause vmi X -n NS
 //	virtctl-harness --kubeconfig K console X -n NS
 //	virtctl-harness --kubeconfig K vnc X --proxy-only -n NS
+//	virtctl-harness --kubeconfig K migrate X -n NS
+//	virtctl-harness --kubeconfig K expand --vm X -n NS -o json
 //
 // The root command is assembled here rather than taken from pkg/virtctl's NewVirtctlCommand:
 // that one also links virtctl's template commands, whose virt-template modules the module proxy
@@ -62,6 +64,8 @@ func newRoot() *cobra.Command {
 		vm.NewStopCommand(),
 		vm.NewRestartCommand(),
 		vm.NewGuestOsInfoCommand(),
+		vm.NewMigrateCommand(),
+		vm.NewExpandCommand(),
 		pause.NewCommand(),
 		unpause.NewCommand(),
 	)

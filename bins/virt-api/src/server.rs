@@ -540,7 +540,8 @@ async fn aggregated(
             body,
         });
     }
-    match subresources::serve::vm_request(client, &route, &method, &bytes, &user).await {
+    let config = state.config.current();
+    match subresources::serve::vm_request(client, &config, &route, &method, &bytes, &user).await {
         Ok((code, body)) => json_reply(code, body.as_ref()),
         Err(e) => {
             debug!(%path, user = %user.name, code = e.code, "{}", e.message);

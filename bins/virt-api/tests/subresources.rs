@@ -9,6 +9,12 @@
 //! `lo` where the kernel has no dummy links) and removes (a Drop guard, also on failure). The Service has no selector; its Endpoints and
 //! EndpointSlice are written here (no controller-manager in this cluster).
 //!
+//! `migrate` creates KubeVirt's VirtualMachineInstanceMigration for the running VMI (through
+//! `kubectl replace --raw` and KubeVirt's own `virtctl migrate`, from `scripts/virtctl-harness.sh`),
+//! refuses as KubeVirt refuses, and virt-controller's migration controller (run here at the end)
+//! takes the migrations up; `expand-spec` and `expand-vm-spec` (and `virtctl expand --vm`) answer
+//! the VM with its instancetype applied.
+//!
 //! Also checked: the apiserver's discovery lists the group; a request straight to virt-api
 //! without the front-proxy certificate is refused (401); a ServiceAccount bound to
 //! `kvrs-kubevirt.io:view` may not start a VM (403 from the apiserver's RBAC), one bound to
@@ -21,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use clap::Parser;
 use kvrs_test_cluster::{Options, TestCluster};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -31,6 +38,45 @@ const ADDRESS: &str = "10.253.0.1";
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// KubeVirt's own virtctl (`virtctl-harness`, built or found by scripts/virtctl-harness.sh);
+/// panics with the script's output when Go or the build fails: this test never skips.
+fn virtctl_harness() -> PathBuf {
+    let out = Command::new("bash")
+        .arg(root().join("scripts/virtctl-harness.sh"))
+        .output()
+        .expect("running scripts/virtctl-harness.sh");
+    assert!(
+        out.status.success(),
+        "scripts/virtctl-harness.sh failed ({}): KubeVirt's virtctl (Go and the Go module proxy) \
+         is needed for this test\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let bin = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
+    assert!(
+        bin.is_file(),
+        "virtctl-harness.sh printed no binary path: {stdout}"
+    );
+    bin
+}
+
+/// `virtctl --kubeconfig KC -n default ARGS`: (success, stdout, stderr).
+fn virtctl(bin: &Path, kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(bin)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["-n", "default"])
+        .args(args)
+        .output()
+        .expect("virtctl-harness");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// [`ADDRESS`] on a dummy link [`LINK`] (or, where the kernel has no dummy links, on `lo`:
@@ -187,6 +233,7 @@ fn vm_runstrategy(cluster: &TestCluster, name: &str) -> String {
 
 #[test]
 fn kubevirts_subresources_through_the_aggregator() {
+    let virtctl_bin = virtctl_harness();
     let _address = LocalAddress::create();
     let cluster = TestCluster::start(Options::apiserver_only()).expect("kube-apiserver and etcd");
     cluster
@@ -419,6 +466,183 @@ fn kubevirts_subresources_through_the_aggregator() {
         "pause of a missing VMI: {err}"
     );
 
+    // --- migrate: a VirtualMachineInstanceMigration for the running VMI ---
+    let migrations = || {
+        get_json(&cluster, &["vmim", "-n", "default"])["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (ok, _, err) = replace("migrate", r#"{"dryRun": ["All"]}"#);
+    assert!(ok, "dry-run migrate: {err}");
+    assert!(migrations().is_empty(), "a dry run creates nothing");
+    let (ok, _, err) = replace("migrate", r#"{"addedNodeSelector": {"zone": "b"}}"#);
+    assert!(ok, "migrate: {err}");
+    let created = migrations();
+    assert_eq!(created.len(), 1, "{created:?}");
+    let m = &created[0];
+    assert_eq!(m["metadata"]["generateName"], "kubevirt-migrate-vm-");
+    assert!(
+        m["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("kubevirt-migrate-vm-")
+    );
+    assert_eq!(
+        m["spec"],
+        json!({"vmiName": "vm1", "addedNodeSelector": {"zone": "b"}})
+    );
+    // KubeVirt's virtctl: `virtctl migrate` (its dry run first) through the aggregator.
+    let kubeconfig = cluster.admin_kubeconfig_path();
+    let (ok, out, err) = virtctl(&virtctl_bin, kubeconfig, &["migrate", "vm1", "--dry-run"]);
+    assert!(ok, "virtctl migrate --dry-run: {out}{err}");
+    assert_eq!(migrations().len(), 1, "a dry run creates nothing");
+    let (ok, out, err) = virtctl(&virtctl_bin, kubeconfig, &["migrate", "vm1"]);
+    assert!(ok, "virtctl migrate: {out}{err}");
+    assert!(out.contains("VM vm1 was scheduled to migrate"), "{out}");
+    let created = migrations();
+    assert_eq!(created.len(), 2, "{created:?}");
+    assert!(
+        created
+            .iter()
+            .any(|m| m["spec"] == json!({"vmiName": "vm1"})),
+        "{created:?}"
+    );
+    let (ok, _, err) = replace("migrate", "{nope");
+    assert!(!ok);
+    assert!(
+        err.contains("Can not unmarshal Request body to struct"),
+        "a bad migrate body: {err}"
+    );
+    let (ok, _, err) = kubectl(
+        &cluster,
+        &[
+            "replace",
+            "--raw",
+            "/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachines/nothing/migrate",
+            "-f",
+            "-",
+        ],
+        Some("{}"),
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("virtualmachine.kubevirt.io \"nothing\" not found"),
+        "migrate of a missing VM: {err}"
+    );
+    // A VMI that is not Running: KubeVirt's 409.
+    must(
+        &cluster,
+        &[
+            "patch",
+            "vmi",
+            "vm1",
+            "-n",
+            "default",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"status":{"phase":"Scheduling"}}"#,
+        ],
+        None,
+    );
+    let (ok, _, err) = replace("migrate", "{}");
+    assert!(!ok);
+    assert!(
+        err.contains(
+            "Operation cannot be fulfilled on virtualmachine.kubevirt.io \"vm1\": VM is not running"
+        ),
+        "migrate of a VMI that is not running: {err}"
+    );
+    assert_eq!(migrations().len(), 2, "a refused migrate creates nothing");
+
+    // --- expand-spec: the instancetype and preference applied, the matchers dropped ---
+    create(
+        &cluster,
+        &json!({"apiVersion": "instancetype.kubevirt.io/v1beta1",
+            "kind": "VirtualMachineClusterInstancetype", "metadata": {"name": "u1.small"},
+            "spec": {"cpu": {"guest": 2}, "memory": {"guest": "2Gi"}}}),
+    );
+    let typed_vm = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {"name": "vm3", "namespace": "default"},
+        "spec": {"runStrategy": "Halted", "instancetype": {"name": "u1.small"},
+            "template": {"spec": {"domain": {"devices": {}}}}}});
+    create(&cluster, &typed_vm);
+    let expanded: Value = serde_json::from_str(&must(
+        &cluster,
+        &[
+            "get",
+            "--raw",
+            "/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachines/vm3/expand-spec",
+        ],
+        None,
+    ))
+    .unwrap();
+    assert!(expanded["spec"].get("instancetype").is_none(), "{expanded}");
+    assert_eq!(expanded["metadata"]["name"], "vm3");
+    let domain = &expanded["spec"]["template"]["spec"]["domain"];
+    assert_eq!(domain["cpu"]["sockets"], 2, "{expanded}");
+    assert_eq!(domain["memory"]["guest"], "2Gi", "{expanded}");
+    // `virtctl expand --vm` prints the same expansion.
+    let (ok, out, err) = virtctl(
+        &virtctl_bin,
+        kubeconfig,
+        &["expand", "--vm", "vm3", "-o", "json"],
+    );
+    assert!(ok, "virtctl expand: {out}{err}");
+    let printed: Value = serde_json::from_str(&out).expect("virtctl's JSON");
+    assert_eq!(
+        printed["spec"]["template"]["spec"]["domain"]["cpu"]["sockets"], 2,
+        "{out}"
+    );
+    assert!(printed["spec"].get("instancetype").is_none(), "{out}");
+    // A VM without references comes back as stored.
+    let plain: Value = serde_json::from_str(&must(
+        &cluster,
+        &["get", "--raw", &sub("expand-spec")],
+        None,
+    ))
+    .unwrap();
+    assert_eq!(plain["spec"]["runStrategy"], "Manual");
+    // A VM in the body, at the namespace's expand-vm-spec.
+    let expand_url = "/apis/subresources.kubevirt.io/v1/namespaces/default/expand-vm-spec";
+    let mut sent = typed_vm.clone();
+    sent["metadata"] = json!({"name": "not-stored"});
+    let out = must(
+        &cluster,
+        &["replace", "--raw", expand_url, "-f", "-"],
+        Some(&sent.to_string()),
+    );
+    let out: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(out["metadata"]["namespace"], "default");
+    assert_eq!(
+        out["spec"]["template"]["spec"]["domain"]["cpu"]["sockets"], 2,
+        "{out}"
+    );
+    sent["metadata"]["namespace"] = json!("elsewhere");
+    let (ok, _, err) = kubectl(
+        &cluster,
+        &["replace", "--raw", expand_url, "-f", "-"],
+        Some(&sent.to_string()),
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("VM namespace must be empty or default"),
+        "expand-vm-spec in another namespace: {err}"
+    );
+    sent["metadata"] = json!({"name": "x"});
+    sent["spec"]["instancetype"] = json!({"name": "missing"});
+    let (ok, _, err) = kubectl(
+        &cluster,
+        &["replace", "--raw", expand_url, "-f", "-"],
+        Some(&sent.to_string()),
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("missing") && err.contains("not found"),
+        "expand-vm-spec with a missing instancetype: {err}"
+    );
+
     // --- straight to virt-api, without the aggregator's certificate: 401 ---
     let direct = format!(
         "https://{addr}/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachines/vm1/start"
@@ -563,6 +787,68 @@ fn kubevirts_subresources_through_the_aggregator() {
     let (code, status) = put(&url, "{}", &as_sa("editor"));
     assert_eq!(code, 202, "edit may start a VM: {status}");
     assert_eq!(vm_runstrategy(&cluster, "vm2"), "Always");
+
+    // --- the migrations `migrate` created are the migration controller's: virt-controller
+    // (its library's `run`, in this process) gives each a phase (in this cluster, with no
+    // kubelet and no launcher pod behind the VMI, they end Failed; a migration's way to a
+    // target pod is bins/virt-controller/tests/migration.rs) ---
+    // vm1 itself goes (its pending stop would have the VM controller delete the VMI, and the
+    // migration controller then the migrations of a VMI that is gone); its VMI runs again.
+    must(&cluster, &["delete", "vm", "vm1", "-n", "default"], None);
+    must(
+        &cluster,
+        &[
+            "patch",
+            "vmi",
+            "vm1",
+            "-n",
+            "default",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"status":{"phase":"Running"}}"#,
+        ],
+        None,
+    );
+    let flags = kvrs_virt_controller::Flags::try_parse_from([
+        "virt-controller".to_string(),
+        "--no-leader-elect".into(),
+        "--metrics-addr".into(),
+        format!("127.0.0.1:{}", free_port()),
+    ])
+    .expect("virt-controller's flags");
+    let client = rt
+        .block_on(kvrs_runtime::kube::setup::connect_as(
+            "virt-controller",
+            Some(cluster.admin_kubeconfig_path()),
+        ))
+        .expect("a client");
+    let (stop_controller, stopped) = tokio::sync::oneshot::channel::<()>();
+    let controller = rt.spawn(async move {
+        let shutdown = async move {
+            let _ = stopped.await;
+        };
+        kvrs_virt_controller::run(flags, client, shutdown)
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("{e:#}"))
+    });
+    let phases = wait_for(
+        "the migration controller to set the migrations' phases",
+        Duration::from_secs(60),
+        || {
+            let phases: Vec<String> = migrations()
+                .iter()
+                .map(|m| m["status"]["phase"].as_str().unwrap_or("").to_string())
+                .collect();
+            phases.iter().all(|p| !p.is_empty()).then_some(phases)
+        },
+    );
+    assert_eq!(phases.len(), 2, "{phases:?}");
+    let _ = stop_controller.send(());
+    rt.block_on(controller)
+        .expect("virt-controller's task")
+        .expect("virt-controller ended cleanly");
 
     api.stop(&rt);
 }

@@ -1,9 +1,12 @@
 //! The aggregated API `subresources.kubevirt.io` (`v1` and `v1alpha3`, as KubeVirt v1.9.0
 //! serves both): discovery, the routes, and KubeVirt's error answers. The decisions are pure
-//! ([`vm`]); the reads and writes around them are in [`serve`] (feature `server`).
+//! ([`vm`]: start / stop / restart, [`vm_migrate`], [`expand`], [`vmi`]); the reads and writes
+//! around them are in [`serve`] (feature `server`).
 
 pub mod console;
+pub mod expand;
 pub mod vm;
+pub mod vm_migrate;
 pub mod vmi;
 
 #[cfg(feature = "server")]
@@ -75,6 +78,8 @@ pub struct ApiError {
     pub name: Option<String>,
     /// `details.kind` with `name`: `virtualmachine` or `virtualmachineinstance`.
     pub kind: &'static str,
+    /// `details.causes[].message` (KubeVirt's validation errors).
+    pub causes: Vec<String>,
 }
 
 impl ApiError {
@@ -93,6 +98,7 @@ impl ApiError {
             ),
             name: Some(name.into()),
             kind,
+            causes: Vec::new(),
         }
     }
 
@@ -104,6 +110,7 @@ impl ApiError {
             message: format!("{kind}.kubevirt.io \"{name}\" is forbidden: {message}"),
             name: Some(name.into()),
             kind,
+            causes: Vec::new(),
         }
     }
 
@@ -115,6 +122,7 @@ impl ApiError {
             message: format!("{resource}.kubevirt.io \"{name}\" not found"),
             name: Some(name.into()),
             kind: resource,
+            causes: Vec::new(),
         }
     }
 
@@ -126,6 +134,7 @@ impl ApiError {
             message: message.into(),
             name: None,
             kind: "",
+            causes: Vec::new(),
         }
     }
 
@@ -137,6 +146,7 @@ impl ApiError {
             message: format!("Internal error occurred: {message}"),
             name: None,
             kind: "",
+            causes: Vec::new(),
         }
     }
 
@@ -148,6 +158,7 @@ impl ApiError {
             message: message.into(),
             name: None,
             kind: "",
+            causes: Vec::new(),
         }
     }
 
@@ -159,6 +170,7 @@ impl ApiError {
             message: message.into(),
             name: None,
             kind: "",
+            causes: Vec::new(),
         }
     }
 
@@ -170,6 +182,7 @@ impl ApiError {
             message: message.into(),
             name: None,
             kind: "",
+            causes: Vec::new(),
         }
     }
 
@@ -180,7 +193,56 @@ impl ApiError {
         if let Some(name) = &self.name {
             status["details"] = json!({"name": name, "group": "kubevirt.io", "kind": self.kind});
         }
+        if !self.causes.is_empty() {
+            let causes: Vec<Value> = self.causes.iter().map(|m| json!({"message": m})).collect();
+            status["details"] = json!({"causes": causes});
+        }
         status
+    }
+}
+
+/// A VM subresource request as read before anything is fetched.
+#[derive(Clone, Debug, PartialEq)]
+pub enum VmCall {
+    /// `start`, `stop`, `restart`.
+    Lifecycle(vm::Request),
+    /// `PUT migrate`, its options read.
+    Migrate(vm_migrate::MigrateOptions),
+    /// `GET expand-spec`.
+    ExpandSpec,
+}
+
+impl VmCall {
+    /// Reads a VM subresource request: `migrate` is served for `PUT`, `expand-spec` for `GET`
+    /// (405 otherwise), the rest as [`vm::Request::read`] reads them.
+    pub fn read(subresource: &str, method: &str, body: &[u8]) -> Result<VmCall, ApiError> {
+        let only = |allowed: &str| {
+            ApiError::status(
+                405,
+                "MethodNotAllowed",
+                &format!("{subresource} is served for {allowed} only"),
+            )
+        };
+        match subresource {
+            "migrate" if method != "PUT" => Err(only("PUT")),
+            "migrate" => Ok(VmCall::Migrate(vm_migrate::MigrateOptions::read(body)?)),
+            "expand-spec" if !matches!(method, "GET" | "HEAD") => Err(only("GET")),
+            "expand-spec" => Ok(VmCall::ExpandSpec),
+            _ => vm::Request::read(subresource, method, body).map(VmCall::Lifecycle),
+        }
+    }
+}
+
+/// `PUT .../expand-vm-spec` only.
+pub fn check_expand_vm_spec_method(method: &str) -> Result<(), ApiError> {
+    if method == "PUT" {
+        Ok(())
+    } else {
+        Err(ApiError::status(
+            405,
+            "MethodNotAllowed",
+            "expand-vm-spec is served for PUT only",
+        ))
     }
 }
 
@@ -254,6 +316,11 @@ pub enum Route {
         /// `start`, `stop`, ...
         subresource: String,
     },
+    /// `PUT .../namespaces/NS/expand-vm-spec`: a VM in the body expanded.
+    ExpandVmSpec {
+        /// The namespace.
+        namespace: String,
+    },
     /// A VMI's subresource.
     Vmi {
         /// The namespace.
@@ -269,7 +336,10 @@ impl Route {
     /// Whether the route needs an authenticated front-proxy request (KubeVirt serves
     /// discovery, health and version to anyone).
     pub fn needs_auth(&self) -> bool {
-        matches!(self, Route::Vm { .. } | Route::Vmi { .. })
+        matches!(
+            self,
+            Route::Vm { .. } | Route::Vmi { .. } | Route::ExpandVmSpec { .. }
+        )
     }
 }
 
@@ -290,6 +360,9 @@ pub fn route(path: &str) -> Option<Route> {
         [] => Some(Route::Resources(version.to_string())),
         ["healthz"] => Some(Route::Healthz),
         ["version"] => Some(Route::Version),
+        ["namespaces", ns, "expand-vm-spec"] => Some(Route::ExpandVmSpec {
+            namespace: ns.to_string(),
+        }),
         ["namespaces", ns, kind, name, sub @ ..] if !sub.is_empty() => {
             let (namespace, name, subresource) = (ns.to_string(), name.to_string(), sub.join("/"));
             match *kind {
@@ -345,6 +418,14 @@ mod tests {
             None
         );
         assert_eq!(route("/apis/kubevirt.io/v1"), None);
+        let expand = route("/apis/subresources.kubevirt.io/v1/namespaces/ns1/expand-vm-spec");
+        assert_eq!(
+            expand,
+            Some(Route::ExpandVmSpec {
+                namespace: "ns1".into()
+            })
+        );
+        assert!(expand.unwrap().needs_auth());
     }
 
     #[test]
@@ -367,6 +448,34 @@ mod tests {
         }
         assert_eq!(api_group()["preferredVersion"]["version"], "v1");
         assert_eq!(api_group_list()["groups"][0]["name"], GROUP);
+    }
+
+    #[test]
+    fn vm_calls_are_read_by_subresource_and_method() {
+        assert!(matches!(
+            VmCall::read("migrate", "PUT", br#"{"dryRun":["All"]}"#),
+            Ok(VmCall::Migrate(o)) if o.dry_run()
+        ));
+        assert_eq!(VmCall::read("migrate", "PUT", b"{x").unwrap_err().code, 400);
+        assert_eq!(VmCall::read("migrate", "GET", b"").unwrap_err().code, 405);
+        assert_eq!(
+            VmCall::read("expand-spec", "GET", b"").unwrap(),
+            VmCall::ExpandSpec
+        );
+        assert_eq!(
+            VmCall::read("expand-spec", "PUT", b"").unwrap_err().code,
+            405
+        );
+        assert_eq!(
+            VmCall::read("stop", "PUT", b"").unwrap(),
+            VmCall::Lifecycle(vm::Request::Stop(Default::default()))
+        );
+        assert_eq!(
+            VmCall::read("objectgraph", "GET", b"").unwrap_err().code,
+            501
+        );
+        assert!(check_expand_vm_spec_method("PUT").is_ok());
+        assert_eq!(check_expand_vm_spec_method("GET").unwrap_err().code, 405);
     }
 
     #[test]

@@ -1,15 +1,18 @@
 //! The subresource requests against the cluster: the VM and its VMI read, [`super::vm`]'s
 //! decision written as JSON patches (never a full update), KubeVirt's answers (202 on success,
-//! a `Status` otherwise); the VMI requests forwarded to the VMI's virt-handler ([`vmi_request`]).
+//! a `Status` otherwise); `migrate`'s VirtualMachineInstanceMigration created
+//! ([`super::vm_migrate`]); `expand-spec` and `expand-vm-spec` answered with the VM expanded
+//! over the instancetype, preference and revisions read here ([`super::expand`]); the VMI
+//! requests forwarded to the VMI's virt-handler ([`vmi_request`]).
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::Value;
 use tracing::info;
 
 use super::vm::{self, Plan, Target};
-use super::vmi;
-use super::{ApiError, Route};
+use super::{ApiError, Route, VmCall};
+use super::{expand, vm_migrate, vmi};
 use crate::auth::User;
 
 /// KubeVirt's `jsonpatchTestErr`: a failed `test` precondition.
@@ -41,15 +44,24 @@ pub(super) async fn get(api: &Api<DynamicObject>, name: &str) -> Result<Option<V
     }
 }
 
-/// Serves a VM route (`PUT` start / stop / restart); the rest of KubeVirt's subresources
-/// answer 501 until virt-handler's server exists.
+/// Serves a VM route (`PUT` start / stop / restart / migrate, `GET` expand-spec) and the
+/// namespace's `PUT expand-vm-spec`; the other VM subresources answer 501.
 pub async fn vm_request(
     client: &kube::Client,
+    config: &kvrs_admission::ClusterConfig,
     route: &Route,
     method: &str,
     body: &[u8],
     user: &User,
 ) -> Result<Answer, ApiError> {
+    if let Route::ExpandVmSpec { namespace } = route {
+        super::check_expand_vm_spec_method(method)?;
+        let vm = expand::read_sent_vm(namespace, body)?;
+        let expanded = expand_vm(client, config, vm)
+            .await
+            .map_err(|e| ApiError::bad_request(&e))?;
+        return Ok((200, Some(expanded)));
+    }
     let Route::Vm {
         namespace,
         name,
@@ -58,7 +70,7 @@ pub async fn vm_request(
     else {
         return Err(not_served(route));
     };
-    let request = vm::Request::read(subresource, method, body)?;
+    let call = VmCall::read(subresource, method, body)?;
     let vms = api(client, namespace, "VirtualMachine", "virtualmachines");
     let vmis = api(
         client,
@@ -69,11 +81,78 @@ pub async fn vm_request(
     let vm = get(&vms, name)
         .await?
         .ok_or_else(|| ApiError::not_found("virtualmachine", name))?;
+    let request = match call {
+        VmCall::Lifecycle(r) => r,
+        VmCall::ExpandSpec => {
+            let expanded = expand_vm(client, config, vm)
+                .await
+                .map_err(|e| ApiError::internal(&e))?;
+            return Ok((200, Some(expanded)));
+        }
+        VmCall::Migrate(options) => {
+            let vmi = get(&vmis, name).await?;
+            let migration = vm_migrate::migration(name, vmi.as_ref(), &options)?;
+            let created = create_migration(client, namespace, migration, options.dry_run()).await?;
+            info!(vm = %format!("{namespace}/{name}"), user = %user.name, dry_run = options.dry_run(),
+                migration = %created, "migrate");
+            return Ok((202, None));
+        }
+    };
     let vmi = get(&vmis, name).await?;
     let (plan, dry_run) = request.decide(&vm, vmi.as_ref(), body)?;
     apply(&vms, &vmis, name, &plan, dry_run).await?;
     info!(vm = %format!("{namespace}/{name}"), user = %user.name, dry_run, "{subresource}");
     Ok((202, None))
+}
+
+/// The migration created (or, for a dry run, validated); its name, as the server chose it.
+async fn create_migration(
+    client: &kube::Client,
+    namespace: &str,
+    migration: Value,
+    dry_run: bool,
+) -> Result<String, ApiError> {
+    let migrations = api(
+        client,
+        namespace,
+        "VirtualMachineInstanceMigration",
+        "virtualmachineinstancemigrations",
+    );
+    let object: DynamicObject = serde_json::from_value(migration)
+        .map_err(|e| vm_migrate::create_failure(&e.to_string()))?;
+    let params = PostParams {
+        dry_run,
+        ..Default::default()
+    };
+    let created = migrations
+        .create(&params, &object)
+        .await
+        .map_err(|e| vm_migrate::create_failure(&e.to_string()))?;
+    Ok(created.metadata.name.unwrap_or_default())
+}
+
+/// KubeVirt's `Expand` over the objects the VM references, read from the cluster (a missing
+/// one is left for the expansion to name).
+async fn expand_vm(
+    client: &kube::Client,
+    config: &kvrs_admission::ClusterConfig,
+    vm: Value,
+) -> Result<Value, String> {
+    let mut found = Vec::new();
+    for r in expand::references(&vm) {
+        let gvk = GroupVersionKind::gvk(r.group, r.version, r.kind);
+        let resource = ApiResource::from_gvk_with_plural(&gvk, r.plural);
+        let api: Api<DynamicObject> = match &r.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        match api.get_opt(&r.name).await {
+            Ok(Some(o)) => found.push(serde_json::to_value(o).map_err(|e| e.to_string())?),
+            Ok(None) => {}
+            Err(e) => return Err(format!("unable to retrieve {} {}: {e}", r.plural, r.name)),
+        }
+    }
+    expand::expand(vm, found, config)
 }
 
 fn not_served(route: &Route) -> ApiError {

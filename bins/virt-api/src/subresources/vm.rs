@@ -550,7 +550,10 @@ mod tests {
             400
         );
         assert_eq!(Request::read("stop", "POST", b"").unwrap_err().code, 405);
-        assert_eq!(Request::read("migrate", "PUT", b"").unwrap_err().code, 501);
+        assert_eq!(
+            Request::read("objectgraph", "PUT", b"").unwrap_err().code,
+            501
+        );
         assert_eq!(
             Request::read("restart", "PUT", br#"{"gracePeriodSeconds": 5}"#)
                 .unwrap_err()

@@ -1,9 +1,11 @@
 //! KubeVirt's subresource API `subresources.kubevirt.io` (`v1`, `v1alpha3`) in the embedded API
 //! server: what virt-api serves on a cluster, so that VM `start`, `stop` and `restart`
-//! (`virtctl --kubeconfig <run>/kubeconfig start guest`) work against `kvrs run`. Discovery, the
-//! request reading and the decisions are kvrs-virt-api's (`subresources`, `subresources::vm`);
-//! this reads the VM and its VMI from the store and writes the decided JSON patches through it
-//! as the server's own PATCH does. The run's bearer token authenticates, as on every path.
+//! (`virtctl --kubeconfig <run>/kubeconfig start guest`) work against `kvrs run`, and so do
+//! `expand-spec` and `expand-vm-spec`. Discovery, the request reading and the decisions are
+//! kvrs-virt-api's (`subresources`, `subresources::vm`, `subresources::expand`); this reads the
+//! VM, its VMI and the instancetypes, preferences and revisions from the store and writes the
+//! decided JSON patches through it as the server's own PATCH does. `migrate` is read (its 400s
+//! and 405s are virt-api's) but answers 501: the store's extension API has no create. The run's bearer token authenticates, as on every path.
 //! The VMI subresources (`pause`, ..., `console`, `vnc`) need this machine's virt-handler and
 //! are taken whole by [`super::vmi_subresources`].
 
@@ -13,7 +15,7 @@ use hyper::Request;
 use hyper::body::Incoming;
 use kvrs_apiserver::{Answer, Extension, Objects, ObjectsHandle, Pending};
 use kvrs_virt_api::subresources::vm::{PatchOp, Target};
-use kvrs_virt_api::subresources::{self as sub, ApiError, Route, vm};
+use kvrs_virt_api::subresources::{self as sub, ApiError, Route, VmCall, expand, vm};
 use serde_json::{Value, json};
 
 use super::vmi_subresources::LocalHandler;
@@ -91,6 +93,12 @@ fn serve(objects: &Objects<'_>, method: &str, path: &str, body: &[u8]) -> Result
             name,
             subresource,
         } => (namespace, name, subresource),
+        Route::ExpandVmSpec { namespace } => {
+            sub::check_expand_vm_spec_method(method)?;
+            let vm = expand::read_sent_vm(namespace, body)?;
+            let expanded = expand_vm(objects, vm).map_err(|e| ApiError::bad_request(&e))?;
+            return Ok((200, Some(expanded)));
+        }
         Route::Vmi { subresource, .. } => return Err(vm::not_served(subresource)),
         Route::Healthz | Route::Version | Route::Group | Route::Resources(_) => {
             if !matches!(method, "GET" | "HEAD") {
@@ -109,14 +117,34 @@ fn serve(objects: &Objects<'_>, method: &str, path: &str, body: &[u8]) -> Result
             ));
         }
     };
-    let request = vm::Request::read(subresource, method, body)?;
+    let call = VmCall::read(subresource, method, body)?;
     let vm = objects
         .get(GROUP, "virtualmachines", Some(namespace), name)
         .ok_or_else(|| ApiError::not_found("virtualmachine", name))?;
+    let request = match call {
+        VmCall::Lifecycle(r) => r,
+        VmCall::ExpandSpec => {
+            let expanded = expand_vm(objects, vm).map_err(|e| ApiError::internal(&e))?;
+            return Ok((200, Some(expanded)));
+        }
+        // The store's extension API reads and patches, it does not create: a migration is
+        // created by virt-api on a cluster only.
+        VmCall::Migrate(_) => return Err(vm::not_served("migrate")),
+    };
     let vmi = objects.get(GROUP, "virtualmachineinstances", Some(namespace), name);
     let (plan, dry_run) = request.decide(&vm, vmi.as_ref(), body)?;
     plan.apply(|op| patch(objects, namespace, name, op, dry_run))?;
     Ok((202, None))
+}
+
+/// virt-api's expansion over the instancetypes, preferences and revisions in the store (the
+/// run's cluster configuration is KubeVirt's default one for what the expansion defaults).
+fn expand_vm(objects: &Objects<'_>, vm: Value) -> Result<Value, String> {
+    let found = expand::references(&vm)
+        .iter()
+        .filter_map(|r| objects.get(r.group, r.plural, r.namespace.as_deref(), &r.name))
+        .collect();
+    expand::expand(vm, found, &kvrs_core::ClusterConfig::default())
 }
 
 /// One decided patch through the store; a failed `test` or a conflict is KubeVirt's 409, any
@@ -220,6 +248,121 @@ mod tests {
         );
         assert!(ok, "{err}");
         out
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn expand_spec_through_kubectl() {
+        let server = ApiServer::start(Options {
+            extensions: vec![Arc::new(KubevirtSubresources { handler: None })],
+            ..Options::default()
+        })
+        .await
+        .unwrap();
+        let kc = server.kubeconfig_path.clone();
+        tokio::task::spawn_blocking(move || {
+            let dir = tempfile::tempdir().unwrap();
+            let typed = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                "metadata": {"name": "typed", "namespace": "default"},
+                "spec": {"runStrategy": "Halted",
+                    "instancetype": {"name": "u1.small"},
+                    "preference": {"name": "sata", "kind": "VirtualMachinePreference"},
+                    "template": {"spec": {"domain": {"devices": {}},
+                        "volumes": [{"name": "root", "containerDisk": {"image": "x"}}]}}}});
+            let objects = [
+                json!({"apiVersion": "instancetype.kubevirt.io/v1beta1",
+                    "kind": "VirtualMachineClusterInstancetype", "metadata": {"name": "u1.small"},
+                    "spec": {"cpu": {"guest": 2}, "memory": {"guest": "2Gi"}}}),
+                json!({"apiVersion": "instancetype.kubevirt.io/v1beta1",
+                    "kind": "VirtualMachinePreference",
+                    "metadata": {"name": "sata", "namespace": "default"},
+                    "spec": {"devices": {"preferredDiskBus": "sata"}}}),
+                typed.clone(),
+            ];
+            for (i, o) in objects.iter().enumerate() {
+                let file = dir.path().join(format!("{i}.json"));
+                std::fs::write(&file, o.to_string()).unwrap();
+                let (ok, _, err) = kubectl(&kc, &["create", "-f", file.to_str().unwrap()]);
+                assert!(ok, "{err}");
+            }
+            let base = "/apis/subresources.kubevirt.io/v1/namespaces/default";
+            let (ok, out, err) = kubectl(
+                &kc,
+                &[
+                    "get",
+                    "--raw",
+                    &format!("{base}/virtualmachines/typed/expand-spec"),
+                ],
+            );
+            assert!(ok, "{err}");
+            let vm: Value = serde_json::from_str(&out).unwrap();
+            assert!(vm["spec"].get("instancetype").is_none(), "{vm}");
+            assert!(vm["spec"].get("preference").is_none(), "{vm}");
+            let spec = &vm["spec"]["template"]["spec"];
+            assert_eq!(spec["domain"]["cpu"]["sockets"], 2, "{vm}");
+            assert_eq!(spec["domain"]["memory"]["guest"], "2Gi", "{vm}");
+            assert_eq!(
+                spec["domain"]["devices"]["disks"][0],
+                json!({"name": "root", "disk": {"bus": "sata"}})
+            );
+            let (ok, _, err) = kubectl(
+                &kc,
+                &[
+                    "get",
+                    "--raw",
+                    &format!("{base}/virtualmachines/none/expand-spec"),
+                ],
+            );
+            assert!(!ok);
+            assert!(err.contains("not found"), "{err}");
+
+            // A VM in the body; one naming an instancetype that does not exist is a 400.
+            let sent = dir.path().join("sent.json");
+            let mut body = typed.clone();
+            body["metadata"] = json!({"name": "sent"});
+            std::fs::write(&sent, body.to_string()).unwrap();
+            let url = format!("{base}/expand-vm-spec");
+            let (ok, out, err) = kubectl(
+                &kc,
+                &["replace", "--raw", &url, "-f", sent.to_str().unwrap()],
+            );
+            assert!(ok, "{err}");
+            let vm: Value = serde_json::from_str(&out).unwrap();
+            assert_eq!(vm["metadata"]["namespace"], "default");
+            assert_eq!(
+                vm["spec"]["template"]["spec"]["domain"]["cpu"]["sockets"],
+                2
+            );
+            body["spec"]["instancetype"]["name"] = json!("u9.huge");
+            std::fs::write(&sent, body.to_string()).unwrap();
+            let (ok, _, err) = kubectl(
+                &kc,
+                &["replace", "--raw", &url, "-f", sent.to_str().unwrap()],
+            );
+            assert!(!ok);
+            assert!(
+                err.contains("u9.huge") && err.contains("not found"),
+                "{err}"
+            );
+
+            // migrate needs a create, which the store's extension API does not offer.
+            let (ok, _, err) = kubectl(
+                &kc,
+                &[
+                    "replace",
+                    "--raw",
+                    &format!("{base}/virtualmachines/typed/migrate"),
+                    "-f",
+                    sent.to_str().unwrap(),
+                ],
+            );
+            assert!(!ok);
+            assert!(
+                err.contains("migrate subresource is not served by kvrs yet"),
+                "{err}"
+            );
+        })
+        .await
+        .unwrap();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
