@@ -442,7 +442,12 @@ fn compare(case: &Case, kubevirt: &Value) -> BTreeMap<&'static str, Vec<Differen
     // same); without plugins the converter's derived rule gives the same map.
     let ctx = ConverterContext {
         domain_attachment_by_interface_name: domain_attachment_by_interface_name(
-            vmi.spec.domain.devices.interfaces.as_deref().unwrap_or_default(),
+            vmi.spec
+                .domain
+                .devices
+                .interfaces
+                .as_deref()
+                .unwrap_or_default(),
             |name| {
                 plugins
                     .get(name)
@@ -451,10 +456,7 @@ fn compare(case: &Case, kubevirt: &Value) -> BTreeMap<&'static str, Vec<Differen
         ),
         ..ConverterContext::default()
     };
-    let domain = match (
-        convert(&vmi, &ctx),
-        kubevirt.get("domainXml"),
-    ) {
+    let domain = match (convert(&vmi, &ctx), kubevirt.get("domainXml")) {
         (Ok(d), Some(x)) => match d.to_xml() {
             Ok(ours) => domain_differences(x.as_str().unwrap_or_default(), &ours),
             Err(e) => vec![Difference::new("domain", "(xml)", "xml", e.to_string())],

@@ -127,7 +127,11 @@ fn a_tap_plugin_is_a_tap_interface_and_no_sidecar() {
     let cr = fixture("kubevirt-cr-plugins.yaml");
     let file = fixture("vmi-macvtap.yaml");
     let xml = accepted("convert", &file, &cr);
-    assert_eq!(xml.matches(r#"<interface type="ethernet">"#).count(), 2, "{xml}");
+    assert_eq!(
+        xml.matches(r#"<interface type="ethernet">"#).count(),
+        2,
+        "{xml}"
+    );
     assert!(xml.contains(r#"<alias name="ua-hostnet"/>"#), "{xml}");
     let pod = accepted("pod", &file, &cr);
     assert!(!pod.contains("name: hook-sidecar-0"), "{pod}");

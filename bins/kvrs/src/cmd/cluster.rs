@@ -47,7 +47,11 @@ impl Cluster {
     /// virt-controller then cannot render the launcher pod (the message is its), so no pod,
     /// domain or overhead ever exists for it. `defaults`, `convert`, `overhead` and `pod` all
     /// refuse it with this same reason.
-    pub fn check_bindings(&self, origin: &str, vmi: &VirtualMachineInstance) -> Result<(), CliError> {
+    pub fn check_bindings(
+        &self,
+        origin: &str,
+        vmi: &VirtualMachineInstance,
+    ) -> Result<(), CliError> {
         let ifaces = vmi.spec.domain.devices.interfaces.iter().flatten();
         for (i, iface) in ifaces.enumerate() {
             let Some(binding) = &iface.binding else {
@@ -56,7 +60,10 @@ impl Cluster {
             if !self.network_bindings.contains_key(&binding.name) {
                 let err = PodError::UnknownNetworkBinding(i, binding.name.clone());
                 let hint = match &self.cr_origin {
-                    Some(cr) => format!("{cr} has no spec.configuration.network.binding.{}", binding.name),
+                    Some(cr) => format!(
+                        "{cr} has no spec.configuration.network.binding.{}",
+                        binding.name
+                    ),
                     None => "give the KubeVirt CR that registers it with --kubevirt-cr".into(),
                 };
                 return Err(CliError::Rejected(format!(

@@ -78,10 +78,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
         if !context.given.contains("domainAttachmentByInterfaceName") {
             // What virt-handler tells the launcher from the cluster's binding plugins.
             let ifaces = admitted.spec.domain.devices.interfaces.as_deref();
-            ctx.domain_attachment_by_interface_name = domain_attachment_by_interface_name(
-                ifaces.unwrap_or_default(),
-                |name| cluster.plugin_attachment(name),
-            );
+            ctx.domain_attachment_by_interface_name =
+                domain_attachment_by_interface_name(ifaces.unwrap_or_default(), |name| {
+                    cluster.plugin_attachment(name)
+                });
         }
         // KubeVirt's own converter leaves these interfaces out: an SR-IOV interface without a
         // prepared device (the oracle's example-vmi-sriov), a binding plugin's interface that

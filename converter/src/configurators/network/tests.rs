@@ -415,7 +415,12 @@ fn the_attachment_map_follows_the_plugins_domain_attachment_type() {
     let pairs: Vec<(&str, &str)> = map.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     assert_eq!(
         pairs,
-        [("b", "tap"), ("m", "tap"), ("managed", "tap"), ("tap", "tap")]
+        [
+            ("b", "tap"),
+            ("m", "tap"),
+            ("managed", "tap"),
+            ("tap", "tap")
+        ]
     );
 }
 
@@ -433,7 +438,10 @@ fn tap_plugins_are_tap_interfaces() {
 
 #[test]
 fn a_plugin_without_attachment_is_named_for_the_cli() {
-    let vmi = on_networks(json!([{"name": "p", "binding": {"name": "passt"}}]), json!({}));
+    let vmi = on_networks(
+        json!([{"name": "p", "binding": {"name": "passt"}}]),
+        json!({}),
+    );
     let err = check_rendered_interfaces(&vmi, &ConverterContext::default()).unwrap_err();
     assert_eq!(err.kind, AttachedElsewhere::BindingPlugin("passt".into()));
     assert_eq!(err.path(), "spec.domain.devices.interfaces[0].binding");

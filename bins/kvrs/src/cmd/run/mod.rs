@@ -26,8 +26,8 @@ mod owned;
 mod progress;
 mod stack;
 mod subresources;
-mod vmi_subresources;
 mod supporting;
+mod vmi_subresources;
 
 pub use stack::Signals;
 
