@@ -133,6 +133,33 @@ impl Objects<'_> {
             .write(|s| s.patch(&rt, &key, sub, PatchType::Json, patch, now()))?;
         Ok(kvrs_store::json_of(&obj).into_owned())
     }
+
+    /// Creates `object` (in `namespace` for a namespaced resource) as the server's own `POST`
+    /// does — a `generateName` completed, a UID given, admission run, watchers woken — and
+    /// answers the stored object, or the error that `POST` answers (409 when the name is taken).
+    pub fn create(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: Option<&str>,
+        object: Value,
+    ) -> Result<Value, ApiError> {
+        let rt =
+            lookup(group, plural).ok_or_else(|| ApiError::NoRoute(format!("{group}/{plural}")))?;
+        if let Some(ns) = namespace {
+            crate::handler::ensure_namespace(self.state, ns);
+        }
+        let opts = kvrs_store::CreateOptions {
+            now: now(),
+            uid: Some(self.state.uid()),
+            name_suffix: Some(self.state.name_suffix()),
+        };
+        let obj = self
+            .state
+            .write(|s| s.create(&rt, namespace, object, &opts))
+            .map_err(ApiError::Store)?;
+        Ok(kvrs_store::json_of(&obj).into_owned())
+    }
 }
 
 /// The extension serving `path`, if any.

@@ -4,8 +4,9 @@
 //! `expand-spec` and `expand-vm-spec`. Discovery, the request reading and the decisions are
 //! kvrs-virt-api's (`subresources`, `subresources::vm`, `subresources::expand`); this reads the
 //! VM, its VMI and the instancetypes, preferences and revisions from the store and writes the
-//! decided JSON patches through it as the server's own PATCH does. `migrate` is read (its 400s
-//! and 405s are virt-api's) but answers 501: the store's extension API has no create. The run's bearer token authenticates, as on every path.
+//! decided JSON patches through it as the server's own PATCH does; `migrate` creates virt-api's
+//! VirtualMachineInstanceMigration through the store's create (a dry run only validates). The
+//! run's bearer token authenticates, as on every path.
 //! The VMI subresources (`pause`, ..., `console`, `vnc`) need this machine's virt-handler and
 //! are taken whole by [`super::vmi_subresources`].
 
@@ -15,7 +16,7 @@ use hyper::Request;
 use hyper::body::Incoming;
 use kvrs_apiserver::{Answer, Extension, Objects, ObjectsHandle, Pending};
 use kvrs_virt_api::subresources::vm::{PatchOp, Target};
-use kvrs_virt_api::subresources::{self as sub, ApiError, Route, VmCall, expand, vm};
+use kvrs_virt_api::subresources::{self as sub, ApiError, Route, VmCall, expand, vm, vm_migrate};
 use serde_json::{Value, json};
 
 use super::vmi_subresources::LocalHandler;
@@ -127,9 +128,24 @@ fn serve(objects: &Objects<'_>, method: &str, path: &str, body: &[u8]) -> Result
             let expanded = expand_vm(objects, vm).map_err(|e| ApiError::internal(&e))?;
             return Ok((200, Some(expanded)));
         }
-        // The store's extension API reads and patches, it does not create: a migration is
-        // created by virt-api on a cluster only.
-        VmCall::Migrate(_) => return Err(vm::not_served("migrate")),
+        // virt-api's decision, then the store's own create (a dry run only validates: the
+        // embedded server has no dry-run create). The run's migration controller takes it up;
+        // with one node its target pod has nowhere to go, as on a one-node cluster.
+        VmCall::Migrate(options) => {
+            let vmi = objects.get(GROUP, "virtualmachineinstances", Some(namespace), name);
+            let migration = vm_migrate::migration(name, vmi.as_ref(), &options)?;
+            if !options.dry_run() {
+                objects
+                    .create(
+                        GROUP,
+                        "virtualmachineinstancemigrations",
+                        Some(namespace),
+                        migration,
+                    )
+                    .map_err(|e| vm_migrate::create_failure(&e.to_string()))?;
+            }
+            return Ok((202, None));
+        }
     };
     let vmi = objects.get(GROUP, "virtualmachineinstances", Some(namespace), name);
     let (plan, dry_run) = request.decide(&vm, vmi.as_ref(), body)?;
@@ -344,7 +360,7 @@ mod tests {
                 "{err}"
             );
 
-            // migrate needs a create, which the store's extension API does not offer.
+            // migrate of a VM with no VMI: virt-api's not-found, nothing created.
             let (ok, _, err) = kubectl(
                 &kc,
                 &[
@@ -357,9 +373,11 @@ mod tests {
             );
             assert!(!ok);
             assert!(
-                err.contains("migrate subresource is not served by kvrs yet"),
+                err.contains(r#"virtualmachineinstance.kubevirt.io "typed" not found"#),
                 "{err}"
             );
+            let (_, listed, _) = kubectl(&kc, &["get", "vmim", "-A", "-o", "name"]);
+            assert_eq!(listed.trim(), "", "no migration was created");
         })
         .await
         .unwrap();
