@@ -9,40 +9,18 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kvrs_test_guest::pod::{is_root, launcher_binaries, repo_root, target_dir};
+use kvrs_test_guest::virtctl::{Virtctl, rfb_handshake};
 use serde_json::{Value, json};
 
 fn images() -> PathBuf {
     let dir = target_dir().join("kvrs-run-images");
     kvrs_test_guest::write_images(&target_dir(), &dir).expect("the guest images");
     dir
-}
-
-/// virtctl-harness, built (or found in ~/.cache/kvrs) by scripts/virtctl-harness.sh. Panics
-/// with the script's output when Go or the build fails: this test never skips.
-fn harness() -> PathBuf {
-    let out = Command::new("bash")
-        .arg(repo_root().join("scripts/virtctl-harness.sh"))
-        .output()
-        .expect("running scripts/virtctl-harness.sh");
-    assert!(
-        out.status.success(),
-        "scripts/virtctl-harness.sh failed ({}): KubeVirt's virtctl (Go >= 1.26 and the Go module \
-         proxy) is needed for this test\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let bin = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
-    assert!(
-        bin.is_file(),
-        "virtctl-harness.sh printed no binary path: {stdout}"
-    );
-    bin
 }
 
 /// The run fixture with a shell on the guest's serial console (a `KVRS-RUN` line of its
@@ -55,53 +33,6 @@ fn manifest() -> String {
             "              KVRS-E2E: hello from cloud-init\n\
              \x20             KVRS-RUN: sh -i </dev/ttyS0 >/dev/ttyS0 2>&1\n",
         )
-}
-
-/// virtctl with the run's kubeconfig, in `default`.
-struct Virtctl {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-}
-
-impl Virtctl {
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(&self.bin);
-        cmd.arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(["-n", "default"])
-            .args(args);
-        cmd
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("virtctl {args:?}: {e}"))
-    }
-
-    /// `virtctl ARGS`, which must succeed: its stdout.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "virtctl {args:?}: {}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// `virtctl ARGS`, which must fail: its stderr.
-    fn refused(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            !out.status.success(),
-            "virtctl {args:?} succeeded: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    }
 }
 
 /// `kubectl get ARGS -o json` against the run's API server.
@@ -217,38 +148,6 @@ impl Drop for Console {
     }
 }
 
-/// The RFB 3.8 handshake with security type None, as a VNC viewer does it, to the server's
-/// `ServerInit`: the protocol version, the framebuffer's width and height.
-fn rfb_handshake(port: u16) -> (String, u16, u16) {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))
-        .unwrap_or_else(|e| panic!("connecting to virtctl vnc's port {port}: {e}"));
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mut version = [0u8; 12];
-    s.read_exact(&mut version).expect("the RFB greeting");
-    let version = String::from_utf8_lossy(&version).into_owned();
-    assert!(version.starts_with("RFB 003.00"), "greeting {version:?}");
-    s.write_all(b"RFB 003.008\n").unwrap();
-    let mut count = [0u8; 1];
-    s.read_exact(&mut count).expect("the security types' count");
-    assert!(count[0] > 0, "the server refused the connection");
-    let mut types = vec![0u8; count[0] as usize];
-    s.read_exact(&mut types).expect("the security types");
-    assert!(types.contains(&1), "no security type None: {types:?}");
-    s.write_all(&[1]).unwrap();
-    let mut result = [0u8; 4];
-    s.read_exact(&mut result).expect("the SecurityResult");
-    assert_eq!(u32::from_be_bytes(result), 0, "SecurityResult");
-    // ClientInit: shared.
-    s.write_all(&[1]).unwrap();
-    let mut init = [0u8; 24];
-    s.read_exact(&mut init).expect("the ServerInit");
-    (
-        version.trim_end().to_string(),
-        u16::from_be_bytes([init[0], init[1]]),
-        u16::from_be_bytes([init[2], init[3]]),
-    )
-}
-
 #[test]
 fn virtctl_pauses_reads_the_agent_and_uses_the_console_and_vnc_of_a_kvrs_run_vm() {
     assert!(
@@ -261,7 +160,7 @@ fn virtctl_pauses_reads_the_agent_and_uses_the_console_and_vnc_of_a_kvrs_run_vm(
         Path::new(env!("CARGO_BIN_EXE_kvrs")).parent(),
         "the launcher binaries are built beside kvrs"
     );
-    let bin = harness();
+    let bin = kvrs_test_guest::virtctl::harness();
     let dir = tempfile::tempdir().unwrap();
     let vm = dir.path().join("vm.yaml");
     std::fs::write(&vm, manifest()).unwrap();
@@ -309,7 +208,11 @@ fn virtctl_pauses_reads_the_agent_and_uses_the_console_and_vnc_of_a_kvrs_run_vm(
         || seen().contains("guest agent connected").then_some(()),
     );
     let kubeconfig = state.join("kubeconfig");
-    let virtctl = Virtctl { bin, kubeconfig };
+    let virtctl = Virtctl {
+        bin,
+        kubeconfig,
+        namespace: "default".into(),
+    };
 
     // pause / unpause: the handler pauses the domain, its status update writes the condition.
     let out = virtctl.ok(&["pause", "vmi", "guest"]);
@@ -362,9 +265,14 @@ fn virtctl_pauses_reads_the_agent_and_uses_the_console_and_vnc_of_a_kvrs_run_vm(
         let v: Value = serde_json::from_str(out.lines().next()?).ok()?;
         v["port"].as_u64().and_then(|p| u16::try_from(p).ok())
     });
-    let (version, width, height) = rfb_handshake(port);
-    assert_eq!(version, "RFB 003.008");
-    assert!(width > 0 && height > 0, "a {width}x{height} display");
+    let server = rfb_handshake(port);
+    assert_eq!(server.version, "RFB 003.008");
+    assert!(
+        server.width > 0 && server.height > 0,
+        "a {}x{} display",
+        server.width,
+        server.height
+    );
     drop(vnc);
 
     // virtctl migrate: a dry run creates nothing; then KubeVirt's migration object is

@@ -40,29 +40,6 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// KubeVirt's own virtctl (`virtctl-harness`, built or found by scripts/virtctl-harness.sh);
-/// panics with the script's output when Go or the build fails: this test never skips.
-fn virtctl_harness() -> PathBuf {
-    let out = Command::new("bash")
-        .arg(root().join("scripts/virtctl-harness.sh"))
-        .output()
-        .expect("running scripts/virtctl-harness.sh");
-    assert!(
-        out.status.success(),
-        "scripts/virtctl-harness.sh failed ({}): KubeVirt's virtctl (Go and the Go module proxy) \
-         is needed for this test\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let bin = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
-    assert!(
-        bin.is_file(),
-        "virtctl-harness.sh printed no binary path: {stdout}"
-    );
-    bin
-}
-
 /// `virtctl --kubeconfig KC -n default ARGS`: (success, stdout, stderr).
 fn virtctl(bin: &Path, kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(bin)
@@ -233,7 +210,7 @@ fn vm_runstrategy(cluster: &TestCluster, name: &str) -> String {
 
 #[test]
 fn kubevirts_subresources_through_the_aggregator() {
-    let virtctl_bin = virtctl_harness();
+    let virtctl_bin = kvrs_test_guest::virtctl::harness();
     let _address = LocalAddress::create();
     let cluster = TestCluster::start(Options::apiserver_only()).expect("kube-apiserver and etcd");
     cluster

@@ -23,87 +23,16 @@ mod support;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use kvrs_test_guest::virtctl::{Virtctl, rfb_handshake};
 use serde_json::{Value, json};
 use support::*;
 
 const LINK: &str = "kvrs-api2";
 const ADDRESS: &str = "10.253.0.3";
-
-/// virtctl-harness, built (or found in ~/.cache/kvrs) by scripts/virtctl-harness.sh. Panics
-/// with the script's output when Go or the build fails: this test never skips.
-fn harness() -> PathBuf {
-    let out = Command::new("bash")
-        .arg(root().join("scripts/virtctl-harness.sh"))
-        .output()
-        .expect("running scripts/virtctl-harness.sh");
-    assert!(
-        out.status.success(),
-        "scripts/virtctl-harness.sh failed ({}): KubeVirt's virtctl (Go >= 1.26 and the Go module \
-         proxy) is needed for this test\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let bin = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
-    assert!(
-        bin.is_file(),
-        "virtctl-harness.sh printed no binary path: {stdout}"
-    );
-    bin
-}
-
-/// virtctl with the cluster's admin kubeconfig, in the test namespace.
-struct Virtctl {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-}
-
-impl Virtctl {
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(&self.bin);
-        cmd.arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(["-n", NS])
-            .args(args);
-        cmd
-    }
-
-    /// Runs `virtctl ARGS` to its end.
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("virtctl {args:?}: {e}"))
-    }
-
-    /// `virtctl ARGS`, which must succeed: its stdout.
-    fn ok(&self, args: &[&str], ctx: impl Fn() -> String) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "virtctl {args:?}: {}\n{}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr),
-            ctx()
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// `virtctl ARGS`, which must fail: its stderr.
-    fn refused(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            !out.status.success(),
-            "virtctl {args:?} succeeded: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    }
-}
 
 /// A running virtctl child: killed if the test ends without reaping it; what it writes on
 /// stdout collected by a thread; its stderr in a file.
@@ -207,54 +136,16 @@ fn ask(console: &mut Session, command: &str, answer: &str) -> Result<String, Str
     ))
 }
 
-/// The RFB 3.8 handshake with security type None, as a VNC viewer does it, to the server's
-/// `ServerInit`: the protocol version, the framebuffer's width and height and the desktop's name.
-fn rfb_handshake(port: u16) -> (String, u16, u16, String) {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))
-        .unwrap_or_else(|e| panic!("connecting to virtctl vnc's port {port}: {e}"));
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mut version = [0u8; 12];
-    s.read_exact(&mut version).expect("the RFB greeting");
-    let version = String::from_utf8_lossy(&version).into_owned();
-    assert!(version.starts_with("RFB 003.00"), "greeting {version:?}");
-    s.write_all(b"RFB 003.008\n").unwrap();
-    let mut count = [0u8; 1];
-    s.read_exact(&mut count).expect("the security types' count");
-    assert!(count[0] > 0, "the server refused the connection");
-    let mut types = vec![0u8; count[0] as usize];
-    s.read_exact(&mut types).expect("the security types");
-    assert!(types.contains(&1), "no security type None: {types:?}");
-    s.write_all(&[1]).unwrap();
-    let mut result = [0u8; 4];
-    s.read_exact(&mut result).expect("the SecurityResult");
-    assert_eq!(u32::from_be_bytes(result), 0, "SecurityResult");
-    // ClientInit: shared.
-    s.write_all(&[1]).unwrap();
-    let mut init = [0u8; 24];
-    s.read_exact(&mut init).expect("the ServerInit");
-    let width = u16::from_be_bytes([init[0], init[1]]);
-    let height = u16::from_be_bytes([init[2], init[3]]);
-    let len = u32::from_be_bytes([init[20], init[21], init[22], init[23]]) as usize;
-    assert!(len < 4096, "a desktop name of {len} bytes");
-    let mut name = vec![0u8; len];
-    s.read_exact(&mut name).expect("the desktop's name");
-    (
-        version.trim_end().to_string(),
-        width,
-        height,
-        String::from_utf8_lossy(&name).into_owned(),
-    )
-}
-
 #[test]
 fn virtctl_drives_vmis_and_vms_through_the_aggregator() {
     let _one = serial();
-    let virtctl_bin = harness();
+    let virtctl_bin = kvrs_test_guest::virtctl::harness();
     let mut setup = aggregated::Aggregated::start(LINK, ADDRESS, "virtctl");
     let (cluster, dirs, handler) = (&setup.cluster, &setup.dirs, &setup.handler);
     let virtctl = Virtctl {
         bin: virtctl_bin,
         kubeconfig: cluster.cluster.admin_kubeconfig_path().to_path_buf(),
+        namespace: NS.into(),
     };
 
     let (vmi_uid, mut pod) =
@@ -262,7 +153,7 @@ fn virtctl_drives_vmis_and_vms_through_the_aggregator() {
     let ctx = || guest_context(cluster, handler, &pod, "guest");
 
     // pause / unpause.
-    let out = virtctl.ok(&["pause", "vmi", "guest"], ctx);
+    let out = virtctl.ok_or_tell(&["pause", "vmi", "guest"], ctx);
     assert_eq!(out, "VMI guest was scheduled to pause\n");
     let vmi = wait_for(
         "the Paused condition",
@@ -276,7 +167,7 @@ fn virtctl_drives_vmis_and_vms_through_the_aggregator() {
     assert_eq!(condition(&vmi, "Paused").unwrap()["reason"], "PausedByUser");
     let err = virtctl.refused(&["pause", "vmi", "guest"]);
     assert!(err.contains("VMI is already paused"), "{err}");
-    let out = virtctl.ok(&["unpause", "vmi", "guest"], ctx);
+    let out = virtctl.ok_or_tell(&["unpause", "vmi", "guest"], ctx);
     assert_eq!(out, "VMI guest was scheduled to unpause\n");
     wait_for(
         "the Paused condition removed",
@@ -291,7 +182,7 @@ fn virtctl_drives_vmis_and_vms_through_the_aggregator() {
     assert!(err.contains("VMI is not paused"), "{err}");
 
     // guestosinfo: the agent's report as the launcher has it, through virtctl's Go types.
-    let out = virtctl.ok(&["guestosinfo", "guest"], ctx);
+    let out = virtctl.ok_or_tell(&["guestosinfo", "guest"], ctx);
     let info: Value = serde_json::from_str(&out).expect("guestosinfo JSON");
     assert_eq!(info["os"]["id"], kvrs_test_guest::OS_ID, "{info}");
     assert_eq!(
@@ -358,10 +249,15 @@ fn virtctl_drives_vmis_and_vms_through_the_aggregator() {
         },
         || format!("stdout {:?}, stderr:\n{}", vnc.stdout(), vnc.stderr()),
     );
-    let (version, width, height, name) = rfb_handshake(u16::try_from(port).unwrap());
-    assert_eq!(version, "RFB 003.008");
-    assert!(width > 0 && height > 0, "a {width}x{height} display");
-    assert!(!name.is_empty(), "the desktop's name");
+    let server = rfb_handshake(u16::try_from(port).unwrap());
+    assert_eq!(server.version, "RFB 003.008");
+    assert!(
+        server.width > 0 && server.height > 0,
+        "a {}x{} display",
+        server.width,
+        server.height
+    );
+    assert!(!server.name.is_empty(), "the desktop's name");
     // The viewer gone, the proxy ends.
     let status = vnc.wait(Duration::from_secs(20));
     assert!(
@@ -396,7 +292,7 @@ fn virtctl_drives_vmis_and_vms_through_the_aggregator() {
         v["spec"]["runStrategy"].as_str().unwrap_or("").to_string()
     };
     cluster.apply(&vm("idle", "Halted"));
-    let out = virtctl.ok(&["start", "idle", "--dry-run"], ctx);
+    let out = virtctl.ok_or_tell(&["start", "idle", "--dry-run"], ctx);
     assert_eq!(out, "Dry Run execution\nVM idle was scheduled to start\n");
     assert_eq!(strategy("idle"), "Halted");
     let err = virtctl.refused(&["pause", "vm", "idle"]);
@@ -406,7 +302,7 @@ fn virtctl_drives_vmis_and_vms_through_the_aggregator() {
         ),
         "{err}"
     );
-    let out = virtctl.ok(&["start", "idle"], ctx);
+    let out = virtctl.ok_or_tell(&["start", "idle"], ctx);
     assert_eq!(out, "VM idle was scheduled to start\n");
     assert_eq!(strategy("idle"), "Always");
     let err = virtctl.refused(&["start", "idle"]);
@@ -414,7 +310,7 @@ fn virtctl_drives_vmis_and_vms_through_the_aggregator() {
         err.contains("Always does not support manual start requests"),
         "{err}"
     );
-    let out = virtctl.ok(&["stop", "idle"], ctx);
+    let out = virtctl.ok_or_tell(&["stop", "idle"], ctx);
     assert_eq!(out, "VM idle was scheduled to stop\n");
     assert_eq!(strategy("idle"), "Halted");
     let err = virtctl.refused(&["restart", "idle"]);
@@ -433,7 +329,7 @@ fn virtctl_drives_vmis_and_vms_through_the_aggregator() {
 
     // A paused start of a Halted VM is a start request carrying `paused`.
     cluster.apply(&vm("later", "Halted"));
-    let out = virtctl.ok(&["start", "later", "--paused"], ctx);
+    let out = virtctl.ok_or_tell(&["start", "later", "--paused"], ctx);
     assert_eq!(out, "VM later was scheduled to start\n");
     let v = cluster
         .get("virtualmachines", Some(NS), "later")
@@ -448,7 +344,7 @@ fn virtctl_drives_vmis_and_vms_through_the_aggregator() {
     // A Manual VM whose VMI is the running guest: `pause vm` / `unpause vm` reach the VMI
     // through the VM; restart asks for a stop of that VMI, then a start.
     cluster.apply(&vm("guest", "Manual"));
-    let out = virtctl.ok(&["pause", "vm", "guest"], ctx);
+    let out = virtctl.ok_or_tell(&["pause", "vm", "guest"], ctx);
     assert_eq!(out, "VMI guest was scheduled to pause\n");
     wait_for(
         "the Paused condition (pause vm)",
@@ -459,7 +355,7 @@ fn virtctl_drives_vmis_and_vms_through_the_aggregator() {
         },
         ctx,
     );
-    let out = virtctl.ok(&["unpause", "vm", "guest"], ctx);
+    let out = virtctl.ok_or_tell(&["unpause", "vm", "guest"], ctx);
     assert_eq!(out, "VMI guest was scheduled to unpause\n");
     wait_for(
         "the Paused condition removed (unpause vm)",
@@ -470,7 +366,7 @@ fn virtctl_drives_vmis_and_vms_through_the_aggregator() {
         },
         ctx,
     );
-    let out = virtctl.ok(&["restart", "guest"], ctx);
+    let out = virtctl.ok_or_tell(&["restart", "guest"], ctx);
     assert_eq!(out, "VM guest was scheduled to restart\n");
     let v = cluster
         .get("virtualmachines", Some(NS), "guest")

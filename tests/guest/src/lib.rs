@@ -16,6 +16,7 @@
 //! [`pod`] holds what the launcher-pod tests share: the binaries, the sandboxed monitor command.
 
 pub mod pod;
+pub mod virtctl;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
