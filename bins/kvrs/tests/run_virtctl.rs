@@ -7,14 +7,14 @@
 //! virt-handler, the kubelet with runc, virt-launcher, libvirt, QEMU, the kvrs-test-guest
 //! busybox guest with qemu-ga and a shell on its console). Needs root, as `kvrs run` does.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kvrs_test_guest::pod::{is_root, launcher_binaries, repo_root, target_dir};
-use kvrs_test_guest::virtctl::{Virtctl, rfb_handshake};
+use kvrs_test_guest::virtctl::{Session, Virtctl, rfb_handshake};
 use serde_json::{Value, json};
 
 fn images() -> PathBuf {
@@ -73,78 +73,6 @@ fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) 
         }
         assert!(Instant::now() < deadline, "{what}: not within {timeout:?}");
         std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// A running `virtctl console` (or `vnc`): its stdin, and its stdout collected by a thread.
-struct Console {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: Arc<Mutex<Vec<u8>>>,
-}
-
-impl Console {
-    fn start(virtctl: &Virtctl, args: &[&str]) -> Console {
-        let mut child = virtctl
-            .command(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("virtctl console");
-        let stdin = child.stdin.take().expect("virtctl's stdin");
-        let mut out = child.stdout.take().expect("virtctl's stdout");
-        let stdout = Arc::new(Mutex::new(Vec::new()));
-        let sink = stdout.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = out.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().extend_from_slice(&buf[..n]);
-            }
-        });
-        Console {
-            child,
-            stdin,
-            stdout,
-        }
-    }
-
-    fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.stdout.lock().unwrap()).into_owned()
-    }
-
-    /// Types `command` until the console shows `answer` (the shell may still be starting).
-    fn ask(&mut self, command: &str, answer: &str) -> Result<String, String> {
-        for _ in 0..40 {
-            self.stdin
-                .write_all(format!("{command}\r").as_bytes())
-                .map_err(|e| format!("typing into virtctl console: {e}"))?;
-            let _ = self.stdin.flush();
-            let deadline = Instant::now() + Duration::from_secs(3);
-            while Instant::now() < deadline {
-                let seen = self.stdout();
-                if seen.contains(answer) {
-                    return Ok(seen);
-                }
-                if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
-                    return Err(format!(
-                        "virtctl console ended ({status}); it showed:\n{seen}"
-                    ));
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-        Err(format!("no {answer:?} on the console:\n{}", self.stdout()))
-    }
-}
-
-impl Drop for Console {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -244,22 +172,27 @@ fn virtctl_pauses_reads_the_agent_and_uses_the_console_and_vnc_of_a_kvrs_run_vm(
     );
 
     // The serial console: a command typed, its answer read; Ctrl+] ends virtctl.
-    let mut console = Console::start(&virtctl, &["console", "guest", "--timeout=1"]);
+    let mut console = Session::start(
+        &virtctl,
+        &["console", "guest", "--timeout=1"],
+        &dir.path().join("console.err"),
+    );
     console
         .ask("echo KVRS-VIRTCTL-$((6*7))", "KVRS-VIRTCTL-42")
         .unwrap_or_else(|e| panic!("{e}\nkvrs run:\n{}", seen()));
-    console.stdin.write_all(&[29]).unwrap();
-    let _ = console.stdin.flush();
-    let status = wait_for(
-        "virtctl console to end after Ctrl+]",
-        Duration::from_secs(20),
-        || console.child.try_wait().ok().flatten(),
-    );
+    console.type_in(&[29]);
+    let status = console
+        .wait(Duration::from_secs(20))
+        .expect("virtctl console ends after Ctrl+]");
     assert!(status.success(), "virtctl console after Ctrl+]: {status}");
     drop(console);
 
     // vnc --proxy-only: the port it prints, an RFB handshake through it to QEMU's VNC server.
-    let vnc = Console::start(&virtctl, &["vnc", "guest", "--proxy-only"]);
+    let vnc = Session::start(
+        &virtctl,
+        &["vnc", "guest", "--proxy-only"],
+        &dir.path().join("vnc.err"),
+    );
     let port = wait_for("virtctl vnc's port", Duration::from_secs(30), || {
         let out = vnc.stdout();
         let v: Value = serde_json::from_str(out.lines().next()?).ok()?;

@@ -21,120 +21,14 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use kvrs_test_guest::virtctl::{Virtctl, rfb_handshake};
+use kvrs_test_guest::virtctl::{Session, Virtctl, rfb_handshake};
 use serde_json::{Value, json};
 use support::*;
 
 const LINK: &str = "kvrs-api2";
 const ADDRESS: &str = "10.253.0.3";
-
-/// A running virtctl child: killed if the test ends without reaping it; what it writes on
-/// stdout collected by a thread; its stderr in a file.
-struct Session {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: Arc<Mutex<Vec<u8>>>,
-    stderr: PathBuf,
-}
-
-impl Session {
-    fn start(virtctl: &Virtctl, args: &[&str], stderr: &Path) -> Session {
-        let mut child = virtctl
-            .command(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(stderr).unwrap())
-            .spawn()
-            .unwrap_or_else(|e| panic!("virtctl {args:?}: {e}"));
-        let stdin = child.stdin.take();
-        let mut out = child.stdout.take().unwrap();
-        let stdout = Arc::new(Mutex::new(Vec::new()));
-        let sink = stdout.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = out.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().extend_from_slice(&buf[..n]);
-            }
-        });
-        Session {
-            child,
-            stdin,
-            stdout,
-            stderr: stderr.to_path_buf(),
-        }
-    }
-
-    fn type_in(&mut self, bytes: &[u8]) {
-        let stdin = self.stdin.as_mut().expect("virtctl's stdin");
-        stdin.write_all(bytes).expect("writing to virtctl's stdin");
-        stdin.flush().unwrap();
-    }
-
-    fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.stdout.lock().unwrap()).into_owned()
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    /// Waits up to `timeout` for virtctl to exit: its status, `None` if it still runs.
-    fn wait(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Some(status);
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Types `command` on virtctl console's stdin until its stdout shows `answer` (the shell may
-/// still be starting); what the console showed.
-fn ask(console: &mut Session, command: &str, answer: &str) -> Result<String, String> {
-    for _ in 0..40 {
-        console.type_in(format!("{command}\r").as_bytes());
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline {
-            let seen = console.stdout();
-            if seen.contains(answer) {
-                return Ok(seen);
-            }
-            if let Some(status) = console.child.try_wait().unwrap() {
-                return Err(format!(
-                    "virtctl console ended ({status}): {}\nit showed:\n{seen}",
-                    console.stderr()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-    Err(format!(
-        "no {answer:?} on the console; it showed:\n{}\nvirtctl's stderr:\n{}",
-        console.stdout(),
-        console.stderr()
-    ))
-}
 
 #[test]
 fn virtctl_drives_vmis_and_vms_through_the_aggregator() {
@@ -210,12 +104,9 @@ fn virtctl_drives_vmis_and_vms_through_the_aggregator() {
         &["console", "guest", "--timeout=1"],
         &dirs.root.join("console.err"),
     );
-    ask(
-        &mut console,
-        "echo KVRS-VIRTCTL-$((6*7))",
-        "KVRS-VIRTCTL-42",
-    )
-    .unwrap_or_else(|e| panic!("{e}\n{}", ctx()));
+    console
+        .ask("echo KVRS-VIRTCTL-$((6*7))", "KVRS-VIRTCTL-42")
+        .unwrap_or_else(|e| panic!("{e}\n{}", ctx()));
     assert!(
         console
             .stderr()

@@ -3,9 +3,10 @@
 //! namespace, and the RFB handshake a VNC viewer makes through `virtctl vnc --proxy-only`.
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::pod::repo_root;
 
@@ -88,6 +89,112 @@ impl Virtctl {
             String::from_utf8_lossy(&out.stdout)
         );
         String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+}
+
+/// A running virtctl (`console`, `vnc --proxy-only`): killed if the test ends without reaping
+/// it; what it writes on stdout collected by a thread; its stderr in a file.
+pub struct Session {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: Arc<Mutex<Vec<u8>>>,
+    stderr: PathBuf,
+}
+
+impl Session {
+    /// Starts `virtctl ARGS`, its stderr going to the file `stderr`.
+    pub fn start(virtctl: &Virtctl, args: &[&str], stderr: &Path) -> Session {
+        let mut child = virtctl
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(stderr).expect("virtctl's stderr file"))
+            .spawn()
+            .unwrap_or_else(|e| panic!("virtctl {args:?}: {e}"));
+        let stdin = child.stdin.take();
+        let mut out = child.stdout.take().expect("virtctl's stdout");
+        let stdout = Arc::new(Mutex::new(Vec::new()));
+        let sink = stdout.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = out.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Session {
+            child,
+            stdin,
+            stdout,
+            stderr: stderr.to_path_buf(),
+        }
+    }
+
+    /// Writes `bytes` to virtctl's stdin.
+    pub fn type_in(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("virtctl's stdin");
+        stdin.write_all(bytes).expect("writing to virtctl's stdin");
+        stdin.flush().unwrap();
+    }
+
+    /// What virtctl printed so far.
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.stdout.lock().unwrap()).into_owned()
+    }
+
+    /// What virtctl wrote on stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Waits up to `timeout` for virtctl to exit: its status, `None` if it still runs.
+    pub fn wait(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Types `command` on `virtctl console`'s stdin until its stdout shows `answer` (the
+    /// guest's shell may still be starting): what the console showed.
+    pub fn ask(&mut self, command: &str, answer: &str) -> Result<String, String> {
+        for _ in 0..40 {
+            self.type_in(format!("{command}\r").as_bytes());
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline {
+                let seen = self.stdout();
+                if seen.contains(answer) {
+                    return Ok(seen);
+                }
+                if let Some(status) = self.child.try_wait().unwrap() {
+                    return Err(format!(
+                        "virtctl console ended ({status}): {}\nit showed:\n{seen}",
+                        self.stderr()
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Err(format!(
+            "no {answer:?} on the console; it showed:\n{}\nvirtctl's stderr:\n{}",
+            self.stdout(),
+            self.stderr()
+        ))
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
