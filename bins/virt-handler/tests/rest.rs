@@ -243,41 +243,8 @@ fn vmi_subresources_reach_the_guest_through_virt_handler() {
     }
 
     let port = kvrs_test_cluster::free_loopback_port();
-    let handler = dirs.start_handler(
-        &cluster,
-        0,
-        &[
-            "--console-server-port",
-            &port.to_string(),
-            "--listen-address",
-            "127.0.0.1",
-            "--server-cert-dir",
-            cert_dir.to_str().unwrap(),
-        ],
-    );
-    // The handler's pod, as the API server lists it for the node.
-    cluster.apply(&json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "virt-handler-rest", "namespace": "kubevirt",
-            "labels": {"kubevirt.io": "virt-handler"}},
-        "spec": {"nodeName": NODE, "serviceAccountName": "kvrs-handler",
-            "automountServiceAccountToken": false, "containers": [{"name": "virt-handler", "image": "kvrs/virt-handler:v0.1.0"}]}}));
-    let out = cluster.cluster.kubectl([
-        "patch",
-        "pod",
-        "virt-handler-rest",
-        "-n",
-        "kubevirt",
-        "--subresource=status",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"status":{"podIP":"127.0.0.1","podIPs":[{"ip":"127.0.0.1"}]}}"#,
-    ]);
-    assert!(
-        out.status.success(),
-        "pod status: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // The handler, and its pod as the API server lists it for the node.
+    let handler = dirs.start_rest_handler(&cluster, port, &cert_dir, "virt-handler-rest");
 
     let handler_client = HandlerClient::default();
     handler_client.load(&bundle, now()).unwrap();

@@ -18,7 +18,7 @@ use clap::Parser;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Cluster, Handler, NODE, NodeDirs, condition, root, wait_for};
+use super::{Cluster, Handler, NodeDirs, condition, root, wait_for};
 
 /// An address of this machine for virt-api, on a dummy link (or on `lo` where dummy links
 /// cannot be made), removed when dropped.
@@ -195,41 +195,8 @@ impl Aggregated {
             assert!(out.status.success());
             std::fs::write(cert_dir.join(file), out.stdout).unwrap();
         }
-        let handler = dirs.start_handler(
-            &cluster,
-            0,
-            &[
-                "--console-server-port",
-                &handler_port.to_string(),
-                "--listen-address",
-                "127.0.0.1",
-                "--server-cert-dir",
-                cert_dir.to_str().unwrap(),
-            ],
-        );
-        cluster.apply(&json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "virt-handler-agg", "namespace": "kubevirt",
-                "labels": {"kubevirt.io": "virt-handler"}},
-            "spec": {"nodeName": NODE, "serviceAccountName": "kvrs-handler",
-                "automountServiceAccountToken": false,
-                "containers": [{"name": "virt-handler", "image": "kvrs/virt-handler:v0.1.0"}]}}));
-        let out = c.kubectl([
-            "patch",
-            "pod",
-            "virt-handler-agg",
-            "-n",
-            "kubevirt",
-            "--subresource=status",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"status":{"podIP":"127.0.0.1","podIPs":[{"ip":"127.0.0.1"}]}}"#,
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let handler =
+            dirs.start_rest_handler(&cluster, handler_port, &cert_dir, "virt-handler-agg");
 
         for name in [
             "v1.subresources.kubevirt.io",

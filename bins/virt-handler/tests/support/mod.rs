@@ -266,6 +266,54 @@ impl NodeDirs {
             metrics_port: port,
         }
     }
+
+    /// Starts virt-handler with its REST server on `127.0.0.1:port` (the certificates virt-api
+    /// issued, in `cert_dir`) and lists it as virt-api finds handlers: a `kubevirt.io:
+    /// virt-handler` pod `pod` on this node whose IP is `127.0.0.1`.
+    pub fn start_rest_handler(
+        &self,
+        cluster: &Cluster,
+        port: u16,
+        cert_dir: &std::path::Path,
+        pod: &str,
+    ) -> Handler {
+        let handler = self.start_handler(
+            cluster,
+            0,
+            &[
+                "--console-server-port",
+                &port.to_string(),
+                "--listen-address",
+                "127.0.0.1",
+                "--server-cert-dir",
+                cert_dir.to_str().expect("a UTF-8 path"),
+            ],
+        );
+        cluster.apply(&json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "namespace": "kubevirt",
+                "labels": {"kubevirt.io": "virt-handler"}},
+            "spec": {"nodeName": NODE, "serviceAccountName": "kvrs-handler",
+                "automountServiceAccountToken": false,
+                "containers": [{"name": "virt-handler", "image": "kvrs/virt-handler:v0.1.0"}]}}));
+        let out = cluster.cluster.kubectl([
+            "patch",
+            "pod",
+            pod,
+            "-n",
+            "kubevirt",
+            "--subresource=status",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"status":{"podIP":"127.0.0.1","podIPs":[{"ip":"127.0.0.1"}]}}"#,
+        ]);
+        assert!(
+            out.status.success(),
+            "the handler pod's status: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        handler
+    }
 }
 
 impl Drop for NodeDirs {
