@@ -238,20 +238,29 @@ fn websocket_key() -> String {
     base64::engine::general_purpose::STANDARD.encode(nonce)
 }
 
+/// A mutual-TLS connection to the handler at `address`, its certificate checked for the
+/// handler's server name.
+async fn connect(
+    config: Arc<ClientConfig>,
+    address: &str,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, HandlerError> {
+    let tcp = TcpStream::connect(address)
+        .await
+        .map_err(|e| HandlerError::Transport(format!("dial tcp {address}: {e}")))?;
+    let name = ServerName::try_from(HANDLER_SERVER_NAME).map_err(tls_err)?;
+    TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .map_err(|e| HandlerError::Transport(format!("TLS with {address}: {e}")))
+}
+
 async fn dial_stream(
     config: Arc<ClientConfig>,
     address: &str,
     path: &str,
 ) -> Result<hyper::upgrade::Upgraded, StreamError> {
     let transport = |e: &dyn std::fmt::Display| HandlerError::Transport(e.to_string());
-    let tcp = TcpStream::connect(address)
-        .await
-        .map_err(|e| HandlerError::Transport(format!("dial tcp {address}: {e}")))?;
-    let name = ServerName::try_from(HANDLER_SERVER_NAME).map_err(tls_err)?;
-    let tls = TlsConnector::from(config)
-        .connect(name, tcp)
-        .await
-        .map_err(|e| HandlerError::Transport(format!("TLS with {address}: {e}")))?;
+    let tls = connect(config, address).await?;
     let (mut sender, connection) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
             .await
@@ -316,14 +325,7 @@ async fn exchange(
     body: Vec<u8>,
 ) -> Result<HandlerAnswer, HandlerError> {
     let transport = |e: &dyn std::fmt::Display| HandlerError::Transport(e.to_string());
-    let tcp = TcpStream::connect(address)
-        .await
-        .map_err(|e| HandlerError::Transport(format!("dial tcp {address}: {e}")))?;
-    let name = ServerName::try_from(HANDLER_SERVER_NAME).map_err(tls_err)?;
-    let tls = TlsConnector::from(config)
-        .connect(name, tcp)
-        .await
-        .map_err(|e| HandlerError::Transport(format!("TLS with {address}: {e}")))?;
+    let tls = connect(config, address).await?;
     let (mut sender, connection) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
             .await
