@@ -120,27 +120,12 @@ fn cancel_before_hand_off(cx: &Cx<'_, '_>, plan: &mut Plan) {
     let Some(pod) = cx.target.filter(|p| !vmi::pod::is_deleting(p)) else {
         return;
     };
-    let ns = meta::namespace(&pod.metadata);
-    let name = vmi::pod::name(pod);
-    plan.push_write(
-        ApiWrite::new(
-            "pods",
-            ns,
-            name,
-            WriteOp::Delete {
-                precondition_uid: pod.metadata.uid.clone(),
-            },
-        )
-        .expecting(Expectation::Deletions {
-            key: cx.m.key(),
-            objects: vec![format!("{ns}/{name}")],
-        }),
+    let message = format!(
+        "migration canceled and pod {}/{} is deleted",
+        meta::namespace(&pod.metadata),
+        vmi::pod::name(pod)
     );
-    plan.events.push(Event::normal(
-        cx.m.object_ref(),
-        "SuccessfulDelete",
-        format!("migration canceled and pod {ns}/{name} is deleted"),
-    ));
+    delete_target_pod(cx, pod, plan, message);
 }
 
 /// The Pending step without a target pod: find the source, make the VMI's runtime user the
@@ -332,7 +317,7 @@ fn pending_timeout(cx: &Cx<'_, '_>, pod: &Pod, plan: &mut Plan) {
             ),
         ));
         if pending_for >= unschedulable_after {
-            delete_timed_out(
+            delete_target_pod(
                 cx,
                 pod,
                 plan,
@@ -343,7 +328,7 @@ fn pending_timeout(cx: &Cx<'_, '_>, pod: &Pod, plan: &mut Plan) {
         again.push(unschedulable_after - pending_for);
     }
     if pending_for >= catch_all_after {
-        delete_timed_out(
+        delete_target_pod(
             cx,
             pod,
             plan,
@@ -362,8 +347,10 @@ fn pending_timeout(cx: &Cx<'_, '_>, pod: &Pod, plan: &mut Plan) {
     plan.queue = Requeue(ops);
 }
 
-/// KubeVirt's `deleteTimedOutTargetPod`.
-fn delete_timed_out(cx: &Cx<'_, '_>, pod: &Pod, plan: &mut Plan, message: String) {
+/// Deletes a migration's target pod (UID precondition, deletion expected) with a
+/// `SuccessfulDelete` event saying why: KubeVirt's `deleteTimedOutTargetPod`, and the delete of
+/// `handlePreHandoffMigrationCancel`.
+fn delete_target_pod(cx: &Cx<'_, '_>, pod: &Pod, plan: &mut Plan, message: String) {
     let ns = meta::namespace(&pod.metadata);
     let name = vmi::pod::name(pod);
     plan.push_write(
