@@ -28,7 +28,7 @@ use kvrs_ipc::{
 
 const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-00000000e2e0";
 use kvrs_test_guest::pod::{MonitorCommand, is_root, launcher_binaries, run, target_dir};
-use kvrs_test_guest::{BOOT_MARKER, POWER_MARKER};
+use kvrs_test_guest::{AGENT_REBOOT_MARKER, BOOT_MARKER, POWER_MARKER};
 use wait::wait_for;
 const CLOUD_INIT_MARKER: &str = "KVRS-E2E: cloud-init user-data seen";
 /// The guest's initramfs has no filesystem the agent can freeze: the guest formats its
@@ -431,6 +431,44 @@ async fn launcher_boots_a_guest_and_cleans_up() {
         frozen_at.elapsed() >= Duration::from_secs(11),
         "thawed after {:?}, before the 12 s timeout",
         frozen_at.elapsed()
+    );
+
+    // Soft reboot through the guest agent (KubeVirt's choice when the VMI says the agent is
+    // connected): qemu-ga runs the guest's `/sbin/shutdown -r`, the guest reboots in the same
+    // QEMU and boots again; the domain stays Running.
+    let boots_before = pod.serial_log().matches(BOOT_MARKER).count();
+    let mut with_agent = vmi.clone();
+    with_agent.status.get_or_insert_default().conditions = Some(vec![
+        serde_json::from_value(serde_json::json!({"type": "AgentConnected", "status": "True"}))
+            .unwrap(),
+    ]);
+    client
+        .soft_reboot(&with_agent)
+        .await
+        .unwrap_or_else(|e| panic!("SoftRebootVirtualMachine: {e}\n{}", pod.launcher_log()));
+    wait_for(
+        "the guest rebooted by its agent and booted again",
+        Duration::from_secs(120),
+        async || {
+            let log = pod.serial_log();
+            (log.contains(AGENT_REBOOT_MARKER) && log.matches(BOOT_MARKER).count() > boots_before)
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(domain_status(&client).await.unwrap().0, "Running");
+    // Neither the agent nor ACPI: KubeVirt's refusal, and the guest is not touched.
+    let mut no_way = vmi.clone();
+    no_way.spec.domain.features =
+        Some(serde_json::from_value(serde_json::json!({"acpi": {"enabled": false}})).unwrap());
+    let err = client
+        .soft_reboot(&no_way)
+        .await
+        .expect_err("a soft reboot without agent or ACPI");
+    assert!(
+        err.to_string()
+            .contains("VMI neither have the agent connected nor the ACPI feature enabled"),
+        "{err}"
     );
 
     let err = client

@@ -24,6 +24,7 @@ mod log;
 mod network;
 mod paths;
 mod prestart;
+mod reboot;
 mod service;
 mod state;
 

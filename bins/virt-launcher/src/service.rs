@@ -547,9 +547,20 @@ impl LauncherService for Launcher {
     }
 
     async fn soft_reboot(&self, cmd: VmiCommand) -> CmdResult {
-        let _ = cmd;
-        self.on_domain("reboot domain", |c, d| async move { c.reboot(&d).await })
-            .await
+        let method =
+            crate::reboot::reboot_method(&cmd.vmi).map_err(|e| CmdError::failed(e.to_string()))?;
+        self.on_domain("soft reboot domain", |c, d| async move {
+            match c.reboot(&d, method.flags()).await {
+                // The agent took the request and went away: the guest is rebooting.
+                Err(LibvirtError::Remote { code, .. })
+                    if code == crate::reboot::ERR_AGENT_UNRESPONSIVE =>
+                {
+                    Ok(())
+                }
+                other => other,
+            }
+        })
+        .await
     }
 
     async fn reset(&self, cmd: VmiCommand) -> CmdResult {

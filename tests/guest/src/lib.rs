@@ -32,6 +32,11 @@ pub const LEASE_MARKER: &str = "KVRS-E2E: lease";
 pub const PING_MARKER: &str = "KVRS-E2E: gateway answers ping";
 /// Printed when DHCP gave no lease on eth0.
 pub const NO_LEASE_MARKER: &str = "KVRS-E2E: no lease";
+/// Printed when the guest agent asks the guest to reboot (`virtctl softreboot`, KubeVirt's
+/// agent path): qemu-ga runs `/sbin/shutdown -r +0 ...`, which this guest answers itself.
+pub const AGENT_REBOOT_MARKER: &str = "KVRS-E2E: agent reboot";
+/// Printed when the guest agent asks the guest to power off or halt.
+pub const AGENT_POWEROFF_MARKER: &str = "KVRS-E2E: agent poweroff";
 /// Printed once qemu-ga runs on the agent's virtio port.
 pub const AGENT_MARKER: &str = "KVRS-E2E: guest agent started";
 /// The guest's `/etc/os-release` `ID`, as the agent reports it.
@@ -139,7 +144,7 @@ pub fn guest(target_dir: &Path) -> Guest {
     static BUILD: Mutex<()> = Mutex::new(());
     let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     // Versioned: a change of /init below must not reuse an old cached initramfs.
-    let dir = target_dir.join("kvrs-e2e-guest-v6");
+    let dir = target_dir.join("kvrs-e2e-guest-v7");
     let (kernel, initrd) = (dir.join("vmlinuz"), dir.join("initramfs.gz"));
     if kernel.is_file() && initrd.is_file() {
         return Guest { kernel, initrd };
@@ -183,7 +188,16 @@ pub fn guest(target_dir: &Path) -> Guest {
     std::fs::copy(&vmlinuz, &kernel).unwrap();
 
     let init = dir.join("initrd");
-    for sub in ["bin", "lib/modules", "proc", "sys", "dev", "ci", "etc"] {
+    for sub in [
+        "bin",
+        "sbin",
+        "lib/modules",
+        "proc",
+        "sys",
+        "dev",
+        "ci",
+        "etc",
+    ] {
         std::fs::create_dir_all(init.join(sub)).unwrap();
     }
     std::fs::copy(root.join("bin/busybox"), init.join("bin/busybox")).unwrap();
@@ -208,6 +222,16 @@ pub fn guest(target_dir: &Path) -> Guest {
         }
     }
     std::fs::write(init.join("bin/udhcpc.script"), UDHCPC_SCRIPT).unwrap();
+    // busybox has no `shutdown`; qemu-ga's guest-shutdown execs `/sbin/shutdown FLAG +0 MESSAGE`
+    // (FLAG -P, -H or -r), as on a distribution.
+    std::fs::write(
+        init.join("sbin/shutdown"),
+        format!(
+            "#!/bin/sh\ncase \" $* \" in\n  *\" -r \"*) echo '{AGENT_REBOOT_MARKER}' >/dev/console; reboot -f ;;\n  \
+             *) echo '{AGENT_POWEROFF_MARKER}' >/dev/console; poweroff -f ;;\nesac\n"
+        ),
+    )
+    .unwrap();
     copy_with_libraries(&root.join("usr/sbin/qemu-ga"), &init, "bin/qemu-ga");
     std::fs::write(
         init.join("etc/os-release"),
@@ -242,7 +266,8 @@ pub fn guest(target_dir: &Path) -> Guest {
     run(Command::new("chmod")
         .arg("755")
         .arg(init.join("init"))
-        .arg(init.join("bin/udhcpc.script")));
+        .arg(init.join("bin/udhcpc.script"))
+        .arg(init.join("sbin/shutdown")));
     run(Command::new("sh")
         .current_dir(&init)
         .arg("-c")

@@ -413,9 +413,9 @@ impl Connection {
             .await
             .map(drop)
     }
-    /// Asks the guest to reboot (default method).
-    pub async fn reboot(&self, d: &DomainRef) -> Result<(), LibvirtError> {
-        self.on_domain(proc_::DOMAIN_REBOOT, d, Some(0))
+    /// Asks the guest to reboot the way `flags` says (`virDomainRebootFlagValues`).
+    pub async fn reboot(&self, d: &DomainRef, flags: u32) -> Result<(), LibvirtError> {
+        self.on_domain(proc_::DOMAIN_REBOOT, d, Some(flags))
             .await
             .map(drop)
     }
