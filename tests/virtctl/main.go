@@ -7,6 +7,7 @@
 //	virtctl-harness --kubeconfig K vnc X --proxy-only -n NS
 //	virtctl-harness --kubeconfig K migrate X -n NS
 //	virtctl-harness --kubeconfig K expand --vm X -n NS -o json
+//	virtctl-harness --kubeconfig K soft-reboot X -n NS
 //
 // The root command is assembled here rather than taken from pkg/virtctl's NewVirtctlCommand:
 // that one also links virtctl's template commands, whose virt-template modules the module proxy
@@ -31,6 +32,7 @@ import (
 	"kubevirt.io/kubevirt/pkg/virtctl/clientconfig"
 	"kubevirt.io/kubevirt/pkg/virtctl/console"
 	"kubevirt.io/kubevirt/pkg/virtctl/pause"
+	"kubevirt.io/kubevirt/pkg/virtctl/softreboot"
 	"kubevirt.io/kubevirt/pkg/virtctl/unpause"
 	"kubevirt.io/kubevirt/pkg/virtctl/vm"
 	"kubevirt.io/kubevirt/pkg/virtctl/vnc"
@@ -68,6 +70,7 @@ func newRoot() *cobra.Command {
 		vm.NewExpandCommand(),
 		pause.NewCommand(),
 		unpause.NewCommand(),
+		softreboot.NewSoftRebootCommand(),
 	)
 	return root
 }

@@ -9,6 +9,7 @@
 //! - `console`: the guest's shell answers what is typed on virtctl's stdin, Ctrl+] ends it;
 //! - `vnc --proxy-only`: the port it prints serves the display's RFB handshake to its end
 //!   (ServerInit);
+//! - `soft-reboot`: the guest, its agent connected, is rebooted by qemu-ga and boots again;
 //! - `pause vm` / `unpause vm`: the same through a VM whose VMI is the guest;
 //! - `start` (plain, `--paused`, `--dry-run`) / `stop` / `restart` of VMs: the VM writes
 //!   virt-api makes for each run strategy and its refusals. There is no VM controller here, so
@@ -157,6 +158,26 @@ fn virtctl_drives_vmis_and_vms_through_the_aggregator() {
         vnc.stderr()
     );
     drop(vnc);
+
+    // soft-reboot: the VMI has its agent connected, so the launcher asks qemu-ga (KubeVirt's
+    // choice); the guest reboots in the same domain and boots again.
+    let boots = |log: &str| log.matches(kvrs_test_guest::BOOT_MARKER).count();
+    let before = boots(&pod.serial_log(&vmi_uid));
+    assert!(before >= 1, "the guest booted once");
+    let out = virtctl.ok_or_tell(&["soft-reboot", "guest"], ctx);
+    assert_eq!(out, "VMI guest was scheduled to soft-reboot\n");
+    wait_for(
+        "the guest rebooted by its agent and booted again",
+        Duration::from_secs(180),
+        || {
+            let log = pod.serial_log(&vmi_uid);
+            (log.contains(kvrs_test_guest::AGENT_REBOOT_MARKER) && boots(&log) > before)
+                .then_some(())
+        },
+        ctx,
+    );
+    let v = cluster.vmi("guest").expect("the VMI after its soft reboot");
+    assert_eq!(phase(&v), "Running", "{v}");
 
     // A missing VMI: KubeVirt's not-found, through virtctl's error path.
     let err = virtctl.refused(&["pause", "vmi", "absent"]);
