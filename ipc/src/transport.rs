@@ -324,7 +324,7 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> IpcError + '_ {
 /// bound through `/proc/self/fd/<private>/s` (the descriptor's directory, whatever its name
 /// is now) and changed and renamed through the descriptors (`fchmodat`, `fchownat` with
 /// `AT_SYMLINK_NOFOLLOW`, `renameat`).
-pub(crate) fn bind_private(
+pub fn bind_private(
     target: &Path,
     mode: u32,
     owner: Option<(u32, u32)>,

@@ -15,6 +15,7 @@ pub mod flags;
 mod heartbeat;
 mod launchers;
 mod metrics;
+pub mod migration_proxy;
 mod node_labeller;
 mod options;
 mod podcache;
