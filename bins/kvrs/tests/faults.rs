@@ -1,13 +1,15 @@
 //! Faults injected into the real processes of a running cluster (see `common`): each round
 //! kills one component — the virt-controller (the leader: it runs alone), virt-handler, the
-//! VM's virt-launcher, its virt-launcher-monitor, its libvirtd, or restarts the kube-apiserver
-//! (every watch stream cut) — at a seeded point of the VM's life (while it starts, or while it
-//! runs), then checks that the cluster converges to what the VM asks for and that nothing is
-//! duplicated or leaked:
+//! `kvrs kubelet` (the node's pod runner), the VM's virt-launcher, its virt-launcher-monitor,
+//! its libvirtd, or restarts the kube-apiserver (every watch stream cut) — at a seeded point of
+//! the VM's life (while it starts, while it runs, or while it stops), then checks that the
+//! cluster converges to what the VM asks for and that nothing is duplicated or leaked:
 //! - the VM (runStrategy Always) ends with one Running VMI whose guest answers ping, one live
 //!   launcher pod, one QEMU;
 //! - a fault that fails the VM's VMI leaves a Warning event saying so;
-//! - after runStrategy Halted: no VMI, no pod, no network namespace, no VM process.
+//! - after runStrategy Halted: no VMI, no pod, no network namespace, no VM process, and the
+//!   host as it was before the round: no veth, mount, cgroup, runc container or nftables rule
+//!   more ([`HostState`]).
 //!
 //! `KVRS_FAULT_ROUNDS` (default: one round per fault kind) and `KVRS_FAULT_SEED` (default 1)
 //! choose the run (`KVRS_FAULT_KIND` repeats one kind, `KVRS_FAULT_AT_MS` fixes the moment); `KVRS_FAULT_ROUNDS=60 cargo test -p kvrs --test faults -- --nocapture` is a
@@ -15,6 +17,7 @@
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::{NS, Stack, kubectl_json, processes};
@@ -29,11 +32,13 @@ enum Fault {
     Monitor,
     Libvirtd,
     Apiserver,
+    Kubelet,
 }
 
-const FAULTS: [Fault; 6] = [
+const FAULTS: [Fault; 7] = [
     Fault::Controller,
     Fault::Handler,
+    Fault::Kubelet,
     Fault::Launcher,
     Fault::Monitor,
     Fault::Libvirtd,
@@ -54,6 +59,8 @@ enum Point {
     Starting(Duration),
     /// Once the guest answers ping.
     Running,
+    /// This long after the running VM was asked to stop (runStrategy Halted).
+    Stopping(Duration),
 }
 
 /// xorshift64*: the test's only randomness, from the seed.
@@ -129,6 +136,10 @@ fn inject(stack: &mut Stack, fault: Fault) -> usize {
             stack.handler.kill_and_restart();
             0
         }
+        Fault::Kubelet => {
+            stack.kubelet.kill_and_restart();
+            0
+        }
         Fault::Launcher => kill_all("virt-launcher"),
         Fault::Monitor => kill_all("virt-launcher-m"),
         Fault::Libvirtd => kill_children_of("virt-launcher", "libvirtd"),
@@ -177,6 +188,95 @@ fn warnings(stack: &Stack) -> Vec<String> {
         .collect()
 }
 
+/// What a launcher pod leaves on the host, beyond the network namespaces and processes
+/// `Stack::wait_gone` already waits for: compared before and after each round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct HostState {
+    /// Host links of type veth.
+    veths: BTreeSet<String>,
+    /// Mount points under the kubelet's pod or state directories.
+    mounts: BTreeSet<String>,
+    /// Pod cgroups under the kubelet's cgroup root.
+    cgroups: BTreeSet<String>,
+    /// Containers runc still knows in the kubelet's state directory.
+    runc_containers: BTreeSet<String>,
+    /// The host's nftables ruleset, line by line (empty when `nft` is missing).
+    nft_rules: BTreeSet<String>,
+}
+
+fn lines_of(cmd: &str, args: &[&str]) -> BTreeSet<String> {
+    std::process::Command::new(cmd)
+        .args(args)
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn entries(dir: &std::path::Path, dirs_only: bool) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| !dirs_only || e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+impl HostState {
+    fn read(stack: &Stack) -> HostState {
+        let state_dir = stack.cluster.dir().join("kubelet");
+        let roots = [
+            stack.pods_dir.to_string_lossy().into_owned(),
+            state_dir.to_string_lossy().into_owned(),
+        ];
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|m| roots.iter().any(|r| m.starts_with(r.as_str())))
+            .map(str::to_string)
+            .collect();
+        HostState {
+            veths: lines_of("ip", &["-o", "link", "show", "type", "veth"])
+                .iter()
+                .filter_map(|l| l.split(':').nth(1).map(|n| n.trim().to_string()))
+                .collect(),
+            mounts,
+            cgroups: entries(
+                &std::path::Path::new("/sys/fs/cgroup")
+                    .join(format!("kvrs-kubelet-{}", common::NODE)),
+                true,
+            ),
+            runc_containers: entries(&state_dir.join("runc"), true),
+            nft_rules: lines_of("nft", &["list", "ruleset"]),
+        }
+    }
+
+    /// What `self` has that `before` had not, named.
+    fn added_since(&self, before: &HostState) -> Vec<String> {
+        let mut added = Vec::new();
+        for (what, now, then) in [
+            ("veth", &self.veths, &before.veths),
+            ("mount", &self.mounts, &before.mounts),
+            ("cgroup", &self.cgroups, &before.cgroups),
+            (
+                "runc container",
+                &self.runc_containers,
+                &before.runc_containers,
+            ),
+            ("nftables line", &self.nft_rules, &before.nft_rules),
+        ] {
+            added.extend(now.difference(then).map(|x| format!("{what} {x}")));
+        }
+        added
+    }
+}
+
 #[test]
 fn killed_components_and_a_restarted_apiserver_leave_no_duplicates_and_no_leaks() {
     assert!(
@@ -204,31 +304,44 @@ fn killed_components_and_a_restarted_apiserver_leave_no_duplicates_and_no_leaks(
     let (mut duplicates, mut leaks, mut unexplained) = (0, 0, 0);
     let mut log = Vec::new();
     for round in 0..rounds {
-        // Every kind once per cycle of six rounds, in a seeded order within the cycle.
-        if round % 6 == 0 {
+        // Every kind once per cycle of seven rounds, in a seeded order within the cycle.
+        let cycle = FAULTS.len() as u64;
+        if round % cycle == 0 {
             for i in (1..order.len()).rev() {
                 let j = usize::try_from(rng.below(i as u64 + 1)).unwrap_or(0);
                 order.swap(i, j);
             }
         }
-        let fault = only.unwrap_or(order[usize::try_from(round % 6).unwrap_or(0)]);
-        let point = if rng.below(2) == 0 {
-            Point::Starting(Duration::from_millis(rng.below(4000)))
-        } else {
-            Point::Running
+        let fault = only.unwrap_or(order[usize::try_from(round % cycle).unwrap_or(0)]);
+        let point = match rng.below(3) {
+            0 => Point::Starting(Duration::from_millis(rng.below(4000))),
+            1 => Point::Running,
+            _ => Point::Stopping(Duration::from_millis(rng.below(3000))),
         };
         // `KVRS_FAULT_AT_MS=557` strikes every round that long after the start instead.
         let point = at_ms.map_or(point, |ms| Point::Starting(Duration::from_millis(ms)));
         let warnings_before = warnings(&stack).len();
+        let host_before = HostState::read(&stack);
         stack.set_run_strategy("Always");
         match point {
             Point::Starting(after) => std::thread::sleep(after),
-            Point::Running => {
+            Point::Running | Point::Stopping(_) => {
                 stack.wait_booted(
                     &format!("round {round} before the fault"),
                     Duration::from_secs(240),
                 );
             }
+        }
+        if let Point::Stopping(after) = point {
+            // The fault strikes while the VM stops: it must end stopped, nothing left.
+            stack.set_run_strategy("Halted");
+            std::thread::sleep(after);
+            let killed = inject(&mut stack, fault);
+            println!("round {round}: {fault:?} at {point:?} ({killed} VM processes killed)");
+            *kinds.entry(format!("{fault:?}")).or_insert(0) += 1;
+            stack.wait_gone(&format!("round {round}: the VM stopped despite {fault:?}"));
+            check_host(&stack, &host_before, round, fault, &mut leaks, &mut log);
+            continue;
         }
         let killed = inject(&mut stack, fault);
         println!("round {round}: {fault:?} at {point:?} ({killed} VM processes killed)");
@@ -267,6 +380,7 @@ fn killed_components_and_a_restarted_apiserver_leave_no_duplicates_and_no_leaks(
                 "round {round} ({fault:?}): {left} VM processes left"
             ));
         }
+        check_host(&stack, &host_before, round, fault, &mut leaks, &mut log);
     }
     println!(
         "faults: {rounds} rounds (seed {seed}, {kinds:?}): {duplicates} with duplicates, \
@@ -280,4 +394,32 @@ fn killed_components_and_a_restarted_apiserver_leave_no_duplicates_and_no_leaks(
         stack.logs()
     );
     stack.stop();
+}
+
+/// Counts a leak when the host has more than before the round. The kubelet deletes a pod's
+/// veth, mounts, cgroup and runc container after it reports the pod gone, so a short wait
+/// separates "not yet" from "left behind".
+fn check_host(
+    stack: &Stack,
+    before: &HostState,
+    round: u64,
+    fault: Fault,
+    leaks: &mut usize,
+    log: &mut Vec<String>,
+) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let added = HostState::read(stack).added_since(before);
+        if added.is_empty() {
+            return;
+        }
+        if std::time::Instant::now() > deadline {
+            *leaks += 1;
+            log.push(format!(
+                "round {round} ({fault:?}): left on the host: {added:?}"
+            ));
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

@@ -18,6 +18,13 @@
 //! virtctl sends it, through kube-apiserver's aggregator to virt-api) and `kubectl delete` leave
 //! nothing behind.
 //!
+//! Between the two, a seeded fault campaign on the node ([`fault_rounds`]): virt-handler's,
+//! virt-controller's, the launcher's, its monitor's and its libvirt daemon's processes killed
+//! (the kubelet restarts the daemons' containers; the VM controller replaces a failed VMI), the
+//! kubelet killed and restarted, kube-apiserver restarted — while the VM runs, or while it
+//! stops. After each: one VMI Running with one QEMU and the guest answering, or (stopping)
+//! nothing left; at the end the node's teardown finds nothing behind.
+//!
 //! Under KVM where `/dev/kvm` really runs guests (`kvrs_node::host_devices::kvm_check`): the
 //! device plugin advertises `devices.kubevirt.io/kvm`, the pod requests it and QEMU runs with
 //! `accel=kvm`. Where it does not (these machines: `/dev/kvm` is backed by `kvm_pvm`, which
@@ -32,7 +39,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::kubectl_json;
-use common::real_node::{Deployed, allocatable, kubevirt_cr, node_schedulable, qemu_processes};
+use common::real_node::{Deployed, allocatable, kubevirt_cr, node_schedulable};
 use kvrs_test_cluster::{NODE_NAME, wait_for};
 use kvrs_test_guest::pod::{is_root, repo_root};
 use serde_json::Value;
@@ -230,13 +237,20 @@ impl Deployed {
             || {
                 let vmis = kubectl_json(&self.cluster, &["get", "vmi", "-n", NS])?;
                 let pods = kubectl_json(&self.cluster, &["get", "pods", "-n", NS])?;
-                let domains = qemu_processes();
+                // The node's QEMU only: another test on this machine may run its own.
+                let domains = pod_processes("qemu-system-x86");
                 (vmis["items"].as_array()?.is_empty()
                     && pods["items"].as_array()?.is_empty()
                     && domains.is_empty())
                 .then_some(())
             },
-            || format!("{}\nqemu: {:?}", self.logs(), qemu_processes()),
+            || {
+                format!(
+                    "{}\nqemu: {:?}",
+                    self.logs(),
+                    pod_processes("qemu-system-x86")
+                )
+            },
         );
     }
 }
@@ -331,7 +345,7 @@ fn the_shipped_manifests_run_on_a_real_node_and_a_vm_boots_there() {
         "the container disks are image volumes: {}",
         pod["spec"]["volumes"]
     );
-    let qemu = qemu_processes();
+    let qemu = pod_processes("qemu-system-x86");
     assert_eq!(qemu.len(), 1, "one QEMU runs the guest: {qemu:?}");
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", qemu[0])).unwrap_or_default();
     let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
@@ -388,6 +402,9 @@ fn the_shipped_manifests_run_on_a_real_node_and_a_vm_boots_there() {
         || deployed.logs(),
     );
 
+    let mut deployed = deployed;
+    fault_rounds(&mut deployed);
+
     // Stop and start as `virtctl stop|start` do: through the aggregated subresource API,
     // kube-apiserver -> the kvrs-virt-api Service -> virt-api.
     deployed.subresource("stop");
@@ -404,7 +421,6 @@ fn the_shipped_manifests_run_on_a_real_node_and_a_vm_boots_there() {
         "the VM is gone"
     );
 
-    let mut deployed = deployed;
     let node = deployed.node.take().expect("the node");
     node.stop()
         .unwrap_or_else(|e| panic!("the node left something behind: {e}"));
@@ -447,4 +463,197 @@ fn report_rss(deployed: &Deployed) {
     }
     eprintln!("real node: RSS by process name (KiB, summed over replicas): {by_name:?}");
     let _ = deployed;
+}
+
+/// A fault of the real-node campaign.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    /// virt-handler's process in its DaemonSet pod.
+    Handler,
+    /// virt-controller's process in its Deployment's pod.
+    Controller,
+    /// The VM's virt-launcher.
+    Launcher,
+    /// Its virt-launcher-monitor.
+    Monitor,
+    /// Its libvirt daemon.
+    Libvirtd,
+    /// The node's kubelet (killed and restarted).
+    Kubelet,
+    /// kube-apiserver (stopped and started: every watch cut).
+    Apiserver,
+}
+
+const FAULTS: [Fault; 7] = [
+    Fault::Handler,
+    Fault::Controller,
+    Fault::Launcher,
+    Fault::Monitor,
+    Fault::Libvirtd,
+    Fault::Kubelet,
+    Fault::Apiserver,
+];
+
+/// Processes of the node's pods (the real kubelet's `kubepods` cgroups) whose `comm` is
+/// `comm`: never a process of another test on this machine.
+fn pod_processes(comm: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let name = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            let cgroup = std::fs::read_to_string(e.path().join("cgroup")).ok()?;
+            (name.trim() == comm && cgroup.contains("kubepods")).then_some(pid)
+        })
+        .collect()
+}
+
+fn kill_pod_processes(comm: &str) -> usize {
+    let pids = pod_processes(comm);
+    for pid in &pids {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    pids.len()
+}
+
+fn inject(deployed: &mut Deployed, fault: Fault) -> usize {
+    match fault {
+        Fault::Handler => kill_pod_processes("virt-handler"),
+        Fault::Controller => kill_pod_processes("virt-controller"),
+        Fault::Launcher => kill_pod_processes("virt-launcher"),
+        Fault::Monitor => kill_pod_processes("virt-launcher-m"),
+        Fault::Libvirtd => kill_pod_processes("libvirtd") + kill_pod_processes("virtqemud"),
+        Fault::Kubelet => {
+            deployed
+                .node
+                .as_mut()
+                .expect("the node")
+                .restart_kubelet()
+                .expect("the kubelet restarted and the Node Ready");
+            1
+        }
+        Fault::Apiserver => {
+            deployed
+                .cluster
+                .restart_apiserver()
+                .expect("kube-apiserver restarted");
+            1
+        }
+    }
+}
+
+/// Launcher pods of the test's namespace not finished and not being deleted.
+fn live_launcher_pods(deployed: &Deployed) -> Vec<String> {
+    kubectl_json(
+        &deployed.cluster,
+        &["get", "pods", "-n", NS, "-l", "kubevirt.io=virt-launcher"],
+    )
+    .and_then(|p| p["items"].as_array().cloned())
+    .unwrap_or_default()
+    .iter()
+    .filter(|p| {
+        p["metadata"]["deletionTimestamp"].is_null()
+            && !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
+    })
+    .map(|p| p["metadata"]["name"].as_str().unwrap_or("").to_string())
+    .collect()
+}
+
+/// `KVRS_REAL_NODE_FAULT_ROUNDS` rounds (default: each fault once) from
+/// `KVRS_REAL_NODE_FAULT_SEED` (default 1): each fault strikes the running VM, or the VM while
+/// it stops (then it is started again). The VM's runStrategy is Always throughout, but for the
+/// stopping rounds.
+fn fault_rounds(deployed: &mut Deployed) {
+    let env = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let rounds = env("KVRS_REAL_NODE_FAULT_ROUNDS", FAULTS.len() as u64);
+    let mut rng = env("KVRS_REAL_NODE_FAULT_SEED", 1).max(1);
+    let mut next = move || {
+        // xorshift64*: the campaign's only randomness.
+        rng ^= rng >> 12;
+        rng ^= rng << 25;
+        rng ^= rng >> 27;
+        rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    };
+    let mut order = FAULTS;
+    let mut problems = Vec::new();
+    for round in 0..rounds {
+        let cycle = FAULTS.len() as u64;
+        if round % cycle == 0 {
+            for i in (1..order.len()).rev() {
+                let j = usize::try_from(next() % (i as u64 + 1)).unwrap_or(0);
+                order.swap(i, j);
+            }
+        }
+        let fault = order[usize::try_from(round % cycle).unwrap_or(0)];
+        let stopping = next() % 3 == 0;
+        if stopping {
+            let after = Duration::from_millis(next() % 2000);
+            deployed.subresource("stop");
+            std::thread::sleep(after);
+            let killed = inject(deployed, fault);
+            eprintln!(
+                "real-node fault round {round}: {fault:?} {after:?} into a stop ({killed} killed)"
+            );
+            deployed.wait_gone(&format!("round {round}: the VM stopped despite {fault:?}"));
+            let left: Vec<u32> = ["virt-launcher", "virt-launcher-m", "qemu-system-x86"]
+                .iter()
+                .flat_map(|c| pod_processes(c))
+                .collect();
+            if !left.is_empty() {
+                problems.push(format!(
+                    "round {round} ({fault:?}, stopping): left {left:?}"
+                ));
+            }
+            deployed.subresource("start");
+            deployed.wait_booted(&format!("round {round}: started again"), Instant::now());
+            continue;
+        }
+        let killed = inject(deployed, fault);
+        eprintln!("real-node fault round {round}: {fault:?} while running ({killed} killed)");
+        if killed == 0 {
+            problems.push(format!("round {round}: no {fault:?} process found to kill"));
+        }
+        // A killed launcher ends the VMI (Failed): let the handler see it before waiting for a
+        // Running one, which could still be the dead VMI.
+        if matches!(fault, Fault::Launcher | Fault::Monitor | Fault::Libvirtd) {
+            wait_for(
+                &format!("round {round}: the VMI failed after {fault:?} was killed"),
+                Duration::from_secs(120),
+                || {
+                    let v = kubectl_json(&deployed.cluster, &["get", "vmi", "-n", NS, "guest"]);
+                    match v {
+                        None => Some(()),
+                        Some(v) if v["status"]["phase"] != "Running" => Some(()),
+                        Some(v) if !v["metadata"]["deletionTimestamp"].is_null() => Some(()),
+                        Some(_) => None,
+                    }
+                },
+                || deployed.logs(),
+            );
+        }
+        deployed.wait_booted(&format!("round {round} after {fault:?}"), Instant::now());
+        let pods = live_launcher_pods(deployed);
+        let qemu = pod_processes("qemu-system-x86");
+        if pods.len() != 1 || qemu.len() != 1 {
+            problems.push(format!(
+                "round {round} ({fault:?}): {} live launcher pods {pods:?}, QEMU {qemu:?}",
+                pods.len()
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the real-node fault campaign: {}\n{}",
+        problems.join("\n"),
+        deployed.logs()
+    );
 }

@@ -591,6 +591,17 @@ impl RealNode {
         Ok(())
     }
 
+    /// Kills the kubelet as a crash would (SIGKILL) and starts it again with the same
+    /// configuration, waiting until the Node is Ready: for fault tests. The pods keep running
+    /// under containerd meanwhile, as on a real node.
+    pub fn restart_kubelet(&mut self) -> Result<(), ClusterError> {
+        if let Some(mut kubelet) = self.kubelet.take() {
+            let _ = kubelet.kill();
+            let _ = kubelet.wait();
+        }
+        self.start_kubelet()
+    }
+
     /// The ids of the node's own processes (containerd, kubelet, kube-proxy).
     pub fn pids(&self) -> Vec<u32> {
         [&self.containerd, &self.kubelet, &self.kube_proxy]
