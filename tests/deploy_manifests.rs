@@ -675,6 +675,31 @@ fn virt_api_roles_grant_what_virt_api_uses_and_only_by_name_where_it_can() {
             set(&["get"]),
             set(&[]),
         ),
+        // The VM mutator's `inferFromVolume`: the labels of the objects a volume comes from.
+        (
+            "".into(),
+            "persistentvolumeclaims".into(),
+            set(&["get"]),
+            set(&[]),
+        ),
+        (
+            "cdi.kubevirt.io".into(),
+            "datasources".into(),
+            set(&["get"]),
+            set(&[]),
+        ),
+        (
+            "cdi.kubevirt.io".into(),
+            "datavolumes".into(),
+            set(&["get"]),
+            set(&[]),
+        ),
+        (
+            "snapshot.storage.k8s.io".into(),
+            "volumesnapshots".into(),
+            set(&["get"]),
+            set(&[]),
+        ),
         (
             "admissionregistration.k8s.io".into(),
             "mutatingwebhookconfigurations".into(),

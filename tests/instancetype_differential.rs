@@ -8,7 +8,10 @@
 //!   conflicting paths and KubeVirt's message);
 //! - `requirements`: the preference requirement check on the applied spec;
 //! - `controller`: the VM controller's steps on the VMI (auto-attach preferences, annotations
-//!   naming the instancetype and preference, the application at `spec`).
+//!   naming the instancetype and preference, the application at `spec`);
+//! - `expand`: virt-api's `expand-spec` (kvrs-virt-api's `subresources::expand::expand`, given
+//!   the referenced objects as the cluster holds them, against KubeVirt's
+//!   `pkg/instancetype/expand`): the whole expanded VM, or the error.
 //!
 //! Specs are compared as KubeVirt's Go types see them: kvrs's spec goes through the harness's
 //! Go decoding and encoding (omitempty, canonical quantities), as KubeVirt's own does.
@@ -755,6 +758,60 @@ fn random_cases(seed: u64, count: usize) -> Vec<Case> {
         .collect()
 }
 
+/// The objects a case's references name, as the cluster holds them: kvrs's expansion reads
+/// objects (kind, name, namespace), KubeVirt's finders are answered with the specs.
+fn referenced_objects(case: &Case) -> Vec<Value> {
+    let namespace = case.vm["metadata"]["namespace"].clone();
+    let object = |field: &str, spec: &Value, kinds: (&str, &str), namespaced: Option<bool>| {
+        let matcher = &case.vm["spec"][field];
+        let (kind, metadata) = if namespaced == Some(true) {
+            (
+                kinds.0,
+                json!({"name": matcher["name"], "namespace": namespace}),
+            )
+        } else {
+            (kinds.1, json!({"name": matcher["name"]}))
+        };
+        json!({"apiVersion": "instancetype.kubevirt.io/v1beta1", "kind": kind,
+            "metadata": metadata, "spec": spec["spec"]})
+    };
+    let mut out = Vec::new();
+    if let Some(it) = &case.instancetype {
+        let kind = case.vm["spec"]["instancetype"]["kind"].as_str();
+        out.push(object(
+            "instancetype",
+            it,
+            (
+                "VirtualMachineInstancetype",
+                "VirtualMachineClusterInstancetype",
+            ),
+            kvrs_instancetype::instancetype_is_namespaced(kind),
+        ));
+    }
+    if let Some(p) = &case.preference {
+        let kind = case.vm["spec"]["preference"]["kind"].as_str();
+        out.push(object(
+            "preference",
+            p,
+            (
+                "VirtualMachinePreference",
+                "VirtualMachineClusterPreference",
+            ),
+            kvrs_instancetype::preference_is_namespaced(kind),
+        ));
+    }
+    out
+}
+
+/// kvrs's `expand-spec` of the case: the expanded VM or the error.
+fn run_kvrs_expand(case: &Case) -> Result<Value, String> {
+    kvrs_virt_api::subresources::expand::expand(
+        case.vm.clone(),
+        referenced_objects(case),
+        &kvrs_admission::ClusterConfig::default(),
+    )
+}
+
 /// kvrs's results for one case, in the harness's output shape (specs before Go's encoding).
 struct Kvrs {
     spread: Value,
@@ -905,6 +962,29 @@ fn controller_key(v: &Value) -> Value {
     json!({"error fields (as a set)": fields})
 }
 
+/// An expansion as a comparable value: a conflict error naming several annotations lists its
+/// paths in Go's random map order (see [`conflicts_key`]), so then only the set is compared.
+fn expand_key(v: &Value) -> Value {
+    let Some(paths) = v["error"]
+        .as_str()
+        .and_then(|e| e.strip_prefix("VM field(s) "))
+        .and_then(|e| e.strip_suffix(" conflicts with selected instance type"))
+    else {
+        return v.clone();
+    };
+    let mut paths: Vec<&str> = paths.split(", ").collect();
+    if paths
+        .iter()
+        .filter(|p| p.starts_with("annotations."))
+        .count()
+        < 2
+    {
+        return v.clone();
+    }
+    paths.sort_unstable();
+    json!({"conflicting fields (as a set)": paths})
+}
+
 fn without_spec(v: &Value) -> Value {
     let mut v = v.clone();
     if let Some(o) = v.as_object_mut() {
@@ -931,14 +1011,17 @@ fn kvrs_applies_instancetypes_and_preferences_as_kubevirt_does() {
     cases.extend(random_cases(seed, count));
 
     let kvrs: Vec<Kvrs> = cases.iter().map(run_kvrs).collect();
+    let expanded: Vec<Result<Value, String>> = cases.iter().map(run_kvrs_expand).collect();
     let input: Vec<Value> = cases
         .iter()
         .zip(&kvrs)
-        .map(|(c, k)| {
+        .zip(&expanded)
+        .map(|((c, k), e)| {
             json!({
                 "name": c.name, "vm": c.vm, "instancetype": c.instancetype,
                 "preference": c.preference,
                 "kvrs": {"apply": k.apply_spec, "controller": k.controller_spec},
+                "kvrsExpand": e.as_ref().ok(),
             })
         })
         .collect();
@@ -964,7 +1047,7 @@ fn kvrs_applies_instancetypes_and_preferences_as_kubevirt_does() {
 
     let mut tally = Tally::default();
     let mut panics = Vec::new();
-    for ((case, k), go) in cases.iter().zip(&kvrs).zip(&results) {
+    for (((case, k), go), e) in cases.iter().zip(&kvrs).zip(&results).zip(&expanded) {
         assert_eq!(go["name"], json!(case.name));
         if let Some(p) = go.get("panic").and_then(Value::as_str) {
             // The one input known to panic KubeVirt's code; any other panic is a finding.
@@ -1000,6 +1083,18 @@ fn kvrs_applies_instancetypes_and_preferences_as_kubevirt_does() {
                     &k.requirements,
                 );
             }
+        }
+        if go["expand"].is_object() {
+            let kvrs_side = match e {
+                Ok(_) => json!({"vm": go["kvrsExpand"]}),
+                Err(message) => json!({"error": message}),
+            };
+            tally.record(
+                "expand",
+                &case.name,
+                &expand_key(&go["expand"]),
+                &expand_key(&kvrs_side),
+            );
         }
         if go["controller"].is_object() {
             let g = &go["controller"];
@@ -1046,6 +1141,7 @@ fn kvrs_applies_instancetypes_and_preferences_as_kubevirt_does() {
         "requirements",
         "controller",
         "controller spec",
+        "expand",
     ] {
         let (_, total) = tally.areas.get(area).copied().unwrap_or_default();
         assert!(

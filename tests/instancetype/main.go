@@ -16,8 +16,15 @@
 //	                 {"spec": <VMI spec>, "annotations": {...}},
 //	 "requirements": null | {"fields": "...", "error": "..."},           requirements.Check on the applied spec
 //	 "controller":   {"error": "..."} | {"spec": ..., "annotations": ...}, the VM controller's VMI steps
+//	 "expand":       {"error": "..."} | {"vm": <VirtualMachine>},          pkg/instancetype/expand Expand
 //	 "panic":        "..." (a stage that panicked, and why),
 //	 "kvrs":         {"apply": <VMI spec>, "controller": <VMI spec>}}    kvrs's specs through Go's types
+//	 "kvrsExpand":   <VirtualMachine>                                    kvrs's expanded VM through Go's types
+//
+// The input's "kvrsExpand" (kvrs's expand-spec result, or null when kvrs refused) is decoded
+// and encoded the same way. Expand runs with KubeVirt's own expander over a cluster whose
+// KubeVirt CR has an empty configuration (default architecture amd64), its finders answering
+// with the case's instancetype and preference.
 //
 // "kvrs" carries kvrs's own results decoded into KubeVirt's Go types and encoded again, so
 // that both sides are compared as KubeVirt's types see them (omitempty, canonical quantities).
@@ -33,12 +40,17 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	"kubevirt.io/api/instancetype/v1beta1"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"kubevirt.io/kubevirt/pkg/instancetype/annotations"
 	"kubevirt.io/kubevirt/pkg/instancetype/apply"
+	"kubevirt.io/kubevirt/pkg/instancetype/expand"
 	preferenceannotations "kubevirt.io/kubevirt/pkg/instancetype/preference/annotations"
 	preferenceapply "kubevirt.io/kubevirt/pkg/instancetype/preference/apply"
 	"kubevirt.io/kubevirt/pkg/instancetype/preference/requirements"
 	"kubevirt.io/kubevirt/pkg/instancetype/preference/validation"
+	"kubevirt.io/kubevirt/pkg/testutils"
+	virtconfig "kubevirt.io/kubevirt/pkg/virt-config"
 )
 
 type object struct {
@@ -51,6 +63,7 @@ type input struct {
 	Instancetype *object                    `json:"instancetype"`
 	Preference   *object                    `json:"preference"`
 	Kvrs         map[string]json.RawMessage `json:"kvrs"`
+	KvrsExpand   json.RawMessage            `json:"kvrsExpand"`
 }
 
 type applied struct {
@@ -61,12 +74,19 @@ type applied struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
+type expanded struct {
+	Error string          `json:"error,omitempty"`
+	VM    json.RawMessage `json:"vm,omitempty"`
+}
+
 type output struct {
 	Name         string                     `json:"name"`
 	Spread       map[string]string          `json:"spread"`
 	Apply        *applied                   `json:"apply"`
 	Requirements map[string]string          `json:"requirements"`
 	Controller   *applied                   `json:"controller"`
+	Expand       *expanded                  `json:"expand"`
+	KvrsExpand   json.RawMessage            `json:"kvrsExpand,omitempty"`
 	Panic        string                     `json:"panic,omitempty"`
 	Kvrs         map[string]json.RawMessage `json:"kvrs,omitempty"`
 }
@@ -80,9 +100,10 @@ func main() {
 	if err := json.Unmarshal(raw, &cases); err != nil {
 		fail(fmt.Errorf("cases: %w", err))
 	}
+	config := clusterConfig()
 	results := make([]output, 0, len(cases))
 	for i := range cases {
-		results = append(results, run(&cases[i]))
+		results = append(results, run(&cases[i], config))
 	}
 	enc := json.NewEncoder(os.Stdout)
 	if err := enc.Encode(results); err != nil {
@@ -131,7 +152,45 @@ func specs(c *input) (*v1beta1.VirtualMachineInstancetypeSpec, *v1beta1.VirtualM
 	return it, pref
 }
 
-func run(c *input) output {
+// clusterConfig is a cluster whose KubeVirt CR has an empty configuration (every default
+// applies) and default architecture amd64, as kvrs's ClusterConfig::default().
+func clusterConfig() *virtconfig.ClusterConfig {
+	kv := &virtv1.KubeVirt{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: "kubevirt"},
+		Status:     virtv1.KubeVirtStatus{DefaultArchitecture: "amd64"},
+	}
+	cfg, _, _ := testutils.NewFakeClusterConfigUsingKVWithCPUArch(kv, "amd64")
+	return cfg
+}
+
+// finder answers KubeVirt's spec finders with the case's specs (nil when the VM references
+// none, as the real finders answer).
+type finder struct {
+	it   *v1beta1.VirtualMachineInstancetypeSpec
+	pref *v1beta1.VirtualMachinePreferenceSpec
+}
+
+func (f finder) Find(vm *virtv1.VirtualMachine) (*v1beta1.VirtualMachineInstancetypeSpec, error) {
+	if vm.Spec.Instancetype == nil {
+		return nil, nil
+	}
+	if f.it == nil {
+		return nil, fmt.Errorf("the case references an instancetype it does not give")
+	}
+	return f.it.DeepCopy(), nil
+}
+
+func (f finder) FindPreference(vm *virtv1.VirtualMachine) (*v1beta1.VirtualMachinePreferenceSpec, error) {
+	if vm.Spec.Preference == nil {
+		return nil, nil
+	}
+	if f.pref == nil {
+		return nil, fmt.Errorf("the case references a preference it does not give")
+	}
+	return f.pref.DeepCopy(), nil
+}
+
+func run(c *input, config *virtconfig.ClusterConfig) output {
 	out := output{Name: c.Name}
 	it, pref := specs(c)
 
@@ -191,6 +250,25 @@ func run(c *input) output {
 		}
 		out.Controller = &applied{Spec: mustJSON(vmi.Spec), Annotations: vmi.Annotations}
 	})
+
+	// virt-api's expand-spec (pkg/virt-api/rest/expand.go over pkg/instancetype/expand).
+	guard(&out, "expand", func() {
+		f := finder{it: it, pref: pref}
+		vm, err := expand.New(config, f, f).Expand(c.VM.DeepCopy())
+		if err != nil {
+			out.Expand = &expanded{Error: err.Error()}
+			return
+		}
+		out.Expand = &expanded{VM: mustJSON(vm)}
+	})
+	if len(c.KvrsExpand) > 0 && string(c.KvrsExpand) != "null" {
+		var decoded virtv1.VirtualMachine
+		if err := json.Unmarshal(c.KvrsExpand, &decoded); err != nil {
+			out.KvrsExpand = mustJSON(map[string]string{"decodeError": err.Error()})
+		} else {
+			out.KvrsExpand = mustJSON(decoded)
+		}
+	}
 
 	if len(c.Kvrs) > 0 {
 		out.Kvrs = map[string]json.RawMessage{}

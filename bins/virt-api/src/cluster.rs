@@ -395,7 +395,7 @@ pub async fn read_facts(client: &kube::Client, lookup: &Lookup) -> Facts {
                         .into_iter()
                         .filter_map(|m| serde_json::to_value(m).ok())
                         .collect(),
-                    error: None,
+                    ..Facts::default()
                 },
                 Err(e) => Facts {
                     error: Some(e.to_string()),
@@ -403,7 +403,55 @@ pub async fn read_facts(client: &kube::Client, lookup: &Lookup) -> Facts {
                 },
             }
         }
+        Lookup::Vm { .. } => Facts {
+            objects: read_vm_references(client, lookup).await,
+            ..Facts::default()
+        },
     }
+}
+
+/// Reads what [`crate::webhooks::vm_reads`] asks for, round by round, until it asks for
+/// nothing new (a bounded number of rounds: an inference chain is at most four objects long).
+async fn read_vm_references(client: &kube::Client, lookup: &Lookup) -> Vec<Value> {
+    let mut found = Vec::new();
+    let mut read = Vec::new();
+    for _ in 0..8 {
+        let wanted = crate::webhooks::vm_reads(lookup, &found, &read);
+        if wanted.is_empty() {
+            break;
+        }
+        found.extend(read_references(client, &wanted).await);
+        read.extend(wanted);
+    }
+    found
+}
+
+/// The referenced objects that exist. A read that fails is logged and left out: KubeVirt's VM
+/// webhooks ignore a reference they cannot resolve (its VM controller reports it).
+async fn read_references(
+    client: &kube::Client,
+    references: &[crate::subresources::expand::Reference],
+) -> Vec<Value> {
+    let mut found = Vec::new();
+    for r in references {
+        let gvk = GroupVersionKind::gvk(r.group, r.version, r.kind);
+        let resource = ApiResource::from_gvk_with_plural(&gvk, r.plural);
+        let api: Api<DynamicObject> = match &r.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        match api.get_opt(&r.name).await {
+            Ok(Some(o)) => found.extend(serde_json::to_value(o).ok()),
+            Ok(None) => {}
+            Err(e) => warn!(
+                object = %format!("{}/{}", r.namespace.as_deref().unwrap_or(""), r.name),
+                kind = r.kind,
+                error = %e,
+                "reading a VM's reference failed; the webhook goes on without it"
+            ),
+        }
+    }
+    found
 }
 
 #[cfg(test)]

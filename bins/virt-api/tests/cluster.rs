@@ -11,6 +11,11 @@
 //! `kubevirt/kvrs-virt-api-certs`, writes the caBundle into both configurations, and reads the
 //! KubeVirt CR `kubevirt/kubevirt` live (the feature gates of gated oracle cases are set there).
 //!
+//! VMs referencing instancetypes and preferences go through the VM webhooks, which read them
+//! from the cluster (`vms_with_references`); every refusal of the oracle is checked both on the
+//! raw API answer (message and causes) and through `kubectl apply` (its output carries
+//! KubeVirt's message).
+//!
 //! Stored VMIs are compared with `NAME.defaulted.json` except for what the oracle leaves out
 //! (`status.phaseTransitionTimestamps`: the webhook's clock) and what the API server itself
 //! writes after admission (`metadata.uid`, `resourceVersion`, `generation`,
@@ -243,6 +248,140 @@ fn set_gates(cluster: &TestCluster, gates: &[String]) {
     );
 }
 
+/// `kubectl apply` of `object`: the stored object, or kubectl's error output.
+fn apply(cluster: &TestCluster, object: &Value) -> Result<Value, String> {
+    let (ok, out, err) = kubectl(
+        cluster,
+        &["apply", "-o", "json", "-f", "-"],
+        Some(&object.to_string()),
+    );
+    if ok {
+        Ok(serde_json::from_str(&out).expect("json"))
+    } else {
+        Err(err)
+    }
+}
+
+/// A VM of `spec` fields in `default`, named `name`, with a bare template.
+fn vm_with(name: &str, extra: Value) -> Value {
+    let mut vm = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"runStrategy": "Halted", "template": {"spec": {"domain": {"devices": {}}}}}});
+    for (k, v) in extra.as_object().unwrap() {
+        vm["spec"][k] = v.clone();
+    }
+    vm
+}
+
+/// VMs that reference instancetypes and preferences, read from the cluster by the VM webhooks:
+/// admitted with the preference's machine type when they resolve (and, as KubeVirt does, when
+/// they do not exist yet), refused with KubeVirt's message when the template conflicts with the
+/// instancetype or the preference's requirements are not met.
+fn vms_with_references(cluster: &TestCluster) {
+    let objects = [
+        json!({"apiVersion": "instancetype.kubevirt.io/v1beta1",
+            "kind": "VirtualMachineClusterInstancetype", "metadata": {"name": "kvrs-small"},
+            "spec": {"cpu": {"guest": 1}, "memory": {"guest": "256Mi"}}}),
+        json!({"apiVersion": "instancetype.kubevirt.io/v1beta1",
+            "kind": "VirtualMachinePreference",
+            "metadata": {"name": "kvrs-pref", "namespace": "default"},
+            "spec": {"machine": {"preferredMachineType": "pc-q35-rhel9.6.0"},
+                "devices": {"preferredDiskBus": "virtio"}}}),
+        json!({"apiVersion": "instancetype.kubevirt.io/v1beta1",
+            "kind": "VirtualMachinePreference",
+            "metadata": {"name": "kvrs-needs-two", "namespace": "default"},
+            "spec": {"requirements": {"cpu": {"guest": 2}}}}),
+    ];
+    for o in &objects {
+        apply(cluster, o).unwrap_or_else(|e| panic!("creating {}: {e}", o["metadata"]["name"]));
+    }
+    // kubectl prints an invalid request's causes, `FIELD: MESSAGE` each.
+    let refused = |err: &str, field: &str, message: &str| {
+        assert!(
+            err.starts_with("The request is invalid:")
+                && err.contains(&format!("{field}: {message}")),
+            "expected KubeVirt's {field}: {message}, got: {err}"
+        );
+    };
+
+    let refs = json!({"instancetype": {"name": "kvrs-small"},
+        "preference": {"name": "kvrs-pref", "kind": "VirtualMachinePreference"}});
+    let stored = apply(cluster, &vm_with("with-refs", refs.clone()))
+        .unwrap_or_else(|e| panic!("a VM whose references resolve is admitted: {e}"));
+    assert_eq!(
+        stored["spec"]["template"]["spec"]["domain"]["machine"]["type"], "pc-q35-rhel9.6.0",
+        "the preference's machine type, written by the VM mutator"
+    );
+
+    // inferFromVolume: the claim's labels name the preference, which the mutator then reads.
+    let claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "kvrs-disk", "namespace": "default", "labels": {
+            "instancetype.kubevirt.io/default-preference": "kvrs-pref",
+            "instancetype.kubevirt.io/default-preference-kind": "VirtualMachinePreference"}},
+        "spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}});
+    apply(cluster, &claim).unwrap_or_else(|e| panic!("creating the claim: {e}"));
+    let mut inferring = vm_with(
+        "inferring",
+        json!({"preference": {"inferFromVolume": "disk"}}),
+    );
+    inferring["spec"]["template"]["spec"]["volumes"] =
+        json!([{"name": "disk", "persistentVolumeClaim": {"claimName": "kvrs-disk"}}]);
+    let stored = apply(cluster, &inferring)
+        .unwrap_or_else(|e| panic!("a VM inferring its preference is admitted: {e}"));
+    assert_eq!(
+        stored["spec"]["preference"],
+        json!({"name": "kvrs-pref", "kind": "VirtualMachinePreference"})
+    );
+    assert_eq!(
+        stored["spec"]["template"]["spec"]["domain"]["machine"]["type"], "pc-q35-rhel9.6.0",
+        "the inferred preference's machine type"
+    );
+    let mut nowhere = inferring.clone();
+    nowhere["metadata"]["name"] = json!("inferring-nowhere");
+    nowhere["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] =
+        json!("kvrs-no-disk");
+    let err = apply(cluster, &nowhere).expect_err("inferring from a missing claim is refused");
+    assert!(
+        err.contains("persistentvolumeclaims \"kvrs-no-disk\" not found"),
+        "{err}"
+    );
+
+    let missing = json!({"instancetype": {"name": "kvrs-nowhere"},
+        "preference": {"name": "kvrs-nowhere", "kind": "VirtualMachinePreference"}});
+    apply(cluster, &vm_with("missing-refs", missing))
+        .unwrap_or_else(|e| panic!("KubeVirt admits a VM whose references do not exist yet: {e}"));
+
+    let mut sized = vm_with("sized", refs);
+    sized["spec"]["template"]["spec"]["domain"]["cpu"] = json!({"sockets": 2});
+    let err = apply(cluster, &sized).expect_err("a template sizing itself is refused");
+    refused(
+        &err,
+        "spec.template.spec.domain.cpu.sockets",
+        "VM field(s) spec.template.spec.domain.cpu.sockets conflicts with selected instance type",
+    );
+
+    let needy = json!({"instancetype": {"name": "kvrs-small"},
+        "preference": {"name": "kvrs-needs-two", "kind": "VirtualMachinePreference"}});
+    let err =
+        apply(cluster, &vm_with("needy", needy)).expect_err("an unmet requirement is refused");
+    refused(
+        &err,
+        "spec.instancetype",
+        "failure checking preference requirements: insufficient CPU resources of 1 vCPU \
+         provided by instance type, preference requires 2 vCPU",
+    );
+
+    let unnamed = json!({"preference": {"kind": "VirtualMachinePreference"}});
+    let err = apply(cluster, &vm_with("unnamed", unnamed)).expect_err("a matcher needs a name");
+    assert!(
+        err.contains(
+            "Either Name or InferFromVolume should be provided within the PreferenceMatcher"
+        ),
+        "{err}"
+    );
+}
+
 #[test]
 fn kubevirts_webhooks_on_a_real_api_server() {
     let oracle = kvrs_corpus::shared_dir("oracle");
@@ -373,6 +512,20 @@ fn kubevirts_webhooks_on_a_real_api_server() {
                         "{name}: refused with {code} {status}, KubeVirt: {expected:?} {wanted:?}"
                     ));
                 }
+                // ... and `kubectl apply` of the same manifest fails, printing the refusal's
+                // causes as kubectl prints an invalid request's: `FIELD: MESSAGE` each.
+                let (ok, _, err) =
+                    kubectl(&cluster, &["apply", "-f", input.to_str().unwrap()], None);
+                let printed = err.starts_with("The request is invalid:")
+                    && wanted
+                        .iter()
+                        .all(|(f, _, m)| err.contains(&format!("{f}: {m}")));
+                if ok || !printed {
+                    failures.push(format!(
+                        "{name}: kubectl apply {}: {err}, KubeVirt's causes: {wanted:?}",
+                        if ok { "succeeded" } else { "failed otherwise" }
+                    ));
+                }
                 refused += 1;
                 continue;
             }
@@ -441,6 +594,8 @@ fn kubevirts_webhooks_on_a_real_api_server() {
     let tpl = &stored["spec"]["template"];
     assert_eq!(tpl["spec"]["domain"]["machine"]["type"], "q35");
     assert!(tpl["spec"]["domain"]["firmware"]["uuid"].is_string());
+
+    vms_with_references(&cluster);
 
     // --- a VMI's spec is frozen for users ---
     let (code, status) = call(

@@ -10,9 +10,8 @@
 //! and interface, the instancetype and preference applied (conflicts refused), the spec defaults
 //! (`SetDefaultVirtualMachineInstanceSpec`), then `spec.instancetype`, `spec.preference` and
 //! their status references dropped. kvrs takes the defaults from `kvrs-admission`'s defaulting
-//! and keeps of them the fields KubeVirt's spec defaults set: the architecture, the machine
-//! type, the eviction strategy and the guest memory. (KubeVirt's CPU topology and resource
-//! request defaults are not added.)
+//! and keeps of them exactly the fields KubeVirt's spec defaults set ([`spec_defaults`]), so
+//! the expanded VM is KubeVirt's (`tests/instancetype_differential.rs` compares both live).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kvrs_admission::ClusterConfig;
@@ -184,6 +183,80 @@ fn fill(spec: &mut Value, defaulted: &Value, pointer: &str) {
     }
 }
 
+/// Whether a field reads as unset to KubeVirt's defaulting: absent, or Go's zero value for the
+/// fields that are plain strings and counts there.
+fn unset(v: Option<&Value>) -> bool {
+    match v {
+        None | Some(Value::Null) => true,
+        Some(Value::String(s)) => s.is_empty(),
+        Some(Value::Number(n)) => n.as_i64() == Some(0),
+        Some(_) => false,
+    }
+}
+
+/// Copies `pointer` from `defaulted` into `spec` where KubeVirt sees it unset ([`unset`]).
+fn fill_unset(spec: &mut Value, defaulted: &Value, pointer: &str) {
+    if unset(spec.pointer(pointer))
+        && let Some(v) = spec.pointer_mut(pointer)
+    {
+        *v = Value::Null;
+    }
+    if spec.pointer(pointer).is_some_and(Value::is_null)
+        && let Some(parent) = pointer
+            .rsplit_once('/')
+            .and_then(|(p, _)| spec.pointer_mut(p))
+        && let Some(field) = pointer.rsplit('/').next()
+        && let Some(o) = parent.as_object_mut()
+    {
+        o.remove(field);
+    }
+    fill(spec, defaulted, pointer);
+}
+
+/// KubeVirt's `SetDefaultVirtualMachineInstanceSpec`, the defaults `Expand` adds after the
+/// application, taken field by field from `kvrs-admission`'s defaulting (which runs the same
+/// steps in the same order, and more besides): the architecture and machine type; the CPU
+/// request from the limit (or the cluster's); the guest memory from the requests, limits or
+/// hugepages; the CPU topology when no count is given; container disks' pull policies; the
+/// eviction strategy; the default pod network and interface; a disk for every bare volume.
+fn spec_defaults(spec: &mut Value, config: &ClusterConfig) -> Result<(), String> {
+    let after = defaulted(spec, config)?;
+    fill_unset(spec, &after, "/architecture");
+    fill_unset(spec, &after, "/domain/machine/type");
+    fill(spec, &after, "/domain/resources/requests/cpu");
+    // Go's `setGuestMemory` leaves an empty `memory` behind when nothing gives the guest's.
+    if !spec["domain"]["memory"].is_object() {
+        spec["domain"]["memory"] = json!({});
+    }
+    fill(spec, &after, "/domain/memory/guest");
+    let cpu = &spec["domain"]["cpu"];
+    if ["sockets", "cores", "threads"]
+        .iter()
+        .all(|f| unset(cpu.get(*f)))
+    {
+        for f in ["sockets", "cores", "threads"] {
+            fill_unset(spec, &after, &format!("/domain/cpu/{f}"));
+        }
+    }
+    let volumes = spec["volumes"].as_array().map_or(0, Vec::len);
+    for i in 0..volumes {
+        let pointer = format!("/volumes/{i}/containerDisk/imagePullPolicy");
+        if spec["volumes"][i]["containerDisk"].is_object()
+            && unset(spec.pointer(&pointer))
+            && let Some(policy) = after.pointer(&pointer)
+        {
+            spec["volumes"][i]["containerDisk"]["imagePullPolicy"] = policy.clone();
+        }
+    }
+    fill(spec, &after, "/evictionStrategy");
+    if spec["networks"].is_null() && spec["domain"]["devices"]["interfaces"].is_null() {
+        fill(spec, &after, "/networks");
+        fill(spec, &after, "/domain/devices/interfaces");
+    }
+    add_volume_disks(spec);
+    Ok(())
+}
+
 /// `spec` as `kvrs-admission`'s defaulting leaves it (namespace and name as the VM's).
 fn defaulted(spec: &Value, config: &ClusterConfig) -> Result<Value, String> {
     let spec: VirtualMachineInstanceSpec =
@@ -240,15 +313,7 @@ pub fn expand(vm: Value, found: Vec<Value>, config: &ClusterConfig) -> Result<Va
     )
     .map_err(|conflicts| conflicts.to_string())?;
     let mut spec = serde_json::to_value(&applied.spec).map_err(|e| e.to_string())?;
-    let after = defaulted(&spec, config)?;
-    for pointer in [
-        "/architecture",
-        "/domain/machine/type",
-        "/evictionStrategy",
-        "/domain/memory/guest",
-    ] {
-        fill(&mut spec, &after, pointer);
-    }
+    spec_defaults(&mut spec, config)?;
     expanded["spec"]["template"]["spec"] = spec;
     let metadata = serde_json::to_value(&applied.metadata).map_err(|e| e.to_string())?;
     if metadata.as_object().is_some_and(|m| !m.is_empty()) {

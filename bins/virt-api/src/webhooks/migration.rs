@@ -277,7 +277,7 @@ mod tests {
         Facts {
             vmi,
             migrations,
-            error: None,
+            ..Facts::default()
         }
     }
 

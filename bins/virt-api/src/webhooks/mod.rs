@@ -9,6 +9,9 @@
 mod instancetype;
 mod migration;
 mod vm;
+mod vm_architecture;
+mod vm_infer;
+mod vm_references;
 mod vmi;
 
 use std::collections::BTreeSet;
@@ -20,6 +23,7 @@ use serde_json::Value;
 use crate::review::{AdmissionRequest, Verdict};
 
 pub use migration::{MIGRATION_FINALIZER, MIGRATION_SELECTOR_LABEL};
+pub use vm_references::reads as vm_reads;
 
 /// One of KubeVirt's webhooks that kvrs serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -30,7 +34,8 @@ pub enum Webhook {
     VmiValidateCreate,
     /// VMI UPDATE: spec frozen (except KubeVirt's own hotplug), reserved labels kept.
     VmiValidateUpdate,
-    /// VM defaults (firmware UUID and serial, architecture, machine type).
+    /// VM defaults (matchers checked, the preference's architecture, machine type and storage
+    /// class, firmware UUID and serial, architecture, machine type).
     VmMutate,
     /// VM validation on CREATE and UPDATE.
     VmValidate,
@@ -260,6 +265,16 @@ pub enum Lookup {
         /// `spec.vmiName`.
         vmi_name: String,
     },
+    /// What a VM webhook reads for a VM: the objects its `inferFromVolume` matchers walk
+    /// through, then the instancetype, preference and ControllerRevisions its matchers name;
+    /// [`vm_reads`] says which, round by round. Those that do not exist are left out of
+    /// [`Facts::objects`] (KubeVirt's VM webhooks ignore a missing instancetype or preference).
+    Vm {
+        /// The VM, in the request's namespace.
+        vm: Value,
+        /// The mutator reads only the preference.
+        preference_only: bool,
+    },
 }
 
 /// What the shell read for a [`Lookup`].
@@ -269,6 +284,8 @@ pub struct Facts {
     pub vmi: Option<Value>,
     /// The migrations whose selector label names that VMI.
     pub migrations: Vec<Value>,
+    /// The objects of a [`Lookup::Vm`] that exist.
+    pub objects: Vec<Value>,
     /// Why reading failed (the webhook then refuses with it, as KubeVirt's does).
     pub error: Option<String>,
 }
@@ -277,6 +294,8 @@ pub struct Facts {
 pub fn lookup(webhook: Webhook, request: &AdmissionRequest) -> Option<Lookup> {
     match webhook {
         Webhook::MigrationValidateCreate => migration::lookup(request),
+        Webhook::VmMutate => vm_references::lookup(request, true),
+        Webhook::VmValidate => vm_references::lookup(request, false),
         _ => None,
     }
 }
@@ -292,8 +311,8 @@ pub fn admit(
         Webhook::VmiMutate => vmi::mutate(request, ctx),
         Webhook::VmiValidateCreate => vmi::validate_create(request, ctx),
         Webhook::VmiValidateUpdate => vmi::validate_update(request, ctx),
-        Webhook::VmMutate => vm::mutate(request, ctx),
-        Webhook::VmValidate => vm::validate(request, ctx),
+        Webhook::VmMutate => vm::mutate(request, ctx, facts),
+        Webhook::VmValidate => vm::validate(request, ctx, facts),
         Webhook::MigrationMutateCreate => migration::mutate(request),
         Webhook::MigrationValidateCreate => migration::validate_create(request, ctx, facts),
         Webhook::MigrationValidateUpdate => migration::validate_update(request),

@@ -1,17 +1,25 @@
 //! The VirtualMachine webhooks (KubeVirt's `VMsMutator`, `VMsAdmitter`).
 //!
-//! - **mutate**: on CREATE a firmware UUID and serial when the template has none (fresh random
-//!   ones from the [`Context`]); the template's architecture and machine type from the cluster;
-//!   on CREATE the PCI topology annotation on a template with a PCIe topology. A VM being
-//!   deleted passes untouched. The patch replaces only `/spec` and `/metadata`.
-//! - **validate**: the VM-level rules of kvrs-admission's `validate_vm` (run strategy,
-//!   DataVolume templates, the template's reserved labels, hotplug limits) and the template's
-//!   spec validated as KubeVirt validates it: defaulted, then checked with the VMI rules that
-//!   apply to a template, causes at `spec.template.spec.…`.
+//! - **mutate**: the instancetype and preference matchers checked (on UPDATE a name changed
+//!   without its revision name; either a name or `inferFromVolume`, not both, and a known
+//!   failure policy), `inferFromVolume` resolved from the volume's labels, then the
+//!   referenced preference's architecture, machine type and storage class written into the VM
+//!   ([`kvrs_instancetype::vm::mutate_vm`]); on CREATE a firmware UUID and serial when the
+//!   template has none (fresh random ones from the [`Context`]); the template's architecture
+//!   from its DataSources' `template.kubevirt.io/architecture` label, else the cluster's, and
+//!   the machine type for it; on CREATE the PCI topology annotation on a template
+//!   with a PCIe topology. A VM being deleted passes untouched. The patch replaces only
+//!   `/spec` and `/metadata`.
+//! - **validate**: the referenced instancetype and preference applied to a copy of the
+//!   template (a spread topology that does not divide the vCPUs and every field the
+//!   instancetype owns refused with KubeVirt's causes), the copy defaulted and the preference's
+//!   requirements checked on it; then the VM-level rules of kvrs-admission's `validate_vm` (run
+//!   strategy, DataVolume templates, the template's reserved labels, hotplug limits) and the
+//!   template's spec validated as KubeVirt validates it: defaulted, then checked with the VMI
+//!   rules that apply to a template, causes at `spec.template.spec.…`. Both read the copy.
 //!
-//! Not here yet: VMs referencing an instancetype or preference are checked at the VM level only
-//! (the references are not read from the cluster), and DataSource architecture labels are not
-//! read.
+//! The referenced objects come from the cluster through [`super::Lookup::Vm`]; one that does
+//! not exist is ignored, as KubeVirt's webhooks ignore it (see [`super::vm_references`]).
 
 use kvrs_admission::defaults::{
     PCI_TOPOLOGY_ANNOTATION, PCI_TOPOLOGY_VERSION, apply_defaults, machine_type_for,
@@ -21,8 +29,15 @@ use kvrs_admission::validate::{validate as validate_vmi, validate_vm};
 use kvrs_api::api::{Firmware, Machine};
 use kvrs_api::{VirtualMachine, VirtualMachineInstance};
 
-use super::Context;
-use crate::response::{bad_request, causes_of, denied, patch_between, read_object};
+use kvrs_instancetype::check_requirements;
+use kvrs_instancetype::vm::{mutate_vm, requirements_refusal, webhook_apply};
+
+use super::vm_references::{
+    data_source_architecture, find_instancetype, find_preference, in_request_namespace, infer,
+    matcher_causes,
+};
+use super::{Context, Facts};
+use crate::response::{bad_request, cause, causes_of, denied, patch_between, read_object};
 use crate::review::{AdmissionRequest, Operation, StatusCause, Verdict};
 
 const RESOURCE: &str = "virtualmachines";
@@ -34,15 +49,32 @@ fn read_vm(req: &AdmissionRequest) -> Result<VirtualMachine, Verdict> {
     read_object("object", req.object.as_ref())
 }
 
-pub(super) fn mutate(req: &AdmissionRequest, ctx: &Context<'_>) -> Verdict {
+pub(super) fn mutate(req: &AdmissionRequest, ctx: &Context<'_>, facts: &Facts) -> Verdict {
     let mut vm = match read_vm(req) {
-        Ok(vm) => vm,
+        Ok(vm) => in_request_namespace(vm, req),
         Err(v) => return v,
     };
     if vm.metadata.deletion_timestamp.is_some() {
         return Verdict::allow();
     }
+    let old: Option<VirtualMachine> = match (&req.operation, &req.old_object) {
+        (Operation::Update, Some(_)) => match read_object("oldObject", req.old_object.as_ref()) {
+            Ok(old) => Some(old),
+            Err(v) => return v,
+        },
+        _ => None,
+    };
+    let causes = matcher_causes(req, &vm, old.as_ref());
+    if !causes.is_empty() {
+        return denied(causes);
+    }
+    if let Err(message) = infer(&mut vm, facts) {
+        return bad_request(message);
+    }
+    let preference = find_preference(&vm, facts);
+    mutate_vm(&mut vm, preference.as_ref());
     let create = req.operation == Operation::Create;
+    let data_source_architecture = data_source_architecture(&vm, facts);
     if let Some(spec) = vm.spec.template.spec.as_mut() {
         if create {
             let firmware = spec.domain.firmware.get_or_insert_with(Firmware::default);
@@ -54,7 +86,11 @@ pub(super) fn mutate(req: &AdmissionRequest, ctx: &Context<'_>) -> Verdict {
             }
         }
         if spec.architecture.as_deref().unwrap_or("").is_empty() {
-            spec.architecture = Some(ctx.config.architecture.clone());
+            spec.architecture = Some(
+                data_source_architecture
+                    .clone()
+                    .unwrap_or_else(|| ctx.config.architecture.clone()),
+            );
         }
         let machine = spec.domain.machine.get_or_insert_with(Machine::default);
         if machine.r#type.as_deref().unwrap_or("").is_empty() {
@@ -81,17 +117,20 @@ pub(super) fn mutate(req: &AdmissionRequest, ctx: &Context<'_>) -> Verdict {
     Verdict::allow_patched(patch_between(original, &admitted, &["spec", "metadata"]))
 }
 
-pub(super) fn validate(req: &AdmissionRequest, ctx: &Context<'_>) -> Verdict {
+pub(super) fn validate(req: &AdmissionRequest, ctx: &Context<'_>, facts: &Facts) -> Verdict {
     let vm = match read_vm(req) {
-        Ok(vm) => vm,
+        Ok(vm) => in_request_namespace(vm, req),
         Err(v) => return v,
     };
     if vm.metadata.deletion_timestamp.is_some() {
         return Verdict::allow();
     }
+    let vm = match applied_copy(&vm, ctx, facts) {
+        Ok(copy) => copy,
+        Err(refusal) => return refusal,
+    };
     let mut causes = Vec::new();
-    let references = vm.spec.instancetype.is_some() || vm.spec.preference.is_some();
-    if let Some(spec) = vm.spec.template.spec.as_ref().filter(|_| !references) {
+    if let Some(spec) = vm.spec.template.spec.as_ref() {
         causes.extend(template_causes(&vm, spec.clone(), ctx));
     }
     if let Err(e) = validate_vm(&vm, ctx.config) {
@@ -101,6 +140,50 @@ pub(super) fn validate(req: &AdmissionRequest, ctx: &Context<'_>) -> Verdict {
         causes.retain(|c| !c.field.ends_with("template.metadata.labels"));
     }
     denied(causes)
+}
+
+/// KubeVirt's first steps of `VMsAdmitter.Admit`: the referenced instancetype and preference
+/// applied to a copy of the VM's template (refused with the spread or conflict causes), then
+/// the preference's requirements checked on the copy's defaulted spec. The copy is what the
+/// rest of the validation reads; it is never stored.
+fn applied_copy(
+    vm: &VirtualMachine,
+    ctx: &Context<'_>,
+    facts: &Facts,
+) -> Result<VirtualMachine, Verdict> {
+    let instancetype = find_instancetype(vm, facts);
+    let preference = find_preference(vm, facts);
+    let (it, pref) = (instancetype.as_ref(), preference.as_ref());
+    let mut copy = vm.clone();
+    match webhook_apply(vm, it, pref) {
+        Ok(None) => return Ok(copy),
+        Ok(Some(applied)) => {
+            copy.spec.template.spec = Some(applied.spec);
+            copy.spec.template.metadata = applied.metadata;
+        }
+        Err(refusal) => {
+            let causes = refusal
+                .causes
+                .into_iter()
+                .map(|c| cause("FieldValueInvalid", c.message, c.field))
+                .collect();
+            return Err(denied(causes));
+        }
+    }
+    let mut defaulted = VirtualMachineInstance {
+        spec: copy.spec.template.spec.clone().unwrap_or_default(),
+        ..VirtualMachineInstance::default()
+    };
+    apply_defaults(&mut defaulted, ctx.config);
+    if let Err(e) = check_requirements(it, pref, &defaulted.spec) {
+        let causes = requirements_refusal(&e)
+            .causes
+            .into_iter()
+            .map(|c| cause("FieldValueNotFound", c.message, c.field))
+            .collect();
+        return Err(denied(causes));
+    }
+    Ok(copy)
 }
 
 /// The template's spec as the VMI rules see it: defaulted first (KubeVirt's
