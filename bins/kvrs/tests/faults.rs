@@ -227,6 +227,19 @@ fn entries(dir: &std::path::Path, dirs_only: bool) -> BTreeSet<String> {
         .collect()
 }
 
+/// Where cgroup v2 is mounted (the unified hierarchy of a hybrid host too): the kubelet makes
+/// its pods' cgroups there, and without it makes none.
+fn cgroup2_mount() -> Option<std::path::PathBuf> {
+    std::fs::read_to_string("/proc/self/mounts")
+        .ok()?
+        .lines()
+        .find_map(|l| {
+            let mut f = l.split(' ');
+            let (_, point, kind) = (f.next()?, f.next()?, f.next()?);
+            (kind == "cgroup2").then(|| std::path::PathBuf::from(point))
+        })
+}
+
 impl HostState {
     fn read(stack: &Stack) -> HostState {
         let state_dir = stack.cluster.dir().join("kubelet");
@@ -247,11 +260,10 @@ impl HostState {
                 .filter_map(|l| l.split(':').nth(1).map(|n| n.trim().to_string()))
                 .collect(),
             mounts,
-            cgroups: entries(
-                &std::path::Path::new("/sys/fs/cgroup")
-                    .join(format!("kvrs-kubelet-{}", common::NODE)),
-                true,
-            ),
+            cgroups: cgroup2_mount()
+                .map(|root| entries(&root.join(format!("kvrs-kubelet-{}", common::NODE)), true))
+                .unwrap_or_default(),
+
             runc_containers: entries(&state_dir.join("runc"), true),
             nft_rules: lines_of("nft", &["list", "ruleset"]),
         }

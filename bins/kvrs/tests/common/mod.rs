@@ -111,14 +111,19 @@ pub fn netns() -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
-/// PIDs of processes whose `comm` is one of `names` (`comm` is cut at 15 bytes).
+/// PIDs of this stack's pod processes whose `comm` is one of `names` (`comm` is cut at 15
+/// bytes): those in the cgroups `kvrs kubelet` made for node [`NODE`]'s pods, so that another
+/// test's VM on this machine is neither counted nor killed.
 pub fn processes(names: &[&str]) -> Vec<u32> {
+    let cgroup = format!("/kvrs-kubelet-{NODE}/");
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
         .flatten()
         .filter(|e| {
             std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| names.contains(&c.trim()))
+                && std::fs::read_to_string(e.path().join("cgroup"))
+                    .is_ok_and(|c| c.contains(&cgroup))
         })
         .filter_map(|e| e.file_name().to_str()?.parse().ok())
         .collect()
