@@ -21,6 +21,7 @@ mod host_disk;
 mod image_volume;
 mod libvirt;
 mod log;
+mod migration;
 mod network;
 mod paths;
 mod prestart;

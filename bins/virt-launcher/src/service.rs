@@ -51,6 +51,8 @@ pub struct Launcher {
     notices: std::sync::OnceLock<tokio::sync::mpsc::WeakUnboundedSender<Notice>>,
     /// The pending safety thaw of the last freeze: cancelled by an unfreeze or a new freeze.
     safety_thaw: std::sync::Mutex<Option<tokio::task::AbortHandle>>,
+    /// The live migration's metadata (source or target).
+    migration: Arc<crate::migration::shell::Tracker>,
 }
 
 /// How long a sync waits for the handler to be told that the domain it started runs.
@@ -73,6 +75,7 @@ impl Launcher {
             name: flags.name.clone(),
             uid: flags.uid.clone(),
             grace: None,
+            migration: None,
         };
         Launcher {
             conn,
@@ -84,6 +87,7 @@ impl Launcher {
             disk_errors: std::sync::Mutex::new(Vec::new()),
             notices: std::sync::OnceLock::new(),
             safety_thaw: std::sync::Mutex::new(None),
+            migration: Arc::default(),
             agent,
             hooks,
         }
@@ -92,6 +96,7 @@ impl Launcher {
     /// Connects the event forwarder's notification queue (see [`Launcher::announce_state`]).
     pub(crate) fn attach_notices(&self, queue: &tokio::sync::mpsc::UnboundedSender<Notice>) {
         let _ = self.notices.set(queue.downgrade());
+        self.migration.attach(queue);
     }
 
     /// Tells the handler the domain's current state through the ordered notification queue and
@@ -148,7 +153,9 @@ impl Launcher {
 
     /// Who the domain belongs to (for events).
     pub fn owner(&self) -> Owner {
-        self.owner.lock().map(|o| o.clone()).unwrap_or_default()
+        let mut owner = self.owner.lock().map(|o| o.clone()).unwrap_or_default();
+        owner.migration = self.migration.snapshot();
+        owner
     }
 
     /// The disk errors a sync kept before resuming (see [`Launcher::sync_vmi`]), once.
@@ -567,6 +574,79 @@ impl LauncherService for Launcher {
         let _ = cmd;
         self.on_domain("reset domain", |c, d| async move { c.reset(&d).await })
             .await
+    }
+
+    async fn migrate(&self, vmi: VirtualMachineInstance, options_json: Vec<u8>) -> CmdResult {
+        self.adopt(&vmi)?;
+        let source = crate::migration::shell::Source {
+            domain_name: self.domain_name(),
+            share_dir: self.flags.kubevirt_share_dir.clone(),
+            ephemeral_disk_dir: self.flags.ephemeral_disk_dir.clone(),
+            non_root: !nix::unistd::geteuid().is_root(),
+        };
+        crate::migration::shell::start(
+            self.conn.clone(),
+            self.migration.clone(),
+            source,
+            vmi,
+            &options_json,
+        )
+        .map_err(|e| failed("migrate", e))
+    }
+
+    async fn sync_migration_target(&self, cmd: VmiCommand) -> CmdResult {
+        self.adopt(&cmd.vmi)?;
+        let _guard = self.lock.lock().await;
+        if self.flags.image_volume {
+            image_volume::link_image_volumes(
+                &cmd.vmi,
+                Path::new(image_volume::IMAGE_VOLUME_DIR),
+                Path::new(image_volume::KERNEL_BOOT_VOLUME_DIR),
+                &self.flags.container_disk_dir,
+            )
+            .map_err(|e| failed("linking the image volumes", e))?;
+        }
+        // The target prepares what the incoming domain will use (disks, cloud-init, the pod
+        // network) as a start would, but defines nothing: libvirt creates the domain from the
+        // source's XML when the migration arrives.
+        let mut wanted = self.convert(&cmd).await?;
+        prestart::prepare(&cmd.vmi, &wanted, &self.flags, &self.hooks)
+            .await
+            .map_err(CmdError::Failed)?;
+        network::setup_phase2(
+            &cmd.vmi,
+            &cmd.options.interface_domain_attachment,
+            &mut wanted,
+            &network::dhcp::DhcpEnv::pod(),
+        )
+        .map_err(|e| failed("preparing the pod network failed", e))?;
+        crate::migration::shell::prepare_target(
+            &self.conn,
+            &self.migration,
+            &self.flags.kubevirt_share_dir,
+            &self.domain_name(),
+            &cmd.vmi,
+        )
+        .map_err(CmdError::Failed)
+    }
+
+    async fn cancel_migration(&self, cmd: VmiCommand) -> CmdResult {
+        self.adopt(&cmd.vmi)?;
+        crate::migration::shell::cancel(&self.conn, &self.migration, &self.domain_name());
+        Ok(())
+    }
+
+    async fn finalize_migration(&self, cmd: VmiCommand) -> CmdResult {
+        let _ = cmd;
+        let _guard = self.lock.lock().await;
+        let Some(dom) = self.find().await? else {
+            return Err(failed(
+                "finalize migration",
+                "the domain does not exist on the target",
+            ));
+        };
+        crate::migration::shell::finalize(&self.conn, &dom).await;
+        Ok(())
     }
 
     async fn get_domain(&self) -> CmdResult<Option<String>> {

@@ -71,6 +71,9 @@ pub struct Owner {
     /// first graceful shutdown was sent. virt-handler reads it to decide between another ACPI
     /// signal and a kill; without it every shutdown would be a kill.
     pub grace: Option<kvrs_converter::domain::GracePeriodMetadata>,
+    /// The migration bookkeeping (`Spec.Metadata.KubeVirt.Migration`): the handler learns a
+    /// migration's start, end, failure and abort from it.
+    pub migration: Option<kvrs_converter::domain::MigrationMetadata>,
 }
 
 /// What the guest agent adds to the domain's status (`None`: the agent never said).
@@ -103,6 +106,9 @@ pub async fn domain_json(
     spec.metadata.kubevirt.uid = owner.uid.clone();
     if owner.grace.is_some() {
         spec.metadata.kubevirt.graceperiod = owner.grace.clone();
+    }
+    if owner.migration.is_some() {
+        spec.metadata.kubevirt.migration = owner.migration.clone();
     }
     let mut env = DomainEnvelope::new(&owner.namespace, &owner.name, spec);
     env.meta.uid = owner.uid.clone();
@@ -190,6 +196,7 @@ mod tests {
             name: "vm".into(),
             uid: "u".into(),
             grace: None,
+            migration: None,
         };
         let v: serde_json::Value =
             serde_json::from_slice(&deleted_domain_json(&owner, rfc3339(0))).unwrap();

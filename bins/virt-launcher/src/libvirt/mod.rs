@@ -8,7 +8,7 @@
 
 mod xdr;
 
-pub use xdr::{TypedParam, TypedValue};
+pub use xdr::{TypedParam, TypedValue, WireParam, WireValue};
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -67,6 +67,12 @@ mod proc_ {
     pub const CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY: u32 = 316;
     pub const DOMAIN_EVENT_CALLBACK_AGENT_LIFECYCLE: u32 = 348;
     pub const DOMAIN_GET_GUEST_INFO: u32 = 418;
+    pub const DOMAIN_GET_JOB_INFO: u32 = 163;
+    pub const DOMAIN_ABORT_JOB: u32 = 164;
+    pub const DOMAIN_MIGRATE_SET_MAX_DOWNTIME: u32 = 166;
+    pub const DOMAIN_GET_JOB_STATS: u32 = 298;
+    pub const DOMAIN_MIGRATE_PERFORM3_PARAMS: u32 = 305;
+    pub const DOMAIN_MIGRATE_START_POST_COPY: u32 = 364;
 }
 
 /// `VIR_ERR_NO_DOMAIN`.
@@ -159,6 +165,29 @@ pub mod guest_info {
     pub const INTERFACES: u32 = 1 << 6;
     /// `VIR_DOMAIN_GUEST_INFO_LOAD`.
     pub const LOAD: u32 = 1 << 7;
+}
+
+/// `virDomainGetJobStats`' answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobStats {
+    /// `VIR_DOMAIN_JOB_*`: 0 none, 1 bounded, 2 unbounded, 3 completed, 4 failed, 5 cancelled.
+    pub kind: i32,
+    /// `time_elapsed`, `data_remaining`, `operation`, ...
+    pub params: Vec<TypedParam>,
+}
+
+impl JobStats {
+    /// An unsigned counter by name.
+    pub fn uint(&self, field: &str) -> Option<u64> {
+        self.params
+            .iter()
+            .find(|p| p.field == field)
+            .and_then(|p| match p.value {
+                TypedValue::Uint(v) => Some(v),
+                TypedValue::Int(v) => u64::try_from(v).ok(),
+                _ => None,
+            })
+    }
 }
 
 /// `virDomainInfo`.
@@ -481,6 +510,72 @@ impl Connection {
             vcpus: r.u32()?,
             cpu_time_ns: r.u64()?,
         })
+    }
+    /// The domain XML with `VIR_DOMAIN_XML_MIGRATABLE` (8): what a migration's destination
+    /// may be given (no runtime-only elements).
+    pub async fn migratable_xml(&self, d: &DomainRef) -> Result<String, LibvirtError> {
+        let reply = self
+            .on_domain(proc_::DOMAIN_GET_XML_DESC, d, Some(8))
+            .await?;
+        Ok(Dec::new(&reply).string()?)
+    }
+    /// `virDomainMigrateToURI3` for a peer-to-peer migration: the source daemon itself talks to
+    /// `dconnuri`. Returns when the migration ended (or failed).
+    pub async fn migrate_perform3_params(
+        &self,
+        d: &DomainRef,
+        dconnuri: &str,
+        params: &[WireParam],
+        flags: u32,
+    ) -> Result<(), LibvirtError> {
+        let mut a = Enc::default();
+        a.domain(d)
+            .opt_string(Some(dconnuri))
+            .typed_params(params)
+            .opaque(&[])
+            .u32(flags);
+        self.call(proc_::DOMAIN_MIGRATE_PERFORM3_PARAMS, a)
+            .await
+            .map(drop)
+    }
+    /// `virDomainGetJobStats`: the job type (`VIR_DOMAIN_JOB_*`) and its counters.
+    pub async fn job_stats(&self, d: &DomainRef) -> Result<JobStats, LibvirtError> {
+        let reply = self
+            .on_domain(proc_::DOMAIN_GET_JOB_STATS, d, Some(0))
+            .await?;
+        let mut r = Dec::new(&reply);
+        let kind = r.i32()?;
+        let params = r.typed_params()?;
+        Ok(JobStats { kind, params })
+    }
+    /// `virDomainGetJobInfo`'s job type only (`VIR_DOMAIN_JOB_*`).
+    pub async fn job_type(&self, d: &DomainRef) -> Result<i32, LibvirtError> {
+        let reply = self.on_domain(proc_::DOMAIN_GET_JOB_INFO, d, None).await?;
+        Ok(Dec::new(&reply).i32()?)
+    }
+    /// `virDomainAbortJob`.
+    pub async fn abort_job(&self, d: &DomainRef) -> Result<(), LibvirtError> {
+        self.on_domain(proc_::DOMAIN_ABORT_JOB, d, None)
+            .await
+            .map(drop)
+    }
+    /// `virDomainMigrateSetMaxDowntime` in milliseconds.
+    pub async fn migrate_set_max_downtime(
+        &self,
+        d: &DomainRef,
+        ms: u64,
+    ) -> Result<(), LibvirtError> {
+        let mut a = Enc::default();
+        a.domain(d).u64(ms).u32(0);
+        self.call(proc_::DOMAIN_MIGRATE_SET_MAX_DOWNTIME, a)
+            .await
+            .map(drop)
+    }
+    /// `virDomainMigrateStartPostCopy`.
+    pub async fn migrate_start_post_copy(&self, d: &DomainRef) -> Result<(), LibvirtError> {
+        self.on_domain(proc_::DOMAIN_MIGRATE_START_POST_COPY, d, Some(0))
+            .await
+            .map(drop)
     }
     /// Closes the connection politely.
     pub async fn close(&self) {

@@ -33,6 +33,32 @@ impl Enc {
             None => self.u32(0),
         }
     }
+    /// `opaque<>`: a length, the bytes, padding.
+    pub fn opaque(&mut self, b: &[u8]) -> &mut Self {
+        self.u32(u32::try_from(b.len()).unwrap_or(u32::MAX));
+        self.0.extend_from_slice(b);
+        self.pad(b.len());
+        self
+    }
+    /// `unsigned hyper`.
+    pub fn u64(&mut self, v: u64) -> &mut Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    /// `remote_typed_param<>` as the caller sends it: libvirt checks each field's wire type
+    /// against the one it expects, so the caller names the exact type ([`WireValue`]).
+    pub fn typed_params(&mut self, params: &[WireParam]) -> &mut Self {
+        self.u32(u32::try_from(params.len()).unwrap_or(u32::MAX));
+        for p in params {
+            self.string(&p.field);
+            match &p.value {
+                WireValue::Int(v) => self.i32(1).i32(*v),
+                WireValue::ULLong(v) => self.i32(4).u64(*v),
+                WireValue::String(v) => self.i32(7).string(v),
+            };
+        }
+        self
+    }
     /// `remote_nonnull_domain`: name, 16-byte UUID, id.
     pub fn domain(&mut self, d: &DomainRef) -> &mut Self {
         self.string(&d.name);
@@ -142,6 +168,26 @@ pub struct TypedParam {
     pub value: TypedValue,
 }
 
+/// A typed parameter the launcher sends (`virTypedParameter` with its exact wire type).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireParam {
+    /// e.g. `migrate_uri`, `bandwidth`.
+    pub field: String,
+    /// The value with its wire type.
+    pub value: WireValue,
+}
+
+/// The wire types the launcher sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WireValue {
+    /// `VIR_TYPED_PARAM_INT`.
+    Int(i32),
+    /// `VIR_TYPED_PARAM_ULLONG`.
+    ULLong(u64),
+    /// `VIR_TYPED_PARAM_STRING`.
+    String(String),
+}
+
 /// A typed parameter's value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TypedValue {
@@ -228,6 +274,33 @@ mod tests {
         let mut e = Enc::default();
         e.u32(u32::MAX);
         assert!(Dec::new(&e.0).typed_params().is_err());
+    }
+
+    #[test]
+    fn sent_typed_params_decode_back() {
+        let mut e = Enc::default();
+        e.typed_params(&[
+            WireParam {
+                field: "parallel.connections".into(),
+                value: WireValue::Int(4),
+            },
+            WireParam {
+                field: "bandwidth".into(),
+                value: WireValue::ULLong(64),
+            },
+            WireParam {
+                field: "migrate_uri".into(),
+                value: WireValue::String("unix:///x".into()),
+            },
+        ])
+        .opaque(&[1, 2, 3]);
+        let mut d = Dec::new(&e.0);
+        let back = d.typed_params().unwrap();
+        assert_eq!(back[0].value, TypedValue::Int(4));
+        assert_eq!(back[1].value, TypedValue::Uint(64));
+        assert_eq!(back[2].value, TypedValue::String("unix:///x".into()));
+        assert_eq!(d.u32().unwrap(), 3);
+        assert_eq!(d.u32().unwrap(), 0x0102_0300);
     }
 
     #[test]

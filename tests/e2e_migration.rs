@@ -1,0 +1,547 @@
+//! End to end: a live migration between two kvrs launchers on this machine, each in its own
+//! pod-like mount namespace with its own libvirt daemon and QEMU (TCG: the pods' UID 107 cannot
+//! open the host's root-only /dev/kvm), as KubeVirt v1.9.0 does it between two nodes.
+//!
+//! The test plays both virt-handlers. KubeVirt's handlers connect the pods through their
+//! migration proxy: the source pod's `/var/run/kubevirt/migrationproxy/<uid>-source.sock`
+//! (libvirt's peer-to-peer connection), `<uid>-49152-source.sock` (QEMU's memory stream) and
+//! `<uid>-49153-source.sock` (the disks' NBD stream) reach, on the target, its libvirt socket and
+//! the sockets its QEMU listens on at the same paths. Here a small in-test proxy does the same
+//! between the two pods' directories (both are visible from the test's namespace), one
+//! connection pair per accepted stream, exactly as the handler's proxy does.
+//!
+//! Proof the guest moved with its memory: a shell loop in the guest prints a counter, the
+//! kernel's boot id and a random pattern it keeps in RAM every second; the target's serial
+//! console (a new file, written by the target's virtlogd) continues the count with the same boot
+//! id and pattern, and never shows a boot.
+
+#[path = "common/wait.rs"]
+mod wait;
+
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kvrs_ipc::{
+    DomainEvent, LauncherClient, NotifyService, ServeOptions, VirtualMachineOptions, serve_notify,
+};
+use kvrs_test_guest::BOOT_MARKER;
+use kvrs_test_guest::pod::{MonitorCommand, is_root, launcher_binaries, run, target_dir};
+use tokio::net::{UnixListener, UnixStream};
+use wait::wait_for;
+
+const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-0000000e2e3a";
+const TICK: &str = "KVRS-TICK";
+/// The guest's counter: one line a second with the count, the boot id and a random pattern the
+/// guest drew once and keeps in a file of its RAM-backed root filesystem.
+const TICK_LOOP: &str = "KVRS-RUN: head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n' >/pattern; i=0; while true; do i=$((i+1)); echo \"KVRS-TICK $i $(cat /proc/sys/kernel/random/boot_id) $(cat /pattern)\"; sleep 1; done";
+
+/// One migration at a time: each runs two guests under TCG on a small machine.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A pod's `/run`, owned by 107 like a pod's emptyDirs.
+struct Pod {
+    dir: PathBuf,
+}
+
+impl Pod {
+    fn new(tag: &str) -> Pod {
+        let dir = std::env::temp_dir().join(format!("kvrs-e2e-mig-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for sub in [
+            "kubevirt/container-disks/kernel-boot",
+            "kubevirt/sockets",
+            "kubevirt-private",
+            "kubevirt-ephemeral-disks",
+        ] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        let g = kvrs_test_guest::guest(&target_dir());
+        let boot = dir.join("kubevirt/container-disks/kernel-boot");
+        std::fs::copy(&g.kernel, boot.join("vmlinuz")).unwrap();
+        std::fs::copy(&g.initrd, boot.join("initramfs.gz")).unwrap();
+        run(Command::new("qemu-img")
+            .args(["create", "-q", "-f", "qcow2"])
+            .arg(dir.join("kubevirt/container-disks/disk_0.img"))
+            .arg("64M"));
+        run(Command::new("chown").arg("-R").arg("107:107").arg(&dir));
+        run(Command::new("chmod").arg("755").arg(&dir));
+        Pod { dir }
+    }
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.join(rel)
+    }
+    fn serial_log(&self) -> String {
+        std::fs::read(self.path(&format!("kubevirt-private/{VMI_UID}/virt-serial0-log")))
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+    fn launcher_log(&self) -> String {
+        std::fs::read_to_string(self.dir.with_extension("log")).unwrap_or_default()
+    }
+    fn start_monitor(&self, qemu_timeout: &str) -> Monitor {
+        let log = std::fs::File::create(self.dir.with_extension("log")).unwrap();
+        let mut monitor = MonitorCommand::new("kvrs", "mig", VMI_UID, &self.dir);
+        monitor.qemu_timeout = qemu_timeout.into();
+        monitor
+            .command()
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .map(Monitor)
+            .expect("start virt-launcher-monitor through libvirt-sandbox.sh")
+    }
+}
+
+impl Drop for Pod {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+            let _ = std::fs::remove_file(self.dir.with_extension("log"));
+            let _ = std::fs::remove_dir_all(self.dir.with_extension("sandbox"));
+        }
+    }
+}
+
+/// The running monitor; a failing test still stops it (SIGTERM, SIGKILL after 30 s).
+struct Monitor(Child);
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        if !matches!(self.0.try_wait(), Ok(None)) {
+            return;
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if !matches!(self.0.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The handler's notify server: keeps every domain event.
+#[derive(Default)]
+struct Recorder(Mutex<Vec<DomainEvent>>);
+
+#[tonic::async_trait]
+impl NotifyService for Recorder {
+    async fn handle_domain_event(&self, event: DomainEvent) -> kvrs_ipc::CmdResult {
+        self.0.lock().unwrap().push(event);
+        Ok(())
+    }
+}
+
+impl Recorder {
+    fn domains(&self) -> Vec<serde_json::Value> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| serde_json::from_slice(&e.domain_json).ok())
+            .collect()
+    }
+}
+
+/// The handler's migration proxy for one stream: accepts on `listen` (in the source pod) and
+/// joins each connection to `target` (in the target pod).
+fn proxy(listen: PathBuf, target: PathBuf) -> tokio::task::JoinHandle<()> {
+    let _ = std::fs::remove_file(&listen);
+    let listener = UnixListener::bind(&listen).unwrap();
+    // The source's libvirt and QEMU run as 107.
+    run(Command::new("chmod").arg("777").arg(&listen));
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let target = target.clone();
+            tokio::spawn(async move {
+                let Ok(mut outbound) = UnixStream::connect(&target).await else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            });
+        }
+    })
+}
+
+/// The three proxied streams of a migration from `src` to `tgt`.
+fn migration_proxies(src: &Pod, tgt: &Pod) -> Vec<tokio::task::JoinHandle<()>> {
+    let dir = src.path("kubevirt/migrationproxy");
+    std::fs::create_dir_all(&dir).unwrap();
+    run(Command::new("chown").arg("107:107").arg(&dir));
+    let mut proxies = vec![proxy(
+        dir.join(format!("{VMI_UID}-source.sock")),
+        tgt.path("libvirt/virtqemud-sock"),
+    )];
+    for port in [49152, 49153] {
+        let name = format!("{VMI_UID}-{port}-source.sock");
+        proxies.push(proxy(
+            dir.join(&name),
+            tgt.path(&format!("kubevirt/migrationproxy/{name}")),
+        ));
+    }
+    proxies
+}
+
+fn vmi(with_migration: Option<&str>) -> kvrs_core::VirtualMachineInstance {
+    let vmi: kvrs_core::VirtualMachineInstance = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": {"name": "mig", "namespace": "kvrs", "uid": VMI_UID},
+        "spec": {
+            "domain": {
+                "firmware": {"kernelBoot": {
+                    "kernelArgs": "console=ttyS0 panic=-1",
+                    "container": {"image": "example/kernel-boot", "kernelPath": "/boot/vmlinuz", "initrdPath": "/boot/initramfs.gz"}
+                }},
+                "resources": {"requests": {"memory": "128Mi"}},
+                "devices": {
+                    "autoattachPodInterface": false,
+                    "disks": [{"name": "rootdisk", "disk": {"bus": "virtio"}}, {"name": "cloudinitdisk", "disk": {"bus": "virtio"}}]
+                }
+            },
+            "volumes": [
+                {"name": "rootdisk", "containerDisk": {"image": "example/disk"}},
+                {"name": "cloudinitdisk", "cloudInitNoCloud": {"userData": format!("#cloud-config\n{TICK_LOOP}\n")}}
+            ]
+        }
+    }))
+    .unwrap();
+    let vmi = kvrs_core::admission::admit(vmi, &kvrs_core::ClusterConfig::default())
+        .expect("the migration VMI is admitted");
+    let Some(uid) = with_migration else {
+        return vmi;
+    };
+    // What the handlers have recorded once a migration is under way: container disks and
+    // cloud-init make it a block migration over Unix sockets.
+    let mut v = serde_json::to_value(&vmi).unwrap();
+    v["status"] = serde_json::json!({
+        "migrationMethod": "BlockMigration",
+        "migrationTransport": "Unix",
+        "migrationState": {
+            "migrationUid": uid,
+            "sourceState": {"migrationUID": uid},
+            "targetState": {"migrationUID": uid}
+        }
+    });
+    serde_json::from_value(v).unwrap()
+}
+
+/// `(Status, Reason, Spec.Metadata.KubeVirt.Migration)` of the launcher's domain.
+async fn domain(client: &LauncherClient) -> Option<(String, String, serde_json::Value)> {
+    let json = client.get_domain().await.expect("GetDomain")?;
+    let v: serde_json::Value = serde_json::from_str(&json).expect("domain JSON");
+    Some((
+        v["Status"]["Status"].as_str()?.to_string(),
+        v["Status"]["Reason"].as_str().unwrap_or("").to_string(),
+        v["Spec"]["Metadata"]["KubeVirt"]["Migration"].clone(),
+    ))
+}
+
+/// `(count, boot id + RAM pattern)` of each complete tick line on a serial console.
+fn ticks(log: &str) -> Vec<(u64, String)> {
+    log.lines()
+        .filter_map(|l| {
+            let mut w = l.split(TICK).nth(1)?.split_whitespace();
+            let count = w.next()?.parse().ok()?;
+            let (boot, pattern) = (w.next()?, w.next()?);
+            // 16 random bytes in hex: a line cut short by the console is not a tick.
+            (pattern.len() == 32).then(|| (count, format!("{boot} {pattern}")))
+        })
+        .collect()
+}
+
+struct Side {
+    pod: Pod,
+    monitor: Monitor,
+    client: LauncherClient,
+    recorder: Arc<Recorder>,
+    _notify: kvrs_ipc::ServerHandle,
+}
+
+async fn start_side(tag: &str, qemu_timeout: &str) -> Side {
+    let pod = Pod::new(tag);
+    let recorder = Arc::new(Recorder::default());
+    let notify = serve_notify(
+        pod.path("kubevirt/domain-notify-pipe.sock"),
+        recorder.clone(),
+        ServeOptions {
+            owner: Some((107, 107)),
+            ..ServeOptions::default()
+        },
+    )
+    .await
+    .expect("notify server");
+    let monitor = pod.start_monitor(qemu_timeout);
+    let socket = pod.path("kubevirt/sockets/launcher-sock");
+    wait_for("launcher-sock", Duration::from_secs(60), async || {
+        socket.exists().then_some(())
+    })
+    .await;
+    let client = LauncherClient::connect(&socket)
+        .await
+        .expect("connect to launcher-sock");
+    Side {
+        pod,
+        monitor,
+        client,
+        recorder,
+        _notify: notify,
+    }
+}
+
+impl Side {
+    /// Kill + Delete, as the handler ends a pod's domain; the monitor then exits.
+    async fn stop(mut self) {
+        let vmi = vmi(None);
+        let _ = self.client.kill(&vmi).await;
+        let _ = self.client.delete(&vmi).await;
+        let started = Instant::now();
+        while matches!(self.monitor.0.try_wait(), Ok(None))
+            && started.elapsed() < Duration::from_secs(30)
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Whatever is left, Monitor's drop ends.
+    }
+}
+
+/// A source with a booted guest whose counter runs.
+async fn booted_source() -> Side {
+    let src = start_side("src", "60s").await;
+    src.client
+        .sync_vmi(&vmi(None), VirtualMachineOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("SyncVirtualMachine: {e}\n{}", src.pod.launcher_log()));
+    wait_for(
+        "the guest's counter",
+        Duration::from_secs(180),
+        async || (ticks(&src.pod.serial_log()).len() >= 3).then_some(()),
+    )
+    .await;
+    src
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_running_guest_moves_to_the_target_with_its_memory() {
+    assert!(
+        is_root(),
+        "e2e_migration needs root (mount namespaces, UID 107)"
+    );
+    let _one = SERIAL.lock().await;
+    launcher_binaries();
+    let src = booted_source().await;
+    // The target pod waits for its domain longer: it arrives by migration.
+    let tgt = start_side("tgt", "600s").await;
+    let proxies = migration_proxies(&src.pod, &tgt.pod);
+    let migrating = vmi(Some("mig-e2e-1"));
+
+    tgt.client
+        .sync_migration_target(&migrating, VirtualMachineOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("SyncMigrationTarget: {e}\n{}", tgt.pod.launcher_log()));
+    assert!(
+        tgt.pod.path("kubevirt/migrationproxy").is_dir(),
+        "the target made its migration socket directory"
+    );
+    let before = ticks(&src.pod.serial_log());
+    let options = br#"{"Bandwidth":"0","ProgressTimeout":150,"CompletionTimeoutPerGiB":800,"MaxDowntimeMs":300,"UnsafeMigration":false,"AllowAutoConverge":false,"AllowPostCopy":false,"ParallelMigrationThreads":null,"AllowWorkloadDisruption":false,"StallDetectorOptions":null,"Compression":null}"#;
+    src.client
+        .migrate(&migrating, options.to_vec())
+        .await
+        .unwrap_or_else(|e| panic!("MigrateVirtualMachine: {e}\n{}", src.pod.launcher_log()));
+    // A repeated request for the running migration is accepted and changes nothing.
+    src.client
+        .migrate(&migrating, options.to_vec())
+        .await
+        .expect("a repeated MigrateVirtualMachine");
+
+    // The source reports the result in its domain's migration metadata.
+    let migration = wait_for(
+        "the source's migration result",
+        Duration::from_secs(300),
+        async || {
+            let (_, _, m) = domain(&src.client).await?;
+            m["EndTimestamp"].is_string().then_some(m)
+        },
+    )
+    .await;
+    assert!(
+        migration["Failed"].as_bool() != Some(true),
+        "migration failed: {migration}\nsource:\n{}\ntarget:\n{}",
+        src.pod.launcher_log(),
+        tgt.pod.launcher_log()
+    );
+    assert_eq!(migration["UID"], "mig-e2e-1");
+    assert!(migration["StartTimestamp"].is_string());
+    // The source's domain stopped because it migrated.
+    let (status, reason, _) = domain(&src.client).await.expect("the source domain");
+    assert_eq!((status.as_str(), reason.as_str()), ("Shutoff", "Migrated"));
+    // (The source launcher exits 30 s after its domain stopped without a delete: ask now.)
+    // A second migration with the same UID is refused, as in KubeVirt.
+    let again = src
+        .client
+        .migrate(&migrating, options.to_vec())
+        .await
+        .expect_err("a finished migration does not run twice");
+    assert!(again.to_string().contains("already executed"), "{again}");
+    // The handler heard it through a domain event carrying the result.
+    wait_for(
+        "the result in a domain event to the source's handler",
+        Duration::from_secs(10),
+        async || {
+            src.recorder
+                .domains()
+                .iter()
+                .any(|d| d["Spec"]["Metadata"]["KubeVirt"]["Migration"]["EndTimestamp"].is_string())
+                .then_some(())
+        },
+    )
+    .await;
+
+    // The target runs the guest, its metadata says the incoming migration ended.
+    let target_meta = wait_for(
+        "the target's migration end",
+        Duration::from_secs(30),
+        async || {
+            let (status, _, m) = domain(&tgt.client).await?;
+            (status == "Running" && m["EndTimestamp"].is_string()).then_some(m)
+        },
+    )
+    .await;
+    assert_eq!(target_meta["UID"], "mig-e2e-1");
+    assert!(target_meta["Failed"].as_bool() != Some(true));
+    assert!(
+        tgt.recorder
+            .domains()
+            .iter()
+            .any(|d| d["Status"]["Status"] == "Running"),
+        "the target's handler heard the domain run"
+    );
+    tgt.client
+        .finalize_migration(&migrating, VirtualMachineOptions::default())
+        .await
+        .expect("FinalizeVirtualMachineMigration");
+
+    // The guest kept its memory: the counter goes on on the target's console with the same boot.
+    let last_before = before.last().cloned().expect("ticks before the migration");
+    let after = wait_for(
+        "the counter on the target's console",
+        Duration::from_secs(60),
+        async || {
+            let t = ticks(&tgt.pod.serial_log());
+            (t.len() >= 3).then_some(t)
+        },
+    )
+    .await;
+    let target_log = tgt.pod.serial_log();
+    assert!(
+        !target_log.contains(BOOT_MARKER),
+        "the target's guest booted instead of arriving:\n{target_log}"
+    );
+    assert!(
+        after.iter().all(|(_, boot)| *boot == last_before.1),
+        "a different boot or RAM pattern on the target: {after:?} vs {last_before:?}"
+    );
+    assert!(
+        after[0].0 > last_before.0 && after.windows(2).all(|w| w[1].0 == w[0].0 + 1),
+        "the count does not go on: before {before:?}, after {after:?}"
+    );
+
+    for p in proxies {
+        p.abort();
+    }
+    src.stop().await;
+    tgt.stop().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_cancelled_migration_leaves_the_guest_on_the_source() {
+    assert!(
+        is_root(),
+        "e2e_migration needs root (mount namespaces, UID 107)"
+    );
+    let _one = SERIAL.lock().await;
+    launcher_binaries();
+    let src = booted_source().await;
+    let tgt = start_side("tgtc", "600s").await;
+    let proxies = migration_proxies(&src.pod, &tgt.pod);
+    let migrating = vmi(Some("mig-e2e-2"));
+    tgt.client
+        .sync_migration_target(&migrating, VirtualMachineOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("SyncMigrationTarget: {e}\n{}", tgt.pod.launcher_log()));
+    // 1 MiB/s: 128 MiB of guest memory take minutes, the cancel comes long before.
+    let options = br#"{"Bandwidth":"1Mi","ProgressTimeout":0,"CompletionTimeoutPerGiB":0}"#;
+    src.client
+        .migrate(&migrating, options.to_vec())
+        .await
+        .unwrap_or_else(|e| panic!("MigrateVirtualMachine: {e}\n{}", src.pod.launcher_log()));
+    // Wait until the migration runs: the target's QEMU was started for the incoming guest and
+    // the source's monitor has logged the job's progress.
+    wait_for(
+        "the incoming QEMU on the target and the job on the source",
+        Duration::from_secs(120),
+        async || {
+            (tgt.pod.path("libvirt/qemu/run/kvrs_mig.pid").exists()
+                && src.pod.launcher_log().contains("migration info:"))
+            .then_some(())
+        },
+    )
+    .await;
+    src.client
+        .cancel_migration(&migrating)
+        .await
+        .expect("CancelVirtualMachineMigration");
+    let migration = wait_for(
+        "the source's migration result",
+        Duration::from_secs(60),
+        async || {
+            let (_, _, m) = domain(&src.client).await?;
+            m["EndTimestamp"].is_string().then_some(m)
+        },
+    )
+    .await;
+    assert_eq!(migration["Failed"], true, "{migration}");
+    assert_eq!(
+        migration["FailureReason"],
+        "Live migration has been aborted"
+    );
+    assert_eq!(migration["AbortStatus"], "Succeeded");
+    // A second cancel of the finished migration is accepted and ignored.
+    src.client
+        .cancel_migration(&migrating)
+        .await
+        .expect("a repeated cancel");
+    // The guest still runs on the source and keeps counting; nothing is left on the target.
+    let (status, _, _) = domain(&src.client).await.expect("the source domain");
+    assert_eq!(status, "Running");
+    let count = ticks(&src.pod.serial_log()).len();
+    wait_for(
+        "the source's counter going on",
+        Duration::from_secs(20),
+        async || (ticks(&src.pod.serial_log()).len() >= count + 2).then_some(()),
+    )
+    .await;
+    wait_for(
+        "no domain on the target",
+        Duration::from_secs(30),
+        async || domain(&tgt.client).await.is_none().then_some(()),
+    )
+    .await;
+    assert!(
+        ticks(&tgt.pod.serial_log()).is_empty(),
+        "the guest never ran on the target"
+    );
+    for p in proxies {
+        p.abort();
+    }
+    src.stop().await;
+    tgt.stop().await;
+}
