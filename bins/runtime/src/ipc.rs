@@ -32,12 +32,23 @@ impl Launcher for IpcLauncher {
         // Every command but GetGuestInfo names the VMI; virt-handler sends one rebuilt from the
         // domain when the VMI is gone, and so must the caller here.
         let need = || vmi.ok_or_else(|| format!("{}: no VMI to send", call.name()));
-        let result = match call {
+        let result = match &call {
             LauncherCall::GetGuestInfo => c.get_guest_info().await.map(drop),
             LauncherCall::SyncVirtualMachine => c.sync_vmi(need()?, self.options.clone()).await,
             LauncherCall::ShutdownVirtualMachine => c.shutdown(need()?).await,
             LauncherCall::KillVirtualMachine => c.kill(need()?).await,
             LauncherCall::DeleteDomain => c.delete(need()?).await,
+            LauncherCall::MigrateVirtualMachine(o) => c.migrate(need()?, o.to_json()).await,
+            LauncherCall::CancelVirtualMachineMigration => c.cancel_migration(need()?).await,
+            LauncherCall::SyncMigrationTarget => {
+                c.sync_migration_target(need()?, self.options.clone()).await
+            }
+            // KubeVirt sends fresh options carrying only the interfaces' migration bindings.
+            LauncherCall::FinalizeVirtualMachineMigration => {
+                c.finalize_migration(need()?, VirtualMachineOptions::default())
+                    .await
+            }
+            LauncherCall::SignalTargetPodCleanup => c.signal_target_pod_cleanup(need()?).await,
         };
         result.map_err(|e| e.to_string())
     }

@@ -330,6 +330,14 @@ impl Node for Fx<'_> {
                 let paths = devices_to_claim(paths, vmi, &pod, self.allow_emulation);
                 kvrs_node::claim_devices(&pod, &paths).map_err(|e| e.to_string())
             }
+            NodeStep::StartSourceProxy { .. }
+            | NodeStep::StopSourceProxy { .. }
+            | NodeStep::StartTargetProxy { .. }
+            | NodeStep::StopTargetProxy { .. } => {
+                let e = MigrationStepNotWired(step.name());
+                warn!(key = %self.key, "{e}");
+                Err(e.to_string())
+            }
             NodeStep::SetupNetworks { .. } => {
                 let (pod, vmi) = self.pod_and_vmi(vmi, step)?;
                 let vmi = vmi.clone();
@@ -364,6 +372,12 @@ impl Node for Fx<'_> {
         }
     }
 }
+
+/// A migration proxy step reached this sync, which does not run the migration controllers
+/// (`kvrs_decide::handler::decide_source` / `decide_target`) nor own a proxy manager yet.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}: the migration proxy is not wired into virt-handler's sync yet")]
+struct MigrationStepNotWired(&'static str);
 
 impl Fx<'_> {
     fn pod_and_vmi<'v>(

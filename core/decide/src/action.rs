@@ -1,9 +1,12 @@
 //! What a plan asks the world to do besides API writes: commands to a virt-launcher and steps on
 //! the node. virt-handler's decision emits them; the shell runs them in the order given.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::ApiWrite;
+use crate::handler::migration::MigrationOptions;
 
 /// One thing a plan asks for, in the order it must happen.
 ///
@@ -41,7 +44,9 @@ impl Action {
 }
 
 /// A command sent to virt-launcher over its command socket.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Not `Copy`: `MigrateVirtualMachine` carries the options the source handler computed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum LauncherCall {
     /// Define/start/update the domain from the VMI.
     SyncVirtualMachine,
@@ -53,17 +58,33 @@ pub enum LauncherCall {
     DeleteDomain,
     /// Ask the guest agent about itself.
     GetGuestInfo,
+    /// Source side: start migrating the running domain to the target published in the VMI's
+    /// `migrationState`, with these options (sent as JSON, the shape virt-launcher expects).
+    MigrateVirtualMachine(MigrationOptions),
+    /// Source side: abort the running migration job.
+    CancelVirtualMachineMigration,
+    /// Target side: prepare the receiving domain (the launcher starts libvirt's incoming side).
+    SyncMigrationTarget,
+    /// Target side: the domain runs here now; finish the hand-over (network, clocks, ...).
+    FinalizeVirtualMachineMigration,
+    /// Target side: the migration failed; let the target pod exit.
+    SignalTargetPodCleanup,
 }
 
 impl LauncherCall {
     /// The command name as KubeVirt's command client spells it.
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         match self {
             Self::SyncVirtualMachine => "SyncVirtualMachine",
             Self::ShutdownVirtualMachine => "ShutdownVirtualMachine",
             Self::KillVirtualMachine => "KillVirtualMachine",
             Self::DeleteDomain => "DeleteDomain",
             Self::GetGuestInfo => "GetGuestInfo",
+            Self::MigrateVirtualMachine(_) => "MigrateVirtualMachine",
+            Self::CancelVirtualMachineMigration => "CancelVirtualMachineMigration",
+            Self::SyncMigrationTarget => "SyncMigrationTarget",
+            Self::FinalizeVirtualMachineMigration => "FinalizeVirtualMachineMigration",
+            Self::SignalTargetPodCleanup => "SignalTargetPodCleanup",
         }
     }
 }
@@ -96,6 +117,34 @@ pub enum NodeStep {
     },
     /// Close the cached launcher client.
     CloseLauncherClient,
+    /// Migration source: open the local unix sockets the launcher's libvirt migrates into, each
+    /// forwarding (over TLS) to the target node's published port.
+    StartSourceProxy {
+        /// Proxy key (the VMI UID).
+        key: String,
+        /// The target node's migration address (`migrationState.targetNodeAddress`).
+        target_address: String,
+        /// Target TCP port (as text) -> the libvirt port it stands for (0: the daemon socket).
+        ports: BTreeMap<String, u16>,
+    },
+    /// Migration source: close the source sockets of this key.
+    StopSourceProxy {
+        /// Proxy key (the VMI UID).
+        key: String,
+    },
+    /// Migration target: listen on TCP ports forwarding into the target launcher's sockets.
+    StartTargetProxy {
+        /// Proxy key (the VMI UID).
+        key: String,
+        /// Sockets relative to the launcher's run directory (`/var/run` in its mount namespace):
+        /// the libvirt daemon socket, then one migration socket per libvirt port.
+        sockets: Vec<String>,
+    },
+    /// Migration target: stop listening for this key.
+    StopTargetProxy {
+        /// Proxy key (the VMI UID).
+        key: String,
+    },
 }
 
 impl NodeStep {
@@ -109,6 +158,10 @@ impl NodeStep {
             NodeStep::ClaimDevices { .. } => "claimDevices",
             NodeStep::Cleanup { .. } => "cleanup",
             NodeStep::CloseLauncherClient => "closeLauncherClient",
+            NodeStep::StartSourceProxy { .. } => "startSourceProxy",
+            NodeStep::StopSourceProxy { .. } => "stopSourceProxy",
+            NodeStep::StartTargetProxy { .. } => "startTargetProxy",
+            NodeStep::StopTargetProxy { .. } => "stopTargetProxy",
         }
     }
 }

@@ -67,7 +67,7 @@ pub async fn execute_handler<E: Api + Launcher + Node>(
                     break;
                 }
             },
-            Action::Launcher(call) => fx.call(vmi, *call).await,
+            Action::Launcher(call) => fx.call(vmi, call.clone()).await,
             Action::Node(step) => fx.step(vmi, step).await,
         };
         let Err(message) = result else {

@@ -500,6 +500,14 @@ impl Sim {
                 self.schedule_exit(node, uid);
             }
             LauncherCall::GetGuestInfo => {}
+            // The simulator runs no migration controllers: these calls never come from its plans.
+            LauncherCall::MigrateVirtualMachine(_)
+            | LauncherCall::CancelVirtualMachineMigration
+            | LauncherCall::SyncMigrationTarget
+            | LauncherCall::FinalizeVirtualMachineMigration
+            | LauncherCall::SignalTargetPodCleanup => {
+                return Err(format!("{}: migrations are not simulated", call.name()));
+            }
         }
         Ok(())
     }

@@ -126,6 +126,29 @@ pub struct MigrationMetadata {
         skip_serializing_if = "Option::is_none"
     )]
     pub end_timestamp: Option<String>,
+    /// The migration's UID (the VMIM's), so a stale record is not taken for the current one.
+    #[serde(rename = "UID", default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    /// The migration failed (libvirt job error or abort).
+    #[serde(rename = "Failed", default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
+    /// Why it failed.
+    #[serde(
+        rename = "FailureReason",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub failure_reason: String,
+    /// Abort bookkeeping: `Aborting`, `Succeeded`, `Failed`.
+    #[serde(
+        rename = "AbortStatus",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub abort_status: String,
+    /// `PreCopy` or `PostCopy`.
+    #[serde(rename = "Mode", default, skip_serializing_if = "String::is_empty")]
+    pub mode: String,
 }
 
 /// Access credential propagation result.

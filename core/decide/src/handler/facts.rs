@@ -53,6 +53,10 @@ pub struct NodeFacts {
     pub expectations_satisfied: Option<bool>,
     /// The IO-error retry state the previous sync left ([`super::plan::HandlerPlan::io_error_retry`]).
     pub io_error_retry: Option<super::retry::RetryState>,
+    /// What the migration controllers read besides the launcher (proxy ports, this node's
+    /// migration address, cluster migration settings).
+    #[serde(skip_serializing_if = "super::migration::MigrationFacts::is_empty")]
+    pub migration: super::migration::MigrationFacts,
 }
 
 /// State of a launcher command client as the client manager sees it.
@@ -125,6 +129,12 @@ impl NodeFacts {
             Action::Node(NodeStep::MountHotplugVolumes) => &mut self.hotplug_mount_error,
             Action::Node(NodeStep::SetupNetworks { .. }) => &mut self.network_setup_error,
             Action::Node(NodeStep::ClaimDevices { .. }) => &mut self.claim_devices_error,
+            Action::Node(NodeStep::StartSourceProxy { .. }) => {
+                &mut self.migration.source_proxy_error
+            }
+            Action::Node(NodeStep::StartTargetProxy { .. }) => {
+                &mut self.migration.target_proxy_error
+            }
             _ => return false,
         };
         *slot = Some(error.to_string());

@@ -42,8 +42,9 @@ fn run(
     call: LauncherCall,
     tolerate_disconnect: bool,
 ) -> SyncResult {
+    let name = call.name();
     cx.call(call);
-    match w.facts.launcher_error(call.name()) {
+    match w.facts.launcher_error(name) {
         Some(e) if !(tolerate_disconnect && is_disconnected(e)) => Err(e.to_string()),
         _ => Ok(()),
     }
@@ -296,7 +297,7 @@ fn hotplug_volumes_ready(vmi: &VirtualMachineInstance) -> bool {
 }
 
 /// Device nodes the (non-root) launcher needs to own.
-fn device_paths(vmi: &VirtualMachineInstance) -> Vec<String> {
+pub(super) fn device_paths(vmi: &VirtualMachineInstance) -> Vec<String> {
     let mut paths = vec!["/dev/kvm".to_string()];
     if vmi.spec.domain.devices.autoattach_vsock == Some(true) {
         paths.push("/dev/vhost-vsock".into());

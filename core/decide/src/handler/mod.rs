@@ -13,6 +13,9 @@
 //! dealt with first (cleanup when its launcher is dead, else wait); a migrated domain is an orphan
 //! to delete; migrations in progress, VMIs of other nodes and migration sources are left alone;
 //! then `sync`: shutdown > destroy-irrecoverable > delete > update, then the status refresh.
+//!
+//! The migration source and target controllers, which own what this one leaves alone, are
+//! [`decide_source`] and [`decide_target`] ([`migration`]).
 
 mod conditions;
 mod ctx;
@@ -21,6 +24,7 @@ mod execute;
 pub mod facts;
 mod flows;
 mod migratable;
+pub mod migration;
 mod netstat;
 mod phase;
 pub mod plan;
@@ -39,6 +43,7 @@ use crate::api::VirtualMachineInstance;
 pub use domain::Domain;
 pub use facts::{HandlerConfig, NodeFacts};
 pub use kvrs_api::time::{format_time, parse_time};
+pub use migration::{MigrationFacts, MigrationOptions, decide_source, decide_target};
 pub use plan::{Decision, HandlerPlan, LauncherCall, NodeStep, QueueOp, status_write};
 
 /// Everything one handler sync looks at.

@@ -52,6 +52,25 @@ pub enum Decision {
     /// The handler's own previous write has not come back through the informer yet.
     #[serde(rename = "skipped:expectations")]
     WaitingForExpectations,
+    /// Migration controllers: this VMI is not theirs on this node (no migration, another node,
+    /// final, a stale domain): nothing to do.
+    #[serde(rename = "migration:notInvolved")]
+    MigrationNotInvolved,
+    /// Source controller: drive the outgoing migration (proxy, migrate, abort, progress).
+    #[serde(rename = "migrationSource:sync")]
+    MigrationSourceSync,
+    /// Source controller: the migration is over; close the source proxy.
+    #[serde(rename = "migrationSource:cleanup")]
+    MigrationSourceCleanup,
+    /// Target controller: prepare the target, publish its address, follow the domain.
+    #[serde(rename = "migrationTarget:sync")]
+    MigrationTargetSync,
+    /// Target controller: the migration is over; finalize or clean up, drop the target label.
+    #[serde(rename = "migrationTarget:finalCleanup")]
+    MigrationTargetFinalCleanup,
+    /// Target controller: the VMI is final or deleted; best-effort local cleanup.
+    #[serde(rename = "migrationTarget:terminated")]
+    MigrationTargetTerminated,
 }
 
 /// The whole outcome of one handler sync.
@@ -79,7 +98,7 @@ impl HandlerPlan {
             .actions
             .iter()
             .filter_map(|a| match a {
-                Action::Launcher(c) => Some(*c),
+                Action::Launcher(c) => Some(c.clone()),
                 _ => None,
             })
             .collect()
