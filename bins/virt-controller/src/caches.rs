@@ -26,6 +26,7 @@ use kube::{Resource, ResourceExt};
 use kvrs_api::names::labels;
 use kvrs_api::{VirtualMachine, VirtualMachineInstance};
 use kvrs_decide::vm::Revision;
+use kvrs_executor::{StorageChange, StorageKind, StorageSeen, observe_storage};
 use kvrs_queue::AsyncQueue;
 use kvrs_runtime::world::{ControllerCache, WantedRevisions};
 use kvrs_runtime::{Change, ControllerExpectations, Seen, Watched, observe, observe_migrations};
@@ -58,6 +59,11 @@ pub struct Shared {
     /// The migration cache, set once its watch starts (before the pod and VMI watches): pod
     /// and VMI events are resolved to migration keys through it.
     pub(crate) migrations: OnceLock<Store<DynamicObject>>,
+    /// The VM and VMI caches, set once their watches start (before the DataVolume and claim
+    /// watches): a DataVolume or claim event is resolved to the VMs and VMIs standing on it
+    /// through them.
+    pub(crate) vms: OnceLock<Store<VirtualMachine>>,
+    pub(crate) vmis: OnceLock<Store<VirtualMachineInstance>>,
 }
 
 impl Shared {
@@ -77,6 +83,28 @@ impl Shared {
             migration_expectations: Mutex::new(ControllerExpectations::new()),
             handed_off: Mutex::new(HashSet::new()),
             migrations: OnceLock::new(),
+            vms: OnceLock::new(),
+            vmis: OnceLock::new(),
+        }
+    }
+
+    /// A DataVolume or claim event: the VM controller's DataVolume expectations, and the keys
+    /// of the VMs and VMIs standing on the object.
+    fn observe_storage(&self, change: &StorageChange<'_>) {
+        tracing::debug!(
+            kind = ?change.kind,
+            object = change.key,
+            created = change.old.is_none(),
+            deleted = change.new.is_none(),
+            "storage watch event"
+        );
+        let dependents = crate::storage_cache::dependents(change.key, self);
+        let keys = observe_storage(change, &dependents, &mut lock(&self.vm_expectations));
+        for k in keys.vm_keys {
+            self.vm_queue.add(k);
+        }
+        for k in keys.vmi_keys {
+            self.vmi_queue.add(k);
         }
     }
 
@@ -310,6 +338,8 @@ struct Observed {
     new: Option<Seen>,
     /// The migration keys the object concerns, in its old and its new version.
     migrations: Vec<String>,
+    /// For a DataVolume or claim: its old and new version as the storage observer sees them.
+    storage: Option<(Option<StorageSeen>, Option<StorageSeen>)>,
 }
 
 /// How a watch describes its objects to the observer: what it needs to know of one version
@@ -317,7 +347,13 @@ struct Observed {
 struct Describe<K> {
     seen: fn(&K) -> Seen,
     migrations: fn(&K, &Shared) -> Vec<String>,
+    /// For DataVolumes and claims: their kind and what the storage observer needs of a version
+    /// (their events go to it instead of the object observer).
+    storage: Option<StorageDescription<K>>,
 }
+
+/// A storage object's kind and what the storage observer needs of one of its versions.
+type StorageDescription<K> = (StorageKind, fn(&K) -> StorageSeen);
 
 impl<K> Clone for Describe<K> {
     fn clone(&self) -> Self {
@@ -356,6 +392,8 @@ where
         keys
     };
     let seen = describe.seen;
+    let storage =
+        |old: Option<&K>, new: Option<&K>| describe.storage.map(|(_, f)| (old.map(f), new.map(f)));
     match event {
         Event::Apply(obj) | Event::InitApply(obj) => {
             let key = key_of(obj);
@@ -368,6 +406,7 @@ where
                 old: old.as_deref().map(seen),
                 new: Some(seen(obj)),
                 migrations: migrations_of(&[old.as_deref(), Some(obj)]),
+                storage: storage(old.as_deref(), Some(obj)),
             }]
         }
         Event::Delete(obj) => {
@@ -377,6 +416,7 @@ where
                 old: old.as_deref().map(seen).or_else(|| Some(seen(obj))),
                 new: None,
                 migrations: migrations_of(&[old.as_deref(), Some(obj)]),
+                storage: storage(Some(old.as_deref().unwrap_or(obj)), None),
             }]
         }
         Event::Init => {
@@ -395,6 +435,7 @@ where
                     old: Some(seen(obj)),
                     new: None,
                     migrations: migrations_of(&[Some(obj.as_ref())]),
+                    storage: storage(Some(obj.as_ref()), None),
                 })
                 .collect()
         }
@@ -448,6 +489,15 @@ where
                         Event::Apply(_) | Event::Delete(_) => {}
                     }
                     for o in observed {
+                        if let (Some((kind, _)), Some((old, new))) = (describe.storage, o.storage) {
+                            shared.observe_storage(&StorageChange {
+                                kind,
+                                key: &o.key,
+                                old,
+                                new,
+                            });
+                            continue;
+                        }
                         shared.observe(
                             &Change {
                                 watched,
@@ -466,7 +516,9 @@ where
     (reader, task)
 }
 
-/// Starts every watch virt-controller needs; a cluster without CDI runs without DataVolumes.
+/// Starts every watch virt-controller needs; a cluster without CDI runs without DataVolumes (as
+/// KubeVirt, which checks whether CDI's DataVolume CRD is served before it watches them; a CDI
+/// installed later is seen at the next restart).
 pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<JoinHandle<()>>) {
     let mut tasks = Vec::new();
     let all = watcher::Config::default();
@@ -478,6 +530,7 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
         Describe {
             seen: seen_meta::<DynamicObject>,
             migrations: no_migrations,
+            storage: None,
         },
         migration_resource(),
         shared.clone(),
@@ -492,11 +545,13 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
         Describe {
             seen: seen_meta::<VirtualMachine>,
             migrations: no_migrations,
+            storage: None,
         },
         (),
         shared.clone(),
     );
     tasks.push(t);
+    let _ = shared.vms.set(vms.clone());
     let (vmis, t) = watch(
         KubeResourceApi::<VirtualMachineInstance>::all(client.clone()),
         all.clone(),
@@ -504,11 +559,13 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
         Describe {
             seen: seen_vmi,
             migrations: vmi_migrations,
+            storage: None,
         },
         (),
         shared.clone(),
     );
     tasks.push(t);
+    let _ = shared.vmis.set(vmis.clone());
     let (pods, t) = watch(
         KubeResourceApi::<Pod>::all(client.clone()),
         watcher::Config::default().labels(labels::APP),
@@ -516,6 +573,7 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
         Describe {
             seen: seen_pod,
             migrations: pod_migrations,
+            storage: None,
         },
         (),
         shared.clone(),
@@ -528,6 +586,7 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
         Describe {
             seen: seen_meta::<ControllerRevision>,
             migrations: no_migrations,
+            storage: None,
         },
         (),
         shared.clone(),
@@ -540,6 +599,7 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
         Describe {
             seen: seen_meta::<PersistentVolumeClaim>,
             migrations: no_migrations,
+            storage: Some((StorageKind::Claim, crate::storage_cache::claim_seen)),
         },
         (),
         shared.clone(),
@@ -548,7 +608,21 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
     let data_volumes = if has_data_volumes(client).await {
         let gvk = GroupVersionKind::gvk("cdi.kubevirt.io", "v1beta1", "DataVolume");
         let ar = ApiResource::from_gvk_with_plural(&gvk, "datavolumes");
-        let (dvs, t) = watch_dynamic(client, &ar);
+        let (dvs, t) = watch(
+            KubeResourceApi::<DynamicObject>::all_with(client.clone(), &ar),
+            all.clone(),
+            Watched::Other,
+            Describe {
+                seen: seen_meta::<DynamicObject>,
+                migrations: no_migrations,
+                storage: Some((
+                    StorageKind::DataVolume,
+                    crate::storage_cache::data_volume_seen,
+                )),
+            },
+            ar,
+            shared.clone(),
+        );
         tasks.push(t);
         Some(dvs)
     } else {
@@ -610,8 +684,8 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
     )
 }
 
-/// DataVolumes are read by the VM decision but queue nothing themselves: the VM controller
-/// looks at them when its VM is synced.
+/// A cache of objects no controller is woken by (instancetypes, KubeVirt CRs): they are read
+/// when a key is synced.
 fn watch_dynamic(
     client: &kube::Client,
     ar: &ApiResource,

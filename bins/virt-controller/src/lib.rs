@@ -17,6 +17,7 @@ pub mod flags;
 mod metrics;
 mod migration_cache;
 mod random;
+mod storage_cache;
 mod workers;
 
 pub use crate::flags::Flags;

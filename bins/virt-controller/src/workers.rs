@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kvrs_decide::migration::{decide_migration, target_renderer};
-use kvrs_decide::vm::decide_vm;
+use kvrs_decide::vm::{data_volume_create_failed, decide_vm};
 use kvrs_decide::vmi::{decide_vmi, launcher_renderer, pod_create_failed, pod_name_suffix};
 use kvrs_decide::{Event, Now, Plan, WriteOp};
 use kvrs_queue::Instant;
@@ -104,9 +104,25 @@ impl Controllers {
             self.shared.vm_queue.forget(&key.to_string());
             return;
         };
-        let (out, api) = self
+        let (mut out, mut api) = self
             .run(&decision.plan, &self.shared.vm_expectations, queue_now)
             .await;
+        if let Some(failed) = &out.failed {
+            let failed_write = out.failed_write.and_then(|i| decision.plan.writes().nth(i));
+            let data_volume = failed_write
+                .filter(|w| w.resource == "datavolumes" && matches!(w.op, WriteOp::Create { .. }));
+            if let (Some(w), Some(vm)) = (data_volume, self.caches.vm(key)) {
+                // KubeVirt warns on the VM that the DataVolume could not be created, then
+                // retries.
+                let plan = data_volume_create_failed(&vm, &w.name, &failed.message);
+                let (again, waited) = self
+                    .run(&plan, &self.shared.vm_expectations, queue_now)
+                    .await;
+                out.queue = again.queue;
+                out.error = again.error;
+                api += waited;
+            }
+        }
         self.finish("vm", key, &out, started, api);
         requeue_async(&self.shared.vm_queue, key, &out.queue);
     }

@@ -221,6 +221,7 @@ impl Scenario {
             vm: self.vm.as_ref(),
             migrations: &self.migrations,
             pvcs: &self.pvcs,
+            data_volumes: &self.data_volumes,
             expectations: self.expectations(),
             now: crate::Now::from_unix(self.now_unix()?),
             config,

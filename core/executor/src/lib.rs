@@ -69,6 +69,7 @@ mod handler;
 mod observer;
 mod queue;
 pub mod ready;
+mod storage;
 pub mod world;
 
 pub use effects::{Api, ApiError, ApiErrorKind, Expecting, Launcher, Node, With};
@@ -77,3 +78,4 @@ pub use expectations::ControllerExpectations;
 pub use handler::{HandlerExecuted, execute_handler};
 pub use observer::{Change, Enqueue, Seen, Watched, observe, observe_migrations};
 pub use queue::requeue;
+pub use storage::{Dependents, StorageChange, StorageKind, StorageSeen, observe_storage};

@@ -401,6 +401,45 @@ impl Harness {
     }
 }
 
+impl Harness {
+    /// Installs a minimal structural CRD for CDI's `cdi.kubevirt.io/v1beta1` DataVolume (spec
+    /// and status kept as sent, the status subresource served) and waits until it is served.
+    /// CDI itself is not run: the tests write the DataVolumes' status as CDI would. Call it
+    /// before starting a controller, which looks for the CRD once, at start (as KubeVirt).
+    pub fn install_data_volume_crd(&self) {
+        let preserve = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+        self.apply(&json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "datavolumes.cdi.kubevirt.io"},
+            "spec": {
+                "group": "cdi.kubevirt.io",
+                "names": {"kind": "DataVolume", "listKind": "DataVolumeList",
+                          "plural": "datavolumes", "singular": "datavolume",
+                          "shortNames": ["dv", "dvs"]},
+                "scope": "Namespaced",
+                "versions": [{
+                    "name": "v1beta1", "served": true, "storage": true,
+                    "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "spec": preserve, "status": preserve}}},
+                }],
+            },
+        }));
+        let out = self.cluster.kubectl([
+            "wait",
+            "--for=condition=established",
+            "--timeout=60s",
+            "crd/datavolumes.cdi.kubevirt.io",
+        ]);
+        assert!(
+            out.status.success(),
+            "DataVolume CRD: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// A small VM: one container disk, masquerade on the pod network.
 pub fn vm(name: &str, run_strategy: &str) -> Value {
     json!({

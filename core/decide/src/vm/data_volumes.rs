@@ -56,8 +56,32 @@ fn manifest(r: &Reconcile<'_, '_>, template: &crate::api::DataVolumeTemplateSpec
     json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume", "metadata": metadata, "spec": spec})
 }
 
-/// Creates the missing DataVolumes and reports whether all are populated.
-pub(super) fn handle_data_volumes(r: &mut Reconcile<'_, '_>) -> bool {
+/// KubeVirt's `HasDataVolumeExceededQuotaError`: a Pending DataVolume whose `Bound` condition
+/// is not True for `ErrExceededQuota` will not import until the quota allows its claim.
+fn exceeded_quota(dv: &Value) -> Option<String> {
+    let bound = dv
+        .at("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c["type"] == "Bound")?;
+    (bound["status"] != "True" && bound["reason"] == "ErrExceededQuota").then(|| {
+        format!(
+            "DataVolume {} importer is not running due to an error: {}",
+            dv.at("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+            bound["message"].as_str().unwrap_or_default()
+        )
+    })
+}
+
+/// Creates the missing DataVolumes (each with a creation expectation on the VM's key, and
+/// KubeVirt's `SuccessfulDataVolumeCreate` event) and reports whether all are populated
+/// (Succeeded, or waiting for a consumer / a populator, which the VMI's pod provides). A
+/// failed import is reported with a `FailedDataVolumeImport` warning at every sync, as KubeVirt
+/// does; a DataVolume held back by the namespace's quota too, and it is an error (the
+/// message without the caller's prefix).
+pub(super) fn handle_data_volumes(r: &mut Reconcile<'_, '_>) -> Result<bool, String> {
     let templates = r.vm.spec.data_volume_templates.clone().unwrap_or_default();
     let mut ready = true;
     for t in &templates {
@@ -89,9 +113,50 @@ pub(super) fn handle_data_volumes(r: &mut Reconcile<'_, '_>) -> bool {
                     );
                     r.plan.events.push(ev);
                 }
+                "Pending" => {
+                    if let Some(err) = exceeded_quota(dv) {
+                        let ev = Event::warning(
+                            r.vm_ref(),
+                            "FailedDataVolumeImport",
+                            format!("DataVolume {name} exceeds quota limits"),
+                        );
+                        r.plan.events.push(ev);
+                        return Err(err);
+                    }
+                    ready = false;
+                }
                 _ => ready = false,
             },
         }
     }
-    ready
+    Ok(ready)
+}
+
+/// The plan for a DataVolume create the API server refused: KubeVirt's `FailedDataVolumeCreate`
+/// warning on the VM, and the reconcile's error (its message as KubeVirt's sync error words it),
+/// which retries the key rate-limited. The shell runs it instead of continuing the failed plan.
+pub fn data_volume_create_failed(
+    vm: &crate::api::VirtualMachine,
+    data_volume: &str,
+    server_message: &str,
+) -> crate::Plan {
+    let mut plan = crate::Plan::idle();
+    plan.events.push(Event::warning(
+        crate::ObjectRef {
+            kind: "VirtualMachine".into(),
+            namespace: meta::namespace(&vm.metadata).into(),
+            name: meta::name(&vm.metadata).into(),
+            uid: vm.metadata.uid.clone(),
+        },
+        "FailedDataVolumeCreate",
+        format!("Error creating DataVolume {data_volume}: {server_message}"),
+    ));
+    plan.fail(
+        crate::ErrorKind::Sync,
+        format!(
+            "Error encountered while creating DataVolumes: failed to create DataVolume: \
+             {server_message}"
+        ),
+    );
+    plan
 }

@@ -21,6 +21,7 @@ mod sync_meta;
 pub use backoff::{
     MAX_DELAY_SECONDS, base_delay_seconds, jitter_for_extra_seconds, start_backoff_seconds,
 };
+pub use data_volumes::data_volume_create_failed;
 pub use revision::Revision;
 pub use run_strategy::{RunStrategy, RunStrategyError};
 pub use start::revision_name;
@@ -393,7 +394,18 @@ fn sync(r: &mut Reconcile<'_, '_>) -> (Option<SyncError>, Option<String>) {
     if meta::annotation(&r.vm.metadata, data_volumes::IMMEDIATE_DATA_VOLUME_CREATION)
         != Some("false")
     {
-        let ready = data_volumes::handle_data_volumes(r);
+        let ready = match data_volumes::handle_data_volumes(r) {
+            Ok(ready) => ready,
+            Err(e) => {
+                return (
+                    Some(SyncError::new(
+                        run_strategy::FAILED_CREATE,
+                        format!("Error encountered while creating DataVolumes: {e}"),
+                    )),
+                    None,
+                );
+            }
+        };
         // KubeVirt lets a Halted VM proceed without its DataVolumes (legacy behaviour).
         if !ready && strategy != RunStrategy::Halted {
             return (None, None);
@@ -513,5 +525,7 @@ impl VmDecision {
     }
 }
 
+#[cfg(test)]
+mod data_volume_tests;
 #[cfg(test)]
 mod tests;

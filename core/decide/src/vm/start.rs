@@ -195,7 +195,19 @@ pub(super) fn start_vmi(r: &mut Reconcile<'_, '_>) -> Option<SyncError> {
                 c.iter()
                     .any(|c| c.r#type == "ManualRecoveryRequired" && c.status == "True")
             });
-    if manual_recovery || !super::data_volumes::handle_data_volumes(r) {
+    // KubeVirt looks at the DataVolumes first (creating the missing ones) and only then at
+    // the manual-recovery condition.
+    match super::data_volumes::handle_data_volumes(r) {
+        Ok(true) => {}
+        Ok(false) => return None,
+        Err(e) => {
+            return Some(SyncError::new(
+                super::run_strategy::FAILED_CREATE,
+                format!("Failure while starting VMI: {e}"),
+            ));
+        }
+    }
+    if manual_recovery {
         return None;
     }
     remove_restart_required(r);

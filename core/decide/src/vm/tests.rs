@@ -748,6 +748,7 @@ fn the_started_vmi_needs_no_api_version_write_of_the_vmi_controller() {
         vm: Some(&v),
         migrations: &[],
         pvcs: &[],
+        data_volumes: &[],
         expectations: PendingExpectations::default(),
         now: crate::Now::from_unix(NOW),
         config: &cfg,

@@ -62,6 +62,7 @@ fn world<'a>(
         vm: None,
         migrations: &[],
         pvcs: &[],
+        data_volumes: &[],
         expectations: PendingExpectations::default(),
         now: Now::from_unix(NOW),
         config: cfg,

@@ -6,7 +6,9 @@ use std::borrow::Cow;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-use super::{LauncherRenderer, VmiDecision, VmiWorld, created_pod_event, pod, state, vmi_ref};
+use super::{
+    LauncherRenderer, VmiDecision, VmiWorld, created_pod_event, data_volumes, pod, state, vmi_ref,
+};
 use crate::api::VirtualMachineInstance;
 use crate::patch::{self, op};
 use crate::{ApiWrite, Event, Expectation, PatchType, Plan, WriteOp, meta};
@@ -41,8 +43,10 @@ pub(super) fn reconcile(
     let vmi = w.vmi;
     // Borrowed from the cache until this reconcile creates or edits the pod.
     let mut current: Option<Cow<'_, Pod>> = pod::current_pod(vmi, &w.pods).map(Cow::Borrowed);
-    let sync_err = sync(w, render, suffix, &mut plan, &mut current);
-    let written = super::status::update_status(w, &mut plan, current.as_deref(), sync_err.as_ref());
+    let dvs = data_volumes::of_volumes(vmi, w.data_volumes, w.pvcs);
+    let sync_err = sync(w, &dvs, render, suffix, &mut plan, &mut current);
+    let written =
+        super::status::update_status(w, &dvs, &mut plan, current.as_deref(), sync_err.as_ref());
     if let Some(e) = sync_err {
         plan.fail(e.kind, e.message);
     }
@@ -51,6 +55,7 @@ pub(super) fn reconcile(
 
 fn sync(
     w: &VmiWorld<'_>,
+    dvs: &[&Value],
     render: LauncherRenderer<'_>,
     suffix: &str,
     plan: &mut Plan,
@@ -89,22 +94,10 @@ fn sync(
     if state::is_final(vmi) {
         return None;
     }
-    if let Some(claim) = super::pvc_info::missing_claim(vmi, w.pvcs) {
-        let message = format!(
-            "PVC {}/{claim} does not exist, waiting for it to appear",
-            meta::namespace(&vmi.metadata)
-        );
-        plan.events.push(Event::normal(
-            vmi_ref(vmi),
-            "FailedPvcNotFound",
-            message.clone(),
-        ));
-        return Some(SyncError {
-            kind: crate::ErrorKind::Sync,
-            reason: "FailedPvcNotFound".into(),
-            message,
-        });
-    }
+    let volumes = match data_volumes::readiness(vmi, dvs, w.data_volumes, w.pvcs) {
+        Ok(r) => r,
+        Err(e) => return Some(volume_error(vmi, &e, plan)),
+    };
     let is_target = meta::annotation(
         &vmi.metadata,
         kvrs_api::names::annotations::CREATE_MIGRATION_TARGET,
@@ -122,6 +115,11 @@ fn sync(
         if !state::is_unprocessed(vmi) {
             return None;
         }
+        // A DataVolume still importing (or a claim not populated yet): no pod. Its progress
+        // queues the VMI again.
+        if !volumes.ready {
+            return None;
+        }
         if active_migration_exists(w) {
             return Some(SyncError {
                 kind: crate::ErrorKind::Sync,
@@ -130,6 +128,7 @@ fn sync(
             });
         }
         let mut pod_obj = match render(vmi) {
+            Ok(p) if volumes.wait_for_first_consumer => data_volumes::temporary_pod(p),
             Ok(p) => p,
             Err(e) => {
                 return Some(SyncError {
@@ -175,6 +174,9 @@ fn sync(
         *current = Some(Cow::Owned(created));
         return None;
     };
+    if !volumes.wait_for_first_consumer {
+        delete_temporary_pods(w, plan);
+    }
     if !pod::is_temp(p) && pod::is_ready(p) {
         let annotations = p.metadata.annotations.as_ref();
         let has = annotations
@@ -214,6 +216,80 @@ fn sync(
         }
     }
     None
+}
+
+/// The sync error (and event) of volumes whose readiness cannot be told: a claim not cached
+/// yet is waited for (KubeVirt's informal error, a Normal event), a claim whose DataVolume is
+/// not cached is a `FailedDataVolumeImport` error with a Warning.
+fn volume_error(
+    vmi: &VirtualMachineInstance,
+    e: &data_volumes::VolumeError,
+    plan: &mut Plan,
+) -> SyncError {
+    match e {
+        data_volumes::VolumeError::PvcNotFound { .. } => {
+            let message = e.to_string();
+            plan.events.push(Event::normal(
+                vmi_ref(vmi),
+                "FailedPvcNotFound",
+                message.clone(),
+            ));
+            SyncError {
+                kind: crate::ErrorKind::Sync,
+                reason: "FailedPvcNotFound".into(),
+                message,
+            }
+        }
+        data_volumes::VolumeError::DataVolumeNotFound { .. } => {
+            plan.events.push(Event::warning(
+                vmi_ref(vmi),
+                "FailedPvcNotFound",
+                format!("Error determining if volume is ready: {e}"),
+            ));
+            SyncError {
+                kind: crate::ErrorKind::Sync,
+                reason: "FailedDataVolumeImport".into(),
+                message: format!("Error determining if volume is ready {e}"),
+            }
+        }
+    }
+}
+
+/// Deletes the VMI's WaitForFirstConsumer temporary pods that ran (or are running): once no
+/// DataVolume waits for a consumer, their claims are bound and the launcher pod takes over.
+/// KubeVirt deletes them with a zero grace period; kvrs's delete carries the UID precondition
+/// only (the pod's own command has already ended or ends at once).
+fn delete_temporary_pods(w: &VmiWorld<'_>, plan: &mut Plan) {
+    let vmi = w.vmi;
+    let ns = meta::namespace(&vmi.metadata);
+    let key = meta::key(&vmi.metadata);
+    for p in w.pods.iter().filter(|p| {
+        pod::is_temp(p)
+            && pod::is_controlled_by(p, vmi)
+            && !pod::is_deleting(p)
+            && matches!(pod::phase(p), "Running" | "Succeeded" | "Failed")
+    }) {
+        let name = pod::name(p).to_string();
+        plan.push_write(
+            ApiWrite::new(
+                "pods",
+                ns,
+                &name,
+                WriteOp::Delete {
+                    precondition_uid: p.metadata.uid.clone(),
+                },
+            )
+            .expecting(Expectation::Deletions {
+                key: key.clone(),
+                objects: vec![format!("{ns}/{name}")],
+            }),
+        );
+        plan.events.push(Event::normal(
+            vmi_ref(vmi),
+            "SuccessfulDelete",
+            format!("Deleted WaitForFirstConsumer temporary pod {name}"),
+        ));
+    }
 }
 
 fn active_migration_exists(w: &VmiWorld<'_>) -> bool {

@@ -9,6 +9,7 @@
 //! depend on how the pod is built (`kvrs_pod::render_launcher_pod` in production).
 
 mod conditions;
+pub(crate) mod data_volumes;
 mod handover;
 mod lifecycle;
 pub mod pod;
@@ -78,8 +79,14 @@ pub struct VmiWorld<'a> {
     /// Rust type here, and the decision reads only its VMI name, phase and deletion timestamp.
     pub migrations: &'a [Value],
     /// PersistentVolumeClaims of the VMI's namespace in the controller's cache: the claims of
-    /// its PVC and DataVolume volumes fill `status.volumeStatus[].persistentVolumeClaimInfo`.
+    /// its PVC and DataVolume volumes fill `status.volumeStatus[].persistentVolumeClaimInfo`,
+    /// and the launcher pod waits until each of them exists.
     pub pvcs: &'a [PersistentVolumeClaim],
+    /// CDI DataVolumes of the VMI's namespace, as JSON (no Rust type here; their phase and
+    /// `Ready` condition are read): the launcher pod waits until the DataVolumes its claims
+    /// stand on are populated, and the VMI's `DataVolumesReady` condition sums them up. Empty
+    /// on a cluster without CDI.
+    pub data_volumes: &'a [Value],
     /// Outstanding pod and VMI expectations of the key.
     pub expectations: PendingExpectations,
     /// Seconds since the epoch.
@@ -178,5 +185,7 @@ pub(crate) fn created_pod_event(vmi: &VirtualMachineInstance, pod_name: &str) ->
     )
 }
 
+#[cfg(test)]
+mod data_volume_tests;
 #[cfg(test)]
 mod tests;

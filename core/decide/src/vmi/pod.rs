@@ -5,8 +5,9 @@ use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, Pod, PodCondit
 use crate::api::VirtualMachineInstance;
 use crate::meta;
 
-/// Annotation marking a temporary pod that only triggers WaitForFirstConsumer volume binding.
-pub const EPHEMERAL_PROVISIONING_ANNOTATION: &str = "cdi.kubevirt.io/storage.pvc.ephemeral";
+/// Annotation marking a temporary pod that only triggers WaitForFirstConsumer volume binding
+/// (KubeVirt's `EphemeralProvisioningObject`).
+pub const EPHEMERAL_PROVISIONING_ANNOTATION: &str = "kubevirt.io/ephemeral-provisioning";
 
 /// The pod's name.
 pub fn name(pod: &Pod) -> &str {

@@ -106,26 +106,6 @@ pub fn fill(v: &mut Value, pvcs: &[PersistentVolumeClaim]) {
     }
 }
 
-/// The first claim a non-hotplugged PVC or DataVolume volume of `vmi` names that is not among
-/// `pvcs`: KubeVirt's VMI controller waits for it (CDI or the user may not have created it yet)
-/// before it renders the pod, on every reconcile.
-pub fn missing_claim<'v>(
-    vmi: &'v crate::api::VirtualMachineInstance,
-    pvcs: &[PersistentVolumeClaim],
-) -> Option<&'v str> {
-    vmi.spec.volumes.iter().flatten().find_map(|v| {
-        let claim = match (&v.persistent_volume_claim, &v.data_volume) {
-            (Some(p), _) if p.hotpluggable != Some(true) => p.claim_name.as_str(),
-            (_, Some(d)) if d.hotpluggable != Some(true) => d.name.as_str(),
-            _ => return None,
-        };
-        let found = pvcs
-            .iter()
-            .any(|p| p.metadata.name.as_deref() == Some(claim));
-        (!found).then_some(claim)
-    })
-}
-
 /// What the launcher pod's renderer needs of each claim (by claim name): block mode becomes a
 /// `volumeDevices` entry instead of a mount, ReadWriteMany a shared path.
 pub fn pod_claims(

@@ -17,7 +17,7 @@ use super::lifecycle::{
     NODE_NAME_LABEL, OUTDATED_LAUNCHER_LABEL, SyncError, VMI_FINALIZER,
 };
 use super::pod_sync::{sync_dynamic_metadata_to_pod, sync_paused_condition_to_pod};
-use super::{VmiWorld, pod, state};
+use super::{VmiWorld, data_volumes, pod, state};
 use crate::api::{VirtualMachineInstance, VirtualMachineInstanceStatus};
 use crate::patch::{self, op};
 use crate::vmi_state::phase;
@@ -65,6 +65,42 @@ fn remove_label(v: &mut Value, k: &str) {
     if let Some(m) = v.at_mut("/metadata/labels").and_then(Value::as_object_mut) {
         m.remove(k);
     }
+}
+
+/// A Pending VMI waiting for a WaitForFirstConsumer DataVolume: the `Provisioning` condition,
+/// and the temporary pod's scheduling failure as the VMI's `PodScheduled` condition (removed
+/// once it is scheduled); the VMI fails with its temporary pod.
+fn provisioning(c: &mut Value, temp_pod: Option<&Pod>) {
+    if find_cond(c, "Provisioning").is_none() {
+        conds_mut(c).push(json!({"type": "Provisioning", "status": "True",
+                                 "lastProbeTime": null, "lastTransitionTime": null}));
+    }
+    let Some(p) = temp_pod else {
+        return;
+    };
+    match pod::condition(p, "PodScheduled") {
+        Some(pc) if pc.status == "False" => {
+            if find_cond(c, "PodScheduled").is_none() {
+                conds_mut(c).push(pod_condition_json(pc));
+            }
+        }
+        _ => remove_cond(c, "PodScheduled"),
+    }
+    if pod::is_failed_or_going_down(p) {
+        set_phase(c, phase::FAILED);
+    }
+}
+
+/// A pod condition as the VMI condition KubeVirt copies it into (`AddPodCondition`).
+fn pod_condition_json(pc: &k8s_openapi::api::core::v1::PodCondition) -> Value {
+    json!({
+        "type": pc.type_,
+        "status": pc.status,
+        "reason": pc.reason,
+        "message": pc.message,
+        "lastProbeTime": time_value(pc.last_probe_time.as_ref()),
+        "lastTransitionTime": time_value(pc.last_transition_time.as_ref()),
+    })
 }
 
 fn has_owner_vm(w: &VmiWorld<'_>) -> bool {
@@ -220,6 +256,7 @@ fn metadata_view(m: &ObjectMeta) -> Value {
 
 pub(super) fn update_status(
     w: &VmiWorld<'_>,
+    dvs: &[&Value],
     plan: &mut Plan,
     p: Option<&Pod>,
     sync_err: Option<&SyncError>,
@@ -238,6 +275,10 @@ pub(super) fn update_status(
         add_finalizer(&mut c, VMI_FINALIZER);
     }
     let pod_exists = p.is_some_and(|p| !pod::is_temp(p));
+    let temp_pod = p.filter(|p| pod::is_temp(p));
+    let failed_dv = data_volumes::any_failed(dvs);
+    // No reason to look for one waiting for its consumer once one failed.
+    let wffc_dv = !failed_dv && data_volumes::any_wait_for_first_consumer(dvs);
 
     // Active pods: every pod the VMI controls (including one just created), by UID -> node.
     let mut active = Map::new();
@@ -305,16 +346,29 @@ pub(super) fn update_status(
         }
     }
 
+    data_volumes::aggregate_condition(&mut c, dvs);
+
     let mut sync_err_override: Option<SyncError> = None;
     let current_phase = state::phase_of(vmi);
     match current_phase {
         "" | phase::PENDING => {
             if pod_exists {
                 set_phase(&mut c, phase::SCHEDULING);
-            } else if state::is_deleting(vmi) {
+            } else if state::is_deleting(vmi) || failed_dv {
                 set_phase(&mut c, phase::FAILED);
             } else {
                 set_phase(&mut c, phase::PENDING);
+                if wffc_dv {
+                    provisioning(&mut c, temp_pod);
+                }
+                if let Some(e) = sync_err.filter(|e| e.reason == "FailedPvcNotFound") {
+                    // Replaced on every sync, timestamps unset, as KubeVirt appends it.
+                    remove_cond(&mut c, "PodScheduled");
+                    conds_mut(&mut c).push(json!({
+                        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                        "message": e.message, "lastProbeTime": null, "lastTransitionTime": null,
+                    }));
+                }
             }
         }
         phase::SCHEDULING => {
@@ -337,15 +391,7 @@ pub(super) fn update_status(
                     match pod::condition(p, "PodScheduled") {
                         Some(pc) if pc.status == "False" => {
                             if find_cond(&c, "PodScheduled").is_none() {
-                                conds_mut(&mut c).push(json!({
-                                    "type": "PodScheduled",
-                                    "status": pc.status,
-                                    "reason": pc.reason,
-                                    "message": pc.message,
-                                    "lastProbeTime": time_value(pc.last_probe_time.as_ref()),
-                                    "lastTransitionTime":
-                                        time_value(pc.last_transition_time.as_ref()),
-                                }));
+                                conds_mut(&mut c).push(pod_condition_json(pc));
                             }
                         }
                         _ => remove_cond(&mut c, "PodScheduled"),

@@ -193,7 +193,7 @@ where
 /// the cache holds no VMI of that key.
 ///
 /// The world holds the VMI, its launcher pods (in name order), the VM of the same name and the
-/// namespace's migrations.
+/// namespace's migrations, PVCs and DataVolumes.
 pub fn vmi_world<'c, C, R>(
     cache: &'c C,
     key: &str,
@@ -209,6 +209,7 @@ where
     pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let vm = cache.vm(key);
     let pvcs = cache.pvcs(namespace_of(key));
+    let data_volumes = cache.data_volumes(namespace_of(key));
     let migrations = cache.migrations(namespace_of(key));
     let world = VmiWorld {
         vmi: &vmi,
@@ -219,6 +220,7 @@ where
         vm: vm.as_deref(),
         migrations: &migrations,
         pvcs: &pvcs,
+        data_volumes: &data_volumes,
         expectations: inputs.expectations,
         now: inputs.now,
         config: inputs.config,
