@@ -186,10 +186,17 @@ impl PodCidr {
 /// `[A-Za-z0-9._-]` with `_` (`quay.io/containerdisks/fedora:41` →
 /// `quay.io_containerdisks_fedora_41`, a digest's `@sha256:` → `_sha256_`). Explicit entries
 /// (a map file of `ref=path` lines, [`ImageMap::parse_map_file`]) win over the directory.
+///
+/// A container whose pod gives it no `command` runs its image's entrypoint: for such an image
+/// (a hook sidecar's, e.g. KubeVirt's `sidecar-shim` based `example-hook-sidecar`) the
+/// directory holds the image's whole file tree (`sidecar-shim`, `usr/bin/onDefineDomain`) and
+/// [`ImageMap::set_entrypoint`] says what its config's `Entrypoint` is — what a registry's image
+/// config would say, given here since no registry is contacted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ImageMap {
     dir: Option<PathBuf>,
     entries: BTreeMap<String, PathBuf>,
+    entrypoints: BTreeMap<String, Vec<String>>,
 }
 
 impl ImageMap {
@@ -199,6 +206,7 @@ impl ImageMap {
         Self {
             dir: Some(absolute(dir.into())),
             entries: BTreeMap::new(),
+            entrypoints: BTreeMap::new(),
         }
     }
 
@@ -262,6 +270,41 @@ impl ImageMap {
     /// The images directory, if any.
     pub fn dir(&self) -> Option<&Path> {
         self.dir.as_deref()
+    }
+
+    /// Sets the entrypoint (an absolute path in the image, then its fixed arguments) a
+    /// container of `reference` without a `command` runs, the pod's `args` appended.
+    pub fn set_entrypoint(&mut self, reference: impl Into<String>, entrypoint: Vec<String>) {
+        self.entrypoints.insert(reference.into(), entrypoint);
+    }
+
+    /// The entrypoint of `reference`, if one was set.
+    pub fn entrypoint(&self, reference: &str) -> Option<&[String]> {
+        self.entrypoints.get(reference).map(Vec::as_slice)
+    }
+
+    /// Parses an `--image-entrypoint` value, `REFERENCE=PATH [ARG...]` (split at whitespace),
+    /// and sets it.
+    pub fn parse_entrypoint(&mut self, value: &str) -> Result<(), ConfigError> {
+        let bad = |reason: &str| ConfigError::Entrypoint {
+            value: value.to_string(),
+            reason: reason.to_string(),
+        };
+        let (reference, argv) = value
+            .split_once('=')
+            .ok_or_else(|| bad("expected REFERENCE=PATH"))?;
+        let reference = reference.trim();
+        crate::names::check_image_reference(reference).map_err(bad)?;
+        let argv: Vec<String> = argv.split_whitespace().map(String::from).collect();
+        match argv.first() {
+            None => return Err(bad("no entrypoint after =")),
+            Some(p) if !p.starts_with('/') => {
+                return Err(bad("the entrypoint must be an absolute path in the image"));
+            }
+            Some(_) => {}
+        }
+        self.set_entrypoint(reference, argv);
+        Ok(())
     }
 }
 
@@ -382,5 +425,20 @@ mod tests {
         );
         assert!(m.parse_map_file("nope", Path::new("/")).is_err());
         assert_eq!(ImageMap::default().candidate("x"), None);
+    }
+
+    #[test]
+    fn entrypoints_are_absolute_paths_of_real_references() {
+        let mut m = ImageMap::default();
+        m.parse_entrypoint("quay.io/kubevirt/sidecar-shim:v1.9.0=/sidecar-shim --x")
+            .unwrap();
+        assert_eq!(
+            m.entrypoint("quay.io/kubevirt/sidecar-shim:v1.9.0"),
+            Some(&["/sidecar-shim".to_string(), "--x".to_string()][..])
+        );
+        for bad in ["noequals", "img=", "img=relative", "..=/x"] {
+            let e = m.parse_entrypoint(bad).unwrap_err();
+            assert_eq!(e.label(), "entrypoint", "{bad}");
+        }
     }
 }

@@ -22,6 +22,14 @@ pub enum ConfigError {
         /// The line.
         text: String,
     },
+    /// An `--image-entrypoint` value that is not `REFERENCE=/PATH [ARG...]`.
+    #[error("image entrypoint {value:?}: {reason}")]
+    Entrypoint {
+        /// The value given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 impl ConfigError {
@@ -30,6 +38,7 @@ impl ConfigError {
         match self {
             Self::PodCidr { .. } => "pod_cidr",
             Self::MapLine { .. } => "map_line",
+            Self::Entrypoint { .. } => "entrypoint",
         }
     }
 }
@@ -58,6 +67,26 @@ pub enum PlanError {
         reference: String,
         /// Where it was looked for, e.g. `--images DIR (looked for DIR/x)`.
         where_: String,
+    },
+    /// A container image (of a container without `command`) that is not in the image map.
+    #[error("container {container}: image {reference} is not in {where_}")]
+    UnknownContainerImage {
+        /// The container name.
+        container: String,
+        /// The image reference.
+        reference: String,
+        /// Where it was looked for.
+        where_: String,
+    },
+    /// A container without `command` whose image has no entrypoint configured.
+    #[error(
+        "container {container}: no command, and image {reference} has no entrypoint in the image map (--image-entrypoint)"
+    )]
+    NoEntrypoint {
+        /// The container name.
+        container: String,
+        /// The image reference.
+        reference: String,
     },
     /// A container command that is not in the binary map.
     #[error("container {container}: command {command} is not in the binary map")]
@@ -120,6 +149,8 @@ impl PlanError {
             Self::BadUid(_) => "bad_uid",
             Self::NoContainer => "no_container",
             Self::UnknownImage { .. } => "unknown_image",
+            Self::UnknownContainerImage { .. } => "unknown_container_image",
+            Self::NoEntrypoint { .. } => "no_entrypoint",
             Self::UnknownBinary { .. } => "unknown_binary",
             Self::NoSuchVolume { .. } => "no_such_volume",
             Self::Unsupported { .. } => "unsupported",
@@ -133,7 +164,7 @@ impl PlanError {
     /// virt-controller reports them on the VMI as it does for a real pull error.
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::UnknownImage { .. } => "ErrImagePull",
+            Self::UnknownImage { .. } | Self::UnknownContainerImage { .. } => "ErrImagePull",
             _ => "CreateContainerConfigError",
         }
     }

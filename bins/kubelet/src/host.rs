@@ -15,8 +15,8 @@ use nix::unistd::Pid;
 use tracing::{debug, warn};
 
 use crate::error::HostError;
-use crate::plan::{NetworkPlan, PodKey, PodPlan};
-use crate::pod_exec::{PID_FILE, Runtime};
+use crate::plan::{NetworkPlan, PodKey, PodPlan, SidecarPlan};
+use crate::pod_exec::{ContainerSpec, PID_FILE, Runtime};
 
 /// How long `runc run` may take to create the container (write its PID file).
 const CREATE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -253,8 +253,42 @@ pub fn setup_files(plan: &PodPlan) -> Result<(), HostError> {
         let _ = fs::remove_file(&l.path);
         std::os::unix::fs::symlink(&l.target, &l.path).map_err(HostError::io(&l.path))?;
     }
+    for s in &plan.sidecars {
+        if let Some(image) = &s.image_dir {
+            fill_tree(image, &s.container_spec.rootfs)?;
+        }
+    }
     if let Some(parent) = plan.log_path.parent() {
         fs::create_dir_all(parent).map_err(HostError::io(parent))?;
+    }
+    Ok(())
+}
+
+/// Fills `to` with the file tree of `from` (an image's directory): directories made with their
+/// modes, files hard-linked (copied when `from` is on another file system), symbolic links
+/// made again. The container's root filesystem is read-only, so the links share nothing it
+/// could change; removing the pod's state removes the links, never the image's files.
+fn fill_tree(from: &Path, to: &Path) -> Result<(), HostError> {
+    for entry in fs::read_dir(from).map_err(HostError::io(from))? {
+        let entry = entry.map_err(HostError::io(from))?;
+        let src = entry.path();
+        let dst = to.join(entry.file_name());
+        let meta = fs::symlink_metadata(&src).map_err(HostError::io(&src))?;
+        let kind = meta.file_type();
+        if kind.is_dir() {
+            fs::create_dir_all(&dst).map_err(HostError::io(&dst))?;
+            fs::set_permissions(&dst, meta.permissions()).map_err(HostError::io(&dst))?;
+            fill_tree(&src, &dst)?;
+        } else if kind.is_symlink() {
+            let target = fs::read_link(&src).map_err(HostError::io(&src))?;
+            let _ = fs::remove_file(&dst);
+            std::os::unix::fs::symlink(target, &dst).map_err(HostError::io(&dst))?;
+        } else if kind.is_file() {
+            let _ = fs::remove_file(&dst);
+            if fs::hard_link(&src, &dst).is_err() {
+                fs::copy(&src, &dst).map_err(HostError::io(&dst))?;
+            }
+        }
     }
     Ok(())
 }
@@ -269,9 +303,37 @@ pub async fn spawn(
     plan: &PodPlan,
     runtime: &Runtime,
 ) -> Result<(tokio::process::Child, u32), HostError> {
-    let bundle = &plan.state_dir;
+    spawn_container(
+        &plan.container_spec,
+        &plan.state_dir,
+        &plan.log_path,
+        runtime,
+    )
+    .await
+}
+
+/// Starts one of the pod's other containers, as [`spawn`] starts the main one.
+pub async fn spawn_sidecar(
+    sidecar: &SidecarPlan,
+    runtime: &Runtime,
+) -> Result<(tokio::process::Child, u32), HostError> {
+    spawn_container(
+        &sidecar.container_spec,
+        &sidecar.bundle,
+        &sidecar.log_path,
+        runtime,
+    )
+    .await
+}
+
+async fn spawn_container(
+    container: &ContainerSpec,
+    bundle: &Path,
+    log_path: &Path,
+    runtime: &Runtime,
+) -> Result<(tokio::process::Child, u32), HostError> {
     let config = bundle.join("config.json");
-    let spec = plan.runtime_spec(|p| p.exists());
+    let spec = container.runtime_spec(|p| p.exists());
     let json = serde_json::to_vec_pretty(&spec).map_err(|e| HostError::Io {
         path: config.clone(),
         source: e.into(),
@@ -283,10 +345,10 @@ pub async fn spawn(
     let log = fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(&plan.log_path)
-        .map_err(HostError::io(&plan.log_path))?;
-    let log2 = log.try_clone().map_err(HostError::io(&plan.log_path))?;
-    let id = &plan.container_spec.id;
+        .open(log_path)
+        .map_err(HostError::io(log_path))?;
+    let log2 = log.try_clone().map_err(HostError::io(log_path))?;
+    let id = &container.id;
     let args = runtime.run(id, bundle);
     let mut child = tokio::process::Command::new(&runtime.program)
         .args(&args)
@@ -311,7 +373,7 @@ pub async fn spawn(
         }
         let failed = |why: String| HostError::Command {
             command: command_line(runtime, &args),
-            stderr: log_tail(&plan.log_path).unwrap_or(why),
+            stderr: log_tail(log_path).unwrap_or(why),
         };
         match child.try_wait() {
             Ok(Some(status)) => return Err(failed(format!("exited {status} before starting"))),
@@ -371,39 +433,80 @@ pub fn signal(pid: u32, sig: Signal) {
 fn in_pod(fp: &Footprint, pid: u32) -> bool {
     let short = fp.container.trim_start_matches("kvrs-");
     fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|t| {
-        t.lines()
-            .any(|l| l.contains("/kvrs-kubelet-") && l.ends_with(&format!("/{short}")))
+        t.lines().any(|l| {
+            l.contains("/kvrs-kubelet-")
+                && (l.ends_with(&format!("/{short}")) || l.contains(&format!("/{short}-")))
+        })
     })
 }
 
 /// Sends `sig` to the container's first process through `runc kill`; when runc no longer knows
 /// the container (it is ending), to `pid` directly if that is still a process of the pod.
 pub async fn signal_container(fp: &Footprint, pid: Option<u32>, sig: Signal) {
+    signal_container_id(fp, &fp.container, pid, sig).await;
+}
+
+/// [`signal_container`] for the pod's container of runc ID `id` (a sidecar's).
+pub async fn signal_container_id(fp: &Footprint, id: &str, pid: Option<u32>, sig: Signal) {
     let name = sig.as_str().trim_start_matches("SIG");
-    if let Err(e) = run_runtime(&fp.runtime, &fp.runtime.kill(&fp.container, name)).await {
-        debug!(container = %fp.container, error = %e, "runc kill");
+    if let Err(e) = run_runtime(&fp.runtime, &fp.runtime.kill(id, name)).await {
+        debug!(container = %id, error = %e, "runc kill");
         if let Some(pid) = pid.filter(|p| in_pod(fp, *p)) {
             signal(pid, sig);
         }
     }
 }
 
-/// Removes the container: `runc delete --force` (kills what is left, removes its cgroups and
-/// runc's state of it), then, should anything have escaped runc, kills the pod's cgroup
-/// (`cgroup.kill`, else each process in it; `pid` too while it is in the pod), waits (up to
-/// 5 s) for it to empty and removes it.
+/// Removes the pod's containers: `runc delete --force` of each runc still knows (the main
+/// one, `kvrs-<short id>`, and its sidecars, `kvrs-<short id>-<name>`: it kills what is left,
+/// removes their cgroups and runc's state of them), then, should anything have escaped runc,
+/// kills each of the pod's cgroups (`cgroup.kill`, else each process in it; `pid` too while it
+/// is in the pod), waits (up to 5 s) for it to empty and removes it.
 pub async fn remove_container(fp: &Footprint, pid: Option<u32>) {
-    if fp.runtime.root.join(&fp.container).exists()
-        && let Err(e) = run_runtime(&fp.runtime, &fp.runtime.delete(&fp.container)).await
-    {
-        warn!(container = %fp.container, error = %e, "runc delete");
+    let sidecar_prefix = format!("{}-", fp.container);
+    let ids: Vec<String> = fs::read_dir(&fp.runtime.root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| *n == fp.container || n.starts_with(&sidecar_prefix))
+        .collect();
+    for id in ids {
+        if let Err(e) = run_runtime(&fp.runtime, &fp.runtime.delete(&id)).await {
+            warn!(container = %id, error = %e, "runc delete");
+        }
     }
     if let Some(pid) = pid.filter(|p| in_pod(fp, *p)) {
         signal(pid, Signal::SIGKILL);
     }
-    let Some(cg) = fp.cgroup.as_deref().filter(|c| c.exists()) else {
-        return;
+    for cg in pod_cgroups(fp) {
+        remove_cgroup(&cg).await;
+    }
+}
+
+/// The pod's cgroups that exist: its main container's (`<root>/<short id>`) and its sidecars'
+/// (`<root>/<short id>-<name>`).
+fn pod_cgroups(fp: &Footprint) -> Vec<PathBuf> {
+    let Some(main) = fp.cgroup.as_deref() else {
+        return Vec::new();
     };
+    let (Some(root), Some(short)) = (main.parent(), main.file_name()) else {
+        return Vec::new();
+    };
+    let prefix = format!("{}-", short.to_string_lossy());
+    fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name();
+            n == short || n.to_string_lossy().starts_with(&prefix)
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+async fn remove_cgroup(cg: &Path) {
     let procs = cg.join("cgroup.procs");
     for _ in 0..50 {
         let left = fs::read_to_string(&procs).unwrap_or_default();

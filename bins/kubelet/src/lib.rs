@@ -4,29 +4,39 @@
 //! kvrs's launcher on this machine; both use [`Kubelet`]. It talks to the API only through
 //! [`kube::Client`]: it watches the pods bound to its node (`spec.nodeName=<node>`) and for each
 //! 1. plans it — a pure function, [`plan::plan_pod`]: Pod + [`KubeletConfig`] → [`PodPlan`] of
-//!    network namespace, directories, files, and the container's OCI runtime spec
-//!    ([`PodPlan::runtime_spec`]: root filesystem, mounts, namespaces, cgroup, devices, user,
-//!    capabilities, seccomp, environment and command);
+//!    network namespace, directories, files, and each container's OCI runtime spec
+//!    ([`PodPlan::runtime_spec`] for the main `compute` container, [`plan::SidecarPlan`] for
+//!    every other regular container: root filesystem, mounts, namespaces, cgroup, devices,
+//!    user, capabilities, seccomp, environment and command);
 //! 2. sets it up on the host ([`host`]): a network namespace with `eth0` (the pod IP), emptyDirs
 //!    under the pods directory where virt-handler looks for the `sockets` one, configMap, secret,
 //!    projected and downwardAPI volumes as files, claims bound to `hostPath`/`local` PVs (their
-//!    objects read first, [`volumes::fetch`]), the container's bundle (its root filesystem's
-//!    directory, `/etc`, `/run`, `config.json`);
-//! 3. runs the container with runc ([`pod_exec`]): a container as a Kubernetes node makes it —
-//!    its own read-only root filesystem (not the host's `/`: the host's `/usr` read-only, the
-//!    pod's own `/etc`, `/run`, `/tmp`, `/dev`), its own PID, mount, IPC, UTS and cgroup
-//!    namespaces, the pod's network namespace, a cgroup per pod, UID 107 with the capabilities,
-//!    `no_new_privs` and seccomp profile KubeVirt's launcher gets, each volume at its mount path
-//!    and only the device nodes it requested;
-//! 4. reports `pods/status` ([`status`]): Running, Ready once the launcher's command socket
-//!    exists, Succeeded/Failed with the exit code;
-//! 5. on deletion stops it (SIGTERM, grace period, SIGKILL, `runc delete --force`), removes
-//!    everything it made and deletes the pod with grace 0 and a UID precondition.
+//!    objects read first, [`volumes::fetch`]), each container's bundle (its root filesystem's
+//!    directory, `/run`, `config.json`) and the pod's `/etc`;
+//! 3. runs each container with runc ([`pod_exec`]): a container as a Kubernetes node makes it —
+//!    its own read-only root filesystem (not the host's `/`: the host's `/usr` read-only for a
+//!    container running a mapped binary, or the image's own file tree for one running its
+//!    image's entrypoint; the pod's `/etc`, its own `/run`, `/tmp`, `/dev`), its own PID, mount,
+//!    IPC, UTS and cgroup namespaces, the pod's network namespace, a cgroup of its own, the user,
+//!    capabilities, `no_new_privs` and seccomp profile its securityContext asks for (KubeVirt's
+//!    launcher and hook sidecars: UID 107, no capabilities but `NET_BIND_SERVICE`), each volume
+//!    at its mount path (emptyDirs shared by the pod's containers, a `subPath` made as the
+//!    kubelet makes it) and only the device nodes it requested;
+//! 4. reports `pods/status` ([`status`]): Running, a status per container, Ready once the
+//!    launcher's command socket exists and every other container runs, Succeeded/Failed with
+//!    the main container's exit code;
+//! 5. on deletion stops every container (SIGTERM, grace period, SIGKILL), `runc delete --force`
+//!    of each, removes everything it made and deletes the pod with grace 0 and a UID
+//!    precondition.
 //!
-//! Only the `compute` container runs (init containers only copy helper binaries in KubeVirt's
-//! image-volume mode; the `guest-console-log` sidecar only tails the serial log), and images
-//! are not pulled: [`ImageMap`] and [`BinaryMap`] say which local directories and binaries
-//! stand for them.
+//! The pod lives as long as its main container (`compute`): a sidecar that ends early is
+//! reported terminated and not restarted, and the sidecars are stopped once the main container
+//! ends (they only serve it). Init containers are not run: in KubeVirt's pods they only copy
+//! helper binaries (image-volume mode) or, as a `restartPolicy: Always` init container, only
+//! tail the serial log into the pod's log (`guest-console-log`).
+//! Images are not pulled: [`ImageMap`] and [`BinaryMap`] say which local directories and
+//! binaries stand for them, and [`ImageMap::set_entrypoint`] what a container that has no
+//! `command` (a hook sidecar) runs from its image's directory.
 
 mod config;
 mod error;
@@ -36,6 +46,7 @@ pub mod node;
 pub mod oci;
 pub mod plan;
 pub mod pod_exec;
+mod sidecars;
 pub mod state;
 pub mod status;
 pub mod volumes;

@@ -20,7 +20,7 @@ use crate::pod_exec::{
 };
 use crate::volumes::VolumeObjects;
 
-/// The container the runner runs: KubeVirt's launcher container.
+/// The pod's main container: KubeVirt's launcher container. The pod lives as long as it runs.
 pub const COMPUTE: &str = "compute";
 /// The default of `spec.terminationGracePeriodSeconds`.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
@@ -136,8 +136,38 @@ pub struct PodPlan {
     pub readiness_file: Option<PathBuf>,
     /// How long SIGTERM is given before SIGKILL when the pod is deleted.
     pub grace: Duration,
+    /// The pod's other containers (hook sidecars, network binding plugins), in the pod's
+    /// order: started after the main one, each stopped with the grace period once the pod is
+    /// deleted or the main container ends.
+    pub sidecars: Vec<SidecarPlan>,
     /// What was not run or not mounted, for the log.
     pub skipped: Vec<String>,
+}
+
+/// One of the pod's other containers: its own bundle, root filesystem, `/run`, cgroup and log,
+/// the pod's network namespace, `/etc` and volumes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SidecarPlan {
+    /// The container's name.
+    pub name: String,
+    /// Its image (reported in its status).
+    pub image: String,
+    /// `<state dir>/pods/<uid>/containers/<name>`: `config.json`, `rootfs`, `run`.
+    pub bundle: PathBuf,
+    /// Its stdout and stderr (kept after the pod).
+    pub log_path: PathBuf,
+    /// The container, as runc will run it.
+    pub container_spec: ContainerSpec,
+    /// The image directory whose files make its root filesystem (hard-linked, else copied,
+    /// before it starts), when it runs its image's entrypoint.
+    pub image_dir: Option<PathBuf>,
+}
+
+impl SidecarPlan {
+    /// The container's OCI runtime spec (see [`PodPlan::runtime_spec`]).
+    pub fn runtime_spec(&self, exists: impl Fn(&Path) -> bool) -> oci::Spec {
+        self.container_spec.runtime_spec(exists)
+    }
 }
 
 /// The pod's network namespace and veth.
@@ -156,8 +186,10 @@ pub struct NetworkPlan {
 /// An image volume's directory, which must exist before the pod starts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ImageCheck {
-    /// The volume name.
+    /// The volume name (`container <name>` for a container's image).
     pub volume: String,
+    /// The container whose root filesystem the image is; `None`: an image volume.
+    pub container: Option<String>,
     /// The image reference.
     pub reference: String,
     /// The directory standing for the image.
@@ -336,19 +368,22 @@ pub fn plan_pod_with(
         .find(|c| c.name == COMPUTE)
         .or_else(|| spec.containers.first())
         .ok_or(PlanError::NoContainer)?;
+    let mut others = Vec::new();
     for c in spec.containers.iter().filter(|c| c.name != container.name) {
-        skipped.push(format!("container {}", c.name));
+        // The name becomes a directory, a runc ID and a cgroup: a DNS-1123 label, as
+        // kube-apiserver's pod validation requires.
+        if !crate::names::is_dns1123_label(&c.name) {
+            return Err(PlanError::Invalid {
+                field: "spec.containers[].name".into(),
+                value: c.name.clone(),
+                reason: "not a DNS-1123 label",
+            });
+        }
+        others.push(c);
     }
 
     let pod_sc = spec.security_context.as_ref();
-    let sc = container.security_context.as_ref();
-    let id = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok());
-    let uid = id(sc.and_then(|s| s.run_as_user))
-        .or(id(pod_sc.and_then(|s| s.run_as_user)))
-        .unwrap_or(0);
-    let gid = id(sc.and_then(|s| s.run_as_group))
-        .or(id(pod_sc.and_then(|s| s.run_as_group)))
-        .unwrap_or(0);
+    let (uid, gid) = user_of(container, pod_sc);
 
     let mut sysctls = config.default_sysctls.clone();
     for s in pod_sc
@@ -370,6 +405,12 @@ pub fn plan_pod_with(
     let run_dir = state_dir.join("run");
     let etc_dir = state_dir.join("etc");
     let rootfs = state_dir.join("rootfs");
+    let root_dir = |path: PathBuf| DirPlan {
+        path,
+        uid: 0,
+        gid: 0,
+        mode: 0o755,
+    };
     let mut dirs = vec![
         DirPlan {
             path: pod_dir.clone(),
@@ -377,54 +418,22 @@ pub fn plan_pod_with(
             gid: 0,
             mode: 0o750,
         },
-        DirPlan {
-            path: state_dir.clone(),
-            uid: 0,
-            gid: 0,
-            mode: 0o755,
-        },
+        root_dir(state_dir.clone()),
         DirPlan {
             path: run_dir.clone(),
             uid,
             gid,
             mode: 0o755,
         },
-        DirPlan {
-            path: etc_dir.clone(),
-            uid: 0,
-            gid: 0,
-            mode: 0o755,
-        },
-        DirPlan {
-            path: rootfs.clone(),
-            uid: 0,
-            gid: 0,
-            mode: 0o755,
-        },
-        DirPlan {
-            path: rootfs.join("var"),
-            uid: 0,
-            gid: 0,
-            mode: 0o755,
-        },
+        root_dir(etc_dir.clone()),
+        root_dir(rootfs.clone()),
+        root_dir(rootfs.join("var")),
     ];
     for d in HOST_ETC_DIRS {
-        dirs.push(DirPlan {
-            path: etc_dir.join(d),
-            uid: 0,
-            gid: 0,
-            mode: 0o755,
-        });
+        dirs.push(root_dir(etc_dir.join(d)));
     }
-    let links = ROOTFS_LINKS
-        .iter()
-        .map(|(link, target)| LinkPlan {
-            path: rootfs.join(link),
-            target: target.into(),
-        })
-        .collect();
+    let mut links = rootfs_links(&rootfs);
     let mut files = Vec::new();
-    let mut images = Vec::new();
     let volumes: BTreeMap<&str, &Volume> = spec
         .volumes
         .iter()
@@ -437,7 +446,7 @@ pub fn plan_pod_with(
         .flatten()
         .filter(|v| v.empty_dir.is_some())
     {
-        // Every emptyDir, mounted by the run container or not (as the kubelet does);
+        // Every emptyDir, mounted by a run container or not (as the kubelet does);
         // world-writable as the kubelet makes them, owned by the container's user as fsGroup
         // and the handler's e2e harness leave them.
         let path = pod_dir
@@ -450,27 +459,6 @@ pub fn plan_pod_with(
             mode: 0o777,
         });
     }
-    let system = |source: PathBuf, target: &str, read_only: bool, kind: MountKind| BindMount {
-        source,
-        target: target.into(),
-        read_only,
-        propagation: Propagation::Private,
-        kind,
-    };
-    // The root filesystem: the host's /usr, the pod's /etc and /run.
-    let mut mounts = vec![
-        system("/usr".into(), "/usr", true, MountKind::System),
-        system(etc_dir.clone(), "/etc", true, MountKind::System),
-        system(run_dir.clone(), "/run", false, MountKind::System),
-    ];
-    for f in HOST_ETC_FILES.iter().chain(&HOST_ETC_DIRS) {
-        mounts.push(system(
-            Path::new("/etc").join(f),
-            &format!("/etc/{f}"),
-            true,
-            MountKind::OptionalSystem,
-        ));
-    }
     for f in HOST_ETC_FILES {
         // The mount point: /etc is read-only by the time runc gets to it.
         files.push(FilePlan {
@@ -479,117 +467,93 @@ pub fn plan_pod_with(
             mode: 0o644,
         });
     }
-    let fs_group = pod_sc
-        .and_then(|s| s.fs_group)
-        .and_then(|g| u32::try_from(g).ok());
-    let mut mounted = std::collections::BTreeSet::new();
-    for vm in container.volume_mounts.iter().flatten() {
-        let volume = volumes
-            .get(vm.name.as_str())
-            .ok_or_else(|| PlanError::NoSuchVolume {
-                container: container.name.clone(),
-                mount: vm.name.clone(),
-            })?;
-        let source = volume_source(
-            volume,
-            &pod_dir,
-            config,
-            pod,
-            &key,
-            VolumeContext {
-                objects,
-                owner: (uid, fs_group.unwrap_or(gid)),
-            },
-            &mut dirs,
-            &mut files,
-            &mut images,
-            mounted.insert(vm.name.as_str()),
-        )?;
-        mounts.push(mount_of(vm, source.path, source.read_only)?);
+    let hostname = pod_hostname(spec.hostname.as_deref().unwrap_or(&key.name));
+    let pod_ctx = PodContext {
+        pod,
+        key: &key,
+        config,
+        objects,
+        address,
+        pod_dir: &pod_dir,
+        etc_dir: &etc_dir,
+        volumes: &volumes,
+        fs_group: pod_sc
+            .and_then(|s| s.fs_group)
+            .and_then(|g| u32::try_from(g).ok()),
+        hostname: &hostname,
+    };
+    let mut acc = Accumulated {
+        dirs,
+        files,
+        images: Vec::new(),
+        mounted: std::collections::BTreeSet::new(),
+        skipped,
+    };
+    let (container_spec, _) = plan_container(
+        &pod_ctx,
+        container,
+        ContainerLayout {
+            id: container_id(&key),
+            rootfs,
+            run_dir,
+            cgroups_path: cgroups_path(&config.node_name, &key),
+        },
+        &mut acc,
+    )?;
+    let mut sidecars = Vec::new();
+    for c in others {
+        let bundle = state_dir.join("containers").join(&c.name);
+        let (c_uid, c_gid) = user_of(c, pod_sc);
+        let layout = ContainerLayout {
+            id: format!("{}-{}", container_id(&key), c.name),
+            rootfs: bundle.join("rootfs"),
+            run_dir: bundle.join("run"),
+            cgroups_path: format!("{}-{}", cgroups_path(&config.node_name, &key), c.name),
+        };
+        acc.dirs.push(root_dir(state_dir.join("containers")));
+        acc.dirs.push(root_dir(bundle.clone()));
+        acc.dirs.push(DirPlan {
+            path: layout.run_dir.clone(),
+            uid: c_uid,
+            gid: c_gid,
+            mode: 0o755,
+        });
+        acc.dirs.push(root_dir(layout.rootfs.clone()));
+        let rootfs = layout.rootfs.clone();
+        let (container_spec, image_dir) = plan_container(&pod_ctx, c, layout, &mut acc)?;
+        acc.dirs.push(root_dir(rootfs.join("var")));
+        links.extend(rootfs_links(&rootfs).into_iter().filter(|l| {
+            // An image is its own /usr: only its /var/run and /var/tmp lead to the container's
+            // own /run and /tmp (where mounts at /var/run/... are made).
+            image_dir.is_none() || l.path.starts_with(rootfs.join("var"))
+        }));
+        sidecars.push(SidecarPlan {
+            name: c.name.clone(),
+            image: c.image.clone().unwrap_or_default(),
+            bundle,
+            log_path: config.state_dir.join("logs").join(format!(
+                "{}_{}_{}_{}.log",
+                key.namespace, key.name, key.uid, c.name
+            )),
+            container_spec,
+            image_dir,
+        });
     }
+    let Accumulated {
+        dirs,
+        mut files,
+        images,
+        mounted,
+        mut skipped,
+    } = acc;
     for v in spec.volumes.iter().flatten() {
         if !mounted.contains(v.name.as_str()) && v.empty_dir.is_none() {
             skipped.push(format!(
-                "volume {} (not mounted by {})",
-                v.name, container.name
+                "volume {} (not mounted by a run container)",
+                v.name
             ));
         }
     }
-
-    let limits: Vec<&str> = container
-        .resources
-        .iter()
-        .flat_map(|r| r.limits.iter().chain(r.requests.iter()))
-        .flat_map(|m| m.keys().map(String::as_str))
-        .collect();
-    let mut devices: Vec<DeviceNode> = DEVICES
-        .iter()
-        .filter(|(resource, ..)| limits.contains(resource))
-        .map(|(_, major, minor, path)| DeviceNode {
-            path: path.into(),
-            major: *major,
-            minor: *minor,
-            block: false,
-            owner: None,
-        })
-        .collect();
-    // Block-mode claims: the PV's device node at `devicePath`, owned by the pod's user as
-    // CRI runtimes do with `device_ownership_from_security_context` (KubeVirt relies on it for
-    // QEMU, UID 107, to open the disk).
-    for d in container.volume_devices.iter().flatten() {
-        let volume = volumes
-            .get(d.name.as_str())
-            .ok_or_else(|| PlanError::NoSuchVolume {
-                container: container.name.clone(),
-                mount: d.name.clone(),
-            })?;
-        let (major, minor) = crate::volumes::device_of(volume, objects)?;
-        mounted.insert(d.name.as_str());
-        devices.push(DeviceNode {
-            path: absolute(
-                &format!("volumeDevice {}: devicePath", d.name),
-                &d.device_path,
-            )?,
-            major,
-            minor,
-            block: true,
-            owner: Some((uid, fs_group.unwrap_or(gid))),
-        });
-    }
-    for r in limits
-        .iter()
-        .filter(|r| r.contains('/') && !r.starts_with("hugepages"))
-    {
-        if !DEVICES.iter().any(|d| d.0 == *r) {
-            skipped.push(format!("resource {r} (no such device on this node)"));
-        }
-    }
-
-    let command = container_command(container, config)?;
-    // The command's binary at its own host path (read-only), and the binary map's other
-    // binaries beside it where they exist: virt-launcher-monitor starts the virt-launcher next
-    // to it. Binaries under the host's /usr are visible as they are.
-    let visible = |p: &Path| HOST_VISIBLE.iter().any(|d| p.starts_with(d));
-    let mut binaries = vec![(command.0.clone(), MountKind::Binary)];
-    for b in config.binaries.local_binaries() {
-        if b != command.0.as_path() && !binaries.iter().any(|(p, _)| p == b) {
-            binaries.push((b.to_path_buf(), MountKind::OptionalBinary));
-        }
-    }
-    for (path, kind) in binaries {
-        let path = absolute("binary map entry", &path.to_string_lossy())?;
-        if !visible(&path) {
-            mounts.push(BindMount {
-                source: path.clone(),
-                target: path,
-                read_only: true,
-                propagation: Propagation::Private,
-                kind,
-            });
-        }
-    }
-    let env = container_env(container, pod, &key, config, address)?;
-    let hostname = pod_hostname(spec.hostname.as_deref().unwrap_or(&key.name));
     // The kubelet's managed /etc/hosts: the pod's own name resolves from the file. Without it
     // every getaddrinfo of the hostname goes to DNS — libvirt does one while starting a domain,
     // which took 10 s of resolver timeouts in a pod with no reachable name server.
@@ -615,10 +579,7 @@ pub fn plan_pod_with(
             mode: 0o644,
         });
     }
-    // Parents before children, whatever the spelling (/var/run is /run).
-    mounts.sort_by(|a, b| a.target.cmp(&b.target));
 
-    let security = security(container, pod_sc, uid)?;
     let readiness_file = volumes
         .get(kvrs_ipc::layout::SOCKETS_VOLUME)
         .filter(|v| v.empty_dir.is_some())
@@ -632,6 +593,260 @@ pub fn plan_pod_with(
         .state_dir
         .join("logs")
         .join(format!("{}_{}_{}.log", key.namespace, key.name, key.uid));
+    Ok(PodPlan {
+        key,
+        network,
+        pod_dir,
+        state_dir,
+        log_path,
+        dirs,
+        files,
+        links,
+        images,
+        container_spec,
+        container: container.name.clone(),
+        image: container.image.clone().unwrap_or_default(),
+        readiness_file,
+        grace,
+        sidecars,
+        skipped,
+    })
+}
+
+/// The root filesystem's links of a container on the host's `/usr`.
+fn rootfs_links(rootfs: &Path) -> Vec<LinkPlan> {
+    ROOTFS_LINKS
+        .iter()
+        .map(|(link, target)| LinkPlan {
+            path: rootfs.join(link),
+            target: target.into(),
+        })
+        .collect()
+}
+
+/// The container's UID and GID: its `securityContext` over the pod's, else root.
+fn user_of(
+    c: &Container,
+    pod_sc: Option<&k8s_openapi::api::core::v1::PodSecurityContext>,
+) -> (u32, u32) {
+    let sc = c.security_context.as_ref();
+    let id = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok());
+    let uid = id(sc.and_then(|s| s.run_as_user))
+        .or(id(pod_sc.and_then(|s| s.run_as_user)))
+        .unwrap_or(0);
+    let gid = id(sc.and_then(|s| s.run_as_group))
+        .or(id(pod_sc.and_then(|s| s.run_as_group)))
+        .unwrap_or(0);
+    (uid, gid)
+}
+
+/// What every container of one pod is planned against.
+struct PodContext<'a> {
+    pod: &'a Pod,
+    key: &'a PodKey,
+    config: &'a KubeletConfig,
+    objects: &'a VolumeObjects,
+    address: PodAddress,
+    pod_dir: &'a Path,
+    etc_dir: &'a Path,
+    volumes: &'a BTreeMap<&'a str, &'a Volume>,
+    fs_group: Option<u32>,
+    hostname: &'a str,
+}
+
+/// What the containers of a pod add to its plan, in order.
+struct Accumulated<'a> {
+    dirs: Vec<DirPlan>,
+    files: Vec<FilePlan>,
+    images: Vec<ImageCheck>,
+    /// Volumes some container mounted (object volumes are written once, at their first mount).
+    mounted: std::collections::BTreeSet<&'a str>,
+    skipped: Vec<String>,
+}
+
+/// Where one container's own things are.
+struct ContainerLayout {
+    id: String,
+    rootfs: PathBuf,
+    run_dir: PathBuf,
+    cgroups_path: String,
+}
+
+/// One container's spec, and the image directory its root filesystem is filled from when it
+/// runs its image's entrypoint (no `command`); `None`: it runs a mapped binary on the host's
+/// `/usr` (the launcher's image is the host's own libvirt and QEMU).
+fn plan_container<'a>(
+    p: &PodContext<'a>,
+    container: &'a Container,
+    layout: ContainerLayout,
+    acc: &mut Accumulated<'a>,
+) -> Result<(ContainerSpec, Option<PathBuf>), PlanError> {
+    let spec = p
+        .pod
+        .spec
+        .as_ref()
+        .ok_or(PlanError::Missing { field: "spec" })?;
+    let pod_sc = spec.security_context.as_ref();
+    let (uid, gid) = user_of(container, pod_sc);
+    let image_mode = container.command.as_ref().is_none_or(Vec::is_empty);
+    let system = |source: PathBuf, target: &str, read_only: bool, kind: MountKind| BindMount {
+        source,
+        target: target.into(),
+        read_only,
+        propagation: Propagation::Private,
+        kind,
+    };
+    // The root filesystem: the host's /usr (unless the image is the filesystem), the pod's
+    // /etc, the container's own /run.
+    let mut mounts = Vec::new();
+    if !image_mode {
+        mounts.push(system("/usr".into(), "/usr", true, MountKind::System));
+    }
+    mounts.push(system(
+        p.etc_dir.to_path_buf(),
+        "/etc",
+        true,
+        MountKind::System,
+    ));
+    mounts.push(system(
+        layout.run_dir.clone(),
+        "/run",
+        false,
+        MountKind::System,
+    ));
+    for f in HOST_ETC_FILES.iter().chain(&HOST_ETC_DIRS) {
+        mounts.push(system(
+            Path::new("/etc").join(f),
+            &format!("/etc/{f}"),
+            true,
+            MountKind::OptionalSystem,
+        ));
+    }
+    for vm in container.volume_mounts.iter().flatten() {
+        let volume = p
+            .volumes
+            .get(vm.name.as_str())
+            .ok_or_else(|| PlanError::NoSuchVolume {
+                container: container.name.clone(),
+                mount: vm.name.clone(),
+            })?;
+        let source = volume_source(
+            volume,
+            p.pod_dir,
+            p.config,
+            p.pod,
+            p.key,
+            VolumeContext {
+                objects: p.objects,
+                owner: (uid, p.fs_group.unwrap_or(gid)),
+            },
+            &mut acc.dirs,
+            &mut acc.files,
+            &mut acc.images,
+            acc.mounted.insert(vm.name.as_str()),
+        )?;
+        let mount = mount_of(vm, source.path.clone(), source.read_only)?;
+        if volume.empty_dir.is_some() && mount.source != source.path {
+            // A subPath of an emptyDir: the kubelet creates it with the volume's mode (how
+            // each hook sidecar gets its own `hook-sidecar-<i>` directory of the sockets
+            // volume, which the launcher sees whole).
+            acc.dirs.push(DirPlan {
+                path: mount.source.clone(),
+                uid,
+                gid,
+                mode: 0o777,
+            });
+        }
+        mounts.push(mount);
+    }
+
+    let limits: Vec<&str> = container
+        .resources
+        .iter()
+        .flat_map(|r| r.limits.iter().chain(r.requests.iter()))
+        .flat_map(|m| m.keys().map(String::as_str))
+        .collect();
+    let mut devices: Vec<DeviceNode> = DEVICES
+        .iter()
+        .filter(|(resource, ..)| limits.contains(resource))
+        .map(|(_, major, minor, path)| DeviceNode {
+            path: path.into(),
+            major: *major,
+            minor: *minor,
+            block: false,
+            owner: None,
+        })
+        .collect();
+    // Block-mode claims: the PV's device node at `devicePath`, owned by the pod's user as
+    // CRI runtimes do with `device_ownership_from_security_context` (KubeVirt relies on it for
+    // QEMU, UID 107, to open the disk).
+    for d in container.volume_devices.iter().flatten() {
+        let volume = p
+            .volumes
+            .get(d.name.as_str())
+            .ok_or_else(|| PlanError::NoSuchVolume {
+                container: container.name.clone(),
+                mount: d.name.clone(),
+            })?;
+        let (major, minor) = crate::volumes::device_of(volume, p.objects)?;
+        acc.mounted.insert(d.name.as_str());
+        devices.push(DeviceNode {
+            path: absolute(
+                &format!("volumeDevice {}: devicePath", d.name),
+                &d.device_path,
+            )?,
+            major,
+            minor,
+            block: true,
+            owner: Some((uid, p.fs_group.unwrap_or(gid))),
+        });
+    }
+    for r in limits
+        .iter()
+        .filter(|r| r.contains('/') && !r.starts_with("hugepages"))
+    {
+        if !DEVICES.iter().any(|d| d.0 == *r) {
+            acc.skipped.push(format!(
+                "container {}: resource {r} (no such device on this node)",
+                container.name
+            ));
+        }
+    }
+
+    let (command, image_dir) = if image_mode {
+        let (command, dir) = image_command(container, p.config, &mut acc.images)?;
+        (command, Some(dir))
+    } else {
+        let command = container_command(container, p.config)?;
+        // The command's binary at its own host path (read-only), and the binary map's other
+        // binaries beside it where they exist: virt-launcher-monitor starts the virt-launcher
+        // next to it. Binaries under the host's /usr are visible as they are.
+        let visible = |p: &Path| HOST_VISIBLE.iter().any(|d| p.starts_with(d));
+        let mut binaries = vec![(command.0.clone(), MountKind::Binary)];
+        for b in p.config.binaries.local_binaries() {
+            if b != command.0.as_path() && !binaries.iter().any(|(p, _)| p == b) {
+                binaries.push((b.to_path_buf(), MountKind::OptionalBinary));
+            }
+        }
+        for (path, kind) in binaries {
+            let path = absolute("binary map entry", &path.to_string_lossy())?;
+            if !visible(&path) {
+                mounts.push(BindMount {
+                    source: path.clone(),
+                    target: path,
+                    read_only: true,
+                    propagation: Propagation::Private,
+                    kind,
+                });
+            }
+        }
+        (command, None)
+    };
+    let env = container_env(container, p.pod, p.key, p.config, p.address)?;
+    // Parents before children, whatever the spelling (/var/run is /run).
+    mounts.sort_by(|a, b| a.target.cmp(&b.target));
+
+    let security = security(container, pod_sc, uid)?;
     let mut additional_gids: Vec<u32> = pod_sc
         .and_then(|s| s.supplemental_groups.as_ref())
         .into_iter()
@@ -643,12 +858,12 @@ pub fn plan_pod_with(
         .collect();
     additional_gids.sort_unstable();
     additional_gids.dedup();
-    let container_spec = ContainerSpec {
-        id: container_id(&key),
-        netns: Path::new("/run/netns").join(&network.netns),
-        hostname,
-        rootfs,
-        cgroups_path: cgroups_path(&config.node_name, &key),
+    let spec = ContainerSpec {
+        id: layout.id,
+        netns: Path::new("/run/netns").join(format!("kvrs-{}", p.key.short_id())),
+        hostname: p.hostname.to_string(),
+        rootfs: layout.rootfs,
+        cgroups_path: layout.cgroups_path,
         mounts,
         devices,
         uid,
@@ -665,23 +880,54 @@ pub fn plan_pod_with(
         args: command.1,
         env,
     };
-    Ok(PodPlan {
-        key,
-        network,
-        pod_dir,
-        state_dir,
-        log_path,
-        dirs,
-        files,
-        links,
-        images,
-        container_spec,
-        container: container.name.clone(),
-        image: container.image.clone().unwrap_or_default(),
-        readiness_file,
-        grace,
-        skipped,
-    })
+    Ok((spec, image_dir))
+}
+
+/// The image's entrypoint (from the image map) with the container's `args`, and the image's
+/// directory, whose existence is checked before the pod starts ([`PodPlan::missing_image`]).
+fn image_command(
+    c: &Container,
+    config: &KubeletConfig,
+    images: &mut Vec<ImageCheck>,
+) -> Result<((PathBuf, Vec<String>), PathBuf), PlanError> {
+    let reference = c.image.clone().unwrap_or_default();
+    crate::names::check_image_reference(&reference).map_err(|reason| PlanError::Invalid {
+        field: format!("container {}: image", c.name),
+        value: reference.clone(),
+        reason,
+    })?;
+    let Some(path) = config.images.candidate(&reference) else {
+        return Err(PlanError::UnknownContainerImage {
+            container: c.name.clone(),
+            reference,
+            where_: "the image map (no --images directory or map entry)".into(),
+        });
+    };
+    let entrypoint =
+        config
+            .images
+            .entrypoint(&reference)
+            .ok_or_else(|| PlanError::NoEntrypoint {
+                container: c.name.clone(),
+                reference: reference.clone(),
+            })?;
+    let mut argv = entrypoint.to_vec();
+    argv.extend(c.args.iter().flatten().cloned());
+    let program = PathBuf::from(argv.remove(0));
+    let looked_in = match config.images.dir() {
+        Some(d) if !config.images.is_explicit(&reference) => {
+            format!("--images {} (looked for {})", d.display(), path.display())
+        }
+        _ => format!("the image map (looked for {})", path.display()),
+    };
+    images.push(ImageCheck {
+        volume: format!("container {}", c.name),
+        container: Some(c.name.clone()),
+        reference,
+        path: path.clone(),
+        looked_in,
+    });
+    Ok(((program, argv), path))
 }
 
 /// runc's ID of the pod's container.
@@ -817,10 +1063,17 @@ impl PodPlan {
         self.images
             .iter()
             .find(|i| !exists(&i.path))
-            .map(|i| PlanError::UnknownImage {
-                volume: i.volume.clone(),
-                reference: i.reference.clone(),
-                where_: i.looked_in.clone(),
+            .map(|i| match &i.container {
+                Some(c) => PlanError::UnknownContainerImage {
+                    container: c.clone(),
+                    reference: i.reference.clone(),
+                    where_: i.looked_in.clone(),
+                },
+                None => PlanError::UnknownImage {
+                    volume: i.volume.clone(),
+                    reference: i.reference.clone(),
+                    where_: i.looked_in.clone(),
+                },
             })
     }
 }
@@ -901,6 +1154,7 @@ fn volume_source(
         if first_use {
             images.push(ImageCheck {
                 volume: v.name.clone(),
+                container: None,
                 reference,
                 path: path.clone(),
                 looked_in,

@@ -23,6 +23,22 @@ pub struct PodRecord {
     pub start_ticks: Option<u64>,
     /// When it started (RFC 3339), for the status.
     pub started_at: Option<String>,
+    /// The pod's other containers that were started (absent in records of older runners).
+    #[serde(default)]
+    pub sidecars: Vec<SidecarRecord>,
+}
+
+/// One sidecar container's process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SidecarRecord {
+    /// The container's name.
+    pub name: String,
+    /// Its first process's pid.
+    pub pid: u32,
+    /// Its start time in clock ticks since boot.
+    pub start_ticks: u64,
+    /// When it started (RFC 3339).
+    pub started_at: String,
 }
 
 impl PodRecord {

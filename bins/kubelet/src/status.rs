@@ -87,6 +87,21 @@ pub struct PodReport {
     pub state: ContainerState,
     /// Whether it passed its readiness check (the launcher socket exists).
     pub ready: bool,
+    /// The pod's other containers that were run, after the main one in `containerStatuses`.
+    pub sidecars: Vec<ContainerReport>,
+}
+
+/// The status of one of the pod's other containers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerReport {
+    /// The container's name.
+    pub name: String,
+    /// Its image.
+    pub image: String,
+    /// Its state.
+    pub state: ContainerState,
+    /// Whether it is ready.
+    pub ready: bool,
 }
 
 /// Now, as the API's `Time` (seconds, UTC).
@@ -121,7 +136,9 @@ pub fn status_patch(r: &PodReport, current: &Pod, now: &str) -> Value {
     };
     let running = matches!(r.state, ContainerState::Running { .. });
     let done = matches!(r.phase, Phase::Succeeded | Phase::Failed);
-    let containers_ready = running && r.ready;
+    let sidecar_ready =
+        |c: &ContainerReport| c.ready && matches!(c.state, ContainerState::Running { .. });
+    let containers_ready = running && r.ready && r.sidecars.iter().all(sidecar_ready);
     let gates_ok = current
         .spec
         .as_ref()
@@ -159,7 +176,58 @@ pub fn status_patch(r: &PodReport, current: &Pod, now: &str) -> Value {
         ),
         condition("PodScheduled", true, None),
     ];
-    let state = match &r.state {
+    let mut conditions = conditions;
+    // The kubelet names the containers that keep a running pod from being ready.
+    let unready: Vec<&str> = std::iter::once((&r.container, running && r.ready))
+        .chain(r.sidecars.iter().map(|c| (&c.name, sidecar_ready(c))))
+        .filter(|(_, ok)| !ok)
+        .map(|(n, _)| n.as_str())
+        .collect();
+    // Null when ready: a strategic merge patch would keep an earlier message otherwise.
+    let message = (!done && !unready.is_empty())
+        .then(|| format!("containers with unready status: [{}]", unready.join(" ")));
+    for c in conditions
+        .iter_mut()
+        .filter(|c| c["type"] == "Ready" || c["type"] == "ContainersReady")
+    {
+        c["message"] = json!(message);
+    }
+    let mut statuses = vec![container_status(
+        &r.container,
+        &r.image,
+        &r.state,
+        running && r.ready,
+    )];
+    for c in &r.sidecars {
+        statuses.push(container_status(
+            &c.name,
+            &c.image,
+            &c.state,
+            sidecar_ready(c),
+        ));
+    }
+    let mut status = json!({
+        "phase": r.phase.as_str(),
+        "hostIP": r.host_ip.to_string(),
+        "hostIPs": [{"ip": r.host_ip.to_string()}],
+        "conditions": conditions,
+        "containerStatuses": statuses,
+        "reason": r.reason,
+        "message": r.message,
+    });
+    if let Some(ip) = r.pod_ip {
+        status["podIP"] = json!(ip.to_string());
+        status["podIPs"] = json!([{"ip": ip.to_string()}]);
+    }
+    if let Some(t) = &r.start_time {
+        status["startTime"] = json!(t);
+    }
+    json!({"status": status})
+}
+
+/// One entry of `containerStatuses`.
+fn container_status(name: &str, image: &str, state: &ContainerState, ready: bool) -> Value {
+    let state = match state {
         ContainerState::Waiting { reason, message } => {
             json!({"waiting": {"reason": reason, "message": message}})
         }
@@ -182,37 +250,22 @@ pub fn status_patch(r: &PodReport, current: &Pod, now: &str) -> Value {
             json!({"terminated": t})
         }
     };
+    let started = state.get("running").is_some();
     // A strategic merge patch of `state` merges its one-of keys: null the others.
     let mut state_patch = json!({"waiting": null, "running": null, "terminated": null});
     if let (Some(p), Some(s)) = (state_patch.as_object_mut(), state.as_object()) {
         p.extend(s.clone());
     }
-    let mut status = json!({
-        "phase": r.phase.as_str(),
-        "hostIP": r.host_ip.to_string(),
-        "hostIPs": [{"ip": r.host_ip.to_string()}],
-        "conditions": conditions,
-        "containerStatuses": [{
-            "name": r.container,
-            "image": r.image,
-            "imageID": "",
-            "containerID": format!("kvrs://{}", r.container),
-            "ready": containers_ready,
-            "started": running,
-            "restartCount": 0,
-            "state": state_patch,
-        }],
-        "reason": r.reason,
-        "message": r.message,
-    });
-    if let Some(ip) = r.pod_ip {
-        status["podIP"] = json!(ip.to_string());
-        status["podIPs"] = json!([{"ip": ip.to_string()}]);
-    }
-    if let Some(t) = &r.start_time {
-        status["startTime"] = json!(t);
-    }
-    json!({"status": status})
+    json!({
+        "name": name,
+        "image": image,
+        "imageID": "",
+        "containerID": format!("kvrs://{name}"),
+        "ready": ready,
+        "started": started,
+        "restartCount": 0,
+        "state": state_patch,
+    })
 }
 
 #[cfg(test)]
@@ -231,6 +284,7 @@ mod tests {
             image: "img".into(),
             state,
             ready,
+            sidecars: Vec::new(),
         }
     }
 
@@ -270,6 +324,56 @@ mod tests {
         let p = status_patch(&report(running, Phase::Running, true), &pod, "t");
         assert_eq!(cond(&p, "Ready"), "True");
         assert_eq!(p["status"]["podIP"], "10.251.0.2");
+    }
+
+    #[test]
+    fn every_container_is_reported_and_ready_needs_them_all() {
+        let running = ContainerState::Running {
+            started_at: "2025-01-01T00:00:01Z".into(),
+        };
+        let pod = Pod::default();
+        let mut r = report(running.clone(), Phase::Running, true);
+        r.sidecars.push(ContainerReport {
+            name: "hook-sidecar-0".into(),
+            image: "shim".into(),
+            state: running,
+            ready: true,
+        });
+        let p = status_patch(&r, &pod, "t");
+        let statuses = p["status"]["containerStatuses"].as_array().unwrap();
+        let names: Vec<&str> = statuses
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["compute", "hook-sidecar-0"]);
+        assert_eq!(statuses[1]["ready"], true);
+        assert_eq!(cond(&p, "ContainersReady"), "True");
+        // A sidecar that ended: reported terminated, the pod no longer ready.
+        r.sidecars[0].state = ContainerState::Terminated {
+            exit_code: 1,
+            signal: None,
+            reason: "Error".into(),
+            message: Some("Input error".into()),
+            started_at: None,
+            finished_at: "t".into(),
+        };
+        r.sidecars[0].ready = false;
+        let p = status_patch(&r, &pod, "t");
+        let s = &p["status"]["containerStatuses"][1];
+        assert_eq!(s["state"]["terminated"]["exitCode"], 1);
+        let ready = p["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .unwrap();
+        assert_eq!(
+            ready["message"],
+            "containers with unready status: [hook-sidecar-0]"
+        );
+        assert_eq!(s["ready"], false);
+        assert_eq!(p["status"]["containerStatuses"][0]["ready"], true);
+        assert_eq!(cond(&p, "ContainersReady"), "False");
     }
 
     #[test]

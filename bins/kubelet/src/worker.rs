@@ -17,6 +17,7 @@ use crate::config::KubeletConfig;
 use crate::error::PlanError;
 use crate::host::{self, Footprint};
 use crate::plan::{PodKey, PodPlan, plan_pod_with};
+use crate::sidecars::Sidecars;
 use crate::state::{self, PodRecord};
 use crate::status::{ContainerState, Phase, PodReport, now, status_patch};
 
@@ -77,7 +78,7 @@ impl Ctx {
 
 /// The container: `runc run` started by this runner (and the container's first process), or
 /// its first process found running after a restart.
-enum Proc {
+pub(crate) enum Proc {
     Child {
         child: tokio::process::Child,
         pid: u32,
@@ -89,19 +90,19 @@ enum Proc {
 }
 
 /// How the container ended: its wait status, or unknown (an adopted process is not our child).
-enum Exit {
+pub(crate) enum Exit {
     Status(std::process::ExitStatus),
     Unknown,
 }
 
 impl Proc {
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         match self {
             Self::Child { pid, .. } | Self::Adopted { pid, .. } => *pid,
         }
     }
 
-    async fn wait(&mut self) -> Exit {
+    pub(crate) async fn wait(&mut self) -> Exit {
         match self {
             Self::Child { child, .. } => match child.wait().await {
                 Ok(s) => Exit::Status(s),
@@ -191,7 +192,7 @@ impl Worker {
                 };
                 (
                     r.slot,
-                    Some(Proc::Adopted { pid, ticks }),
+                    Some((Proc::Adopted { pid, ticks }, r.sidecars.clone())),
                     r.started_at.clone(),
                 )
             }
@@ -233,8 +234,12 @@ impl Worker {
         for s in &plan.skipped {
             info!(skipped = %s, "not run by the kvrs pod runner");
         }
-        let (proc, started_at) = match proc {
-            Some(p) => (p, started_at.unwrap_or_else(now)),
+        let (proc, started_at, sidecars) = match proc {
+            Some((p, records)) => (
+                p,
+                started_at.unwrap_or_else(now),
+                Sidecars::adopt(&plan.sidecars, &records),
+            ),
             None => match self.start(&plan, &fp, slot).await {
                 Some(p) => p,
                 None => {
@@ -243,18 +248,32 @@ impl Worker {
                 }
             },
         };
-        self.run_container(plan, fp, slot, proc, started_at).await;
+        self.run_container(plan, fp, slot, proc, started_at, sidecars)
+            .await;
     }
 
-    /// Sets the pod up and starts its container; on failure cleans up and reports Failed.
-    async fn start(&mut self, plan: &PodPlan, fp: &Footprint, slot: u32) -> Option<(Proc, String)> {
+    /// Sets the pod up and starts its containers (the main one, then the others); on failure
+    /// cleans up and reports Failed.
+    async fn start(
+        &mut self,
+        plan: &PodPlan,
+        fp: &Footprint,
+        slot: u32,
+    ) -> Option<(Proc, String, Sidecars)> {
         host::teardown(fp, None).await;
         let setup = match host::setup_files(plan).and_then(|()| host::setup_network(&plan.network))
         {
             Ok(()) => host::spawn(plan, &fp.runtime).await,
             Err(e) => Err(e),
         };
-        let (child, pid) = match setup {
+        let setup = match setup {
+            Ok(main) => match Sidecars::start(&plan.sidecars, fp).await {
+                Ok(sidecars) => Ok((main, sidecars)),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        let ((child, pid), sidecars) = match setup {
             Ok(c) => c,
             Err(e) => {
                 warn!(error = %e, label = e.label(), "pod set-up failed");
@@ -271,12 +290,13 @@ impl Worker {
             pid: Some(pid),
             start_ticks: host::start_ticks(pid),
             started_at: Some(started_at.clone()),
+            sidecars: sidecars.records(),
         };
         if let Err(e) = state::save(&self.ctx.config.state_dir, &record) {
             warn!(error = %e, "cannot record the pod's process");
         }
         info!(pid, ip = %plan.network.address.pod_ip, netns = %plan.network.netns, "container started");
-        Some((Proc::Child { child, pid }, started_at))
+        Some((Proc::Child { child, pid }, started_at, sidecars))
     }
 
     async fn run_container(
@@ -286,17 +306,23 @@ impl Worker {
         slot: u32,
         mut proc: Proc,
         started_at: String,
+        mut sidecars: Sidecars,
     ) {
         let mut ready = plan.readiness_file.is_none();
         let running = ContainerState::Running {
             started_at: started_at.clone(),
         };
-        let first = self.report(&plan, Phase::Running, running.clone(), ready);
+        let first = self.report(&plan, Phase::Running, running.clone(), ready, &sidecars);
         self.send(first).await;
         let mut tick = tokio::time::interval(READINESS_POLL);
         let end = loop {
             tokio::select! {
                 exit = proc.wait() => break End::Exited(exit),
+                name = sidecars.next_exit() => {
+                    warn!(container = %name, "a sidecar container ended; the pod goes on");
+                    let r = self.report(&plan, Phase::Running, running.clone(), ready, &sidecars);
+                    self.send(r).await;
+                }
                 changed = self.pods.changed() => {
                     let Ok(()) = changed else { break End::Shutdown };
                     match self.current() {
@@ -308,7 +334,7 @@ impl Worker {
                             break End::Deleted(grace);
                         }
                         Some(_) => {
-                            let r = self.report(&plan, Phase::Running, running.clone(), ready);
+                            let r = self.report(&plan, Phase::Running, running.clone(), ready, &sidecars);
                             self.send(r).await;
                         }
                     }
@@ -318,54 +344,62 @@ impl Worker {
                     if !ready && plan.readiness_file.as_ref().is_some_and(|f| f.exists()) {
                         ready = true;
                         info!("ready");
-                        let r = self.report(&plan, Phase::Running, running.clone(), ready);
+                        let r = self.report(&plan, Phase::Running, running.clone(), ready, &sidecars);
                         self.send(r).await;
                     }
                 }
             }
         };
-        let finished = |exit: Exit| terminated(&plan, &started_at, exit);
+        let finished = |exit: Exit| terminated(&plan.log_path, &started_at, exit);
+        let phase_of = |state: &ContainerState| match state {
+            ContainerState::Terminated { exit_code: 0, .. } => Phase::Succeeded,
+            _ => Phase::Failed,
+        };
         match end {
             End::Exited(exit) => {
                 let state = finished(exit);
+                // The pod lives as long as its main container: the sidecars serve it only.
+                sidecars.stop(&fp, plan.grace).await;
                 host::remove_container(&fp, Some(proc.pid())).await;
                 host::remove_network(&fp.netns, &fp.host_veth);
                 self.ctx.release_slot(slot);
-                let phase = match &state {
-                    ContainerState::Terminated { exit_code: 0, .. } => Phase::Succeeded,
-                    _ => Phase::Failed,
-                };
+                let phase = phase_of(&state);
                 info!(phase = phase.as_str(), "container exited");
-                let r = self.report(&plan, phase, state, false);
+                let r = self.report(&plan, phase, state, false, &sidecars);
                 self.send(r).await;
                 self.await_deletion().await;
             }
             End::Deleted(grace) => {
-                info!(?grace, "pod deleted: stopping its container");
-                let exit = stop_container(&mut proc, &fp, grace).await;
+                info!(?grace, "pod deleted: stopping its containers");
+                let (exit, ()) = tokio::join!(
+                    stop_container(&mut proc, &fp, grace),
+                    sidecars.stop(&fp, grace)
+                );
                 host::teardown(&fp, Some(proc.pid())).await;
                 self.ctx.release_slot(slot);
                 let state = finished(exit);
-                let phase = match &state {
-                    ContainerState::Terminated { exit_code: 0, .. } => Phase::Succeeded,
-                    _ => Phase::Failed,
-                };
-                let r = self.report(&plan, phase, state, false);
+                let r = self.report(&plan, phase_of(&state), state, false, &sidecars);
                 self.send(r).await;
                 self.final_delete().await;
             }
             End::Gone => {
-                info!("pod removed from the API: stopping its container");
-                stop_container(&mut proc, &fp, FORCED_GRACE).await;
+                info!("pod removed from the API: stopping its containers");
+                tokio::join!(
+                    stop_container(&mut proc, &fp, FORCED_GRACE),
+                    sidecars.stop(&fp, FORCED_GRACE)
+                );
                 host::teardown(&fp, Some(proc.pid())).await;
                 self.ctx.release_slot(slot);
             }
             End::Shutdown => {
-                info!(grace = ?plan.grace, "runner shutting down: stopping the container");
-                let exit = stop_container(&mut proc, &fp, plan.grace).await;
+                info!(grace = ?plan.grace, "runner shutting down: stopping the containers");
+                let (exit, ()) = tokio::join!(
+                    stop_container(&mut proc, &fp, plan.grace),
+                    sidecars.stop(&fp, plan.grace)
+                );
                 host::teardown(&fp, Some(proc.pid())).await;
                 self.ctx.release_slot(slot);
-                let mut r = self.report(&plan, Phase::Failed, finished(exit), false);
+                let mut r = self.report(&plan, Phase::Failed, finished(exit), false, &sidecars);
                 r.reason = Some("Terminated".into());
                 r.message = Some("the kvrs pod runner of this node shut down".into());
                 self.send(r).await;
@@ -379,6 +413,7 @@ impl Worker {
         phase: Phase,
         state: ContainerState,
         ready: bool,
+        sidecars: &Sidecars,
     ) -> PodReport {
         PodReport {
             phase,
@@ -398,6 +433,7 @@ impl Worker {
             image: plan.image.clone(),
             state,
             ready,
+            sidecars: sidecars.reports(),
         }
     }
 
@@ -466,6 +502,7 @@ impl Worker {
             image: container.and_then(|c| c.image.clone()).unwrap_or_default(),
             state,
             ready: false,
+            sidecars: Vec::new(),
         };
         self.send(r).await;
     }
@@ -557,7 +594,13 @@ async fn stop_container(proc: &mut Proc, fp: &Footprint, grace: Duration) -> Exi
     }
 }
 
-fn terminated(plan: &PodPlan, started_at: &str, exit: Exit) -> ContainerState {
+/// The state of a container that ended: its exit code, and its log's tail when it failed
+/// (`FallbackToLogsOnError`).
+pub(crate) fn terminated(
+    log_path: &std::path::Path,
+    started_at: &str,
+    exit: Exit,
+) -> ContainerState {
     use std::os::unix::process::ExitStatusExt;
     let (exit_code, signal, reason) = match exit {
         Exit::Status(s) => match (s.code(), s.signal()) {
@@ -572,9 +615,7 @@ fn terminated(plan: &PodPlan, started_at: &str, exit: Exit) -> ContainerState {
         exit_code,
         signal,
         reason: reason.into(),
-        message: (exit_code != 0)
-            .then(|| host::log_tail(&plan.log_path))
-            .flatten(),
+        message: (exit_code != 0).then(|| host::log_tail(log_path)).flatten(),
         started_at: Some(started_at.to_string()),
         finished_at: now(),
     }

@@ -216,7 +216,7 @@ fn a_container_disk_launcher_pod() {
     for s in [
         "init container guest-console-log",
         "init container volumerootdisk",
-        "volume launcher-volume (not mounted by compute)",
+        "volume launcher-volume (not mounted by a run container)",
     ] {
         assert!(
             plan.skipped.iter().any(|k| k == s),
@@ -283,8 +283,10 @@ fn every_oracle_pod_plans_or_fails_with_a_typed_error() {
             Err(e) => assert!(
                 matches!(
                     e,
-                    PlanError::Unsupported { .. } | PlanError::UnknownBinary { .. }
-                ),
+                    PlanError::Unsupported { .. }
+                        | PlanError::UnknownBinary { .. }
+                        | PlanError::NoEntrypoint { .. }
+                ) || matches!(&e, PlanError::Invalid { field, .. } if field.ends_with(": image")),
                 "{stem}: {e}"
             ),
         }
@@ -414,6 +416,95 @@ fn the_runtime_spec_of_a_launcher_pod() {
     );
     assert!(sources.contains(&"/opt/kvrs/bin/virt-launcher"));
 
+    insta::assert_json_snapshot!(spec);
+}
+
+/// KubeVirt's example hook sidecar pod: the sidecar is a container of its own (its own
+/// bundle, root filesystem filled from the image's directory, `/run`, cgroup and runc ID) in the
+/// pod's network namespace, running the image's entrypoint with the pod's `args`, its
+/// `hook-sidecar-0` sub-directory of the sockets emptyDir at `/var/run/kubevirt-hooks` where the
+/// launcher sees the whole volume; the same securityContext mapping as the launcher's.
+#[test]
+fn the_runtime_spec_of_a_hook_sidecar() {
+    const IMAGE: &str = "registry:5000/kubevirt/example-hook-sidecar:devel";
+    let mut cfg = config();
+    let pod = oracle_pod("example-vmi-with-sidecar-hook");
+    let addr = cfg.pod_cidr.address(0).unwrap();
+    match plan_pod(&pod, &cfg, addr) {
+        Err(PlanError::NoEntrypoint {
+            container,
+            reference,
+        }) => assert_eq!(
+            (container.as_str(), reference.as_str()),
+            ("hook-sidecar-0", IMAGE)
+        ),
+        other => panic!("an image without an entrypoint: {other:?}"),
+    }
+    cfg.images
+        .parse_entrypoint(&format!("{IMAGE}=/sidecar-shim"))
+        .unwrap();
+    let plan = plan_pod(&pod, &cfg, addr).expect("planned");
+    assert_eq!(plan.container, "compute");
+    assert!(
+        plan.skipped
+            .iter()
+            .any(|s| s == "init container guest-console-log"),
+        "{:?}",
+        plan.skipped
+    );
+    assert_eq!(plan.sidecars.len(), 1);
+    let side = &plan.sidecars[0];
+    assert_eq!(side.name, "hook-sidecar-0");
+    assert_eq!(side.image, IMAGE);
+    let image_dir = Path::new("/images/registry_5000_kubevirt_example-hook-sidecar_devel");
+    assert_eq!(side.image_dir.as_deref(), Some(image_dir));
+    // The image directory is checked like an image volume's, as the sidecar's image.
+    match plan.missing_image(|p| p != image_dir) {
+        Some(PlanError::UnknownContainerImage { container, .. }) => {
+            assert_eq!(container, "hook-sidecar-0")
+        }
+        other => panic!("a missing sidecar image: {other:?}"),
+    }
+    assert_eq!(plan.missing_image(|_| true), None);
+
+    let (main, s) = (&plan.container_spec, &side.container_spec);
+    assert_eq!(s.netns, main.netns, "one network namespace per pod");
+    assert_ne!(s.rootfs, main.rootfs);
+    assert_eq!(s.rootfs, side.bundle.join("rootfs"));
+    assert_eq!(s.id, format!("{}-hook-sidecar-0", main.id));
+    assert_eq!(
+        s.cgroups_path,
+        format!("{}-hook-sidecar-0", main.cgroups_path)
+    );
+    assert_eq!(s.command, Path::new("/sidecar-shim"));
+    assert_eq!(s.args, ["--version", "v1alpha2"]);
+    assert_eq!((s.uid, s.gid), (107, 107));
+    assert!(s.capabilities.is_empty(), "drop ALL: {:?}", s.capabilities);
+    assert!(s.no_new_privileges);
+    let emptydir = Path::new("/p")
+        .join(UID)
+        .join("volumes/kubernetes.io~empty-dir/hook-sidecar-sockets");
+    let at = |c: &kvrs_kubelet::pod_exec::ContainerSpec, target: &str| {
+        c.mounts
+            .iter()
+            .find(|m| m.target == Path::new(target))
+            .map(|m| m.source.clone())
+    };
+    assert_eq!(at(main, "/run/kubevirt-hooks"), Some(emptydir.clone()));
+    assert_eq!(
+        at(s, "/run/kubevirt-hooks"),
+        Some(emptydir.join("hook-sidecar-0"))
+    );
+    assert_eq!(at(s, "/usr"), None, "the image is the sidecar's filesystem");
+    assert_eq!(at(main, "/usr"), Some(PathBuf::from("/usr")));
+    let sub = plan
+        .dirs
+        .iter()
+        .find(|d| d.path == emptydir.join("hook-sidecar-0"))
+        .expect("the subPath directory is made");
+    assert_eq!((sub.uid, sub.mode), (107, 0o777));
+
+    let spec = side.runtime_spec(|_| true);
     insta::assert_json_snapshot!(spec);
 }
 

@@ -1,7 +1,8 @@
 //! The pod runner against a real kube-apiserver (kvrs-test-cluster), running trivial `/bin/sh`
 //! pods for real as runc containers: network namespace and `eth0`, UID 107 with no groups, env
 //! fieldRefs, volumes bound at their mount paths, the container's own `/dev/net/tun`, status
-//! through the pod's life, deletion (graceful and SIGKILL), binding, Node registration,
+//! through the pod's life, a second container beside the first (shared emptyDir, its own runc
+//! container and cgroup), deletion (graceful and SIGKILL), binding, Node registration,
 //! restart-safety and a shutdown that leaves nothing behind. Needs root (namespaces, cgroups,
 //! UID 107) and runc (installed by `scripts/install-test-deps.sh` when missing). What a pod can
 //! see of the host and its neighbours is `isolation.rs`'s.
@@ -543,6 +544,95 @@ fn the_runner_runs_pods_for_real() {
         bad["status"]
     );
     assert!(!netns_list().contains(&format!("kvrs-{}", short_id(&uid_of(&bad)))));
+    // 2b. A second container: its own runc container in the pod's network namespace, the
+    // `sockets` emptyDir shared (the second container mounts its own subPath of it, as a hook
+    // sidecar does); each container reported; Ready once both run and the launcher socket
+    // exists; deletion stops both and leaves no runc container or cgroup.
+    let mut two = sh_pod(
+        "two",
+        "while [ ! -e /var/run/kubevirt/sockets/side/hello ]; do sleep 0.1; done; \
+         cat /var/run/kubevirt/sockets/side/hello > /var/run/kubevirt/sockets/seen; \
+         touch /var/run/kubevirt/sockets/launcher-sock; exec sleep 1000",
+        json!({}),
+    );
+    two["spec"]["containers"].as_array_mut().unwrap().push(json!({
+        "name": "side", "image": "example/side",
+        "command": ["/bin/sh", "-c"],
+        "args": ["echo \"$HOSTNAME $(grep -c eth0 /proc/net/dev) $(id -u)\" > /hooks/hello; exec sleep 1000"],
+        "securityContext": {"capabilities": {"drop": ["ALL"]}, "allowPrivilegeEscalation": false},
+        "volumeMounts": [{"name": "sockets", "mountPath": "/hooks", "subPath": "side"}],
+    }));
+    env.create(&two);
+    let p = env.wait_pod(
+        "two",
+        "Ready with both containers",
+        Duration::from_secs(60),
+        |p| condition(p, "Ready") == "True",
+    );
+    let names: Vec<&str> = p["status"]["containerStatuses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["compute", "side"], "{:#}", p["status"]);
+    let two_uid = uid_of(&p);
+    let two_short = short_id(&two_uid);
+    let seen = std::fs::read_to_string(env.root.join(format!(
+        "p/{two_uid}/volumes/kubernetes.io~empty-dir/sockets/seen"
+    )))
+    .unwrap();
+    assert_eq!(
+        seen.trim(),
+        "two 1 107",
+        "the sidecar's hostname, eth0 and user"
+    );
+    let runc_ids = || {
+        let out = Command::new(runc())
+            .arg("--root")
+            .arg(env.root.join("s/runc"))
+            .args(["list", "-q"])
+            .output()
+            .unwrap();
+        let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.contains(&two_short))
+            .map(str::to_string)
+            .collect();
+        ids
+    };
+    let mut ids = runc_ids();
+    ids.sort();
+    assert_eq!(
+        ids,
+        [
+            format!("kvrs-{two_short}"),
+            format!("kvrs-{two_short}-side")
+        ]
+    );
+    env.kubectl(&[
+        "delete",
+        "pod",
+        "two",
+        "-n",
+        NS,
+        "--wait=false",
+        "--grace-period=2",
+    ]);
+    env.wait_gone("two", Duration::from_secs(30));
+    assert!(runc_ids().is_empty(), "no runc container left");
+    let cgroups = Command::new("find")
+        .args(["/sys/fs/cgroup", "-maxdepth", "3", "-path"])
+        .arg(format!("*kvrs-kubelet-{NODE}/{two_short}*"))
+        .output()
+        .unwrap();
+    assert!(
+        cgroups.stdout.is_empty(),
+        "cgroups left: {}",
+        String::from_utf8_lossy(&cgroups.stdout)
+    );
+    assert!(!netns_list().contains(&format!("kvrs-{two_short}")));
+
     // Deleted gracefully ("bad") or forced ("ok"): either way the runner removes the pod's
     // directories.
     for (n, p, force) in [("ok", &ok, true), ("bad", &bad, false)] {

@@ -60,6 +60,12 @@ pub struct Args {
     /// A map file of `reference=path` lines, for images whose directory is elsewhere.
     #[arg(long, value_name = "FILE")]
     pub image_map: Option<PathBuf>,
+    /// The entrypoint of a container image, for a container the pod runs without a `command`
+    /// (a hook sidecar's): `REFERENCE=/PATH [ARG...]`, e.g.
+    /// `quay.io/kubevirt/example-hook-sidecar:v1.9.0=/sidecar-shim`. The image's directory
+    /// (found as `--images`/`--image-map` find any image) holds its file tree. Repeatable.
+    #[arg(long, value_name = "REF=PATH")]
+    pub image_entrypoint: Vec<String>,
     /// Show the guest's serial console and forward standard input to it.
     #[arg(long)]
     pub console: bool,

@@ -53,6 +53,13 @@ impl Signals {
 /// What must hold before anything starts: root (network namespaces, containers, UID 107), the
 /// launcher binaries next to `kvrs`, runc, libvirt and QEMU installed.
 pub fn preflight(args: &Args) -> Result<(), CliError> {
+    // A malformed entrypoint is the user's input error, found before anything starts.
+    let mut entrypoints = kvrs_kubelet::ImageMap::default();
+    for e in &args.image_entrypoint {
+        entrypoints
+            .parse_entrypoint(e)
+            .map_err(|e| CliError::Input(format!("--image-entrypoint: {e}")))?;
+    }
     // virt-handler dials `<pods>/<pod uid>/volumes/kubernetes.io~empty-dir/sockets/launcher-sock`:
     // it must fit a Unix socket address (107 bytes).
     let socket_len = Dirs::new(args).pods.as_os_str().len()
@@ -711,8 +718,13 @@ mod adapters {
         dirs: &Dirs,
         client: kube::Client,
     ) -> Result<kvrs_kubelet::Kubelet, CliError> {
-        let images =
+        let mut images =
             crate::cmd::kubelet::image_map(args.images.as_deref(), args.image_map.as_deref())?;
+        for e in &args.image_entrypoint {
+            images
+                .parse_entrypoint(e)
+                .map_err(|e| CliError::Input(format!("--image-entrypoint: {e}")))?;
+        }
         let mut config = crate::cmd::kubelet::config(
             &args.node_name,
             dirs.pods.clone(),
