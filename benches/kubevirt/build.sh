@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds KubeVirt v1.9.0's own virt-controller (and the small `manifests` program beside this
+# Builds KubeVirt v1.9.0's own virt-controller and virt-api (and the small `manifests` program beside this
 # script, which prints the CRDs and RBAC KubeVirt's operator would install) from a KubeVirt
 # source snapshot with its vendor/ directory, for the side-by-side benchmarks. Not run by CI.
 #
@@ -10,8 +10,8 @@
 #   KVRS_KUBEVIRT_GIT  a git directory holding tag v1.9.0 (e.g. the one the search tool's
 #                      `fetch github:kubevirt/kubevirt` returns), exported once into
 #                      ~/.cache/kvrs/kubevirt-v1.9.0-src.
-# Prints the directory holding the binaries (bin/virt-controller, bin/kvrs-bench-manifests) as
-# its last line. Builds are cached: a second run with the same sources builds nothing.
+# Prints the directory holding the binaries (bin/virt-controller, bin/virt-api,
+# bin/kvrs-bench-manifests) as its last line. Builds are cached: a second run with the same sources builds nothing.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tag=v1.9.0
@@ -40,7 +40,8 @@ cp "$here/manifests/main.go" "$src/cmd/kvrs-bench-manifests/main.go"
 
 cd "$src"
 export GOFLAGS="-mod=vendor -buildvcs=false"
-echo "build.sh: building KubeVirt $tag's virt-controller in $src" >&2
+echo "build.sh: building KubeVirt $tag's virt-controller and virt-api in $src" >&2
 go build -o bin/virt-controller ./cmd/virt-controller
+go build -o bin/virt-api ./cmd/virt-api
 go build -o bin/kvrs-bench-manifests ./cmd/kvrs-bench-manifests
 echo "$src/bin"
