@@ -17,8 +17,8 @@
 #[path = "common/wait.rs"]
 mod wait;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::path::Path;
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,7 +27,7 @@ use kvrs_ipc::{
 };
 
 const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-00000000e2e0";
-use kvrs_test_guest::pod::{MonitorCommand, is_root, launcher_binaries, run, target_dir};
+use kvrs_test_guest::pod::{PodDir, RunningMonitor, is_root, launcher_binaries, run};
 use kvrs_test_guest::{AGENT_REBOOT_MARKER, BOOT_MARKER, POWER_MARKER};
 use wait::wait_for;
 const CLOUD_INIT_MARKER: &str = "KVRS-E2E: cloud-init user-data seen";
@@ -37,111 +37,9 @@ const CLOUD_INIT_MARKER: &str = "KVRS-E2E: cloud-init user-data seen";
 const DATA_MOUNT: &str = "KVRS-RUN: mke2fs -q /dev/vda && mkdir -p /data && mount -t ext4 /dev/vda /data && echo KVRS-E2E: data mounted";
 const DATA_MOUNTED_MARKER: &str = "KVRS-E2E: data mounted";
 
-/// Kernel + initramfs, built once per target dir from Debian packages (kvrs-test-guest).
-fn guest() -> (PathBuf, PathBuf) {
-    let g = kvrs_test_guest::guest(&target_dir());
-    (g.kernel, g.initrd)
-}
-
-/// The pod's `/run`, world-traversable and owned by 107 like a pod's emptyDirs.
-struct Pod {
-    dir: PathBuf,
-}
-
-impl Pod {
-    fn new(tag: &str) -> Pod {
-        let dir = std::env::temp_dir().join(format!("kvrs-e2e-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        for sub in [
-            "kubevirt/container-disks/kernel-boot",
-            "kubevirt/sockets",
-            "kubevirt-private",
-            "kubevirt-ephemeral-disks",
-        ] {
-            std::fs::create_dir_all(dir.join(sub)).unwrap();
-        }
-        Pod { dir }
-    }
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.join(rel)
-    }
-    fn hand_to_qemu_user(&self) {
-        run(Command::new("chown")
-            .arg("-R")
-            .arg("107:107")
-            .arg(&self.dir));
-        run(Command::new("chmod").arg("755").arg(&self.dir));
-    }
-    fn serial_log(&self) -> String {
-        std::fs::read(self.path(&format!("kubevirt-private/{VMI_UID}/virt-serial0-log")))
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
-    }
-    fn launcher_log(&self) -> String {
-        std::fs::read_to_string(self.dir.with_extension("log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Pod {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-            let _ = std::fs::remove_file(self.dir.with_extension("log"));
-        }
-    }
-}
-
-/// The running monitor. A test that fails mid-way still ends it (SIGTERM, which makes it stop
-/// QEMU and the daemons, then SIGKILL after 30 s): a failed run must not leave a guest running
-/// behind for the next run's "nothing left behind" checks.
-struct Monitor(Child);
-
-impl std::ops::Deref for Monitor {
-    type Target = Child;
-    fn deref(&self) -> &Child {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Monitor {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.0
-    }
-}
-
-impl Drop for Monitor {
-    fn drop(&mut self) {
-        if !matches!(self.0.try_wait(), Ok(None)) {
-            return;
-        }
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if !matches!(self.0.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts the monitor as UID 107 in the pod's mount namespace. The returned child IS the monitor
-/// (every wrapper `exec`s).
-fn start_monitor(pod: &Pod, qemu_timeout: &str) -> Monitor {
-    let log = std::fs::File::create(pod.dir.with_extension("log")).unwrap();
-    let mut monitor = MonitorCommand::new("kvrs", "e2e", VMI_UID, &pod.dir);
-    monitor.qemu_timeout = qemu_timeout.into();
-    monitor
-        .command()
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .map(Monitor)
-        .expect("start virt-launcher-monitor through libvirt-sandbox.sh")
+/// Starts the monitor as UID 107 in the pod's mount namespace.
+fn start_monitor(pod: &PodDir, qemu_timeout: &str) -> RunningMonitor {
+    pod.start_monitor("kvrs", "e2e", |m| m.qemu_timeout = qemu_timeout.into())
 }
 
 /// The notify server the handler would run: records every domain event.
@@ -253,24 +151,7 @@ async fn launcher_boots_a_guest_and_cleans_up() {
     );
     let figures = std::env::var_os("KVRS_E2E_FIGURES").is_some();
     launcher_binaries();
-    let (kernel, initrd) = guest();
-    let pod = Pod::new("boot");
-    std::fs::copy(
-        &kernel,
-        pod.path("kubevirt/container-disks/kernel-boot/vmlinuz"),
-    )
-    .unwrap();
-    std::fs::copy(
-        &initrd,
-        pod.path("kubevirt/container-disks/kernel-boot/initramfs.gz"),
-    )
-    .unwrap();
-    // The container disk: a qcow2 made here (the guest does not need its content).
-    run(Command::new("qemu-img")
-        .args(["create", "-q", "-f", "qcow2"])
-        .arg(pod.path("kubevirt/container-disks/disk_0.img"))
-        .arg("64M"));
-    pod.hand_to_qemu_user();
+    let pod = PodDir::with_test_guest("e2e-boot", VMI_UID);
 
     let recorder = Arc::new(Recorder::default());
     let notify = serve_notify(
@@ -590,7 +471,7 @@ async fn no_sync_within_qemu_timeout_fails_clearly() {
         "e2e_launcher needs root (mount namespace, UID 107); run scripts/test-all.sh as root"
     );
     launcher_binaries();
-    let pod = Pod::new("timeout");
+    let pod = PodDir::new("e2e-timeout", VMI_UID);
     pod.hand_to_qemu_user();
     let started = Instant::now();
     let mut monitor = start_monitor(&pod, "2s");
@@ -621,23 +502,7 @@ async fn monitor_cleans_up_after_a_killed_launcher() {
         "e2e_launcher needs root (mount namespace, UID 107); run scripts/test-all.sh as root"
     );
     launcher_binaries();
-    let (kernel, initrd) = guest();
-    let pod = Pod::new("crash");
-    std::fs::copy(
-        &kernel,
-        pod.path("kubevirt/container-disks/kernel-boot/vmlinuz"),
-    )
-    .unwrap();
-    std::fs::copy(
-        &initrd,
-        pod.path("kubevirt/container-disks/kernel-boot/initramfs.gz"),
-    )
-    .unwrap();
-    run(Command::new("qemu-img")
-        .args(["create", "-q", "-f", "qcow2"])
-        .arg(pod.path("kubevirt/container-disks/disk_0.img"))
-        .arg("64M"));
-    pod.hand_to_qemu_user();
+    let pod = PodDir::with_test_guest("e2e-crash", VMI_UID);
     let mut monitor = start_monitor(&pod, "60s");
     let socket = pod.path("kubevirt/sockets/launcher-sock");
     wait_for("launcher-sock", Duration::from_secs(30), async || {

@@ -6,9 +6,11 @@
 //! migration proxy: the source pod's `/var/run/kubevirt/migrationproxy/<uid>-source.sock`
 //! (libvirt's peer-to-peer connection), `<uid>-49152-source.sock` (QEMU's memory stream) and
 //! `<uid>-49153-source.sock` (the disks' NBD stream) reach, on the target, its libvirt socket and
-//! the sockets its QEMU listens on at the same paths. Here a small in-test proxy does the same
-//! between the two pods' directories (both are visible from the test's namespace), one
-//! connection pair per accepted stream, exactly as the handler's proxy does.
+//! the sockets its QEMU listens on at the same paths. Here virt-handler's own proxy does it
+//! (`kvrs_virt_handler::migration_proxy`): a target manager listening on TCP with mutual TLS
+//! (certificates from virt-api's CA code) in front of the target pod's sockets, and a source
+//! manager binding the three sockets in the source pod, given the target's published ports —
+//! the two handlers' halves, on loopback.
 //!
 //! Proof the guest moved with its memory: a shell loop in the guest prints a counter, the
 //! kernel's boot id and a random pattern it keeps in RAM every second; the target's serial
@@ -19,7 +21,6 @@
 mod wait;
 
 use std::path::PathBuf;
-use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,8 +28,10 @@ use kvrs_ipc::{
     DomainEvent, LauncherClient, NotifyService, ServeOptions, VirtualMachineOptions, serve_notify,
 };
 use kvrs_test_guest::BOOT_MARKER;
-use kvrs_test_guest::pod::{MonitorCommand, is_root, launcher_binaries, run, target_dir};
-use tokio::net::{UnixListener, UnixStream};
+use kvrs_test_guest::pod::{PodDir, RunningMonitor, is_root, launcher_binaries};
+use kvrs_virt_handler::migration_proxy::{
+    MigrationTls, ProxyManager, TargetSocket, migration_ports, proxy_key,
+};
 use wait::wait_for;
 
 const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-0000000e2e3a";
@@ -39,93 +42,6 @@ const TICK_LOOP: &str = "KVRS-RUN: head -c 16 /dev/urandom | od -An -tx1 | tr -d
 
 /// One migration at a time: each runs two guests under TCG on a small machine.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// A pod's `/run`, owned by 107 like a pod's emptyDirs.
-struct Pod {
-    dir: PathBuf,
-}
-
-impl Pod {
-    fn new(tag: &str) -> Pod {
-        let dir = std::env::temp_dir().join(format!("kvrs-e2e-mig-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        for sub in [
-            "kubevirt/container-disks/kernel-boot",
-            "kubevirt/sockets",
-            "kubevirt-private",
-            "kubevirt-ephemeral-disks",
-        ] {
-            std::fs::create_dir_all(dir.join(sub)).unwrap();
-        }
-        let g = kvrs_test_guest::guest(&target_dir());
-        let boot = dir.join("kubevirt/container-disks/kernel-boot");
-        std::fs::copy(&g.kernel, boot.join("vmlinuz")).unwrap();
-        std::fs::copy(&g.initrd, boot.join("initramfs.gz")).unwrap();
-        run(Command::new("qemu-img")
-            .args(["create", "-q", "-f", "qcow2"])
-            .arg(dir.join("kubevirt/container-disks/disk_0.img"))
-            .arg("64M"));
-        run(Command::new("chown").arg("-R").arg("107:107").arg(&dir));
-        run(Command::new("chmod").arg("755").arg(&dir));
-        Pod { dir }
-    }
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.join(rel)
-    }
-    fn serial_log(&self) -> String {
-        std::fs::read(self.path(&format!("kubevirt-private/{VMI_UID}/virt-serial0-log")))
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
-    }
-    fn launcher_log(&self) -> String {
-        std::fs::read_to_string(self.dir.with_extension("log")).unwrap_or_default()
-    }
-    fn start_monitor(&self, qemu_timeout: &str) -> Monitor {
-        let log = std::fs::File::create(self.dir.with_extension("log")).unwrap();
-        let mut monitor = MonitorCommand::new("kvrs", "mig", VMI_UID, &self.dir);
-        monitor.qemu_timeout = qemu_timeout.into();
-        monitor
-            .command()
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .map(Monitor)
-            .expect("start virt-launcher-monitor through libvirt-sandbox.sh")
-    }
-}
-
-impl Drop for Pod {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-            let _ = std::fs::remove_file(self.dir.with_extension("log"));
-            let _ = std::fs::remove_dir_all(self.dir.with_extension("sandbox"));
-        }
-    }
-}
-
-/// The running monitor; a failing test still stops it (SIGTERM, SIGKILL after 30 s).
-struct Monitor(Child);
-
-impl Drop for Monitor {
-    fn drop(&mut self) {
-        if !matches!(self.0.try_wait(), Ok(None)) {
-            return;
-        }
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if !matches!(self.0.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The handler's notify server: keeps every domain event.
 #[derive(Default)]
@@ -150,43 +66,78 @@ impl Recorder {
     }
 }
 
-/// The handler's migration proxy for one stream: accepts on `listen` (in the source pod) and
-/// joins each connection to `target` (in the target pod).
-fn proxy(listen: PathBuf, target: PathBuf) -> tokio::task::JoinHandle<()> {
-    let _ = std::fs::remove_file(&listen);
-    let listener = UnixListener::bind(&listen).unwrap();
-    // The source's libvirt and QEMU run as 107.
-    run(Command::new("chmod").arg("777").arg(&listen));
-    tokio::spawn(async move {
-        while let Ok((mut inbound, _)) = listener.accept().await {
-            let target = target.clone();
-            tokio::spawn(async move {
-                let Ok(mut outbound) = UnixStream::connect(&target).await else {
-                    return;
-                };
-                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-            });
-        }
-    })
+/// virt-handler's migration proxies of a migration from `src` to `tgt`: the target's listener
+/// in front of its libvirt socket and QEMU's two incoming sockets, the source's three sockets
+/// forwarding to the ports it published (mutual TLS between them).
+async fn migration_proxies(src: &PodDir, tgt: &PodDir) -> (ProxyManager, ProxyManager) {
+    let tls = migration_tls();
+    let target = ProxyManager::new(tls.clone(), None);
+    let mut sockets = vec![TargetSocket {
+        root: tgt.dir.clone(),
+        relative: "libvirt/virtqemud-sock".into(),
+    }];
+    for port in migration_ports(true) {
+        sockets.push(TargetSocket {
+            root: tgt.dir.clone(),
+            relative: PathBuf::from("kubevirt/migrationproxy")
+                .join(format!("{}-source.sock", proxy_key(VMI_UID, port))),
+        });
+    }
+    target
+        .start_target_listener(VMI_UID, sockets)
+        .await
+        .expect("the target's proxy");
+    let ports = target.target_listener_ports(VMI_UID);
+    assert_eq!(ports.len(), 3, "{ports:?}");
+    // The source pod's libvirt and QEMU run as 107.
+    let source = ProxyManager::new(tls, Some((107, 107)));
+    source
+        .start_source_listener(VMI_UID, "127.0.0.1", &ports, &src.path("kubevirt"))
+        .await
+        .expect("the source's proxy");
+    (source, target)
 }
 
-/// The three proxied streams of a migration from `src` to `tgt`.
-fn migration_proxies(src: &Pod, tgt: &Pod) -> Vec<tokio::task::JoinHandle<()>> {
-    let dir = src.path("kubevirt/migrationproxy");
-    std::fs::create_dir_all(&dir).unwrap();
-    run(Command::new("chown").arg("107:107").arg(&dir));
-    let mut proxies = vec![proxy(
-        dir.join(format!("{VMI_UID}-source.sock")),
-        tgt.path("libvirt/virtqemud-sock"),
-    )];
-    for port in [49152, 49153] {
-        let name = format!("{VMI_UID}-{port}-source.sock");
-        proxies.push(proxy(
-            dir.join(&name),
-            tgt.path(&format!("kubevirt/migrationproxy/{name}")),
-        ));
-    }
-    proxies
+/// One CA's serving and client certificates for both handlers.
+fn migration_tls() -> MigrationTls {
+    use kvrs_virt_api::certs::{Leaf, issue_for, new_ca};
+    use kvrs_virt_handler::migration_proxy::tls::PemPair;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    let day = Duration::from_secs(86_400);
+    let (ca, ca_key) = new_ca(now, day).expect("a CA");
+    let leaf = |client: bool, name: &str| {
+        issue_for(
+            &ca,
+            &ca_key,
+            &Leaf {
+                names: &[name.to_string()],
+                common_name: name,
+                client,
+            },
+            now,
+            day,
+        )
+        .expect("a certificate")
+    };
+    let (serving, client) = (
+        leaf(false, "kvrs-virt-handler"),
+        leaf(true, "kvrs-virt-handler"),
+    );
+    MigrationTls::new(
+        PemPair {
+            cert: serving.0.as_bytes(),
+            key: serving.1.as_bytes(),
+        },
+        PemPair {
+            cert: client.0.as_bytes(),
+            key: client.1.as_bytes(),
+        },
+        ca.as_bytes(),
+    )
+    .expect("the migration TLS configurations")
 }
 
 fn vmi(with_migration: Option<&str>) -> kvrs_core::VirtualMachineInstance {
@@ -258,15 +209,15 @@ fn ticks(log: &str) -> Vec<(u64, String)> {
 }
 
 struct Side {
-    pod: Pod,
-    monitor: Monitor,
+    pod: PodDir,
+    monitor: RunningMonitor,
     client: LauncherClient,
     recorder: Arc<Recorder>,
     _notify: kvrs_ipc::ServerHandle,
 }
 
 async fn start_side(tag: &str, qemu_timeout: &str) -> Side {
-    let pod = Pod::new(tag);
+    let pod = PodDir::with_test_guest(&format!("e2e-mig-{tag}"), VMI_UID);
     let recorder = Arc::new(Recorder::default());
     let notify = serve_notify(
         pod.path("kubevirt/domain-notify-pipe.sock"),
@@ -278,7 +229,7 @@ async fn start_side(tag: &str, qemu_timeout: &str) -> Side {
     )
     .await
     .expect("notify server");
-    let monitor = pod.start_monitor(qemu_timeout);
+    let monitor = pod.start_monitor("kvrs", "mig", |m| m.qemu_timeout = qemu_timeout.into());
     let socket = pod.path("kubevirt/sockets/launcher-sock");
     wait_for("launcher-sock", Duration::from_secs(60), async || {
         socket.exists().then_some(())
@@ -339,7 +290,7 @@ async fn a_running_guest_moves_to_the_target_with_its_memory() {
     let src = booted_source().await;
     // The target pod waits for its domain longer: it arrives by migration.
     let tgt = start_side("tgt", "600s").await;
-    let proxies = migration_proxies(&src.pod, &tgt.pod);
+    let (source_proxy, target_proxy) = migration_proxies(&src.pod, &tgt.pod).await;
     let migrating = vmi(Some("mig-e2e-1"));
 
     tgt.client
@@ -454,9 +405,8 @@ async fn a_running_guest_moves_to_the_target_with_its_memory() {
         "the count does not go on: before {before:?}, after {after:?}"
     );
 
-    for p in proxies {
-        p.abort();
-    }
+    source_proxy.stop_source_listener(VMI_UID);
+    target_proxy.stop_target_listener(VMI_UID);
     src.stop().await;
     tgt.stop().await;
 }
@@ -471,7 +421,7 @@ async fn a_cancelled_migration_leaves_the_guest_on_the_source() {
     launcher_binaries();
     let src = booted_source().await;
     let tgt = start_side("tgtc", "600s").await;
-    let proxies = migration_proxies(&src.pod, &tgt.pod);
+    let (source_proxy, target_proxy) = migration_proxies(&src.pod, &tgt.pod).await;
     let migrating = vmi(Some("mig-e2e-2"));
     tgt.client
         .sync_migration_target(&migrating, VirtualMachineOptions::default())
@@ -539,9 +489,8 @@ async fn a_cancelled_migration_leaves_the_guest_on_the_source() {
         ticks(&tgt.pod.serial_log()).is_empty(),
         "the guest never ran on the target"
     );
-    for p in proxies {
-        p.abort();
-    }
+    source_proxy.stop_source_listener(VMI_UID);
+    target_proxy.stop_target_listener(VMI_UID);
     src.stop().await;
     tgt.stop().await;
 }

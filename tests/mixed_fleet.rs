@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 
 use kvrs_ipc::{LauncherClient, VirtualMachineOptions};
 use kvrs_test_guest::pod::{
-    MonitorCommand, is_root, launcher_binaries, repo_root, run, target_dir,
+    MonitorCommand, PodDir, is_root, launcher_binaries, repo_root, run, target_dir,
 };
 
 const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-00000000f1ee";
@@ -92,71 +92,9 @@ impl Drop for Reaped {
     }
 }
 
-/// The pod's `/run`, world-traversable and owned by 107 like a pod's emptyDirs.
-struct Pod {
-    dir: PathBuf,
-}
-
-impl Pod {
-    fn new(tag: &str) -> Pod {
-        let dir = std::env::temp_dir().join(format!("kvrs-mixed-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        for sub in [
-            "kubevirt/container-disks/kernel-boot",
-            "kubevirt/sockets",
-            "kubevirt-private",
-            "kubevirt-ephemeral-disks",
-        ] {
-            std::fs::create_dir_all(dir.join(sub)).unwrap();
-        }
-        Pod { dir }
-    }
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.join(rel)
-    }
-    fn serial_log(&self) -> String {
-        std::fs::read(self.path(&format!("kubevirt-private/{VMI_UID}/virt-serial0-log")))
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
-    }
-    fn launcher_log(&self) -> String {
-        std::fs::read_to_string(self.dir.with_extension("log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Pod {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-            let _ = std::fs::remove_file(self.dir.with_extension("log"));
-        }
-    }
-}
-
-/// The guest's kernel, initramfs and container disk in the pod, handed to UID 107.
-fn prepare_pod(pod: &Pod) {
-    let g = kvrs_test_guest::guest(&target_dir());
-    std::fs::copy(
-        &g.kernel,
-        pod.path("kubevirt/container-disks/kernel-boot/vmlinuz"),
-    )
-    .unwrap();
-    std::fs::copy(
-        &g.initrd,
-        pod.path("kubevirt/container-disks/kernel-boot/initramfs.gz"),
-    )
-    .unwrap();
-    run(Command::new("qemu-img")
-        .args(["create", "-q", "-f", "qcow2"])
-        .arg(pod.path("kubevirt/container-disks/disk_0.img"))
-        .arg("64M"));
-    run(Command::new("chown").arg("-R").arg("107:107").arg(&pod.dir));
-    run(Command::new("chmod").arg("755").arg(&pod.dir));
-}
-
 /// The monitor as UID 107 in the pod's mount namespace (every wrapper `exec`s).
-fn start_monitor(pod: &Pod) -> Child {
-    let log = std::fs::File::create(pod.dir.with_extension("log")).unwrap();
+fn start_monitor(pod: &PodDir) -> Child {
+    let log = std::fs::File::create(pod.log_path()).unwrap();
     MonitorCommand::new("kvrs", "mixed", VMI_UID, &pod.dir)
         .command()
         .stdout(log.try_clone().unwrap())
@@ -217,8 +155,7 @@ fn kubevirt_handler_drives_kvrs_launcher() {
     );
     let harness = harness();
     launcher_binaries();
-    let pod = Pod::new("launcher");
-    prepare_pod(&pod);
+    let pod = PodDir::with_test_guest("mixed-launcher", VMI_UID);
     let vmi_file = pod.dir.with_extension("vmi.json");
     std::fs::write(&vmi_file, serde_json::to_vec(&mixed_vmi()).unwrap()).unwrap();
 

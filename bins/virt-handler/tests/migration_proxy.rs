@@ -9,8 +9,9 @@
 //! reach nothing of the target pod (its servers see no connection); the same target again is
 //! a no-op, another replaces the proxies; stopping ends live connections and removes the
 //! source sockets; a handler shutting down refuses new proxies with KubeVirt's message;
-//! `disableTLS` is plain TCP; a target socket that is a symlink is not followed; the source
-//! socket belongs to the pod's QEMU user.
+//! `disableTLS` is plain TCP; a target socket's symlink is followed only inside the pod (an
+//! absolute link to a node socket reaches nothing); the source socket belongs to the pod's QEMU
+//! user.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -418,7 +419,7 @@ async fn disabled_tls_is_plain_tcp() {
 }
 
 #[tokio::test]
-async fn a_target_socket_that_is_a_symlink_is_not_followed() {
+async fn a_target_socket_link_is_followed_only_inside_the_pod() {
     let pki = pki();
     let pods = pods();
     // The pod replaced its daemon socket by a link to a socket elsewhere on the node.
@@ -432,6 +433,21 @@ async fn a_target_socket_that_is_a_symlink_is_not_followed() {
         .unwrap_or_default();
     assert!(answer.is_empty(), "{answer:?}");
     assert_eq!(secret.accepted.load(Ordering::SeqCst), 0);
+
+    // A relative link inside the pod, as the launcher makes `virtqemud-sock` -> `libvirt-sock`
+    // when it runs the monolithic daemon: followed.
+    let pods = self::pods();
+    let _daemon = serve(&pods.target_run.join("libvirt/libvirt-sock"), "libvirtd");
+    std::os::unix::fs::symlink(
+        "libvirt-sock",
+        pods.target_run.join("libvirt/virtqemud-sock"),
+    )
+    .unwrap();
+    let (_source, _target, _) = start_pair(&pods, tls(&pki), tls(&pki)).await;
+    let answer = ask(&source_unix_file(&pods.source_base, UID), b"hello")
+        .await
+        .unwrap();
+    assert_eq!(answer, b"libvirtd:hello");
 }
 
 #[tokio::test]

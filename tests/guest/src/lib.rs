@@ -35,8 +35,6 @@ pub const NO_LEASE_MARKER: &str = "KVRS-E2E: no lease";
 /// Printed when the guest agent asks the guest to reboot (`virtctl softreboot`, KubeVirt's
 /// agent path): qemu-ga runs `/sbin/shutdown -r +0 ...`, which this guest answers itself.
 pub const AGENT_REBOOT_MARKER: &str = "KVRS-E2E: agent reboot";
-/// Printed when the guest agent asks the guest to power off or halt.
-pub const AGENT_POWEROFF_MARKER: &str = "KVRS-E2E: agent poweroff";
 /// Printed once qemu-ga runs on the agent's virtio port.
 pub const AGENT_MARKER: &str = "KVRS-E2E: guest agent started";
 /// The guest's `/etc/os-release` `ID`, as the agent reports it.
@@ -144,7 +142,7 @@ pub fn guest(target_dir: &Path) -> Guest {
     static BUILD: Mutex<()> = Mutex::new(());
     let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     // Versioned: a change of /init below must not reuse an old cached initramfs.
-    let dir = target_dir.join("kvrs-e2e-guest-v7");
+    let dir = target_dir.join("kvrs-e2e-guest-v8");
     let (kernel, initrd) = (dir.join("vmlinuz"), dir.join("initramfs.gz"));
     if kernel.is_file() && initrd.is_file() {
         return Guest { kernel, initrd };
@@ -223,12 +221,14 @@ pub fn guest(target_dir: &Path) -> Guest {
     }
     std::fs::write(init.join("bin/udhcpc.script"), UDHCPC_SCRIPT).unwrap();
     // busybox has no `shutdown`; qemu-ga's guest-shutdown execs `/sbin/shutdown FLAG +0 MESSAGE`
-    // (FLAG -P, -H or -r), as on a distribution.
+    // (FLAG -P, -H or -r), as on a distribution. This guest reboots that way; it refuses to power
+    // off or halt (exit 1), so the agent reports the failure and libvirt falls back to the ACPI
+    // power button: every shutdown test sees the same path whether or not the agent is up.
     std::fs::write(
         init.join("sbin/shutdown"),
         format!(
             "#!/bin/sh\ncase \" $* \" in\n  *\" -r \"*) echo '{AGENT_REBOOT_MARKER}' >/dev/console; reboot -f ;;\n  \
-             *) echo '{AGENT_POWEROFF_MARKER}' >/dev/console; poweroff -f ;;\nesac\n"
+             *) exit 1 ;;\nesac\n"
         ),
     )
     .unwrap();

@@ -178,3 +178,158 @@ pub fn workspace_binary(package: &str, name: &str) -> PathBuf {
     }
     path
 }
+
+/// A launcher pod's `/run` for the tests that run the launcher without a kubelet: the
+/// directories KubeVirt's paths point into, under the system's temporary directory; removed
+/// with its launcher log and sandbox state when the test passes (kept for a look when it
+/// fails).
+pub struct PodDir {
+    /// The directory bound at the pod's `/run`.
+    pub dir: PathBuf,
+    vmi_uid: String,
+}
+
+impl PodDir {
+    /// An empty pod directory `kvrs-<tag>-<pid>` for VMI `vmi_uid`.
+    pub fn new(tag: &str, vmi_uid: &str) -> PodDir {
+        let dir = std::env::temp_dir().join(format!("kvrs-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for sub in [
+            "kubevirt/container-disks/kernel-boot",
+            "kubevirt/sockets",
+            "kubevirt-private",
+            "kubevirt-ephemeral-disks",
+        ] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        PodDir {
+            dir,
+            vmi_uid: vmi_uid.into(),
+        }
+    }
+
+    /// [`PodDir::new`] holding the test guest (kernel and initramfs as the kernel-boot
+    /// container's, an empty 64 MiB qcow2 as the container disk), handed to UID 107.
+    pub fn with_test_guest(tag: &str, vmi_uid: &str) -> PodDir {
+        let pod = PodDir::new(tag, vmi_uid);
+        let g = crate::guest(&target_dir());
+        std::fs::copy(
+            &g.kernel,
+            pod.path("kubevirt/container-disks/kernel-boot/vmlinuz"),
+        )
+        .unwrap();
+        std::fs::copy(
+            &g.initrd,
+            pod.path("kubevirt/container-disks/kernel-boot/initramfs.gz"),
+        )
+        .unwrap();
+        run(Command::new("qemu-img")
+            .args(["create", "-q", "-f", "qcow2"])
+            .arg(pod.path("kubevirt/container-disks/disk_0.img"))
+            .arg("64M"));
+        pod.hand_to_qemu_user();
+        pod
+    }
+
+    /// `rel` inside the pod's `/run`.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.join(rel)
+    }
+
+    /// Gives the directory to the pod's QEMU user, as a pod's emptyDirs are.
+    pub fn hand_to_qemu_user(&self) {
+        run(Command::new("chown")
+            .arg("-R")
+            .arg("107:107")
+            .arg(&self.dir));
+        run(Command::new("chmod").arg("755").arg(&self.dir));
+    }
+
+    /// The guest's serial console log so far.
+    pub fn serial_log(&self) -> String {
+        std::fs::read(self.path(&format!(
+            "kubevirt-private/{}/virt-serial0-log",
+            self.vmi_uid
+        )))
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+    }
+
+    /// Where the monitor's and launcher's output goes.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.with_extension("log")
+    }
+
+    /// The monitor's and launcher's output so far.
+    pub fn launcher_log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// Starts `virt-launcher-monitor` for VMI `namespace/name` in this pod (`command` may
+    /// adjust the [`MonitorCommand`]), its output to [`PodDir::log_path`].
+    pub fn start_monitor(
+        &self,
+        namespace: &str,
+        name: &str,
+        adjust: impl FnOnce(&mut MonitorCommand),
+    ) -> RunningMonitor {
+        let log = std::fs::File::create(self.log_path()).unwrap();
+        let mut monitor = MonitorCommand::new(namespace, name, &self.vmi_uid, &self.dir);
+        adjust(&mut monitor);
+        monitor
+            .command()
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .map(RunningMonitor)
+            .expect("start virt-launcher-monitor through libvirt-sandbox.sh")
+    }
+}
+
+impl Drop for PodDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+            let _ = std::fs::remove_file(self.log_path());
+            let _ = std::fs::remove_dir_all(self.dir.with_extension("sandbox"));
+        }
+    }
+}
+
+/// The running monitor. A test that fails mid-way still ends it (SIGTERM, which makes it stop
+/// QEMU and the daemons, then SIGKILL after 30 s): a failed run must not leave a guest running
+/// behind for the next run's "nothing left behind" checks.
+pub struct RunningMonitor(pub std::process::Child);
+
+impl std::ops::Deref for RunningMonitor {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for RunningMonitor {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for RunningMonitor {
+    fn drop(&mut self) {
+        if !matches!(self.0.try_wait(), Ok(None)) {
+            return;
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::time::Instant::now() < deadline {
+            if !matches!(self.0.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

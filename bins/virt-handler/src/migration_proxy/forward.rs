@@ -25,12 +25,14 @@ use super::ProxyError;
 /// beyond it.
 const HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// A unix socket of the target pod, named beneath a directory the handler trusts: it is opened
-/// with `openat2` refusing symlinks and `..` at every connection, so the pod cannot point the
-/// proxy at another file.
+/// A unix socket of the target pod, named beneath the pod's root (as the node sees it, e.g.
+/// `/proc/<pid>/root`): it is opened with `openat2(RESOLVE_IN_ROOT)` at every connection, so a
+/// symlink the pod made is followed as the pod would follow it — an absolute target or `..`
+/// stays inside the root — and the proxy can never be pointed at a file of the node.
+/// (The launcher's own `virtqemud-sock` is such a link when it runs the monolithic daemon.)
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TargetSocket {
-    /// The directory the handler trusts (e.g. the pod's sockets directory as the node sees it).
+    /// The pod's root as the node sees it (paths and symlinks resolve as if it were `/`).
     pub root: PathBuf,
     /// The socket beneath it.
     pub relative: PathBuf,
@@ -45,9 +47,9 @@ impl TargetSocket {
     fn open(&self) -> std::io::Result<File> {
         let dir = File::open(&self.root)?;
         let how = OpenHow::new()
-            .flags(OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+            .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
             .mode(Mode::empty())
-            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+            .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
         let fd = openat2(&dir, self.relative.as_path(), how).map_err(std::io::Error::from)?;
         Ok(File::from(fd))
     }

@@ -21,7 +21,8 @@
 //! KubeVirt, both deliberate: the source socket is bound without following a path the pod can
 //! change (kvrs-ipc's private bind: KubeVirt removes and binds by path in a pod-writable
 //! directory), and the target dials the pod's sockets through a descriptor opened with
-//! `openat2` refusing symlinks (KubeVirt dials the path).
+//! `openat2(RESOLVE_IN_ROOT)`, so no path the pod controls leads outside it (KubeVirt dials the
+//! path).
 
 pub mod forward;
 pub mod tls;
