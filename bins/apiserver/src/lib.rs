@@ -352,6 +352,9 @@ async fn serve(
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    // Interactive streams (a console) write small frames: never hold one back
+                    // for the peer's delayed ACK (Nagle's ~40 ms).
+                    let _ = stream.set_nodelay(true);
                     let state = state.clone();
                     let service = hyper::service::service_fn(move |req| {
                         let state = state.clone();

@@ -222,6 +222,8 @@ impl Server {
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 accepted = self.listener.accept(), if !full => match accepted {
                     Ok((stream, peer)) => {
+                        // Console and VNC frames are small: no Nagle delay behind a delayed ACK.
+                        let _ = stream.set_nodelay(true);
                         let (tls, http, state, limits) =
                             (self.tls.clone(), http.clone(), self.state.clone(), self.limits);
                         connections.spawn(async move {

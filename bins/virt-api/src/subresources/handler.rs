@@ -247,6 +247,7 @@ async fn connect(
     let tcp = TcpStream::connect(address)
         .await
         .map_err(|e| HandlerError::Transport(format!("dial tcp {address}: {e}")))?;
+    let _ = tcp.set_nodelay(true);
     let name = ServerName::try_from(HANDLER_SERVER_NAME).map_err(tls_err)?;
     TlsConnector::from(config)
         .connect(name, tcp)

@@ -161,6 +161,8 @@ impl RestServer {
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 accepted = self.listener.accept(), if !full => match accepted {
                     Ok((stream, peer)) => {
+                        // Console and VNC frames are small: no Nagle delay behind a delayed ACK.
+                        let _ = stream.set_nodelay(true);
                         let config = self.tls.read().unwrap_or_else(|p| p.into_inner()).clone();
                         let Some(config) = config else {
                             debug!(%peer, "no certificates yet: connection closed");
