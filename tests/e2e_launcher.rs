@@ -14,21 +14,23 @@
 //!
 //! With `KVRS_E2E_FIGURES=1` the test prints the launcher's figures (benches/launcher-figures.sh).
 
+#[path = "common/notify.rs"]
+#[allow(dead_code)] // each test reads the events its own way
+mod notify;
 #[path = "common/wait.rs"]
 mod wait;
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kvrs_ipc::{
-    DomainEvent, LauncherClient, NotifyService, ServeOptions, VirtualMachineOptions, serve_notify,
-};
+use kvrs_ipc::{LauncherClient, ServeOptions, VirtualMachineOptions, serve_notify};
 
 const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-00000000e2e0";
 use kvrs_test_guest::pod::{PodDir, RunningMonitor, is_root, launcher_binaries, run};
 use kvrs_test_guest::{AGENT_REBOOT_MARKER, BOOT_MARKER, POWER_MARKER};
+use notify::Recorder;
 use wait::wait_for;
 const CLOUD_INIT_MARKER: &str = "KVRS-E2E: cloud-init user-data seen";
 /// The guest's initramfs has no filesystem the agent can freeze: the guest formats its
@@ -40,35 +42,6 @@ const DATA_MOUNTED_MARKER: &str = "KVRS-E2E: data mounted";
 /// Starts the monitor as UID 107 in the pod's mount namespace.
 fn start_monitor(pod: &PodDir, qemu_timeout: &str) -> RunningMonitor {
     pod.start_monitor("kvrs", "e2e", |m| m.qemu_timeout = qemu_timeout.into())
-}
-
-/// The notify server the handler would run: records every domain event.
-#[derive(Default)]
-struct Recorder(Mutex<Vec<DomainEvent>>);
-
-#[tonic::async_trait]
-impl NotifyService for Recorder {
-    async fn handle_domain_event(&self, event: DomainEvent) -> kvrs_ipc::CmdResult {
-        self.0.lock().unwrap().push(event);
-        Ok(())
-    }
-}
-
-impl Recorder {
-    /// `(event type, Status.Status, Status.Reason)` of every event so far.
-    fn seen(&self) -> Vec<(String, String, String)> {
-        self.0
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|e| {
-                let v: serde_json::Value =
-                    serde_json::from_slice(&e.domain_json).unwrap_or_default();
-                let s = |k: &str| v["Status"][k].as_str().unwrap_or("").to_string();
-                (e.event_type.clone(), s("Status"), s("Reason"))
-            })
-            .collect()
-    }
 }
 
 async fn domain_status(client: &LauncherClient) -> Option<(String, String)> {

@@ -17,21 +17,23 @@
 //! console (a new file, written by the target's virtlogd) continues the count with the same boot
 //! id and pattern, and never shows a boot.
 
+#[path = "common/notify.rs"]
+#[allow(dead_code)] // each test reads the events its own way
+mod notify;
 #[path = "common/wait.rs"]
 mod wait;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kvrs_ipc::{
-    DomainEvent, LauncherClient, NotifyService, ServeOptions, VirtualMachineOptions, serve_notify,
-};
+use kvrs_ipc::{LauncherClient, ServeOptions, VirtualMachineOptions, serve_notify};
 use kvrs_test_guest::BOOT_MARKER;
 use kvrs_test_guest::pod::{PodDir, RunningMonitor, is_root, launcher_binaries};
 use kvrs_virt_handler::migration_proxy::{
     MigrationTls, ProxyManager, TargetSocket, migration_ports, proxy_key,
 };
+use notify::Recorder;
 use wait::wait_for;
 
 const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-0000000e2e3a";
@@ -42,29 +44,6 @@ const TICK_LOOP: &str = "KVRS-RUN: head -c 16 /dev/urandom | od -An -tx1 | tr -d
 
 /// One migration at a time: each runs two guests under TCG on a small machine.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// The handler's notify server: keeps every domain event.
-#[derive(Default)]
-struct Recorder(Mutex<Vec<DomainEvent>>);
-
-#[tonic::async_trait]
-impl NotifyService for Recorder {
-    async fn handle_domain_event(&self, event: DomainEvent) -> kvrs_ipc::CmdResult {
-        self.0.lock().unwrap().push(event);
-        Ok(())
-    }
-}
-
-impl Recorder {
-    fn domains(&self) -> Vec<serde_json::Value> {
-        self.0
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|e| serde_json::from_slice(&e.domain_json).ok())
-            .collect()
-    }
-}
 
 /// virt-handler's migration proxies of a migration from `src` to `tgt`: the target's listener
 /// in front of its libvirt socket and QEMU's two incoming sockets, the source's three sockets

@@ -205,16 +205,7 @@ struct HostState {
 }
 
 fn lines_of(cmd: &str, args: &[&str]) -> BTreeSet<String> {
-    std::process::Command::new(cmd)
-        .args(args)
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    common::lines::lines_of(std::process::Command::new(cmd).args(args))
 }
 
 fn entries(dir: &std::path::Path, dirs_only: bool) -> BTreeSet<String> {

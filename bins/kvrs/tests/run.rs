@@ -9,6 +9,10 @@
 //! nftables ruleset, processes (runc's too), the kubelet's cgroups, mounts and the state directory
 //! are what they were before the run.
 
+#[path = "common/lines.rs"]
+mod lines;
+
+use lines::lines_of;
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -44,17 +48,6 @@ fn state_dir(tag: &str) -> PathBuf {
 /// Its pods directory: short, the launcher socket path under it must fit 107 bytes.
 fn pods_dir(tag: &str) -> PathBuf {
     PathBuf::from(format!("/tmp/kp{tag}{}", std::process::id() % 10_000))
-}
-
-fn lines_of(cmd: &mut Command) -> BTreeSet<String> {
-    cmd.output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// What a run must leave as it found: network namespaces, links (by name), the host's

@@ -13,6 +13,10 @@
 //!
 //! Needs root (as `kvrs run` does) and Go (or a built harness).
 
+#[path = "common/lines.rs"]
+mod lines;
+
+use lines::lines_of;
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -359,17 +363,6 @@ impl Drop for Run {
             let _ = self.child.wait();
         }
     }
-}
-
-fn lines_of(cmd: &mut Command) -> BTreeSet<String> {
-    cmd.output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[test]

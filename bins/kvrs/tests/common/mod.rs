@@ -8,6 +8,8 @@
 
 #![allow(dead_code)] // each test binary uses its part
 
+pub mod lines;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
