@@ -25,7 +25,7 @@ use kvrs_admission::defaults::{
     PCI_TOPOLOGY_ANNOTATION, PCI_TOPOLOGY_VERSION, apply_defaults, machine_type_for,
     supports_pcie_hotplug,
 };
-use kvrs_admission::validate::{validate as validate_vmi, validate_vm};
+use kvrs_admission::validate::{DISCONTINUED, validate as validate_vmi, validate_vm};
 use kvrs_api::api::{Firmware, Machine};
 use kvrs_api::{VirtualMachine, VirtualMachineInstance};
 
@@ -138,6 +138,10 @@ pub(super) fn validate(req: &AdmissionRequest, ctx: &Context<'_>, facts: &Facts)
     }
     if ctx.is_kubevirt(&req.user_info.username) {
         causes.retain(|c| !c.field.ends_with("template.metadata.labels"));
+    }
+    // Discontinued bindings are refused only on CREATE, as KubeVirt's network `ValidateCreation`.
+    if req.operation != Operation::Create {
+        causes.retain(|c| !c.message.ends_with(DISCONTINUED));
     }
     denied(causes)
 }
@@ -279,6 +283,27 @@ mod tests {
                 .send(Webhook::VmValidate)
                 .allowed
         );
+    }
+
+    #[test]
+    fn a_discontinued_binding_is_refused_on_create_only() {
+        let mut slirp = vm();
+        slirp["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"] =
+            json!([{"name": "default", "slirp": {}}]);
+        slirp["spec"]["template"]["spec"]["networks"] = json!([{"name": "default", "pod": {}}]);
+        let created = Req::create(RESOURCE, slirp.clone()).send(Webhook::VmValidate);
+        assert!(!created.allowed);
+        assert!(
+            created
+                .message()
+                .ends_with("has been discontinued since v1.3"),
+            "{}",
+            created.message()
+        );
+        // A VM stored before the binding was discontinued can still be changed (KubeVirt checks
+        // discontinued bindings in `ValidateCreation` only).
+        let updated = Req::update(RESOURCE, slirp.clone(), slirp).send(Webhook::VmValidate);
+        assert!(updated.allowed, "{}", updated.message());
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub use cpu_memory::MAX_GUEST_VCPUS;
 pub use gates::{DEFAULT_ON_FEATURE_GATES, gate_enabled};
 pub use limits::MAX_LIST_ITEMS;
 pub use metadata::RESERVED_LABELS;
+pub use network::DISCONTINUED;
 pub use vm::{RUN_STRATEGIES, validate_vm};
 
 use crate::api::VirtualMachineInstance;

@@ -126,6 +126,10 @@ pub(super) fn check(spec: &VirtualMachineInstanceSpec, causes: &mut Causes) {
     check_probes_need_pod_network(spec, pods > 0, causes);
 }
 
+/// How a discontinued binding's refusal ends. KubeVirt checks discontinued bindings only when a
+/// VM or VMI is created (`ValidateCreation`), so a VM stored before may still be updated.
+pub const DISCONTINUED: &str = "has been discontinued since v1.3";
+
 fn check_interface(idx: usize, iface: &Interface, net: Option<&Network>, causes: &mut Causes) {
     let path = format!("{IFACES}[{idx}]");
     let discontinued = [
@@ -139,10 +143,7 @@ fn check_interface(idx: usize, iface: &Interface, net: Option<&Network>, causes:
     ];
     for (used, field, what) in discontinued {
         if used {
-            causes.invalid(
-                format!("{path}.{field}"),
-                format!("{what} has been discontinued since v1.3"),
-            );
+            causes.invalid(format!("{path}.{field}"), format!("{what} {DISCONTINUED}"));
         }
     }
     let legacy = discontinued.iter().any(|(used, _, _)| *used);
