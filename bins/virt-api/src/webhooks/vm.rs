@@ -143,7 +143,13 @@ pub(super) fn validate(req: &AdmissionRequest, ctx: &Context<'_>, facts: &Facts)
     if req.operation != Operation::Create {
         causes.retain(|c| !c.message.ends_with(DISCONTINUED));
     }
-    denied(causes)
+    let mut verdict = denied(causes);
+    if verdict.allowed && vm.spec.running.is_some() {
+        verdict
+            .warnings
+            .push("spec.running is deprecated, please use spec.runStrategy instead.".into());
+    }
+    verdict
 }
 
 /// KubeVirt's first steps of `VMsAdmitter.Admit`: the referenced instancetype and preference
@@ -283,6 +289,24 @@ mod tests {
                 .send(Webhook::VmValidate)
                 .allowed
         );
+    }
+
+    #[test]
+    fn spec_running_is_admitted_with_kubevirts_deprecation_warning() {
+        let mut running = vm();
+        running["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("runStrategy");
+        running["spec"]["running"] = json!(false);
+        let v = Req::create(RESOURCE, running).send(Webhook::VmValidate);
+        assert!(v.allowed, "{}", v.message());
+        assert_eq!(
+            v.warnings,
+            vec!["spec.running is deprecated, please use spec.runStrategy instead.".to_string()]
+        );
+        let plain = Req::create(RESOURCE, vm()).send(Webhook::VmValidate);
+        assert!(plain.allowed && plain.warnings.is_empty());
     }
 
     #[test]
