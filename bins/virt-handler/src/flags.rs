@@ -87,6 +87,22 @@ pub struct Flags {
     /// (the Secret `kvrs-virt-handler-certs` virt-api issues, mounted); re-read while running.
     #[arg(long, default_value = "/etc/virt-handler/servercertificates")]
     pub server_cert_dir: PathBuf,
+    /// The address the migration target listeners are published at
+    /// (`status.migrationState.targetNodeAddress`). Without it: the address of the
+    /// `migration0` interface, else `--pod-ip-address`, else the Node's `InternalIP`.
+    #[arg(long)]
+    pub migration_address: Option<String>,
+    /// This handler pod's IP (KubeVirt's `--pod-ip-address`); without it `$MY_POD_IP`, as
+    /// KubeVirt's DaemonSet passes it.
+    #[arg(long)]
+    pub pod_ip_address: Option<String>,
+    /// Directory holding the migration proxies' certificates: `tls.crt`/`tls.key` (presented by
+    /// the target listeners), `ca.crt` (verifying the peer handler), and optionally
+    /// `client.crt`/`client.key` (presented as the source; without them `tls.crt` is, and must
+    /// then allow client authentication too). Without it only migrations whose configuration
+    /// says `disableTLS: true` run; the others fail with an error naming this flag.
+    #[arg(long)]
+    pub migration_cert_dir: Option<PathBuf>,
     /// Log lines on stderr: `text` (coloured only on a terminal) or `json` (one object a line).
     #[arg(long, default_value = "text")]
     pub log_format: kvrs_runtime::kube::setup::LogFormat,

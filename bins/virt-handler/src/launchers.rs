@@ -18,7 +18,7 @@ use tracing::{debug, info, warn};
 use crate::lock;
 
 /// KubeVirt's qemu user, owner of the notify pipe in non-root launcher pods.
-const QEMU_USER: (u32, u32) = (107, 107);
+pub(crate) const QEMU_USER: (u32, u32) = (107, 107);
 
 /// How long a launcher pod may exist without its command socket before the handler stops
 /// waiting (KubeVirt's three minutes): a launcher that died before it made the socket leaves a

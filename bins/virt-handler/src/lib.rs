@@ -6,7 +6,9 @@
 //! `kvrs_runtime::world::handler_inputs` (the simulator's too), and executed by `kvrs-runtime`;
 //! the node-side preparation (pod network, devices, container disks) is `kvrs-node`; the
 //! kubelet's device plugins for KubeVirt's device resources are [`device_plugins`]; the REST
-//! server virt-api forwards the VMI subresources to is [`rest`].
+//! server virt-api forwards the VMI subresources to is [`rest`]. Live migration: the VMIs migrating
+//! to this node are watched too, each sync also runs the migration source and target decisions,
+//! and their proxy steps run on [`migration::Proxies`] ([`migration_proxy`]).
 
 mod config;
 pub mod device_plugins;
@@ -15,6 +17,7 @@ pub mod flags;
 mod heartbeat;
 mod launchers;
 mod metrics;
+pub mod migration;
 pub mod migration_proxy;
 mod node_labeller;
 mod options;
@@ -96,10 +99,26 @@ pub async fn run(
     // The domains of launchers already running (a restarted handler), before the first sync.
     domains::resync(&flags.pods_dir, &domains, &queue).await;
 
-    let (vmis, vmi_watch) = vmis::start(&client, &node, queue.clone(), domains.clone());
+    let (vmis, vmi_watch) = vmis::start(
+        &client,
+        &vmis::node_selector(&node),
+        queue.clone(),
+        domains.clone(),
+    );
+    let (targets, target_watch) = vmis::start(
+        &client,
+        &vmis::target_selector(&node),
+        queue.clone(),
+        domains.clone(),
+    );
     vmis.wait_until_ready()
         .await
         .context("waiting for the VMI cache to sync")?;
+    targets
+        .wait_until_ready()
+        .await
+        .context("waiting for the migration target VMI cache to sync")?;
+    let (proxies, migration_address) = migration_setup(&flags, &client, &node).await?;
     // The KubeVirt CR of the install namespace, applied live; the flags override it. A refused
     // configuration is logged and counted here, its event recorded by virt-controller alone.
     let refused = metrics.clone();
@@ -155,6 +174,9 @@ pub async fn run(
     let handler = Arc::new(Handler {
         node: node.clone(),
         vmis,
+        targets,
+        proxies: proxies.clone(),
+        migration_address,
         domains: domains.clone(),
         launchers: Launchers::new(
             flags.pods_dir.clone(),
@@ -199,6 +221,7 @@ pub async fn run(
 
     shutdown.await;
     info!("stopping");
+    proxies.initiate_graceful_shutdown();
     if let Some((stop, serving, certs)) = rest {
         certs.abort();
         let _ = stop.send(());
@@ -216,6 +239,7 @@ pub async fn run(
     // Stopped with the workers, so it does not outlive an API server embedded in the same
     // process (`kvrs run`) and log its disappearance as errors.
     vmi_watch.abort();
+    target_watch.abort();
     if let Some(watch) = config_watch {
         watch.abort();
     }
@@ -228,4 +252,68 @@ pub async fn run(
     }
     let _ = std::fs::remove_file(&notify_socket);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The node's migration proxies (with the certificates of `--migration-cert-dir`, when given)
+/// and its migration address (see [`migration::migration_address`]).
+async fn migration_setup(
+    flags: &Flags,
+    client: &kube::Client,
+    node: &str,
+) -> anyhow::Result<(migration::Proxies, String)> {
+    let tls = match &flags.migration_cert_dir {
+        Some(dir) => Some(migration::load_tls(dir)?),
+        None => {
+            info!(
+                "no --migration-cert-dir: only migrations with migrations.disableTLS run on this node"
+            );
+            None
+        }
+    };
+    // The pod's libvirt and QEMU connect to the source sockets as the QEMU user.
+    let proxies = migration::Proxies::new(tls, Some(launchers::QEMU_USER));
+    let pod_ip = flags
+        .pod_ip_address
+        .clone()
+        .or_else(|| std::env::var("MY_POD_IP").ok());
+    let needs_node = flags.migration_address.is_none()
+        && pod_ip.as_deref().is_none_or(str::is_empty)
+        && migration::migration_interface_address().is_none();
+    let internal_ip = if needs_node {
+        node_internal_ip(client, node).await
+    } else {
+        None
+    };
+    let address = migration::migration_address(
+        flags.migration_address.as_deref(),
+        migration::migration_interface_address(),
+        pod_ip.as_deref(),
+        internal_ip.as_deref(),
+    );
+    match &address {
+        Some(a) => info!(node, address = %a, "migration address"),
+        None => error!(
+            node,
+            "no migration address (no --migration-address, migration0 interface, pod IP or node InternalIP): migrations to this node cannot be reached"
+        ),
+    }
+    Ok((proxies, address.unwrap_or_default()))
+}
+
+/// The Node's `InternalIP` address, when it has one.
+async fn node_internal_ip(client: &kube::Client, node: &str) -> Option<String> {
+    let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+    let found = match api.get_opt(node).await {
+        Ok(found) => found?,
+        Err(e) => {
+            error!(node, "reading the Node for its InternalIP: {e}");
+            return None;
+        }
+    };
+    found
+        .status?
+        .addresses?
+        .into_iter()
+        .find(|a| a.type_ == "InternalIP")
+        .map(|a| a.address)
 }

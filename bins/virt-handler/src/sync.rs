@@ -16,19 +16,20 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kvrs_api::VirtualMachineInstance;
 use kvrs_decide::handler::facts::{GuestInfo, LauncherFacts, PodInterface};
 use kvrs_decide::handler::retry::RetryState;
-use kvrs_decide::handler::{Domain, NodeFacts, decide};
-use kvrs_decide::{ApiWrite, Event, LauncherCall, NodeStep, Now};
+use kvrs_decide::handler::{Domain, NodeFacts, decide, decide_source, decide_target};
+use kvrs_decide::{Action, ApiWrite, Event, LauncherCall, NodeStep, Now};
 use kvrs_queue::AsyncQueue;
 use kvrs_runtime::ipc::IpcLauncher;
 use kvrs_runtime::kube::api::KubeApi;
 use kvrs_runtime::kube::kubevirt_config::LiveConfig;
 use kvrs_runtime::world::{HandlerSources, handler_inputs};
-use kvrs_runtime::{Api, ApiError, Launcher, Node, execute_handler};
+use kvrs_runtime::{Api, ApiError, HandlerExecuted, Launcher, Node, execute_handler};
 use tracing::{debug, info, warn};
 
 use crate::config::NodeConfig;
 use crate::domains::DomainCache;
 use crate::launchers::{Launchers, Reached};
+use crate::migration::{Controllers, MigrationError, Proxies, cut_after_target_proxy, involved};
 use crate::{lock, options, podcache};
 
 /// How long the handler waits for its own status write to come back through the watch before
@@ -41,6 +42,12 @@ pub struct Handler {
     pub node: String,
     /// VMIs of this node (label selector `kubevirt.io/nodeName=<node>`).
     pub vmis: Store<VirtualMachineInstance>,
+    /// VMIs migrating to this node (`kubevirt.io/migrationTargetNodeName=<node>`).
+    pub targets: Store<VirtualMachineInstance>,
+    /// The node's migration proxies.
+    pub proxies: Proxies,
+    /// The address migration targets on this node publish (empty: none found at start).
+    pub migration_address: String,
     /// Domains the launchers reported.
     pub domains: Arc<DomainCache>,
     /// Launcher clients.
@@ -100,7 +107,8 @@ impl Handler {
         false
     }
 
-    /// One sync of `key`.
+    /// One sync of `key`: KubeVirt's VM controller, then (unless it wrote the status) the
+    /// migration source and target controllers (see [`crate::migration`]).
     pub async fn sync(&self, key: &str) {
         let started = Instant::now();
         let now = now();
@@ -112,6 +120,10 @@ impl Handler {
         let reached = sources.reached.take();
         let vmi = subject.vmi();
         let uid = subject.uid.as_str();
+        facts.migration.target_listener_ports = self.proxies.target_ports(uid);
+        facts.migration.migration_ip_address = self.migration_address.clone();
+        // Each controller decides from the facts as gathered, not from another's failures.
+        let gathered = facts.clone();
 
         let settings = self.config.current();
         let config = &settings.decide;
@@ -132,11 +144,6 @@ impl Handler {
             allow_emulation: settings.cluster.use_emulation,
         };
         let out = execute_handler(decide_now, &mut facts, Some(&sent_vmi), &mut fx).await;
-        if out.status_written
-            && let Some(rv) = vmi.and_then(|v| v.metadata.resource_version.clone())
-        {
-            lock(&self.own_writes).insert(key.to_string(), (rv, Instant::now()));
-        }
         match out.plan.io_error_retry {
             Some(state) => {
                 lock(&self.io_error_retries).insert(uid.to_string(), state);
@@ -145,21 +152,92 @@ impl Handler {
                 lock(&self.io_error_retries).remove(uid);
             }
         }
-        let actions: Vec<String> = out.plan.plan.actions.iter().map(|a| a.label()).collect();
-        if let Some(err) = &out.error {
-            self.metrics.reconcile_error(err.kind.label());
-            warn!(decision = ?out.plan.decision, ?actions, "sync failed: {}", err.message);
-        } else if !actions.is_empty() {
-            info!(decision = ?out.plan.decision, ?actions, phase = ?out.plan.status.as_ref().and_then(|s| s.phase.clone()), "synced");
-        } else {
-            debug!(decision = ?out.plan.decision, "nothing to do");
-        }
-        self.metrics.observe_sync(started.elapsed());
-        kvrs_runtime::requeue_async(&self.queue, key, &out.queue);
+        self.report(key, vmi, "vm", &out);
         // Waiting for an own write: look again once it is overdue.
         if !facts.expectations_satisfied.unwrap_or(true) {
             self.queue.add_after(key.to_string(), OWN_WRITE_WAIT);
         }
+
+        if Controllers::after_vm(out.status_written) == Controllers::Migration {
+            let source = |f: &NodeFacts| decide_source(&subject.world(node, now, f, config));
+            if involved(&source(&gathered)) {
+                let mut f = gathered.clone();
+                let out = execute_handler(source, &mut f, Some(&sent_vmi), &mut fx).await;
+                self.report(key, vmi, "migration-source", &out);
+                if out.status_written {
+                    self.metrics.observe_sync(started.elapsed());
+                    return;
+                }
+            }
+            // Until the target proxy listens, its plan stops at the proxy step; the ports it
+            // then listens on are published by the decision that follows.
+            let target_cut = |f: &NodeFacts| {
+                let mut plan = decide_target(&subject.world(node, now, f, config));
+                if f.migration.target_listener_ports.is_empty()
+                    && f.migration.target_proxy_error.is_none()
+                {
+                    cut_after_target_proxy(&mut plan);
+                }
+                plan
+            };
+            if involved(&target_cut(&gathered)) {
+                let mut f = gathered.clone();
+                let out = execute_handler(target_cut, &mut f, Some(&sent_vmi), &mut fx).await;
+                let listening = match out.plan.plan.actions.last() {
+                    Some(Action::Node(NodeStep::StartTargetProxy { key: proxy, .. }))
+                        if out.error.is_none() && f.migration.target_proxy_error.is_none() =>
+                    {
+                        Some(proxy.clone())
+                    }
+                    _ => None,
+                };
+                match listening {
+                    Some(proxy) => {
+                        let actions: Vec<String> =
+                            out.plan.plan.actions.iter().map(|a| a.label()).collect();
+                        info!(
+                            key,
+                            controller = "migration-target",
+                            ?actions,
+                            "target prepared"
+                        );
+                        let mut f = gathered.clone();
+                        f.migration.target_listener_ports = self.proxies.target_ports(&proxy);
+                        let target =
+                            |f: &NodeFacts| decide_target(&subject.world(node, now, f, config));
+                        let out = execute_handler(target, &mut f, Some(&sent_vmi), &mut fx).await;
+                        self.report(key, vmi, "migration-target", &out);
+                    }
+                    None => self.report(key, vmi, "migration-target", &out),
+                }
+            }
+        }
+        self.metrics.observe_sync(started.elapsed());
+    }
+
+    /// Logs, counts and requeues what one controller's run of a sync did.
+    fn report(
+        &self,
+        key: &str,
+        vmi: Option<&VirtualMachineInstance>,
+        controller: &str,
+        out: &HandlerExecuted,
+    ) {
+        if out.status_written
+            && let Some(rv) = vmi.and_then(|v| v.metadata.resource_version.clone())
+        {
+            lock(&self.own_writes).insert(key.to_string(), (rv, Instant::now()));
+        }
+        let actions: Vec<String> = out.plan.plan.actions.iter().map(|a| a.label()).collect();
+        if let Some(err) = &out.error {
+            self.metrics.reconcile_error(err.kind.label());
+            warn!(key, controller, decision = ?out.plan.decision, ?actions, "sync failed: {}", err.message);
+        } else if !actions.is_empty() {
+            info!(key, controller, decision = ?out.plan.decision, ?actions, phase = ?out.plan.status.as_ref().and_then(|s| s.phase.clone()), "synced");
+        } else {
+            debug!(key, controller, decision = ?out.plan.decision, "nothing to do");
+        }
+        kvrs_runtime::requeue_async(&self.queue, key, &out.queue);
     }
 }
 
@@ -176,7 +254,12 @@ impl HandlerSources for NodeSources<'_> {
 
     fn vmi(&self, key: &str) -> Option<Arc<VirtualMachineInstance>> {
         let (ns, name) = split(key);
-        self.handler.vmis.get(&ObjectRef::new(name).within(ns))
+        let at = ObjectRef::new(name).within(ns);
+        // A VMI migrating here is in the target cache only, until its node name moves.
+        self.handler
+            .vmis
+            .get(&at)
+            .or_else(|| self.handler.targets.get(&at))
     }
 
     fn domain(&self, key: &str) -> Option<Domain> {
@@ -302,6 +385,9 @@ impl Node for Fx<'_> {
         let h = self.handler;
         match step {
             NodeStep::Cleanup { uid } => {
+                // KubeVirt's VM cleanup stops the VMI's migration proxies too.
+                h.proxies.stop_source(uid);
+                h.proxies.stop_target(uid);
                 h.launchers.close(uid);
                 podcache::remove(&h.private_dir, uid);
                 if self
@@ -330,13 +416,37 @@ impl Node for Fx<'_> {
                 let paths = devices_to_claim(paths, vmi, &pod, self.allow_emulation);
                 kvrs_node::claim_devices(&pod, &paths).map_err(|e| e.to_string())
             }
-            NodeStep::StartSourceProxy { .. }
-            | NodeStep::StopSourceProxy { .. }
-            | NodeStep::StartTargetProxy { .. }
-            | NodeStep::StopTargetProxy { .. } => {
-                let e = MigrationStepNotWired(step.name());
-                warn!(key = %self.key, "{e}");
-                Err(e.to_string())
+            NodeStep::StartSourceProxy {
+                key,
+                target_address,
+                ports,
+            } => {
+                let root = self.pod_root(step)?;
+                let base = crate::migration::pod_kubevirt_dir(&root, step.name())
+                    .map_err(|e| e.to_string())?;
+                let disabled = crate::migration::tls_disabled(vmi);
+                h.proxies
+                    .start_source(key, target_address, ports, &base, disabled)
+                    .await
+                    .map_err(|e| self.migration_error(e))
+            }
+            NodeStep::StartTargetProxy { key, sockets } => {
+                let root = self.pod_root(step)?;
+                let run =
+                    crate::migration::pod_run_dir(&root, step.name()).map_err(|e| e.to_string())?;
+                let disabled = crate::migration::tls_disabled(vmi);
+                h.proxies
+                    .start_target(key, &run, sockets, disabled)
+                    .await
+                    .map_err(|e| self.migration_error(e))
+            }
+            NodeStep::StopSourceProxy { key } => {
+                h.proxies.stop_source(key);
+                Ok(())
+            }
+            NodeStep::StopTargetProxy { key } => {
+                h.proxies.stop_target(key);
+                Ok(())
             }
             NodeStep::SetupNetworks { .. } => {
                 let (pod, vmi) = self.pod_and_vmi(vmi, step)?;
@@ -373,13 +483,20 @@ impl Node for Fx<'_> {
     }
 }
 
-/// A migration proxy step reached this sync, which does not run the migration controllers
-/// (`kvrs_decide::handler::decide_source` / `decide_target`) nor own a proxy manager yet.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}: the migration proxy is not wired into virt-handler's sync yet")]
-struct MigrationStepNotWired(&'static str);
-
 impl Fx<'_> {
+    /// The launcher pod's root (`/proc/<pid>/root`), for the migration proxy steps.
+    fn pod_root(&self, step: &NodeStep) -> Result<PathBuf, String> {
+        self.pod
+            .as_ref()
+            .map(|p| p.root.clone())
+            .ok_or_else(|| MigrationError::NoPod(step.name()).to_string())
+    }
+
+    fn migration_error(&self, e: MigrationError) -> String {
+        warn!(key = %self.key, "migration proxy: {e}");
+        e.to_string()
+    }
+
     fn pod_and_vmi<'v>(
         &self,
         vmi: Option<&'v VirtualMachineInstance>,

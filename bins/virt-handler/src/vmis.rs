@@ -1,5 +1,7 @@
-//! The node's VMI cache: a watch with the label selector `kubevirt.io/nodeName=<node>`, so this
-//! handler only ever holds its own node's VMIs. Every event queues the VMI's key *after* the
+//! The node's VMI caches: a watch with the label selector `kubevirt.io/nodeName=<node>`, so this
+//! handler only ever holds its own node's VMIs, and one with
+//! `kubevirt.io/migrationTargetNodeName=<node>` (KubeVirt's migration target controller's
+//! informer: a VMI migrating here is seen before its node name moves). Every event queues the VMI's key *after* the
 //! cache applied it (a worker woken by the key must read the new version); a relist queues every
 //! key it holds, and the domains' keys, so a VMI deleted while the watch was down is noticed.
 
@@ -29,16 +31,24 @@ pub fn node_selector(node: &str) -> String {
     format!("{}={node}", kvrs_api::names::labels::NODE_NAME)
 }
 
-/// Starts the watch; returns the cache and the task (which runs until the process stops: watch
-/// errors back off and relist).
+/// The label selector of the VMIs migrating to this node.
+pub fn target_selector(node: &str) -> String {
+    format!(
+        "{}={node}",
+        kvrs_decide::handler::migration::MIGRATION_TARGET_NODE_LABEL
+    )
+}
+
+/// Starts the watch of the VMIs `selector` selects; returns the cache and the task (which runs
+/// until the process stops: watch errors back off and relist).
 pub fn start(
     client: &kube::Client,
-    node: &str,
+    selector: &str,
     queue: AsyncQueue<String>,
     domains: Arc<DomainCache>,
 ) -> (Store<VirtualMachineInstance>, JoinHandle<()>) {
     let api = kube::Api::<VirtualMachineInstance>::all(client.clone());
-    let config = watcher::Config::default().labels(&node_selector(node));
+    let config = watcher::Config::default().labels(selector);
     let (reader, mut writer) = reflector::store();
     let view = reader.clone();
     let task = tokio::spawn(async move {

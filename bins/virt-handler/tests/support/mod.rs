@@ -237,13 +237,24 @@ impl NodeDirs {
 
     /// Starts virt-handler for this node with `extra` flags.
     pub fn start_handler(&self, cluster: &Cluster, run: usize, extra: &[&str]) -> Handler {
+        self.start_handler_as(cluster, NODE, run, extra)
+    }
+
+    /// Starts virt-handler as node `node` (a Node the test created) with `extra` flags.
+    pub fn start_handler_as(
+        &self,
+        cluster: &Cluster,
+        node: &str,
+        run: usize,
+        extra: &[&str],
+    ) -> Handler {
         let port = free_loopback_port();
         let log = self.root.join(format!("virt-handler-{run}.log"));
         let file = std::fs::File::create(&log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_virt-handler"))
             .arg("--kubeconfig")
             .arg(&cluster.handler_kubeconfig)
-            .args(["--hostname-override", NODE])
+            .args(["--hostname-override", node])
             .arg("--pods-dir")
             .arg(self.pods())
             .arg("--kubevirt-share-dir")
@@ -447,9 +458,15 @@ impl LauncherPod {
     /// Starts the `compute` container: the monitor as UID 107, in the pod's network namespace
     /// and its own mount namespace, for the VMI with `vmi_uid`.
     pub fn start(&mut self, vmi_uid: &str) {
+        self.start_waiting(vmi_uid, "120s");
+    }
+
+    /// [`Self::start`] with the launcher waiting `qemu_timeout` for its domain (a migration
+    /// target's arrives only with the migration).
+    pub fn start_waiting(&mut self, vmi_uid: &str, qemu_timeout: &str) {
         let log = std::fs::File::create(&self.log).unwrap();
         let mut monitor = MonitorCommand::new(NS, &self.name, vmi_uid, &self.run_dir);
-        monitor.qemu_timeout = "120s".into();
+        monitor.qemu_timeout = qemu_timeout.into();
         monitor.grace_period_seconds = 20;
         monitor.image_volume = true;
         monitor.netns = Some(self.netns.clone());
