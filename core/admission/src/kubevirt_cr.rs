@@ -28,8 +28,10 @@
 //! `supportedGuestAgentVersions`, and the CR's `kubevirt.io/vga-display-efi-x86` annotation.
 //!
 //! `migrations.parallelMigrationsPerCluster` and `parallelOutboundMigrationsPerNode` are
-//! checked here and applied by virt-controller's migration controller; the other migration
-//! settings are listed as not applied (kvrs's virt-handler does not migrate yet).
+//! checked here and applied by virt-controller's migration controller; the settings a
+//! migration carries in `status.migrationState.migrationConfiguration` and kvrs's virt-handler
+//! and launcher act on (bandwidth, timeouts, auto-converge, post-copy, workload disruption, the
+//! unsafe override, TLS) apply; the others are listed as not applied.
 //!
 //! Not read, because no kvrs daemon acts on them yet (listed as not applied):
 //! `permittedHostDevices` and `mediatedDevicesConfiguration`
@@ -462,29 +464,41 @@ fn read_bindings(
 }
 
 /// The migration limits virt-controller's migration controller applies (checked here, read
-/// by the controller from the CR); every other migration setting is only passed on to the
-/// handlers in `status.migrationState.migrationConfiguration`, and kvrs's virt-handler does
-/// not migrate yet, so those are listed as not applied.
+/// by the controller from the CR), and the settings virt-controller copies into each
+/// migration's `status.migrationState.migrationConfiguration` that kvrs's virt-handler turns
+/// into the launcher's migration options; any other migration setting is listed as not
+/// applied.
 fn read_migrations(migrations: &Field<'_>) -> Result<(), KubevirtCrError> {
-    const APPLIED: [&str; 2] = [
+    const LIMITS: [&str; 2] = [
         "parallelMigrationsPerCluster",
         "parallelOutboundMigrationsPerNode",
     ];
-    for key in APPLIED {
+    const CARRIED_OUT: [&str; 8] = [
+        "bandwidthPerMigration",
+        "completionTimeoutPerGiB",
+        "progressTimeout",
+        "allowAutoConverge",
+        "allowPostCopy",
+        "allowWorkloadDisruption",
+        "unsafeMigrationOverride",
+        "disableTLS",
+    ];
+    for key in LIMITS {
         migrations.get(key)?.unsigned()?;
     }
     for key in migrations.keys()? {
         let setting = migrations.get(&key)?;
-        if !APPLIED.contains(&key.as_str()) && setting.value.is_some() {
+        let applied = LIMITS.contains(&key.as_str()) || CARRIED_OUT.contains(&key.as_str());
+        if !applied && setting.value.is_some() {
             setting.skip(MIGRATION_NOT_CARRIED_OUT.into());
         }
     }
     Ok(())
 }
 
-/// Why a migration setting other than the limits is not applied.
+/// Why a migration setting kvrs does not act on is not applied.
 pub const MIGRATION_NOT_CARRIED_OUT: &str =
-    "kvrs's virt-handler does not migrate yet: the setting only reaches migrationConfiguration";
+    "kvrs does not act on this migration setting yet: it only reaches migrationConfiguration";
 
 fn read_smbios(smbios: &Field<'_>, config: &mut ClusterConfig) -> Result<(), KubevirtCrError> {
     let s = &mut config.smbios;
@@ -946,7 +960,7 @@ mod tests {
     #[test]
     fn settings_no_daemon_reads_are_listed_once_each_and_never_block_the_rest() {
         let (c, notes) = not_applied(json!({
-            "migrations": {"parallelMigrationsPerCluster": 2, "bandwidthPerMigration": "64Mi"},
+            "migrations": {"parallelMigrationsPerCluster": 2, "bandwidthPerMigration": "64Mi", "nodeDrainTaintKey": "kubevirt.io/drain"},
             "developerConfiguration": {"useEmulation": true, "logVerbosity": {"virtHandler": 4}},
             "network": {"binding": {"passt": {"sidecarImage": "quay.io/passt", "migration": {"method": "link-refresh"}}}},
             "permittedHostDevices": null,
@@ -958,7 +972,7 @@ mod tests {
         assert_eq!(
             notes,
             [
-                "spec.configuration.migrations.bandwidthPerMigration (kvrs's virt-handler does not migrate yet: the setting only reaches migrationConfiguration)",
+                "spec.configuration.migrations.nodeDrainTaintKey (kvrs does not act on this migration setting yet: it only reaches migrationConfiguration)",
                 "spec.configuration.developerConfiguration.logVerbosity (no kvrs component reads this setting yet)",
                 "spec.configuration.tlsConfiguration (no kvrs component reads this setting yet)",
             ],
@@ -979,12 +993,14 @@ mod tests {
             "parallelMigrationsPerCluster": 2,
             "parallelOutboundMigrationsPerNode": 1,
             "allowPostCopy": true,
+            "network": "migration-net",
         }}));
         assert_eq!(
             notes,
             [format!(
-                "spec.configuration.migrations.allowPostCopy ({MIGRATION_NOT_CARRIED_OUT})"
-            )]
+                "spec.configuration.migrations.network ({MIGRATION_NOT_CARRIED_OUT})"
+            )],
+            "the limits and what a migration carries (allowPostCopy) apply"
         );
     }
 
