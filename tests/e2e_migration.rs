@@ -28,8 +28,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kvrs_ipc::{LauncherClient, ServeOptions, VirtualMachineOptions, serve_notify};
-use kvrs_test_guest::BOOT_MARKER;
 use kvrs_test_guest::pod::{PodDir, RunningMonitor, is_root, launcher_binaries};
+use kvrs_test_guest::ticks::{TICK_LOOP, assert_continues, ticks};
 use kvrs_virt_handler::migration_proxy::{
     MigrationTls, ProxyManager, TargetSocket, migration_ports, proxy_key,
 };
@@ -37,10 +37,6 @@ use notify::Recorder;
 use wait::wait_for;
 
 const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-0000000e2e3a";
-const TICK: &str = "KVRS-TICK";
-/// The guest's counter: one line a second with the count, the boot id and a random pattern the
-/// guest drew once and keeps in a file of its RAM-backed root filesystem.
-const TICK_LOOP: &str = "KVRS-RUN: head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n' >/pattern; i=0; while true; do i=$((i+1)); echo \"KVRS-TICK $i $(cat /proc/sys/kernel/random/boot_id) $(cat /pattern)\"; sleep 1; done";
 
 /// One migration at a time: each runs two guests under TCG on a small machine.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -79,32 +75,9 @@ async fn migration_proxies(src: &PodDir, tgt: &PodDir) -> (ProxyManager, ProxyMa
 
 /// One CA's serving and client certificates for both handlers.
 fn migration_tls() -> MigrationTls {
-    use kvrs_virt_api::certs::{Leaf, issue_for, new_ca};
     use kvrs_virt_handler::migration_proxy::tls::PemPair;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
-    let day = Duration::from_secs(86_400);
-    let (ca, ca_key) = new_ca(now, day).expect("a CA");
-    let leaf = |client: bool, name: &str| {
-        issue_for(
-            &ca,
-            &ca_key,
-            &Leaf {
-                names: &[name.to_string()],
-                common_name: name,
-                client,
-            },
-            now,
-            day,
-        )
-        .expect("a certificate")
-    };
-    let (serving, client) = (
-        leaf(false, "kvrs-virt-handler"),
-        leaf(true, "kvrs-virt-handler"),
-    );
+    let pki = kvrs_virt_api::certs::throwaway_pki("kvrs-virt-handler").expect("certificates");
+    let (ca, serving, client) = (pki.ca, pki.serving, pki.client);
     MigrationTls::new(
         PemPair {
             cert: serving.0.as_bytes(),
@@ -172,19 +145,6 @@ async fn domain(client: &LauncherClient) -> Option<(String, String, serde_json::
         v["Status"]["Reason"].as_str().unwrap_or("").to_string(),
         v["Spec"]["Metadata"]["KubeVirt"]["Migration"].clone(),
     ))
-}
-
-/// `(count, boot id + RAM pattern)` of each complete tick line on a serial console.
-fn ticks(log: &str) -> Vec<(u64, String)> {
-    log.lines()
-        .filter_map(|l| {
-            let mut w = l.split(TICK).nth(1)?.split_whitespace();
-            let count = w.next()?.parse().ok()?;
-            let (boot, pattern) = (w.next()?, w.next()?);
-            // 16 random bytes in hex: a line cut short by the console is not a tick.
-            (pattern.len() == 32).then(|| (count, format!("{boot} {pattern}")))
-        })
-        .collect()
 }
 
 struct Side {
@@ -360,7 +320,6 @@ async fn a_running_guest_moves_to_the_target_with_its_memory() {
         .expect("FinalizeVirtualMachineMigration");
 
     // The guest kept its memory: the counter goes on on the target's console with the same boot.
-    let last_before = before.last().cloned().expect("ticks before the migration");
     let after = wait_for(
         "the counter on the target's console",
         Duration::from_secs(60),
@@ -370,19 +329,7 @@ async fn a_running_guest_moves_to_the_target_with_its_memory() {
         },
     )
     .await;
-    let target_log = tgt.pod.serial_log();
-    assert!(
-        !target_log.contains(BOOT_MARKER),
-        "the target's guest booted instead of arriving:\n{target_log}"
-    );
-    assert!(
-        after.iter().all(|(_, boot)| *boot == last_before.1),
-        "a different boot or RAM pattern on the target: {after:?} vs {last_before:?}"
-    );
-    assert!(
-        after[0].0 > last_before.0 && after.windows(2).all(|w| w[1].0 == w[0].0 + 1),
-        "the count does not go on: before {before:?}, after {after:?}"
-    );
+    assert_continues(&before, &after, &tgt.pod.serial_log());
 
     source_proxy.stop_source_listener(VMI_UID);
     target_proxy.stop_target_listener(VMI_UID);

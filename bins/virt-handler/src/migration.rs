@@ -432,27 +432,8 @@ mod tests {
 
     /// A CA and a serving and a client certificate it signed, PEM.
     fn pki() -> (String, (String, String), (String, String)) {
-        use kvrs_virt_api::certs::{Leaf, issue_for, new_ca};
-        let now = i64::try_from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs(),
-        )
-        .unwrap();
-        let day = std::time::Duration::from_secs(86_400);
-        let (ca, ca_key) = new_ca(now, day).unwrap();
-        let leaf = |client: bool, name: &str| {
-            let leaf = Leaf {
-                names: &[name.to_string()],
-                common_name: name,
-                client,
-            };
-            issue_for(&ca, &ca_key, &leaf, now, day).unwrap()
-        };
-        let serving = leaf(false, "kvrs-virt-handler");
-        let client = leaf(true, "kvrs-virt-handler-migration");
-        (ca, serving, client)
+        let p = kvrs_virt_api::certs::throwaway_pki("kvrs-virt-handler").unwrap();
+        (p.ca, p.serving, p.client)
     }
 
     #[test]

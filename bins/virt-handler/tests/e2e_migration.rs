@@ -15,29 +15,12 @@ mod support;
 
 use std::time::Duration;
 
+use kvrs_test_guest::ticks::{TICK_LOOP, assert_continues, ticks};
 use serde_json::{Value, json};
 use support::{Cluster, LauncherPod, NODE, NodeDirs, boot_vmi_with_agent, guest_vmi, tail};
 
 /// The second node, the migration target.
 const NODE2: &str = "kvrs-node-e2e-2";
-const TICK: &str = "KVRS-TICK";
-/// A line a second: the count, the boot id and a pattern drawn once into the guest's RAM.
-const TICK_LOOP: &str = "KVRS-RUN: head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n' >/pattern; i=0; while true; do i=$((i+1)); echo \"KVRS-TICK $i $(cat /proc/sys/kernel/random/boot_id) $(cat /pattern)\"; sleep 1; done";
-
-/// `(count, boot id + pattern)` of every tick line of a serial log.
-fn ticks(log: &str) -> Vec<(u64, String)> {
-    log.lines()
-        .filter_map(|l| {
-            let rest = &l[l.find(TICK)? + TICK.len()..];
-            let mut parts = rest.split_whitespace();
-            let n = parts.next()?.parse().ok()?;
-            let boot = parts.next()?;
-            let pattern = parts.next()?;
-            (pattern.len() == 32).then(|| (n, format!("{boot} {pattern}")))
-        })
-        .collect()
-}
-
 #[test]
 fn two_handlers_migrate_a_running_guest_to_the_target_node() {
     migrate(false);
@@ -52,28 +35,8 @@ fn two_handlers_migrate_over_mutual_tls() {
 
 /// One CA's serving and client certificates in `dir`, as `--migration-cert-dir` reads them.
 fn write_certs(dir: &std::path::Path) {
-    use kvrs_virt_api::certs::{Leaf, issue_for, new_ca};
-    let now = i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-    )
-    .unwrap();
-    let day = Duration::from_secs(86_400);
-    let (ca, ca_key) = new_ca(now, day).expect("a CA");
-    let leaf = |client: bool, name: &str| {
-        let leaf = Leaf {
-            names: &[name.to_string()],
-            common_name: name,
-            client,
-        };
-        issue_for(&ca, &ca_key, &leaf, now, day).expect("a certificate")
-    };
-    let (serving, client) = (
-        leaf(false, "kvrs-virt-handler"),
-        leaf(true, "kvrs-migration"),
-    );
+    let pki = kvrs_virt_api::certs::throwaway_pki("kvrs-virt-handler").expect("certificates");
+    let (ca, serving, client) = (pki.ca, pki.serving, pki.client);
     std::fs::create_dir_all(dir).unwrap();
     for (name, pem) in [
         ("ca.crt", &ca),
@@ -192,7 +155,6 @@ fn migrate(tls: bool) {
     );
 
     // The guest kept its memory: the count goes on on the target's console, same boot.
-    let last_before = before.last().cloned().expect("ticks before the migration");
     let after = support::wait_for(
         "the counter on the target's console",
         Duration::from_secs(60),
@@ -202,19 +164,7 @@ fn migrate(tls: bool) {
         },
         || context(Some(&tgt)),
     );
-    let target_log = tgt.serial_log(&uid);
-    assert!(
-        !target_log.contains(kvrs_test_guest::BOOT_MARKER),
-        "the target's guest booted instead of arriving:\n{target_log}"
-    );
-    assert!(
-        after.iter().all(|(_, boot)| *boot == last_before.1),
-        "a different boot or RAM pattern on the target: {after:?} vs {last_before:?}"
-    );
-    assert!(
-        after[0].0 > last_before.0 && after.windows(2).all(|w| w[1].0 == w[0].0 + 1),
-        "the count does not go on: before {before:?}, after {after:?}"
-    );
+    assert_continues(&before, &after, &tgt.serial_log(&uid));
     // The target node's handler now runs the VMI.
     support::wait_for(
         "the VMI Running on the target",

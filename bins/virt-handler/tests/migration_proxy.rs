@@ -20,7 +20,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kvrs_virt_api::certs::{Leaf, issue_for, new_ca};
 use kvrs_virt_handler::migration_proxy::tls::PemPair;
 use kvrs_virt_handler::migration_proxy::{
     MigrationTls, ProxyManager, TargetSocket, proxy_key, source_unix_file,
@@ -29,42 +28,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 
 const UID: &str = "6a1b7c9e-0000-4000-8000-000000000001";
-const DAY: Duration = Duration::from_secs(86_400);
 
-struct Pki {
-    ca: String,
-    serving: (String, String),
-    client: (String, String),
-}
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
+use kvrs_virt_api::certs::ThrowawayPki as Pki;
 
 fn pki() -> Pki {
-    let (ca, ca_key) = new_ca(now(), DAY).expect("a CA");
-    let leaf = |client: bool, name: &str| {
-        issue_for(
-            &ca,
-            &ca_key,
-            &Leaf {
-                names: &[name.to_string()],
-                common_name: name,
-                client,
-            },
-            now(),
-            DAY,
-        )
-        .expect("a certificate")
-    };
-    Pki {
-        serving: leaf(false, "kvrs-virt-handler"),
-        client: leaf(true, "kvrs-virt-handler-migration"),
-        ca,
-    }
+    kvrs_virt_api::certs::throwaway_pki("kvrs-virt-handler").expect("certificates")
 }
 
 fn tls(p: &Pki) -> MigrationTls {

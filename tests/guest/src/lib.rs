@@ -16,6 +16,7 @@
 //! [`pod`] holds what the launcher-pod tests share: the binaries, the sandboxed monitor command.
 
 pub mod pod;
+pub mod ticks;
 pub mod virtctl;
 
 use std::path::{Path, PathBuf};

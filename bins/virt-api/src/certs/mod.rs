@@ -268,6 +268,43 @@ fn ca_params(common_name: &str, now: i64, validity: Duration) -> CertificatePara
     params
 }
 
+/// A throwaway CA and two certificates it signed for `name` — one serving, one client — valid
+/// for a day from the system clock: mutual TLS between kvrs components in tests and benches,
+/// never a cluster's (those come from [`plan`] and [`apply`]).
+#[derive(Clone, Debug)]
+pub struct ThrowawayPki {
+    /// The CA certificate, PEM.
+    pub ca: String,
+    /// The serving certificate and its key, PEM.
+    pub serving: (String, String),
+    /// The client certificate and its key, PEM.
+    pub client: (String, String),
+}
+
+/// A [`ThrowawayPki`] for `name`.
+pub fn throwaway_pki(name: &str) -> Result<ThrowawayPki, CertError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    let day = Duration::from_secs(86_400);
+    let (ca, ca_key) = new_ca(now, day)?;
+    let names = [name.to_string()];
+    let leaf = |client: bool| {
+        let leaf = Leaf {
+            names: &names,
+            common_name: name,
+            client,
+        };
+        issue_for(&ca, &ca_key, &leaf, now, day)
+    };
+    Ok(ThrowawayPki {
+        serving: leaf(false)?,
+        client: leaf(true)?,
+        ca,
+    })
+}
+
 /// A new CA at `now`: (certificate, key), PEM.
 pub fn new_ca(now: i64, validity: Duration) -> Result<(String, String), CertError> {
     let key = KeyPair::generate()?;
