@@ -146,12 +146,19 @@ fn migrate(tls: bool) {
     assert_eq!(m["targetNodeAddress"], "127.0.0.1");
     assert!(m["startTimestamp"].is_string() && m["endTimestamp"].is_string());
     assert_eq!(vmi["metadata"]["labels"]["kubevirt.io/nodeName"], NODE2);
-    assert!(
-        vmi["metadata"]["labels"]
-            .get("kubevirt.io/migrationTargetNodeName")
-            .is_none(),
-        "the target label is dropped: {}",
-        vmi["metadata"]["labels"]
+    // The target's final clean-up drops its label after the migration is marked completed (a
+    // later write): wait for it.
+    support::wait_for(
+        "the target label dropped",
+        Duration::from_secs(60),
+        || {
+            let v = cluster.vmi(name)?;
+            v["metadata"]["labels"]
+                .get("kubevirt.io/migrationTargetNodeName")
+                .is_none()
+                .then_some(())
+        },
+        || context(Some(&tgt)),
     );
 
     // The guest kept its memory: the count goes on on the target's console, same boot.
