@@ -34,6 +34,10 @@ pub struct Args {
     /// A map file of `reference=path` lines.
     #[arg(long, value_name = "FILE")]
     pub image_map: Option<PathBuf>,
+    /// The entrypoint of a container image, for a container the pod runs without a `command`
+    /// (a hook sidecar's): `REFERENCE=/PATH [ARG...]` (see `kvrs run --help`). Repeatable.
+    #[arg(long, value_name = "REF=PATH")]
+    pub image_entrypoint: Vec<String>,
     /// Extra labels for the Node, `key=value`, repeatable (e.g.
     /// `machine-type.node.kubevirt.io/q35=true`, which KubeVirt's node labeller would set).
     #[arg(long = "node-label", value_name = "KEY=VALUE")]
@@ -48,10 +52,11 @@ pub struct Args {
     pub runtime: PathBuf,
 }
 
-/// The image map of `--images` and `--image-map`.
+/// The image map of `--images`, `--image-map` and `--image-entrypoint`.
 pub fn image_map(
     images: Option<&Path>,
     map_file: Option<&Path>,
+    entrypoints: &[String],
 ) -> Result<kvrs_kubelet::ImageMap, CliError> {
     let mut map = match images {
         Some(dir) => kvrs_kubelet::ImageMap::from_dir(dir),
@@ -62,6 +67,10 @@ pub fn image_map(
             .map_err(|e| CliError::Input(format!("--image-map {}: {e}", file.display())))?;
         map.parse_map_file(&text, file.parent().unwrap_or(Path::new(".")))
             .map_err(|e| CliError::Input(format!("--image-map {}: {e}", file.display())))?;
+    }
+    for e in entrypoints {
+        map.parse_entrypoint(e)
+            .map_err(|e| CliError::Input(format!("--image-entrypoint: {e}")))?;
     }
     Ok(map)
 }
@@ -90,7 +99,11 @@ pub fn run(args: Args) -> Result<(), CliError> {
         &args.node_name,
         args.pods_dir.clone(),
         args.state_dir.clone(),
-        image_map(args.images.as_deref(), args.image_map.as_deref())?,
+        image_map(
+            args.images.as_deref(),
+            args.image_map.as_deref(),
+            &args.image_entrypoint,
+        )?,
     )?;
     config.bind_unscheduled = args.bind_unscheduled;
     config.runtime = args.runtime.clone();

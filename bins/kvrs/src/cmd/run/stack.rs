@@ -718,13 +718,11 @@ mod adapters {
         dirs: &Dirs,
         client: kube::Client,
     ) -> Result<kvrs_kubelet::Kubelet, CliError> {
-        let mut images =
-            crate::cmd::kubelet::image_map(args.images.as_deref(), args.image_map.as_deref())?;
-        for e in &args.image_entrypoint {
-            images
-                .parse_entrypoint(e)
-                .map_err(|e| CliError::Input(format!("--image-entrypoint: {e}")))?;
-        }
+        let images = crate::cmd::kubelet::image_map(
+            args.images.as_deref(),
+            args.image_map.as_deref(),
+            &args.image_entrypoint,
+        )?;
         let mut config = crate::cmd::kubelet::config(
             &args.node_name,
             dirs.pods.clone(),
