@@ -314,6 +314,21 @@ impl Launcher {
         }
     }
 
+    /// In image-volume mode, the VMI's container disks and kernel-boot files as the kubelet
+    /// mounted them, linked where the converter looks (a start and a migration target alike).
+    fn link_image_volumes(&self, vmi: &VirtualMachineInstance) -> CmdResult {
+        if !self.flags.image_volume {
+            return Ok(());
+        }
+        image_volume::link_image_volumes(
+            vmi,
+            Path::new(image_volume::IMAGE_VOLUME_DIR),
+            Path::new(image_volume::KERNEL_BOOT_VOLUME_DIR),
+            &self.flags.container_disk_dir,
+        )
+        .map_err(|e| failed("linking the image volumes", e))
+    }
+
     async fn on_domain<F, Fut>(&self, what: &str, op: F) -> CmdResult
     where
         F: FnOnce(Arc<Connection>, DomainRef) -> Fut,
@@ -338,15 +353,7 @@ impl LauncherService for Launcher {
         let arrived = Instant::now();
         self.adopt(&cmd.vmi)?;
         let _guard = self.lock.lock().await;
-        if self.flags.image_volume {
-            image_volume::link_image_volumes(
-                &cmd.vmi,
-                Path::new(image_volume::IMAGE_VOLUME_DIR),
-                Path::new(image_volume::KERNEL_BOOT_VOLUME_DIR),
-                &self.flags.container_disk_dir,
-            )
-            .map_err(|e| failed("linking the image volumes", e))?;
-        }
+        self.link_image_volumes(&cmd.vmi)?;
         // The look-up is a libvirt round trip, the conversion mostly local work: side by side.
         let (wanted, existing) = tokio::join!(self.convert(&cmd), self.find());
         let mut wanted = wanted?;
@@ -597,15 +604,7 @@ impl LauncherService for Launcher {
     async fn sync_migration_target(&self, cmd: VmiCommand) -> CmdResult {
         self.adopt(&cmd.vmi)?;
         let _guard = self.lock.lock().await;
-        if self.flags.image_volume {
-            image_volume::link_image_volumes(
-                &cmd.vmi,
-                Path::new(image_volume::IMAGE_VOLUME_DIR),
-                Path::new(image_volume::KERNEL_BOOT_VOLUME_DIR),
-                &self.flags.container_disk_dir,
-            )
-            .map_err(|e| failed("linking the image volumes", e))?;
-        }
+        self.link_image_volumes(&cmd.vmi)?;
         // The target prepares what the incoming domain will use (disks, cloud-init, the pod
         // network) as a start would, but defines nothing: libvirt creates the domain from the
         // source's XML when the migration arrives.
