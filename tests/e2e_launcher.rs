@@ -14,6 +14,8 @@
 //!
 //! With `KVRS_E2E_FIGURES=1` the test prints the launcher's figures (benches/launcher-figures.sh).
 
+#[path = "common/kernel_boot.rs"]
+mod kernel_boot;
 #[path = "common/notify.rs"]
 #[allow(dead_code)] // each test reads the events its own way
 mod notify;
@@ -28,6 +30,7 @@ use std::time::{Duration, Instant};
 use kvrs_ipc::{LauncherClient, ServeOptions, VirtualMachineOptions, serve_notify};
 
 const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-00000000e2e0";
+use kernel_boot::kernel_boot_vmi;
 use kvrs_test_guest::pod::{PodDir, RunningMonitor, is_root, launcher_binaries, run};
 use kvrs_test_guest::{AGENT_REBOOT_MARKER, BOOT_MARKER, POWER_MARKER};
 use notify::Recorder;
@@ -54,28 +57,11 @@ async fn domain_status(client: &LauncherClient) -> Option<(String, String)> {
 }
 
 fn e2e_vmi() -> kvrs_core::VirtualMachineInstance {
-    let vmi: kvrs_core::VirtualMachineInstance = serde_json::from_value(serde_json::json!({
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachineInstance",
-        "metadata": {"name": "e2e", "namespace": "kvrs", "uid": VMI_UID},
-        "spec": {
-            "domain": {
-                "firmware": {"kernelBoot": {
-                    "kernelArgs": "console=ttyS0 panic=-1",
-                    "container": {"image": "example/kernel-boot", "kernelPath": "/boot/vmlinuz", "initrdPath": "/boot/initramfs.gz"}
-                }},
-                "resources": {"requests": {"memory": "128Mi"}},
-                "devices": {
-                    "autoattachPodInterface": false,
-                    "disks": [{"name": "rootdisk", "disk": {"bus": "virtio"}}, {"name": "cloudinitdisk", "disk": {"bus": "virtio"}}]
-                }
-            },
-            "volumes": [
-                {"name": "rootdisk", "containerDisk": {"image": "example/disk"}},
-                {"name": "cloudinitdisk", "cloudInitNoCloud": {"userData": format!("#cloud-config\n{CLOUD_INIT_MARKER}\n{DATA_MOUNT}\n")}}
-            ]
-        }
-    }))
+    let vmi: kvrs_core::VirtualMachineInstance = serde_json::from_value(kernel_boot_vmi(
+        "e2e",
+        VMI_UID,
+        &[CLOUD_INIT_MARKER, DATA_MOUNT],
+    ))
     .unwrap();
     kvrs_core::admission::admit(vmi, &kvrs_core::ClusterConfig::default())
         .expect("the e2e VMI is admitted")

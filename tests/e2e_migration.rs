@@ -17,6 +17,8 @@
 //! console (a new file, written by the target's virtlogd) continues the count with the same boot
 //! id and pattern, and never shows a boot.
 
+#[path = "common/kernel_boot.rs"]
+mod kernel_boot;
 #[path = "common/notify.rs"]
 #[allow(dead_code)] // each test reads the events its own way
 mod notify;
@@ -27,6 +29,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kernel_boot::kernel_boot_vmi;
 use kvrs_ipc::{LauncherClient, ServeOptions, VirtualMachineOptions, serve_notify};
 use kvrs_test_guest::pod::{PodDir, RunningMonitor, is_root, launcher_binaries};
 use kvrs_test_guest::ticks::{TICK_LOOP, assert_continues, ticks};
@@ -93,29 +96,8 @@ fn migration_tls() -> MigrationTls {
 }
 
 fn vmi(with_migration: Option<&str>) -> kvrs_core::VirtualMachineInstance {
-    let vmi: kvrs_core::VirtualMachineInstance = serde_json::from_value(serde_json::json!({
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachineInstance",
-        "metadata": {"name": "mig", "namespace": "kvrs", "uid": VMI_UID},
-        "spec": {
-            "domain": {
-                "firmware": {"kernelBoot": {
-                    "kernelArgs": "console=ttyS0 panic=-1",
-                    "container": {"image": "example/kernel-boot", "kernelPath": "/boot/vmlinuz", "initrdPath": "/boot/initramfs.gz"}
-                }},
-                "resources": {"requests": {"memory": "128Mi"}},
-                "devices": {
-                    "autoattachPodInterface": false,
-                    "disks": [{"name": "rootdisk", "disk": {"bus": "virtio"}}, {"name": "cloudinitdisk", "disk": {"bus": "virtio"}}]
-                }
-            },
-            "volumes": [
-                {"name": "rootdisk", "containerDisk": {"image": "example/disk"}},
-                {"name": "cloudinitdisk", "cloudInitNoCloud": {"userData": format!("#cloud-config\n{TICK_LOOP}\n")}}
-            ]
-        }
-    }))
-    .unwrap();
+    let vmi: kvrs_core::VirtualMachineInstance =
+        serde_json::from_value(kernel_boot_vmi("mig", VMI_UID, &[TICK_LOOP])).unwrap();
     let vmi = kvrs_core::admission::admit(vmi, &kvrs_core::ClusterConfig::default())
         .expect("the migration VMI is admitted");
     let Some(uid) = with_migration else {
