@@ -24,16 +24,15 @@ mod wait;
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kvrs_ipc::{LauncherClient, ServeOptions, VirtualMachineOptions, serve_notify};
+use kvrs_ipc::{LauncherClient, VirtualMachineOptions};
 
 const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-00000000e2e0";
 use kernel_boot::kernel_boot_vmi;
 use kvrs_test_guest::pod::{PodDir, RunningMonitor, is_root, launcher_binaries, run};
 use kvrs_test_guest::{AGENT_REBOOT_MARKER, BOOT_MARKER, POWER_MARKER};
-use notify::Recorder;
+use notify::serve_recorder;
 use wait::wait_for;
 const CLOUD_INIT_MARKER: &str = "KVRS-E2E: cloud-init user-data seen";
 /// The guest's initramfs has no filesystem the agent can freeze: the guest formats its
@@ -112,17 +111,7 @@ async fn launcher_boots_a_guest_and_cleans_up() {
     launcher_binaries();
     let pod = PodDir::with_test_guest("e2e-boot", VMI_UID);
 
-    let recorder = Arc::new(Recorder::default());
-    let notify = serve_notify(
-        pod.path("kubevirt/domain-notify-pipe.sock"),
-        recorder.clone(),
-        ServeOptions {
-            owner: Some((107, 107)),
-            ..ServeOptions::default()
-        },
-    )
-    .await
-    .expect("notify server");
+    let (recorder, notify) = serve_recorder(pod.path("kubevirt/domain-notify-pipe.sock")).await;
 
     let started = Instant::now();
     let mut monitor = start_monitor(&pod, "60s");

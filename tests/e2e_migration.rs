@@ -30,13 +30,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kernel_boot::kernel_boot_vmi;
-use kvrs_ipc::{LauncherClient, ServeOptions, VirtualMachineOptions, serve_notify};
+use kvrs_ipc::{LauncherClient, VirtualMachineOptions};
 use kvrs_test_guest::pod::{PodDir, RunningMonitor, is_root, launcher_binaries};
 use kvrs_test_guest::ticks::{TICK_LOOP, assert_continues, ticks};
 use kvrs_virt_handler::migration_proxy::{
     MigrationTls, ProxyManager, TargetSocket, migration_ports, proxy_key,
 };
-use notify::Recorder;
+use notify::{Recorder, serve_recorder};
 use wait::wait_for;
 
 const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-0000000e2e3a";
@@ -139,17 +139,7 @@ struct Side {
 
 async fn start_side(tag: &str, qemu_timeout: &str) -> Side {
     let pod = PodDir::with_test_guest(&format!("e2e-mig-{tag}"), VMI_UID);
-    let recorder = Arc::new(Recorder::default());
-    let notify = serve_notify(
-        pod.path("kubevirt/domain-notify-pipe.sock"),
-        recorder.clone(),
-        ServeOptions {
-            owner: Some((107, 107)),
-            ..ServeOptions::default()
-        },
-    )
-    .await
-    .expect("notify server");
+    let (recorder, notify) = serve_recorder(pod.path("kubevirt/domain-notify-pipe.sock")).await;
     let monitor = pod.start_monitor("kvrs", "mig", |m| m.qemu_timeout = qemu_timeout.into());
     let socket = pod.path("kubevirt/sockets/launcher-sock");
     wait_for("launcher-sock", Duration::from_secs(60), async || {
@@ -200,24 +190,52 @@ async fn booted_source() -> Side {
     src
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn a_running_guest_moves_to_the_target_with_its_memory() {
+/// A migration ready to start: a source with a booted guest, a target pod (waiting longer for
+/// its domain: it arrives by migration) prepared by `SyncMigrationTarget`, the proxies between.
+struct Prepared {
+    _one: tokio::sync::MutexGuard<'static, ()>,
+    src: Side,
+    tgt: Side,
+    source_proxy: ProxyManager,
+    target_proxy: ProxyManager,
+    migrating: kvrs_core::VirtualMachineInstance,
+}
+
+async fn prepared(target_tag: &str, migration_uid: &str) -> Prepared {
     assert!(
         is_root(),
         "e2e_migration needs root (mount namespaces, UID 107)"
     );
-    let _one = SERIAL.lock().await;
+    let one = SERIAL.lock().await;
     launcher_binaries();
     let src = booted_source().await;
-    // The target pod waits for its domain longer: it arrives by migration.
-    let tgt = start_side("tgt", "600s").await;
+    let tgt = start_side(target_tag, "600s").await;
     let (source_proxy, target_proxy) = migration_proxies(&src.pod, &tgt.pod).await;
-    let migrating = vmi(Some("mig-e2e-1"));
-
+    let migrating = vmi(Some(migration_uid));
     tgt.client
         .sync_migration_target(&migrating, VirtualMachineOptions::default())
         .await
         .unwrap_or_else(|e| panic!("SyncMigrationTarget: {e}\n{}", tgt.pod.launcher_log()));
+    Prepared {
+        _one: one,
+        src,
+        tgt,
+        source_proxy,
+        target_proxy,
+        migrating,
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_running_guest_moves_to_the_target_with_its_memory() {
+    let Prepared {
+        _one,
+        src,
+        tgt,
+        source_proxy,
+        target_proxy,
+        migrating,
+    } = prepared("tgt", "mig-e2e-1").await;
     assert!(
         tgt.pod.path("kubevirt/migrationproxy").is_dir(),
         "the target made its migration socket directory"
@@ -321,20 +339,14 @@ async fn a_running_guest_moves_to_the_target_with_its_memory() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_cancelled_migration_leaves_the_guest_on_the_source() {
-    assert!(
-        is_root(),
-        "e2e_migration needs root (mount namespaces, UID 107)"
-    );
-    let _one = SERIAL.lock().await;
-    launcher_binaries();
-    let src = booted_source().await;
-    let tgt = start_side("tgtc", "600s").await;
-    let (source_proxy, target_proxy) = migration_proxies(&src.pod, &tgt.pod).await;
-    let migrating = vmi(Some("mig-e2e-2"));
-    tgt.client
-        .sync_migration_target(&migrating, VirtualMachineOptions::default())
-        .await
-        .unwrap_or_else(|e| panic!("SyncMigrationTarget: {e}\n{}", tgt.pod.launcher_log()));
+    let Prepared {
+        _one,
+        src,
+        tgt,
+        source_proxy,
+        target_proxy,
+        migrating,
+    } = prepared("tgtc", "mig-e2e-2").await;
     // 1 MiB/s: 128 MiB of guest memory take minutes, the cancel comes long before.
     let options = br#"{"Bandwidth":"1Mi","ProgressTimeout":0,"CompletionTimeoutPerGiB":0}"#;
     src.client

@@ -1,9 +1,10 @@
 //! The notify server virt-handler runs for its launchers, as the launcher tests play it: every
 //! domain event kept, read back as the domains they carry or as `(type, status, reason)`.
 
-use std::sync::Mutex;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
-use kvrs_ipc::{DomainEvent, NotifyService};
+use kvrs_ipc::{DomainEvent, NotifyService, ServeOptions, ServerHandle, serve_notify};
 
 /// Records every domain event.
 #[derive(Default)]
@@ -42,4 +43,20 @@ impl Recorder {
             })
             .collect()
     }
+}
+
+/// A recorder serving the notify socket `socket` of a pod, for its launcher (UID 107).
+pub async fn serve_recorder(socket: PathBuf) -> (Arc<Recorder>, ServerHandle) {
+    let recorder = Arc::new(Recorder::default());
+    let server = serve_notify(
+        socket,
+        recorder.clone(),
+        ServeOptions {
+            owner: Some((107, 107)),
+            ..ServeOptions::default()
+        },
+    )
+    .await
+    .expect("notify server");
+    (recorder, server)
 }
