@@ -15,31 +15,16 @@
 mod wait;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kvrs_ipc::{DomainEvent, LauncherClient, NotifyService, ServeOptions, VirtualMachineOptions};
-use kvrs_test_guest::pod::{MonitorCommand, is_root, launcher_binaries, repo_root, run};
+use kvrs_test_guest::pod::{MonitorCommand, is_root, launcher_binaries, run};
 use wait::wait_for;
 
 const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-0000000e2e0c";
 const MANUFACTURER: &str = "Radical Edward";
-
-/// Builds (or finds) KubeVirt's sidecar; the harness directory.
-fn harness() -> PathBuf {
-    let out = Command::new("bash")
-        .arg(repo_root().join("scripts/hooks-harness.sh"))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("run scripts/hooks-harness.sh");
-    assert!(
-        out.status.success(),
-        "scripts/hooks-harness.sh failed (Go >= 1.26 and the Go module proxy are needed)"
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    PathBuf::from(text.lines().last().expect("the harness directory").trim())
-}
 
 /// A process killed (and reaped) on drop unless it exited.
 struct Process(Child);
@@ -191,7 +176,7 @@ async fn kubevirts_sidecar_edits_the_domain_kvrs_launcher_runs() {
         is_root(),
         "e2e_hooks needs root (mount namespaces, UID 107)"
     );
-    let harness = harness();
+    let harness = kvrs_test_guest::hooks_harness();
     launcher_binaries();
     let pod = Pod::new();
     let mut shim = start_shim(

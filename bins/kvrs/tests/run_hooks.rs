@@ -44,26 +44,11 @@ fn images() -> PathBuf {
     dir
 }
 
-/// Builds (or finds) KubeVirt's sidecar; the harness directory.
-fn harness() -> PathBuf {
-    let out = Command::new("bash")
-        .arg(repo_root().join("scripts/hooks-harness.sh"))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("run scripts/hooks-harness.sh");
-    assert!(
-        out.status.success(),
-        "scripts/hooks-harness.sh failed (Go >= 1.26 and the Go module proxy are needed)"
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    PathBuf::from(text.lines().last().expect("the harness directory").trim())
-}
-
 /// KubeVirt's `example-hook-sidecar` image as a directory (cmd/sidecars/BUILD.bazel,
 /// cmd/sidecars/smbios/BUILD.bazel): `/sidecar-shim`, `/usr/bin/onDefineDomain`; and the image
 /// map file naming it.
 fn sidecar_image(work: &Path) -> PathBuf {
-    let built = harness();
+    let built = kvrs_test_guest::hooks_harness();
     let root = work.join("example-hook-sidecar");
     std::fs::create_dir_all(root.join("usr/bin")).unwrap();
     std::fs::copy(built.join("sidecar-shim"), root.join("sidecar-shim")).unwrap();

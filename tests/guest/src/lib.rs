@@ -275,3 +275,20 @@ pub fn guest(target_dir: &Path) -> Guest {
         .arg("find . | cpio -o -H newc --quiet | gzip -1 > ../initramfs.gz"));
     Guest { kernel, initrd }
 }
+
+/// The directory `scripts/hooks-harness.sh` builds (or finds) KubeVirt's own hook sidecar in
+/// (`sidecar-shim`, `bin/onDefineDomain`, the hook manager). Panics when Go or the build fails:
+/// a test that needs KubeVirt's sidecar never skips.
+pub fn hooks_harness() -> PathBuf {
+    let out = Command::new("bash")
+        .arg(pod::repo_root().join("scripts/hooks-harness.sh"))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("run scripts/hooks-harness.sh");
+    assert!(
+        out.status.success(),
+        "scripts/hooks-harness.sh failed (Go >= 1.26 and the Go module proxy are needed)"
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    PathBuf::from(text.lines().last().expect("the harness directory").trim())
+}
