@@ -25,6 +25,9 @@ const PRIVATE: &str = "/var/run/kubevirt-private";
 const LIBVIRT_RUN: &str = "/var/run/libvirt";
 const EMPTY_DISKS: &str = "/var/run/libvirt/empty-disks";
 const CLOUD_INIT_DIR: &str = "/var/run/libvirt/cloud-init-dir";
+/// Where the kubelet mounts the pod's ServiceAccount token, CA and namespace: KubeVirt builds a
+/// `serviceAccount` disk from it.
+const SERVICE_ACCOUNT_SOURCE_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /// Runs a tool with direct arguments; its stderr becomes the error.
 async fn run(program: &str, args: &[&std::ffi::OsStr]) -> Result<(), String> {
@@ -185,6 +188,12 @@ pub async fn prepare(
         } else if volume.cloud_init_no_cloud.is_some() || volume.cloud_init_config_drive.is_some() {
             let iso = check_within("cloud-init ISO", &file, Path::new(CLOUD_INIT_DIR))?;
             jobs.push(Job::CloudInit { volume, iso });
+        } else if volume.service_account.is_some() {
+            // No pod volume carries it: the kubelet mounts the pod's own token (the launcher pod
+            // runs as the volume's ServiceAccount) where every container finds it.
+            let iso = check_within("config disk", &file, private)?;
+            let source = PathBuf::from(SERVICE_ACCOUNT_SOURCE_DIR);
+            jobs.push(Job::ConfigDisk { iso, source });
         } else if let Some(kind) = config_volume_dir(volume) {
             let iso = check_within("config disk", &file, private)?;
             let source = private.join(kind).join(&volume.name);
@@ -248,8 +257,8 @@ async fn create_overlay(overlay: &Path, backing: &Path, format: &str) -> Result<
     Ok(())
 }
 
-/// The private directory a config-map / secret / downward-API / service-account volume is
-/// mounted under, for volumes shown to the guest as a disk.
+/// The private directory a config-map / secret / downward-API volume is mounted under, for
+/// volumes shown to the guest as a disk (a service-account disk has no volume of its own).
 fn config_volume_dir(v: &Volume) -> Option<&'static str> {
     if v.config_map.is_some() {
         Some("config-map")
@@ -257,8 +266,6 @@ fn config_volume_dir(v: &Volume) -> Option<&'static str> {
         Some("secret")
     } else if v.downward_api.is_some() {
         Some("downwardapi")
-    } else if v.service_account.is_some() {
-        Some("service-account")
     } else {
         None
     }
@@ -411,6 +418,9 @@ async fn build_iso(iso: &Path, dir: &Path, label: &str) -> Result<(), String> {
             "-quiet".as_ref(),
             "-output".as_ref(),
             tmp.as_os_str(),
+            // The kubelet writes ConfigMap, Secret, downward-API and token volumes as symlinks
+            // into a timestamped `..data` directory: the guest gets the files, not the links.
+            "-follow-links".as_ref(),
             "-volid".as_ref(),
             label.as_ref(),
             "-joliet".as_ref(),
@@ -485,6 +495,13 @@ mod tests {
             config_volume_dir(&volume(
                 serde_json::json!({"name": "e", "emptyDisk": {"capacity": "1Gi"}})
             )),
+            None
+        );
+        // The service-account disk is built from the pod's own token mount, not a volume.
+        assert_eq!(
+            config_volume_dir(&volume(serde_json::json!(
+                {"name": "sa", "serviceAccount": {"serviceAccountName": "x"}}
+            ))),
             None
         );
     }

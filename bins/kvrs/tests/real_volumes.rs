@@ -1,0 +1,872 @@
+//! Every volume type a VM boots with, on the real node (issue 45, Deliver 4 without hotplug):
+//! kvrs deployed as an operator deploys it (`common::real_node::Deployed`: a real
+//! kube-apiserver, etcd, kube-controller-manager and kube-scheduler, the real kubelet +
+//! containerd + runc, kvrs's images, the manifests of `bins/deploy`).
+//!
+//! Storage is what an operator without a provisioner has: static `local` PersistentVolumes made
+//! by the test with node affinity to the node, bound by kube-controller-manager's PV binder
+//! (each claim pinned to its volume, `storageClassName: ""`): a directory for a filesystem
+//! claim and a loop device (`losetup`) for a block claim. The kubelet mounts them as it mounts
+//! any local volume (fsGroup 107 for the directory); virt-launcher makes the filesystem claim's
+//! `disk.img` at KubeVirt's size, the block claim reaches QEMU as the pod's device node.
+//!
+//! The guest (`kvrs_test_guest`, busybox) runs its checks from cloud-init `KVRS-RUN:` lines,
+//! copies what it read from the ConfigMap, Secret, ServiceAccount and downwardAPI disks under
+//! `/srv`, writes the results to `/srv/r` and then serves `/srv` with busybox httpd; the test
+//! reads them over HTTP on the launcher pod's IP (the serial console has no reader on a real
+//! node) and compares them with the API objects: the ConfigMap and Secret it created, the
+//! namespace and cluster CA of the ServiceAccount (its token is checked with a TokenReview),
+//! the launcher pod's labels.
+//!
+//! The guest writes the start of both claims; the VM is stopped and started through the
+//! subresource API (a new launcher pod); the host writes a marker into both volumes between
+//! the boots; the second guest finds its own data and the host's marker, and `disk.img` is the
+//! same file.
+//!
+//! Bad input, three VMs at once: a claim on a 4 MiB tmpfs asked for 64 MiB (the handler's
+//! `Synchronized` condition with KubeVirt's host-disk message, nothing made on the volume and
+//! its file intact), a claim that does not exist (KubeVirt's `FailedPvcNotFound` condition and
+//! VM status `ErrorPvcNotFound`, no pod; the VMI runs once the claim is made), a filesystem
+//! claim pinned to a block volume (the PV binder refuses the mode, the launcher pod is
+//! unschedulable with the scheduler's reason, the VM `ErrorUnschedulable`, the device's bytes
+//! untouched — nothing formats it).
+//!
+//! Run it alone on the node: `flock /tmp/kvrs-real-node.lock cargo test -p kvrs --test
+//! real_volumes`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::kubectl_json;
+use common::real_node::{Deployed, node_schedulable};
+use kvrs_test_cluster::{NODE_NAME, wait_for};
+use kvrs_test_guest::pod::{is_root, repo_root};
+use serde_json::{Value, json};
+
+const NS: &str = "kvrs-real-volumes";
+/// The port of the guest's busybox httpd, serving `/srv`.
+const GUEST_PORT: u16 = 8080;
+const MIB: u64 = 1024 * 1024;
+/// What the guest writes at the start of each claim (12 bytes each).
+const FS_DATA: &str = "KVRS-DATA-OK";
+const BLOCK_DATA: &str = "KVRS-BLCK-OK";
+/// What the host writes 1 MiB into each volume while the VM is stopped.
+const HOST_MARKER: &str = "HOST-MARKER";
+/// The ConfigMap's data, the Secret's `stringData`.
+const GREETING: &str = "hello-from-configmap";
+const APP_CONF: &str = "mode=real-node\nlevel=3\n";
+const PASSWORD: &str = "s3cr3t-on-the-node";
+/// The filesystem claim asks for less than its volume's capacity: KubeVirt's image takes the
+/// request.
+const FS_REQUEST: &str = "64Mi";
+const FS_CAPACITY: &str = "128Mi";
+const BLOCK_SIZE: u64 = 64 * MIB;
+
+/// The guest's disks after the root and cloud-init disks (vda, vdb): `(disk name, device)`.
+const DISKS: [(&str, &str); 7] = [
+    ("data", "vdc"),
+    ("blk", "vdd"),
+    ("cfg", "vde"),
+    ("sec", "vdf"),
+    ("sa", "vdg"),
+    ("scratch", "vdh"),
+    ("podinfo", "vdi"),
+];
+const EMPTY_DISK_MIB: u64 = 16;
+/// How much of the mismatched block volume the test compares before and after.
+const KEPT_BYTES: usize = 2 * 1024 * 1024;
+
+/// A path removed (or a loop device detached, a tmpfs unmounted) when the test ends.
+enum Cleanup {
+    Loop(PathBuf),
+    Unmount(PathBuf),
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = match self {
+            Cleanup::Loop(dev) => Command::new("losetup").arg("-d").arg(dev).status(),
+            Cleanup::Unmount(dir) => Command::new("umount").arg(dir).status(),
+        };
+    }
+}
+
+/// A `size`-byte sparse file behind a new loop device; the device detached on drop.
+fn loop_device(backing: &Path, size: u64) -> (PathBuf, Cleanup) {
+    assert!(
+        Path::new("/dev/loop-control").exists(),
+        "no /dev/loop-control: this machine cannot make the loop device a block PV needs"
+    );
+    std::fs::File::create(backing)
+        .and_then(|f| f.set_len(size))
+        .expect("the loop device's backing file");
+    let out = Command::new("losetup")
+        .args(["--find", "--show"])
+        .arg(backing)
+        .output()
+        .expect("running losetup");
+    assert!(out.status.success(), "losetup --find --show: {out:?}");
+    let dev = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    (dev.clone(), Cleanup::Loop(dev))
+}
+
+/// Writes `text` at `offset` of a file or device and syncs it.
+fn write_at(path: &Path, offset: u64, text: &[u8]) {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
+    f.seek(SeekFrom::Start(offset)).unwrap();
+    f.write_all(text).unwrap();
+    f.sync_all().unwrap();
+}
+
+fn read_at(path: &Path, offset: u64, len: usize) -> Vec<u8> {
+    let mut f =
+        std::fs::File::open(path).unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
+    f.seek(SeekFrom::Start(offset)).unwrap();
+    let mut buf = vec![0; len];
+    f.read_exact(&mut buf).unwrap();
+    buf
+}
+
+/// A `local` PV on the node (`path`: a directory, or a block device with `mode` Block) and the
+/// claim pinned to it.
+fn local_claim(
+    name: &str,
+    path: &Path,
+    mode: &str,
+    capacity: &str,
+    request: &str,
+    host: &str,
+) -> String {
+    let pv = json!({
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": format!("{NS}-{name}")},
+        "spec": {
+            "capacity": {"storage": capacity},
+            "accessModes": ["ReadWriteOnce"],
+            "volumeMode": mode,
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "local": {"path": path.to_str().unwrap()},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [host]}
+            ]}]}}
+        }
+    });
+    json!({"apiVersion": "v1", "kind": "List", "items": [pv, claim(name, mode, request)]})
+        .to_string()
+}
+
+fn claim(name: &str, mode: &str, request: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "volumeMode": mode,
+            "storageClassName": "",
+            "volumeName": format!("{NS}-{name}"),
+            "resources": {"requests": {"storage": request}}
+        }
+    })
+}
+
+/// The fixture VM (`fixtures/run/guest-vm.yaml`) named `name` in [`NS`], with `disks` (virtio,
+/// after the cloud-init disk), `volumes` (YAML list items, 8-space indented) and `run` as the
+/// guest's `KVRS-RUN:` lines.
+fn vm(name: &str, disks: &[&str], volumes: &str, run: &[String]) -> String {
+    let fixture = std::fs::read_to_string(repo_root().join("fixtures/run/guest-vm.yaml"))
+        .expect("the fixture VM");
+    let cloud_init_disk =
+        "            - name: cloudinitdisk\n              disk:\n                bus: virtio\n";
+    let hello = "              KVRS-E2E: hello from cloud-init\n";
+    for part in [
+        cloud_init_disk,
+        hello,
+        "  name: guest\n",
+        "namespace: default",
+    ] {
+        assert!(fixture.contains(part), "the fixture has {part:?}");
+    }
+    let disks: String = disks
+        .iter()
+        .map(|d| {
+            format!("            - name: {d}\n              disk:\n                bus: virtio\n")
+        })
+        .collect();
+    let run: String = run
+        .iter()
+        .map(|l| format!("              KVRS-RUN: {l}\n"))
+        .collect();
+    fixture
+        .replace("namespace: default", &format!("namespace: {NS}"))
+        .replacen("  name: guest\n", &format!("  name: {name}\n"), 1)
+        .replace(cloud_init_disk, &format!("{cloud_init_disk}{disks}"))
+        .replace(hello, &format!("{hello}{run}"))
+        + volumes
+}
+
+/// The guest's checks of every disk of [`DISKS`]; the results land in `/srv/r` (written last,
+/// by a rename) and httpd serves `/srv`.
+fn guest_checks() -> Vec<String> {
+    let dev = |disk: &str| DISKS.iter().find(|(d, _)| *d == disk).unwrap().1;
+    let mut run = vec!["mkdir -p /srv /mnt/cfg /mnt/sec /mnt/sa /mnt/podinfo".to_string()];
+    for dir in ["cfg", "sec", "sa", "podinfo"] {
+        run.push(format!(
+            "mkdir -p /srv/{dir} && mount -t iso9660 -o ro /dev/{} /mnt/{dir} && cp /mnt/{dir}/* /srv/{dir}/ && echo \"{dir} mounted\" >>/srv/r.tmp",
+            dev(dir)
+        ));
+    }
+    run.push(format!(
+        "echo \"emptydisk sectors=$(cat /sys/block/{}/size)\" >>/srv/r.tmp",
+        dev("scratch")
+    ));
+    for (disk, data) in [("data", FS_DATA), ("blk", BLOCK_DATA)] {
+        let d = dev(disk);
+        run.push(format!(
+            "echo \"{disk} sectors=$(cat /sys/block/{d}/size)\" >>/srv/r.tmp"
+        ));
+        run.push(format!(
+            "echo \"{disk} marker=[$(dd if=/dev/{d} bs=1048576 skip=1 count=1 2>/dev/null | head -c {} | tr -d '\\000')]\" >>/srv/r.tmp",
+            HOST_MARKER.len()
+        ));
+        run.push(format!(
+            "echo \"{disk} before=[$(head -c {} /dev/{d} | tr -d '\\000')]\" >>/srv/r.tmp",
+            data.len()
+        ));
+        run.push(format!(
+            "printf {data} | dd of=/dev/{d} conv=fsync 2>/dev/null && echo '{disk} written' >>/srv/r.tmp"
+        ));
+    }
+    run.push("echo 'checks done' >>/srv/r.tmp && mv /srv/r.tmp /srv/r".into());
+    run.push(format!("httpd -p {GUEST_PORT} -h /srv"));
+    run
+}
+
+/// The volumes of the main VM, in [`DISKS`] order.
+fn volumes() -> String {
+    format!(
+        "        - name: data\n          persistentVolumeClaim:\n            claimName: data\n\
+         \x20       - name: blk\n          persistentVolumeClaim:\n            claimName: blk\n\
+         \x20       - name: cfg\n          configMap:\n            name: app-config\n\
+         \x20       - name: sec\n          secret:\n            secretName: app-secret\n\
+         \x20       - name: sa\n          serviceAccount:\n            serviceAccountName: guest-sa\n\
+         \x20       - name: scratch\n          emptyDisk:\n            capacity: {EMPTY_DISK_MIB}Mi\n\
+         \x20       - name: podinfo\n          downwardAPI:\n            fields:\n\
+         \x20             - path: labels\n                fieldRef:\n                  fieldPath: metadata.labels\n"
+    )
+}
+
+impl Deployed {
+    fn apply(&self, text: &str) {
+        let out = self.cluster.kubectl_with_stdin(["apply", "-f", "-"], text);
+        assert!(
+            out.status.success(),
+            "kubectl apply: {}\n{text}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn get(&self, kind: &str, name: &str) -> Option<Value> {
+        kubectl_json(&self.cluster, &["get", kind, "-n", NS, name])
+    }
+
+    /// `PUT` of the VM subresource `verb` (`start`, `stop`) through the aggregated API.
+    fn vm_subresource(&self, name: &str, verb: &str) {
+        let path = format!(
+            "/apis/subresources.kubevirt.io/v1/namespaces/{NS}/virtualmachines/{name}/{verb}"
+        );
+        let out = self
+            .cluster
+            .kubectl_with_stdin(["replace", "--raw", &path, "-f", "-"], "{}");
+        assert!(
+            out.status.success(),
+            "{verb} of {name}: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.logs()
+        );
+    }
+
+    /// The live launcher pod of VMI `name`, if any.
+    fn launcher_of(&self, name: &str) -> Option<Value> {
+        let pods = kubectl_json(
+            &self.cluster,
+            &[
+                "get",
+                "pods",
+                "-n",
+                NS,
+                "-l",
+                &format!("vm.kubevirt.io/name={name}"),
+            ],
+        )?;
+        pods["items"]
+            .as_array()?
+            .iter()
+            .find(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .cloned()
+    }
+
+    /// Waits for VMI `name` Running and its guest's results; returns them and the pod.
+    fn boot_results(&self, name: &str, round: &str) -> (BTreeMap<String, String>, Value) {
+        let started = Instant::now();
+        wait_for(
+            &format!("the VMI {name} Running ({round})"),
+            Duration::from_secs(300),
+            || {
+                self.get("vmi", name).filter(|v| {
+                    v["status"]["phase"] == "Running"
+                        && v["metadata"]["deletionTimestamp"].is_null()
+                })
+            },
+            || self.logs(),
+        );
+        let pod = self
+            .launcher_of(name)
+            .unwrap_or_else(|| panic!("no launcher pod of {name}\n{}", self.logs()));
+        let ip = pod["status"]["podIP"]
+            .as_str()
+            .expect("the pod's IP")
+            .to_string();
+        let text = wait_for(
+            &format!("the guest's results on http://{ip}:{GUEST_PORT}/r ({round})"),
+            Duration::from_secs(300),
+            || {
+                let r = http_get(&ip, GUEST_PORT, "/r");
+                if r.is_none() {
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                r
+            },
+            || self.logs(),
+        );
+        eprintln!(
+            "real volumes: {round}: results after {:.1} s:\n{text}",
+            started.elapsed().as_secs_f64()
+        );
+        assert!(text.contains("checks done"), "{text}");
+        let results = text
+            .lines()
+            .map(|l| {
+                l.split_once('=').map_or_else(
+                    || (l.to_string(), String::new()),
+                    |(k, v)| (k.to_string(), v.to_string()),
+                )
+            })
+            .collect();
+        (results, pod)
+    }
+
+    fn wait_vm_down(&self, name: &str) {
+        wait_for(
+            &format!("the VM {name} stopped: no VMI, no launcher pod"),
+            Duration::from_secs(240),
+            || (self.get("vmi", name).is_none() && self.launcher_of(name).is_none()).then_some(()),
+            || self.logs(),
+        );
+    }
+
+    /// The VMI `name`'s condition `kind`, once `pick` accepts it.
+    fn wait_condition(&self, name: &str, kind: &str, pick: impl Fn(&Value) -> bool) -> Value {
+        wait_for(
+            &format!("the VMI {name}'s {kind} condition"),
+            Duration::from_secs(240),
+            || {
+                let vmi = self.get("vmi", name)?;
+                vmi["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["type"] == kind && pick(c))
+                    .cloned()
+            },
+            || {
+                format!(
+                    "{}\n{}",
+                    self.get("vmi", name).unwrap_or_default(),
+                    self.logs()
+                )
+            },
+        )
+    }
+}
+
+/// A plain HTTP/1.0 GET; the body when the server answered 200.
+fn http_get(ip: &str, port: u16, path: &str) -> Option<String> {
+    let addr = format!("{ip}:{port}").parse().ok()?;
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {ip}\r\n\r\n").ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status = head.lines().next()?;
+    (status.split_whitespace().nth(1) == Some("200")).then(|| body.to_string())
+}
+
+fn result<'a>(results: &'a BTreeMap<String, String>, key: &str) -> &'a str {
+    results
+        .get(key)
+        .unwrap_or_else(|| panic!("the guest reported no {key:?}: {results:?}"))
+}
+
+/// The `storage` quantity of a claim's `field` (`spec.resources.requests`, `status.capacity`)
+/// in bytes; only the binary suffixes the test's objects use.
+fn storage_bytes(q: &Value) -> u64 {
+    let q = q
+        .as_str()
+        .unwrap_or_else(|| panic!("a storage quantity: {q}"));
+    let (n, unit) = q.split_at(q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len()));
+    let n: u64 = n.parse().unwrap_or_else(|_| panic!("quantity {q}"));
+    n * match unit {
+        "" => 1,
+        "Ki" => 1024,
+        "Mi" => MIB,
+        "Gi" => 1024 * MIB,
+        other => panic!("unexpected unit {other} in {q}"),
+    }
+}
+
+/// KubeVirt's `disk.img` size for a bound claim (host-disk): the request, or the capacity when
+/// smaller, rounded down to a whole MiB.
+fn kubevirt_disk_img_size(pvc: &Value) -> u64 {
+    let request = storage_bytes(&pvc["spec"]["resources"]["requests"]["storage"]);
+    let capacity = storage_bytes(&pvc["status"]["capacity"]["storage"]);
+    let size = request.min(capacity);
+    size - size % MIB
+}
+
+/// The labels of the downward API's `labels` file (`key="value"` lines, Go-quoted values).
+fn parse_labels(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let (k, v) = l
+                .split_once('=')
+                .unwrap_or_else(|| panic!("a label line: {l}"));
+            let v: String = serde_json::from_str(v).unwrap_or_else(|e| panic!("{v}: {e}"));
+            (k.to_string(), v)
+        })
+        .collect()
+}
+
+#[test]
+fn every_volume_type_boots_on_the_real_node_and_claims_keep_their_data() {
+    assert!(
+        is_root(),
+        "the real node runs containerd, runc and the kubelet, and the test makes loop devices: run as root"
+    );
+    let work = tempfile::Builder::new()
+        .prefix("kvrs-real-volumes-")
+        .tempdir_in("/var/tmp")
+        .expect("a work directory");
+    let fs_dir = work.path().join("data");
+    std::fs::create_dir(&fs_dir).unwrap();
+    let (block_dev, _block) = loop_device(&work.path().join("blk.img"), BLOCK_SIZE);
+    let (mismatch_dev, _mismatch) = loop_device(&work.path().join("mismatch.img"), BLOCK_SIZE);
+    let small_dir = work.path().join("small");
+    std::fs::create_dir(&small_dir).unwrap();
+    let mount = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+        .arg(&small_dir)
+        .status()
+        .expect("mount");
+    assert!(mount.success(), "mounting a 4 MiB tmpfs");
+    let _small = Cleanup::Unmount(small_dir.clone());
+
+    let kvm = kvrs_node::host_devices::kvm_check().is_ok();
+    let deployed = Deployed::start(NS, !kvm);
+    let node = wait_for(
+        "the node schedulable with KubeVirt's devices",
+        Duration::from_secs(120),
+        || kubectl_json(&deployed.cluster, &["get", "node", NODE_NAME]).filter(node_schedulable),
+        || deployed.logs(),
+    );
+    let host = node["metadata"]["labels"]["kubernetes.io/hostname"]
+        .as_str()
+        .expect("the node's kubernetes.io/hostname label")
+        .to_string();
+    deployed.kubectl_ok(&["create", "namespace", NS]);
+
+    // The objects the guest's disks come from.
+    deployed.apply(&local_claim(
+        "data",
+        &fs_dir,
+        "Filesystem",
+        FS_CAPACITY,
+        FS_REQUEST,
+        &host,
+    ));
+    deployed.apply(&local_claim(
+        "blk", &block_dev, "Block", "64Mi", "64Mi", &host,
+    ));
+    deployed.apply(
+        &json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"name": "app-config", "namespace": NS},
+             "data": {"greeting": GREETING, "app.conf": APP_CONF}},
+            {"apiVersion": "v1", "kind": "Secret",
+             "metadata": {"name": "app-secret", "namespace": NS},
+             "stringData": {"password": PASSWORD}},
+            {"apiVersion": "v1", "kind": "ServiceAccount",
+             "metadata": {"name": "guest-sa", "namespace": NS}},
+        ]})
+        .to_string(),
+    );
+    for claim in ["data", "blk"] {
+        wait_for(
+            &format!("the claim {claim} Bound by the PV binder"),
+            Duration::from_secs(120),
+            || {
+                deployed
+                    .get("pvc", claim)
+                    .filter(|p| p["status"]["phase"] == "Bound")
+            },
+            || deployed.logs(),
+        );
+    }
+    let data_pvc = deployed.get("pvc", "data").expect("the data claim");
+    let img_size = kubevirt_disk_img_size(&data_pvc);
+
+    let disks: Vec<&str> = DISKS.iter().map(|(d, _)| *d).collect();
+    deployed.apply(&vm("guest", &disks, &volumes(), &guest_checks()));
+
+    // First boot: the config disks as the API holds them, empty claims written.
+    let (first, pod) = deployed.boot_results("guest", "first boot");
+    for dir in ["cfg", "sec", "sa", "podinfo"] {
+        assert!(
+            first.contains_key(&format!("{dir} mounted")),
+            "{dir}: {first:?}"
+        );
+    }
+    let ip = pod["status"]["podIP"].as_str().unwrap().to_string();
+    let file = |path: &str| {
+        http_get(&ip, GUEST_PORT, path)
+            .unwrap_or_else(|| panic!("the guest serves {path}\n{first:?}"))
+    };
+    let cm = deployed
+        .get("configmap", "app-config")
+        .expect("the ConfigMap");
+    assert_eq!(
+        file("/cfg/greeting"),
+        cm["data"]["greeting"].as_str().unwrap()
+    );
+    assert_eq!(
+        file("/cfg/app.conf"),
+        cm["data"]["app.conf"].as_str().unwrap()
+    );
+    assert_eq!(file("/sec/password"), PASSWORD);
+    assert_eq!(
+        file("/sa/namespace"),
+        NS,
+        "the ServiceAccount disk's namespace"
+    );
+    let root_ca = deployed
+        .get("configmap", "kube-root-ca.crt")
+        .expect("the namespace's kube-root-ca.crt");
+    assert_eq!(
+        file("/sa/ca.crt"),
+        root_ca["data"]["ca.crt"].as_str().unwrap(),
+        "the ServiceAccount disk's CA is the cluster's"
+    );
+    let review = deployed.cluster.kubectl_with_stdin(
+        ["create", "-o", "json", "-f", "-"],
+        &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                "spec": {"token": file("/sa/token").trim()}})
+        .to_string(),
+    );
+    let review: Value = serde_json::from_slice(&review.stdout)
+        .unwrap_or_else(|e| panic!("the TokenReview: {e}: {review:?}"));
+    assert_eq!(
+        review["status"]["user"]["username"],
+        format!("system:serviceaccount:{NS}:guest-sa"),
+        "the token on the ServiceAccount disk is guest-sa's: {review}"
+    );
+    // The labels the pod had when the launcher built the disk: each one the pod's, and the
+    // VMI's own identity among them.
+    let labels: BTreeMap<String, String> =
+        serde_json::from_value(pod["metadata"]["labels"].clone()).expect("the pod's labels");
+    let on_disk = parse_labels(&file("/podinfo/labels"));
+    for (k, v) in &on_disk {
+        assert_eq!(
+            labels.get(k),
+            Some(v),
+            "label {k} on the downwardAPI disk: {labels:?}"
+        );
+    }
+    let vmi = deployed.get("vmi", "guest").expect("the VMI");
+    assert_eq!(
+        on_disk.get("kubevirt.io/created-by").map(String::as_str),
+        vmi["metadata"]["uid"].as_str(),
+        "the downwardAPI disk names the VMI that made the pod: {on_disk:?}"
+    );
+    assert_eq!(
+        result(&first, "emptydisk sectors"),
+        (EMPTY_DISK_MIB * MIB / 512).to_string()
+    );
+    assert_eq!(result(&first, "data sectors"), (img_size / 512).to_string());
+    assert_eq!(
+        result(&first, "blk sectors"),
+        (BLOCK_SIZE / 512).to_string()
+    );
+    for disk in ["data", "blk"] {
+        assert_eq!(result(&first, &format!("{disk} before")), "[]", "{first:?}");
+        assert_eq!(result(&first, &format!("{disk} marker")), "[]", "{first:?}");
+        assert!(first.contains_key(&format!("{disk} written")), "{first:?}");
+    }
+    let img = fs_dir.join("disk.img");
+    let meta = std::fs::metadata(&img).expect("virt-launcher made disk.img on the local PV");
+    assert_eq!(
+        meta.len(),
+        img_size,
+        "KubeVirt's size: the request, below the capacity"
+    );
+    assert!(meta.blocks() * 512 < meta.len(), "disk.img is sparse");
+    assert_eq!(meta.uid(), 107, "disk.img is QEMU's");
+    let inode = meta.ino();
+    assert_eq!(read_at(&img, 0, FS_DATA.len()), FS_DATA.as_bytes());
+    assert_eq!(
+        read_at(&block_dev, 0, BLOCK_DATA.len()),
+        BLOCK_DATA.as_bytes()
+    );
+
+    // Stop; the host marks both volumes; start: a new pod, the same data.
+    deployed.vm_subresource("guest", "stop");
+    deployed.wait_vm_down("guest");
+    write_at(&img, MIB, HOST_MARKER.as_bytes());
+    write_at(&block_dev, MIB, HOST_MARKER.as_bytes());
+    deployed.vm_subresource("guest", "start");
+    let (second, pod2) = deployed.boot_results("guest", "after stop and start");
+    assert_ne!(
+        pod2["metadata"]["uid"], pod["metadata"]["uid"],
+        "the second boot runs in a new launcher pod"
+    );
+    assert_eq!(result(&second, "data before"), format!("[{FS_DATA}]"));
+    assert_eq!(result(&second, "blk before"), format!("[{BLOCK_DATA}]"));
+    for disk in ["data", "blk"] {
+        assert_eq!(
+            result(&second, &format!("{disk} marker")),
+            format!("[{HOST_MARKER}]"),
+            "{second:?}"
+        );
+    }
+    let meta = std::fs::metadata(&img).unwrap();
+    assert_eq!(
+        (meta.ino(), meta.len()),
+        (inode, img_size),
+        "disk.img was not recreated"
+    );
+    deployed.kubectl_ok(&["delete", "vm", "-n", NS, "guest", "--wait=false"]);
+    deployed.wait_vm_down("guest");
+
+    let late_dir = work.path().join("late");
+    std::fs::create_dir(&late_dir).unwrap();
+    bad_input(&deployed, &host, &small_dir, &late_dir, &mismatch_dev);
+
+    let mut deployed = deployed;
+    let node = deployed.node.take().expect("the node");
+    node.stop()
+        .unwrap_or_else(|e| panic!("the node left something behind: {e}"));
+}
+
+/// Three VMs KubeVirt does not run, at once (the one whose claim is missing runs once the
+/// claim is made); each volume keeps what it had.
+fn bad_input(
+    deployed: &Deployed,
+    host: &str,
+    small_dir: &Path,
+    late_dir: &Path,
+    mismatch_dev: &Path,
+) {
+    let keep = small_dir.join("keep.txt");
+    std::fs::write(&keep, "kept by the test\n").unwrap();
+    write_at(mismatch_dev, 0, b"KVRS-BLOCK-KEEP");
+    let device_before = read_at(mismatch_dev, 0, KEPT_BYTES);
+
+    deployed.apply(&local_claim(
+        "small",
+        small_dir,
+        "Filesystem",
+        "64Mi",
+        "64Mi",
+        host,
+    ));
+    // A filesystem claim pinned to a block volume (the PV's mode differs from the claim's).
+    let pv = local_claim("mismatch", mismatch_dev, "Block", "64Mi", "64Mi", host);
+    let mut list: Value = serde_json::from_str(&pv).unwrap();
+    list["items"][1] = claim("mismatch", "Filesystem", "64Mi");
+    deployed.apply(&list.to_string());
+    let one_disk = |claim: &str| {
+        format!(
+            "        - name: data\n          persistentVolumeClaim:\n            claimName: {claim}\n"
+        )
+    };
+    for (name, claim) in [
+        ("small", "small"),
+        ("orphan", "late-claim"),
+        ("mismatch", "mismatch"),
+    ] {
+        deployed.apply(&vm(name, &["data"], &one_disk(claim), &[]));
+    }
+
+    // Too small: the launcher refuses to make disk.img, the handler reports it.
+    let small_pvc = wait_for(
+        "the claim small Bound",
+        Duration::from_secs(120),
+        || {
+            deployed
+                .get("pvc", "small")
+                .filter(|p| p["status"]["phase"] == "Bound")
+        },
+        || deployed.logs(),
+    );
+    let demanded = kubevirt_disk_img_size(&small_pvc);
+    let sync = deployed.wait_condition("small", "Synchronized", |c| c["status"] == "False");
+    assert_eq!(
+        sync["reason"], "Synchronizing with the Domain failed.",
+        "{sync}"
+    );
+    eprintln!("real volumes: too small: {sync}");
+    let message = sync["message"].as_str().unwrap_or_default();
+    let expected = format!(
+        "preparing host-disks failed: unable to create /var/run/kubevirt-private/vmi-disks/data/disk.img, \
+         not enough space, demanded size {demanded} B is bigger than available space "
+    );
+    assert!(
+        message.contains(&expected)
+            && message.contains(" B, also after taking 10 % toleration into account"),
+        "KubeVirt's host-disk message: {sync}"
+    );
+    assert!(
+        !small_dir.join("disk.img").exists(),
+        "no image made on the small volume"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&keep).unwrap(),
+        "kept by the test\n"
+    );
+
+    // Missing: KubeVirt waits, with its condition and VM status, and makes no pod.
+    let synced = deployed.wait_condition("orphan", "Synchronized", |c| c["status"] == "False");
+    assert_eq!(synced["reason"], "FailedPvcNotFound", "{synced}");
+    eprintln!("real volumes: missing claim: {synced}");
+    assert_eq!(
+        synced["message"],
+        format!("PVC {NS}/late-claim does not exist, waiting for it to appear"),
+        "{synced}"
+    );
+    wait_for(
+        "the VM orphan's printableStatus ErrorPvcNotFound (KubeVirt's VirtualMachineStatusPvcNotFound)",
+        Duration::from_secs(120),
+        || {
+            deployed
+                .get("vm", "orphan")
+                .filter(|v| v["status"]["printableStatus"] == "ErrorPvcNotFound")
+        },
+        || deployed.logs(),
+    );
+    assert!(
+        deployed.launcher_of("orphan").is_none(),
+        "no pod for a VMI whose claim is missing"
+    );
+    // The claim appears: the same VMI gets its pod and runs.
+    deployed.apply(&local_claim(
+        "late-claim",
+        late_dir,
+        "Filesystem",
+        "64Mi",
+        "64Mi",
+        host,
+    ));
+    wait_for(
+        "the VMI orphan Running once its claim exists",
+        Duration::from_secs(300),
+        || {
+            deployed
+                .get("vmi", "orphan")
+                .filter(|v| v["status"]["phase"] == "Running")
+        },
+        || deployed.logs(),
+    );
+    assert!(
+        late_dir.join("disk.img").exists(),
+        "the late claim got its disk.img"
+    );
+
+    // Mismatch: the PV binder refuses the mode, the pod cannot be scheduled.
+    let event = wait_for(
+        "the PV binder's VolumeMismatch event on the claim mismatch",
+        Duration::from_secs(120),
+        || {
+            let events = kubectl_json(
+                &deployed.cluster,
+                &[
+                    "get",
+                    "events",
+                    "-n",
+                    NS,
+                    "--field-selector",
+                    "involvedObject.name=mismatch,involvedObject.kind=PersistentVolumeClaim",
+                ],
+            )?;
+            events["items"]
+                .as_array()?
+                .iter()
+                .find(|e| e["reason"] == "VolumeMismatch")
+                .cloned()
+        },
+        || deployed.logs(),
+    );
+    assert!(
+        event["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("volumeMode")),
+        "the binder names the mode: {event}"
+    );
+    assert_eq!(
+        deployed.get("pvc", "mismatch").unwrap()["status"]["phase"],
+        "Pending"
+    );
+    let scheduled = deployed.wait_condition("mismatch", "PodScheduled", |c| c["status"] == "False");
+    wait_for(
+        "the VM mismatch's printableStatus ErrorUnschedulable",
+        Duration::from_secs(120),
+        || {
+            deployed
+                .get("vm", "mismatch")
+                .filter(|v| v["status"]["printableStatus"] == "ErrorUnschedulable")
+        },
+        || deployed.logs(),
+    );
+    assert_eq!(scheduled["reason"], "Unschedulable", "{scheduled}");
+    eprintln!("real volumes: block volume, filesystem claim: {event}\n{scheduled}");
+    assert!(
+        scheduled["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unbound immediate PersistentVolumeClaims")),
+        "the scheduler's reason: {scheduled}"
+    );
+    assert!(
+        read_at(mismatch_dev, 0, KEPT_BYTES) == device_before,
+        "the block volume's bytes are untouched (nothing formatted it)"
+    );
+
+    for name in ["small", "orphan", "mismatch"] {
+        deployed.kubectl_ok(&["delete", "vm", "-n", NS, name, "--wait=false"]);
+    }
+    for name in ["small", "orphan", "mismatch"] {
+        deployed.wait_vm_down(name);
+    }
+    assert_eq!(
+        std::fs::read_to_string(&keep).unwrap(),
+        "kept by the test\n"
+    );
+    assert!(read_at(mismatch_dev, 0, KEPT_BYTES) == device_before);
+}
