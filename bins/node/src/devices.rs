@@ -3,7 +3,8 @@
 //! The launcher pod gets `/dev/kvm`, `/dev/net/tun` and `/dev/vhost-net` from the device
 //! plugins owned by root; QEMU runs as the unprivileged `qemu` user (107), so the handler chowns
 //! them inside the pod's root before the domain starts, as KubeVirt's `claimDeviceOwnership`
-//! does. The node opens each path without following symlinks and chowns the opened file, so a
+//! does, and a non-root VMI's block-mode claims (`/dev/<volume>`) as its
+//! `changeOwnershipOfBlockDevices` does. The node opens each path without following symlinks and chowns the opened file, so a
 //! pod cannot point the privileged chown at a node file.
 
 use crate::error::NodeError;
@@ -44,9 +45,10 @@ fn claim_one(pod: &PodRef, path: &str) -> Result<(), NodeError> {
     if kind == SFlag::S_IFLNK {
         return Err(fail("is a symlink (refused)".into()));
     }
-    if kind != SFlag::S_IFCHR {
+    if kind != SFlag::S_IFCHR && kind != SFlag::S_IFBLK {
         // A runtime masks a device the pod did not get (an empty file bound over /dev/kvm
-        // under emulation): handing the mask to qemu would make it look usable.
+        // under emulation): handing the mask to qemu would make it look usable. Block devices
+        // are a block-mode claim's node (`/dev/<volume>`).
         tracing::debug!(device = path, "not a character device (masked): left alone");
         return Ok(());
     }

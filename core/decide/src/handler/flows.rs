@@ -296,7 +296,8 @@ fn hotplug_volumes_ready(vmi: &VirtualMachineInstance) -> bool {
     })
 }
 
-/// Device nodes the (non-root) launcher needs to own.
+/// Device nodes the (non-root) launcher needs to own: what the device plugins hand the pod, and
+/// for a non-root VMI the device node of every block-mode claim ([`block_claim_devices`]).
 pub(super) fn device_paths(vmi: &VirtualMachineInstance) -> Vec<String> {
     let mut paths = vec!["/dev/kvm".to_string()];
     if vmi.spec.domain.devices.autoattach_vsock == Some(true) {
@@ -313,5 +314,40 @@ pub(super) fn device_paths(vmi: &VirtualMachineInstance) -> Vec<String> {
     }
     paths.push("/dev/vhost-net".into());
     paths.push("/dev/net/tun".into());
+    paths.extend(block_claim_devices(vmi));
     paths
+}
+
+/// `/dev/<volume>` of each `persistentVolumeClaim` volume the VMI's status records in Block mode,
+/// when QEMU runs as a non-root user (`status.runtimeUser` not 0), as KubeVirt's virt-handler
+/// hands them over (`changeOwnershipOfBlockDevices`): the runtime creates a claim's device node
+/// owned by root unless it derives ownership from the pod's security context (containerd's
+/// `device_ownership_from_security_context`, off by default), and QEMU as 107 could not open it.
+/// A claim without a volume status is left out: KubeVirt's virt-controller records every
+/// claim's mode before the pod runs.
+fn block_claim_devices(vmi: &VirtualMachineInstance) -> Vec<String> {
+    let status = vmi.status.as_ref();
+    if status.and_then(|s| s.runtime_user).unwrap_or(0) == 0 {
+        return Vec::new();
+    }
+    let statuses = status
+        .and_then(|s| s.volume_status.as_deref())
+        .unwrap_or_default();
+    let is_block = |name: &str| {
+        statuses.iter().any(|vs| {
+            vs.name == name
+                && vs
+                    .persistent_volume_claim_info
+                    .as_ref()
+                    .and_then(|i| i.volume_mode.as_deref())
+                    == Some("Block")
+        })
+    };
+    vmi.spec
+        .volumes
+        .iter()
+        .flatten()
+        .filter(|v| v.persistent_volume_claim.is_some() && is_block(&v.name))
+        .map(|v| format!("/dev/{}", v.name))
+        .collect()
 }

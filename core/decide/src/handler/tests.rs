@@ -414,3 +414,46 @@ fn a_failed_device_claim_shows_as_a_condition_and_an_event_after_the_first_attem
     assert_eq!(plan.plan.error_message(), Some(error));
     assert_eq!(plan.plan.queue.ops(), [QueueOp::AddRateLimited]);
 }
+
+/// A non-root VMI's block-mode claims are handed to QEMU's user with the plugin devices (as
+/// KubeVirt's `changeOwnershipOfBlockDevices`); filesystem claims, claims of a root VMI and
+/// other volume kinds are not.
+#[test]
+fn a_non_root_vmis_block_claims_are_claimed_with_its_devices() {
+    let claimed = |runtime_user: i64| {
+        let mut v = vmi("Scheduled");
+        let mut j = serde_json::to_value(&v).expect("json");
+        j["spec"]["volumes"] = json!([
+            {"name": "blk", "persistentVolumeClaim": {"claimName": "b"}},
+            {"name": "fs", "persistentVolumeClaim": {"claimName": "f"}},
+            {"name": "scratch", "emptyDisk": {"capacity": "1Mi"}}
+        ]);
+        j["status"]["runtimeUser"] = json!(runtime_user);
+        j["status"]["volumeStatus"] = json!([
+            {"name": "blk", "target": "vdb", "persistentVolumeClaimInfo": {"volumeMode": "Block"}},
+            {"name": "fs", "target": "vdc", "persistentVolumeClaimInfo": {"volumeMode": "Filesystem"}},
+            {"name": "scratch", "target": "vdd"}
+        ]);
+        v = serde_json::from_value(j).expect("vmi");
+        let plan = run(Some(&v), None, &NodeFacts::default());
+        plan.plan
+            .actions
+            .iter()
+            .find_map(|a| match a {
+                crate::Action::Node(NodeStep::ClaimDevices { paths }) => Some(paths.clone()),
+                _ => None,
+            })
+            .expect("the start claims the pod's devices")
+    };
+    let non_root = claimed(107);
+    assert!(non_root.contains(&"/dev/blk".to_string()), "{non_root:?}");
+    assert!(non_root.contains(&"/dev/kvm".to_string()), "{non_root:?}");
+    assert!(
+        !non_root
+            .iter()
+            .any(|p| p == "/dev/fs" || p == "/dev/scratch"),
+        "{non_root:?}"
+    );
+    let root = claimed(0);
+    assert!(!root.contains(&"/dev/blk".to_string()), "{root:?}");
+}
