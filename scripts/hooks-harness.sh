@@ -8,12 +8,20 @@
 #   DIR/bin/onDefineDomain
 #                        cmd/sidecars/smbios: sets the base board manufacturer from the VMI's
 #                        smbios.vm.kubevirt.io/baseBoardManufacturer annotation
+#   DIR/network-passt-binding
+#                        cmd/sidecars/network-passt-binding: the passt binding plugin's sidecar
+#                        (its image's entrypoint); OnDefineDomain adds the vhost-user interface
+#                        with the passt backend and shared memfd memory, on .../passt.sock
+#   DIR/network-slirp-binding
+#                        cmd/sidecars/network-slirp-binding: the slirp binding plugin's sidecar;
+#                        OnDefineDomain adds the `user` interface (QEMU's libslirp) with the pod's
+#                        DNS search domains, on .../slirp.sock
 #   DIR/kubevirt-hook-manager
 #                        tests/hooks/main.go: KubeVirt's own hook manager (pkg/hooks: Collect,
 #                        OnDefineDomain, Shutdown) run against the sidecars under
 #                        /var/run/kubevirt-hooks (ipc/tests/hooks_kubevirt_manager.rs)
-# The first two are built unchanged from the kubevirt.io/kubevirt module (tests/hooks/go.mod pins
-# it); the third only calls its packages.
+# All but the last are built unchanged from the kubevirt.io/kubevirt module (tests/hooks/go.mod pins
+# it); the last only calls its packages. The binding sidecars serve bins/kvrs/tests/run_bindings.rs.
 #
 # DIR is ${KVRS_CACHE:-$HOME/.cache/kvrs}/hooks-<hash>, <hash> covering tests/hooks, the stubs it
 # uses, this script and the Go version; a build there is reused. Needs Go >= 1.26 and the Go module
@@ -44,14 +52,17 @@ if [ -f "$dir/done" ]; then
 fi
 gh_lock "$dir"
 if [ ! -f "$dir/done" ]; then
-  rm -rf "$dir/bin" "$dir/sidecar-shim" "$dir/kubevirt-hook-manager" "$dir/out"
+  rm -rf "$dir/bin" "$dir/sidecar-shim" "$dir/kubevirt-hook-manager" "$dir/network-passt-binding" \
+    "$dir/network-slirp-binding" "$dir/out"
   mkdir -p "$dir/bin" "$dir/out"
   log="$dir/build.log"
-  echo "$GH_SCRIPT: building KubeVirt v1.9.0's sidecar-shim, smbios hook and hook manager with $GO_VERSION (GOPROXY=$("$GO_CMD" env GOPROXY))" >&2
+  echo "$GH_SCRIPT: building KubeVirt v1.9.0's sidecar-shim, smbios hook, passt and slirp binding sidecars and hook manager with $GO_VERSION (GOPROXY=$("$GO_CMD" env GOPROXY))" >&2
   start=$(date +%s)
   if ! (cd "$MOD_DIR" && CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" \
     "$GO_CMD" build -trimpath -ldflags="-s -w" -o "$dir/out/" \
-    . kubevirt.io/kubevirt/cmd/sidecars kubevirt.io/kubevirt/cmd/sidecars/smbios) >"$log" 2>&1; then
+    . kubevirt.io/kubevirt/cmd/sidecars kubevirt.io/kubevirt/cmd/sidecars/smbios \
+    kubevirt.io/kubevirt/cmd/sidecars/network-passt-binding \
+    kubevirt.io/kubevirt/cmd/sidecars/network-slirp-binding) >"$log" 2>&1; then
     tail -n 40 "$log" >&2
     die "go build of KubeVirt's hook sidecar failed (GOPROXY=$("$GO_CMD" env GOPROXY)); full log: $log"
   fi
@@ -59,6 +70,9 @@ if [ ! -f "$dir/done" ]; then
   mv "$dir/out/sidecars" "$dir/sidecar-shim"
   mv "$dir/out/smbios" "$dir/bin/onDefineDomain"
   mv "$dir/out/hooks" "$dir/kubevirt-hook-manager"
+  # Their images' entrypoints (cmd/sidecars/network-{passt,slirp}-binding/BUILD.bazel).
+  mv "$dir/out/network-passt-binding" "$dir/network-passt-binding"
+  mv "$dir/out/network-slirp-binding" "$dir/network-slirp-binding"
   rmdir "$dir/out"
   # Builds of older harness sources are not needed any more.
   for old in "${dir%/*}"/hooks-*; do

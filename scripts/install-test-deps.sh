@@ -10,9 +10,9 @@
 # gcc/libc6-dev/libseccomp-dev for the real node's runc (cgo, seccomp) and pause binary
 # (scripts/node-components.sh), python3 for its pause image (scripts/lib/oci_image.py),
 # busybox-static for the node test's pod image (tests/cluster/tests/node.rs), runc for the pods of
-# kvrs's own kubelet (`kvrs run`, `kvrs kubelet`: each launcher pod is an OCI container; bookworm's
-# 1.1.5 with Debian's security fixes is enough for the runtime spec it writes, and needs no Go
-# toolchain; the real node's containerd uses its own runc 1.5.3 from scripts/node-components.sh).
+# kvrs's own kubelet (`kvrs run`, `kvrs kubelet`: each launcher pod is an OCI container), and, when a
+# Go toolchain is there, runc 1.5.3 from scripts/node-components.sh, which that kubelet prefers
+# (bookworm's 1.1.5 lacks the November 2025 runc fixes; see fixed_runc below).
 #
 # Idempotent: the backports suite and its pin are added through a PRIVATE apt directory passed with
 # `-o Dir::Etc::sourceparts=... -o Dir::Etc::preferencesparts=...`, so nothing under /etc/apt
@@ -126,8 +126,33 @@ versions() {
   qv=$(qemu-system-x86_64 --version 2>/dev/null || true)
   echo "libvirt ${lv:-none}, ${qv%%$'\n'*}"
 }
+# fixed_runc: kvrs's own kubelet (`kvrs run`, `kvrs kubelet`) refuses a runc without the November
+# 2025 fixes (CVE-2025-31133, -52565, -52881; fixed in 1.2.8, 1.3.3, 1.4.0-rc.3), which bookworm's
+# 1.1.5 lacks; it uses the runc 1.5.3 scripts/node-components.sh builds into
+# ${KVRS_CACHE:-~/.cache/kvrs}/node/bin/runc when that is there. Built here when a Go toolchain is
+# (cached: a no-op once built); otherwise says how to get one.
+fixed_runc() {
+  local cached=${KVRS_CACHE:-$HOME/.cache/kvrs}/node/bin/runc
+  [ -x "$cached" ] && return 0
+  if [ -n "${GO:-}" ] || command -v go >/dev/null || [ -x /usr/local/go/bin/go ]; then
+    echo "install-test-deps.sh: building runc 1.5.3 (bookworm's 1.1.5 lacks the November 2025 fixes) with scripts/node-components.sh" >&2
+    bash "$(dirname "${BASH_SOURCE[0]}")/node-components.sh" >/dev/null && [ -x "$cached" ] && return 0
+    echo "install-test-deps.sh: scripts/node-components.sh did not build $cached" >&2
+  fi
+  echo "install-test-deps.sh: WARNING: no runc with the fixes of CVE-2025-31133, CVE-2025-52565 and CVE-2025-52881: kvrs run / kvrs kubelet refuse $(runc --version 2>/dev/null | head -n1) unless --allow-vulnerable-runtime; install Go >= 1.26 and run scripts/node-components.sh, or pass --runtime PATH to runc >= 1.2.8 / 1.3.3" >&2
+}
+# passt_vhost_user: KubeVirt's passt binding has libvirt run `passt --vhost-user`; bookworm's passt
+# (2023) has no such mode and backports has none: scripts/passt.sh builds a pinned passt and
+# installs it as /usr/bin/passt (a no-op once there). A failure is a warning: only the passt
+# binding tests (bins/kvrs/tests/run_bindings.rs) need it.
+passt_vhost_user() {
+  bash "$(dirname "$0")/passt.sh" --install >/dev/null ||
+    echo "install-test-deps.sh: WARNING: no passt with vhost-user (scripts/passt.sh failed; set KVRS_PASST_SRC to a passt git repository if the Debian archive is unreachable): VMs with the passt binding plugin cannot start" >&2
+}
 if have_all; then
   echo "install-test-deps.sh: everything present ($(versions))"
+  fixed_runc
+  passt_vhost_user
   exit 0
 fi
 
@@ -248,3 +273,5 @@ if ! have_all verbose; then
   echo "install-test-deps.sh: installed, but the set above is still missing or too old" >&2
   exit 1
 fi
+fixed_runc
+passt_vhost_user

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's main job: boot a KubeVirt VirtualMachine on this machine with `kvrs run`.
-#   1. installs libvirt, QEMU and runc (the launcher pod runs as a container) as the test script
-#      does (scripts/install-test-deps.sh, idempotent);
+#   1. installs libvirt and QEMU, and builds runc 1.5.3 from Go modules (the launcher pod runs as a
+#      container; Debian's runc lacks the November 2025 fixes) as the test script does
+#      (scripts/install-test-deps.sh, idempotent);
 #   2. builds kvrs and its launcher (release);
 #   3. builds the fixture's guest images (a Debian kernel + busybox initramfs, and an empty qcow2
 #      container disk) into ~/.cache/kvrs/images — no registry is contacted;

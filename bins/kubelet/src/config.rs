@@ -48,17 +48,32 @@ pub struct KubeletConfig {
     /// `machine-type.node.kubevirt.io/<machine>=true` (KubeVirt's node labeller's) and
     /// `kubevirt.io/schedulable=true` (virt-handler's).
     pub node_labels: BTreeMap<String, String>,
-    /// The OCI runtime that runs each container (see [`crate::pod_exec`]): `runc` (looked up on
-    /// `PATH`) unless set; Debian's `runc` package, which `scripts/install-test-deps.sh`
-    /// installs, or any later runc.
+    /// The OCI runtime that runs each container (see [`crate::pod_exec`]): by default the runc
+    /// 1.5.3 `scripts/node-components.sh` builds into `~/.cache/kvrs/node/bin` when it is there,
+    /// else `runc` on `PATH` ([`crate::runc::default_runtime`]). Checked at start
+    /// ([`crate::runc::check`]): a runc without the November 2025 fixes is refused.
     pub runtime: PathBuf,
+    /// Runs pods even with a runc that lacks the November 2025 fixes (CVE-2025-31133,
+    /// CVE-2025-52565, CVE-2025-52881), logging a warning instead of refusing to start: for a
+    /// machine that has only Debian 12's runc 1.1.5 and cannot build a newer one.
+    pub allow_vulnerable_runtime: bool,
+    /// The seccomp profile of a container whose pod and container name none: `RuntimeDefault`
+    /// when true (the kubelet's `--seccomp-default`), `Unconfined` when false (the kubelet's own
+    /// default). kvrs's default is true: a launcher pod is a container a compromised QEMU should
+    /// not leave. KubeVirt's passt binding needs false (or a profile of the cluster's): libvirt
+    /// starts `passt`, which always creates a user namespace, and the runtime's default profile
+    /// refuses `unshare(CLONE_NEWUSER)` without `CAP_SYS_ADMIN` — as on a Kubernetes node with
+    /// `--seccomp-default`.
+    pub seccomp_default: bool,
 }
 
 impl KubeletConfig {
     /// Defaults for `node_name` with pods in `pods_dir` and state in `state_dir` (made absolute
     /// against the working directory: runc resolves a relative path against the bundle): the
     /// 10.251.0.0/16 pod range, host IP 127.0.0.1, empty image and binary maps, no extra
-    /// arguments, no binding, no Node registration, and `runc` from `PATH`.
+    /// arguments, no binding, no Node registration, and the default runc
+    /// ([`crate::runc::default_runtime`]: the cached runc 1.5.3, else `runc` from `PATH`),
+    /// which must carry the November 2025 fixes.
     pub fn new(node_name: impl Into<String>, pods_dir: PathBuf, state_dir: PathBuf) -> Self {
         let node_name = node_name.into();
         Self {
@@ -77,7 +92,9 @@ impl KubeletConfig {
             ],
             bind_unscheduled: false,
             register_node: false,
-            runtime: PathBuf::from("runc"),
+            runtime: crate::runc::default_runtime(),
+            allow_vulnerable_runtime: false,
+            seccomp_default: true,
         }
     }
 
@@ -192,6 +209,11 @@ impl PodCidr {
 /// directory holds the image's whole file tree (`sidecar-shim`, `usr/bin/onDefineDomain`) and
 /// [`ImageMap::set_entrypoint`] says what its config's `Entrypoint` is — what a registry's image
 /// config would say, given here since no registry is contacted.
+///
+/// A container that does run a `command` (the launcher's `compute`) whose image resolves to a
+/// directory gets that image's `/usr` as its own — `scripts/images.sh`'s
+/// `kvrs/virt-launcher:<tag>` unpacked at `DIR/kvrs_virt-launcher_<tag>` makes the launcher's
+/// libvirt and QEMU the image's, not the host's ([`crate::root`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ImageMap {
     dir: Option<PathBuf>,

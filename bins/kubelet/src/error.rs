@@ -226,6 +226,9 @@ pub enum KubeletError {
     /// The state directory cannot be used.
     #[error(transparent)]
     Host(#[from] HostError),
+    /// The OCI runtime cannot run or lacks the November 2025 runc fixes.
+    #[error(transparent)]
+    Runtime(#[from] crate::runc::RuntimeError),
 }
 
 impl KubeletError {
@@ -234,6 +237,7 @@ impl KubeletError {
         match self {
             Self::Api { .. } => "api",
             Self::Host(e) => e.label(),
+            Self::Runtime(e) => e.label(),
         }
     }
 }

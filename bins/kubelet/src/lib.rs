@@ -14,8 +14,9 @@
 //!    objects read first, [`volumes::fetch`]), each container's bundle (its root filesystem's
 //!    directory, `/run`, `config.json`) and the pod's `/etc`;
 //! 3. runs each container with runc ([`pod_exec`]): a container as a Kubernetes node makes it —
-//!    its own read-only root filesystem (not the host's `/`: the host's `/usr` read-only for a
-//!    container running a mapped binary, or the image's own file tree for one running its
+//!    its own read-only root filesystem (not the host's `/`: for a container running a command,
+//!    its image's `/usr` when the image resolves to a directory, else only the host's libraries,
+//!    data and the launcher's programs, [`root`]; the image's own file tree for one running its
 //!    image's entrypoint; the pod's `/etc`, its own `/run`, `/tmp`, `/dev`), its own PID, mount,
 //!    IPC, UTS and cgroup namespaces, the pod's network namespace, a cgroup of its own, the user,
 //!    capabilities, `no_new_privs` and seccomp profile its securityContext asks for (KubeVirt's
@@ -46,6 +47,8 @@ pub mod node;
 pub mod oci;
 pub mod plan;
 pub mod pod_exec;
+pub mod root;
+pub mod runc;
 mod sidecars;
 pub mod state;
 pub mod status;
@@ -68,7 +71,7 @@ use tracing::{info, warn};
 
 pub use config::{BinaryMap, ImageMap, KubeletConfig, PodAddress, PodCidr};
 pub use error::{ConfigError, HostError, KubeletError, PlanError};
-pub use plan::{PodKey, PodPlan, plan_pod, plan_pod_with};
+pub use plan::{PodKey, PodPlan, plan_pod, plan_pod_on, plan_pod_with};
 pub use volumes::VolumeObjects;
 
 use worker::Ctx;
@@ -99,10 +102,13 @@ impl Kubelet {
     ///
     /// Pods found bound to this node at start whose container is no longer running are marked
     /// Failed, not restarted; containers that still run (the runner itself was killed) are
-    /// adopted. Errors only when the state directory is unusable or the Node cannot be
+    /// adopted. Errors only when the runtime cannot run or is a runc without the November 2025
+    /// fixes ([`runc::check`]), the state directory is unusable or the Node cannot be
     /// registered; API errors while running are logged and retried.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), KubeletError> {
         let config = self.config;
+        // Before anything is made: a runc without the November 2025 fixes is refused.
+        runc::check(&config.runtime, config.allow_vulnerable_runtime).await?;
         for d in [
             &config.state_dir.join("pods"),
             &config.state_dir.join("logs"),

@@ -1,9 +1,10 @@
 //! Pod + configuration → [`PodPlan`]: everything the runner will do on the host for one pod,
 //! as plain data, down to the container's OCI runtime spec ([`PodPlan::runtime_spec`]). Pure (no
 //! file system, no API): the executor ([`crate::host`]) carries it out, and the host facts the
-//! plan cannot know are passed in — whether an image directory exists
-//! ([`PodPlan::missing_image`], checked before anything is set up) and which optional host files
-//! exist (the `exists` of [`PodPlan::runtime_spec`]).
+//! plan cannot know are passed in — which image directories exist (the `is_dir` of
+//! [`plan_pod_on`], which decides whether a container's root is its image's or the host's
+//! narrowed `/usr`, [`crate::root`]; [`PodPlan::missing_image`], checked before anything is set
+//! up) and which optional host files exist (the `exists` of [`PodPlan::runtime_spec`]).
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -18,6 +19,7 @@ use crate::oci;
 use crate::pod_exec::{
     BindMount, ContainerSpec, DeviceNode, MountKind, Propagation, SeccompProfile,
 };
+use crate::root::RootSource;
 use crate::volumes::VolumeObjects;
 
 /// The pod's main container: KubeVirt's launcher container. The pod lives as long as it runs.
@@ -127,6 +129,9 @@ pub struct PodPlan {
     pub images: Vec<ImageCheck>,
     /// The container, as runc will run it.
     pub container_spec: ContainerSpec,
+    /// Where the container's `/usr` comes from (its image, unpacked, or the host's narrowed);
+    /// `None`: the container runs its image's entrypoint on the image's whole file tree.
+    pub root: Option<RootSource>,
     /// The container's name.
     pub container: String,
     /// The container's image (reported in its status).
@@ -161,6 +166,8 @@ pub struct SidecarPlan {
     /// The image directory whose files make its root filesystem (hard-linked, else copied,
     /// before it starts), when it runs its image's entrypoint.
     pub image_dir: Option<PathBuf>,
+    /// Where its `/usr` comes from when it runs a command (see [`PodPlan::root`]).
+    pub root: Option<RootSource>,
 }
 
 impl SidecarPlan {
@@ -248,8 +255,9 @@ const DEVICES: [(&str, i64, i64, &str); 4] = [
     ),
 ];
 
-/// The root filesystem's links into the host's `/usr` (Debian's merged `/usr`), and `/var/run`,
-/// `/var/tmp` into the pod's own `/run` and `/tmp`: (link, target).
+/// The root filesystem's links into its `/usr` (the image's or the host's narrowed one, both
+/// Debian's merged `/usr`), and `/var/run`, `/var/tmp` into the pod's own `/run` and `/tmp`:
+/// (link, target).
 const ROOTFS_LINKS: [(&str, &str); 6] = [
     ("bin", "usr/bin"),
     ("sbin", "usr/sbin"),
@@ -259,14 +267,11 @@ const ROOTFS_LINKS: [(&str, &str); 6] = [
     ("var/tmp", "../tmp"),
 ];
 
-/// Host paths the container sees as they are (its `/usr` is the host's, read-only): a command
-/// binary below one of them needs no mount of its own.
-const HOST_VISIBLE: [&str; 5] = ["/usr", "/bin", "/sbin", "/lib", "/lib64"];
-
 /// Host files of `/etc` the launcher's libraries read, bound read-only over placeholders in the
 /// pod's `/etc` when the host has them: the resolver configuration (a kubelet gives a pod
 /// without cluster DNS the node's), the dynamic linker's cache, the time zone, and Debian's
-/// alternatives links.
+/// alternatives links (the last two the image's own instead on an image root,
+/// [`crate::root::IMAGE_ETC`]).
 const HOST_ETC_FILES: [&str; 3] = ["resolv.conf", "ld.so.cache", "localtime"];
 const HOST_ETC_DIRS: [&str; 1] = ["alternatives"];
 
@@ -316,12 +321,27 @@ pub fn plan_pod(
     plan_pod_with(pod, config, address, &VolumeObjects::default())
 }
 
-/// Plans `pod` with the objects its volumes name, read beforehand ([`crate::volumes::fetch`]).
+/// Plans `pod` with the objects its volumes name, read beforehand ([`crate::volumes::fetch`]),
+/// as if no image directory existed: every container that runs a command gets the host's
+/// narrowed `/usr` ([`crate::root`]). The runner plans with [`plan_pod_on`].
 pub fn plan_pod_with(
     pod: &Pod,
     config: &KubeletConfig,
     address: PodAddress,
     objects: &VolumeObjects,
+) -> Result<PodPlan, PlanError> {
+    plan_pod_on(pod, config, address, objects, |_| false)
+}
+
+/// Plans `pod` with the objects its volumes name, `is_dir` telling which image directories
+/// exist: a container running a command whose image resolves to one gets that image's `/usr`
+/// as its own ([`RootSource::choose`]).
+pub fn plan_pod_on(
+    pod: &Pod,
+    config: &KubeletConfig,
+    address: PodAddress,
+    objects: &VolumeObjects,
+    is_dir: impl Fn(&Path) -> bool,
 ) -> Result<PodPlan, PlanError> {
     let key = PodKey::of(pod)?;
     key.check_names()?;
@@ -481,6 +501,7 @@ pub fn plan_pod_with(
             .and_then(|s| s.fs_group)
             .and_then(|g| u32::try_from(g).ok()),
         hostname: &hostname,
+        is_dir: &is_dir,
     };
     let mut acc = Accumulated {
         dirs,
@@ -489,7 +510,7 @@ pub fn plan_pod_with(
         mounted: std::collections::BTreeSet::new(),
         skipped,
     };
-    let (container_spec, _) = plan_container(
+    let main = plan_container(
         &pod_ctx,
         container,
         ContainerLayout {
@@ -520,7 +541,11 @@ pub fn plan_pod_with(
         });
         acc.dirs.push(root_dir(layout.rootfs.clone()));
         let rootfs = layout.rootfs.clone();
-        let (container_spec, image_dir) = plan_container(&pod_ctx, c, layout, &mut acc)?;
+        let PlannedContainer {
+            spec: container_spec,
+            image_dir,
+            root,
+        } = plan_container(&pod_ctx, c, layout, &mut acc)?;
         acc.dirs.push(root_dir(rootfs.join("var")));
         links.extend(rootfs_links(&rootfs).into_iter().filter(|l| {
             // An image is its own /usr: only its /var/run and /var/tmp lead to the container's
@@ -537,6 +562,7 @@ pub fn plan_pod_with(
             )),
             container_spec,
             image_dir,
+            root,
         });
     }
     let Accumulated {
@@ -603,7 +629,8 @@ pub fn plan_pod_with(
         files,
         links,
         images,
-        container_spec,
+        container_spec: main.spec,
+        root: main.root,
         container: container.name.clone(),
         image: container.image.clone().unwrap_or_default(),
         readiness_file,
@@ -652,6 +679,18 @@ struct PodContext<'a> {
     volumes: &'a BTreeMap<&'a str, &'a Volume>,
     fs_group: Option<u32>,
     hostname: &'a str,
+    /// Whether an image directory exists.
+    is_dir: &'a dyn Fn(&Path) -> bool,
+}
+
+/// One container as planned.
+struct PlannedContainer {
+    spec: ContainerSpec,
+    /// The image directory whose files make its root filesystem, when it runs its image's
+    /// entrypoint.
+    image_dir: Option<PathBuf>,
+    /// Where its `/usr` comes from, when it runs a command.
+    root: Option<RootSource>,
 }
 
 /// What the containers of a pod add to its plan, in order.
@@ -672,15 +711,15 @@ struct ContainerLayout {
     cgroups_path: String,
 }
 
-/// One container's spec, and the image directory its root filesystem is filled from when it
-/// runs its image's entrypoint (no `command`); `None`: it runs a mapped binary on the host's
-/// `/usr` (the launcher's image is the host's own libvirt and QEMU).
+/// One container's spec: one running its image's entrypoint (no `command`) gets the image's
+/// file tree as its root filesystem; one running a command gets its image's `/usr` when the
+/// image resolves to a directory, else the host's narrowed `/usr` ([`crate::root`]).
 fn plan_container<'a>(
     p: &PodContext<'a>,
     container: &'a Container,
     layout: ContainerLayout,
     acc: &mut Accumulated<'a>,
-) -> Result<(ContainerSpec, Option<PathBuf>), PlanError> {
+) -> Result<PlannedContainer, PlanError> {
     let spec = p
         .pod
         .spec
@@ -696,12 +735,16 @@ fn plan_container<'a>(
         propagation: Propagation::Private,
         kind,
     };
-    // The root filesystem: the host's /usr (unless the image is the filesystem), the pod's
-    // /etc, the container's own /run.
-    let mut mounts = Vec::new();
-    if !image_mode {
-        mounts.push(system("/usr".into(), "/usr", true, MountKind::System));
-    }
+    // The root filesystem: /usr from the image or the narrowed host (unless the image is the
+    // whole filesystem), the pod's /etc, the container's own /run.
+    let root = (!image_mode).then(|| {
+        let reference = container.image.clone().unwrap_or_default();
+        let candidate = crate::names::check_image_reference(&reference)
+            .ok()
+            .and_then(|()| p.config.images.candidate(&reference));
+        RootSource::choose(&reference, candidate, p.is_dir)
+    });
+    let mut mounts = root.as_ref().map(RootSource::mounts).unwrap_or_default();
     mounts.push(system(
         p.etc_dir.to_path_buf(),
         "/etc",
@@ -714,7 +757,15 @@ fn plan_container<'a>(
         false,
         MountKind::System,
     ));
-    for f in HOST_ETC_FILES.iter().chain(&HOST_ETC_DIRS) {
+    let host_etc: Vec<&str> = HOST_ETC_FILES
+        .iter()
+        .chain(&HOST_ETC_DIRS)
+        .copied()
+        .collect();
+    let host_etc = root
+        .as_ref()
+        .map_or_else(|| host_etc.clone(), |r| r.host_etc(&host_etc));
+    for f in host_etc {
         mounts.push(system(
             Path::new("/etc").join(f),
             &format!("/etc/{f}"),
@@ -817,20 +868,24 @@ fn plan_container<'a>(
         let (command, dir) = image_command(container, p.config, &mut acc.images)?;
         (command, Some(dir))
     } else {
-        let command = container_command(container, p.config)?;
+        let root = root.as_ref().ok_or(PlanError::Missing { field: "image" })?;
+        let command = container_command(container, p.config, root)?;
         // The command's binary at its own host path (read-only), and the binary map's other
         // binaries beside it where they exist: virt-launcher-monitor starts the virt-launcher
-        // next to it. Binaries under the host's /usr are visible as they are.
-        let visible = |p: &Path| HOST_VISIBLE.iter().any(|d| p.starts_with(d));
-        let mut binaries = vec![(command.0.clone(), MountKind::Binary)];
+        // next to it. A binary the root already shows at that path needs no mount, one below
+        // an image's /usr is the image's; a command the map does not name runs from the image.
+        let mut binaries = Vec::new();
+        if command.1 {
+            binaries.push((command.0.0.clone(), MountKind::Binary));
+        }
         for b in p.config.binaries.local_binaries() {
-            if b != command.0.as_path() && !binaries.iter().any(|(p, _)| p == b) {
+            if b != command.0.0.as_path() && !binaries.iter().any(|(p, _)| p == b) {
                 binaries.push((b.to_path_buf(), MountKind::OptionalBinary));
             }
         }
         for (path, kind) in binaries {
             let path = absolute("binary map entry", &path.to_string_lossy())?;
-            if !visible(&path) {
+            if root.binds_host_binary(&path) {
                 mounts.push(BindMount {
                     source: path.clone(),
                     target: path,
@@ -840,13 +895,13 @@ fn plan_container<'a>(
                 });
             }
         }
-        (command, None)
+        (command.0, None)
     };
     let env = container_env(container, p.pod, p.key, p.config, p.address)?;
     // Parents before children, whatever the spelling (/var/run is /run).
     mounts.sort_by(|a, b| a.target.cmp(&b.target));
 
-    let security = security(container, pod_sc, uid)?;
+    let security = security(container, pod_sc, uid, p.config.seccomp_default)?;
     let mut additional_gids: Vec<u32> = pod_sc
         .and_then(|s| s.supplemental_groups.as_ref())
         .into_iter()
@@ -880,7 +935,11 @@ fn plan_container<'a>(
         args: command.1,
         env,
     };
-    Ok((spec, image_dir))
+    Ok(PlannedContainer {
+        spec,
+        image_dir,
+        root,
+    })
 }
 
 /// The image's entrypoint (from the image map) with the container's `args`, and the image's
@@ -980,12 +1039,13 @@ struct Security {
 
 /// Capabilities as containerd's CRI computes them (the runtime's defaults; `add: [ALL]` all of
 /// them; `drop: [ALL]` none; then each added, then each dropped), `no_new_privs` unless
-/// `allowPrivilegeEscalation: true`, and the seccomp profile (`RuntimeDefault` unless the pod
-/// asks for `Unconfined`).
+/// `allowPrivilegeEscalation: true`, and the seccomp profile the container or pod names, else
+/// the node's default ([`KubeletConfig::seccomp_default`]).
 fn security(
     c: &Container,
     pod_sc: Option<&k8s_openapi::api::core::v1::PodSecurityContext>,
     uid: u32,
+    seccomp_default: bool,
 ) -> Result<Security, PlanError> {
     let sc = c.security_context.as_ref();
     let unsupported = |what: String| PlanError::Unsupported {
@@ -1040,7 +1100,9 @@ fn security(
         .and_then(|s| s.seccomp_profile.as_ref())
         .or(pod_sc.and_then(|s| s.seccomp_profile.as_ref()));
     let seccomp = match profile.map(|p| p.type_.as_str()) {
-        None | Some("RuntimeDefault") => SeccompProfile::RuntimeDefault,
+        None if seccomp_default => SeccompProfile::RuntimeDefault,
+        None => SeccompProfile::Unconfined,
+        Some("RuntimeDefault") => SeccompProfile::RuntimeDefault,
         Some("Unconfined") => SeccompProfile::Unconfined,
         Some(other) => return Err(unsupported(format!("seccompProfile {other}"))),
     };
@@ -1288,12 +1350,14 @@ fn relative(field: &str, path: &str) -> Result<PathBuf, PlanError> {
     Ok(p.to_path_buf())
 }
 
-/// The command (mapped to a local binary) and its arguments, with the configured extra
-/// arguments appended to the `compute` container's.
+/// The command (mapped to a local binary, or, with an image root, the image's own file when the
+/// map does not name it) and its arguments, with the configured extra arguments appended to the
+/// `compute` container's; and whether it is a mapped host binary (bound into the container).
 fn container_command(
     c: &Container,
     config: &KubeletConfig,
-) -> Result<(PathBuf, Vec<String>), PlanError> {
+    root: &RootSource,
+) -> Result<((PathBuf, Vec<String>), bool), PlanError> {
     let mut argv: Vec<String> = c
         .command
         .iter()
@@ -1307,17 +1371,20 @@ fn container_command(
         });
     }
     let program = argv.remove(0);
-    let local = config
-        .binaries
-        .get(&program)
-        .ok_or_else(|| PlanError::UnknownBinary {
-            container: c.name.clone(),
-            command: program.clone(),
-        })?;
     if c.name == COMPUTE {
         argv.extend(config.extra_compute_args.iter().cloned());
     }
-    Ok((local.to_path_buf(), argv))
+    match (config.binaries.get(&program), root.image_dir()) {
+        (Some(local), _) => Ok(((local.to_path_buf(), argv), true)),
+        (None, Some(_)) => {
+            let in_image = absolute(&format!("container {}: command", c.name), &program)?;
+            Ok(((in_image, argv), false))
+        }
+        (None, None) => Err(PlanError::UnknownBinary {
+            container: c.name.clone(),
+            command: program,
+        }),
+    }
 }
 
 fn container_env(

@@ -6,12 +6,14 @@
 //! bundle and runs them. What the container gets, as KubeVirt's launcher gets it from a
 //! Kubernetes node:
 //! - its own root filesystem, read-only, that is **not** the host's `/`: a directory of the
-//!   pod's with `bin`, `sbin`, `lib`, `lib64` → `usr/...` links, the host's `/usr` bound
-//!   read-only (libvirt, QEMU, their libraries and firmware, the shell tools), a pod-owned
-//!   `/etc` (passwd and group with the container's user, nsswitch, the managed hosts file, and
-//!   the host's `resolv.conf`, `ld.so.cache`, `localtime` and `alternatives` bound read-only),
-//!   its private `/run` and `/tmp`, the container's command binaries read-only at their host
-//!   paths, and each volume at its mount path;
+//!   pod's with `bin`, `sbin`, `lib`, `lib64` → `usr/...` links and a `/usr` of its image's
+//!   (the launcher image unpacked, when its reference resolves to a directory) or else only the
+//!   host's libraries, data and the launcher's programs (libvirt, QEMU, swtpm, `qemu-img`,
+//!   `xorrisofs`), read-only ([`crate::root`]); a pod-owned `/etc` (passwd and group with the
+//!   container's user, nsswitch, the managed hosts file, the host's `resolv.conf` and
+//!   `localtime`, and the image's or else the host's `ld.so.cache` and `alternatives`, bound
+//!   read-only), its private `/run` and `/tmp`, the container's mapped command binaries
+//!   read-only at their host paths, and each volume at its mount path;
 //! - its own PID, mount, IPC, UTS and cgroup namespaces, the pod's network namespace (joined by
 //!   path), the pod's cgroup;
 //! - the capability set the pod's `securityContext` asks for over the runtime's defaults

@@ -2,7 +2,7 @@
 //! start, report, stop (deleted, or the runner shutting down) and clean up.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use tracing::{Instrument, info, info_span, warn};
 use crate::config::KubeletConfig;
 use crate::error::PlanError;
 use crate::host::{self, Footprint};
-use crate::plan::{PodKey, PodPlan, plan_pod_with};
+use crate::plan::{PodKey, PodPlan, plan_pod_on};
 use crate::sidecars::Sidecars;
 use crate::state::{self, PodRecord};
 use crate::status::{ContainerState, Phase, PodReport, now, status_patch};
@@ -217,7 +217,7 @@ impl Worker {
             return;
         };
         let planned = match crate::volumes::fetch(&self.ctx.client, &pod).await {
-            Ok(objects) => plan_pod_with(&pod, &self.ctx.config, address, &objects),
+            Ok(objects) => plan_pod_on(&pod, &self.ctx.config, address, &objects, Path::is_dir),
             Err(e) => Err(e),
         };
         let plan = match planned.and_then(|p| p.missing_image(|d| d.is_dir()).map_or(Ok(p), Err)) {
@@ -233,6 +233,16 @@ impl Worker {
         };
         for s in &plan.skipped {
             info!(skipped = %s, "not run by the kvrs pod runner");
+        }
+        let roots = std::iter::once((&plan.container, &plan.root))
+            .chain(plan.sidecars.iter().map(|s| (&s.name, &s.root)));
+        for (container, root) in roots {
+            match root {
+                Some(r) => info!(container = %container, root = %r, "container root filesystem"),
+                None => {
+                    info!(container = %container, "container root filesystem: its image's file tree")
+                }
+            }
         }
         let (proc, started_at, sidecars) = match proc {
             Some((p, records)) => (

@@ -13,9 +13,18 @@
 //! - from the host, the pod's socket is reachable through `/proc/<pid>/root` as virt-handler
 //!   reaches the launcher's.
 //!
-//! Then both are stopped (SIGTERM, `runc delete --force`) and nothing is left: runc state,
-//! cgroups, network namespaces, mounts, directories. Needs root; installs runc when missing
-//! (`scripts/install-test-deps.sh`), never skips.
+//! Neither has an image directory, so each gets the host's `/usr` narrowed to the launcher's
+//! libraries, data and programs: host programs outside that set (`runc`, `gcc`), `/usr/include`
+//! and `/usr/local` are not there either.
+//!
+//! A third pod's image resolves to a directory (a merged-`/usr` image holding only a static
+//! busybox): its root is that image, and from inside, as UID 107, no host file is there — not
+//! `/etc/shadow`, `/root`, the host's `python3` (which the binary map names for the other two),
+//! its `runc`, `gcc` or C library — while the image's own busybox runs.
+//!
+//! Then all are stopped (SIGTERM, `runc delete --force`) and nothing is left: runc state,
+//! cgroups, network namespaces, mounts, directories. Needs root; runs the runc `kvrs run` uses
+//! (built by `scripts/install-test-deps.sh` when missing, see `common::runc`), never skips.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -23,7 +32,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kvrs_kubelet::host::{self, Footprint};
 use kvrs_kubelet::plan::PodPlan;
-use kvrs_kubelet::{BinaryMap, KubeletConfig, plan_pod};
+use kvrs_kubelet::root::RootSource;
+use kvrs_kubelet::{BinaryMap, ImageMap, KubeletConfig, VolumeObjects, plan_pod, plan_pod_on};
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
@@ -113,7 +123,53 @@ while True:
     time.sleep(1)
 "#;
 
+/// The image-root pod's probe (busybox's shell, from the image): which paths exist, its IDs
+/// and its root's entries, as `path state` lines in its volume; then it waits for SIGTERM.
+const IMAGE_PROBE: &str = r#"
+bb=/usr/bin/busybox
+vol=/run/kubevirt/sockets
+trap 'exit 0' TERM
+{
+  for p in $($bb cat $vol/paths); do
+    if [ -e "$p" ] || [ -L "$p" ]; then echo "$p exists"; else echo "$p absent"; fi
+  done
+  if $bb cat /etc/shadow >/dev/null 2>&1; then echo "/etc/shadow read"; fi
+  echo "uid $($bb id -u)"
+  echo "root $($bb ls / | $bb tr '
+' ' ')"
+} > $vol/result.tmp
+$bb mv $vol/result.tmp $vol/result
+while true; do $bb sleep 1; done
+"#;
+
+/// The image the third pod runs on: `example/probe-image` under the test's `--images`.
+const PROBE_IMAGE: &str = "example/probe-image";
+
 fn pod(name: &str, uid: &str) -> Pod {
+    let mut pod = pod_of(name, uid);
+    let c = &mut pod.spec.as_mut().unwrap().containers[0];
+    c.command = Some(
+        ["/usr/bin/python3", "-u", "/run/kubevirt/sockets/probe.py"]
+            .map(String::from)
+            .to_vec(),
+    );
+    pod
+}
+
+/// The pod on [`PROBE_IMAGE`], running the image's own busybox (not in the binary map).
+fn image_pod(name: &str, uid: &str) -> Pod {
+    let mut pod = pod_of(name, uid);
+    let c = &mut pod.spec.as_mut().unwrap().containers[0];
+    c.image = Some(PROBE_IMAGE.into());
+    c.command = Some(
+        ["/usr/bin/busybox", "sh", "/run/kubevirt/sockets/probe.sh"]
+            .map(String::from)
+            .to_vec(),
+    );
+    pod
+}
+
+fn pod_of(name: &str, uid: &str) -> Pod {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "kvrs-iso", "uid": uid},
@@ -124,7 +180,6 @@ fn pod(name: &str, uid: &str) -> Pod {
             "volumes": [{"name": "sockets", "emptyDir": {}}],
             "containers": [{
                 "name": "compute", "image": "example/probe",
-                "command": ["/usr/bin/python3", "-u", "/run/kubevirt/sockets/probe.py"],
                 "env": [{"name": "ROLE", "value": name}],
                 "securityContext": {
                     "runAsUser": 107, "runAsGroup": 107, "runAsNonRoot": true,
@@ -150,6 +205,51 @@ struct Running {
 async fn start(cfg: &KubeletConfig, name: &str, slot: u32) -> Running {
     let uid = format!("0000{}-{name}-4000-8000-000000000043", std::process::id());
     let plan = plan_pod(&pod(name, &uid), cfg, cfg.pod_cidr.address(slot).unwrap()).expect("plan");
+    assert!(
+        matches!(plan.root, Some(RootSource::Host { .. })),
+        "{name}: {:?}",
+        plan.root
+    );
+    launch(cfg, plan, &uid, "probe.py", PROBE).await
+}
+
+/// The third pod, planned as the runner plans (image directories looked up on disk).
+async fn start_on_image(cfg: &KubeletConfig, name: &str, slot: u32, paths: &[&Path]) -> Running {
+    let uid = format!("0000{}-{name}-4000-8000-000000000043", std::process::id());
+    let address = cfg.pod_cidr.address(slot).unwrap();
+    let plan = plan_pod_on(
+        &image_pod(name, &uid),
+        cfg,
+        address,
+        &VolumeObjects::default(),
+        Path::is_dir,
+    )
+    .expect("plan");
+    assert!(
+        matches!(&plan.root, Some(RootSource::Image { reference, .. }) if reference == PROBE_IMAGE),
+        "{name}: {:?}",
+        plan.root
+    );
+    let paths: String = paths.iter().map(|p| format!("{}\n", p.display())).collect();
+    launch_with(cfg, plan, &uid, "probe.sh", IMAGE_PROBE, |v| {
+        std::fs::write(v.join("paths"), &paths).unwrap();
+    })
+    .await
+}
+
+async fn launch(cfg: &KubeletConfig, plan: PodPlan, uid: &str, file: &str, probe: &str) -> Running {
+    launch_with(cfg, plan, uid, file, probe, |_| {}).await
+}
+
+async fn launch_with(
+    cfg: &KubeletConfig,
+    plan: PodPlan,
+    uid: &str,
+    file: &str,
+    probe: &str,
+    before: impl FnOnce(&Path),
+) -> Running {
+    let name = plan.key.name.clone();
     let fp = Footprint::of(
         &plan.key,
         &cfg.pods_dir,
@@ -159,8 +259,9 @@ async fn start(cfg: &KubeletConfig, name: &str, slot: u32) -> Running {
     );
     host::setup_files(&plan).expect("files");
     host::setup_network(&plan.network).expect("network");
-    let volume = kvrs_ipc::layout::pod_sockets_dir_on_host(&cfg.pods_dir, &uid).unwrap();
-    std::fs::write(volume.join("probe.py"), PROBE).unwrap();
+    let volume = kvrs_ipc::layout::pod_sockets_dir_on_host(&cfg.pods_dir, uid).unwrap();
+    std::fs::write(volume.join(file), probe).unwrap();
+    before(&volume);
     let (runc, pid) = host::spawn(&plan, &fp.runtime).await.unwrap_or_else(|e| {
         panic!(
             "{name}: {e}\n{}",
@@ -249,6 +350,27 @@ async fn a_pod_sees_nothing_of_the_host_or_its_neighbour() {
     for d in [cfg.state_dir.join("logs"), cfg.pods_dir.clone()] {
         std::fs::create_dir_all(d).unwrap();
     }
+    // The third pod's image: a merged-/usr tree with only a static busybox.
+    cfg.images = ImageMap::from_dir(root.join("images"));
+    common::busybox_image(&root.join("images").join(ImageMap::sanitise(PROBE_IMAGE)));
+    // Host files that exist here (each checked) and must not be in any pod: the narrowed
+    // /usr leaves out the host's other programs, /usr/include and /usr/local.
+    let host_only: Vec<&Path> = [
+        "/usr/sbin/runc",
+        "/usr/bin/gcc",
+        "/usr/include",
+        "/usr/local",
+    ]
+    .into_iter()
+    .map(Path::new)
+    .collect();
+    for p in &host_only {
+        assert!(
+            p.exists(),
+            "{} is on this host (scripts/install-test-deps.sh)",
+            p.display()
+        );
+    }
 
     // What UID 107 could read and write on the host, were it there.
     let marks = root.join("host");
@@ -272,7 +394,29 @@ async fn a_pod_sees_nothing_of_the_host_or_its_neighbour() {
     cleanup.netns.push(alpha.plan.network.netns.clone());
     let beta = start(&cfg, "beta", 1).await;
     cleanup.netns.push(beta.plan.network.netns.clone());
-    let mut pods = [alpha, beta];
+    // What the image-root pod must not see: everything the others must not, the host's
+    // python3, its C library, and the test's own host files.
+    let libc = Path::new("/usr/lib/x86_64-linux-gnu/libc.so.6");
+    let mut hidden: Vec<&Path> = vec![
+        Path::new("/etc/shadow"),
+        Path::new("/root"),
+        Path::new("/home"),
+        Path::new("/work"),
+        Path::new("/usr/bin/python3"),
+        libc,
+        &secret,
+        &root,
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+    ];
+    hidden.extend(host_only.iter().copied());
+    for p in &hidden {
+        assert!(p.exists(), "{} is on this host", p.display());
+    }
+    let own = Path::new("/usr/bin/busybox");
+    let probe_paths: Vec<&Path> = hidden.iter().copied().chain([own]).collect();
+    let gamma = start_on_image(&cfg, "gamma", 2, &probe_paths).await;
+    cleanup.netns.push(gamma.plan.network.netns.clone());
+    let pods = [alpha, beta];
     for p in &pods {
         wait_for(
             "the probe's socket",
@@ -281,13 +425,24 @@ async fn a_pod_sees_nothing_of_the_host_or_its_neighbour() {
         )
         .await;
     }
+    let host_paths: Vec<PathBuf> = [
+        secret.clone(),
+        marks.clone(),
+        root.clone(),
+        cfg.pods_dir.clone(),
+        cfg.state_dir.clone(),
+        env!("CARGO_MANIFEST_DIR").into(),
+    ]
+    .into_iter()
+    .chain(host_only.iter().map(|p| p.to_path_buf()))
+    .collect();
     for (me, peer) in [(0, 1), (1, 0)] {
         let peer = &pods[peer];
         let info = json!({
             "role": peer.plan.key.name,
             "host_pid": peer.pid,
             "host_socket": peer.volume.join(format!("{}.sock", peer.plan.key.name)),
-            "host_paths": [secret, marks, root, cfg.pods_dir, cfg.state_dir, env!("CARGO_MANIFEST_DIR")],
+            "host_paths": host_paths,
             "host_writable": [marks.join("open/x"), peer.volume.join("x")],
             "tmp_name": tmp_name,
         });
@@ -377,6 +532,33 @@ async fn a_pod_sees_nothing_of_the_host_or_its_neighbour() {
             std::os::unix::net::UnixStream::connect(p.volume.join(format!("{name}.sock"))).is_ok()
         );
     }
+    // The image-root pod: the image's busybox runs, no host file is there.
+    let file = gamma.volume.join("result");
+    wait_for("the image probe's result", &file, &gamma.plan.log_path).await;
+    let result = std::fs::read_to_string(&file).unwrap();
+    eprintln!("gamma:\n{result}");
+    let state = |p: &Path| {
+        result
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{} ", p.display())))
+            .unwrap_or_else(|| panic!("gamma did not probe {}: {result}", p.display()))
+            .to_string()
+    };
+    assert_eq!(state(own), "exists", "the image's own file");
+    for p in &hidden {
+        assert_eq!(state(p), "absent", "gamma sees the host's {}", p.display());
+    }
+    assert!(!result.contains("/etc/shadow read"), "{result}");
+    assert!(result.contains("\nuid 107\n"), "{result}");
+    assert!(
+        result.contains("\nroot bin dev etc lib lib64 proc run sbin sys tmp usr var \n"),
+        "a root of its own: {result}"
+    );
+    let mut pods = {
+        let [a, b] = pods;
+        [a, b, gamma]
+    };
+
     // Nothing the pods wrote reached the host.
     assert!(!marks.join("open/x").exists());
     assert!(!Path::new(&format!("/tmp/{tmp_name}")).exists());

@@ -7,8 +7,11 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Pod;
 use kvrs_kubelet::pod_exec::{MountKind, Propagation, SeccompProfile};
+use kvrs_kubelet::root::RootSource;
 use kvrs_kubelet::volumes::{BoundClaim, VolumeObjects};
-use kvrs_kubelet::{BinaryMap, ImageMap, KubeletConfig, PlanError, plan_pod, plan_pod_with};
+use kvrs_kubelet::{
+    BinaryMap, ImageMap, KubeletConfig, PlanError, plan_pod, plan_pod_on, plan_pod_with,
+};
 
 const ORACLE: &str = "/work/shared/oracle";
 const UID: &str = "6f1c2d3e-0000-4000-8000-000000000001";
@@ -133,16 +136,34 @@ fn a_container_disk_launcher_pod() {
         Propagation::HostToContainer
     );
     assert_eq!(target("/run/kubevirt").propagation, Propagation::Private);
-    // The root filesystem: the pod's own directory, the host's /usr read-only, the pod's /etc
-    // and /run; the command binaries read-only at their host paths.
+    // The root filesystem: the pod's own directory, the host's /usr narrowed to the launcher's
+    // libraries, data and programs (no image directory here), read-only, the pod's /etc and
+    // /run; the command binaries read-only at their host paths.
     let state = PathBuf::from(format!("/var/lib/kvrs/pods/{UID}"));
     assert_eq!(e.rootfs, state.join("rootfs"));
     assert_eq!(target("/run").source, state.join("run"));
     assert!(!target("/run").read_only);
     assert_eq!(target("/etc").source, state.join("etc"));
     assert!(target("/etc").read_only);
-    assert_eq!(target("/usr").source, Path::new("/usr"));
-    assert!(target("/usr").read_only);
+    assert!(
+        matches!(&plan.root, Some(RootSource::Host { why }) if why.contains("quay.io_kubevirt_virt-launcher_v1.9.0")),
+        "{:?}",
+        plan.root
+    );
+    assert!(!e.mounts.iter().any(|m| m.target == Path::new("/usr")));
+    for d in [
+        "/usr/lib",
+        "/usr/share",
+        "/usr/bin/qemu-system-x86_64",
+        "/usr/sbin/virtlogd",
+    ] {
+        assert_eq!(target(d).source, Path::new(d));
+        assert!(target(d).read_only, "{d}");
+    }
+    assert_eq!(
+        target("/etc/ld.so.cache").source,
+        Path::new("/etc/ld.so.cache")
+    );
     assert_eq!(target("/etc/resolv.conf").kind, MountKind::OptionalSystem);
     let monitor = target("/opt/kvrs/bin/virt-launcher-monitor");
     assert_eq!((monitor.kind, monitor.read_only), (MountKind::Binary, true));
@@ -415,6 +436,105 @@ fn the_runtime_spec_of_a_launcher_pod() {
         "{sources:?}"
     );
     assert!(sources.contains(&"/opt/kvrs/bin/virt-launcher"));
+    assert!(
+        !sources
+            .iter()
+            .any(|s| ["/usr", "/usr/bin", "/usr/sbin", "/usr/local"].contains(s)),
+        "the host's /usr narrowed: {sources:?}"
+    );
+
+    insta::assert_json_snapshot!(spec);
+}
+
+/// The same pod when its image, `quay.io/kubevirt/virt-launcher:v1.9.0`, resolves to a
+/// directory under `--images`: the image's `/usr` and its own `ld.so.cache` and
+/// `alternatives` are the container's, nothing of the host's `/usr` is bound, and the mapped
+/// launcher binaries are still bound at their host paths.
+#[test]
+fn the_runtime_spec_of_a_launcher_pod_on_its_image() {
+    let cfg = config();
+    let pod = oracle_pod("clock-utc-timers");
+    let image = Path::new("/images/quay.io_kubevirt_virt-launcher_v1.9.0");
+    let addr = cfg.pod_cidr.address(0).unwrap();
+    let plan =
+        plan_pod_on(&pod, &cfg, addr, &VolumeObjects::default(), |d| d == image).expect("planned");
+    assert_eq!(
+        plan.root,
+        Some(RootSource::Image {
+            reference: "quay.io/kubevirt/virt-launcher:v1.9.0".into(),
+            dir: image.to_path_buf(),
+        })
+    );
+    let absent = ["virt-tail", "virt-freezer", "container-disk"];
+    let spec = plan.runtime_spec(|p| !absent.iter().any(|a| p.ends_with(a)));
+    let json = serde_json::to_value(&spec).unwrap();
+    let binds: Vec<(&str, &str)> = json["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["type"] == "bind")
+        .map(|m| {
+            (
+                m["destination"].as_str().unwrap(),
+                m["source"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let from_host_usr: Vec<_> = binds
+        .iter()
+        .filter(|(_, s)| s.starts_with("/usr"))
+        .collect();
+    assert!(from_host_usr.is_empty(), "{from_host_usr:?}");
+    let at = |d: &str| binds.iter().find(|(t, _)| *t == d).map(|(_, s)| *s);
+    let image = image.display().to_string();
+    assert_eq!(at("/usr"), Some(format!("{image}/usr").as_str()));
+    assert_eq!(
+        at("/etc/ld.so.cache"),
+        Some(format!("{image}/etc/ld.so.cache").as_str())
+    );
+    assert_eq!(
+        at("/etc/resolv.conf"),
+        Some("/etc/resolv.conf"),
+        "the node's DNS"
+    );
+    assert_eq!(
+        at("/opt/kvrs/bin/virt-launcher-monitor"),
+        Some("/opt/kvrs/bin/virt-launcher-monitor")
+    );
+    assert_eq!(
+        json["process"]["args"][0],
+        "/opt/kvrs/bin/virt-launcher-monitor"
+    );
+    assert_eq!(json["root"]["readonly"], true);
+    assert_eq!(
+        json["root"]["path"],
+        format!("/var/lib/kvrs/pods/{UID}/rootfs")
+    );
+
+    // Without a binary map the image's own monitor runs; a command outside the map and the
+    // image is refused only when there is no image root.
+    let mut unmapped = cfg.clone();
+    unmapped.binaries = BinaryMap::default();
+    let plan = plan_pod_on(&pod, &unmapped, addr, &VolumeObjects::default(), |d| {
+        d == Path::new(&image)
+    })
+    .expect("planned on the image");
+    assert_eq!(
+        plan.container_spec.command,
+        Path::new("/usr/bin/virt-launcher-monitor")
+    );
+    assert!(
+        !plan
+            .container_spec
+            .mounts
+            .iter()
+            .any(|m| m.kind == MountKind::Binary),
+        "nothing of the host's to bind"
+    );
+    assert!(matches!(
+        plan_pod(&pod, &unmapped, addr),
+        Err(PlanError::UnknownBinary { .. })
+    ));
 
     insta::assert_json_snapshot!(spec);
 }
@@ -496,7 +616,8 @@ fn the_runtime_spec_of_a_hook_sidecar() {
         Some(emptydir.join("hook-sidecar-0"))
     );
     assert_eq!(at(s, "/usr"), None, "the image is the sidecar's filesystem");
-    assert_eq!(at(main, "/usr"), Some(PathBuf::from("/usr")));
+    assert_eq!(at(main, "/usr"), None, "never the host's /usr whole");
+    assert_eq!(at(main, "/usr/lib"), Some(PathBuf::from("/usr/lib")));
     let sub = plan
         .dirs
         .iter()
@@ -542,6 +663,34 @@ fn security_contexts_map_onto_the_container() {
     assert!(!p.container_spec.no_new_privileges);
     assert_eq!(p.container_spec.seccomp, SeccompProfile::Unconfined);
     assert!(p.runtime_spec(|_| true).linux.seccomp.is_none());
+    // A node without the seccomp default (the kubelet's own default) leaves a container that
+    // names no profile unconfined; one that asks for RuntimeDefault still gets it.
+    let mut unconfined_node = config();
+    unconfined_node.seccomp_default = false;
+    let on_node = |sc: serde_json::Value| {
+        let mut pod = oracle_pod("clock-utc-timers");
+        let c = pod
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers
+            .iter_mut()
+            .find(|c| c.name == "compute")
+            .unwrap();
+        c.security_context = Some(serde_json::from_value(sc).unwrap());
+        plan_pod(&pod, &unconfined_node, addr)
+            .unwrap()
+            .container_spec
+            .seccomp
+    };
+    assert_eq!(
+        on_node(serde_json::json!({"runAsUser": 107})),
+        SeccompProfile::Unconfined
+    );
+    assert_eq!(
+        on_node(serde_json::json!({"seccompProfile": {"type": "RuntimeDefault"}})),
+        SeccompProfile::RuntimeDefault
+    );
     // Refused: privileged, unknown capabilities, Localhost profiles, root with runAsNonRoot.
     for sc in [
         serde_json::json!({"privileged": true}),

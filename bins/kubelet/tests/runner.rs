@@ -1,10 +1,12 @@
 //! The pod runner against a real kube-apiserver (kvrs-test-cluster), running trivial `/bin/sh`
-//! pods for real as runc containers: network namespace and `eth0`, UID 107 with no groups, env
+//! pods for real as runc containers, on their own images (`example/runner`, `example/side`:
+//! busybox, `common::busybox_image`; no binary map, so `/bin/sh` is the image's): network namespace and `eth0`, UID 107 with no groups, env
 //! fieldRefs, volumes bound at their mount paths, the container's own `/dev/net/tun`, status
 //! through the pod's life, a second container beside the first (shared emptyDir, its own runc
 //! container and cgroup), deletion (graceful and SIGKILL), binding, Node registration,
 //! restart-safety and a shutdown that leaves nothing behind. Needs root (namespaces, cgroups,
-//! UID 107) and runc (installed by `scripts/install-test-deps.sh` when missing). What a pod can
+//! UID 107) and a runc with the November 2025 fixes, which the runner checks at start
+//! (`common::runc`). What a pod can
 //! see of the host and its neighbours is `isolation.rs`'s.
 
 use std::path::{Path, PathBuf};
@@ -97,9 +99,8 @@ impl Env {
     fn config(&self) -> KubeletConfig {
         let mut c = KubeletConfig::new(NODE, self.root.join("p"), self.root.join("s"));
         c.images = ImageMap::from_dir(self.root.join("images"));
-        let mut b = BinaryMap::default();
-        b.insert("/bin/sh", "/bin/sh");
-        c.binaries = b;
+        // No binary map: each pod's /bin/sh is its image's busybox.
+        c.binaries = BinaryMap::default();
         c.bind_unscheduled = true;
         c.register_node = true;
         c.runtime = runc();
@@ -359,6 +360,9 @@ fn the_runner_runs_pods_for_real() {
         "from-the-image\n",
     )
     .unwrap();
+    for image in ["example/runner", "example/side"] {
+        common::busybox_image(&root.join("images").join(ImageMap::sanitise(image)));
+    }
     let env = Env { cluster, root };
     env.kubectl(&["create", "namespace", NS]);
     let left_over_route = LeftOverRoute::add();

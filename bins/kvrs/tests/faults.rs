@@ -17,9 +17,9 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
+use common::host_leaks::HostState;
 use common::{NS, Stack, kubectl_json, processes};
 use kvrs_test_guest::pod::is_root;
 
@@ -188,98 +188,6 @@ fn warnings(stack: &Stack) -> Vec<String> {
         .collect()
 }
 
-/// What a launcher pod leaves on the host, beyond the network namespaces and processes
-/// `Stack::wait_gone` already waits for: compared before and after each round.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct HostState {
-    /// Host links of type veth.
-    veths: BTreeSet<String>,
-    /// Mount points under the kubelet's pod or state directories.
-    mounts: BTreeSet<String>,
-    /// Pod cgroups under the kubelet's cgroup root.
-    cgroups: BTreeSet<String>,
-    /// Containers runc still knows in the kubelet's state directory.
-    runc_containers: BTreeSet<String>,
-    /// The host's nftables ruleset, line by line (empty when `nft` is missing).
-    nft_rules: BTreeSet<String>,
-}
-
-fn lines_of(cmd: &str, args: &[&str]) -> BTreeSet<String> {
-    common::lines::lines_of(std::process::Command::new(cmd).args(args))
-}
-
-fn entries(dir: &std::path::Path, dirs_only: bool) -> BTreeSet<String> {
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| !dirs_only || e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect()
-}
-
-/// Where cgroup v2 is mounted (the unified hierarchy of a hybrid host too): the kubelet makes
-/// its pods' cgroups there, and without it makes none.
-fn cgroup2_mount() -> Option<std::path::PathBuf> {
-    std::fs::read_to_string("/proc/self/mounts")
-        .ok()?
-        .lines()
-        .find_map(|l| {
-            let mut f = l.split(' ');
-            let (_, point, kind) = (f.next()?, f.next()?, f.next()?);
-            (kind == "cgroup2").then(|| std::path::PathBuf::from(point))
-        })
-}
-
-impl HostState {
-    fn read(stack: &Stack) -> HostState {
-        let state_dir = stack.cluster.dir().join("kubelet");
-        let roots = [
-            stack.pods_dir.to_string_lossy().into_owned(),
-            state_dir.to_string_lossy().into_owned(),
-        ];
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo")
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4))
-            .filter(|m| roots.iter().any(|r| m.starts_with(r.as_str())))
-            .map(str::to_string)
-            .collect();
-        HostState {
-            veths: lines_of("ip", &["-o", "link", "show", "type", "veth"])
-                .iter()
-                .filter_map(|l| l.split(':').nth(1).map(|n| n.trim().to_string()))
-                .collect(),
-            mounts,
-            cgroups: cgroup2_mount()
-                .map(|root| entries(&root.join(format!("kvrs-kubelet-{}", common::NODE)), true))
-                .unwrap_or_default(),
-
-            runc_containers: entries(&state_dir.join("runc"), true),
-            nft_rules: lines_of("nft", &["list", "ruleset"]),
-        }
-    }
-
-    /// What `self` has that `before` had not, named.
-    fn added_since(&self, before: &HostState) -> Vec<String> {
-        let mut added = Vec::new();
-        for (what, now, then) in [
-            ("veth", &self.veths, &before.veths),
-            ("mount", &self.mounts, &before.mounts),
-            ("cgroup", &self.cgroups, &before.cgroups),
-            (
-                "runc container",
-                &self.runc_containers,
-                &before.runc_containers,
-            ),
-            ("nftables line", &self.nft_rules, &before.nft_rules),
-        ] {
-            added.extend(now.difference(then).map(|x| format!("{what} {x}")));
-        }
-        added
-    }
-}
-
 #[test]
 fn killed_components_and_a_restarted_apiserver_leave_no_duplicates_and_no_leaks() {
     assert!(
@@ -326,7 +234,7 @@ fn killed_components_and_a_restarted_apiserver_leave_no_duplicates_and_no_leaks(
         // `KVRS_FAULT_AT_MS=557` strikes every round that long after the start instead.
         let point = at_ms.map_or(point, |ms| Point::Starting(Duration::from_millis(ms)));
         let warnings_before = warnings(&stack).len();
-        let host_before = HostState::read(&stack);
+        let host_before = host_state(&stack);
         stack.set_run_strategy("Always");
         match point {
             Point::Starting(after) => std::thread::sleep(after),
@@ -401,6 +309,15 @@ fn killed_components_and_a_restarted_apiserver_leave_no_duplicates_and_no_leaks(
     stack.stop();
 }
 
+/// The host as the cluster's kubelet leaves it ([`HostState`]).
+fn host_state(stack: &Stack) -> HostState {
+    HostState::read(
+        &stack.pods_dir,
+        &stack.cluster.dir().join("kubelet"),
+        common::NODE,
+    )
+}
+
 /// Counts a leak when the host has more than before the round. The kubelet deletes a pod's
 /// veth, mounts, cgroup and runc container after it reports the pod gone, so a short wait
 /// separates "not yet" from "left behind".
@@ -414,7 +331,7 @@ fn check_host(
 ) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let added = HostState::read(stack).added_since(before);
+        let added = host_state(stack).added_since(before);
         if added.is_empty() {
             return;
         }

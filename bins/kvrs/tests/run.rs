@@ -11,44 +11,18 @@
 
 #[path = "common/lines.rs"]
 mod lines;
+#[path = "common/run_driver.rs"]
+mod run_driver;
 
 use lines::lines_of;
+use run_driver::{Running, fixture, output, serial, state_dir};
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use kvrs_test_guest::pod::{is_root, launcher_binaries, repo_root, target_dir};
+use kvrs_test_guest::pod::is_root;
 use kvrs_test_guest::{BOOT_MARKER, PING_MARKER, POWER_MARKER};
-
-/// One VM at a time: the 2-core machine boots one TCG guest comfortably.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static ONE: Mutex<()> = Mutex::new(());
-    ONE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn fixture() -> PathBuf {
-    repo_root().join("fixtures/run/guest-vm.yaml")
-}
-
-/// The guest images, built once per target directory.
-fn images() -> PathBuf {
-    let dir = target_dir().join("kvrs-run-images");
-    kvrs_test_guest::write_images(&target_dir(), &dir).expect("the guest images");
-    dir
-}
-
-/// The run's state directory.
-fn state_dir(tag: &str) -> PathBuf {
-    PathBuf::from(format!("/tmp/kvrs-run-{tag}-{}", std::process::id()))
-}
-
-/// Its pods directory: short, the launcher socket path under it must fit 107 bytes.
-fn pods_dir(tag: &str) -> PathBuf {
-    PathBuf::from(format!("/tmp/kp{tag}{}", std::process::id() % 10_000))
-}
 
 /// What a run must leave as it found: network namespaces, links (by name), the host's
 /// nftables ruleset, and the processes of the launcher stack.
@@ -123,25 +97,8 @@ fn machine_state() -> MachineState {
 
 /// `kvrs run` of the fixture with the state and pods directories of `tag`.
 fn kvrs_run(tag: &str, extra: &[&str]) -> Command {
-    // kvrs run starts the launcher from next to itself.
-    let (monitor, _) = launcher_binaries();
-    assert_eq!(
-        monitor.parent(),
-        Path::new(env!("CARGO_BIN_EXE_kvrs")).parent(),
-        "the launcher binaries are built beside kvrs"
-    );
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kvrs"));
-    cmd.arg("run")
-        .arg(fixture())
-        .arg("--images")
-        .arg(images())
-        .arg("--state-dir")
-        .arg(state_dir(tag))
-        .arg("--pods-dir")
-        .arg(pods_dir(tag))
-        .args(["--timeout-seconds", "240"])
-        .args(extra)
-        .stdin(Stdio::null());
+    let mut cmd = run_driver::command(&fixture(), tag);
+    cmd.args(["--timeout-seconds", "240"]).args(extra);
     cmd
 }
 
@@ -180,19 +137,16 @@ fn boots_the_fixture_vm_prints_its_phases_and_address_then_stops_and_leaves_noth
         let kubeconfig = state.join("kubeconfig");
         move || create_a_second_vmi_that_fails(&kubeconfig)
     });
-    let out = kvrs_run("a", &["--stop-after-console", PING_MARKER])
-        .output()
-        .expect("run kvrs");
+    let out = output(kvrs_run("a", &["--stop-after-console", PING_MARKER]));
     let created = second.join().expect("the second VMI's thread");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (stdout, stderr) = (&out.stdout, &out.stderr);
     assert!(
-        out.status.success(),
+        out.success(),
         "kvrs run failed ({}):\n{stdout}\n{stderr}",
         out.status
     );
     assert_in_order(
-        &stdout,
+        stdout,
         &[
             expected_accelerator(),
             "default/guest Pending",
@@ -313,51 +267,15 @@ fn sigterm_shuts_the_guest_down_through_acpi_then_cleans_up() {
     let _one = serial();
     let before = machine_state();
     let state = state_dir("b");
-    let mut child = kvrs_run("b", &["--console"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run kvrs");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    let mut seen = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(240);
-    while !seen.iter().any(|l: &String| l.contains(BOOT_MARKER)) {
-        assert!(
-            Instant::now() < deadline,
-            "no boot marker within 240 s:\n{}",
-            seen.join("\n")
-        );
-        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
-            seen.push(line);
-        }
-    }
-    let kill = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let status = child.wait().expect("kvrs run exits");
-    seen.extend(rx.try_iter());
-    // The reader thread may still hold the last lines.
-    std::thread::sleep(Duration::from_millis(200));
-    seen.extend(rx.try_iter());
-    let stdout = seen.join("\n");
-    let mut stderr = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        use std::io::Read;
-        let _ = e.read_to_string(&mut stderr);
-    }
+    let mut run = Running::spawn(kvrs_run("b", &["--console"]));
+    run.expect_line(BOOT_MARKER, Duration::from_secs(240), || {});
+    run.signal("TERM");
+    let out = run.finish(|| {});
+    let (stdout, stderr) = (&out.stdout, &out.stderr);
     assert!(
-        status.success(),
-        "kvrs run after SIGTERM: {status}\n{stdout}\n{stderr}"
+        out.success(),
+        "kvrs run after SIGTERM: {}\n{stdout}\n{stderr}",
+        out.status
     );
     // The guest's own kernel: under KVM it finds the hypervisor (no such line under TCG).
     let kvm = kvrs_node::host_devices::kvm_works();
@@ -367,7 +285,7 @@ fn sigterm_shuts_the_guest_down_through_acpi_then_cleans_up() {
         "KVM works here: {kvm}; the guest's console:\n{stdout}"
     );
     assert_in_order(
-        &stdout,
+        stdout,
         &[
             expected_accelerator(),
             BOOT_MARKER,
@@ -416,11 +334,9 @@ fn a_manifest_kubevirt_would_refuse_is_refused_before_anything_starts() {
 fn an_oci_runtime_that_is_not_there_is_named_before_anything_starts() {
     let _guard = serial();
     let tag = "nr";
-    let out = kvrs_run(tag, &["--runtime", "/nonexistent/runc"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    let out = output(kvrs_run(tag, &["--runtime", "/nonexistent/runc"]));
+    let stderr = &out.stderr;
+    assert!(!out.success(), "{stderr}");
     assert!(
         stderr.contains("--runtime /nonexistent/runc: not found"),
         "names the flag and the path: {stderr}"

@@ -15,34 +15,23 @@
 
 #[path = "common/lines.rs"]
 mod lines;
+#[path = "common/run_driver.rs"]
+mod run_driver;
 
 use lines::lines_of;
+use run_driver::{Output, Running, serial};
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::Receiver;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use kvrs_test_guest::pod::{is_root, launcher_binaries, repo_root, target_dir};
+use kvrs_test_guest::pod::{is_root, repo_root};
 
 /// The image KubeVirt's user guide and examples name for the SMBIOS sidecar (with the v1.9.0
 /// tag): `sidecar-shim` as entrypoint, the smbios hook as `/usr/bin/onDefineDomain`.
 const IMAGE: &str = "quay.io/kubevirt/example-hook-sidecar:v1.9.0";
 const MANUFACTURER: &str = "Radical Edward";
 const VENDOR_LINE: &str = "KVRS-E2E: board vendor=";
-
-/// One VM at a time: the machine has two cores, and each run starts a whole stack.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    ONE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn images() -> PathBuf {
-    let dir = target_dir().join("kvrs-run-images");
-    kvrs_test_guest::write_images(&target_dir(), &dir).expect("the guest images");
-    dir
-}
 
 /// KubeVirt's `example-hook-sidecar` image as a directory (cmd/sidecars/BUILD.bazel,
 /// cmd/sidecars/smbios/BUILD.bazel): `/sidecar-shim`, `/usr/bin/onDefineDomain`; and the image
@@ -94,12 +83,14 @@ fn manifest(args: &str) -> String {
     format!("apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\n{body}")
 }
 
-/// A `kvrs run` child and its output lines (stdout, then stderr drained in the background).
+/// A `kvrs run` of the hook manifest, and what the test saw of its pods while it ran.
 struct Run {
-    child: Child,
-    lines: Receiver<String>,
-    seen: Vec<String>,
-    stderr: std::thread::JoinHandle<String>,
+    run: Running,
+    seen: Seen,
+}
+
+/// What the test reads of a run's pods while it runs.
+struct Seen {
     state: PathBuf,
     pods: PathBuf,
     /// The UIDs of the pods seen in the pods directory.
@@ -111,107 +102,39 @@ struct Run {
 
 impl Run {
     fn start(manifest: &Path, map: &Path, tag: &str, extra: &[&str]) -> Self {
-        let (monitor, _) = launcher_binaries();
-        assert_eq!(
-            monitor.parent(),
-            Path::new(env!("CARGO_BIN_EXE_kvrs")).parent(),
-            "the launcher binaries are built beside kvrs"
-        );
-        let pid = std::process::id();
-        let state = PathBuf::from(format!("/tmp/kvrs-run-{tag}-{pid}"));
-        let pods = PathBuf::from(format!("/tmp/kp{tag}{}", pid % 10_000));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kvrs"))
-            .arg("run")
-            .arg(manifest)
-            .arg("--images")
-            .arg(images())
-            .arg("--image-map")
+        let mut cmd = run_driver::command(manifest, tag);
+        cmd.arg("--image-map")
             .arg(map)
             .arg("--image-entrypoint")
             .arg(format!("{IMAGE}=/sidecar-shim"))
-            .arg("--state-dir")
-            .arg(&state)
-            .arg("--pods-dir")
-            .arg(&pods)
             .args(["--feature-gates", "Sidecar"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run kvrs");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut err = child.stderr.take().unwrap();
-        let stderr = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = err.read_to_string(&mut s);
-            s
-        });
+            .args(extra);
         Self {
-            child,
-            lines,
-            seen: Vec::new(),
-            stderr,
-            state,
-            pods,
-            uids: BTreeSet::new(),
-            pod: None,
-            last_poll: None,
+            run: Running::spawn(cmd),
+            seen: Seen {
+                state: run_driver::state_dir(tag),
+                pods: run_driver::pods_dir(tag),
+                uids: BTreeSet::new(),
+                pod: None,
+                last_poll: None,
+            },
         }
     }
 
     /// Waits (at most `within`) for a line containing `text`; the line. Fails with the run's
     /// output when it ends first or the time is up (the run is stopped then).
     fn wait_for(&mut self, text: &str, within: Duration) -> String {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(l) = self.seen.iter().find(|l| l.contains(text)) {
-                return l.clone();
-            }
-            self.poll();
-            let ended = match self.lines.recv_timeout(Duration::from_millis(200)) {
-                Ok(line) => {
-                    self.seen.push(line);
-                    false
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => true,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => false,
-            };
-            if ended || Instant::now() >= deadline {
-                let _ = Command::new("kill")
-                    .args(["-TERM", &self.child.id().to_string()])
-                    .status();
-                let (_, stdout, stderr) = self.finish_ref();
-                panic!("no {text:?} within {within:?}:\n{stdout}\n--- stderr ---\n{stderr}");
-            }
-        }
+        let seen = &mut self.seen;
+        self.run.expect_line(text, within, || seen.poll())
     }
 
-    fn finish_ref(&mut self) -> (bool, String, String) {
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("kvrs run's status") {
-                break status;
-            }
-            self.poll();
-            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
-                self.seen.push(line);
-            }
-        };
-        let stderr = std::mem::replace(&mut self.stderr, std::thread::spawn(String::new))
-            .join()
-            .unwrap_or_default();
-        self.seen.extend(self.lines.iter());
-        (status.success(), self.seen.join("\n"), stderr)
+    fn finish(&mut self) -> Output {
+        let seen = &mut self.seen;
+        self.run.finish(|| seen.poll())
     }
+}
 
+impl Seen {
     /// Notes the pods' UIDs, and (every 2 s) the launcher pod as the API server has it.
     fn poll(&mut self) {
         for e in std::fs::read_dir(&self.pods)
@@ -337,19 +260,6 @@ impl Run {
     }
 }
 
-/// A run a failed assertion leaves behind is stopped the way a user stops it (SIGTERM: it
-/// stops the VM and cleans up), so one failure does not leave a pod running on the machine.
-impl Drop for Run {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.child.id().to_string()])
-                .status();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 #[test]
 fn the_smbios_hook_sidecar_sets_the_guests_base_board_manufacturer() {
     assert!(
@@ -370,15 +280,17 @@ fn the_smbios_hook_sidecar_sets_the_guests_base_board_manufacturer() {
 
     let vendor = run.wait_for(VENDOR_LINE, Duration::from_secs(300));
     // While the VM runs: the domain, and the pod's containers.
-    let xml = run.domain_xml();
-    run.last_poll = None;
-    run.poll();
-    let pod = run.pod.clone().expect("the launcher pod");
-    let _ = Command::new("kill")
-        .args(["-TERM", &run.child.id().to_string()])
-        .status();
-    let (ok, stdout, stderr) = run.finish_ref();
-    assert!(ok, "kvrs run after SIGTERM failed:\n{stdout}\n{stderr}");
+    let xml = run.seen.domain_xml();
+    run.seen.last_poll = None;
+    run.seen.poll();
+    let pod = run.seen.pod.clone().expect("the launcher pod");
+    run.run.signal("TERM");
+    let out = run.finish();
+    let (stdout, stderr) = (&out.stdout, &out.stderr);
+    assert!(
+        out.success(),
+        "kvrs run after SIGTERM failed:\n{stdout}\n{stderr}"
+    );
 
     assert!(
         vendor.ends_with(&format!("{VENDOR_LINE}[{MANUFACTURER}]")),
@@ -400,9 +312,14 @@ fn the_smbios_hook_sidecar_sets_the_guests_base_board_manufacturer() {
         assert_eq!(c["ready"], true, "{c}");
     }
     assert!(stdout.contains("stopped; nothing left behind"), "{stdout}");
-    assert_eq!(run.uids.len(), 1, "one launcher pod: {:?}", run.uids);
     assert_eq!(
-        run.leftovers(),
+        run.seen.uids.len(),
+        1,
+        "one launcher pod: {:?}",
+        run.seen.uids
+    );
+    assert_eq!(
+        run.seen.leftovers(),
         Vec::<String>::new(),
         "the run left something behind:\n{stdout}\n{stderr}"
     );
@@ -422,9 +339,10 @@ fn a_sidecar_that_exits_at_once_fails_the_vmi_and_leaves_nothing() {
     std::fs::write(&file, manifest(r#"["--version", "v0"]"#)).unwrap();
     let started = Instant::now();
     let mut run = Run::start(&file, &map, "h2", &["--timeout-seconds", "420"]);
-    let (ok, stdout, stderr) = run.finish_ref();
+    let out = run.finish();
+    let (stdout, stderr) = (&out.stdout, &out.stderr);
     let took = started.elapsed();
-    assert!(!ok, "the run fails:\n{stdout}\n{stderr}");
+    assert!(!out.success(), "the run fails:\n{stdout}\n{stderr}");
     assert!(
         stdout.contains("default/guest Failed"),
         "the VMI fails:\n{stdout}\n{stderr}"
@@ -433,7 +351,7 @@ fn a_sidecar_that_exits_at_once_fails_the_vmi_and_leaves_nothing() {
     // a launcher without its socket (180 s), before the launcher's own `--qemu-timeout` (240 s).
     assert!(took < Duration::from_secs(300), "took {took:?}");
     // The pod said which container failed, and why, while it ran.
-    let pod = run.pod.clone().expect("the launcher pod was read");
+    let pod = run.seen.pod.clone().expect("the launcher pod was read");
     let sidecar = pod["status"]["containerStatuses"]
         .as_array()
         .and_then(|s| s.iter().find(|c| c["name"] == "hook-sidecar-0"))
@@ -460,9 +378,14 @@ fn a_sidecar_that_exits_at_once_fails_the_vmi_and_leaves_nothing() {
         "the Ready condition names the sidecar: {ready}"
     );
     assert!(stdout.contains("stopped; nothing left behind"), "{stdout}");
-    assert_eq!(run.uids.len(), 1, "one launcher pod: {:?}", run.uids);
     assert_eq!(
-        run.leftovers(),
+        run.seen.uids.len(),
+        1,
+        "one launcher pod: {:?}",
+        run.seen.uids
+    );
+    assert_eq!(
+        run.seen.leftovers(),
         Vec::<String>::new(),
         "the run left something behind:\n{stdout}\n{stderr}"
     );

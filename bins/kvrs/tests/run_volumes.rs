@@ -9,26 +9,19 @@
 //! the same PV: the guest finds what it wrote, and the marker the host wrote into `disk.img`
 //! between the runs; the image is the same file (inode), never recreated.
 
+#[path = "common/run_driver.rs"]
+mod run_driver;
+
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use kvrs_test_guest::pod::{is_root, launcher_binaries, repo_root, target_dir};
+use kvrs_test_guest::pod::{is_root, repo_root};
+use run_driver::serial;
 
 const DONE: &str = "KVRS-E2E: checks done";
 
-/// One VM at a time: the machine has two cores, and each run starts a whole stack.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    ONE.lock().unwrap_or_else(|e| e.into_inner())
-}
 const MIB: u64 = 1024 * 1024;
-
-fn images() -> PathBuf {
-    let dir = target_dir().join("kvrs-run-images");
-    kvrs_test_guest::write_images(&target_dir(), &dir).expect("the guest images");
-    dir
-}
 
 /// The manifest: PV (hostPath `pv_dir`, `capacity`), its claim, a ConfigMap, a Secret and the
 /// VM. The guest's disks are vda (container disk), vdb (cloud-init, which the guest's init
@@ -87,34 +80,17 @@ fn manifest_in_mode(pv_dir: &Path, capacity: &str, mode: &str) -> String {
     )
 }
 
+/// `kvrs run` of `manifest` until `stop_text` is on the console (or `timeout` seconds pass):
+/// whether it succeeded, and its output (standard error after standard output).
 fn kvrs_run(manifest: &Path, tag: &str, stop_text: &str, timeout: u64) -> (bool, String) {
-    let (monitor, _) = launcher_binaries();
-    assert_eq!(
-        monitor.parent(),
-        Path::new(env!("CARGO_BIN_EXE_kvrs")).parent(),
-        "the launcher binaries are built beside kvrs"
-    );
-    let pid = std::process::id();
-    let out = Command::new(env!("CARGO_BIN_EXE_kvrs"))
-        .arg("run")
-        .arg(manifest)
-        .arg("--images")
-        .arg(images())
-        .arg("--state-dir")
-        .arg(format!("/tmp/kvrs-run-{tag}-{pid}"))
-        .arg("--pods-dir")
-        .arg(format!("/tmp/kp{tag}{}", pid % 10_000))
-        .args(["--timeout-seconds", &timeout.to_string()])
-        .args(["--stop-after-console", stop_text, "--console"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run kvrs");
-    let text = format!(
-        "{}\n--- stderr ---\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    let mut cmd = run_driver::command(manifest, tag);
+    cmd.args(["--timeout-seconds", &timeout.to_string()]).args([
+        "--stop-after-console",
+        stop_text,
+        "--console",
+    ]);
+    let out = run_driver::output(cmd);
+    (out.success(), out.text())
 }
 
 fn line_with<'a>(out: &'a str, prefix: &str) -> &'a str {

@@ -183,10 +183,6 @@ fn unsupported_bindings_name_the_interface() {
         (json!({"passtBinding": {}}), "passt"),
         (json!({"sriov": {}}), "sriov"),
         (json!({"slirp": {}}), "slirp"),
-        (
-            json!({"binding": {"name": "mybind"}}),
-            "network binding plugin \"mybind\"",
-        ),
     ] {
         let mut iface = binding.clone();
         iface["name"] = json!("default");
@@ -200,6 +196,36 @@ fn unsupported_bindings_name_the_interface() {
         );
         assert!(msg.contains(label), "{msg}");
     }
+}
+
+/// KubeVirt's virt-handler prepares nothing in the pod for a binding plugin's interface (the
+/// plugin's sidecar and CNI plugin do): no link, address, sysctl or DHCP for it, while a
+/// masquerade interface beside it is planned as usual.
+#[test]
+fn binding_plugin_interfaces_are_left_to_the_plugin() {
+    let alone = vmi(
+        json!([{"name": "default", "binding": {"name": "passt"}}]),
+        json!([{"name": "default", "pod": {}}]),
+    );
+    let p = plan(&alone, &ipv4_pod()).expect("a plugin interface plans");
+    assert_eq!(
+        p,
+        NetPlan::default(),
+        "nothing to do for the plugin's interface"
+    );
+    let beside = vmi(
+        json!([
+            {"name": "default", "masquerade": {}},
+            {"name": "plugged", "binding": {"name": "mybind"}}
+        ]),
+        json!([
+            {"name": "default", "pod": {}},
+            {"name": "plugged", "multus": {"networkName": "nad"}}
+        ]),
+    );
+    let with_masquerade = plan(&beside, &ipv4_pod()).expect("plans");
+    let masquerade_only = plan(&masquerade_vmi(), &ipv4_pod()).expect("plans");
+    assert_eq!(with_masquerade, masquerade_only);
 }
 
 #[test]

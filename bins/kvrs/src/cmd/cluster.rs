@@ -39,6 +39,8 @@ pub struct Cluster {
     pub network_bindings: BTreeMap<String, NetworkBindingPlugin>,
     /// How errors name the CR file, when one was given.
     pub cr_origin: Option<String>,
+    /// The KubeVirt CR as read (`kvrs run` creates it for its daemons to watch).
+    pub document: Option<serde_json::Value>,
 }
 
 impl Cluster {
@@ -92,6 +94,7 @@ impl ClusterArgs {
                 config: ClusterConfig::default(),
                 network_bindings: BTreeMap::new(),
                 cr_origin: None,
+                document: None,
             },
             Some(path) => {
                 let origin = origin_of(path);
@@ -107,6 +110,7 @@ impl ClusterArgs {
                     config: cr.config,
                     network_bindings: cr.network_bindings,
                     cr_origin: Some(origin),
+                    document: Some(doc),
                 }
             }
         };

@@ -45,11 +45,23 @@ pub struct Args {
     /// Bind pods that name no node to this one (a cluster without kube-scheduler).
     #[arg(long)]
     pub bind_unscheduled: bool,
-    /// The OCI runtime that runs the containers (a name on `PATH` or a path). Debian 12's runc
-    /// 1.1.5 carries the fix of CVE-2024-21626 but not those of November 2025
-    /// (CVE-2025-31133, -52565, -52881): prefer a runc of 1.2.8, 1.3.3 or later where you can.
-    #[arg(long, value_name = "PATH", default_value = "runc")]
+    /// The OCI runtime that runs the containers (a name on `PATH` or a path).
+    /// Default: the runc 1.5.3 `scripts/node-components.sh` builds into
+    /// `~/.cache/kvrs/node/bin/runc` when it is there, else `runc` on `PATH`. A runc without the
+    /// November 2025 fixes (CVE-2025-31133, -52565, -52881; fixed in 1.2.8, 1.3.3, 1.4.0-rc.3),
+    /// such as Debian 12's 1.1.5, is refused unless --allow-vulnerable-runtime.
+    #[arg(long, value_name = "PATH", default_value_os_t = kvrs_kubelet::runc::default_runtime())]
     pub runtime: PathBuf,
+    /// Run pods even with a runc that lacks the November 2025 fixes (a loud warning instead of
+    /// refusing to start).
+    #[arg(long)]
+    pub allow_vulnerable_runtime: bool,
+    /// The seccomp profile of a pod container that names none, as the kubelet's
+    /// `--seccomp-default`: true (kvrs's default) gives the container runtime's default profile,
+    /// false leaves it unconfined (the kubelet's own default). KubeVirt's passt binding needs
+    /// false: libvirt's `passt` creates a user namespace, which the default profile refuses.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub seccomp_default: bool,
 }
 
 /// The image map of `--images`, `--image-map` and `--image-entrypoint`.
@@ -75,8 +87,8 @@ pub fn image_map(
     Ok(map)
 }
 
-/// A kubelet configuration running kvrs's launcher (next to this executable) with runc from
-/// `PATH` (the callers' `--runtime` replaces it).
+/// A kubelet configuration running kvrs's launcher (next to this executable) with the default
+/// runc (the callers' `--runtime` replaces it).
 pub fn config(
     node: &str,
     pods_dir: PathBuf,
@@ -107,6 +119,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
     )?;
     config.bind_unscheduled = args.bind_unscheduled;
     config.runtime = args.runtime.clone();
+    config.allow_vulnerable_runtime = args.allow_vulnerable_runtime;
+    config.seccomp_default = args.seccomp_default;
     for label in &args.node_labels {
         let (k, v) = label.split_once('=').ok_or_else(|| {
             CliError::Input(format!("--node-label {label:?}: expected KEY=VALUE"))

@@ -8,7 +8,9 @@
 
 #![allow(dead_code)] // each test binary uses its part
 
+pub mod host_leaks;
 pub mod lines;
+pub mod run_driver;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -117,7 +119,12 @@ pub fn netns() -> BTreeSet<String> {
 /// bytes): those in the cgroups `kvrs kubelet` made for node [`NODE`]'s pods, so that another
 /// test's VM on this machine is neither counted nor killed.
 pub fn processes(names: &[&str]) -> Vec<u32> {
-    let cgroup = format!("/kvrs-kubelet-{NODE}/");
+    processes_on(NODE, names)
+}
+
+/// [`processes`] of the pods of node `node` (`kvrs run --node-name`).
+pub fn processes_on(node: &str, names: &[&str]) -> Vec<u32> {
+    let cgroup = format!("/kvrs-kubelet-{node}/");
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()

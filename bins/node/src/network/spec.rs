@@ -52,6 +52,14 @@ pub(crate) fn wired_ifaces<'a>(
         if iface.state.as_deref() == Some("absent") {
             continue;
         }
+        // A binding plugin's interface is left to the plugin, as KubeVirt v1.9.0's virt-handler
+        // leaves it (netpod.go): its sidecar writes the domain's interface and its CNI plugin
+        // (or the backend libvirt starts, e.g. passt) owns the pod side. Only a `managedTap`
+        // plugin has the handler make a bridge and tap; this planner sees the VMI alone, not the
+        // KubeVirt CR that says which plugin is one, so such plugins get no tap here.
+        if iface.binding.is_some() {
+            continue;
+        }
         let field = format!("spec.domain.devices.interfaces[{index}]");
         let binding = binding_of(iface, &field)?;
         let (network_index, network) = networks
@@ -110,11 +118,6 @@ fn binding_of(iface: &Interface, field: &str) -> Result<Binding, NodeError> {
         Err(unsupported("slirp"))
     } else if iface.macvtap.is_some() {
         Err(unsupported("macvtap"))
-    } else if let Some(plugin) = &iface.binding {
-        Err(unsupported(&format!(
-            "network binding plugin {:?}",
-            plugin.name
-        )))
     } else {
         Err(NodeError::InvalidSpec {
             field: field.to_string(),

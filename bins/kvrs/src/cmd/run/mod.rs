@@ -22,6 +22,8 @@
 
 mod admission;
 mod console;
+mod leftovers;
+mod lock;
 mod owned;
 mod progress;
 mod stack;
@@ -77,7 +79,10 @@ pub struct Args {
     #[arg(long, default_value_t = 300)]
     pub timeout_seconds: u64,
     /// Where the run keeps its kubeconfig, the kubelet's state (each pod's container bundle,
-    /// runc's state) and virt-handler's directories; removed on exit.
+    /// runc's state) and virt-handler's directories; removed on exit. One run at a time per
+    /// directory (a live run holds its `run.lock`); what a killed run left there (its pods'
+    /// containers, QEMU, network namespaces, cgroups, mounts, files) the next run removes
+    /// before it starts, one line each.
     #[arg(long, default_value = "/var/lib/kvrs/run")]
     pub state_dir: PathBuf,
     /// The kubelet's pods directory (emptyDirs, virt-handler's `--pods-dir`); default
@@ -91,17 +96,40 @@ pub struct Args {
     /// Feature gates enabled beyond KubeVirt's defaults, comma-separated.
     #[arg(long, value_delimiter = ',')]
     pub feature_gates: Vec<String>,
+    /// A KubeVirt CR (`kind: KubeVirt`, YAML or JSON): the manifest is admitted with its
+    /// spec.configuration, and it is created in the embedded API server before virt-controller
+    /// and virt-handler start, so they run with it as on a cluster (e.g. the network binding
+    /// plugins it registers: their sidecars join the launcher pod). A VM whose interface names
+    /// a plugin the CR does not register is refused, as `kvrs pod` refuses it.
+    #[arg(long, value_name = "FILE")]
+    pub kubevirt_cr: Option<PathBuf>,
     /// The OCI runtime that runs the launcher pod's container (a name on `PATH` or a path).
-    /// Debian 12's runc 1.1.5 carries the fix of CVE-2024-21626 but not those of November 2025
-    /// (CVE-2025-31133, -52565, -52881): prefer a runc of 1.2.8, 1.3.3 or later where you can.
-    #[arg(long, value_name = "PATH", default_value = "runc")]
+    /// Default: the runc 1.5.3 `scripts/node-components.sh` builds into
+    /// `~/.cache/kvrs/node/bin/runc` when it is there, else `runc` on `PATH`. A runc without the
+    /// November 2025 fixes (CVE-2025-31133, -52565, -52881; fixed in 1.2.8, 1.3.3, 1.4.0-rc.3),
+    /// such as Debian 12's 1.1.5, is refused unless --allow-vulnerable-runtime.
+    #[arg(long, value_name = "PATH", default_value_os_t = kvrs_kubelet::runc::default_runtime())]
     pub runtime: PathBuf,
+    /// Run pods even with a runc that lacks the November 2025 fixes (a loud warning instead of
+    /// refusing to start).
+    #[arg(long)]
+    pub allow_vulnerable_runtime: bool,
+    /// The seccomp profile of a pod container that names none, as the kubelet's
+    /// `--seccomp-default`: true (kvrs's default) gives the container runtime's default profile,
+    /// false leaves it unconfined (the kubelet's own default). KubeVirt's passt binding needs
+    /// false: libvirt's `passt` creates a user namespace, which the default profile refuses.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub seccomp_default: bool,
 }
 
 /// Runs `kvrs run`.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let config = ClusterConfig::try_with_feature_gates(&args.feature_gates.join(","))
-        .map_err(|e| CliError::Input(format!("--feature-gates: {e}")))?;
+    let cluster = crate::cmd::cluster::ClusterArgs {
+        feature_gates: Some(args.feature_gates.join(",")),
+        kubevirt_cr: args.kubevirt_cr.clone(),
+    }
+    .load()?;
+    let config = cluster.config.clone();
     // Every object is checked before anything starts: the same errors as `kvrs convert`.
     // ConfigMaps, Secrets, PVCs and PVs may come with the VM, for its volumes.
     let (supporting, workloads) = supporting::read(&args.manifest)?;
@@ -109,7 +137,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let mut manifests = Vec::new();
     for (origin, workload) in workloads {
         let document = workload.document();
-        admit_workload(workload, &origin, &config, None)?;
+        let vmi = admit_workload(workload, &origin, &config, None)?;
+        cluster.check_bindings(&origin, &vmi)?;
         manifests.push(document);
     }
     stack::preflight(&args)?;
@@ -119,7 +148,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::Failed(format!("starting the async runtime: {e}")))?;
-    runtime.block_on(drive(args, config, supporting, manifests))
+    runtime.block_on(drive(args, config, cluster.document, supporting, manifests))
 }
 
 /// What ended the run.
@@ -140,11 +169,12 @@ enum Outcome {
 async fn drive(
     args: Args,
     config: ClusterConfig,
+    kubevirt_cr: Option<serde_json::Value>,
     supporting: Vec<serde_json::Value>,
     manifests: Vec<serde_json::Value>,
 ) -> Result<(), CliError> {
     let started = Instant::now();
-    let stack = stack::Stack::start(&args, config).await?;
+    let stack = stack::Stack::start(&args, config, kubevirt_cr).await?;
     let mut console = None;
     let mut progress = progress::Progress::default();
     let result = watch_until_done(

@@ -108,6 +108,9 @@ pub fn preflight(args: &Args) -> Result<(), CliError> {
             args.runtime.display()
         )));
     }
+    // A runc without the November 2025 fixes is refused before anything starts.
+    kvrs_kubelet::runc::check_blocking(&args.runtime, args.allow_vulnerable_runtime)
+        .map_err(|e| CliError::Failed(e.to_string()))?;
     let libvirt = ["/usr/sbin/virtqemud", "/usr/sbin/libvirtd"];
     if !libvirt.iter().any(|p| Path::new(p).exists()) {
         return Err(CliError::Failed(
@@ -226,6 +229,8 @@ pub struct Stack {
     apiserver: adapters::ApiServerHandle,
     /// What [`apply`](Self::apply) created: the only VMIs reported, stopped and waited for.
     owned: Mutex<Owned>,
+    /// The state directory's lock, held until the directory is removed (or the process dies).
+    _lock: super::lock::RunLock,
 }
 
 fn vmi_resource() -> ApiResource {
@@ -257,15 +262,60 @@ fn name_of(doc: &Value) -> String {
         .to_string()
 }
 
+/// Creates `--kubevirt-cr`'s KubeVirt (without what the server sets: a CR copied from
+/// `kubectl get -o yaml` carries them) in its namespace (KubeVirt's install namespace,
+/// `kubevirt`, when it names none); the namespace, which the daemons watch.
+async fn create_kubevirt_cr(client: &kube::Client, mut cr: Value) -> Result<String, CliError> {
+    let namespace = cr
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("kubevirt")
+        .to_string();
+    if let Some(meta) = cr.get_mut("metadata").and_then(Value::as_object_mut) {
+        for server_set in [
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "managedFields",
+        ] {
+            meta.remove(server_set);
+        }
+        meta.insert("namespace".into(), json!(namespace));
+    }
+    if let Some(obj) = cr.as_object_mut() {
+        obj.remove("status");
+    }
+    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "kubevirts");
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &ar);
+    let obj: DynamicObject =
+        serde_json::from_value(cr).map_err(|e| CliError::Input(format!("--kubevirt-cr: {e}")))?;
+    api.create(&PostParams::default(), &obj)
+        .await
+        .map_err(|e| CliError::Failed(format!("creating the KubeVirt CR: {e}")))?;
+    Ok(namespace)
+}
+
 impl Stack {
     /// Starts every component and waits until the API server answers.
-    pub async fn start(args: &Args, config: ClusterConfig) -> Result<Self, CliError> {
+    pub async fn start(
+        args: &Args,
+        config: ClusterConfig,
+        kubevirt_cr: Option<Value>,
+    ) -> Result<Self, CliError> {
         let dirs = Dirs::new(args);
-        if dirs.root.join("kubeconfig").exists() {
-            return Err(CliError::Failed(format!(
-                "{} is in use by another kvrs run (or one that was killed: remove the directory after checking no kvrs run is alive)",
-                dirs.root.display()
-            )));
+        // A live run holds the lock of its state directory; a dead one's leftovers are
+        // removed before anything of this run starts.
+        let owner = super::lock::Owner {
+            pid: std::process::id(),
+            node: args.node_name.clone(),
+            pods_dir: dirs.pods.clone(),
+            runtime: args.runtime.clone(),
+        };
+        let (lock, previous) = super::lock::RunLock::acquire(&dirs.root, &owner)?;
+        if let Some(previous) = previous {
+            super::leftovers::remove(&previous, &dirs.root).await?;
         }
         for d in [
             &dirs.root,
@@ -286,6 +336,11 @@ impl Stack {
         };
         let apiserver = adapters::start_apiserver(&dirs, &args.node_name, config).await?;
         let client = apiserver.client.clone();
+        // Created before the daemons start, so their first syncs already use it.
+        let namespace = match kubevirt_cr {
+            Some(cr) => create_kubevirt_cr(&client, cr).await?,
+            None => "kubevirt".to_string(),
+        };
         let (stop, stopped) = watch::channel(false);
         let until_stopped = move || {
             let mut rx = stopped.clone();
@@ -302,6 +357,8 @@ impl Stack {
             "--no-leader-elect",
             "--metrics-addr",
             "127.0.0.1:0",
+            "--namespace",
+            &namespace,
         ];
         if emulation {
             controller_argv.push("--allow-emulation");
@@ -342,6 +399,8 @@ impl Stack {
             "127.0.0.1:0",
             // `kvrs kubelet` grants the devices itself: no device-plugin socket on this host.
             "--device-plugins=false",
+            "--namespace",
+            &namespace,
         ];
         if emulation {
             handler_argv.push("--allow-emulation");
@@ -402,6 +461,7 @@ impl Stack {
             changes: Mutex::new(rx),
             apiserver,
             owned: Mutex::new(Owned::default()),
+            _lock: lock,
         })
     }
 
@@ -558,12 +618,16 @@ impl Stack {
             }
         }
         adapters::stop_apiserver(self.apiserver).await;
-        for dir in [&self.dirs.pods, &self.dirs.root] {
-            if let Err(e) = std::fs::remove_dir_all(dir)
-                && e.kind() != std::io::ErrorKind::NotFound
-            {
-                eprintln!("kvrs: removing {}: {e}", dir.display());
-            }
+        if let Err(e) = std::fs::remove_dir_all(&self.dirs.pods)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            eprintln!("kvrs: removing {}: {e}", self.dirs.pods.display());
+        }
+        // The lock file goes last: a run started meanwhile finds the directory in use.
+        if let Err(e) = super::lock::remove_state_dir(&self.dirs.root)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            eprintln!("kvrs: removing {}: {e}", self.dirs.root.display());
         }
         println!(
             "{:>7.2}s stopped; nothing left behind",
@@ -733,6 +797,8 @@ mod adapters {
         // (KubeVirt's useEmulation): nothing is appended to the container's command here.
         config.bind_unscheduled = true;
         config.runtime = args.runtime.clone();
+        config.allow_vulnerable_runtime = args.allow_vulnerable_runtime;
+        config.seccomp_default = args.seccomp_default;
         Ok(kvrs_kubelet::Kubelet::new(client, config))
     }
 
