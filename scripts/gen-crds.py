@@ -163,6 +163,14 @@ CRDS = [
         "scope": "Cluster", "versions": INSTANCETYPE_VERSIONS, "status": False,
         "conversionNone": True,
     },
+    {
+        # Read by the migration controller (a VMI's migration configuration); no short names
+        # or categories, as virt-operator installs it.
+        "definition": "v1alpha1.MigrationPolicy", "group": "migrations.kubevirt.io",
+        "kind": "MigrationPolicy", "plural": "migrationpolicies", "singular": "migrationpolicy",
+        "scope": "Cluster", "versions": [{"name": "v1alpha1", "served": True, "storage": True}],
+        "status": True,
+    },
 ]
 
 
@@ -372,7 +380,9 @@ def crd(spec, schema):
             version["subresources"] = {"status": {}}
         versions.append(version)
     names = {"kind": spec["kind"], "listKind": spec["kind"] + "List", "plural": spec["plural"],
-             "singular": spec["singular"], "shortNames": spec["shortNames"]}
+             "singular": spec["singular"]}
+    if spec.get("shortNames"):
+        names["shortNames"] = spec["shortNames"]
     if spec.get("categories"):
         names["categories"] = spec["categories"]
     body = {"group": spec["group"], "names": names, "scope": spec["scope"],

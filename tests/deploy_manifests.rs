@@ -129,6 +129,7 @@ fn round_trip<T: serde::de::DeserializeOwned + serde::Serialize>(rel: &str, obj:
 
 const EXPECTED_FILES: &[&str] = &[
     "crds/kubevirts.kubevirt.io.yaml",
+    "crds/migrationpolicies.migrations.kubevirt.io.yaml",
     "crds/virtualmachineclusterinstancetypes.instancetype.kubevirt.io.yaml",
     "crds/virtualmachineclusterpreferences.instancetype.kubevirt.io.yaml",
     "crds/virtualmachineinstancemigrations.kubevirt.io.yaml",
@@ -323,8 +324,14 @@ fn controller_role_grants_what_virt_controller_uses() {
     assert_eq!(g[&gr("", "pods/status")], verbs(&["patch"]));
     assert_eq!(
         g[&gr("kubevirt.io", "virtualmachineinstancemigrations")],
-        verbs(&["get", "list", "watch", "patch", "delete"])
+        verbs(&["get", "list", "watch", "create", "patch", "delete"])
     );
+    // The migration controller's MigrationPolicies and the namespace labels they select on.
+    assert_eq!(
+        g[&gr("migrations.kubevirt.io", "migrationpolicies")],
+        verbs(&read)
+    );
+    assert_eq!(g[&gr("", "namespaces")], verbs(&read));
     assert_eq!(
         g[&gr("kubevirt.io", "virtualmachineinstancemigrations/status")],
         verbs(&["patch"])
@@ -644,6 +651,8 @@ fn virt_api_roles_grant_what_virt_api_uses_and_only_by_name_where_it_can() {
             set(&["list", "create"]),
             set(&[]),
         ),
+        // The eviction webhook reads the pod being evicted (and marks its VMI, above).
+        ("".into(), "pods".into(), set(&["get"]), set(&[])),
         // `expand-spec`: the objects a VM's instancetype and preference matchers name.
         (
             "instancetype.kubevirt.io".into(),
@@ -765,7 +774,7 @@ fn webhook_configurations_register_what_virt_api_serves() {
             assert_eq!(hook["name"], r.name, "{file}");
             assert_eq!(hook["admissionReviewVersions"], json!(["v1"]), "{}", r.name);
             assert_eq!(hook["failurePolicy"], "Fail", "{}", r.name);
-            assert_eq!(hook["sideEffects"], "None", "{}", r.name);
+            assert_eq!(hook["sideEffects"], webhook.side_effects(), "{}", r.name);
             assert_eq!(hook["timeoutSeconds"], 10, "{}", r.name);
             assert_eq!(
                 hook["rules"],
@@ -1092,6 +1101,7 @@ struct CrdFacts {
 
 const CORE: &[(&str, bool, bool)] = &[("v1", true, true), ("v1alpha3", true, false)];
 const INSTANCETYPE: &[(&str, bool, bool)] = &[("v1beta1", true, true)];
+const MIGRATIONS: &[(&str, bool, bool)] = &[("v1alpha1", true, true)];
 
 /// What virt-operator v1.9.0 installs (pkg/virt-operator/resource/generate/components/crds.go).
 const CRDS: &[CrdFacts] = &[
@@ -1196,6 +1206,17 @@ const CRDS: &[CrdFacts] = &[
         status: false,
         columns: &[],
     },
+    CrdFacts {
+        kind: "MigrationPolicy",
+        group: "migrations.kubevirt.io",
+        plural: "migrationpolicies",
+        short_names: &[],
+        categories: &[],
+        scope: "Cluster",
+        versions: MIGRATIONS,
+        status: true,
+        columns: &[],
+    },
 ];
 
 fn crd_file(facts: &CrdFacts) -> String {
@@ -1220,11 +1241,11 @@ fn crds_carry_virt_operators_facts() {
         let names = &spec["names"];
         assert_eq!(names["kind"], facts.kind, "{rel}");
         assert_eq!(names["plural"], facts.plural, "{rel}");
-        assert_eq!(
-            names["singular"],
-            facts.plural.strip_suffix('s').unwrap(),
-            "{rel}"
-        );
+        let singular = match facts.plural.strip_suffix("ies") {
+            Some(stem) => format!("{stem}y"),
+            None => facts.plural.strip_suffix('s').unwrap().to_string(),
+        };
+        assert_eq!(names["singular"], singular.as_str(), "{rel}");
         assert_eq!(strings(&names["shortNames"]), facts.short_names, "{rel}");
         assert_eq!(strings(&names["categories"]), facts.categories, "{rel}");
         let versions = spec["versions"].as_array().unwrap();
@@ -1397,11 +1418,12 @@ fn crd_schemas_are_structural() {
                     "{rel}: no {key} in the schema"
                 );
             }
-            // kubevirt.io kinds have a status; instance types and preferences have none.
+            // kubevirt.io kinds and MigrationPolicy have a status; instance types and
+            // preferences have none.
             let has_status = schema["properties"].get("status").is_some();
             assert_eq!(
                 has_status,
-                facts.group == "kubevirt.io",
+                facts.group != "instancetype.kubevirt.io",
                 "{rel}: status in the schema"
             );
             let mut errs = Vec::new();

@@ -266,7 +266,7 @@ fn a_cr_understood_in_part_applies_and_each_setting_left_out_is_a_warning() {
         "partial.yaml",
         "apiVersion: kubevirt.io/v1\nkind: KubeVirt\nmetadata: {name: kubevirt, namespace: kubevirt}\n\
          spec:\n  configuration:\n    developerConfiguration: {cpuAllocationRatio: 1}\n\
-         \x20   migrations: {parallelMigrationsPerCluster: 2, bandwidthPerMigration: 64Mi, nodeDrainTaintKey: kubevirt.io/drain}\n",
+         \x20   migrations: {parallelMigrationsPerCluster: 2, bandwidthPerMigration: 64Mi, network: migration-net}\n",
     );
     let vmi = repo_file("fixtures/vmi/minimal.yaml");
     let out = kvrs(&["overhead", &vmi, "--kubevirt-cr", &partial]);
@@ -283,7 +283,7 @@ fn a_cr_understood_in_part_applies_and_each_setting_left_out_is_a_warning() {
     assert_eq!(
         String::from_utf8(out.stderr).unwrap().trim_end(),
         format!(
-            "{partial}: warning: not applied: spec.configuration.migrations.nodeDrainTaintKey (kvrs does not act on this migration setting yet: it only reaches migrationConfiguration)"
+            "{partial}: warning: not applied: spec.configuration.migrations.network (kvrs does not act on this migration setting yet: it only reaches migrationConfiguration)"
         )
     );
 }

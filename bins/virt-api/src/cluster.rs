@@ -407,7 +407,103 @@ pub async fn read_facts(client: &kube::Client, lookup: &Lookup) -> Facts {
             objects: read_vm_references(client, lookup).await,
             ..Facts::default()
         },
+        Lookup::Eviction { .. } => Facts::default(),
     }
+}
+
+/// The message of an API error as the API server wrote it (KubeVirt quotes the client-go
+/// error, which is that message), else the error itself.
+fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(ae) => ae.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// What the `pods/eviction` webhook reads, and its one write (KubeVirt's `Admit` +
+/// `markVMI`): the pod; for a live launcher pod its VMI and the KubeVirt CR's
+/// `evictionStrategy`; then, if the decision says so, the VMI's evacuation mark, whose outcome
+/// goes into [`Facts::marked`].
+pub async fn read_eviction_facts(
+    client: &kube::Client,
+    request: &crate::review::AdmissionRequest,
+) -> Facts {
+    let Some(Lookup::Eviction { namespace, pod }) =
+        crate::webhooks::lookup(crate::webhooks::Webhook::PodEviction, request)
+    else {
+        return Facts::default();
+    };
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), &namespace);
+    let mut facts = Facts::default();
+    let Ok(p) = pods.get(&pod).await else {
+        // KubeVirt lets the eviction through: the API server answers for the pod.
+        return facts;
+    };
+    let vmi_name = crate::webhooks::eviction_vmi_name(&p).map(String::from);
+    facts.pod = serde_json::to_value(&p).ok();
+    let Some(vmi_name) = vmi_name else {
+        return facts;
+    };
+    let vmi_gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstance");
+    let vmi_resource = ApiResource::from_gvk_with_plural(&vmi_gvk, "virtualmachineinstances");
+    let vmis: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &vmi_resource);
+    match vmis.get(&vmi_name).await {
+        Ok(v) => facts.vmi = serde_json::to_value(v).ok(),
+        Err(e) => facts.error = Some(api_message(&e)),
+    }
+    let kv_gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
+    let kubevirts: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(&kv_gvk, "kubevirts"),
+    );
+    match kubevirts.list(&ListParams::default()).await {
+        Ok(list) if list.items.len() == 1 => {
+            facts.cluster_eviction_strategy = list.items[0]
+                .data
+                .pointer("/spec/configuration/evictionStrategy")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(String::from);
+        }
+        Ok(_) => {}
+        Err(e) => {
+            warn!(error = %e, "reading the KubeVirt CR for its evictionStrategy failed; deciding without it")
+        }
+    }
+    if let kvrs_decide::evacuation::EvictionVerdict::Mark {
+        namespace,
+        name,
+        patch,
+        dry_run,
+        ..
+    } = crate::webhooks::decide_eviction(request, &facts)
+    {
+        let params = PatchParams {
+            dry_run,
+            ..PatchParams::default()
+        };
+        let outcome = match serde_json::from_value::<json_patch::Patch>(patch) {
+            Ok(p) => {
+                let vmis: Api<DynamicObject> =
+                    Api::namespaced_with(client.clone(), &namespace, &vmi_resource);
+                vmis.patch(&name, &params, &Patch::<()>::Json(p))
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| api_message(&e))
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        match &outcome {
+            Ok(()) => {
+                info!(object = %format!("{namespace}/{name}"), node = %crate::webhooks::eviction_node(&facts), dry_run, "marked the VMI for evacuation")
+            }
+            Err(e) => {
+                warn!(object = %format!("{namespace}/{name}"), error = %e, "marking the VMI for evacuation failed")
+            }
+        }
+        facts.marked = Some(outcome);
+    }
+    facts
 }
 
 /// Reads what [`crate::webhooks::vm_reads`] asks for, round by round, until it asks for

@@ -367,6 +367,10 @@ async fn respond(
     };
     let facts = match (lookup(webhook, &request), &state.client) {
         (None, _) => Facts::default(),
+        // Its read ends with a write (the evacuation mark), which needs the request.
+        (Some(crate::webhooks::Lookup::Eviction { .. }), Some(client)) => {
+            crate::cluster::read_eviction_facts(client, &request).await
+        }
         (Some(l), Some(client)) => crate::cluster::read_facts(client, &l).await,
         (Some(_), None) => Facts {
             error: Some("virt-api has no client to read the cluster with".into()),

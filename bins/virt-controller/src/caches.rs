@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
 use kube::api::{Api as KubeResourceApi, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
@@ -169,6 +169,10 @@ pub struct Caches {
     /// KubeVirt CRs, when the cluster serves them: the migration controller's configuration
     /// and synchronization addresses.
     pub kubevirts: Option<Store<DynamicObject>>,
+    /// MigrationPolicies, when the cluster serves them (`crate::policy_cache`).
+    pub migration_policies: Option<Store<DynamicObject>>,
+    /// Namespaces: the labels MigrationPolicies select on.
+    pub namespaces: Store<Namespace>,
 }
 
 impl Caches {
@@ -655,6 +659,35 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
     } else {
         None
     };
+    let migration_policies = if served_resources(client, "migrations.kubevirt.io")
+        .await
+        .iter()
+        .any(|p| p == "migrationpolicies")
+    {
+        let (store, t) = watch_dynamic(client, &crate::policy_cache::policy_resource());
+        tasks.push(t);
+        Some(store)
+    } else {
+        info!(
+            "no MigrationPolicy CRD (migrations.kubevirt.io) on this cluster: running without them"
+        );
+        None
+    };
+    let namespaces = {
+        let writer = reflector::store::Writer::default();
+        let reader = writer.as_reader();
+        let stream = watcher::watcher(
+            KubeResourceApi::<Namespace>::all(client.clone()),
+            all.clone(),
+        )
+        .default_backoff();
+        tasks.push(tokio::spawn(async move {
+            reflector::reflector(writer, stream)
+                .for_each(|_| async {})
+                .await;
+        }));
+        reader
+    };
     let nodes = {
         let writer = reflector::store::Writer::default();
         let reader = writer.as_reader();
@@ -679,6 +712,8 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
             nodes,
             migrations,
             kubevirts,
+            migration_policies,
+            namespaces,
         },
         tasks,
     )

@@ -12,10 +12,12 @@
 
 mod caches;
 mod config;
+mod evacuation;
 mod events;
 pub mod flags;
 mod metrics;
 mod migration_cache;
+mod policy_cache;
 mod random;
 mod storage_cache;
 mod workers;
@@ -77,7 +79,7 @@ pub async fn run(
     }
     info!(
         identity,
-        "leading: starting the VM, VMI and migration controllers"
+        "leading: starting the VM, VMI, migration and evacuation controllers"
     );
     metrics.set_ready(false);
 
@@ -149,6 +151,23 @@ pub async fn run(
         },
     ));
 
+    // The evacuation controller (KubeVirt's, beside the migration controller): its own caches.
+    let (evacuation, evacuation_watches) = evacuation::start(&client, controllers.clone());
+    evacuation
+        .wait_until_ready()
+        .await
+        .context("waiting for the evacuation caches to sync")?;
+    let evac = evacuation.clone();
+    workers.extend(spawn_workers(
+        "evacuation",
+        evacuation.queue.clone(),
+        evacuation::WORKERS,
+        move |key| {
+            let e = evac.clone();
+            async move { e.sync_node(&key).await }
+        },
+    ));
+
     let lost = async {
         match elector.as_mut() {
             Some(el) => el.hold().await,
@@ -166,6 +185,7 @@ pub async fn run(
     shared.vm_queue.shutdown(ShutdownMode::InFlightOnly);
     shared.vmi_queue.shutdown(ShutdownMode::InFlightOnly);
     shared.migration_queue.shutdown(ShutdownMode::InFlightOnly);
+    evacuation.queue.shutdown(ShutdownMode::InFlightOnly);
     let drained =
         tokio::time::timeout(Duration::from_secs(10), futures::future::join_all(workers)).await;
     if drained.is_err() {
@@ -173,7 +193,11 @@ pub async fn run(
     }
     // The watches stop with the workers: embedded in one process with its API server (`kvrs
     // run`), they would otherwise outlive the server and log its disappearance as errors.
-    for watch in watches.iter().chain(&config_watch) {
+    for watch in watches
+        .iter()
+        .chain(&config_watch)
+        .chain(&evacuation_watches)
+    {
         watch.abort();
     }
     if let Some(el) = elector.as_mut() {

@@ -10,7 +10,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use kvrs_decide::migration::{decide_migration, target_renderer};
+use kvrs_decide::migration::{
+    MigrationDecision, MigrationWorld, decide_migration, target_renderer,
+};
 use kvrs_decide::vm::{data_volume_create_failed, decide_vm};
 use kvrs_decide::vmi::{decide_vmi, launcher_renderer, pod_create_failed, pod_name_suffix};
 use kvrs_decide::{Event, Now, Plan, WriteOp};
@@ -55,6 +57,10 @@ impl RecordEvent for BackgroundEvents {
 /// Whether the hand-off of a plan that hands a migration off reached the API server: its VMI
 /// write (the only one such a plan has) was not stopped by a failure at or before it. KubeVirt
 /// remembers the hand-off only once its VMI patch succeeded.
+/// Held by the migration sync that creates a target pod, from its final decision until its
+/// writes are done (see [`Controllers::sync_migration`]).
+static TARGET_POD_GATE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn hand_off_written(plan: &Plan, out: &Executed) -> bool {
     let Some(at) = plan
         .writes()
@@ -65,7 +71,8 @@ fn hand_off_written(plan: &Plan, out: &Executed) -> bool {
     out.failed_write.is_none_or(|failed| failed > at)
 }
 
-fn now() -> Now {
+/// The wall clock, as the decisions take it.
+pub(crate) fn now() -> Now {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -191,44 +198,23 @@ impl Controllers {
         let started = std::time::Instant::now();
         let config = self.config.current();
         let queue_now = self.shared.migration_queue.now();
-        let (expectations, pending_creations_anywhere) = {
-            let e = lock(&self.shared.migration_expectations);
-            let anywhere = e.objects.all_pending_creations().max(0);
-            (
-                e.pending(key, queue_now),
-                u32::try_from(anywhere).unwrap_or(u32::MAX),
-            )
-        };
-        let handed_off = lock(&self.shared.handed_off).contains(key);
-        let inputs = MigrationInputs {
-            expectations,
-            pending_creations_anywhere,
-            handed_off,
-            now: now(),
-            config: &config.cluster,
-        };
-        let decided = migration_world(&self.caches, key, inputs, |world| {
-            debug!(
-                phase = world
-                    .migration
-                    .pointer("/status/phase")
-                    .and_then(|p| p.as_str()),
-                vmi = world.vmi().is_some(),
-                handed_off,
-                pending_creations = expectations.creations,
-                pending_deletions = expectations.deletions,
-                pending_creations_anywhere,
-                "deciding"
-            );
-            let ns = key.split_once('/').map_or("", |(ns, _)| ns);
-            let mut pod_inputs = config.pod_inputs.clone();
-            pod_inputs.qemu_timeout_jitter_seconds = (random::u64() % 120) as u32;
-            pod_inputs.vhost_net_available = self.caches.vhost_net_available();
-            pod_inputs.pvcs = kvrs_decide::vmi::pvc_info::pod_claims(&self.caches.pvcs(ns));
-            let render = target_renderer(&config.cluster, &pod_inputs);
-            let suffix = pod_name_suffix(random::u64());
-            decide_migration(world, &render, &suffix)
+        let mut decided = self.decide_migration_key(key, &config, queue_now);
+        // A plan that creates a target pod is decided again, and run, under the gate: the
+        // parallel limits count the target pods already created or expected, and two workers
+        // deciding at once would each see the other's pod neither created nor expected yet
+        // (three migrations leaving one node got three target pods under a limit of two).
+        let creates_pod = decided.as_ref().is_some_and(|d| {
+            d.plan
+                .writes()
+                .any(|w| w.resource == "pods" && matches!(w.op, WriteOp::Create { .. }))
         });
+        let _gate = if creates_pod {
+            let gate = TARGET_POD_GATE.lock().await;
+            decided = self.decide_migration_key(key, &config, queue_now);
+            Some(gate)
+        } else {
+            None
+        };
         let Some(decision) = decided else {
             // The migration is gone: so are its expectations and its hand-off.
             lock(&self.shared.migration_expectations).forget(key);
@@ -248,6 +234,64 @@ impl Controllers {
         }
         self.finish("migration", key, &out, started, api);
         requeue_async(&self.shared.migration_queue, key, &out.queue);
+    }
+
+    /// The migration decision of `key` from the caches and expectations as they are now
+    /// (`None`: the migration is gone).
+    fn decide_migration_key(
+        &self,
+        key: &str,
+        config: &ControllerConfig,
+        queue_now: Instant,
+    ) -> Option<MigrationDecision> {
+        let (expectations, pending_creations_anywhere) = {
+            let e = lock(&self.shared.migration_expectations);
+            let anywhere = e.objects.all_pending_creations().max(0);
+            (
+                e.pending(key, queue_now),
+                u32::try_from(anywhere).unwrap_or(u32::MAX),
+            )
+        };
+        let handed_off = lock(&self.shared.handed_off).contains(key);
+        let inputs = MigrationInputs {
+            expectations,
+            pending_creations_anywhere,
+            handed_off,
+            now: now(),
+            config: &config.cluster,
+        };
+        migration_world(&self.caches, key, inputs, |world| {
+            debug!(
+                phase = world
+                    .migration
+                    .pointer("/status/phase")
+                    .and_then(|p| p.as_str()),
+                vmi = world.vmi().is_some(),
+                handed_off,
+                pending_creations = expectations.creations,
+                pending_deletions = expectations.deletions,
+                pending_creations_anywhere,
+                "deciding"
+            );
+            let ns = key.split_once('/').map_or("", |(ns, _)| ns);
+            let mut pod_inputs = config.pod_inputs.clone();
+            pod_inputs.qemu_timeout_jitter_seconds = (random::u64() % 120) as u32;
+            pod_inputs.vhost_net_available = self.caches.vhost_net_available();
+            pod_inputs.pvcs = kvrs_decide::vmi::pvc_info::pod_claims(&self.caches.pvcs(ns));
+            let render = target_renderer(&config.cluster, &pod_inputs);
+            let suffix = pod_name_suffix(random::u64());
+            // The MigrationPolicies and namespace labels the hand-off resolves the VMI's
+            // migration configuration with.
+            let migration_config = world.migration_config.clone().with_policies(
+                self.caches.migration_policies(),
+                self.caches.namespace_labels(),
+            );
+            let world = MigrationWorld {
+                migration_config: &migration_config,
+                ..world.clone()
+            };
+            decide_migration(&world, &render, &suffix)
+        })
     }
 
     /// Runs `plan` against the API server; also returns how long its writes waited on it.

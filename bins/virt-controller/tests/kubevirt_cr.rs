@@ -203,7 +203,7 @@ fn a_cr_understood_in_part_is_applied_in_that_part_and_the_rest_reported_once() 
         "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
         "spec": {"configuration": {
             "developerConfiguration": {"useEmulation": true, "disabledFeatureGates": ["ImageVolume"]},
-            "migrations": {"parallelMigrationsPerCluster": 2, "bandwidthPerMigration": "64Mi", "nodeDrainTaintKey": "kubevirt.io/drain"}}}}));
+            "migrations": {"parallelMigrationsPerCluster": 2, "bandwidthPerMigration": "64Mi", "network": "migration-net"}}}}));
     let first = cr_version(&h);
     let i = h.start_controller("a", &[]);
     let log = h.controller(i).log.clone();
@@ -223,13 +223,13 @@ fn a_cr_understood_in_part_is_applied_in_that_part_and_the_rest_reported_once() 
     assert_eq!(event["source"]["component"], "virtualmachine-controller");
     let message = event["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("spec.configuration.migrations.nodeDrainTaintKey (kvrs does not act on this migration setting yet: it only reaches migrationConfiguration)")
+        message.contains("spec.configuration.migrations.network (kvrs does not act on this migration setting yet: it only reaches migrationConfiguration)")
             && message.contains("spec.configuration.developerConfiguration.disabledFeatureGates[0] (kvrs cannot turn off the beta feature gate \"ImageVolume\" yet: it stays on)"),
         "{message}"
     );
     let logged = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
-        logged.contains("spec.configuration.migrations.nodeDrainTaintKey (kvrs does not act on this migration setting yet: it only reaches migrationConfiguration)"),
+        logged.contains("spec.configuration.migrations.network (kvrs does not act on this migration setting yet: it only reaches migrationConfiguration)"),
         "the log line names the settings too"
     );
     // An edit that leaves out the same settings: applied, not reported again.

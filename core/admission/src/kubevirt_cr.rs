@@ -473,7 +473,10 @@ fn read_migrations(migrations: &Field<'_>) -> Result<(), KubevirtCrError> {
         "parallelMigrationsPerCluster",
         "parallelOutboundMigrationsPerNode",
     ];
-    const CARRIED_OUT: [&str; 8] = [
+    // Carried to virt-handler and the launcher with each migration, or (the drain taint key) read
+    // by the evacuation controller.
+    const CARRIED_OUT: [&str; 9] = [
+        "nodeDrainTaintKey",
         "bandwidthPerMigration",
         "completionTimeoutPerGiB",
         "progressTimeout",
@@ -960,7 +963,7 @@ mod tests {
     #[test]
     fn settings_no_daemon_reads_are_listed_once_each_and_never_block_the_rest() {
         let (c, notes) = not_applied(json!({
-            "migrations": {"parallelMigrationsPerCluster": 2, "bandwidthPerMigration": "64Mi", "nodeDrainTaintKey": "kubevirt.io/drain"},
+            "migrations": {"parallelMigrationsPerCluster": 2, "bandwidthPerMigration": "64Mi", "network": "migration-net"},
             "developerConfiguration": {"useEmulation": true, "logVerbosity": {"virtHandler": 4}},
             "network": {"binding": {"passt": {"sidecarImage": "quay.io/passt", "migration": {"method": "link-refresh"}}}},
             "permittedHostDevices": null,
@@ -972,7 +975,7 @@ mod tests {
         assert_eq!(
             notes,
             [
-                "spec.configuration.migrations.nodeDrainTaintKey (kvrs does not act on this migration setting yet: it only reaches migrationConfiguration)",
+                "spec.configuration.migrations.network (kvrs does not act on this migration setting yet: it only reaches migrationConfiguration)",
                 "spec.configuration.developerConfiguration.logVerbosity (no kvrs component reads this setting yet)",
                 "spec.configuration.tlsConfiguration (no kvrs component reads this setting yet)",
             ],

@@ -388,7 +388,7 @@ mod tests {
     #[test]
     fn a_cr_understood_in_part_applies_and_what_is_left_out_is_reported_once() {
         let mut t = ConfigTracker::new(Overrides::default());
-        let partial = json!({"smbios": {"sku": "A"}, "migrations": {"nodeDrainTaintKey": "kubevirt.io/drain"}});
+        let partial = json!({"smbios": {"sku": "A"}, "migrations": {"network": "migration-net"}});
         let ConfigChange::Updated {
             config,
             report_not_applied,
@@ -401,7 +401,7 @@ mod tests {
         assert_eq!(config.config.smbios.sku, "A");
         assert_eq!(
             config.not_applied[0].path,
-            "spec.configuration.migrations.nodeDrainTaintKey"
+            "spec.configuration.migrations.network"
         );
         // Another edit leaving out the same setting: applied, not reported again.
         let mut edited = partial.clone();

@@ -18,6 +18,8 @@
 //! - [`migration::decide_migration`] — the migration controller (local live migrations up to
 //!   the hand-off to virt-handler and after it), target pods rendered through a
 //!   [`migration::TargetRenderer`] ([`migration::target_renderer`] wires `kvrs_pod`);
+//! - [`evacuation::decide_evacuation`] — the evacuation controller (a drained node's VMIs get
+//!   migrations) and [`evacuation::admit_eviction`], virt-api's `pods/eviction` webhook;
 //! - [`handler::decide`] — virt-handler's sync ([`handler::HandlerWorld`] in,
 //!   [`handler::HandlerPlan`] out), launcher failures fed back as [`handler::NodeFacts`];
 //! - [`scenario::Scenario`] — the oracle scenario format parsed into those worlds;
@@ -91,6 +93,7 @@
 #![warn(unreachable_pub)]
 
 mod action;
+pub mod evacuation;
 mod event;
 pub mod handler;
 pub mod meta;

@@ -6,6 +6,7 @@
 //! [`Webhook`] is the one table of names, paths, operations and resources; the deploy manifests
 //! and the test's webhook configurations are checked against it.
 
+mod eviction;
 mod instancetype;
 mod migration;
 mod vm;
@@ -22,6 +23,9 @@ use serde_json::Value;
 
 use crate::review::{AdmissionRequest, Verdict};
 
+pub use eviction::{
+    decide as decide_eviction, node as eviction_node, vmi_name as eviction_vmi_name,
+};
 pub use migration::{MIGRATION_FINALIZER, MIGRATION_SELECTOR_LABEL};
 pub use vm_references::reads as vm_reads;
 
@@ -53,6 +57,9 @@ pub enum Webhook {
     PreferenceValidate,
     /// `VirtualMachineClusterPreference` CREATE/UPDATE.
     ClusterPreferenceValidate,
+    /// `pods/eviction` of a launcher pod: refused, and the VMI marked for evacuation, when the
+    /// VMI should move rather than stop.
+    PodEviction,
 }
 
 /// A webhook's registration facts, as KubeVirt's virt-operator writes them.
@@ -73,6 +80,8 @@ pub struct Registration {
 }
 
 const CORE_VERSIONS: &[&str] = &["v1", "v1alpha3"];
+const V1: &[&str] = &["v1"];
+const ALL_OPERATIONS: &[&str] = &["*"];
 const INSTANCETYPE_VERSIONS: &[&str] = &["v1beta1"];
 const CREATE: &[&str] = &["CREATE"];
 const UPDATE: &[&str] = &["UPDATE"];
@@ -80,12 +89,13 @@ const CREATE_UPDATE: &[&str] = &["CREATE", "UPDATE"];
 
 impl Webhook {
     /// Every webhook, mutating first, in the order of virt-operator's configurations.
-    pub const ALL: [Webhook; 12] = [
+    pub const ALL: [Webhook; 13] = [
         Webhook::VmMutate,
         Webhook::VmiMutate,
         Webhook::MigrationMutateCreate,
         Webhook::VmiValidateCreate,
         Webhook::VmiValidateUpdate,
+        Webhook::PodEviction,
         Webhook::VmValidate,
         Webhook::MigrationValidateCreate,
         Webhook::MigrationValidateUpdate,
@@ -164,6 +174,14 @@ impl Webhook {
                 CORE_VERSIONS,
                 "virtualmachineinstances",
             ),
+            Webhook::PodEviction => r(
+                "virt-launcher-eviction-interceptor.kubevirt.io",
+                "/pod-eviction-validate",
+                ALL_OPERATIONS,
+                "",
+                V1,
+                "pods/eviction",
+            ),
             Webhook::VmValidate => r(
                 "virtualmachine-validator.kubevirt.io",
                 "/virtualmachines-validate",
@@ -223,6 +241,15 @@ impl Webhook {
         }
     }
 
+    /// Its `sideEffects`: `NoneOnDryRun` for the eviction webhook, which marks the VMI (as a
+    /// dry run when the eviction is one), `None` for the others.
+    pub fn side_effects(self) -> &'static str {
+        match self {
+            Webhook::PodEviction => "NoneOnDryRun",
+            _ => "None",
+        }
+    }
+
     /// A stable label for metrics and logs (the path without its `/`).
     pub fn label(self) -> &'static str {
         &self.registration().path[1..]
@@ -275,6 +302,14 @@ pub enum Lookup {
         /// The mutator reads only the preference.
         preference_only: bool,
     },
+    /// The pod of a `pods/eviction` request, then (for a live launcher pod) its VMI and the
+    /// cluster's `evictionStrategy`; the VMI is marked for evacuation if the decision says so.
+    Eviction {
+        /// The pod's namespace.
+        namespace: String,
+        /// The pod's name.
+        pod: String,
+    },
 }
 
 /// What the shell read for a [`Lookup`].
@@ -288,6 +323,12 @@ pub struct Facts {
     pub objects: Vec<Value>,
     /// Why reading failed (the webhook then refuses with it, as KubeVirt's does).
     pub error: Option<String>,
+    /// The pod of a [`Lookup::Eviction`] (`None`: reading it failed).
+    pub pod: Option<Value>,
+    /// The KubeVirt CR's `evictionStrategy`, for a [`Lookup::Eviction`].
+    pub cluster_eviction_strategy: Option<String>,
+    /// The outcome of marking the VMI for evacuation, when the eviction decision asked for it.
+    pub marked: Option<Result<(), String>>,
 }
 
 /// What `webhook` needs read from the cluster for `request`, if anything.
@@ -296,6 +337,7 @@ pub fn lookup(webhook: Webhook, request: &AdmissionRequest) -> Option<Lookup> {
         Webhook::MigrationValidateCreate => migration::lookup(request),
         Webhook::VmMutate => vm_references::lookup(request, true),
         Webhook::VmValidate => vm_references::lookup(request, false),
+        Webhook::PodEviction => eviction::lookup(request),
         _ => None,
     }
 }
@@ -322,6 +364,7 @@ pub fn admit(
         Webhook::PreferenceValidate | Webhook::ClusterPreferenceValidate => {
             instancetype::validate_preference(request)
         }
+        Webhook::PodEviction => eviction::admit(request, facts),
     }
 }
 

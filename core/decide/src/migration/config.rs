@@ -4,7 +4,11 @@
 //! Kept here rather than in `kvrs_admission::ClusterConfig` because only the migration decision
 //! reads it; the shell builds it from the KubeVirt CR it watches ([`MigrationConfig::from_kubevirt`]).
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value, json};
+
+use super::policy::{Labels, MigrationPolicy, apply_policy, match_policy};
 
 /// KubeVirt's default `parallelMigrationsPerCluster`.
 pub const PARALLEL_MIGRATIONS_PER_CLUSTER: u32 = 5;
@@ -18,6 +22,10 @@ pub struct MigrationConfig {
     /// The configuration as the VMI's `status.migrationState.migrationConfiguration` carries it
     /// (KubeVirt's `ToVMIMConfigurationOptions` of the cluster configuration).
     pub options: Map<String, Value>,
+    /// The cluster's MigrationPolicies ([`MigrationConfig::with_policies`]; none by default).
+    pub policies: Vec<MigrationPolicy>,
+    /// The labels of each namespace (by name), which the policies' namespace selectors read.
+    pub namespace_labels: BTreeMap<String, Labels>,
 }
 
 impl Default for MigrationConfig {
@@ -66,7 +74,37 @@ impl MigrationConfig {
                 .unwrap_or(json!(false));
             options.insert("allowWorkloadDisruption".into(), post_copy);
         }
-        Self { options }
+        Self {
+            options,
+            policies: Vec::new(),
+            namespace_labels: BTreeMap::new(),
+        }
+    }
+
+    /// This configuration with the cluster's MigrationPolicies and the labels of its
+    /// namespaces: [`MigrationConfig::for_vmi`] then applies the policy matching a VMI.
+    pub fn with_policies(
+        mut self,
+        policies: Vec<MigrationPolicy>,
+        namespace_labels: BTreeMap<String, Labels>,
+    ) -> Self {
+        self.policies = policies;
+        self.namespace_labels = namespace_labels;
+        self
+    }
+
+    /// The configuration a VMI's migration runs with (KubeVirt's `resolveMigrationConfig`):
+    /// the cluster's, overridden by the MigrationPolicy selecting the VMI, and that policy's
+    /// name. `labels` and `namespace` are the VMI's labels and namespace.
+    pub fn for_vmi(
+        &self,
+        labels: Option<&Labels>,
+        namespace: &str,
+    ) -> (Map<String, Value>, Option<String>) {
+        match match_policy(&self.policies, labels, self.namespace_labels.get(namespace)) {
+            Some(p) => (apply_policy(&self.options, &p.spec), Some(p.name.clone())),
+            None => (self.options.clone(), None),
+        }
     }
 
     fn limit(&self, key: &str, default: u32) -> usize {

@@ -18,13 +18,14 @@
 //!
 //! Not covered (the decision leaves such migrations alone or says so): decentralized
 //! (cross-cluster) migrations, hotplug attachment pods, backend-storage PVCs, utility volumes
-//! (waited on, never detached), VM backups, migration policies (the cluster configuration is
-//! used as is), the evacuation backoff, resource-quota rejections, the target's network-info
-//! annotation and memory-overhead report, the hotplug CPU/memory labels.
+//! (waited on, never detached), VM backups, the evacuation backoff, resource-quota rejections,
+//! the target's network-info annotation and memory-overhead report, the hotplug CPU/memory
+//! labels. MigrationPolicies are applied at the hand-off ([`policy`]).
 
 mod admit;
 mod config;
 mod phase;
+pub mod policy;
 mod status;
 mod sync;
 mod target_pod;

@@ -390,6 +390,10 @@ fn hand_off(cx: &Cx<'_, '_>, pod: &Pod, plan: &mut Plan) -> bool {
             .filter(|s| !s.is_empty())
             .map(String::from)
     };
+    // KubeVirt's `matchMigrationPolicy`: the cluster's configuration under the VMI's policy.
+    let (options, policy_name) =
+        cx.w.migration_config
+            .for_vmi(vmi.metadata.labels.as_ref(), meta::namespace(&vmi.metadata));
     let state = VirtualMachineInstanceMigrationState {
         migration_uid: Some(m.uid().into()),
         target_node: Some(target_node.clone()),
@@ -398,10 +402,8 @@ fn hand_off(cx: &Cx<'_, '_>, pod: &Pod, plan: &mut Plan) -> bool {
         source_pod: from_migration("sourcePod"),
         source_persistent_state_pvc_name: from_migration("sourcePersistentStatePVCName"),
         target_persistent_state_pvc_name: from_migration("targetPersistentStatePVCName"),
-        migration_configuration: serde_json::from_value(Value::Object(
-            cx.w.migration_config.options.clone(),
-        ))
-        .ok(),
+        migration_configuration: serde_json::from_value(Value::Object(options)).ok(),
+        migration_policy_name: policy_name,
         ..Default::default()
     };
     let new_state = serde_json::to_value(&state).unwrap_or_default();
