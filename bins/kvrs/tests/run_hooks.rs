@@ -97,6 +97,9 @@ struct Seen {
     uids: BTreeSet<String>,
     /// The launcher pod as last read while the run ran.
     pod: Option<serde_json::Value>,
+    /// The pod's Ready condition as last read while the pod was Running: once every container
+    /// has ended (the launcher too, after the VMI failed) it reads `PodCompleted` instead.
+    ready_while_running: Option<serde_json::Value>,
     last_poll: Option<Instant>,
 }
 
@@ -116,6 +119,7 @@ impl Run {
                 pods: run_driver::pods_dir(tag),
                 uids: BTreeSet::new(),
                 pod: None,
+                ready_while_running: None,
                 last_poll: None,
             },
         }
@@ -170,7 +174,15 @@ impl Seen {
             && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout)
             && v["items"][0].is_object()
         {
-            self.pod = Some(v["items"][0].clone());
+            let pod = v["items"][0].clone();
+            if pod["status"]["phase"] == "Running"
+                && let Some(ready) = pod["status"]["conditions"]
+                    .as_array()
+                    .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+            {
+                self.ready_while_running = Some(ready.clone());
+            }
+            self.pod = Some(pod);
         }
     }
 
@@ -366,10 +378,11 @@ fn a_sidecar_that_exits_at_once_fails_the_vmi_and_leaves_nothing() {
             .contains("Input error"),
         "the shim's own words as termination message: {sidecar}"
     );
-    let ready = pod["status"]["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
-        .unwrap_or_else(|| panic!("the pod's Ready condition: {pod}"));
+    let ready = run
+        .seen
+        .ready_while_running
+        .as_ref()
+        .unwrap_or_else(|| panic!("the pod's Ready condition while it ran: {pod}"));
     assert!(
         ready["message"]
             .as_str()
