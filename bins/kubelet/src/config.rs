@@ -65,6 +65,13 @@ pub struct KubeletConfig {
     /// refuses `unshare(CLONE_NEWUSER)` without `CAP_SYS_ADMIN` — as on a Kubernetes node with
     /// `--seccomp-default`.
     pub seccomp_default: bool,
+    /// The node's memory in bytes, for a Burstable pod's OOM score ([`crate::limits`]); `None`
+    /// in [`Self::new`] so that a plan does not depend on the machine, filled from
+    /// `/proc/meminfo` by [`crate::Kubelet::new`].
+    pub memory_capacity: Option<u64>,
+    /// The lowest OOM score the runner may give a container ([`crate::node::oom_score_floor`]):
+    /// `None` (the default) when it may lower scores; filled by [`crate::Kubelet::new`].
+    pub oom_score_floor: Option<i32>,
 }
 
 impl KubeletConfig {
@@ -95,6 +102,8 @@ impl KubeletConfig {
             runtime: crate::runc::default_runtime(),
             allow_vulnerable_runtime: false,
             seccomp_default: true,
+            memory_capacity: None,
+            oom_score_floor: None,
         }
     }
 

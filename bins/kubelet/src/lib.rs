@@ -42,6 +42,7 @@
 mod config;
 mod error;
 pub mod host;
+pub mod limits;
 pub mod names;
 pub mod node;
 pub mod oci;
@@ -92,7 +93,13 @@ struct PodTask {
 
 impl Kubelet {
     /// A runner for `config.node_name` using `client`.
-    pub fn new(client: kube::Client, config: KubeletConfig) -> Self {
+    pub fn new(client: kube::Client, mut config: KubeletConfig) -> Self {
+        if config.memory_capacity.is_none() {
+            config.memory_capacity = node::memory_capacity();
+        }
+        if config.oom_score_floor.is_none() {
+            config.oom_score_floor = node::oom_score_floor();
+        }
         Self { client, config }
     }
 

@@ -35,6 +35,40 @@ pub struct NodeFacts {
     pub vhost_net: bool,
 }
 
+/// This machine's memory in bytes (`MemTotal` of `/proc/meminfo`), `None` when unreadable.
+pub fn memory_capacity() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = meminfo
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
+/// The lowest OOM score this process can give its containers: `None` when it may lower scores
+/// (`CAP_SYS_RESOURCE`, as on a Kubernetes node), else its own current `oom_score_adj` — a
+/// process without that capability can raise a child's score but not lower it below its own,
+/// and runc fails the container outright when asked to.
+pub fn oom_score_floor() -> Option<i32> {
+    const CAP_SYS_RESOURCE: u32 = 24;
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let effective = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())?;
+    if effective & (1 << CAP_SYS_RESOURCE) != 0 {
+        return None;
+    }
+    std::fs::read_to_string("/proc/self/oom_score_adj")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 impl NodeFacts {
     /// This machine's CPUs and memory, for `name`.
     pub fn of_this_machine(
@@ -45,17 +79,7 @@ impl NodeFacts {
     ) -> Self {
         let cpus = std::thread::available_parallelism()
             .map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX));
-        let memory_kib = std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|m| {
-                m.lines()
-                    .find(|l| l.starts_with("MemTotal:"))?
-                    .split_whitespace()
-                    .nth(1)?
-                    .parse()
-                    .ok()
-            })
-            .unwrap_or(0);
+        let memory_kib = memory_capacity().map_or(0, |bytes| bytes / 1024);
         Self {
             name: name.to_string(),
             host_ip,

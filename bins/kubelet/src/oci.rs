@@ -48,6 +48,9 @@ pub struct Process {
     pub capabilities: Capabilities,
     /// `PR_SET_NO_NEW_PRIVS`.
     pub no_new_privileges: bool,
+    /// `/proc/<pid>/oom_score_adj` (the pod's QoS class); absent: inherited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_score_adj: Option<i32>,
 }
 
 /// `process.user`.
@@ -163,12 +166,40 @@ pub struct Device {
     pub gid: u32,
 }
 
-/// `linux.resources` (only the device rules: the pod's cgroup has no limits).
+/// `linux.resources`: the device rules, and the container's memory and CPU limits
+/// ([`crate::limits`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Resources {
     /// Evaluated in order; runc appends its always-allowed defaults (`/dev/null`, `zero`,
     /// `full`, `tty`, `random`, `urandom`, ptys).
     pub devices: Vec<DeviceRule>,
+    /// `limits.memory`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryResources>,
+    /// `requests.cpu` as shares, `limits.cpu` as a CFS quota.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuResources>,
+}
+
+/// `linux.resources.memory`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryResources {
+    /// Bytes.
+    pub limit: i64,
+}
+
+/// `linux.resources.cpu`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuResources {
+    /// Relative weight (runc converts it to cgroup v2's `cpu.weight`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shares: Option<u64>,
+    /// µs of CPU per period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<i64>,
+    /// The period, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period: Option<u64>,
 }
 
 /// One device cgroup rule.

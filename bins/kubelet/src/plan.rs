@@ -934,6 +934,12 @@ fn plan_container<'a>(
         command: command.0,
         args: command.1,
         env,
+        limits: crate::limits::container_limits(
+            container,
+            crate::limits::qos_class(p.pod)?,
+            p.config.memory_capacity,
+            p.config.oom_score_floor,
+        )?,
     };
     Ok(PlannedContainer {
         spec,

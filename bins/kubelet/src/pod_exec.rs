@@ -75,6 +75,10 @@ pub struct ContainerSpec {
     pub args: Vec<String>,
     /// The whole environment.
     pub env: Vec<(String, String)>,
+    /// Memory and CPU limits and the OOM score, from the container's resources (absent in a
+    /// state file written before limits were applied: none).
+    #[serde(default)]
+    pub limits: crate::limits::ContainerLimits,
 }
 
 /// One bind mount into the container.
@@ -241,6 +245,7 @@ impl ContainerSpec {
                     permitted: self.capabilities.clone(),
                 },
                 no_new_privileges: self.no_new_privileges,
+                oom_score_adj: self.limits.oom_score_adj,
             },
             root: oci::Root {
                 path: text(&self.rootfs),
@@ -262,7 +267,22 @@ impl ContainerSpec {
                 ],
                 cgroups_path: self.cgroups_path.clone(),
                 devices,
-                resources: oci::Resources { devices: rules },
+                resources: oci::Resources {
+                    devices: rules,
+                    memory: self
+                        .limits
+                        .memory_bytes
+                        .map(|limit| oci::MemoryResources { limit }),
+                    cpu: (self.limits.cpu_shares.is_some() || self.limits.cpu_quota_us.is_some())
+                        .then(|| oci::CpuResources {
+                            shares: self.limits.cpu_shares,
+                            quota: self.limits.cpu_quota_us,
+                            period: self
+                                .limits
+                                .cpu_quota_us
+                                .map(|_| crate::limits::CPU_PERIOD_US),
+                        }),
+                },
                 seccomp: match self.seccomp {
                     SeccompProfile::RuntimeDefault => {
                         Some(oci::runtime_default_seccomp(&self.capabilities))

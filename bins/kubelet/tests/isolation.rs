@@ -186,7 +186,10 @@ fn pod_of(name: &str, uid: &str) -> Pod {
                     "allowPrivilegeEscalation": false,
                     "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
                 },
-                "resources": {"limits": {"devices.kubevirt.io/tun": "1"}},
+                "resources": {
+                    "limits": {"devices.kubevirt.io/tun": "1", "memory": "64Mi", "cpu": "250m"},
+                    "requests": {"memory": "64Mi", "cpu": "250m"},
+                },
                 "volumeMounts": [{"name": "sockets", "mountPath": "/var/run/kubevirt/sockets"}],
             }],
         },
@@ -343,6 +346,8 @@ async fn a_pod_sees_nothing_of_the_host_or_its_neighbour() {
     let _ = std::fs::remove_dir_all(&root);
     let mut cfg = KubeletConfig::new(NODE, root.join("p"), root.join("s"));
     cfg.pod_cidr = "10.252.0.0/16".parse().unwrap();
+    // As `Kubelet::new` sets it: a sandbox without CAP_SYS_RESOURCE cannot lower a score.
+    cfg.oom_score_floor = kvrs_kubelet::node::oom_score_floor();
     cfg.runtime = runc;
     let mut b = BinaryMap::default();
     b.insert("/usr/bin/python3", "/usr/bin/python3");
@@ -569,6 +574,18 @@ async fn a_pod_sees_nothing_of_the_host_or_its_neighbour() {
         "no pod mount on the host"
     );
 
+    // The pod's limits are the process's: a Guaranteed pod (limits equal requests) gets the
+    // kubelet's OOM score, its memory limit and its CPU quota in its own cgroup.
+    for p in &pods {
+        let name = &p.plan.key.name;
+        let oom = std::fs::read_to_string(format!("/proc/{}/oom_score_adj", p.pid)).unwrap();
+        let expected = cfg.oom_score_floor.map_or(-997, |floor| floor.max(-997));
+        assert_eq!(oom.trim(), expected.to_string(), "{name}: oom_score_adj");
+        let (memory, cpu) = cgroup_limits(p.pid);
+        assert_eq!(memory, (64 << 20).to_string(), "{name}: memory limit");
+        assert_eq!(cpu, "25000 100000", "{name}: CPU quota and period");
+    }
+
     // Stop: SIGTERM through runc, the probe exits 0, runc with it; then nothing is left.
     for p in &mut pods {
         host::signal_container(&p.fp, Some(p.pid), Signal::SIGTERM).await;
@@ -601,4 +618,47 @@ async fn a_pod_sees_nothing_of_the_host_or_its_neighbour() {
     let host_mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(!host_mounts.contains(root.to_str().unwrap()));
     drop(cleanup);
+}
+
+/// The memory limit (bytes) and the CPU quota and period (µs) of process `pid`'s cgroup, from
+/// cgroup v2's `memory.max` / `cpu.max` or v1's memory and cpu hierarchies.
+fn cgroup_limits(pid: u32) -> (String, String) {
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let path_of = |controller: &str| {
+        cgroups
+            .lines()
+            .find_map(|l| {
+                let mut f = l.splitn(3, ':');
+                let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+                controllers
+                    .split(',')
+                    .any(|c| c == controller)
+                    .then(|| path.to_string())
+            })
+            .unwrap_or_else(|| panic!("{pid} has a {controller} cgroup: {cgroups}"))
+    };
+    let read = |p: String| {
+        std::fs::read_to_string(&p)
+            .unwrap_or_else(|e| panic!("{p}: {e}"))
+            .trim()
+            .to_string()
+    };
+    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        let path = cgroups
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .unwrap()
+            .to_string();
+        let cpu = read(format!("/sys/fs/cgroup{path}/cpu.max"));
+        (read(format!("/sys/fs/cgroup{path}/memory.max")), cpu)
+    } else {
+        let memory = read(format!(
+            "/sys/fs/cgroup/memory{}/memory.limit_in_bytes",
+            path_of("memory")
+        ));
+        let cpu_path = path_of("cpu");
+        let quota = read(format!("/sys/fs/cgroup/cpu{cpu_path}/cpu.cfs_quota_us"));
+        let period = read(format!("/sys/fs/cgroup/cpu{cpu_path}/cpu.cfs_period_us"));
+        (memory, format!("{quota} {period}"))
+    }
 }
