@@ -26,6 +26,7 @@ mod notify;
 mod wait;
 
 use std::path::PathBuf;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -95,9 +96,59 @@ fn migration_tls() -> MigrationTls {
     .expect("the migration TLS configurations")
 }
 
+/// The figure settings of benches/migration-figures.sh, read from the environment; all unset
+/// is the test's own default (128 MiB, idle guest, nothing printed).
+struct FigureSettings {
+    print: bool,
+    memory: Option<String>,
+    dirty_mib: u32,
+}
+
+fn figure_settings() -> FigureSettings {
+    let memory = std::env::var("KVRS_E2E_MIGRATION_MEMORY").ok();
+    if let Some(m) = &memory {
+        // A typo must not silently measure the default guest.
+        let digits = m.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+        assert!(
+            digits.parse::<u64>().is_ok_and(|n| n > 0) && matches!(&m[digits.len()..], "Mi" | "Gi"),
+            "KVRS_E2E_MIGRATION_MEMORY={m:?}: not a memory quantity such as 256Mi"
+        );
+    }
+    let dirty_mib = match std::env::var("KVRS_E2E_MIGRATION_DIRTY_MIB") {
+        Ok(v) => v.parse().unwrap_or_else(|_| {
+            panic!("KVRS_E2E_MIGRATION_DIRTY_MIB={v:?}: not a whole number of MiB")
+        }),
+        Err(_) => 0,
+    };
+    FigureSettings {
+        print: std::env::var_os("KVRS_E2E_MIGRATION_FIGURES").is_some(),
+        memory,
+        dirty_mib,
+    }
+}
+
+/// The guest loop dirtying memory: 1 MiB of random bytes drawn once (so QEMU cannot send zero
+/// pages), then a `mib` MiB file in the guest's RAM-backed root rewritten from it without end,
+/// in the background so the tick loop after it still runs.
+fn dirty_loop(mib: u32) -> String {
+    format!(
+        "KVRS-RUN: (head -c 1048576 /dev/urandom >/dirty-src; while true; do n=0; while [ $n -lt {mib} ]; do cat /dirty-src; n=$((n+1)); done >/dirty; done) &"
+    )
+}
+
 fn vmi(with_migration: Option<&str>) -> kvrs_core::VirtualMachineInstance {
-    let vmi: kvrs_core::VirtualMachineInstance =
-        serde_json::from_value(kernel_boot_vmi("mig", VMI_UID, &[TICK_LOOP])).unwrap();
+    let settings = figure_settings();
+    let dirty = dirty_loop(settings.dirty_mib);
+    let mut lines = Vec::new();
+    if settings.dirty_mib > 0 {
+        lines.push(dirty.as_str());
+    }
+    lines.push(TICK_LOOP);
+    let mut v = kernel_boot_vmi("mig", VMI_UID, &lines);
+    if let Some(memory) = settings.memory {
+        v["spec"]["domain"]["resources"]["requests"]["memory"] = memory.into();
+    }
+    let vmi: kvrs_core::VirtualMachineInstance = serde_json::from_value(v).unwrap();
     let vmi = kvrs_core::admission::admit(vmi, &kvrs_core::ClusterConfig::default())
         .expect("the migration VMI is admitted");
     let Some(uid) = with_migration else {
@@ -241,6 +292,8 @@ async fn a_running_guest_moves_to_the_target_with_its_memory() {
         "the target made its migration socket directory"
     );
     let before = ticks(&src.pod.serial_log());
+    let settings = figure_settings();
+    let migrate_called = Instant::now();
     let options = br#"{"Bandwidth":"0","ProgressTimeout":150,"CompletionTimeoutPerGiB":800,"MaxDowntimeMs":300,"UnsafeMigration":false,"AllowAutoConverge":false,"AllowPostCopy":false,"ParallelMigrationThreads":null,"AllowWorkloadDisruption":false,"StallDetectorOptions":null,"Compression":null}"#;
     src.client
         .migrate(&migrating, options.to_vec())
@@ -262,6 +315,9 @@ async fn a_running_guest_moves_to_the_target_with_its_memory() {
         },
     )
     .await;
+    let to_result = migrate_called.elapsed();
+    // Read while the source's daemon still runs (the launcher exits 30 s after the migration).
+    let job = settings.print.then(|| completed_job(&src.pod));
     assert!(
         migration["Failed"].as_bool() != Some(true),
         "migration failed: {migration}\nsource:\n{}\ntarget:\n{}",
@@ -330,11 +386,91 @@ async fn a_running_guest_moves_to_the_target_with_its_memory() {
     )
     .await;
     assert_continues(&before, &after, &tgt.pod.serial_log());
+    if let Some(job) = job {
+        let memory = settings.memory.as_deref().unwrap_or("128Mi");
+        println!(
+            "migration figures: memory={memory} dirty_mib={} migrate_to_result_s={:.3} libvirt_elapsed_s={:.3} downtime_ms={} iterations={} memory_sent_mib={:.1} bandwidth_mib_s={:.1}",
+            settings.dirty_mib,
+            to_result.as_secs_f64(),
+            job.elapsed_ms as f64 / 1000.0,
+            job.downtime_ms,
+            job.iterations,
+            job.memory_processed_mib,
+            job.bandwidth_mib_s,
+        );
+    }
 
     source_proxy.stop_source_listener(VMI_UID);
     target_proxy.stop_target_listener(VMI_UID);
     src.stop().await;
     tgt.stop().await;
+}
+
+/// libvirt's statistics of the source's completed outgoing migration.
+struct CompletedJob {
+    elapsed_ms: u64,
+    downtime_ms: u64,
+    iterations: u64,
+    /// Guest memory sent, every pass included: more than the guest's size when it dirties.
+    memory_processed_mib: f64,
+    bandwidth_mib_s: f64,
+}
+
+/// `virsh domjobinfo --completed` against the source pod's own daemon: libvirt keeps the
+/// finished job's statistics (QEMU's measured downtime among them) on the source domain, so
+/// the figure is the hypervisor's, not a guess from the guest's once-a-second counter.
+fn completed_job(src: &PodDir) -> CompletedJob {
+    let socket = src.path("libvirt/virtqemud-sock");
+    let uri = format!("qemu+unix:///session?socket={}", socket.display());
+    let out = Command::new("virsh")
+        .args(["-c", &uri, "domjobinfo", "--completed", "kvrs_mig"])
+        .output()
+        .expect("run virsh (libvirt-clients)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "virsh domjobinfo --completed: {}{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // `<label> <number> [<unit>]`
+    let words = |label: &str| -> (&str, &str) {
+        text.lines()
+            .find_map(|l| l.strip_prefix(label))
+            .and_then(|rest| {
+                let mut w = rest.split_whitespace();
+                Some((w.next()?, w.next().unwrap_or("")))
+            })
+            .unwrap_or_else(|| panic!("no {label:?} in the completed job:\n{text}"))
+    };
+    let number = |label: &str, n: &str| -> f64 {
+        n.parse()
+            .unwrap_or_else(|_| panic!("{label} {n:?} is not a number:\n{text}"))
+    };
+    let field = |label: &str| -> u64 {
+        let n = words(label).0;
+        n.parse()
+            .unwrap_or_else(|_| panic!("{label} {n:?} is not a whole number:\n{text}"))
+    };
+    // virsh prints sizes with a binary unit of its choosing ("210.423 MiB", "1.2 GiB").
+    let mib = |label: &str| -> f64 {
+        let (n, unit) = words(label);
+        let n = number(label, n);
+        let scale = match unit.trim_end_matches("/s") {
+            "B" => 1.0 / 1048576.0,
+            "KiB" => 1.0 / 1024.0,
+            "MiB" => 1.0,
+            "GiB" => 1024.0,
+            other => panic!("{label} in an unknown unit {other:?}:\n{text}"),
+        };
+        n * scale
+    };
+    CompletedJob {
+        elapsed_ms: field("Time elapsed:"),
+        downtime_ms: field("Total downtime:"),
+        iterations: field("Iteration:"),
+        memory_processed_mib: mib("Memory processed:"),
+        bandwidth_mib_s: mib("Memory bandwidth:"),
+    }
 }
 
 #[tokio::test(flavor = "current_thread")]
