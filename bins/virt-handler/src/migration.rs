@@ -110,6 +110,19 @@ pub fn load_tls(dir: &Path) -> Result<MigrationTls, CertError> {
     })
 }
 
+/// The `status.selinuxContext` fact: `none` on a node without SELinux (no selinuxfs at
+/// `/sys/fs/selinux`), as KubeVirt's handler writes it. The migration controller renders no
+/// target pod until the VMI carries it (KubeVirt's `SELinux context not set on VMI status`).
+/// On an SELinux node KubeVirt reads the launcher's process context; kvrs leaves the fact unset
+/// there (no SELinux node to test it on), so such migrations keep waiting with that message.
+pub fn selinux_context_fact() -> Option<String> {
+    selinux_context_for(Path::new("/sys/fs/selinux/enforce").exists())
+}
+
+fn selinux_context_for(selinux_present: bool) -> Option<String> {
+    (!selinux_present).then(|| "none".to_string())
+}
+
 /// Where this node's migration address comes from, in KubeVirt's order with kvrs's explicit
 /// flag first: `--migration-address`, the [`MIGRATION_INTERFACE`]'s address, the pod IP
 /// (`--pod-ip-address`, `$MY_POD_IP` in KubeVirt's DaemonSet), then the Node's `InternalIP`
@@ -525,5 +538,11 @@ mod tests {
         assert!(!involved(&idle));
         assert_eq!(Controllers::after_vm(true), Controllers::Done);
         assert_eq!(Controllers::after_vm(false), Controllers::Migration);
+    }
+
+    #[test]
+    fn a_node_without_selinux_reports_none_and_one_with_it_leaves_the_fact_unset() {
+        assert_eq!(selinux_context_for(false).as_deref(), Some("none"));
+        assert_eq!(selinux_context_for(true), None);
     }
 }

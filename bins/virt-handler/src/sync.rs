@@ -122,6 +122,7 @@ impl Handler {
         let uid = subject.uid.as_str();
         facts.migration.target_listener_ports = self.proxies.target_ports(uid);
         facts.migration.migration_ip_address = self.migration_address.clone();
+        facts.selinux_context = crate::migration::selinux_context_fact();
         // Each controller decides from the facts as gathered, not from another's failures.
         let gathered = facts.clone();
 

@@ -60,9 +60,14 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub mod node;
+pub mod node_layout;
 pub use node::{
     KUBELET_ROOT, NODE_BRIDGE, NODE_DIR, NODE_IP, NODE_NAME, NodeComponent, PAUSE_IMAGE,
     POD_SUBNET, RealNode, locate_node_binaries, node_leftovers, oci_archive,
+};
+pub use node_layout::{
+    NodeSlot, SECOND_NODE_BRIDGE, SECOND_NODE_DIR, SECOND_NODE_IP, SECOND_NODE_NAME,
+    SECOND_POD_SUBNET,
 };
 
 /// The Kubernetes release the binaries are built from (`tests/kube/go.mod`).

@@ -16,6 +16,14 @@
 #               belongs to the TestCluster and stays.
 # SYSCTL=VALUE  kernel settings to restore (those the kubelet and the bridge plugin change).
 #
+# Environment (the second node of RealNode::start_second sets the ones that keep its sweep off what
+# it shares with the first node):
+#   KVRS_NODE_EXES         absolute paths of the node's binaries, for the stray-process sweep
+#   KVRS_NODE_NFT_TABLES   nftables tables to delete, comma-separated ("none": none); default
+#                          kube-proxy's and portmap's, ip and ip6
+#   KVRS_NODE_CNI_NETWORK  the CNI network's name (libcni's result files), default kvrs-pods
+#   KVRS_NODE_OWN_BRIDGE   non-empty: the node owns BRIDGE, which is deleted at the end
+#
 # NODE_DIR/run/extra-paths lists further host paths, one per line (RealNode::remove_on_teardown:
 # hostPath directories pods create, e.g. /var/run/kubevirt): unmounted and removed like the rest.
 #
@@ -121,7 +129,10 @@ if [ -d "/sys/class/net/$BRIDGE/brif" ]; then
     [ -e "$l" ] && ip link del "${l##*/}" 2>/dev/null
   done
 fi
-for t in "ip kube-proxy" "ip6 kube-proxy" "ip cni_hostport" "ip6 cni_hostport"; do
+TABLES=${KVRS_NODE_NFT_TABLES:-ip kube-proxy,ip6 kube-proxy,ip cni_hostport,ip6 cni_hostport}
+[ "$TABLES" = none ] && TABLES=""
+echo "$TABLES" | tr , '\n' | while IFS= read -r t; do
+  [ -n "$t" ] || continue
   # shellcheck disable=SC2086
   nft list table $t >/dev/null 2>&1 && nft delete table $t 2>/dev/null
 done
@@ -145,10 +156,11 @@ fi
 
 # 7. libcni's result cache (/var/lib/cni, not configurable through containerd): the entries of our
 #    network and the loopback entries of the same sandboxes, the directory if we made it.
+NET=${KVRS_NODE_CNI_NETWORK:-kvrs-pods}
 if [ -d /var/lib/cni/results ]; then
-  for f in /var/lib/cni/results/kvrs-pods-*; do
+  for f in /var/lib/cni/results/"$NET"-*; do
     [ -e "$f" ] || continue
-    id=${f#/var/lib/cni/results/kvrs-pods-}
+    id=${f#/var/lib/cni/results/"$NET"-}
     id=${id%-*}
     rm -f "$f" "/var/lib/cni/results/cni-loopback-$id-lo"
   done
@@ -157,7 +169,13 @@ if [ -d /var/lib/cni/results ]; then
   fi
 fi
 
-# 8. The directories, once nothing is mounted there any more.
+# 8. The directories, once nothing is mounted there any more; host directories the node created
+#    as mount points of its own namespace (NODE_DIR/run/made-paths) if empty; its own bridge.
+MADE=""
+[ -f "$NODE_DIR/run/made-paths" ] && MADE=$(cat "$NODE_DIR/run/made-paths")
+if [ -n "${KVRS_NODE_OWN_BRIDGE:-}" ] && [ -e "/sys/class/net/$BRIDGE" ]; then
+  ip link del "$BRIDGE" 2>/dev/null || { say "could not delete bridge $BRIDGE"; }
+fi
 status=0
 left=$(mounts_under)
 if [ -n "$left" ]; then
@@ -171,6 +189,7 @@ else
   else
     rm -rf "$NODE_DIR"
   fi
+  echo "$MADE" | while IFS= read -r p; do [ -n "$p" ] && rmdir "$p" 2>/dev/null; done
 fi
 left=$(echo $(node_pids) $(stray_pids))
 [ -n "$left" ] && { say "processes still alive: $left"; status=1; }

@@ -18,9 +18,15 @@
 //!
 //! # Layout on the machine
 //!
-//! Only one node runs per machine (the kubelet's directory is the standard one): the cluster
-//! takes the lock file `/run/kvrs-node.lock` in [`TestCluster::start_for_node`] (a second such
-//! cluster waits for it), and a cluster holds at most one [`RealNode`].
+//! One node cluster runs per machine (the first node's kubelet directory is the standard one):
+//! the cluster takes the lock file `/run/kvrs-node.lock` in [`TestCluster::start_for_node`] (a
+//! second such cluster waits for it), and a cluster holds at most two [`RealNode`]s: the first
+//! ([`RealNode::start`], laid out as below) and a second one beside it
+//! ([`RealNode::start_second`]: node `kvrs-node-b` on its own bridge `kvrs-cni1`
+//! `10.252.1.1/24`, directory `/var/lib/kvrs-node-b`, cgroup `kvrs-node-b`, its own containerd,
+//! no kube-proxy, and its own mount namespace where `/var/lib/kubelet` and the paths it is given
+//! are its own directories — [`node_layout`](crate::node_layout) says why). Stop the second
+//! node before the first.
 //!
 //! | what | where |
 //! |---|---|
@@ -135,6 +141,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::node_layout::{Layout, NodeSlot, SECOND};
 use crate::{
     ClusterError, TestCluster, etcd_http, run_components_script, stop_process, tail_file,
     workspace_root, write_kubeconfig,
@@ -156,7 +163,6 @@ pub const NODE_DIR: &str = "/var/lib/kvrs-node";
 pub const PAUSE_IMAGE: &str = "kvrs.local/pause:1";
 
 const NODE_LOCK: &str = "/run/kvrs-node.lock";
-const CGROUP_NAME: &str = "kvrs-node";
 const MARKER: &str = ".kvrs-test-node";
 const TEARDOWN: &str = include_str!("node-teardown.sh");
 /// What `scripts/node-components.sh` puts in its bin directory.
@@ -182,7 +188,6 @@ const SYSCTLS: [&str; 7] = [
     "kernel.keys.root_maxbytes",
     "net.ipv4.ip_forward",
 ];
-const KUBELET_HEALTHZ_PORT: u16 = 10248;
 const KUBE_PROXY_HEALTHZ_PORT: u16 = 10256;
 const KUBE_PROXY_METRICS_PORT: u16 = 10249;
 const LOCK_WAIT: Duration = Duration::from_secs(15 * 60);
@@ -208,6 +213,7 @@ fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ClusterE
 pub(crate) struct NodeNetwork {
     _lock: fs::File,
     node_claimed: Arc<AtomicBool>,
+    second_claimed: Arc<AtomicBool>,
 }
 
 impl NodeNetwork {
@@ -252,6 +258,7 @@ impl NodeNetwork {
         let network = NodeNetwork {
             _lock: lock,
             node_claimed: Arc::new(AtomicBool::new(false)),
+            second_claimed: Arc::new(AtomicBool::new(false)),
         };
         run(Command::new("ip").args([
             "addr",
@@ -373,6 +380,13 @@ impl NodeComponent {
 /// A real node of a [`TestCluster`]; see the [module documentation](self).
 #[derive(Debug)]
 pub struct RealNode {
+    layout: Layout,
+    /// The second node's mount-namespace holder (`sleep` inside `unshare --mount`).
+    holder: Option<Child>,
+    /// The host paths the second node sees as its own directories (canonical).
+    private_paths: Vec<PathBuf>,
+    /// Host directories the second node created to mount its own over (removed at teardown).
+    made_paths: Vec<PathBuf>,
     bin_dir: PathBuf,
     kube_bin_dir: PathBuf,
     containerd: Option<Child>,
@@ -394,18 +408,53 @@ impl RealNode {
     /// Node is Ready and kube-proxy has programmed the Services. Cleans up what a killed earlier
     /// run left first. Fails, with the end of the relevant log, if anything does not come up.
     pub fn start(cluster: &TestCluster) -> Result<RealNode, ClusterError> {
+        Self::start_in(cluster, NodeSlot::First, &[])
+    }
+
+    /// Starts a second node, [`SECOND_NODE_NAME`](crate::SECOND_NODE_NAME), beside the one
+    /// [`start`](Self::start) started on `cluster` (which must run): its own containerd, kubelet,
+    /// bridge and pod subnet, cgroup and directory, no kube-proxy, in a mount namespace of its
+    /// own where `/var/lib/kubelet` and each of `private_host_paths` (e.g. virt-handler's
+    /// `/var/run/kubevirt`) are directories of this node, made shared there — see
+    /// [`node_layout`](crate::node_layout) for why. Stop it before the first node.
+    pub fn start_second(
+        cluster: &TestCluster,
+        private_host_paths: &[&Path],
+    ) -> Result<RealNode, ClusterError> {
+        Self::start_in(cluster, NodeSlot::Second, private_host_paths)
+    }
+
+    fn start_in(
+        cluster: &TestCluster,
+        slot: NodeSlot,
+        private_host_paths: &[&Path],
+    ) -> Result<RealNode, ClusterError> {
         let begun = Instant::now();
+        let layout = Layout::of(slot);
         let network = cluster.node_network.as_ref().ok_or_else(|| {
             node_err("the cluster was not started with TestCluster::start_for_node")
         })?;
-        if network
-            .node_claimed
+        let flag = match slot {
+            NodeSlot::First => &network.node_claimed,
+            NodeSlot::Second => {
+                if !network.node_claimed.load(Ordering::SeqCst) {
+                    return Err(node_err(
+                        "start the first node (RealNode::start) before the second one",
+                    ));
+                }
+                &network.second_claimed
+            }
+        };
+        if flag
             .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
             .is_err()
         {
-            return Err(node_err("a RealNode already runs on this cluster"));
+            return Err(node_err(format!(
+                "a RealNode already runs as {} on this cluster",
+                layout.name
+            )));
         }
-        let claim = Arc::clone(&network.node_claimed);
+        let claim = Arc::clone(flag);
         let kube_bin_dir = cluster.bin_dir().to_path_buf();
         let bin_dir = match locate_node_binaries() {
             Ok(dir) => dir,
@@ -414,7 +463,28 @@ impl RealNode {
                 return Err(e);
             }
         };
+        let mut private_paths = Vec::new();
+        if layout.second() {
+            private_paths.push(PathBuf::from(KUBELET_ROOT));
+            for path in private_host_paths {
+                let path = canonical(path);
+                if !path.is_absolute() || path.components().count() < 3 {
+                    claim.store(false, Ordering::SeqCst);
+                    return Err(node_err(format!(
+                        "refusing to make {} private to the second node",
+                        path.display()
+                    )));
+                }
+                if !private_paths.contains(&path) {
+                    private_paths.push(path);
+                }
+            }
+        }
         let mut node = RealNode {
+            layout,
+            holder: None,
+            private_paths,
+            made_paths: Vec::new(),
             bin_dir,
             kube_bin_dir,
             containerd: None,
@@ -436,14 +506,26 @@ impl RealNode {
         node.start_containerd()?;
         node.import_image(&node.bin_dir.join("pause.tar"))?;
         node.start_kubelet()?;
-        node.start_kube_proxy()?;
+        if !layout.second() {
+            node.start_kube_proxy()?;
+        }
         node.started_in = begun.elapsed();
         Ok(node)
     }
 
-    /// The Node's name, [`NODE_NAME`].
+    /// The Node's name ([`NODE_NAME`], or the second node's).
     pub fn name(&self) -> &'static str {
-        NODE_NAME
+        self.layout.name
+    }
+
+    /// The Node's InternalIP (its bridge's address).
+    pub fn ip(&self) -> Ipv4Addr {
+        self.layout.ip
+    }
+
+    /// Which slot of the machine this node occupies.
+    pub fn slot(&self) -> NodeSlot {
+        self.layout.slot
     }
 
     /// `ctr -n k8s.io IMPORT archive`: makes an OCI image archive (from
@@ -481,7 +563,7 @@ impl RealNode {
     {
         Command::new(self.bin_dir.join("ctr"))
             .arg("--address")
-            .arg(Self::containerd_socket())
+            .arg(self.layout.containerd_socket())
             .args(["--namespace", "k8s.io"])
             .args(args)
             .stdin(Stdio::null())
@@ -489,14 +571,21 @@ impl RealNode {
             .unwrap_or_else(|e| panic!("running {}: {e}", self.bin_dir.join("ctr").display()))
     }
 
-    /// containerd's socket (the kubelet's `containerRuntimeEndpoint`).
+    /// The first node's containerd socket (the kubelet's `containerRuntimeEndpoint`).
     pub fn containerd_socket() -> PathBuf {
-        Path::new(NODE_DIR).join("containerd/containerd.sock")
+        crate::node_layout::FIRST.containerd_socket()
+    }
+
+    /// This node's containerd socket.
+    pub fn runtime_socket(&self) -> PathBuf {
+        self.layout.containerd_socket()
     }
 
     /// The log of `component` (stdout and stderr).
     pub fn log_path(&self, component: NodeComponent) -> PathBuf {
-        logs_dir().join(format!("{}.log", component.binary()))
+        self.layout
+            .logs_dir()
+            .join(format!("{}.log", component.binary()))
     }
 
     /// The last `lines` lines of `component`'s log.
@@ -506,12 +595,12 @@ impl RealNode {
 
     /// The directory of the node's logs.
     pub fn logs_dir(&self) -> PathBuf {
-        logs_dir()
+        self.layout.logs_dir()
     }
 
     /// The kubeconfig the kubelet and kube-proxy use (the cluster's admin token).
     pub fn kubeconfig_path(&self) -> PathBuf {
-        config_dir().join("kubeconfig")
+        self.layout.config_dir().join("kubeconfig")
     }
 
     /// The directory of containerd, runc, `cni/` and the pause image in use.
@@ -545,12 +634,39 @@ impl RealNode {
                 path.display()
             )));
         }
+        // A path the second node sees as its own lives in its directory on the machine.
+        let path = self.machine_path(&path);
         let mut paths = self.extra_paths.lock().unwrap_or_else(|e| e.into_inner());
         if !paths.contains(&path) {
             paths.push(path);
         }
         let text: String = paths.iter().map(|p| format!("{}\n", p.display())).collect();
-        write(&Path::new(NODE_DIR).join("run/extra-paths"), &text)
+        write(&self.layout.dir().join("run/extra-paths"), &text)
+    }
+
+    /// Where `path`, as this node's pods see it, is on the machine: itself, except under a
+    /// private path of the second node.
+    fn machine_path(&self, path: &Path) -> PathBuf {
+        for private in &self.private_paths {
+            if let Ok(rest) = path.strip_prefix(private) {
+                return self.layout.private_store(private).join(rest);
+            }
+        }
+        path.to_path_buf()
+    }
+
+    /// `program` run in the node's mount namespace (the host's for the first node).
+    fn in_node_ns(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        match &self.holder {
+            Some(holder) => {
+                let mut cmd = Command::new("nsenter");
+                cmd.arg(format!("--mount=/proc/{}/ns/mnt", holder.id()))
+                    .arg("--")
+                    .arg(program);
+                cmd
+            }
+            None => Command::new(program),
+        }
     }
 
     /// Prepares a host directory that pods mount with `mountPropagation: Bidirectional` (e.g.
@@ -558,12 +674,22 @@ impl RealNode {
     /// path is on a shared mount, and on a host without systemd `/` is private. The directory is
     /// created, bind-mounted onto itself and made shared (as the kubelet does with its own root),
     /// and [`remove_on_teardown`](Self::remove_on_teardown) unmounts and removes it at teardown.
+    /// On the second node, a path it holds privately is shared already (and removed with its
+    /// directory); any other path is shared inside its mount namespace.
     pub fn share_on_host(&self, path: &Path) -> Result<(), ClusterError> {
+        if self.private_paths.contains(&canonical(path)) {
+            return Ok(());
+        }
         self.remove_on_teardown(path)?;
         let path = canonical(path);
-        fs::create_dir_all(&path)
-            .map_err(|e| node_err(format!("creating {}: {e}", path.display())))?;
-        let mounted = fs::read_to_string("/proc/self/mountinfo")
+        let on_machine = self.machine_path(&path);
+        fs::create_dir_all(&on_machine)
+            .map_err(|e| node_err(format!("creating {}: {e}", on_machine.display())))?;
+        let mountinfo = match &self.holder {
+            Some(holder) => format!("/proc/{}/mountinfo", holder.id()),
+            None => "/proc/self/mountinfo".to_owned(),
+        };
+        let mounted = fs::read_to_string(mountinfo)
             .unwrap_or_default()
             .lines()
             .any(|l| l.split(' ').nth(4) == Some(&*path.to_string_lossy()));
@@ -576,7 +702,8 @@ impl RealNode {
         }
         steps.push(vec!["--make-rshared", p]);
         for args in steps {
-            let out = Command::new("mount")
+            let out = self
+                .in_node_ns("mount")
                 .args(&args)
                 .output()
                 .map_err(|e| node_err(format!("mount {}: {e}", args.join(" "))))?;
@@ -624,7 +751,8 @@ impl RealNode {
     /// kubelet directory must carry our marker or not exist).
     fn clean_earlier_run(&self) -> Result<(), ClusterError> {
         let kubelet_root = Path::new(KUBELET_ROOT);
-        if kubelet_root.exists()
+        if !self.layout.second()
+            && kubelet_root.exists()
             && !kubelet_root.join(MARKER).exists()
             && !Path::new(NODE_DIR).exists()
         {
@@ -632,30 +760,50 @@ impl RealNode {
                 "{KUBELET_ROOT} exists and was not made by kvrs-test-cluster; refusing to touch it"
             )));
         }
-        if node_leftovers().is_empty() {
-            return Ok(());
+        // A second node a dead run left goes first (the first node's sweep would leave its
+        // cgroup and directory), then, when starting the first node, the first node's things.
+        let mut layouts = vec![SECOND];
+        if !self.layout.second() {
+            layouts.push(self.layout);
         }
-        // The kernel settings the dead run recorded, if it got that far.
-        let saved = fs::read_to_string(Path::new(NODE_DIR).join("sysctls.orig"))
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect::<Vec<_>>();
-        eprintln!("kvrs-test-cluster: cleaning up a node an earlier run left behind");
-        let (ok, messages) = self.run_teardown_script(&saved);
-        let left = node_leftovers();
-        if ok && left.is_empty() {
-            Ok(())
-        } else {
-            Err(node_err(format!(
-                "could not clean up the node an earlier run left: {messages}{}",
-                left.join("; ")
-            )))
+        for layout in layouts {
+            let left = if layout.second() {
+                leftovers_of(&layout, false)
+            } else {
+                node_leftovers()
+            };
+            if left.is_empty() {
+                continue;
+            }
+            // The kernel settings the dead run recorded, if it got that far.
+            let saved = fs::read_to_string(layout.dir().join("sysctls.orig"))
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>();
+            eprintln!(
+                "kvrs-test-cluster: cleaning up node {} an earlier run left behind",
+                layout.name
+            );
+            let (ok, messages) = self.run_teardown_script(&layout, &saved);
+            let left = if layout.second() {
+                leftovers_of(&layout, false)
+            } else {
+                node_leftovers()
+            };
+            if !ok || !left.is_empty() {
+                return Err(node_err(format!(
+                    "could not clean up the node an earlier run left: {messages}{}",
+                    left.join("; ")
+                )));
+            }
         }
+        Ok(())
     }
 
     fn prepare(&mut self) -> Result<(), ClusterError> {
-        let node_dir = Path::new(NODE_DIR);
+        let layout = self.layout;
+        let node_dir = layout.dir();
         for sub in [
             "logs",
             "run",
@@ -669,41 +817,42 @@ impl RealNode {
             "kubectl-cache",
         ] {
             fs::create_dir_all(node_dir.join(sub))
-                .map_err(io_err(format!("creating {NODE_DIR}/{sub}")))?;
+                .map_err(io_err(format!("creating {}/{sub}", layout.dir)))?;
         }
-        fs::create_dir_all(KUBELET_ROOT).map_err(io_err(format!("creating {KUBELET_ROOT}")))?;
-        fs::write(
-            Path::new(KUBELET_ROOT).join(MARKER),
-            "kvrs-test-cluster RealNode\n",
-        )
-        .map_err(io_err("writing the kubelet directory's marker"))?;
-        for (dir, marker) in [
-            ("/var/log/containers", "made-var-log-containers"),
-            ("/var/lib/cni", "made-var-lib-cni"),
-        ] {
-            if !Path::new(dir).exists() {
-                fs::write(node_dir.join("run").join(marker), "")
-                    .map_err(io_err(format!("recording {dir}")))?;
+        let kubelet_store = Path::new(layout.kubelet_store);
+        fs::create_dir_all(kubelet_store)
+            .map_err(io_err(format!("creating {}", kubelet_store.display())))?;
+        fs::write(kubelet_store.join(MARKER), "kvrs-test-cluster RealNode\n")
+            .map_err(io_err("writing the kubelet directory's marker"))?;
+        if !layout.second() {
+            for (dir, marker) in [
+                ("/var/log/containers", "made-var-log-containers"),
+                ("/var/lib/cni", "made-var-lib-cni"),
+            ] {
+                if !Path::new(dir).exists() {
+                    fs::write(node_dir.join("run").join(marker), "")
+                        .map_err(io_err(format!("recording {dir}")))?;
+                }
             }
+            self.sysctls = SYSCTLS
+                .iter()
+                .map(|k| {
+                    let path = sysctl_path(k);
+                    fs::read_to_string(&path)
+                        .map(|v| format!("{k}={}", v.trim()))
+                        .map_err(io_err(format!("reading {}", path.display())))
+                })
+                .collect::<Result<_, _>>()?;
+            fs::write(
+                node_dir.join("sysctls.orig"),
+                self.sysctls.join("\n") + "\n",
+            )
+            .map_err(io_err("recording the kernel settings"))?;
         }
-        self.sysctls = SYSCTLS
-            .iter()
-            .map(|k| {
-                let path = sysctl_path(k);
-                fs::read_to_string(&path)
-                    .map(|v| format!("{k}={}", v.trim()))
-                    .map_err(io_err(format!("reading {}", path.display())))
-            })
-            .collect::<Result<_, _>>()?;
-        fs::write(
-            node_dir.join("sysctls.orig"),
-            self.sysctls.join("\n") + "\n",
-        )
-        .map_err(io_err("recording the kernel settings"))?;
         self.watchdog = Some(self.spawn_watchdog()?);
         // Our cgroup in every hierarchy, and `runtime` below it for the daemons.
         for hierarchy in cgroup_hierarchies() {
-            let top = hierarchy.join(CGROUP_NAME);
+            let top = hierarchy.join(layout.cgroup);
             let runtime = top.join("runtime");
             fs::create_dir_all(&runtime)
                 .map_err(io_err(format!("creating {}", runtime.display())))?;
@@ -719,7 +868,115 @@ impl RealNode {
                 }
             }
         }
+        if layout.second() {
+            self.create_bridge()?;
+            self.start_mount_namespace()?;
+        }
         Ok(())
+    }
+
+    /// The second node's own bridge (the first node's belongs to the cluster).
+    fn create_bridge(&self) -> Result<(), ClusterError> {
+        let bridge = self.layout.bridge;
+        if link_exists(bridge) {
+            run(Command::new("ip").args(["link", "del", bridge]))?;
+        }
+        run(Command::new("ip").args(["link", "add", bridge, "type", "bridge"]))?;
+        run(Command::new("ip").args([
+            "addr",
+            "add",
+            &format!("{}/24", self.layout.ip),
+            "dev",
+            bridge,
+        ]))?;
+        run(Command::new("ip").args(["link", "set", bridge, "up"]))?;
+        Ok(())
+    }
+
+    /// The second node's mount namespace: a holder process in its cgroup unshares from the
+    /// host's namespace (private propagation: nothing mounted there reaches the machine),
+    /// unmounts its copies of whatever the machine had mounted on each private path (the first
+    /// node's shared bind of `/var/run/kubevirt`, the first kubelet's root: containerd checks
+    /// the *first* mount of a path for `Bidirectional` and would find the private copy beneath),
+    /// binds a directory of the node there and makes it shared, then sleeps; the daemons join it
+    /// with `nsenter`. Its mounts go away with its last process.
+    fn start_mount_namespace(&mut self) -> Result<(), ClusterError> {
+        let mut pairs = Vec::new();
+        for path in self.private_paths.clone() {
+            if !path.exists() {
+                fs::create_dir_all(&path)
+                    .map_err(io_err(format!("creating {}", path.display())))?;
+                self.made_paths.push(path.clone());
+                let made: String = self
+                    .made_paths
+                    .iter()
+                    .map(|p| format!("{}\n", p.display()))
+                    .collect();
+                write(&self.layout.dir().join("run/made-paths"), &made)?;
+            }
+            let store = self.layout.private_store(&path);
+            if path != Path::new(KUBELET_ROOT) {
+                fs::create_dir_all(&store)
+                    .map_err(io_err(format!("creating {}", store.display())))?;
+                pairs.push((store, path));
+            } else {
+                pairs.push((PathBuf::from(self.layout.kubelet_store), path));
+            }
+        }
+        let log = self.layout.logs_dir().join("mount-namespace.log");
+        let file = fs::File::create(&log).map_err(io_err(format!("creating {}", log.display())))?;
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(
+                "for f in $KVRS_CGROUP_PROCS; do echo $$ > \"$f\" || exit 125; done; \
+                 unset KVRS_CGROUP_PROCS; \
+                 exec unshare --mount --propagation private sh -c \"$KVRS_NS_SCRIPT\" holder \"$@\"",
+            )
+            .arg("kvrs-node-mount-namespace");
+        for (store, path) in &pairs {
+            cmd.arg(store).arg(path);
+        }
+        let mut holder = cmd
+            .env("KVRS_CGROUP_PROCS", self.runtime_cgroup_procs().join(" "))
+            .env(
+                "KVRS_NS_SCRIPT",
+                "set -e; while [ $# -gt 0 ]; do \
+                 while mountpoint -q \"$2\"; do umount -R -l \"$2\"; done; \
+                 mount --bind \"$1\" \"$2\"; mount --make-rshared \"$2\"; shift 2; done; \
+                 echo ready; exec sleep infinity",
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(file)
+            .spawn()
+            .map_err(io_err("starting the mount namespace's holder"))?;
+        let mut line = String::new();
+        let stdout = holder.stdout.take().expect("piped");
+        let read = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
+        self.holder = Some(holder);
+        if read.is_err() || line.trim() != "ready" {
+            return Err(node_err(format!(
+                "the second node's mount namespace did not come up: {}",
+                tail_file(&log, LOG_TAIL_LINES)
+            )));
+        }
+        write(
+            &self.layout.dir().join("run/mount-namespace.pid"),
+            &self.holder.as_ref().map_or(0, Child::id).to_string(),
+        )
+    }
+
+    /// The `cgroup.procs` files of the node's `runtime` cgroup, one per hierarchy.
+    fn runtime_cgroup_procs(&self) -> Vec<String> {
+        cgroup_hierarchies()
+            .iter()
+            .map(|h| {
+                h.join(self.layout.cgroup)
+                    .join("runtime/cgroup.procs")
+                    .display()
+                    .to_string()
+            })
+            .collect()
     }
 
     fn spawn_watchdog(&self) -> Result<Child, ClusterError> {
@@ -731,9 +988,9 @@ impl RealNode {
             )
             .arg("kvrs-node-watchdog")
             .arg(std::process::id().to_string())
-            .args(self.teardown_args(&self.sysctls))
+            .args(teardown_args(&self.layout, &self.sysctls))
+            .envs(self.teardown_env(&self.layout))
             .env("KVRS_NODE_TEARDOWN", TEARDOWN)
-            .env("KVRS_NODE_EXES", self.exes())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -743,7 +1000,8 @@ impl RealNode {
     }
 
     fn write_configs(&self, cluster: &TestCluster) -> Result<(), ClusterError> {
-        let config = config_dir();
+        let layout = self.layout;
+        let config = layout.config_dir();
         let ca = config.join("ca.crt");
         fs::copy(cluster.ca_cert_path(), &ca).map_err(io_err("copying the cluster CA"))?;
         write_kubeconfig(
@@ -754,26 +1012,29 @@ impl RealNode {
         )
         .map_err(io_err("writing the node's kubeconfig"))?;
         let bin = self.bin_dir.display();
+        let dir = layout.dir;
+        let stream_port = layout.stream_port;
         let containerd = format!(
             r#"# kvrs-test-cluster RealNode (see tests/cluster/src/node.rs for every setting's reason)
 version = 4
-root = '{NODE_DIR}/containerd/root'
-state = '{NODE_DIR}/containerd/state'
+root = '{dir}/containerd/root'
+state = '{dir}/containerd/state'
 imports = []
 
 [plugins]
   [plugins.'io.containerd.server.v1.grpc']
-    address = '{NODE_DIR}/containerd/containerd.sock'
+    address = '{dir}/containerd/containerd.sock'
   [plugins.'io.containerd.server.v1.ttrpc']
-    address = '{NODE_DIR}/containerd/containerd.sock.ttrpc'
+    address = '{dir}/containerd/containerd.sock.ttrpc'
   [plugins.'io.containerd.shim.v1.manager']
-    socket_dir = '{NODE_DIR}/s'
+    socket_dir = '{dir}/s'
   [plugins.'io.containerd.internal.v1.opt']
-    path = '{NODE_DIR}/containerd/opt'
+    path = '{dir}/containerd/opt'
   [plugins.'io.containerd.nri.v1.nri']
     disable = true
   [plugins.'io.containerd.grpc.v1.cri']
     stream_server_address = '127.0.0.1'
+    stream_server_port = '{stream_port}'
   [plugins.'io.containerd.cri.v1.images']
     snapshotter = 'overlayfs'
     [plugins.'io.containerd.cri.v1.images'.pinned_images]
@@ -788,21 +1049,21 @@ imports = []
         runtime_type = 'io.containerd.runc.v2'
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
           BinaryName = '{bin}/runc'
-          Root = '{NODE_DIR}/containerd/runc'
+          Root = '{dir}/containerd/runc'
           SystemdCgroup = false
     [plugins.'io.containerd.cri.v1.runtime'.cni]
       bin_dirs = ['{bin}/cni']
-      conf_dir = '{NODE_DIR}/cni/net.d'
+      conf_dir = '{dir}/cni/net.d'
 "#
         );
         write(&config.join("containerd.toml"), &containerd)?;
         let cni = serde_json::json!({
             "cniVersion": "1.0.0",
-            "name": "kvrs-pods",
+            "name": layout.cni_network,
             "plugins": [
                 {
                     "type": "bridge",
-                    "bridge": NODE_BRIDGE,
+                    "bridge": layout.bridge,
                     "isGateway": true,
                     "isDefaultGateway": true,
                     "ipMasq": false,
@@ -810,18 +1071,18 @@ imports = []
                     "ipam": {
                         "type": "host-local",
                         "ranges": [[{
-                            "subnet": POD_SUBNET,
-                            "rangeStart": "10.252.0.10",
-                            "gateway": NODE_IP.to_string(),
+                            "subnet": layout.subnet,
+                            "rangeStart": layout.range_start,
+                            "gateway": layout.ip.to_string(),
                         }]],
-                        "dataDir": format!("{NODE_DIR}/cni/ipam"),
+                        "dataDir": format!("{dir}/cni/ipam"),
                     },
                 },
                 { "type": "portmap", "capabilities": { "portMappings": true }, "backend": "nftables" },
             ],
         });
         write(
-            &Path::new(NODE_DIR).join("cni/net.d/10-kvrs.conflist"),
+            &layout.dir().join("cni/net.d/10-kvrs.conflist"),
             &serde_json::to_string_pretty(&cni).expect("JSON"),
         )?;
         let kubelet = serde_json::json!({
@@ -829,13 +1090,13 @@ imports = []
             "kind": "KubeletConfiguration",
             "failCgroupV1": false,
             "cgroupDriver": "cgroupfs",
-            "cgroupRoot": format!("/{CGROUP_NAME}"),
-            "containerRuntimeEndpoint": format!("unix://{}", Self::containerd_socket().display()),
-            "address": NODE_IP.to_string(),
+            "cgroupRoot": format!("/{}", layout.cgroup),
+            "containerRuntimeEndpoint": format!("unix://{}", layout.containerd_socket().display()),
+            "address": layout.ip.to_string(),
             "port": 10250,
             "readOnlyPort": 0,
             "healthzBindAddress": "127.0.0.1",
-            "healthzPort": KUBELET_HEALTHZ_PORT,
+            "healthzPort": layout.kubelet_healthz_port,
             "authentication": {
                 "anonymous": { "enabled": false },
                 "webhook": { "enabled": true },
@@ -846,8 +1107,8 @@ imports = []
             "oomScoreAdj": 0,
             "shutdownGracePeriod": "0s",
             "shutdownGracePeriodCriticalPods": "0s",
-            "podLogsDir": format!("{NODE_DIR}/pod-logs"),
-            "volumePluginDir": format!("{NODE_DIR}/kubelet-plugins/volume/exec"),
+            "podLogsDir": format!("{dir}/pod-logs"),
+            "volumePluginDir": format!("{dir}/kubelet-plugins/volume/exec"),
             "imageGCHighThresholdPercent": 100,
             "imageGCLowThresholdPercent": 99,
             "evictionHard": {
@@ -897,7 +1158,11 @@ imports = []
     fn start_containerd(&mut self) -> Result<(), ClusterError> {
         let args = vec![
             "--config".to_owned(),
-            config_dir().join("containerd.toml").display().to_string(),
+            self.layout
+                .config_dir()
+                .join("containerd.toml")
+                .display()
+                .to_string(),
         ];
         self.containerd = Some(self.spawn(NodeComponent::Containerd, &args)?);
         self.wait_ready(
@@ -915,13 +1180,15 @@ imports = []
     }
 
     fn start_kubelet(&mut self) -> Result<(), ClusterError> {
-        let config = config_dir();
+        let config = self.layout.config_dir();
+        let name = self.layout.name;
         let args = vec![
             format!("--config={}", config.join("kubelet.yaml").display()),
             format!("--kubeconfig={}", config.join("kubeconfig").display()),
+            // The second node's kubelet sees its own root there, in its mount namespace.
             format!("--root-dir={KUBELET_ROOT}"),
-            format!("--hostname-override={NODE_NAME}"),
-            format!("--node-ip={NODE_IP}"),
+            format!("--hostname-override={name}"),
+            format!("--node-ip={}", self.layout.ip),
             "--v=2".to_owned(),
         ];
         self.kubelet = Some(self.spawn(NodeComponent::Kubelet, &args)?);
@@ -929,7 +1196,7 @@ imports = []
             let out = node.kubectl([
                 "get",
                 "node",
-                NODE_NAME,
+                name,
                 "-o",
                 "jsonpath={.status.conditions[?(@.type==\"Ready\")].status} {.status.conditions[?(@.type==\"Ready\")].message}",
             ]);
@@ -948,7 +1215,7 @@ imports = []
         let args = vec![
             format!(
                 "--config={}",
-                config_dir().join("kube-proxy.yaml").display()
+                self.layout.config_dir().join("kube-proxy.yaml").display()
             ),
             "--v=2".to_owned(),
         ];
@@ -996,21 +1263,14 @@ imports = []
         let err = file
             .try_clone()
             .map_err(io_err("duplicating a log file handle"))?;
-        let procs: Vec<String> = cgroup_hierarchies()
-            .iter()
-            .map(|h| {
-                h.join(CGROUP_NAME)
-                    .join("runtime/cgroup.procs")
-                    .display()
-                    .to_string()
-            })
-            .collect();
+        let procs = self.runtime_cgroup_procs();
         let path = format!(
             "{}:{}",
             self.bin_dir.display(),
             std::env::var("PATH").unwrap_or_else(|_| "/usr/sbin:/usr/bin:/sbin:/bin".to_owned())
         );
-        let child = Command::new("sh")
+        let child = self
+            .in_node_ns("sh")
             .arg("-c")
             .arg(
                 "for f in $KVRS_CGROUP_PROCS; do echo $$ > \"$f\" || exit 125; done; \
@@ -1022,14 +1282,17 @@ imports = []
             .env("KVRS_CGROUP_PROCS", procs.join(" "))
             .env("PATH", path)
             .env_remove("KUBECONFIG")
-            .current_dir(NODE_DIR)
+            .current_dir(self.layout.dir)
             .stdin(Stdio::null())
             .stdout(file)
             .stderr(err)
             .spawn()
             .map_err(io_err(format!("starting {}", program.display())))?;
         write(
-            &Path::new(NODE_DIR).join(format!("run/{}.pid", component.binary())),
+            &self
+                .layout
+                .dir()
+                .join(format!("run/{}.pid", component.binary())),
             &child.id().to_string(),
         )?;
         Ok(child)
@@ -1090,7 +1353,7 @@ imports = []
             .arg(format!("--kubeconfig={}", self.kubeconfig_path().display()))
             .arg("--request-timeout=10s")
             .args(args)
-            .env("KUBECACHEDIR", Path::new(NODE_DIR).join("kubectl-cache"))
+            .env("KUBECACHEDIR", self.layout.dir().join("kubectl-cache"))
             .env_remove("KUBECONFIG")
             .stdin(Stdio::null())
             .output()
@@ -1118,25 +1381,33 @@ imports = []
             .join(" ")
     }
 
-    fn teardown_args(&self, sysctls: &[String]) -> Vec<String> {
-        let mut args = vec![
-            NODE_DIR.to_owned(),
-            KUBELET_ROOT.to_owned(),
-            CGROUP_NAME.to_owned(),
-            NODE_BRIDGE.to_owned(),
-        ];
-        args.extend(sysctls.iter().cloned());
-        args
+    /// The teardown script's settings for `layout`: the second node's sweep must not touch
+    /// what the first node shares with it (the binaries' processes, kube-proxy's tables).
+    fn teardown_env(&self, layout: &Layout) -> Vec<(&'static str, String)> {
+        if layout.second() {
+            vec![
+                ("KVRS_NODE_EXES", String::new()),
+                ("KVRS_NODE_NFT_TABLES", "none".to_owned()),
+                ("KVRS_NODE_CNI_NETWORK", layout.cni_network.to_owned()),
+                ("KVRS_NODE_OWN_BRIDGE", "1".to_owned()),
+            ]
+        } else {
+            vec![
+                ("KVRS_NODE_EXES", self.exes()),
+                ("KVRS_NODE_CNI_NETWORK", layout.cni_network.to_owned()),
+            ]
+        }
     }
 
-    /// Runs `node-teardown.sh`; returns whether it reported success, and its messages.
-    fn run_teardown_script(&self, sysctls: &[String]) -> (bool, String) {
+    /// Runs `node-teardown.sh` for `layout`; returns whether it reported success, and its
+    /// messages.
+    fn run_teardown_script(&self, layout: &Layout, sysctls: &[String]) -> (bool, String) {
         let out = Command::new("sh")
             .arg("-c")
             .arg(TEARDOWN)
             .arg("node-teardown")
-            .args(self.teardown_args(sysctls))
-            .env("KVRS_NODE_EXES", self.exes())
+            .args(teardown_args(layout, sysctls))
+            .envs(self.teardown_env(layout))
             .stdin(Stdio::null())
             .output();
         match out {
@@ -1182,7 +1453,7 @@ imports = []
             .iter()
             .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()));
         if panicking || keep {
-            keep_logs();
+            keep_logs(&self.layout.logs_dir());
         }
         for child in [self.kube_proxy.take(), self.kubelet.take()]
             .into_iter()
@@ -1197,24 +1468,41 @@ imports = []
             let _ = self.kubectl([
                 "delete",
                 "node",
-                NODE_NAME,
+                self.layout.name,
                 "--ignore-not-found",
                 "--wait=false",
             ]);
         }
-        let (ok, messages) = self.run_teardown_script(&self.sysctls);
-        if let Some(mut containerd) = self.containerd.take() {
-            let _ = containerd.kill();
-            let _ = containerd.wait();
+        let (ok, messages) = self.run_teardown_script(&self.layout, &self.sysctls);
+        for child in [self.containerd.take(), self.holder.take()]
+            .into_iter()
+            .flatten()
+        {
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
         }
         self.claim.store(false, Ordering::SeqCst);
+        // The second node's mount points on the machine (its mounts were in its namespace).
+        // (One the first node's pods have written into stays: the first node removes it.)
+        for path in self.made_paths.iter().rev() {
+            let _ = fs::remove_dir(path);
+        }
+        let layout = self.layout;
+        let leftovers = move || {
+            if layout.second() {
+                leftovers_of(&layout, false)
+            } else {
+                node_leftovers()
+            }
+        };
         // Killed processes are reaped by whoever inherited them (the shims' parent is init),
         // a moment after the teardown saw their cgroups empty.
         let deadline = Instant::now() + Duration::from_secs(10);
-        let mut left = node_leftovers();
+        let mut left = leftovers();
         while !left.is_empty() && Instant::now() < deadline {
             thread::sleep(Duration::from_millis(200));
-            left = node_leftovers();
+            left = leftovers();
         }
         let extra = self
             .extra_paths
@@ -1262,7 +1550,7 @@ impl Drop for RealNode {
 }
 
 /// Copies the node's logs into a new `/tmp/kvrs-node-logs-*` directory that stays.
-fn keep_logs() {
+fn keep_logs(logs_dir: &Path) {
     let Ok(dir) = tempfile::Builder::new()
         .prefix("kvrs-node-logs-")
         .tempdir()
@@ -1270,7 +1558,7 @@ fn keep_logs() {
     else {
         return;
     };
-    if let Ok(entries) = fs::read_dir(logs_dir()) {
+    if let Ok(entries) = fs::read_dir(logs_dir) {
         for entry in entries.flatten() {
             let _ = fs::copy(entry.path(), dir.join(entry.file_name()));
         }
@@ -1281,12 +1569,16 @@ fn keep_logs() {
     );
 }
 
-fn logs_dir() -> PathBuf {
-    Path::new(NODE_DIR).join("logs")
-}
-
-fn config_dir() -> PathBuf {
-    Path::new(NODE_DIR).join("config")
+/// The teardown script's arguments for `layout` (see `node-teardown.sh`).
+fn teardown_args(layout: &Layout, sysctls: &[String]) -> Vec<String> {
+    let mut args = vec![
+        layout.dir.to_owned(),
+        layout.kubelet_store.to_owned(),
+        layout.cgroup.to_owned(),
+        layout.bridge.to_owned(),
+    ];
+    args.extend(sysctls.iter().cloned());
+    args
 }
 
 fn write(path: &Path, text: &str) -> Result<(), ClusterError> {
@@ -1348,13 +1640,23 @@ fn mountinfo() -> Vec<(String, String)> {
         .collect()
 }
 
-/// Everything of a node still on this machine, one line each (empty: nothing): processes of
-/// the node's binaries or in its cgroups, mounts under its directories, its cgroups, pod veths on
-/// the bridge, `cni-*` network namespaces, kube-proxy's and portmap's nftables tables, its
-/// directories and the kubelet's default ones, `/var/log/containers` links into its pod logs,
-/// libcni's cached results for its network in `/var/lib/cni/results`.
-/// (The bridge itself belongs to the cluster: it goes when the cluster is dropped.)
+/// Everything of a node (either of the machine's two) still on this machine, one line each
+/// (empty: nothing): processes of the node's binaries or in its cgroups, mounts under its
+/// directories, its cgroups, pod veths on the bridges, `cni-*` network namespaces, kube-proxy's
+/// and portmap's nftables tables, its directories and the kubelet's default ones,
+/// `/var/log/containers` links into its pod logs, libcni's cached results for its networks in
+/// `/var/lib/cni/results`, the second node's bridge. (The first node's bridge belongs to the
+/// cluster: it goes when the cluster is dropped.)
 pub fn node_leftovers() -> Vec<String> {
+    let mut left = leftovers_of(&crate::node_layout::FIRST, true);
+    left.extend(leftovers_of(&SECOND, false));
+    left
+}
+
+/// What of the node of `layout` is still on this machine; `by_name` adds every process of the
+/// node binaries' names wherever it runs (the second node's own check leaves those out: the
+/// first node's daemons have the same names).
+pub(crate) fn leftovers_of(layout: &Layout, by_name: bool) -> Vec<String> {
     let mut left = Vec::new();
     let names = [
         "containerd",
@@ -1362,6 +1664,7 @@ pub fn node_leftovers() -> Vec<String> {
         "kubelet",
         "kube-proxy",
     ];
+    let cgroup_name = layout.cgroup;
     if let Ok(procs) = fs::read_dir("/proc") {
         for entry in procs.flatten() {
             let name = entry.file_name();
@@ -1375,9 +1678,9 @@ pub fn node_leftovers() -> Vec<String> {
             let base = exe.file_name().and_then(|n| n.to_str()).unwrap_or("");
             let cgroup = fs::read_to_string(entry.path().join("cgroup")).unwrap_or_default();
             let in_cgroup = cgroup.lines().any(|l| {
-                l.contains(&format!(":/{CGROUP_NAME}/")) || l.ends_with(&format!(":/{CGROUP_NAME}"))
+                l.contains(&format!(":/{cgroup_name}/")) || l.ends_with(&format!(":/{cgroup_name}"))
             });
-            if names.contains(&base) || in_cgroup {
+            if (by_name && names.contains(&base)) || in_cgroup {
                 let stat = fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
                 let comm = stat
                     .split_once(" (")
@@ -1395,67 +1698,79 @@ pub fn node_leftovers() -> Vec<String> {
     }
     for (mount_point, fstype) in mountinfo() {
         let under = |dir: &str| mount_point == dir || mount_point.starts_with(&format!("{dir}/"));
-        if under(KUBELET_ROOT)
-            || under(NODE_DIR)
-            || under("/run/containerd")
-            || mount_point.starts_with("/run/netns/cni-")
-        {
+        let first_only = !layout.second()
+            && (under(KUBELET_ROOT)
+                || under("/run/containerd")
+                || mount_point.starts_with("/run/netns/cni-"));
+        if under(layout.dir) || first_only {
             left.push(format!("mount {mount_point} ({fstype})"));
         }
     }
     for hierarchy in cgroup_hierarchies() {
-        let dir = hierarchy.join(CGROUP_NAME);
+        let dir = hierarchy.join(cgroup_name);
         if dir.exists() {
             left.push(format!("cgroup {}", dir.display()));
         }
     }
-    if let Ok(ports) = fs::read_dir(Path::new("/sys/class/net").join(NODE_BRIDGE).join("brif")) {
+    let bridge = layout.bridge;
+    if let Ok(ports) = fs::read_dir(Path::new("/sys/class/net").join(bridge).join("brif")) {
         for port in ports.flatten() {
             left.push(format!(
-                "link {} on {NODE_BRIDGE}",
+                "link {} on {bridge}",
                 port.file_name().to_string_lossy()
             ));
         }
     }
-    if let Ok(netns) = fs::read_dir("/run/netns") {
-        for ns in netns.flatten() {
-            if ns.file_name().to_string_lossy().starts_with("cni-") {
-                left.push(format!("network namespace {}", ns.path().display()));
+    if layout.second() && link_exists(bridge) {
+        left.push(format!("bridge {bridge}"));
+    }
+    if !layout.second() {
+        if let Ok(netns) = fs::read_dir("/run/netns") {
+            for ns in netns.flatten() {
+                if ns.file_name().to_string_lossy().starts_with("cni-") {
+                    left.push(format!("network namespace {}", ns.path().display()));
+                }
             }
         }
-    }
-    if let Ok(out) = Command::new("nft")
-        .args(["list", "tables"])
-        .stdin(Stdio::null())
-        .output()
-    {
-        for table in String::from_utf8_lossy(&out.stdout).lines() {
-            if table.ends_with(" kube-proxy") || table.ends_with(" cni_hostport") {
-                left.push(format!("nftables {table}"));
+        if let Ok(out) = Command::new("nft")
+            .args(["list", "tables"])
+            .stdin(Stdio::null())
+            .output()
+        {
+            for table in String::from_utf8_lossy(&out.stdout).lines() {
+                if table.ends_with(" kube-proxy") || table.ends_with(" cni_hostport") {
+                    left.push(format!("nftables {table}"));
+                }
             }
         }
     }
     let keep_dir = std::env::var_os("KVRS_KEEP_NODE_DIR").is_some_and(|v| !v.is_empty());
-    for dir in [
-        KUBELET_ROOT,
-        NODE_DIR,
-        "/run/containerd",
-        "/opt/containerd",
-        "/var/log/pods",
-        "/usr/libexec/kubernetes",
-        "/etc/cni/net.d",
-        "/var/run/nri",
-    ] {
-        if Path::new(dir).exists() && !(keep_dir && dir == NODE_DIR) {
+    let dirs: &[&str] = if layout.second() {
+        &[layout.dir]
+    } else {
+        &[
+            KUBELET_ROOT,
+            NODE_DIR,
+            "/run/containerd",
+            "/opt/containerd",
+            "/var/log/pods",
+            "/usr/libexec/kubernetes",
+            "/etc/cni/net.d",
+            "/var/run/nri",
+        ]
+    };
+    for dir in dirs {
+        if Path::new(dir).exists() && !(keep_dir && *dir == layout.dir) {
             left.push(format!("directory {dir}"));
         }
     }
+    let results_prefix = format!("{}-", layout.cni_network);
     if let Ok(results) = fs::read_dir("/var/lib/cni/results") {
         for result in results.flatten() {
             if result
                 .file_name()
                 .to_string_lossy()
-                .starts_with("kvrs-pods-")
+                .starts_with(&results_prefix)
             {
                 left.push(format!("CNI result {}", result.path().display()));
             }
@@ -1463,7 +1778,7 @@ pub fn node_leftovers() -> Vec<String> {
     }
     if let Ok(links) = fs::read_dir("/var/log/containers") {
         for link in links.flatten() {
-            if fs::read_link(link.path()).is_ok_and(|t| t.starts_with(NODE_DIR)) {
+            if fs::read_link(link.path()).is_ok_and(|t| t.starts_with(layout.dir)) {
                 left.push(format!("link {}", link.path().display()));
             }
         }

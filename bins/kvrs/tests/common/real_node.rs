@@ -59,6 +59,8 @@ pub fn build_images() -> Vec<PathBuf> {
 pub struct Deployed {
     pub cluster: TestCluster,
     pub node: Option<RealNode>,
+    /// The second node ([`start_two`](Self::start_two)); stopped before the first one.
+    pub second: Option<RealNode>,
     /// The namespace whose launcher pods [`logs`](Self::logs) shows.
     pub ns: &'static str,
 }
@@ -69,6 +71,17 @@ impl Deployed {
     /// virt-api's webhooks), the KubeVirt CR (with `useEmulation` if `use_emulation`), and
     /// waits until virt-controller, virt-api and virt-handler are Ready through their probes.
     pub fn start(ns: &'static str, use_emulation: bool) -> Deployed {
+        Self::start_nodes(ns, &kubevirt_cr(use_emulation), false)
+    }
+
+    /// Like [`start`](Self::start) on two real nodes (`RealNode::start_second` beside the
+    /// first, holding virt-handler's host directories as its own), with the KubeVirt CR `cr`:
+    /// the same manifests, so the DaemonSet runs a handler on each node.
+    pub fn start_two(ns: &'static str, cr: &str) -> Deployed {
+        Self::start_nodes(ns, cr, true)
+    }
+
+    fn start_nodes(ns: &'static str, cr: &str, two: bool) -> Deployed {
         let archives = build_images();
 
         let cluster = TestCluster::start_for_node(Options::full()).expect("the control plane");
@@ -80,13 +93,21 @@ impl Deployed {
         // virt-handler mounts it Bidirectional (container disks and hotplug reach the launchers).
         node.share_on_host(Path::new(HOST_DIRS[0]))
             .expect("a shared mount for /var/run/kubevirt");
-        for archive in &archives {
-            node.import_image(archive)
-                .unwrap_or_else(|e| panic!("importing {}: {e}", archive.display()));
+        let second = two.then(|| {
+            let dirs: Vec<&Path> = HOST_DIRS.iter().map(Path::new).collect();
+            RealNode::start_second(&cluster, &dirs).expect("the second real node")
+        });
+        for n in std::iter::once(&node).chain(second.as_ref()) {
+            for archive in &archives {
+                n.import_image(archive).unwrap_or_else(|e| {
+                    panic!("importing {} on {}: {e}", archive.display(), n.name())
+                });
+            }
         }
         let deployed = Deployed {
             cluster,
             node: Some(node),
+            second,
             ns,
         };
 
@@ -117,7 +138,7 @@ impl Deployed {
         ]);
         let out = deployed
             .cluster
-            .kubectl_with_stdin(["apply", "-f", "-"], &kubevirt_cr(use_emulation));
+            .kubectl_with_stdin(["apply", "-f", "-"], cr);
         assert!(
             out.status.success(),
             "the KubeVirt CR: {}",
@@ -193,9 +214,10 @@ impl Deployed {
             "\n--- virt-launcher\n{}",
             String::from_utf8_lossy(&out.stdout)
         ));
-        if let Some(node) = &self.node {
+        for node in self.node.iter().chain(self.second.as_ref()) {
             text.push_str(&format!(
-                "\n--- kubelet\n{}",
+                "\n--- kubelet of {}\n{}",
+                node.name(),
                 node.log_tail(kvrs_test_cluster::NodeComponent::Kubelet, 30)
             ));
         }
@@ -249,6 +271,16 @@ impl Deployed {
                 },
                 || self.logs(),
             );
+        }
+    }
+}
+
+impl Drop for Deployed {
+    /// The second node goes before the first (it shares the first node's kernel settings and
+    /// host directories); the fields then drop as they always did.
+    fn drop(&mut self) {
+        if let Some(Err(e)) = self.second.take().map(RealNode::stop) {
+            eprintln!("the second node's teardown: {e}");
         }
     }
 }

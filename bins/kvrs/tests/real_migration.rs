@@ -1,0 +1,564 @@
+//! Live migration between two real nodes on this machine, through the real virt-controller
+//! (issue 44, Deliver 4): a real control plane, two real kubelets with their own containerd, CNI
+//! bridge and mount namespace (`RealNode::start` and `RealNode::start_second`), kvrs deployed
+//! with the shipped manifests (the virt-handler DaemonSet runs on both nodes).
+//!
+//! A VM (`evictionStrategy: LiveMigrate`, the test guest printing a counter, its boot id and an
+//! in-RAM pattern on its serial console every second, and serving HTTP) runs on one node;
+//! `kubectl create` of a VirtualMachineInstanceMigration hands it to virt-controller's migration
+//! controller, which makes the target pod on the other node; the two handlers migrate the
+//! domain. Then: the migration Succeeded, the VMI's `status.nodeName` and its
+//! `kubevirt.io/nodeName` label name the other node, `migrationState` is completed; the guest's
+//! counter continues on the target's console with the same boot id and pattern (it did not
+//! boot there); it answers ping and HTTP on the target pod's address; the source pod completes;
+//! one QEMU runs.
+//!
+//! Then, with the KubeVirt CR's `bandwidthPerMigration` lowered to 1 MiB/s (live) so that a
+//! migration lasts long enough to be interrupted, two migrations back towards the first node:
+//! one cancelled by deleting its VMIM once it runs, one whose target pod is force-deleted once it
+//! runs. After each the guest still runs where it was (VMI node and label unchanged,
+//! `migrationState` completed and failed for that migration), its counter goes on with the same
+//! boot id and pattern, it answers ping and HTTP, no target pod is left, one QEMU runs.
+//! Last, KubeVirt's own `virtctl migrate` (the virtctl harness) moves it back at full speed,
+//! checked as the first migration.
+//!
+//! The KubeVirt CR sets `migrations.disableTLS` (the migration proxies speak plain TCP between
+//! the handlers; `bins/deploy` issues no migration certificates yet).
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::kubectl_json;
+use common::real_node::{Deployed, kubevirt_cr, node_schedulable};
+use kvrs_test_cluster::{NODE_NAME, SECOND_NODE_NAME, wait_for};
+use kvrs_test_guest::pod::{is_root, repo_root};
+use kvrs_test_guest::ticks::{TICK_LOOP, assert_continues, ticks};
+use kvrs_test_guest::virtctl::{self, Virtctl};
+use serde_json::Value;
+
+const NS: &str = "kvrs-real-migration";
+/// The port the guest's busybox httpd listens on.
+const GUEST_PORT: u16 = 8080;
+/// KubeVirt's `HostModelCPULabel` and `SupportedHostModelMigrationCPU` label prefixes.
+const HOST_MODEL_LABEL: &str = "host-model-cpu.node.kubevirt.io/";
+const MIGRATION_CPU_LABEL: &str = "cpu-model-migration.node.kubevirt.io/";
+/// The host CPU model both nodes are labelled with (one machine: the same CPU).
+const HOST_CPU_MODEL: &str = "qemu64";
+
+/// The KubeVirt CR README's (emulation where KVM does not run guests) with migrations over plain
+/// TCP between the handlers.
+fn cr(use_emulation: bool) -> String {
+    let cr = kubevirt_cr(use_emulation);
+    let marker = "  configuration:\n";
+    assert!(cr.contains(marker), "the CR has a configuration");
+    cr.replace(
+        marker,
+        &format!("{marker}    migrations:\n      disableTLS: true\n"),
+    )
+}
+
+/// The fixture VM with LiveMigrate, an httpd and the tick loop on its console.
+fn vm() -> String {
+    let hello = "              KVRS-E2E: hello from cloud-init";
+    let vm = std::fs::read_to_string(repo_root().join("fixtures/run/guest-vm.yaml"))
+        .expect("the fixture VM")
+        .replace("namespace: default", &format!("namespace: {NS}"));
+    assert!(vm.contains(hello), "the fixture's cloud-init line");
+    let spec = "    spec:\n      domain:\n";
+    assert!(vm.contains(spec), "the fixture's template spec");
+    vm.replace(
+        hello,
+        &format!(
+            "{hello}\n              KVRS-RUN: httpd -p {GUEST_PORT} -h /etc\n              {TICK_LOOP}"
+        ),
+    )
+    .replace(
+        spec,
+        "    spec:\n      evictionStrategy: LiveMigrate\n      domain:\n",
+    )
+}
+
+/// QEMU processes in the two nodes' pods (other tests on this machine may run their own guests
+/// outside them): the first node's pods are under cgroup `kvrs-node/kubepods`, the second's
+/// under `kvrs-node-b/kubepods`.
+fn qemu_processes() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            let cgroup = std::fs::read_to_string(e.path().join("cgroup")).ok()?;
+            let ours = cgroup.contains(":/kvrs-node/kubepods")
+                || cgroup.contains(":/kvrs-node-b/kubepods");
+            (comm.trim().starts_with("qemu-system") && ours).then_some(pid)
+        })
+        .collect()
+}
+
+fn vmi(d: &Deployed) -> Option<Value> {
+    kubectl_json(&d.cluster, &["get", "vmi", "-n", NS, "guest"])
+}
+
+fn launcher_pods(d: &Deployed) -> Vec<Value> {
+    kubectl_json(
+        &d.cluster,
+        &["get", "pods", "-n", NS, "-l", "kubevirt.io=virt-launcher"],
+    )
+    .and_then(|p| p["items"].as_array().cloned())
+    .unwrap_or_default()
+}
+
+/// The launcher pod that is not done on `node` (earlier migrations leave Completed ones).
+fn pod_on(d: &Deployed, node: &str) -> Option<Value> {
+    launcher_pods(d).into_iter().find(|p| {
+        p["spec"]["nodeName"] == node
+            && p["metadata"]["deletionTimestamp"].is_null()
+            && !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
+    })
+}
+
+/// The guest's serial console as the pod's `guest-console-log` container prints it.
+fn console(d: &Deployed, pod: &str) -> String {
+    let out = d.cluster.kubectl([
+        "logs",
+        "-n",
+        NS,
+        pod,
+        "-c",
+        "guest-console-log",
+        "--tail=-1",
+    ]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A plain HTTP/1.0 GET over TCP; the body when the server answered 200.
+fn http_get(ip: &str, port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let addr = format!("{ip}:{port}").parse().ok()?;
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {ip}\r\n\r\n").ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status = head.lines().next()?;
+    (status.starts_with("HTTP/1.") && status.split_whitespace().nth(1) == Some("200"))
+        .then(|| body.to_string())
+}
+
+/// Waits until the guest answers ping and HTTP on `ip`.
+fn wait_answering(d: &Deployed, ip: &str, what: &str) {
+    let body = wait_for(
+        &format!("the guest answering ping and HTTP on {ip} ({what})"),
+        Duration::from_secs(180),
+        || {
+            let ping = Command::new("ping")
+                .args(["-c", "1", "-W", "2", ip])
+                .output()
+                .ok()?;
+            if !ping.status.success() {
+                return None;
+            }
+            http_get(ip, GUEST_PORT, "/os-release")
+        },
+        || d.logs(),
+    );
+    assert!(
+        body.contains(kvrs_test_guest::OS_PRETTY_NAME),
+        "the guest's httpd served its /etc/os-release: {body}"
+    );
+}
+
+fn migration(d: &Deployed, name: &str) -> Option<Value> {
+    kubectl_json(
+        &d.cluster,
+        &["get", "virtualmachineinstancemigration", "-n", NS, name],
+    )
+}
+
+fn create_migration(d: &Deployed, name: &str) {
+    let vmim = format!(
+        "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstanceMigration\nmetadata:\n  name: {name}\n  namespace: {NS}\nspec:\n  vmiName: guest\n"
+    );
+    let out = d.cluster.kubectl_with_stdin(["create", "-f", "-"], &vmim);
+    assert!(
+        out.status.success(),
+        "kubectl create of the migration: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Everything a failing wait prints: the deployment's logs, the migrations, the VMI.
+fn context(d: &Deployed) -> String {
+    let vmims = d.cluster.kubectl([
+        "get",
+        "virtualmachineinstancemigrations",
+        "-n",
+        NS,
+        "-o",
+        "yaml",
+    ]);
+    let vmi = d.cluster.kubectl(["get", "vmi", "-n", NS, "-o", "yaml"]);
+    format!(
+        "{}\n--- migrations\n{}\n--- vmi\n{}",
+        d.logs(),
+        String::from_utf8_lossy(&vmims.stdout),
+        String::from_utf8_lossy(&vmi.stdout)
+    )
+}
+
+#[test]
+fn a_vmim_moves_a_running_guest_to_the_other_real_node() {
+    assert!(
+        is_root(),
+        "the real nodes run containerd, runc and the kubelet: run as root"
+    );
+    let use_emulation = kvrs_node::host_devices::kvm_check().is_err();
+    let d = Deployed::start_two(NS, &cr(use_emulation));
+    for node in [NODE_NAME, SECOND_NODE_NAME] {
+        wait_for(
+            &format!("{node} schedulable with KubeVirt's devices"),
+            Duration::from_secs(120),
+            || kubectl_json(&d.cluster, &["get", "node", node]).filter(node_schedulable),
+            || d.logs(),
+        );
+    }
+    // Stand-in for the part of KubeVirt's node labeller kvrs's virt-handler lacks (see
+    // bins/virt-handler/src/node_labeller.rs, "Not done"): a VMI with the default `host-model`
+    // CPU is migrated only between nodes labelled with a host CPU model
+    // (`host-model-cpu.node.kubevirt.io/<model>` on the source, its target pod selecting
+    // `cpu-model-migration.node.kubevirt.io/<model>`); KubeVirt's migration controller, like
+    // kvrs's, refuses to render the target pod without them. Both nodes are the same machine.
+    for node in [NODE_NAME, SECOND_NODE_NAME] {
+        d.kubectl_ok(&[
+            "label",
+            "node",
+            node,
+            &format!("{HOST_MODEL_LABEL}{HOST_CPU_MODEL}=true"),
+            &format!("{MIGRATION_CPU_LABEL}{HOST_CPU_MODEL}=true"),
+        ]);
+    }
+    if use_emulation {
+        d.wait_emulation_taken();
+    }
+    d.kubectl_ok(&["create", "namespace", NS]);
+    let out = d.cluster.kubectl_with_stdin(["apply", "-f", "-"], &vm());
+    assert!(
+        out.status.success(),
+        "kubectl apply of the VM: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Running on one node (the scheduler's choice): the source.
+    let running = wait_for(
+        "the VMI Running",
+        Duration::from_secs(300),
+        || vmi(&d).filter(|v| v["status"]["phase"] == "Running"),
+        || context(&d),
+    );
+    let source = running["status"]["nodeName"]
+        .as_str()
+        .expect("the VMI's node")
+        .to_owned();
+    let target = if source == NODE_NAME {
+        SECOND_NODE_NAME
+    } else {
+        NODE_NAME
+    };
+    let source_pod = pod_on(&d, &source).expect("the source launcher pod");
+    let source_pod_name = source_pod["metadata"]["name"].as_str().unwrap().to_owned();
+    let source_ip = source_pod["status"]["podIP"].as_str().unwrap().to_owned();
+    wait_answering(&d, &source_ip, "on the source");
+    let before = wait_for(
+        "three ticks on the source's console",
+        Duration::from_secs(120),
+        || {
+            let t = ticks(&console(&d, &source_pod_name));
+            (t.len() >= 3).then_some(t)
+        },
+        || {
+            format!(
+                "{}\n--- console\n{}",
+                d.logs(),
+                console(&d, &source_pod_name)
+            )
+        },
+    );
+    eprintln!("guest running on {source} ({source_ip}); migrating to {target}");
+
+    // The migration, as a user asks for it.
+    let begun = Instant::now();
+    create_migration(&d, "move");
+    let done = wait_for(
+        "the migration Succeeded",
+        Duration::from_secs(300),
+        || {
+            let m = migration(&d, "move")?;
+            match m["status"]["phase"].as_str() {
+                Some("Succeeded") => Some(Ok(m)),
+                Some("Failed") => Some(Err(m)),
+                _ => None,
+            }
+        },
+        || context(&d),
+    )
+    .unwrap_or_else(|m| panic!("the migration failed: {m}\n{}", context(&d)));
+    let took = begun.elapsed();
+    eprintln!("migration Succeeded in {took:.1?}");
+
+    let after = wait_for(
+        "the VMI handed to the target node, migration completed",
+        Duration::from_secs(60),
+        || {
+            vmi(&d).filter(|v| {
+                v["status"]["nodeName"] == target
+                    && v["metadata"]["labels"]["kubevirt.io/nodeName"] == target
+                    && v["status"]["migrationState"]["completed"] == true
+            })
+        },
+        || context(&d),
+    );
+    let state = &after["status"]["migrationState"];
+    assert_ne!(state["failed"], true, "{state}");
+    assert_eq!(state["targetNode"], target, "{state}");
+    assert_eq!(state["sourceNode"], source, "{state}");
+    assert_eq!(
+        state["migrationUid"], done["metadata"]["uid"],
+        "the state is this migration's: {state}"
+    );
+
+    // The guest arrived with its memory: the count goes on, same boot id and RAM pattern.
+    let target_pod = pod_on(&d, target).expect("the target launcher pod");
+    let target_pod_name = target_pod["metadata"]["name"].as_str().unwrap().to_owned();
+    let target_ip = target_pod["status"]["podIP"].as_str().unwrap().to_owned();
+    let arrived = wait_for(
+        "three ticks on the target's console",
+        Duration::from_secs(120),
+        || {
+            let log = console(&d, &target_pod_name);
+            let t = ticks(&log);
+            (t.len() >= 3).then_some((t, log))
+        },
+        || {
+            format!(
+                "{}\n--- console\n{}",
+                d.logs(),
+                console(&d, &target_pod_name)
+            )
+        },
+    );
+    let before_all = ticks(&console(&d, &source_pod_name));
+    assert!(before_all.len() >= before.len());
+    assert_continues(&before_all, &arrived.0, &arrived.1);
+    wait_answering(&d, &target_ip, "on the target");
+
+    // The source pod completes; one QEMU runs the guest.
+    wait_for(
+        "the source pod Succeeded",
+        Duration::from_secs(120),
+        || {
+            let pods = launcher_pods(&d);
+            let src = pods
+                .iter()
+                .find(|p| p["metadata"]["name"] == source_pod_name.as_str());
+            match src {
+                None => Some(()),
+                Some(p) => (p["status"]["phase"] == "Succeeded").then_some(()),
+            }
+        },
+        || context(&d),
+    );
+    assert_eq!(
+        qemu_processes().len(),
+        1,
+        "one QEMU on the machine after the migration"
+    );
+    eprintln!(
+        "migrated {source} -> {target} in {took:.1?}; ticks {} .. {} continued",
+        before_all.last().unwrap().0,
+        arrived.0.last().unwrap().0
+    );
+
+    // Slow migrations from here on (1 MiB/s), so that they can be interrupted mid-flight.
+    d.kubectl_ok(&[
+        "patch",
+        "kubevirt",
+        "-n",
+        "kubevirt",
+        "kubevirt",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"configuration":{"migrations":{"bandwidthPerMigration":"1Mi"}}}}"#,
+    ]);
+    let home = target;
+    let away = source.as_str();
+    let cancelled = interrupted(&d, "cancelled", home, away, |d, _pod| {
+        d.kubectl_ok(&[
+            "delete",
+            "virtualmachineinstancemigration",
+            "-n",
+            NS,
+            "cancelled",
+            "--wait=false",
+        ]);
+    });
+    // KubeVirt's record of a cancellation: the abort asked for and done.
+    assert_eq!(cancelled["abortRequested"], true, "{cancelled}");
+    assert_eq!(cancelled["abortStatus"], "Succeeded", "{cancelled}");
+    interrupted(&d, "target-killed", home, away, |d, pod| {
+        d.kubectl_ok(&[
+            "delete",
+            "pod",
+            "-n",
+            NS,
+            pod,
+            "--grace-period=0",
+            "--force",
+            "--wait=false",
+        ]);
+    });
+
+    // KubeVirt's own `virtctl migrate`, at full speed again: the guest moves back.
+    d.kubectl_ok(&[
+        "patch",
+        "kubevirt",
+        "-n",
+        "kubevirt",
+        "kubevirt",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"configuration":{"migrations":{"bandwidthPerMigration":"0Mi"}}}}"#,
+    ]);
+    let virtctl = Virtctl {
+        bin: virtctl::harness(),
+        kubeconfig: d.cluster.admin_kubeconfig_path().to_path_buf(),
+        namespace: NS.into(),
+    };
+    let home_pod = pod_on(&d, home).expect("the launcher pod before virtctl migrate");
+    let home_pod_name = home_pod["metadata"]["name"].as_str().unwrap().to_owned();
+    virtctl.ok_or_tell(&["migrate", "guest"], || context(&d));
+    wait_for(
+        "virtctl's migration Succeeded, the VMI back on the first node",
+        Duration::from_secs(300),
+        || {
+            let v = vmi(&d)?;
+            let state = &v["status"]["migrationState"];
+            (v["status"]["nodeName"] == away
+                && v["metadata"]["labels"]["kubevirt.io/nodeName"] == away
+                && state["completed"] == true
+                && state["failed"] != true)
+                .then_some(())
+        },
+        || context(&d),
+    );
+    let back_pod = pod_on(&d, away).expect("the launcher pod after virtctl migrate");
+    let back_pod_name = back_pod["metadata"]["name"].as_str().unwrap().to_owned();
+    let back_ip = back_pod["status"]["podIP"].as_str().unwrap().to_owned();
+    let back = wait_for(
+        "three ticks after virtctl migrate",
+        Duration::from_secs(120),
+        || {
+            let log = console(&d, &back_pod_name);
+            let t = ticks(&log);
+            (t.len() >= 3).then_some((t, log))
+        },
+        || context(&d),
+    );
+    assert_continues(&ticks(&console(&d, &home_pod_name)), &back.0, &back.1);
+    wait_answering(&d, &back_ip, "after virtctl migrate");
+    assert_eq!(qemu_processes().len(), 1, "one QEMU after virtctl migrate");
+
+    d.kubectl_ok(&[
+        "delete",
+        "vm",
+        "-n",
+        NS,
+        "guest",
+        "--wait=true",
+        "--timeout=120s",
+    ]);
+}
+
+/// A migration `name` of the guest running on `home` towards `away`, interrupted by `strike`
+/// (given the target pod's name) once it runs: the guest keeps running on `home` with its
+/// counter going on, the VMI stays there, no target pod is left, one QEMU runs.
+fn interrupted(
+    d: &Deployed,
+    name: &str,
+    home: &str,
+    away: &str,
+    strike: impl Fn(&Deployed, &str),
+) -> Value {
+    let pod = pod_on(d, home).expect("the launcher pod at home");
+    let pod_name = pod["metadata"]["name"].as_str().unwrap().to_owned();
+    let pod_ip = pod["status"]["podIP"].as_str().unwrap().to_owned();
+    let before = ticks(&console(d, &pod_name));
+    create_migration(d, name);
+    let target_pod = wait_for(
+        &format!("migration {name} running, its target pod on {away}"),
+        Duration::from_secs(180),
+        || {
+            let m = migration(d, name)?;
+            let state = &vmi(d)?["status"]["migrationState"];
+            let running = m["status"]["phase"] == "Running"
+                && state["migrationUid"] == m["metadata"]["uid"]
+                && state["startTimestamp"].is_string();
+            running
+                .then(|| pod_on(d, away).map(|p| (p, m["metadata"]["uid"].clone())))
+                .flatten()
+        },
+        || context(d),
+    );
+    let (target_pod, uid) = target_pod;
+    let target_pod_name = target_pod["metadata"]["name"].as_str().unwrap().to_owned();
+    strike(d, &target_pod_name);
+    let settled = wait_for(
+        &format!("migration {name} ended without moving the guest"),
+        Duration::from_secs(240),
+        || {
+            let v = vmi(d)?;
+            let state = &v["status"]["migrationState"];
+            let ended = state["migrationUid"] == uid
+                && state["completed"] == true
+                && state["failed"] == true;
+            let no_target = pod_on(d, away).is_none();
+            (ended && no_target && v["status"]["nodeName"] == home).then_some(v)
+        },
+        || context(d),
+    );
+    assert_eq!(settled["status"]["phase"], "Running", "{settled}");
+    assert_eq!(settled["metadata"]["labels"]["kubevirt.io/nodeName"], home);
+    // The guest never stopped: the same boot and pattern, the count going on at home.
+    let later = wait_for(
+        &format!("ticks going on at home after {name}"),
+        Duration::from_secs(60),
+        || {
+            let t = ticks(&console(d, &pod_name));
+            (t.last()?.0 >= before.last()?.0 + 3).then_some(t)
+        },
+        || context(d),
+    );
+    let last_before = before.last().expect("ticks before");
+    assert!(
+        later.iter().all(|(_, boot)| *boot == last_before.1),
+        "the guest at home rebooted or lost its memory: {later:?}"
+    );
+    assert!(
+        later.windows(2).all(|w| w[1].0 == w[0].0 + 1),
+        "the count at home has a gap: {later:?}"
+    );
+    wait_answering(d, &pod_ip, &format!("at home after {name}"));
+    assert_eq!(qemu_processes().len(), 1, "one QEMU after {name}");
+    eprintln!(
+        "{name}: the guest stayed on {home}, ticks {} .. {}",
+        last_before.0,
+        later.last().unwrap().0
+    );
+    settled["status"]["migrationState"].clone()
+}
