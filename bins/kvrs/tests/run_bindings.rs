@@ -27,10 +27,12 @@
 mod lines;
 #[path = "common/run_driver.rs"]
 mod run_driver;
+#[path = "common/sidecar_run.rs"]
+mod sidecar_run;
 
 use lines::lines_of;
-use run_driver::{Output, Running, serial};
-use std::collections::BTreeSet;
+use run_driver::serial;
+use sidecar_run::Run;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -161,218 +163,20 @@ fn manifest(plugin: &str, host: &str, port: u16) -> String {
     format!("apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\n{body}")
 }
 
-/// A `kvrs run` of a binding manifest, and what the test saw of its pods while it ran.
-struct Run {
-    run: Running,
-    seen: Seen,
-}
-
-/// What the test reads of a run's pods while it runs.
-struct Seen {
-    state: PathBuf,
-    pods: PathBuf,
-    /// The UIDs of the pods seen in the pods directory.
-    uids: BTreeSet<String>,
-    /// The launcher pod as last read while the run ran.
-    pod: Option<serde_json::Value>,
-    last_poll: Option<Instant>,
-}
-
-impl Run {
-    fn start(manifest: &Path, map: &Path, tag: &str, extra: &[&str]) -> Self {
-        let mut cmd = run_driver::command(manifest, tag);
-        cmd.args(extra);
-        cmd.arg("--kubevirt-cr")
-            .arg(cr())
-            .arg("--image-map")
-            .arg(map)
-            .arg("--image-entrypoint")
-            .arg(format!("{PASST_IMAGE}=/network-passt-binding"))
-            .arg("--image-entrypoint")
-            .arg(format!("{SLIRP_IMAGE}=/network-slirp-binding"))
-            .args(["--console", "--timeout-seconds", "300"]);
-        Self {
-            run: Running::spawn(cmd),
-            seen: Seen {
-                state: run_driver::state_dir(tag),
-                pods: run_driver::pods_dir(tag),
-                uids: BTreeSet::new(),
-                pod: None,
-                last_poll: None,
-            },
-        }
-    }
-
-    /// Waits (at most `within`) for a line containing `text`; the line. Fails with the run's
-    /// output when it ends first or the time is up (the run is stopped then).
-    fn wait_for(&mut self, text: &str, within: Duration) -> String {
-        let seen = &mut self.seen;
-        self.run.expect_line(text, within, || seen.poll())
-    }
-
-    /// Stops the run and panics with `why` and its output.
-    fn fail(&mut self, why: &str) -> ! {
-        self.run.signal("TERM");
-        let out = self.finish();
-        panic!("{why}:\n{}", out.text());
-    }
-
-    fn finish(&mut self) -> Output {
-        let seen = &mut self.seen;
-        self.run.finish(|| seen.poll())
-    }
-
-    /// Stops the run with SIGTERM (as a user does) and checks it cleaned up after itself.
-    fn stop_and_check_cleanup(mut self) {
-        self.run.signal("TERM");
-        let out = self.finish();
-        let text = out.text();
-        assert!(out.success(), "kvrs run after SIGTERM failed:\n{text}");
-        assert!(
-            out.stdout.contains("stopped; nothing left behind"),
-            "{text}"
-        );
-        let uids = &self.seen.uids;
-        assert_eq!(uids.len(), 1, "one launcher pod: {uids:?}");
-        assert_eq!(
-            self.seen.leftovers(),
-            Vec::<String>::new(),
-            "the run left something behind:\n{text}"
-        );
-    }
-}
-
-impl Seen {
-    /// Notes the pods' UIDs, and (every 2 s) the launcher pod as the API server has it.
-    fn poll(&mut self) {
-        for e in std::fs::read_dir(&self.pods)
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            self.uids
-                .insert(e.file_name().to_string_lossy().into_owned());
-        }
-        if self
-            .last_poll
-            .is_some_and(|t| t.elapsed() < Duration::from_secs(2))
-        {
-            return;
-        }
-        self.last_poll = Some(Instant::now());
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.state.join("kubeconfig"))
-            .args([
-                "get",
-                "pods",
-                "-n",
-                "default",
-                "-l",
-                "kubevirt.io=virt-launcher",
-            ])
-            .args(["-o", "json", "--request-timeout", "2s"])
-            .output();
-        if let Ok(out) = out
-            && out.status.success()
-            && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout)
-            && v["items"][0].is_object()
-        {
-            self.pod = Some(v["items"][0].clone());
-        }
-    }
-
-    /// The launcher pod, read now.
-    fn pod_now(&mut self) -> serde_json::Value {
-        self.last_poll = None;
-        self.poll();
-        self.pod.clone().expect("the launcher pod")
-    }
-
-    /// What the run's pods left on the machine: their network namespaces, host veths,
-    /// cgroups, processes, mounts of the run's directories, and the directories themselves.
-    fn leftovers(&self) -> Vec<String> {
-        let mut left = Vec::new();
-        let dirs = [self.state.clone(), self.pods.clone()];
-        for d in &dirs {
-            if d.exists() {
-                left.push(format!("directory {}", d.display()));
-            }
-        }
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        for l in mountinfo.lines() {
-            if dirs.iter().any(|d| l.contains(&*d.to_string_lossy())) {
-                left.push(format!("mount {l}"));
-            }
-        }
-        for uid in &self.uids {
-            let short = kvrs_kubelet::PodKey {
-                namespace: String::new(),
-                name: String::new(),
-                uid: uid.clone(),
-            }
-            .short_id();
-            if Path::new("/run/netns")
-                .join(format!("kvrs-{short}"))
-                .exists()
-            {
-                left.push(format!("netns kvrs-{short}"));
-            }
-            if Path::new("/sys/class/net")
-                .join(format!("kvh{short}"))
-                .exists()
-            {
-                left.push(format!("link kvh{short}"));
-            }
-            for cg in lines_of(Command::new("find").args([
-                "/sys/fs/cgroup",
-                "-maxdepth",
-                "3",
-                "-path",
-                &format!("*kvrs-kubelet-*/{short}*"),
-            ])) {
-                left.push(format!("cgroup {cg}"));
-            }
-            for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-                let cgroup = std::fs::read_to_string(e.path().join("cgroup")).unwrap_or_default();
-                if cgroup.contains(&format!("/{short}")) && cgroup.contains("kvrs-kubelet-") {
-                    left.push(format!("process {}", e.file_name().to_string_lossy()));
-                }
-            }
-        }
-        left
-    }
-
-    /// The XML of the domain the launcher's libvirt runs, through its socket in the pod's
-    /// `libvirt-runtime` emptyDir.
-    fn domain_xml(&self) -> String {
-        let socket = std::fs::read_dir(&self.pods)
-            .expect("the kubelet's pods directory")
-            .flatten()
-            .map(|e| {
-                e.path()
-                    .join("volumes/kubernetes.io~empty-dir/libvirt-runtime/virtqemud-sock")
-            })
-            .find(|p| p.exists())
-            .unwrap_or_else(|| panic!("no libvirt socket under {}", self.pods.display()));
-        // The socket's path is longer than a Unix socket address holds: a short link to it.
-        let link = PathBuf::from(format!("/tmp/kvrs-bindings-{}.sock", std::process::id()));
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&socket, &link).unwrap();
-        let out = Command::new("virsh")
-            .arg("-c")
-            .arg(format!("qemu+unix:///session?socket={}", link.display()))
-            .args(["dumpxml", "default_guest"])
-            .output()
-            .expect("run virsh");
-        let _ = std::fs::remove_file(&link);
-        assert!(
-            out.status.success(),
-            "virsh dumpxml: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
+/// A `kvrs run` of a binding manifest with the plugins' sidecar images.
+fn start_run(manifest: &Path, map: &Path, tag: &str, extra: &[&str]) -> Run {
+    let mut cmd = run_driver::command(manifest, tag);
+    cmd.args(extra);
+    cmd.arg("--kubevirt-cr")
+        .arg(cr())
+        .arg("--image-map")
+        .arg(map)
+        .arg("--image-entrypoint")
+        .arg(format!("{PASST_IMAGE}=/network-passt-binding"))
+        .arg("--image-entrypoint")
+        .arg(format!("{SLIRP_IMAGE}=/network-slirp-binding"))
+        .args(["--console", "--timeout-seconds", "300"]);
+    Run::spawn(cmd, tag)
 }
 
 /// The body of `GET /path` on `addr`, retried for up to `within` (a forwarded port may take a
@@ -446,7 +250,7 @@ fn a_passt_guest_gets_the_pod_address_reaches_out_and_answers_on_the_pod_ip() {
     let port = serve(token.clone());
     let file = work.path().join("vmi.yaml");
     std::fs::write(&file, manifest("passt", &host_address(), port)).unwrap();
-    let mut run = Run::start(&file, &map, "p1", &["--seccomp-default=false"]);
+    let mut run = start_run(&file, &map, "p1", &["--seccomp-default=false"]);
 
     let lease = run.wait_for(LEASE_MARKER, Duration::from_secs(300));
     let fetched = run.wait_for(FETCHED, Duration::from_secs(120));
@@ -495,7 +299,7 @@ fn a_slirp_guest_gets_qemus_user_network_with_the_interface_port_forwarded() {
     let port = serve("unused".into());
     let file = work.path().join("vmi.yaml");
     std::fs::write(&file, manifest("slirp", &host_address(), port)).unwrap();
-    let mut run = Run::start(&file, &map, "s1", &[]);
+    let mut run = start_run(&file, &map, "s1", &[]);
 
     run.wait_for(kvrs_test_guest::BOOT_MARKER, Duration::from_secs(300));
     let xml = run.seen.domain_xml();

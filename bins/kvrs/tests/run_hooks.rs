@@ -17,12 +17,12 @@
 mod lines;
 #[path = "common/run_driver.rs"]
 mod run_driver;
+#[path = "common/sidecar_run.rs"]
+mod sidecar_run;
 
-use lines::lines_of;
-use run_driver::{Output, Running, serial};
-use std::collections::BTreeSet;
+use run_driver::serial;
+use sidecar_run::Run;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use kvrs_test_guest::pod::{is_root, repo_root};
@@ -83,193 +83,16 @@ fn manifest(args: &str) -> String {
     format!("apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\n{body}")
 }
 
-/// A `kvrs run` of the hook manifest, and what the test saw of its pods while it ran.
-struct Run {
-    run: Running,
-    seen: Seen,
-}
-
-/// What the test reads of a run's pods while it runs.
-struct Seen {
-    state: PathBuf,
-    pods: PathBuf,
-    /// The UIDs of the pods seen in the pods directory.
-    uids: BTreeSet<String>,
-    /// The launcher pod as last read while the run ran.
-    pod: Option<serde_json::Value>,
-    /// The pod's Ready condition as last read while the pod was Running: once every container
-    /// has ended (the launcher too, after the VMI failed) it reads `PodCompleted` instead.
-    ready_while_running: Option<serde_json::Value>,
-    last_poll: Option<Instant>,
-}
-
-impl Run {
-    fn start(manifest: &Path, map: &Path, tag: &str, extra: &[&str]) -> Self {
-        let mut cmd = run_driver::command(manifest, tag);
-        cmd.arg("--image-map")
-            .arg(map)
-            .arg("--image-entrypoint")
-            .arg(format!("{IMAGE}=/sidecar-shim"))
-            .args(["--feature-gates", "Sidecar"])
-            .args(extra);
-        Self {
-            run: Running::spawn(cmd),
-            seen: Seen {
-                state: run_driver::state_dir(tag),
-                pods: run_driver::pods_dir(tag),
-                uids: BTreeSet::new(),
-                pod: None,
-                ready_while_running: None,
-                last_poll: None,
-            },
-        }
-    }
-
-    /// Waits (at most `within`) for a line containing `text`; the line. Fails with the run's
-    /// output when it ends first or the time is up (the run is stopped then).
-    fn wait_for(&mut self, text: &str, within: Duration) -> String {
-        let seen = &mut self.seen;
-        self.run.expect_line(text, within, || seen.poll())
-    }
-
-    fn finish(&mut self) -> Output {
-        let seen = &mut self.seen;
-        self.run.finish(|| seen.poll())
-    }
-}
-
-impl Seen {
-    /// Notes the pods' UIDs, and (every 2 s) the launcher pod as the API server has it.
-    fn poll(&mut self) {
-        for e in std::fs::read_dir(&self.pods)
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            self.uids
-                .insert(e.file_name().to_string_lossy().into_owned());
-        }
-        if self
-            .last_poll
-            .is_some_and(|t| t.elapsed() < Duration::from_secs(2))
-        {
-            return;
-        }
-        self.last_poll = Some(Instant::now());
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.state.join("kubeconfig"))
-            .args([
-                "get",
-                "pods",
-                "-n",
-                "default",
-                "-l",
-                "kubevirt.io=virt-launcher",
-            ])
-            .args(["-o", "json", "--request-timeout", "2s"])
-            .output();
-        if let Ok(out) = out
-            && out.status.success()
-            && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout)
-            && v["items"][0].is_object()
-        {
-            let pod = v["items"][0].clone();
-            if pod["status"]["phase"] == "Running"
-                && let Some(ready) = pod["status"]["conditions"]
-                    .as_array()
-                    .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
-            {
-                self.ready_while_running = Some(ready.clone());
-            }
-            self.pod = Some(pod);
-        }
-    }
-
-    /// What the run's pods left on the machine: their network namespaces, host veths,
-    /// cgroups, processes, mounts of the run's directories, and the directories themselves.
-    fn leftovers(&self) -> Vec<String> {
-        let mut left = Vec::new();
-        let dirs = [self.state.clone(), self.pods.clone()];
-        for d in &dirs {
-            if d.exists() {
-                left.push(format!("directory {}", d.display()));
-            }
-        }
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        for l in mountinfo.lines() {
-            if dirs.iter().any(|d| l.contains(&*d.to_string_lossy())) {
-                left.push(format!("mount {l}"));
-            }
-        }
-        for uid in &self.uids {
-            let short = kvrs_kubelet::PodKey {
-                namespace: String::new(),
-                name: String::new(),
-                uid: uid.clone(),
-            }
-            .short_id();
-            if Path::new("/run/netns")
-                .join(format!("kvrs-{short}"))
-                .exists()
-            {
-                left.push(format!("netns kvrs-{short}"));
-            }
-            if Path::new("/sys/class/net")
-                .join(format!("kvh{short}"))
-                .exists()
-            {
-                left.push(format!("link kvh{short}"));
-            }
-            for cg in lines_of(Command::new("find").args([
-                "/sys/fs/cgroup",
-                "-maxdepth",
-                "3",
-                "-path",
-                &format!("*kvrs-kubelet-*/{short}*"),
-            ])) {
-                left.push(format!("cgroup {cg}"));
-            }
-            for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-                let cgroup = std::fs::read_to_string(e.path().join("cgroup")).unwrap_or_default();
-                if cgroup.contains(&format!("/{short}")) && cgroup.contains("kvrs-kubelet-") {
-                    left.push(format!("process {}", e.file_name().to_string_lossy()));
-                }
-            }
-        }
-        left
-    }
-
-    /// The XML of the domain the launcher's libvirt runs, through its socket in the pod's
-    /// `libvirt-runtime` emptyDir.
-    fn domain_xml(&self) -> String {
-        let socket = std::fs::read_dir(&self.pods)
-            .expect("the kubelet's pods directory")
-            .flatten()
-            .map(|e| {
-                e.path()
-                    .join("volumes/kubernetes.io~empty-dir/libvirt-runtime/virtqemud-sock")
-            })
-            .find(|p| p.exists())
-            .unwrap_or_else(|| panic!("no libvirt socket under {}", self.pods.display()));
-        // The socket's path is longer than a Unix socket address holds: a short link to it.
-        let link = PathBuf::from(format!("/tmp/kvrs-hooks-{}.sock", std::process::id()));
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&socket, &link).unwrap();
-        let out = Command::new("virsh")
-            .arg("-c")
-            .arg(format!("qemu+unix:///session?socket={}", link.display()))
-            .args(["dumpxml", "default_guest"])
-            .output()
-            .expect("run virsh");
-        let _ = std::fs::remove_file(&link);
-        assert!(
-            out.status.success(),
-            "virsh dumpxml: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
+/// A `kvrs run` of the hook manifest with the sidecar image.
+fn start_run(manifest: &Path, map: &Path, tag: &str, extra: &[&str]) -> Run {
+    let mut cmd = run_driver::command(manifest, tag);
+    cmd.arg("--image-map")
+        .arg(map)
+        .arg("--image-entrypoint")
+        .arg(format!("{IMAGE}=/sidecar-shim"))
+        .args(["--feature-gates", "Sidecar"])
+        .args(extra);
+    Run::spawn(cmd, tag)
 }
 
 #[test]
@@ -283,7 +106,7 @@ fn the_smbios_hook_sidecar_sets_the_guests_base_board_manufacturer() {
     let map = sidecar_image(work.path());
     let file = work.path().join("vmi.yaml");
     std::fs::write(&file, manifest(r#"["--version", "v1alpha2"]"#)).unwrap();
-    let mut run = Run::start(
+    let mut run = start_run(
         &file,
         &map,
         "h1",
@@ -293,9 +116,7 @@ fn the_smbios_hook_sidecar_sets_the_guests_base_board_manufacturer() {
     let vendor = run.wait_for(VENDOR_LINE, Duration::from_secs(300));
     // While the VM runs: the domain, and the pod's containers.
     let xml = run.seen.domain_xml();
-    run.seen.last_poll = None;
-    run.seen.poll();
-    let pod = run.seen.pod.clone().expect("the launcher pod");
+    let pod = run.seen.pod_now();
     run.run.signal("TERM");
     let out = run.finish();
     let (stdout, stderr) = (&out.stdout, &out.stderr);
@@ -350,7 +171,7 @@ fn a_sidecar_that_exits_at_once_fails_the_vmi_and_leaves_nothing() {
     // The shim refuses an unknown hook version and exits 1 before it listens.
     std::fs::write(&file, manifest(r#"["--version", "v0"]"#)).unwrap();
     let started = Instant::now();
-    let mut run = Run::start(&file, &map, "h2", &["--timeout-seconds", "420"]);
+    let mut run = start_run(&file, &map, "h2", &["--timeout-seconds", "420"]);
     let out = run.finish();
     let (stdout, stderr) = (&out.stdout, &out.stderr);
     let took = started.elapsed();
