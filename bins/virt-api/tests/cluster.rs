@@ -25,56 +25,14 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use kvrs_test_cluster::{Options, TestCluster, free_loopback_port};
 use kvrs_virt_api::webhooks::Webhook;
-use serde::Deserialize;
 use serde_json::{Value, json};
-use support::{VirtApi, wait_for};
+use support::{VirtApi, get_json, kubectl, must, root, wait_for, yaml};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn yaml(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let doc = serde_norway::Deserializer::from_str(&text)
-        .next()
-        .expect("a document");
-    Value::deserialize(doc).expect("yaml")
-}
-
-/// kubectl with `stdin`; (success, stdout, stderr).
-fn kubectl(cluster: &TestCluster, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
-    let out = match stdin {
-        Some(s) => cluster.kubectl_with_stdin(args, s),
-        None => cluster.kubectl(args),
-    };
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn must(cluster: &TestCluster, args: &[&str], stdin: Option<&str>) -> String {
-    let (ok, out, err) = kubectl(cluster, args, stdin);
-    assert!(ok, "kubectl {args:?}: {err}");
-    out
-}
-
-fn get_json(cluster: &TestCluster, args: &[&str]) -> Option<Value> {
-    let mut all = vec!["get"];
-    all.extend_from_slice(args);
-    all.extend(["-o", "json"]);
-    let (ok, out, _) = kubectl(cluster, &all, None);
-    ok.then(|| serde_json::from_str(&out).expect("json"))
-}
-
-/// The deploy manifests' webhook configurations, each entry calling `base` + its path.
 fn register_webhooks(cluster: &TestCluster, base: &str) {
     let dir = root().join("bins/deploy/virt-api");
     for file in [

@@ -18,56 +18,11 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kvrs_test_cluster::{Options, TestCluster, free_loopback_port};
-use serde::Deserialize;
 use serde_json::{Value, json};
-use support::{VirtApi, wait_for};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn yaml(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let doc = serde_norway::Deserializer::from_str(&text)
-        .next()
-        .expect("a document");
-    Value::deserialize(doc).expect("yaml")
-}
-
-/// kubectl with `stdin`; (success, stdout, stderr).
-fn kubectl(cluster: &TestCluster, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
-    let out = match stdin {
-        Some(s) => cluster.kubectl_with_stdin(args, s),
-        None => cluster.kubectl(args),
-    };
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn must(cluster: &TestCluster, args: &[&str], stdin: Option<&str>) -> String {
-    let (ok, out, err) = kubectl(cluster, args, stdin);
-    assert!(ok, "kubectl {args:?}: {err}");
-    out
-}
-
-fn create(cluster: &TestCluster, object: &Value) {
-    must(cluster, &["create", "-f", "-"], Some(&object.to_string()));
-}
-
-fn get_json(cluster: &TestCluster, args: &[&str]) -> Option<Value> {
-    let mut all = vec!["get"];
-    all.extend_from_slice(args);
-    all.extend(["-o", "json"]);
-    let (ok, out, _) = kubectl(cluster, &all, None);
-    ok.then(|| serde_json::from_str(&out).expect("json"))
-}
+use support::{VirtApi, create, get_json, kubectl, must, root, wait_for, yaml};
 
 /// POSTs `body` to the API server's `path` as the admin: the HTTP code and the JSON answer.
 fn post(cluster: &TestCluster, path: &str, body: &Value) -> (u16, Value) {

@@ -23,7 +23,7 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -31,14 +31,10 @@ use clap::Parser;
 use kvrs_test_cluster::{Options, TestCluster};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use support::{VirtApi, wait_for};
+use support::{VirtApi, create, kubectl, must, root, wait_for};
 
 const LINK: &str = "kvrs-api0";
 const ADDRESS: &str = "10.253.0.1";
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// `virtctl --kubeconfig KC -n default ARGS`: (success, stdout, stderr).
 fn virtctl(bin: &Path, kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
@@ -120,28 +116,6 @@ fn yaml_docs(path: &Path) -> Vec<Value> {
         .map(|d| Value::deserialize(d).expect("yaml"))
         .filter(|v| !v.is_null())
         .collect()
-}
-
-fn kubectl(cluster: &TestCluster, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
-    let out = match stdin {
-        Some(s) => cluster.kubectl_with_stdin(args, s),
-        None => cluster.kubectl(args),
-    };
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn must(cluster: &TestCluster, args: &[&str], stdin: Option<&str>) -> String {
-    let (ok, out, err) = kubectl(cluster, args, stdin);
-    assert!(ok, "kubectl {args:?}: {err}");
-    out
-}
-
-fn create(cluster: &TestCluster, object: &Value) {
-    must(cluster, &["create", "-f", "-"], Some(&object.to_string()));
 }
 
 fn get_json(cluster: &TestCluster, args: &[&str]) -> Value {

@@ -1,12 +1,70 @@
-//! What both real-apiserver tests of virt-api need: waiting for a condition, and virt-api run
-//! in the test's process (its library's `run`, stopped through the shutdown future).
+//! What the real-apiserver tests of virt-api need: the repository's files, kubectl, waiting for
+//! a condition, and virt-api run in the test's process (its library's `run`, stopped through the
+//! shutdown future).
+
+#![allow(dead_code)] // each test binary uses its part
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use kvrs_test_cluster::TestCluster;
 use kvrs_virt_api::Flags;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The repository's root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The first YAML document of `path`.
+pub fn yaml(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let doc = serde_norway::Deserializer::from_str(&text)
+        .next()
+        .expect("a document");
+    Value::deserialize(doc).expect("yaml")
+}
+
+/// kubectl with `stdin`; (success, stdout, stderr).
+pub fn kubectl(
+    cluster: &TestCluster,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> (bool, String, String) {
+    let out = match stdin {
+        Some(s) => cluster.kubectl_with_stdin(args, s),
+        None => cluster.kubectl(args),
+    };
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// kubectl that must succeed; its stdout.
+pub fn must(cluster: &TestCluster, args: &[&str], stdin: Option<&str>) -> String {
+    let (ok, out, err) = kubectl(cluster, args, stdin);
+    assert!(ok, "kubectl {args:?}: {err}");
+    out
+}
+
+/// `kubectl create` of `object`.
+pub fn create(cluster: &TestCluster, object: &Value) {
+    must(cluster, &["create", "-f", "-"], Some(&object.to_string()));
+}
+
+/// `kubectl get ARGS -o json`, `None` when kubectl fails (e.g. not found).
+pub fn get_json(cluster: &TestCluster, args: &[&str]) -> Option<Value> {
+    let mut all = vec!["get"];
+    all.extend_from_slice(args);
+    all.extend(["-o", "json"]);
+    let (ok, out, _) = kubectl(cluster, &all, None);
+    ok.then(|| serde_json::from_str(&out).expect("json"))
+}
 
 /// Polls `f` until it gives a value; fails naming `what` after `timeout`.
 pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
