@@ -673,33 +673,10 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
         );
         None
     };
-    let namespaces = {
-        let writer = reflector::store::Writer::default();
-        let reader = writer.as_reader();
-        let stream = watcher::watcher(
-            KubeResourceApi::<Namespace>::all(client.clone()),
-            all.clone(),
-        )
-        .default_backoff();
-        tasks.push(tokio::spawn(async move {
-            reflector::reflector(writer, stream)
-                .for_each(|_| async {})
-                .await;
-        }));
-        reader
-    };
-    let nodes = {
-        let writer = reflector::store::Writer::default();
-        let reader = writer.as_reader();
-        let stream = watcher::watcher(KubeResourceApi::<Node>::all(client.clone()), all.clone())
-            .default_backoff();
-        tasks.push(tokio::spawn(async move {
-            reflector::reflector(writer, stream)
-                .for_each(|_| async {})
-                .await;
-        }));
-        reader
-    };
+    let (namespaces, task) = watch_typed::<Namespace>(client);
+    tasks.push(task);
+    let (nodes, task) = watch_typed::<Node>(client);
+    tasks.push(task);
     (
         Caches {
             vms,
@@ -726,8 +703,32 @@ fn watch_dynamic(
     ar: &ApiResource,
 ) -> (Store<DynamicObject>, JoinHandle<()>) {
     let writer = reflector::store::Writer::new(ar.clone());
-    let reader = writer.as_reader();
     let api = KubeResourceApi::<DynamicObject>::all_with(client.clone(), ar);
+    reflect(writer, api)
+}
+
+/// A cache of every `K` (namespaces, nodes: read by the evacuation and migration decisions,
+/// never the reason for a sync).
+fn watch_typed<K>(client: &kube::Client) -> (Store<K>, JoinHandle<()>)
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    reflect(
+        reflector::store::Writer::default(),
+        KubeResourceApi::<K>::all(client.clone()),
+    )
+}
+
+/// Fills `writer`'s store from a watch of `api` (with backoff) on a task of its own.
+fn reflect<K>(
+    writer: reflector::store::Writer<K>,
+    api: KubeResourceApi<K>,
+) -> (Store<K>, JoinHandle<()>)
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    let reader = writer.as_reader();
     let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
     let task = tokio::spawn(async move {
         reflector::reflector(writer, stream)
