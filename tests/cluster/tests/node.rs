@@ -7,12 +7,12 @@
 //! Needs root (cgroups, mounts, links, nftables). A missing or unbuildable component fails the
 //! test, never skips it.
 
+mod common;
+use common::{http_get, ok, text};
+
 use std::fs;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::os::unix::fs::symlink;
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 use kvrs_test_cluster::{
@@ -20,58 +20,15 @@ use kvrs_test_cluster::{
     oci_archive, wait_for,
 };
 
-fn text(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-#[track_caller]
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "kubectl failed ({}): stdout {:?} stderr {:?}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text(&out)
-}
-
-/// A busybox image (Debian's busybox-static, the applets the test uses as links, and the
-/// cluster's kubectl as an in-cluster client: busybox's wget cannot negotiate TLS with Go's
-/// server) and a data-only image.
+/// The busybox image ([`common::busybox_image`]) and a data-only image.
 fn build_images(dir: &Path, kubectl: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
-    let busybox = Path::new("/bin/busybox");
-    assert!(
-        busybox.is_file(),
-        "/bin/busybox is missing: install Debian's busybox-static (scripts/install-test-deps.sh)"
-    );
-    let rootfs = dir.join("busybox-rootfs");
-    fs::create_dir_all(rootfs.join("bin")).unwrap();
-    fs::create_dir_all(rootfs.join("tmp")).unwrap();
-    fs::copy(busybox, rootfs.join("bin/busybox")).unwrap();
-    for applet in [
-        "sh", "cat", "mkdir", "httpd", "wget", "nc", "sleep", "printf", "ls", "env",
-    ] {
-        symlink("busybox", rootfs.join("bin").join(applet)).unwrap();
-    }
-    let client = dir.join("kubectl-layer");
-    fs::create_dir_all(client.join("bin")).unwrap();
-    fs::copy(kubectl, client.join("bin/kubectl")).unwrap();
-    let busybox_tar = dir.join("busybox.tar");
-    oci_archive(
-        &rootfs,
-        "kvrs.local/busybox:1",
-        &busybox_tar,
+    let busybox_tar = common::busybox_image(
+        dir,
+        kubectl,
         &[
-            "--rootfs",
-            client.to_str().unwrap(),
-            "--entrypoint",
-            r#"["/bin/sh"]"#,
-            "--env",
-            "PATH=/bin",
+            "sh", "cat", "mkdir", "httpd", "wget", "nc", "sleep", "printf", "ls", "env",
         ],
-    )
-    .expect("writing the busybox image");
+    );
 
     let data = dir.join("data-rootfs");
     fs::create_dir_all(data.join("files")).unwrap();
@@ -80,16 +37,6 @@ fn build_images(dir: &Path, kubectl: &Path) -> (std::path::PathBuf, std::path::P
     oci_archive(&data, "kvrs.local/node-test-data:1", &data_tar, &[])
         .expect("writing the data image");
     (busybox_tar, data_tar)
-}
-
-/// One HTTP/1.0 GET to `addr`; returns the whole answer.
-fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer)?;
-    Ok(answer)
 }
 
 const POD: &str = r#"

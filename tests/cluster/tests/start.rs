@@ -2,27 +2,14 @@
 //! manager and scheduler) built from tests/kube. A missing or unbuildable binary fails these
 //! tests (never skips them).
 
-use std::process::{Command, Output, Stdio};
+mod common;
+use common::{ok, text};
+
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use kvrs_test_cluster::{ClusterError, Component, Options, TestCluster};
-
-fn text(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-#[track_caller]
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "kubectl failed ({}): stdout {:?} stderr {:?}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text(&out)
-}
 
 /// Whether any process's command line mentions `dir` (`pgrep -f`, exit 1 = none).
 fn processes_mentioning(dir: &str) -> String {

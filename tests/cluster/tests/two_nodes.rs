@@ -9,72 +9,19 @@
 //!
 //! Needs root. A missing or unbuildable component fails the test, never skips it.
 
+mod common;
+use common::{busybox_image, http_get, ok, text};
+
 use std::fs;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::path::Path;
 use std::time::Duration;
 
 use kvrs_test_cluster::{
     NODE_NAME, NodeComponent, Options, RealNode, SECOND_NODE_BRIDGE, SECOND_NODE_DIR,
-    SECOND_NODE_NAME, TestCluster, node_leftovers, oci_archive, wait_for,
+    SECOND_NODE_NAME, TestCluster, node_leftovers, wait_for,
 };
 
 const SHARED: &str = "/var/run/kvrs-two-node-test";
-
-fn text(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-#[track_caller]
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "kubectl failed ({}): stdout {:?} stderr {:?}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text(&out)
-}
-
-/// Debian's busybox-static with the applets used here, plus the cluster's kubectl as an
-/// in-cluster client.
-fn busybox_image(dir: &Path, kubectl: &Path) -> PathBuf {
-    let busybox = Path::new("/bin/busybox");
-    assert!(
-        busybox.is_file(),
-        "/bin/busybox is missing: install Debian's busybox-static (scripts/install-test-deps.sh)"
-    );
-    let rootfs = dir.join("rootfs");
-    fs::create_dir_all(rootfs.join("bin")).unwrap();
-    fs::create_dir_all(rootfs.join("tmp")).unwrap();
-    fs::copy(busybox, rootfs.join("bin/busybox")).unwrap();
-    for applet in ["sh", "cat", "mkdir", "httpd", "nc", "printf", "ls", "echo"] {
-        symlink("busybox", rootfs.join("bin").join(applet)).unwrap();
-    }
-    let client = dir.join("kubectl-layer");
-    fs::create_dir_all(client.join("bin")).unwrap();
-    fs::copy(kubectl, client.join("bin/kubectl")).unwrap();
-    let tar = dir.join("busybox.tar");
-    oci_archive(
-        &rootfs,
-        "kvrs.local/busybox:1",
-        &tar,
-        &[
-            "--rootfs",
-            client.to_str().unwrap(),
-            "--entrypoint",
-            r#"["/bin/sh"]"#,
-            "--env",
-            "PATH=/bin",
-        ],
-    )
-    .expect("writing the busybox image");
-    tar
-}
 
 /// A pod on `node` that serves its name over HTTP, writes it into the hostPath [`SHARED`] and
 /// lists the kubelet's pods directory it sees.
@@ -117,15 +64,6 @@ spec:
     )
 }
 
-fn http_get(addr: SocketAddr) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(stream, "GET / HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer)?;
-    Ok(answer)
-}
-
 #[test]
 fn two_real_nodes_run_side_by_side_and_leave_nothing_behind() {
     let cluster = TestCluster::start_for_node(Options::full()).expect("a real control plane");
@@ -159,7 +97,11 @@ fn two_real_nodes_run_side_by_side_and_leave_nothing_behind() {
     assert_ne!(first.runtime_socket(), second.runtime_socket());
 
     let images = tempfile::tempdir().unwrap();
-    let busybox = busybox_image(images.path(), &cluster.bin_dir().join("kubectl"));
+    let busybox = busybox_image(
+        images.path(),
+        &cluster.bin_dir().join("kubectl"),
+        &["sh", "cat", "mkdir", "httpd", "nc", "printf", "ls", "echo"],
+    );
     for node in [&first, &second] {
         node.import_image(&busybox).expect("importing busybox");
     }
@@ -209,7 +151,7 @@ fn two_real_nodes_run_side_by_side_and_leave_nothing_behind() {
         let page = wait_for(
             &format!("{name} answering the host"),
             Duration::from_secs(30),
-            || http_get(format!("{ip}:8080").parse().unwrap()).ok(),
+            || http_get(format!("{ip}:8080").parse().unwrap(), "/").ok(),
             context,
         );
         assert!(page.ends_with(&format!("{name}\n")), "{page}");
@@ -274,7 +216,7 @@ fn two_real_nodes_run_side_by_side_and_leave_nothing_behind() {
     );
     assert!(!Path::new(SECOND_NODE_DIR).exists());
     // The first node still serves its pod.
-    let page = http_get(format!("{ip_a}:8080").parse().unwrap()).expect("web-a still answers");
+    let page = http_get(format!("{ip_a}:8080").parse().unwrap(), "/").expect("web-a still answers");
     assert!(page.ends_with("web-a\n"), "{page}");
     first
         .stop()
