@@ -635,7 +635,7 @@ fn the_runtime_spec_of_a_hook_sidecar() {
 fn security_contexts_map_onto_the_container() {
     let cfg = config();
     let addr = cfg.pod_cidr.address(0).unwrap();
-    let with = |sc: serde_json::Value| {
+    let on = |cfg: &KubeletConfig, sc: serde_json::Value| {
         let mut pod = oracle_pod("clock-utc-timers");
         let c = pod
             .spec
@@ -646,8 +646,9 @@ fn security_contexts_map_onto_the_container() {
             .find(|c| c.name == "compute")
             .unwrap();
         c.security_context = Some(serde_json::from_value(sc).unwrap());
-        plan_pod(&pod, &cfg, addr)
+        plan_pod(&pod, cfg, addr)
     };
+    let with = |sc: serde_json::Value| on(&cfg, sc);
     // Nothing asked: containerd's default capabilities, no_new_privs, RuntimeDefault.
     let p = with(serde_json::json!({"runAsUser": 107})).unwrap();
     let caps = &p.container_spec.capabilities;
@@ -667,22 +668,7 @@ fn security_contexts_map_onto_the_container() {
     // names no profile unconfined; one that asks for RuntimeDefault still gets it.
     let mut unconfined_node = config();
     unconfined_node.seccomp_default = false;
-    let on_node = |sc: serde_json::Value| {
-        let mut pod = oracle_pod("clock-utc-timers");
-        let c = pod
-            .spec
-            .as_mut()
-            .unwrap()
-            .containers
-            .iter_mut()
-            .find(|c| c.name == "compute")
-            .unwrap();
-        c.security_context = Some(serde_json::from_value(sc).unwrap());
-        plan_pod(&pod, &unconfined_node, addr)
-            .unwrap()
-            .container_spec
-            .seccomp
-    };
+    let on_node = |sc: serde_json::Value| on(&unconfined_node, sc).unwrap().container_spec.seccomp;
     assert_eq!(
         on_node(serde_json::json!({"runAsUser": 107})),
         SeccompProfile::Unconfined
