@@ -18,23 +18,6 @@ use support::{Harness, vm};
 
 const T: Duration = Duration::from_secs(60);
 
-/// Two schedulable nodes with the CPU labels virt-handler's node labeller sets (a host-model
-/// VMI migrates only to a node that can run its source node's host model).
-fn two_nodes(h: &Harness) {
-    for node in ["node01", "node02"] {
-        h.apply(
-            &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node,
-            "labels": {
-                "kubevirt.io/schedulable": "true",
-                "cpu-vendor.node.kubevirt.io/Intel": "true",
-                "host-model-cpu.node.kubevirt.io/Skylake-Client-IBRS": "true",
-                "host-model-required-features.node.kubevirt.io/vmx": "true",
-                "cpu-model-migration.node.kubevirt.io/Skylake-Client-IBRS": "true",
-            }}}),
-        );
-    }
-}
-
 fn kubectl_ok(h: &Harness, args: &[&str]) {
     let out = h.cluster.kubectl(args.iter().copied());
     assert!(
@@ -108,7 +91,7 @@ fn target_pods(h: &Harness) -> Vec<Value> {
 #[test]
 fn a_drained_node_gets_one_migration_per_vmi_within_the_parallel_limits() {
     let mut h = Harness::start();
-    two_nodes(&h);
+    h.two_labelled_nodes();
     h.start_controller("a", &[]);
     for name in ["evac-a", "evac-b", "evac-c"] {
         running_vmi(&h, name, "LiveMigrate", "node01");
@@ -198,7 +181,7 @@ fn a_drained_node_gets_one_migration_per_vmi_within_the_parallel_limits() {
 #[test]
 fn a_vmi_marked_for_evacuation_migrates_off_an_untainted_node() {
     let mut h = Harness::start();
-    two_nodes(&h);
+    h.two_labelled_nodes();
     h.start_controller("a", &[]);
     running_vmi(&h, "marked", "LiveMigrateIfPossible", "node01");
     running_vmi(&h, "unmarked", "LiveMigrate", "node01");
@@ -234,7 +217,7 @@ fn a_migration_policy_shapes_the_handed_off_configuration() {
     h.cluster
         .wait_for_crds(&["migrationpolicies.migrations.kubevirt.io"], T)
         .expect("the MigrationPolicy CRD");
-    two_nodes(&h);
+    h.two_labelled_nodes();
     // The more specific policy (VMI and namespace labels) wins over the namespace-wide one.
     h.create(
         &json!({"apiVersion": "migrations.kubevirt.io/v1alpha1", "kind": "MigrationPolicy",

@@ -90,20 +90,7 @@ fn target_pod(h: &Harness, migration_uid: &str) -> Value {
 #[test]
 fn a_migration_gets_a_target_pod_hands_off_and_a_cancelled_one_cleans_up() {
     let mut h = Harness::start();
-    // The CPU labels virt-handler's node labeller sets: a host-model VMI (KubeVirt's default
-    // CPU) migrates only to a node that can run its source node's host model.
-    for node in ["node01", "node02"] {
-        h.apply(
-            &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node,
-            "labels": {
-                "kubevirt.io/schedulable": "true",
-                "cpu-vendor.node.kubevirt.io/Intel": "true",
-                "host-model-cpu.node.kubevirt.io/Skylake-Client-IBRS": "true",
-                "host-model-required-features.node.kubevirt.io/vmx": "true",
-                "cpu-model-migration.node.kubevirt.io/Skylake-Client-IBRS": "true",
-            }}}),
-        );
-    }
+    h.two_labelled_nodes();
     h.start_controller("a", &[]);
 
     // A VMI running on node01 is migrated: the target pod is kept off node01's pods.

@@ -513,3 +513,22 @@ pub fn now_rfc3339() -> String {
         .unwrap_or_default();
     kvrs_api::time::format_rfc3339(secs)
 }
+
+impl Harness {
+    /// Two schedulable nodes with the CPU labels virt-handler's node labeller sets (a host-model
+    /// VMI migrates only to a node that can run its source node's host model).
+    pub fn two_labelled_nodes(&self) {
+        for node in ["node01", "node02"] {
+            self.apply(
+                &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node,
+                "labels": {
+                    "kubevirt.io/schedulable": "true",
+                    "cpu-vendor.node.kubevirt.io/Intel": "true",
+                    "host-model-cpu.node.kubevirt.io/Skylake-Client-IBRS": "true",
+                    "host-model-required-features.node.kubevirt.io/vmx": "true",
+                    "cpu-model-migration.node.kubevirt.io/Skylake-Client-IBRS": "true",
+                }}}),
+            );
+        }
+    }
+}
