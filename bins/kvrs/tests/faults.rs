@@ -63,31 +63,6 @@ enum Point {
     Stopping(Duration),
 }
 
-/// xorshift64*: the test's only randomness, from the seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .map(|v| {
-            v.parse()
-                .unwrap_or_else(|_| panic!("{name}={v:?}: a number"))
-        })
-        .unwrap_or(default)
-}
-
 /// SIGKILL every process named `comm`; how many there were.
 fn kill_all(comm: &str) -> usize {
     let pids = processes(&[comm]);
@@ -194,12 +169,12 @@ fn killed_components_and_a_restarted_apiserver_leave_no_duplicates_and_no_leaks(
         is_root(),
         "the fault runs run launcher pods (network namespaces, mounts, UID 107): run as root"
     );
-    let rounds = env_u64("KVRS_FAULT_ROUNDS", FAULTS.len() as u64);
-    let seed = env_u64("KVRS_FAULT_SEED", 1);
-    let mut rng = Rng(seed.max(1));
+    let rounds = common::env_u64("KVRS_FAULT_ROUNDS", FAULTS.len() as u64);
+    let seed = common::env_u64("KVRS_FAULT_SEED", 1);
+    let mut rng = common::Rng::new(seed);
     let at_ms = std::env::var("KVRS_FAULT_AT_MS")
         .ok()
-        .map(|_| env_u64("KVRS_FAULT_AT_MS", 0));
+        .map(|_| common::env_u64("KVRS_FAULT_AT_MS", 0));
     // `KVRS_FAULT_KIND=Monitor` (etc.) repeats one kind: for chasing one fault's race.
     let only = std::env::var("KVRS_FAULT_KIND").ok().map(|kind| {
         *FAULTS

@@ -46,34 +46,6 @@ enum Point {
     Stopping(Duration),
 }
 
-/// xorshift64*: the test's only randomness, from the seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn millis(&mut self, max: u64) -> Duration {
-        Duration::from_millis(self.below(max))
-    }
-}
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .map(|v| {
-            v.parse()
-                .unwrap_or_else(|_| panic!("{name}={v:?}: a number"))
-        })
-        .unwrap_or(default)
-}
-
 /// `kvrs run` of the fixture on [`NODE`], with the test's directories and `extra` flags.
 fn kvrs_run(extra: &[&str]) -> std::process::Command {
     let mut cmd = run_driver::command(&fixture(), TAG);
@@ -294,9 +266,9 @@ fn a_killed_run_is_cleaned_up_by_the_next_which_boots_the_vm_and_leaves_nothing(
         "kvrs run needs root (network namespaces, mounts, UID 107): run the tests as root"
     );
     let _one = serial();
-    let rounds = env_u64("KVRS_RUN_KILL_ROUNDS", 9);
-    let seed = env_u64("KVRS_RUN_KILL_SEED", 1);
-    let mut rng = Rng(seed.max(1));
+    let rounds = common::env_u64("KVRS_RUN_KILL_ROUNDS", 9);
+    let seed = common::env_u64("KVRS_RUN_KILL_SEED", 1);
+    let mut rng = common::Rng::new(seed);
     let mut order = [0u64, 1, 2];
     let mut counts = [0usize; 3];
     let started = Instant::now();

@@ -526,3 +526,40 @@ impl Stack {
         let _ = std::fs::remove_dir_all(&self.pods_dir);
     }
 }
+
+/// xorshift64*: a fault test's only randomness, from its seed (0 counts as 1).
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// Up to `max` milliseconds.
+    pub fn millis(&mut self, max: u64) -> std::time::Duration {
+        std::time::Duration::from_millis(self.below(max))
+    }
+}
+
+/// The number in environment variable `name`, else `default`; a value that is not one fails.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name}={v:?}: a number"))
+        })
+        .unwrap_or(default)
+}
