@@ -7,7 +7,8 @@
 # devices, cpio, iproute2/iputils-ping/curl/openssl for the network and cluster tests, procps
 # (sysctl, kill) for the handler tests, pkgconf for the mixed-fleet harness (cgo libvirt binding),
 # e2fsprogs/util-linux/coreutils (mkfs.ext4, losetup, fallocate, truncate) for the disk-full test,
-# gcc/libc6-dev/libseccomp-dev for the real node's runc (cgo, seccomp) and pause binary
+# gcc/libc6-dev/libseccomp-dev for the real node's runc (cgo, seccomp) and pause binary; make
+# and xz-utils (with gcc) for scripts/passt.sh (builds from an .orig.tar.xz)
 # (scripts/node-components.sh), python3 for its pause image (scripts/lib/oci_image.py),
 # busybox-static for the node test's pod image (tests/cluster/tests/node.rs), runc for the pods of
 # kvrs's own kubelet (`kvrs run`, `kvrs kubelet`: each launcher pod is an OCI container), and, when a
@@ -68,7 +69,7 @@ BPO_SOURCES=(qemu libvirt seabios)
 MIN_QEMU=1:10
 MIN_LIBVIRT=11
 # Packages from bookworm itself (swtpm: libvirt refuses TPM 2.0 devices without it).
-MAIN_PKGS=(libxml2-utils nftables xorriso cpio swtpm swtpm-tools iproute2 iputils-ping curl openssl pkgconf procps e2fsprogs util-linux coreutils gcc libc6-dev libseccomp-dev python3 busybox-static runc)
+MAIN_PKGS=(libxml2-utils nftables xorriso cpio swtpm swtpm-tools iproute2 iputils-ping curl openssl pkgconf procps e2fsprogs util-linux coreutils gcc make xz-utils libc6-dev libseccomp-dev python3 busybox-static runc)
 # Tools the tests run (have_all checks each one).
 NEED_CMDS=(
   libvirtd virtlogd virsh qemu-system-x86_64 qemu-img xorrisofs virt-xml-validate nft cpio
