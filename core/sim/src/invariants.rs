@@ -149,6 +149,15 @@ impl Sim {
     /// Every VM is where its run strategy wants it: `Always` with a Running VMI, `Halted` with
     /// none, `RerunOnFailure` with a Running VMI or — after its VMI succeeded, which this strategy
     /// does not restart — with none and a `Stopped` status. Returns the VMs that are not.
+    ///
+    /// One more `RerunOnFailure` resting state is KubeVirt v1.9.0's own: a VM switched from
+    /// `Halted` back to `RerunOnFailure` while its old VMI is still being deleted records the new
+    /// strategy in `status.runStrategy` at once; a VMI that fails while deleting gets no start
+    /// request (only a VMI failing before anyone deleted it does), and with the status already
+    /// saying `RerunOnFailure` and no start request, the controller starts nothing
+    /// (`syncRunStrategy`: "when coming here from a different RunStrategy we have to start the
+    /// VM" sees no difference any more). The VM rests in `CrashLoopBackOff` with no VMI until the
+    /// user starts it; kvrs decides as KubeVirt does, so the simulator accepts that state.
     pub fn unconverged(&self) -> Vec<String> {
         let mut out = Vec::new();
         for (key, obj) in self.api.list(res::VMS) {
@@ -157,13 +166,17 @@ impl Sim {
             let ok = match vm.spec.run_strategy.as_deref() {
                 Some("Always") => phase == Some("Running"),
                 Some("RerunOnFailure") => {
-                    let stopped = vm
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.printable_status.as_deref())
-                        == Some("Stopped");
+                    let status = vm.status.as_ref();
+                    let printable = status.and_then(|s| s.printable_status.as_deref());
+                    let at_rest = printable == Some("Stopped")
+                        || (printable == Some("CrashLoopBackOff")
+                            && status.and_then(|s| s.run_strategy.as_deref())
+                                == Some("RerunOnFailure")
+                            && status
+                                .and_then(|s| s.state_change_requests.as_ref())
+                                .is_none_or(|r| r.is_empty()));
                     phase == Some("Running")
-                        || (phase.is_none() && self.api.get(res::VMIS, key).is_none() && stopped)
+                        || (phase.is_none() && self.api.get(res::VMIS, key).is_none() && at_rest)
                 }
                 Some("Halted") => self.api.get(res::VMIS, key).is_none(),
                 _ => true,
