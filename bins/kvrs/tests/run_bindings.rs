@@ -13,10 +13,11 @@
 //!    through passt's sockets in the pod), and its HTTP server answers on the pod IP. Ignored
 //!    until `kvrs kubelet` lets passt make its user namespace (see the test's comment).
 //! 2. slirp: the sidecar's QEMU command line (`-netdev user,...,hostfwd=tcp::PORT-:PORT` and an
-//!    e1000 device): QEMU's libslirp listens on the interface's port in the pod, and the guest
-//!    gets a lease from slirp's DHCP when its kernel has the e1000 driver — the test guest's
-//!    Debian cloud kernel has none (nor rtl8139, the plugin's only other model), so the guest
-//!    side is checked only up to the NIC QEMU gives it.
+//!    e1000 device). The guest boots Debian's generic kernel here (its e1000 driver: the cloud
+//!    kernel of the other tests has neither e1000 nor rtl8139, the plugin's only models), gets
+//!    slirp's first address from its DHCP, fetches a page from a server on this host (through
+//!    QEMU's sockets in the pod), and its HTTP server answers on the pod IP through QEMU's
+//!    `hostfwd`.
 //! 3. A VM naming a plugin the CR does not register is refused before anything starts, with
 //!    `kvrs pod`'s refusal.
 //!
@@ -39,8 +40,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use kvrs_test_guest::pod::{is_root, repo_root};
-use kvrs_test_guest::{LEASE_MARKER, OS_PRETTY_NAME};
+use kvrs_test_guest::pod::{is_root, repo_root, target_dir};
+use kvrs_test_guest::{KERNEL_IMAGE, Kernel, LEASE_MARKER, OS_PRETTY_NAME};
 
 /// The sidecar images the CR fixture registers, each with its binary as KubeVirt's image holds
 /// it (cmd/sidecars/network-{passt,slirp}-binding/BUILD.bazel: entrypoint `/<name>`).
@@ -161,6 +162,26 @@ fn manifest(plugin: &str, host: &str, port: u16) -> String {
     );
     assert!(body.contains(&format!("name: {plugin}")) && body.contains(FETCHED));
     format!("apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\n{body}")
+}
+
+/// The reference the slirp test's VM boots its kernel from: the guest with Debian's generic
+/// kernel (see the module's header).
+const GENERIC_KERNEL_IMAGE: &str = "kvrs.local/test-guest-kernel-generic:v1";
+/// The address libslirp's DHCP gives the first guest of `net=10.0.2.0/24`.
+const SLIRP_GUEST_IP: &str = "10.0.2.15";
+
+/// Adds the generic-kernel guest (`boot/vmlinuz`, `boot/initramfs.gz`) to the image map `map`
+/// as [`GENERIC_KERNEL_IMAGE`].
+fn add_generic_kernel_image(work: &Path, map: &Path) {
+    let guest = kvrs_test_guest::guest_with(&target_dir(), Kernel::Generic);
+    let root = work.join("generic-kernel");
+    let boot = root.join("boot");
+    std::fs::create_dir_all(&boot).unwrap();
+    std::fs::copy(&guest.kernel, boot.join("vmlinuz")).unwrap();
+    std::fs::copy(&guest.initrd, boot.join("initramfs.gz")).unwrap();
+    let mut text = std::fs::read_to_string(map).unwrap();
+    text.push_str(&format!("{GENERIC_KERNEL_IMAGE}={}\n", root.display()));
+    std::fs::write(map, text).unwrap();
 }
 
 /// A `kvrs run` of a binding manifest with the plugins' sidecar images.
@@ -296,16 +317,30 @@ fn a_slirp_guest_gets_qemus_user_network_with_the_interface_port_forwarded() {
     let _one = serial();
     let work = tempfile::tempdir().expect("a temporary directory");
     let map = sidecar_images(work.path());
-    let port = serve("unused".into());
+    add_generic_kernel_image(work.path(), &map);
+    let token = format!("through-slirp-{}", std::process::id());
+    let port = serve(token.clone());
     let file = work.path().join("vmi.yaml");
-    std::fs::write(&file, manifest("slirp", &host_address(), port)).unwrap();
+    let vmi = manifest("slirp", &host_address(), port);
+    assert!(
+        vmi.contains(KERNEL_IMAGE),
+        "the fixture boots {KERNEL_IMAGE}"
+    );
+    std::fs::write(&file, vmi.replace(KERNEL_IMAGE, GENERIC_KERNEL_IMAGE)).unwrap();
     let mut run = start_run(&file, &map, "s1", &[]);
 
-    run.wait_for(kvrs_test_guest::BOOT_MARKER, Duration::from_secs(300));
+    let lease = run.wait_for(LEASE_MARKER, Duration::from_secs(300));
+    let fetched = run.wait_for(FETCHED, Duration::from_secs(120));
     let xml = run.seen.domain_xml();
     let pod = run.seen.pod_now();
     let (pod_ip, containers) = pod_ip_and_containers(&pod);
     assert_eq!(containers, ["compute", "hook-sidecar-0"], "{pod}");
+    // slirp's DHCP, not the pod's address: the guest sits behind QEMU's NAT.
+    assert_eq!(lease_field(&lease, "ip"), SLIRP_GUEST_IP, "{lease}");
+    assert!(
+        fetched.ends_with(&format!("{FETCHED} [{token}]")),
+        "the guest fetched the host's page through slirp: {fetched:?}"
+    );
     // The sidecar's QEMU arguments, with the pod's search domains (its resolv.conf) and the
     // interface's port.
     let netdev = xml
@@ -334,15 +369,21 @@ fn a_slirp_guest_gets_qemus_user_network_with_the_interface_port_forwarded() {
             && l.contains("netdev")),
         "KubeVirt's slirp device: {xml}"
     );
-    // libslirp listens on the forwarded port in the pod: a connection to the pod IP is accepted
-    // by QEMU (the guest, without an e1000 driver, never answers behind it).
-    let accepted = TcpStream::connect_timeout(
-        &format!("{pod_ip}:{GUEST_PORT}").parse().unwrap(),
-        Duration::from_secs(5),
-    );
+    // libslirp listens on the forwarded port in the pod and hands the connection to the guest's
+    // httpd.
+    let answer = http_get(
+        &format!("{pod_ip}:{GUEST_PORT}"),
+        "/os-release",
+        Duration::from_secs(60),
+    )
+    .unwrap_or_else(|e| {
+        run.fail(&format!(
+            "the guest's HTTP through hostfwd on {pod_ip}: {e}"
+        ))
+    });
     assert!(
-        accepted.is_ok(),
-        "QEMU's hostfwd on {pod_ip}:{GUEST_PORT}: {accepted:?}"
+        answer.contains(OS_PRETTY_NAME),
+        "the guest's httpd served its /etc/os-release through QEMU's hostfwd: {answer}"
     );
     run.stop_and_check_cleanup();
 }

@@ -108,6 +108,7 @@ const MODULES: &[&str] = &[
     "net/core/failover",
     "drivers/net/net_failover",
     "drivers/net/virtio_net",
+    "drivers/net/ethernet/intel/e1000/e1000",
 ];
 
 /// The udhcpc hook: configures eth0 from the lease and prints it.
@@ -138,20 +139,53 @@ fn copy_with_libraries(binary: &Path, init: &Path, dest: &str) {
     }
 }
 
-/// Builds the guest once per `target_dir` (e.g. `target/debug`).
+/// Which Debian kernel the guest boots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// `linux-image-cloud-amd64`: small, virtio drivers only. Every test but the slirp one.
+    Cloud,
+    /// `linux-image-amd64`: Debian's generic kernel, whose `e1000` driver the guest loads. QEMU's
+    /// user network (KubeVirt's slirp binding) offers the guest only an e1000 or rtl8139 NIC,
+    /// and the cloud kernel has neither driver.
+    Generic,
+}
+
+impl Kernel {
+    fn metapackage(self) -> &'static str {
+        match self {
+            Kernel::Cloud => "linux-image-cloud-amd64",
+            Kernel::Generic => "linux-image-amd64",
+        }
+    }
+
+    fn dir_name(self) -> &'static str {
+        // Versioned: a change of /init below must not reuse an old cached initramfs.
+        match self {
+            Kernel::Cloud => "kvrs-e2e-guest-v8",
+            Kernel::Generic => "kvrs-e2e-guest-generic-v8",
+        }
+    }
+}
+
+/// Builds the guest (Debian's cloud kernel) once per `target_dir` (e.g. `target/debug`).
 pub fn guest(target_dir: &Path) -> Guest {
+    guest_with(target_dir, Kernel::Cloud)
+}
+
+/// Builds the guest booting `kernel` once per `target_dir`.
+pub fn guest_with(target_dir: &Path, flavour: Kernel) -> Guest {
     static BUILD: Mutex<()> = Mutex::new(());
     let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
-    // Versioned: a change of /init below must not reuse an old cached initramfs.
-    let dir = target_dir.join("kvrs-e2e-guest-v8");
+    let dir = target_dir.join(flavour.dir_name());
     let (kernel, initrd) = (dir.join("vmlinuz"), dir.join("initramfs.gz"));
     if kernel.is_file() && initrd.is_file() {
         return Guest { kernel, initrd };
     }
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    // The kernel package the `linux-image-cloud-amd64` metapackage points at.
-    let depends = run(Command::new("apt-cache").args(["depends", "linux-image-cloud-amd64"]));
+    // The kernel package the metapackage points at.
+    let meta = flavour.metapackage();
+    let depends = run(Command::new("apt-cache").args(["depends", meta]));
     let kpkg = depends
         .lines()
         .find_map(|l| {
@@ -159,7 +193,7 @@ pub fn guest(target_dir: &Path) -> Guest {
                 .strip_prefix("Depends: ")
                 .filter(|p| p.starts_with("linux-image-"))
         })
-        .expect("linux-image-cloud-amd64 depends on a kernel package")
+        .unwrap_or_else(|| panic!("{meta} depends on a kernel package"))
         .to_string();
     let debs = dir.join("debs");
     std::fs::create_dir_all(&debs).unwrap();
