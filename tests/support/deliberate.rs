@@ -52,6 +52,12 @@ pub const COMPARISONS: &[(&str, &str)] = &[
     ("differential", "domain"),
     ("differential", "overhead"),
     ("differential", "pod"),
+    // tests/migration_oracle.rs (generated scenarios against KubeVirt's migration controller,
+    // tests/migration)
+    ("migration", "migration-writes"),
+    ("migration", "migration-content"),
+    ("migration", "migration-events"),
+    ("migration", "migration-queue"),
 ];
 
 /// One way kvrs's output differs from KubeVirt's in one scenario.

@@ -47,7 +47,8 @@ impl MigrationConfig {
             "parallelMigrationsPerCluster": PARALLEL_MIGRATIONS_PER_CLUSTER,
             "parallelOutboundMigrationsPerNode": PARALLEL_OUTBOUND_MIGRATIONS_PER_NODE,
             "nodeDrainTaintKey": "kubevirt.io/drain",
-            "bandwidthPerMigration": "0Mi",
+            // KubeVirt's default is `resource.MustParse("0Mi")`, which Go writes as "0".
+            "bandwidthPerMigration": "0",
             "progressTimeout": 150,
             "completionTimeoutPerGiB": 150,
             "maxDowntimeMs": 900,
@@ -66,6 +67,7 @@ impl MigrationConfig {
                 }
             }
         }
+        canonicalize_bandwidth(&mut options);
         // KubeVirt: allowWorkloadDisruption follows allowPostCopy unless set.
         if !options.contains_key("allowWorkloadDisruption") {
             let post_copy = options
@@ -138,5 +140,17 @@ impl MigrationConfig {
             .get("matchSELinuxLevelOnMigration")
             .and_then(Value::as_bool)
             .unwrap_or(true)
+    }
+}
+
+/// `bandwidthPerMigration` as KubeVirt writes it into the VMI's migration configuration: Go holds
+/// it as a `resource.Quantity` and writes it canonically (`1024Mi` as `1Gi`, `0Mi` as `0`), and
+/// virt-handler's comparisons of the stored state see that text. A value that is no quantity is
+/// left as it is (the CR's validation refuses it).
+pub(super) fn canonicalize_bandwidth(options: &mut Map<String, Value>) {
+    if let Some(Value::String(q)) = options.get("bandwidthPerMigration")
+        && let Ok(c) = kvrs_api::Quantity::new(q.as_str()).canonical()
+    {
+        options.insert("bandwidthPerMigration".into(), json!(c.to_string()));
     }
 }

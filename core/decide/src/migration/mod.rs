@@ -17,13 +17,17 @@
 //! label (`bins/virt-api`, `webhooks/migration.rs`).
 //!
 //! Not covered (the decision leaves such migrations alone or says so): decentralized
-//! (cross-cluster) migrations, hotplug attachment pods, backend-storage PVCs, utility volumes
-//! (waited on, never detached), VM backups, the evacuation backoff, resource-quota rejections,
-//! the target's network-info annotation and memory-overhead report, the hotplug CPU/memory
-//! labels. MigrationPolicies are applied at the hand-off ([`policy`]).
+//! (cross-cluster) migrations, hotplug attachment pods, backend-storage PVCs, VM backups, the
+//! evacuation backoff, resource-quota rejections, the target's network-info annotation and
+//! memory-overhead report, the hotplug CPU/memory labels. Utility volumes are waited on as
+//! KubeVirt waits (their detaching is not this controller's). MigrationPolicies are applied at
+//! the hand-off ([`policy`]); the target's container disks are pinned to the digests the source
+//! runs (`image_ids`). `tests/migration_oracle.rs` compares the decision with KubeVirt's own
+//! controller.
 
 mod admit;
 mod config;
+mod image_ids;
 mod phase;
 pub mod policy;
 mod status;

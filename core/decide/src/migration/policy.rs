@@ -212,6 +212,7 @@ pub fn apply_policy(base: &Map<String, Value>, spec: &Map<String, Value>) -> Map
         }
         out.insert("experimental".into(), Value::Object(merged));
     }
+    super::config::canonicalize_bandwidth(&mut out);
     out
 }
 
@@ -431,8 +432,8 @@ mod tests {
         let state = &patch_of(&d, "virtualmachineinstances")[1]["value"];
         assert!(state.get("migrationPolicyName").is_none(), "{state}");
         assert_eq!(
-            state["migrationConfiguration"]["bandwidthPerMigration"],
-            "0Mi"
+            state["migrationConfiguration"]["bandwidthPerMigration"], "0",
+            "KubeVirt's default 0Mi, as Go writes the quantity"
         );
     }
 

@@ -10,7 +10,7 @@ use super::view::{Vmim, is_migration_source, migration_state, state_of, synchron
 use super::{Cx, names, precondition};
 use crate::api::VirtualMachineInstance;
 use crate::patch::{field_ops, op};
-use crate::{ApiWrite, Event, PatchType, Plan, WriteOp, meta, vmi, vmi_state};
+use crate::{ApiWrite, Event, PatchType, Plan, QueueOp, Requeue, WriteOp, meta, vmi, vmi_state};
 
 /// Hotplug conditions under which a completed migration is not yet Succeeded (the VMI
 /// controller starts another migration for them).
@@ -223,7 +223,10 @@ fn process_phase(cx: &Cx<'_, '_>, st: &mut Map<String, Value>, plan: &mut Plan) 
                 ));
             }
         }
-        MigrationPhase::Pending if cx.target.is_some() => set(st, MigrationPhase::Scheduling),
+        // Waiting for utility volumes (or failed on them) keeps the migration from Scheduling.
+        MigrationPhase::Pending if !utility_volumes(cx, st, plan) && cx.target.is_some() => {
+            set(st, MigrationPhase::Scheduling);
+        }
         MigrationPhase::Scheduling => {
             if let Some(Value::Array(cs)) = st.get_mut("conditions") {
                 cs.retain(|c| c["type"] != names::CONDITION_REJECTED_BY_QUOTA);
@@ -254,6 +257,105 @@ fn process_phase(cx: &Cx<'_, '_>, st: &mut Map<String, Value>, plan: &mut Plan) 
         }
         _ => {}
     }
+}
+
+/// Migration condition: the VMI still has utility volumes attached.
+const CONDITION_BLOCKED_BY_UTILITY_VOLUMES: &str = "migrationBlockedByUtilityVolumes";
+/// Annotation of a migration overriding how long it waits for utility volumes (seconds).
+const UTILITY_VOLUMES_TIMEOUT: &str = "kubevirt.io/migrationUtilityVolumesTimeoutSeconds";
+/// The waiting time KubeVirt gives when the configuration names none.
+const UTILITY_VOLUMES_TIMEOUT_SECONDS: i64 = 150;
+/// Unix seconds of Go's zero time: a migration without a creation timestamp has waited since.
+const GO_ZERO_TIME_UNIX: i64 = -62_135_596_800;
+
+/// KubeVirt's `handleUtilityVolumes`: a Pending migration of a VMI with utility volumes (volumes
+/// virt-handler attaches for tools, which cannot follow the VMI to another node) waits for them
+/// to be detached, marked by a condition and looked at again when its time runs out; once the
+/// time (the configuration's `utilityVolumesTimeout`, or the migration's annotation) has passed
+/// since the migration was created, the migration fails. Returns whether it waits or failed.
+/// Without utility volumes the condition is removed.
+fn utility_volumes(cx: &Cx<'_, '_>, st: &mut Map<String, Value>, plan: &mut Plan) -> bool {
+    let (m, vmi) = (cx.m, cx.vmi);
+    let has = vmi
+        .spec
+        .utility_volumes
+        .as_ref()
+        .is_some_and(|u| !u.is_empty());
+    if !has {
+        if let Some(Value::Array(cs)) = st.get_mut("conditions") {
+            cs.retain(|c| c["type"] != CONDITION_BLOCKED_BY_UTILITY_VOLUMES);
+        }
+        return false;
+    }
+    let mut timeout =
+        cx.w.migration_config
+            .options
+            .get("utilityVolumesTimeout")
+            .and_then(Value::as_i64)
+            .unwrap_or(UTILITY_VOLUMES_TIMEOUT_SECONDS);
+    if let Some(t) = m
+        .annotation(UTILITY_VOLUMES_TIMEOUT)
+        .and_then(|v| v.parse::<i64>().ok())
+    {
+        timeout = t;
+    }
+    let created =
+        m.0.pointer("/metadata/creationTimestamp")
+            .and_then(Value::as_str)
+            .and_then(crate::parse_rfc3339)
+            .unwrap_or(GO_ZERO_TIME_UNIX);
+    let waited = (cx.w.now.unix() - created).max(0);
+    let vmi_name = format!(
+        "{}/{}",
+        meta::namespace(&vmi.metadata),
+        meta::name(&vmi.metadata)
+    );
+    if waited >= timeout {
+        plan.events.push(Event::warning(
+            m.object_ref(),
+            FAILED_MIGRATION,
+            format!(
+                "Migration timeout waiting for utility volumes to detach from VMI [{vmi_name}]. \
+                 Utility volumes still present after {waited} seconds."
+            ),
+        ));
+        st.insert("phase".into(), json!(MigrationPhase::Failed.as_str()));
+        return true;
+    }
+    let left = timeout - waited;
+    plan.events.push(Event::warning(
+        m.object_ref(),
+        "UtilityVolumeMigrationPending",
+        format!(
+            "Migration waiting for utility volumes to detach from VMI [{vmi_name}]. \
+             Will timeout in {left} seconds."
+        ),
+    ));
+    if !m.has_condition(CONDITION_BLOCKED_BY_UTILITY_VOLUMES) {
+        let list = st.entry("conditions").or_insert_with(|| json!([]));
+        if !list.is_array() {
+            *list = json!([]);
+        }
+        if let Value::Array(cs) = list {
+            cs.push(json!({
+                "type": CONDITION_BLOCKED_BY_UTILITY_VOLUMES,
+                "status": "True",
+                "lastProbeTime": cx.w.now.rfc3339(),
+                "lastTransitionTime": null,
+                "reason": "UtilityVolumesPresent",
+                "message": format!(
+                    "Migration is waiting for utility volumes to detach. Will timeout in {left} seconds."
+                ),
+            }));
+        }
+    }
+    plan.queue = Requeue(vec![
+        QueueOp::AddAfter {
+            delay_seconds: u64::try_from(left).unwrap_or(0),
+        },
+        QueueOp::Forget,
+    ]);
+    true
 }
 
 fn is_empty(s: &Option<String>) -> bool {

@@ -20,12 +20,11 @@ use crate::meta;
 /// `RenderMigrationManifest`).
 pub type TargetRenderer<'r> = &'r dyn Fn(&VirtualMachineInstance, &Pod) -> Result<Value, String>;
 
-/// The production target renderer: [`kvrs_pod::render_launcher_pod`] of the VMI.
+/// The production target renderer: [`kvrs_pod::render_launcher_pod`] of the VMI (the container
+/// disks are then pinned to the source's digests by the decision, see `image_ids`).
 ///
-/// Differs from KubeVirt: KubeVirt pins each container disk of the target to the image digest
-/// the source pod's status reports (`ExtractImageIDsFromSourcePod`) and copies the network
-/// annotations of the source pod; `kvrs_pod` renders neither yet, so the target pulls the
-/// container disk by the VMI's reference.
+/// Differs from KubeVirt: KubeVirt copies the network annotations of the source pod into the
+/// target; `kvrs_pod` does not render them yet.
 pub fn target_renderer<'a>(
     config: &'a ClusterConfig,
     inputs: &'a kvrs_pod::PodInputs,
@@ -83,6 +82,7 @@ pub(super) fn build(
     config: &MigrationConfig,
 ) -> Result<Value, TargetPodError> {
     let mut pod = render(vmi, source).map_err(TargetPodError::Render)?;
+    super::image_ids::pin_container_disks(&mut pod, vmi, source);
     add_anti_affinity(&mut pod, meta::uid(&vmi.metadata));
 
     // The migration's added selector first, the rendered selector over it.

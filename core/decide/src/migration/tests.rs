@@ -176,8 +176,8 @@ fn scheduled_hands_the_migration_to_virt_handler_through_the_vmi() {
         5
     );
     assert_eq!(
-        state["migrationConfiguration"]["bandwidthPerMigration"],
-        "0Mi"
+        state["migrationConfiguration"]["bandwidthPerMigration"], "0",
+        "KubeVirt's default 0Mi, as Go writes the quantity"
     );
     assert_eq!(patch[3]["path"], "/metadata/labels");
     assert_eq!(
@@ -486,4 +486,68 @@ fn a_decentralized_migration_is_refused_without_retry() {
         Some("invalid_object")
     );
     assert!(!d.plan.queue.requeued());
+}
+
+/// KubeVirt's `handleUtilityVolumes` (tests/migration_oracle.rs found kvrs ignoring it): a
+/// Pending migration of a VMI with utility volumes waits — condition, event, a look again when
+/// its time runs out, no target pod — and fails once the time has passed since its creation.
+#[test]
+fn a_pending_migration_waits_for_utility_volumes_then_fails() {
+    let utility = |s: &mut Scene| {
+        s.vmi()["spec"]["utilityVolumes"] = json!([{"name": "u1", "claimName": "u1"}]);
+    };
+    // Created an hour ago; 4000 s allowed: 400 s left.
+    let mut s = Scene::new("Pending");
+    utility(&mut s);
+    s.migration["metadata"]["annotations"]["kubevirt.io/migrationUtilityVolumesTimeoutSeconds"] =
+        json!("4000");
+    let d = s.decide();
+    assert_eq!(
+        writes(&d),
+        ["patch virtualmachineinstancemigrations/status"]
+    );
+    let status = d.status.as_ref().unwrap();
+    assert_eq!(status["phase"], "Pending");
+    let c = &status["conditions"][0];
+    assert_eq!(c["type"], "migrationBlockedByUtilityVolumes");
+    assert_eq!(c["reason"], "UtilityVolumesPresent");
+    assert_eq!(
+        c["message"],
+        "Migration is waiting for utility volumes to detach. Will timeout in 400 seconds."
+    );
+    assert_eq!(
+        events(&d),
+        [
+            "Migration waiting for utility volumes to detach from VMI [default/vmi1]. Will timeout in 400 seconds."
+        ]
+    );
+    assert_eq!(
+        d.plan.queue,
+        Requeue(vec![
+            crate::QueueOp::AddAfter { delay_seconds: 400 },
+            crate::QueueOp::Forget
+        ])
+    );
+
+    // The default 150 s are long gone.
+    let mut s = Scene::new("Pending");
+    utility(&mut s);
+    let d = s.decide();
+    assert_eq!(new_phase(&d).as_deref(), Some("Failed"));
+    assert_eq!(
+        events(&d),
+        [
+            "Migration timeout waiting for utility volumes to detach from VMI [default/vmi1]. Utility volumes still present after 3600 seconds."
+        ]
+    );
+    assert_eq!(d.plan.queue, Requeue::forget());
+
+    // Detached: the condition goes, the migration moves on.
+    let mut s = Scene::new("Pending").target("Pending");
+    s.migration["status"]["conditions"] = json!([{"type": "migrationBlockedByUtilityVolumes",
+        "status": "True", "reason": "UtilityVolumesPresent"}]);
+    let d = s.decide();
+    let status = d.status.as_ref().unwrap();
+    assert_eq!(status["phase"], "Scheduling");
+    assert_eq!(status["conditions"], json!([]));
 }

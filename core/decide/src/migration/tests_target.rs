@@ -228,11 +228,28 @@ fn the_migration_configuration_overlays_the_cr_on_kubevirts_defaults() {
         c.options["allowWorkloadDisruption"], true,
         "follows allowPostCopy"
     );
-    assert_eq!(
-        c.options["bandwidthPerMigration"], "0Mi",
-        "null sets nothing"
-    );
+    assert_eq!(c.options["bandwidthPerMigration"], "0", "null sets nothing");
     assert!(!c.match_selinux_level());
+}
+
+/// KubeVirt holds `bandwidthPerMigration` as a Go `resource.Quantity`, so the configuration it
+/// hands to virt-handler carries the canonical text (tests/migration_oracle.rs found the
+/// default written as "0", not "0Mi"): from the CR and from a MigrationPolicy alike.
+#[test]
+fn the_bandwidth_is_written_as_go_writes_the_quantity() {
+    let c = MigrationConfig::from_migrations(Some(&json!({"bandwidthPerMigration": "1024Mi"})));
+    assert_eq!(c.options["bandwidthPerMigration"], "1Gi");
+    let c = MigrationConfig::from_migrations(Some(&json!({"bandwidthPerMigration": "64Mi"})));
+    assert_eq!(c.options["bandwidthPerMigration"], "64Mi");
+    let spec = json!({"bandwidthPerMigration": "2048Mi"});
+    let out = super::policy::apply_policy(
+        &MigrationConfig::default().options,
+        spec.as_object().unwrap(),
+    );
+    assert_eq!(out["bandwidthPerMigration"], "2Gi");
+    // Not a quantity: left for the CR's validation to refuse.
+    let c = MigrationConfig::from_migrations(Some(&json!({"bandwidthPerMigration": "fast"})));
+    assert_eq!(c.options["bandwidthPerMigration"], "fast");
 }
 
 #[test]
