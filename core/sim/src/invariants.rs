@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
+use super::cache::CREATED_BY_LABEL;
 use super::store::{Obj, WatchEvent, res};
 use super::{MARKER_LABEL, Sim};
 use kvrs_api::json_pointer::JsonPointer;
@@ -89,13 +90,15 @@ impl Sim {
         match (&ev.old, &ev.obj) {
             (None, Some(new)) => {
                 // A third party decorates every new VMI; no controller write may drop these.
-                self.api.third_party_edit(res::VMIS, &ev.key, |v| {
-                    v["metadata"]["labels"][MARKER_LABEL] = json!("kept");
-                    if !v["status"].is_object() {
-                        v["status"] = json!({});
-                    }
-                    v["status"]["simMarker"] = json!("kept");
-                });
+                let fields = ["metadata", "status"];
+                self.api
+                    .third_party_edit_fields(res::VMIS, &ev.key, &fields, |v| {
+                        v["metadata"]["labels"][MARKER_LABEL] = json!("kept");
+                        if !v["status"].is_object() {
+                            v["status"] = json!({});
+                        }
+                        v["status"]["simMarker"] = json!("kept");
+                    });
                 if let Some(owner) = owner_uid(new) {
                     let set = self.tracker.vmis_of_vm.entry(owner.clone()).or_default();
                     set.insert(ev.key.clone());
@@ -119,7 +122,7 @@ impl Sim {
     fn check_pod(&mut self, ev: &WatchEvent) {
         let pod = ev.obj.as_deref().or(ev.old.as_deref()).and_then(Obj::json);
         let Some(uid) = pod
-            .and_then(|p| p.at("/metadata/labels/kubevirt.io~1created-by"))
+            .and_then(|p| p.get("metadata")?.get("labels")?.get(CREATED_BY_LABEL))
             .and_then(Value::as_str)
             .map(str::to_string)
         else {

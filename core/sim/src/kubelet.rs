@@ -90,7 +90,10 @@ pub(super) enum KubeletEv {
 }
 
 fn pod_vmi_uid(p: &Value) -> String {
-    p.at("/metadata/labels/kubevirt.io~1created-by")
+    // Read key by key: a pointer with an escaped token (`~1`) unescapes it into a new string.
+    p.get("metadata")
+        .and_then(|m| m.get("labels"))
+        .and_then(|l| l.get(crate::cache::CREATED_BY_LABEL))
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string()

@@ -364,9 +364,10 @@ impl Sim {
     pub fn create_vm(&mut self, vm: &Value) {
         let now = self.now_unix();
         if let Ok(key) = self.api.create(res::VMS, vm.clone(), now) {
-            self.api.third_party_edit(res::VMS, &key, |v| {
-                v["metadata"]["labels"][MARKER_LABEL] = json!("kept");
-            });
+            self.api
+                .third_party_edit_fields(res::VMS, &key, &["metadata"], |v| {
+                    v["metadata"]["labels"][MARKER_LABEL] = json!("kept");
+                });
         }
         self.flush_events();
     }

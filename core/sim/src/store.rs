@@ -356,6 +356,22 @@ impl ApiServer {
         self.edit_as(Writer::OtherClient, resource, key, edit);
     }
 
+    /// [`Self::third_party_edit`] of the top-level `fields` alone (the markers'): a typed VM or
+    /// VMI is then neither serialised nor parsed whole ([`Store::edit_fields_unchecked`]).
+    pub fn third_party_edit_fields(
+        &mut self,
+        resource: &str,
+        key: &str,
+        fields: &[&str],
+        edit: impl FnOnce(&mut Value),
+    ) {
+        let now = self.now;
+        self.author = Writer::OtherClient;
+        self.store
+            .edit_fields_unchecked(&self::resource(resource), key, fields, edit, now);
+        self.collect();
+    }
+
     /// Edits an object without a conflict check, as `writer` (the kubelet's pod binding and
     /// status).
     pub fn edit_as(

@@ -332,3 +332,60 @@ fn a_conditional_write_is_checked_against_the_stored_version() {
     let refused = write(&mut general, &rv, "Running").unwrap_err();
     assert_eq!(refused.to_string(), stale.to_string());
 }
+
+/// An edit of named fields stores what the same edit of the whole object stores — the JSON
+/// (key order included), the owners the store indexes, the resourceVersion and the write
+/// count — for typed and JSON stores, whether it adds, changes or removes (the edits name
+/// every field they touch, as [`Store::edit_fields_unchecked`] requires).
+#[test]
+fn an_edit_of_named_fields_equals_the_whole_edit() {
+    type Edit = fn(&mut Value);
+    let edits: [(&[&str], Edit); 5] = [
+        (&["metadata", "status"], |v| {
+            v["metadata"]["labels"]["sim.kvrs.io/marker"] = json!("kept");
+            v["status"]["simMarker"] = json!("kept");
+        }),
+        (&["metadata"], |v| {
+            v["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "X",
+                "name": "o", "uid": "00000000-0000-4000-8000-000000000001"}]);
+        }),
+        (&["status"], |v| {
+            if let Some(s) = v["status"].as_object_mut() {
+                s.remove("conditions");
+            }
+        }),
+        (&["spec", "metadata"], |v| {
+            v["spec"]["runStrategy"] = json!("Halted");
+            v["metadata"]["generation"] = json!(7);
+        }),
+        (&["status"], |v| v["status"] = json!({"phase": "Running"})),
+    ];
+    for typed in [true, false] {
+        for (fields, edit) in edits {
+            let (mut named, mut whole) = (seeded_as(true, typed), seeded_as(true, typed));
+            for r in ["virtualmachines", "virtualmachineinstances"] {
+                let a = named.edit_fields_unchecked(&rt(r), "default/vm", fields, edit, 5);
+                let b = whole.edit_unchecked(&rt(r), "default/vm", edit, 5);
+                assert_eq!(a.is_some(), b.is_some());
+                if typed {
+                    // Typed stays typed: the edit was rebuilt into the struct.
+                    assert!(!matches!(*a.unwrap(), Obj::Other(_)), "{r} {fields:?}");
+                }
+            }
+            assert_eq!(stored(&named), stored(&whole), "{fields:?} typed {typed}");
+            assert_eq!(named.resource_version(), whole.resource_version());
+            assert_eq!(named.stats.writes, whole.stats.writes);
+        }
+    }
+    let mut s = seeded(true);
+    assert!(
+        s.edit_fields_unchecked(
+            &rt("virtualmachines"),
+            "default/none",
+            &["status"],
+            |_| {},
+            5
+        )
+        .is_none()
+    );
+}

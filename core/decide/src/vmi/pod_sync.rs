@@ -12,14 +12,13 @@ use super::pod;
 use crate::api::VirtualMachineInstance;
 use crate::patch::op;
 use crate::{ApiWrite, Expectation, PatchType, Plan, WriteOp, meta};
-use kvrs_api::json_pointer::JsonPointer;
 
 /// A JSON object of strings, read in place (`None` when absent, or when any value is not a
 /// string, which deserialising it as a string map would refuse).
 struct StringEntries<'a>(&'a Map<String, Value>);
 
-impl StringEntries<'_> {
-    fn get(&self, k: &str) -> Option<&str> {
+impl<'a> StringEntries<'a> {
+    fn get(&self, k: &str) -> Option<&'a str> {
         self.0.get(k).and_then(Value::as_str)
     }
 }
@@ -82,33 +81,111 @@ pub(super) fn sync_paused_condition_to_pod(
     );
 }
 
-/// Backup hook annotations the launcher pod should carry (unless backup hooks are skipped).
-fn storage_annotations(vmi: &VirtualMachineInstance) -> BTreeMap<String, String> {
-    let mut a = BTreeMap::new();
+/// The value a launcher pod should carry under one key, compared with the pod's without being
+/// built: nearly every sync finds the pod in step, and building the two backup-hook commands
+/// (and a map of them) on every sync of every VMI cost more than the rest of this step.
+enum Wanted<'a> {
+    /// The key should be absent.
+    Absent,
+    /// The key should carry this value.
+    Value(&'a str),
+    /// A backup hook's `virt-freezer` command (`--freeze` or `--unfreeze`) for the VMI.
+    Freezer {
+        flag: &'static str,
+        name: &'a str,
+        ns: &'a str,
+    },
+}
+
+impl Wanted<'_> {
+    fn write(&self, out: &mut impl std::fmt::Write) -> std::fmt::Result {
+        match self {
+            Wanted::Absent => Ok(()),
+            Wanted::Value(v) => out.write_str(v),
+            Wanted::Freezer { flag, name, ns } => write!(
+                out,
+                "[\"/usr/bin/virt-freezer\", \"{flag}\", \"--name\", {name:?}, \"--namespace\", {ns:?}]"
+            ),
+        }
+    }
+
+    fn value(&self) -> Option<String> {
+        if matches!(self, Wanted::Absent) {
+            return None;
+        }
+        let mut s = String::new();
+        // Writing into a String does not fail.
+        let _ = self.write(&mut s);
+        Some(s)
+    }
+
+    /// Whether the pod's value (`None`: absent) is the wanted one.
+    fn matches(&self, have: Option<&str>) -> bool {
+        /// Consumes `rest` as the written text matches it; an error at the first difference.
+        struct Prefix<'s>(&'s str);
+        impl std::fmt::Write for Prefix<'_> {
+            fn write_str(&mut self, s: &str) -> std::fmt::Result {
+                self.0 = self.0.strip_prefix(s).ok_or(std::fmt::Error)?;
+                Ok(())
+            }
+        }
+        match (self, have) {
+            (Wanted::Absent, have) => have.is_none(),
+            (_, None) => false,
+            // Names and namespaces are DNS names, which `{:?}` quotes without escapes: the
+            // command is compared piece by piece, without the formatter.
+            (Wanted::Freezer { flag, name, ns }, Some(have))
+                if [name, ns].iter().all(|s| {
+                    s.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+                }) =>
+            {
+                let pieces = [
+                    "[\"/usr/bin/virt-freezer\", \"",
+                    flag,
+                    "\", \"--name\", \"",
+                    name,
+                    "\", \"--namespace\", \"",
+                    ns,
+                    "\"]",
+                ];
+                let rest = pieces
+                    .iter()
+                    .try_fold(have, |rest, piece| rest.strip_prefix(piece));
+                rest == Some("")
+            }
+            (wanted, Some(have)) => {
+                let mut rest = Prefix(have);
+                wanted.write(&mut rest).is_ok() && rest.0.is_empty()
+            }
+        }
+    }
+}
+
+/// Backup hook annotations the launcher pod should carry (none when backup hooks are skipped),
+/// in [`MANAGED_STORAGE_ANNOTATIONS`] order.
+fn storage_annotations(vmi: &VirtualMachineInstance) -> Option<[Wanted<'_>; 5]> {
     let skip = meta::annotation(&vmi.metadata, "kubevirt.io/skip-backup-hooks")
         .is_some_and(|v| v == "true");
     if skip {
-        return a;
+        return None;
     }
     let (name, ns) = (meta::name(&vmi.metadata), meta::namespace(&vmi.metadata));
-    a.insert(
-        "pre.hook.backup.velero.io/container".into(),
-        "compute".into(),
-    );
-    a.insert(
-        "pre.hook.backup.velero.io/command".into(),
-        format!("[\"/usr/bin/virt-freezer\", \"--freeze\", \"--name\", {name:?}, \"--namespace\", {ns:?}]"),
-    );
-    a.insert("pre.hook.backup.velero.io/timeout".into(), "60s".into());
-    a.insert(
-        "post.hook.backup.velero.io/container".into(),
-        "compute".into(),
-    );
-    a.insert(
-        "post.hook.backup.velero.io/command".into(),
-        format!("[\"/usr/bin/virt-freezer\", \"--unfreeze\", \"--name\", {name:?}, \"--namespace\", {ns:?}]"),
-    );
-    a
+    Some([
+        Wanted::Value("compute"),
+        Wanted::Freezer {
+            flag: "--freeze",
+            name,
+            ns,
+        },
+        Wanted::Value("60s"),
+        Wanted::Value("compute"),
+        Wanted::Freezer {
+            flag: "--unfreeze",
+            name,
+            ns,
+        },
+    ])
 }
 
 const MANAGED_STORAGE_ANNOTATIONS: [&str; 5] = [
@@ -129,59 +206,65 @@ pub(super) fn sync_dynamic_metadata_to_pod(
     ns: &str,
 ) {
     let mut ops = Vec::new();
-    // `source` gives the value the pod should carry under a key. Nearly every sync finds the
+    // `wanted` gives the value the pod should carry under a key. Nearly every sync finds the
     // pod in step: the VMI's maps are read in place and the pod's map is copied only when a key
     // differs (for a Running VM, every sync of its VMI passes here).
-    let mut sync_map = |wanted: &[(&str, Option<&str>)],
-                        orig: Option<&BTreeMap<String, String>>,
-                        sub: &str| {
-        let differs =
-            |(k, v): &(&str, Option<&str>)| *v != orig.and_then(|o| o.get(*k)).map(String::as_str);
-        if wanted.iter().any(differs) {
-            let mut new = orig.cloned().unwrap_or_default();
-            for (k, v) in wanted {
-                match v {
-                    Some(a) => new.insert((*k).into(), (*a).into()),
-                    None => new.remove(*k),
-                };
-            }
-            let path = format!("/metadata/{sub}");
-            let new_v = serde_json::to_value(&new).unwrap_or_default();
-            match orig {
-                None => ops.push(op("add", &path, Some(new_v))),
-                Some(o) => {
-                    ops.push(op(
-                        "test",
-                        &path,
-                        Some(serde_json::to_value(o).unwrap_or_default()),
-                    ));
-                    ops.push(op("replace", &path, Some(new_v)));
+    let mut sync_map =
+        |wanted: &[(&str, Wanted<'_>)], orig: Option<&BTreeMap<String, String>>, sub: &str| {
+            let differs = |(k, v): &(&str, Wanted<'_>)| {
+                !v.matches(orig.and_then(|o| o.get(*k)).map(String::as_str))
+            };
+            if wanted.iter().any(differs) {
+                let mut new = orig.cloned().unwrap_or_default();
+                for (k, v) in wanted {
+                    match v.value() {
+                        Some(a) => new.insert((*k).into(), a),
+                        None => new.remove(*k),
+                    };
+                }
+                let path = format!("/metadata/{sub}");
+                let new_v = serde_json::to_value(&new).unwrap_or_default();
+                match orig {
+                    None => ops.push(op("add", &path, Some(new_v))),
+                    Some(o) => {
+                        ops.push(op(
+                            "test",
+                            &path,
+                            Some(serde_json::to_value(o).unwrap_or_default()),
+                        ));
+                        ops.push(op("replace", &path, Some(new_v)));
+                    }
                 }
             }
-        }
-    };
-    let labels = string_entries(vmi_copy.at("/metadata/labels"));
-    let wanted: Vec<(&str, Option<&str>)> = [NODE_NAME_LABEL, OUTDATED_LAUNCHER_LABEL]
-        .into_iter()
-        .map(|k| (k, labels.as_ref().and_then(|m| m.get(k))))
-        .collect();
+        };
+    let metadata = vmi_copy.get("metadata");
+    let entries = |f: &str| string_entries(metadata.and_then(|m| m.get(f)));
+    fn from_vmi<'a>(m: &Option<StringEntries<'a>>, k: &str) -> Wanted<'a> {
+        m.as_ref()
+            .and_then(|m| m.get(k))
+            .map_or(Wanted::Absent, Wanted::Value)
+    }
+    let labels = entries("labels");
+    let wanted = [NODE_NAME_LABEL, OUTDATED_LAUNCHER_LABEL].map(|k| (k, from_vmi(&labels, k)));
     sync_map(&wanted, p.metadata.labels.as_ref(), "labels");
-    let annotations = string_entries(vmi_copy.at("/metadata/annotations"));
-    let storage = storage_annotations(vmi);
-    let wanted: Vec<(&str, Option<&str>)> = [
+    let annotations = entries("annotations");
+    let [evict, no_evict] = [
         "descheduler.alpha.kubernetes.io/evict",
         "descheduler.alpha.kubernetes.io/prefer-no-eviction",
     ]
-    .into_iter()
-    .chain(MANAGED_STORAGE_ANNOTATIONS)
-    .map(|k| {
-        let v = storage
-            .get(k)
-            .map(String::as_str)
-            .or_else(|| annotations.as_ref().and_then(|m| m.get(k)));
-        (k, v)
-    })
-    .collect();
+    .map(|k| (k, from_vmi(&annotations, k)));
+    // A managed key the VMI does not set from its backup hooks keeps the VMI's own value.
+    let storage = match storage_annotations(vmi) {
+        Some(s) => MANAGED_STORAGE_ANNOTATIONS
+            .into_iter()
+            .zip(s)
+            .collect::<Vec<_>>(),
+        None => MANAGED_STORAGE_ANNOTATIONS
+            .map(|k| (k, from_vmi(&annotations, k)))
+            .into_iter()
+            .collect(),
+    };
+    let wanted: Vec<(&str, Wanted<'_>)> = [evict, no_evict].into_iter().chain(storage).collect();
     sync_map(&wanted, p.metadata.annotations.as_ref(), "annotations");
     if !ops.is_empty() {
         plan.push_write(ApiWrite::new(
@@ -193,5 +276,48 @@ pub(super) fn sync_dynamic_metadata_to_pod(
                 patch: Value::Array(ops),
             },
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A wanted value matches exactly the text it builds, and nothing shorter, longer or
+    /// different; the freezer command is the one the backup hooks name (the VMI's name and
+    /// namespace quoted, escapes included).
+    #[test]
+    fn wanted_values_match_what_they_build() {
+        let freezer = Wanted::Freezer {
+            flag: "--freeze",
+            name: "vm\"0",
+            ns: "default",
+        };
+        let built = freezer.value().unwrap();
+        assert_eq!(
+            built,
+            r#"["/usr/bin/virt-freezer", "--freeze", "--name", "vm\"0", "--namespace", "default"]"#
+        );
+        let plain = Wanted::Freezer {
+            flag: "--unfreeze",
+            name: "vm-0.a",
+            ns: "ns1",
+        };
+        assert_eq!(
+            plain.value().unwrap(),
+            r#"["/usr/bin/virt-freezer", "--unfreeze", "--name", "vm-0.a", "--namespace", "ns1"]"#
+        );
+        for w in [freezer, plain, Wanted::Value("60s"), Wanted::Value("")] {
+            let v = w.value().unwrap();
+            assert!(w.matches(Some(&v)), "{v}");
+            assert!(!w.matches(None));
+            assert!(!w.matches(Some(&format!("{v}x"))), "{v}");
+            if let Some(shorter) = v.get(..v.len().saturating_sub(1)).filter(|s| *s != v) {
+                assert!(!w.matches(Some(shorter)), "{v}");
+            }
+        }
+        assert!(Wanted::Absent.matches(None));
+        assert!(!Wanted::Absent.matches(Some("")));
+        assert_eq!(Wanted::Absent.value(), None);
     }
 }

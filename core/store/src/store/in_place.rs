@@ -237,6 +237,36 @@ impl Store {
     }
 }
 
+/// The stored object's top-level fields with `edit` applied, the fields not in `fields`
+/// placeholders (`null`) that keep their keys' positions ([`Store::edit_fields_unchecked`]).
+pub(super) fn edited_fields(old: &Obj, fields: &[&str], edit: impl FnOnce(&mut Value)) -> Value {
+    let named = |k: &str| fields.contains(&k);
+    let mut next = Value::Object(match old {
+        Obj::Vm(vm) => fields_of(&**vm, named),
+        Obj::Vmi(vmi) => fields_of(&**vmi, named),
+        Obj::Other(v) => v.as_object().cloned().unwrap_or_default(),
+    });
+    edit(&mut next);
+    next
+}
+
+/// The write of an edited typed object: the named fields of `next` replace the stored ones
+/// (a field the edit removed is removed), as an in-place patch writes its touched fields.
+pub(super) fn commit_edited(
+    typed: Typed,
+    old: &Obj,
+    next: Map<String, Value>,
+    fields: &[&str],
+    rv: u64,
+) -> Written {
+    let touched: Vec<String> = fields.iter().map(|f| (*f).to_string()).collect();
+    let old_owners = touched
+        .iter()
+        .any(|k| k == "metadata")
+        .then(|| crate::object::owner_uids_of(old));
+    commit_typed(typed, old, next, touched, rv, old_owners)
+}
+
 /// Whether `op` is a `test` of `metadata.resourceVersion`.
 fn is_resource_version_test(op: &Value) -> bool {
     op.get("op").and_then(Value::as_str) == Some("test")
