@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 use kvrs_converter::Domain;
 
 use crate::daemons::{Daemons, LibvirtLayout};
-use crate::libvirt::Event;
+use crate::libvirt::{Event, Libvirt};
 
 /// `VIR_DOMAIN_EVENT_STARTED`.
 const EVENT_STARTED: i32 = 2;

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::libvirt::{Connection, DomainRef, TypedParam, TypedValue, guest_info};
+use crate::libvirt::{Connection, DomainRef, Libvirt, TypedParam, TypedValue, guest_info};
 use crate::log;
 
 /// The first wait between polls; it doubles up to the group's interval.

@@ -14,7 +14,7 @@ use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
-use crate::libvirt::{self, Connection};
+use crate::libvirt::{self, Connection, Libvirt};
 use crate::log;
 
 /// How long the libvirt daemon gets to open its socket.

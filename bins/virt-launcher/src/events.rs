@@ -17,7 +17,7 @@ use kvrs_ipc::{DomainEvent, NotifyClient};
 use tokio::sync::mpsc;
 
 use crate::agent::Poller;
-use crate::libvirt::{Connection, Event, LifecycleEvent};
+use crate::libvirt::{Connection, Event, Libvirt, LifecycleEvent};
 use crate::log;
 use crate::service::Launcher;
 use crate::state::{deleted_domain_json, domain_json, rfc3339_now};

@@ -41,6 +41,7 @@ use tokio::sync::mpsc;
 use crate::daemons::{Daemons, LibvirtLayout};
 use crate::events::Lifecycle;
 use crate::flags::Flags;
+use crate::libvirt::Libvirt;
 use crate::service::Launcher;
 
 /// After the domain stopped without being deleted, how long to wait for the delete.

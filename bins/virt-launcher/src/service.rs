@@ -19,7 +19,7 @@ use crate::events::Notice;
 use crate::flags::Flags;
 use crate::fs_freeze::{self, FreezeStatus};
 use crate::hooks::HookSidecars;
-use crate::libvirt::{Connection, DomainRef, LibvirtError};
+use crate::libvirt::{Connection, DomainRef, Libvirt, LibvirtError};
 use crate::state::{AgentStatus, Owner, domain_json};
 use crate::{host, image_volume, log, network, prestart};
 

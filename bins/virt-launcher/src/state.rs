@@ -7,7 +7,7 @@ use kvrs_converter::gojson::{
     to_go_json_vec,
 };
 
-use crate::libvirt::{Connection, DomainRef, LibvirtError};
+use crate::libvirt::{Connection, DomainRef, Libvirt, LibvirtError};
 
 /// `virDomainState` -> `api.LifeCycle`.
 pub fn life_cycle(state: i32) -> LifeCycle {

@@ -27,7 +27,7 @@ mod tests;
 #[cfg(test)]
 mod tests_kubevirt;
 #[cfg(test)]
-mod tests_libvirt;
+pub(crate) mod tests_libvirt;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

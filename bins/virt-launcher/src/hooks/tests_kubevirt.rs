@@ -20,6 +20,7 @@ use kvrs_ipc::hooks::{CallbacksVersion, ON_DEFINE_DOMAIN, PRE_CLOUD_INIT_ISO, SH
 use super::cloud_init::{self, CloudInitFiles};
 use super::tests_libvirt::{Session, converted, defined_base_board, is_root, vmi};
 use super::*;
+use crate::libvirt::Libvirt;
 
 /// Builds (or finds) the harness; its directory.
 fn harness() -> PathBuf {

@@ -17,7 +17,7 @@ use super::test_sidecar::{TestSidecar, serve};
 use super::*;
 use crate::agent::AgentStore;
 use crate::flags::Flags;
-use crate::libvirt::Connection;
+use crate::libvirt::{Connection, Libvirt};
 use crate::service::Launcher;
 
 fn repo_root() -> PathBuf {
@@ -29,12 +29,12 @@ pub(super) fn is_root() -> bool {
 }
 
 /// A private libvirtd (session mode, UID 107) for one test; stopped on drop.
-pub(super) struct Session {
+pub(crate) struct Session {
     dir: PathBuf,
 }
 
 impl Session {
-    pub(super) fn start(tag: &str) -> Session {
+    pub(crate) fn start(tag: &str) -> Session {
         assert!(
             is_root(),
             "this test needs root (libvirtd-session.sh runs libvirtd as UID 107 in a mount namespace)"
@@ -57,7 +57,7 @@ impl Session {
         Session { dir }
     }
 
-    pub(super) fn socket(&self) -> PathBuf {
+    pub(crate) fn socket(&self) -> PathBuf {
         self.dir.join("libvirt/run/libvirt/libvirt-sock")
     }
 

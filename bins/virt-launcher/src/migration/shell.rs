@@ -15,7 +15,7 @@ use tokio::sync::mpsc::WeakUnboundedSender;
 use super::monitor::{Action, Monitor};
 use super::{DiskFacts, MigrationError, MigrationOptions, ParamsInput};
 use crate::events::Notice;
-use crate::libvirt::{Connection, DomainRef, LibvirtError};
+use crate::libvirt::{Connection, DomainRef, Libvirt, LibvirtError};
 use crate::log;
 use crate::state::rfc3339_now;
 
