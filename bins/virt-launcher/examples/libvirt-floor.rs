@@ -28,7 +28,8 @@
 #[allow(dead_code)]
 mod daemons;
 #[path = "../src/libvirt/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[cfg_attr(not(feature = "libvirt-virt"), allow(dead_code))]
+#[allow(unused_imports)]
 mod libvirt;
 #[path = "../src/log.rs"]
 #[allow(dead_code)]
