@@ -28,8 +28,7 @@
 #[allow(dead_code)]
 mod daemons;
 #[path = "../src/libvirt/mod.rs"]
-#[cfg_attr(not(feature = "libvirt-virt"), allow(dead_code))]
-#[allow(unused_imports)]
+#[allow(dead_code, unused_imports)]
 mod libvirt;
 #[path = "../src/log.rs"]
 #[allow(dead_code)]

@@ -18,27 +18,16 @@
 //! arguments (libvirt's `remote_protocol.x`); procedure numbers are part of libvirt's stable
 //! wire ABI.
 
-// With `libvirt-virt` the XDR client stays compiled and unit-tested, unused by the launcher.
-#![cfg_attr(feature = "libvirt-virt", allow(dead_code))]
-
 mod client;
 #[cfg(test)]
 mod tests_live;
-#[cfg(feature = "libvirt-virt")]
-mod virt_client;
 mod xdr;
 
 pub use client::Libvirt;
 pub use xdr::{TypedParam, TypedValue, WireParam, WireValue};
 
-/// The one libvirt client built into this launcher: the remote-protocol client by default,
-/// libvirt.so through the `virt` crate with the `libvirt-virt` feature.
-#[cfg(not(feature = "libvirt-virt"))]
+/// The libvirt client the launcher is built with (the name its code uses).
 pub type Connection = XdrClient;
-/// The one libvirt client built into this launcher: the remote-protocol client by default,
-/// libvirt.so through the `virt` crate with the `libvirt-virt` feature.
-#[cfg(feature = "libvirt-virt")]
-pub type Connection = virt_client::VirtClient;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -135,11 +124,6 @@ pub enum LibvirtError {
     /// The socket failed or closed.
     #[error("libvirt connection: {0}")]
     Connection(String),
-    /// The client built in does not speak this call (the `virt` client: calls the `virt` crate
-    /// does not wrap).
-    #[cfg_attr(not(feature = "libvirt-virt"), allow(dead_code))]
-    #[error("libvirt call {0} is not available in this launcher's libvirt client")]
-    Unsupported(String),
 }
 
 impl LibvirtError {
