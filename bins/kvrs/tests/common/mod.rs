@@ -22,6 +22,7 @@ use kvrs_test_guest::pod::{launcher_binaries, repo_root, target_dir, workspace_b
 use serde_json::Value;
 
 pub mod real_node;
+pub mod two_nodes;
 
 pub const NODE: &str = "kvrs-cluster-node";
 pub const NS: &str = "kvrs-cluster";

@@ -1,0 +1,243 @@
+//! What a test on the two real nodes reads about one guest (`tests/real_migration_faults.rs`):
+//! its VMI, launcher pods, console and migrations in a namespace, and the processes each node
+//! runs, told apart by the cgroup each node's kubelet puts its pods under.
+
+use std::process::Command;
+use std::time::Duration;
+
+use kvrs_test_cluster::{NODE_NAME, SECOND_NODE_NAME, wait_for};
+use serde_json::Value;
+
+use super::kubectl_json;
+use super::real_node::Deployed;
+
+/// The port the guest's busybox httpd listens on.
+pub const GUEST_PORT: u16 = 8080;
+
+/// The other one of the two real nodes.
+pub fn other_node(node: &str) -> &'static str {
+    if node == NODE_NAME {
+        SECOND_NODE_NAME
+    } else {
+        NODE_NAME
+    }
+}
+
+/// The cgroup under which `node`'s kubelet runs its pods (`tests/cluster/src/node_layout.rs`).
+fn pods_cgroup(node: &str) -> String {
+    format!(":/{node}/kubepods")
+}
+
+/// PIDs of the processes whose `comm` starts with `comm` in `node`'s pods (other tests on this
+/// machine may run their own guests and handlers outside them).
+pub fn processes_on_node(node: &str, comm: &str) -> Vec<u32> {
+    let cgroup = pods_cgroup(node);
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let c = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            let cg = std::fs::read_to_string(e.path().join("cgroup")).ok()?;
+            (c.trim().starts_with(comm) && cg.contains(&cgroup)).then_some(pid)
+        })
+        .collect()
+}
+
+/// The QEMU processes of each node's pods: `(first node's, second node's)`.
+pub fn qemu_per_node() -> (Vec<u32>, Vec<u32>) {
+    (
+        processes_on_node(NODE_NAME, "qemu-system"),
+        processes_on_node(SECOND_NODE_NAME, "qemu-system"),
+    )
+}
+
+/// The nodes running a QEMU for a guest, one entry per process.
+pub fn qemu_nodes() -> Vec<&'static str> {
+    let (a, b) = qemu_per_node();
+    a.iter()
+        .map(|_| NODE_NAME)
+        .chain(b.iter().map(|_| SECOND_NODE_NAME))
+        .collect()
+}
+
+/// One guest (`guest`) in namespace `ns` of a deployment on the two real nodes.
+pub struct Guest<'a> {
+    pub d: &'a Deployed,
+    pub ns: &'static str,
+}
+
+impl Guest<'_> {
+    pub fn vmi(&self) -> Option<Value> {
+        kubectl_json(&self.d.cluster, &["get", "vmi", "-n", self.ns, "guest"])
+    }
+
+    pub fn launcher_pods(&self) -> Vec<Value> {
+        kubectl_json(
+            &self.d.cluster,
+            &[
+                "get",
+                "pods",
+                "-n",
+                self.ns,
+                "-l",
+                "kubevirt.io=virt-launcher",
+            ],
+        )
+        .and_then(|p| p["items"].as_array().cloned())
+        .unwrap_or_default()
+    }
+
+    /// The launcher pod that is neither done nor being deleted on `node`.
+    pub fn pod_on(&self, node: &str) -> Option<Value> {
+        self.launcher_pods().into_iter().find(|p| {
+            p["spec"]["nodeName"] == node
+                && p["metadata"]["deletionTimestamp"].is_null()
+                && !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
+        })
+    }
+
+    /// The guest's serial console as the pod's `guest-console-log` container prints it.
+    pub fn console(&self, pod: &str) -> String {
+        let out = self.d.cluster.kubectl([
+            "logs",
+            "-n",
+            self.ns,
+            pod,
+            "-c",
+            "guest-console-log",
+            "--tail=-1",
+        ]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn migration(&self, name: &str) -> Option<Value> {
+        kubectl_json(
+            &self.d.cluster,
+            &[
+                "get",
+                "virtualmachineinstancemigration",
+                "-n",
+                self.ns,
+                name,
+            ],
+        )
+    }
+
+    pub fn migrations(&self) -> Vec<Value> {
+        kubectl_json(
+            &self.d.cluster,
+            &["get", "virtualmachineinstancemigrations", "-n", self.ns],
+        )
+        .and_then(|p| p["items"].as_array().cloned())
+        .unwrap_or_default()
+    }
+
+    pub fn create_migration(&self, name: &str) {
+        let vmim = format!(
+            "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstanceMigration\nmetadata:\n  name: {name}\n  namespace: {}\nspec:\n  vmiName: guest\n",
+            self.ns
+        );
+        let out = self
+            .d
+            .cluster
+            .kubectl_with_stdin(["create", "-f", "-"], &vmim);
+        assert!(
+            out.status.success(),
+            "kubectl create of the migration: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Waits until the guest answers ping and HTTP on `ip`.
+    pub fn wait_answering(&self, ip: &str, what: &str) {
+        let body = wait_for(
+            &format!("the guest answering ping and HTTP on {ip} ({what})"),
+            Duration::from_secs(180),
+            || {
+                let ping = Command::new("ping")
+                    .args(["-c", "1", "-W", "2", ip])
+                    .output()
+                    .ok()?;
+                if !ping.status.success() {
+                    return None;
+                }
+                http_get(ip, GUEST_PORT, "/os-release")
+            },
+            || self.context(),
+        );
+        assert!(
+            body.contains(kvrs_test_guest::OS_PRETTY_NAME),
+            "the guest's httpd served its /etc/os-release: {body}"
+        );
+    }
+
+    /// The virt-handler pod of `node`.
+    pub fn handler_pod(&self, node: &str) -> Option<Value> {
+        kubectl_json(
+            &self.d.cluster,
+            &[
+                "get",
+                "pods",
+                "-n",
+                "kubevirt",
+                "-l",
+                "kubevirt.io=virt-handler",
+                "--field-selector",
+                &format!("spec.nodeName={node}"),
+            ],
+        )
+        .and_then(|p| p["items"].as_array()?.first().cloned())
+    }
+
+    /// Everything a failing wait prints: the deployment's logs, the migrations, the VMI, the
+    /// QEMU processes of each node.
+    pub fn context(&self) -> String {
+        let vmims = self.d.cluster.kubectl([
+            "get",
+            "virtualmachineinstancemigrations",
+            "-n",
+            self.ns,
+            "-o",
+            "yaml",
+        ]);
+        let vmi = self
+            .d
+            .cluster
+            .kubectl(["get", "vmi", "-n", self.ns, "-o", "yaml"]);
+        let handlers = self.d.cluster.kubectl([
+            "logs",
+            "-n",
+            "kubevirt",
+            "-l",
+            "kubevirt.io=virt-handler",
+            "--tail",
+            "120",
+            "--prefix",
+        ]);
+        format!(
+            "{}\n--- migrations\n{}\n--- vmi\n{}\n--- handlers (longer)\n{}\n--- QEMU per node {:?}",
+            self.d.logs(),
+            String::from_utf8_lossy(&vmims.stdout),
+            String::from_utf8_lossy(&vmi.stdout),
+            String::from_utf8_lossy(&handlers.stdout),
+            qemu_per_node(),
+        )
+    }
+}
+
+/// A plain HTTP/1.0 GET over TCP; the body when the server answered 200.
+pub fn http_get(ip: &str, port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let addr = format!("{ip}:{port}").parse().ok()?;
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {ip}\r\n\r\n").ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status = head.lines().next()?;
+    (status.starts_with("HTTP/1.") && status.split_whitespace().nth(1) == Some("200"))
+        .then(|| body.to_string())
+}
