@@ -956,6 +956,9 @@ fn handler_daemonset_has_kubevirts_shape() {
             "--console-server-port",
             "8186",
             "--server-cert-dir",
+            "/etc/virt-handler/servercertificates",
+            // Migrations over mutual TLS with the same Secret (its client.crt/client.key too).
+            "--migration-cert-dir",
             "/etc/virt-handler/servercertificates"
         ])
     );
@@ -1048,9 +1051,9 @@ fn handler_daemonset_has_kubevirts_shape() {
     );
     assert_eq!(mounts.len(), volumes.len(), "every volume is mounted");
 
-    // The node labeller's init container (machine types only): KubeVirt's name, the launcher
-    // image of this version, QEMU's machine list written into an emptyDir shared with the
-    // handler (KubeVirt: a hostPath, written by libvirt as root; kvrs needs neither).
+    // The node labeller's init container: KubeVirt's name, the launcher image of this version,
+    // QEMU's machine list and libvirt's capabilities written into an emptyDir shared with the
+    // handler (KubeVirt: a hostPath). The script itself runs in tests/nodelabeller_oracle.rs.
     let labeller = pod["volumes"]
         .as_array()
         .unwrap()
@@ -1068,15 +1071,22 @@ fn handler_daemonset_has_kubevirts_shape() {
         "the launcher image scripts/images.sh builds for this version"
     );
     assert_eq!(init["command"], json!(["/bin/sh", "-c"]));
+    let script = init["args"][0].as_str().expect("the init script");
+    for written in [
+        "qemu-machines.txt",
+        "virsh_domcapabilities.xml",
+        "supported_features.xml",
+        "capabilities.xml",
+    ] {
+        assert!(
+            script.contains(written),
+            "the init container writes {written}"
+        );
+    }
     assert_eq!(
-        init["args"],
-        json!([
-            "qemu-system-x86_64 -machine help >/var/lib/kubevirt-node-labeller/qemu-machines.txt"
-        ])
-    );
-    assert!(
-        init.get("securityContext").is_none(),
-        "listing machine types needs no privileges: the image's user 107 writes the emptyDir"
+        init["securityContext"],
+        json!({"privileged": true, "runAsUser": 0}),
+        "KubeVirt's: root in a privileged container, to hand /dev/kvm to libvirt's user"
     );
     assert_eq!(
         init["volumeMounts"],

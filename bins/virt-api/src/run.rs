@@ -113,8 +113,9 @@ struct Rotation {
     handler_client: Option<Arc<HandlerClient>>,
 }
 
-/// Issues virt-api's client certificate for virt-handler and keeps the handler's serving
-/// certificate Secret current (errors are logged: the next round tries again; until then the
+/// Issues virt-api's client certificate for virt-handler and keeps the handler's certificate
+/// Secret current (its serving pair, the CA bundle, and the client pair its migration proxies
+/// present as a migration's source) (errors are logged: the next round tries again; until then the
 /// VMI subresources answer what the handler call fails with).
 async fn publish_handler_certs(
     client: &kube::Client,

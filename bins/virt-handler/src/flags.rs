@@ -69,9 +69,10 @@ pub struct Flags {
     #[arg(long, default_value_t = 1000)]
     pub max_devices: usize,
     /// The node labeller's directory (KubeVirt's), where the DaemonSet's init container writes
-    /// the launcher QEMU's machine types (`qemu-machines.txt`); this node is labelled
-    /// `machine-type.node.kubevirt.io/<machine>=true` for each. Without the file the node's
-    /// machine-type labels are left alone.
+    /// the launcher QEMU's machine types (`qemu-machines.txt`) and libvirt's capabilities
+    /// (`virsh_domcapabilities.xml`, `supported_features.xml`, `capabilities.xml`); this node
+    /// gets KubeVirt's machine-type and CPU labels from them. Without the machine list the
+    /// node's labeller labels are left alone.
     #[arg(long, default_value = "/var/lib/kubevirt-node-labeller")]
     pub node_labeller_dir: PathBuf,
     /// Port of the REST server virt-api forwards the VMI subresources to (`pause`,
@@ -99,8 +100,11 @@ pub struct Flags {
     /// Directory holding the migration proxies' certificates: `tls.crt`/`tls.key` (presented by
     /// the target listeners), `ca.crt` (verifying the peer handler), and optionally
     /// `client.crt`/`client.key` (presented as the source; without them `tls.crt` is, and must
-    /// then allow client authentication too). Without it only migrations whose configuration
-    /// says `disableTLS: true` run; the others fail with an error naming this flag.
+    /// then allow client authentication too). virt-api writes all five into the Secret
+    /// `kvrs-virt-handler-certs` (the DaemonSet mounts it and passes its directory here). Read
+    /// again at each migration connection, so a rotated Secret is used without a restart.
+    /// Without it only migrations whose configuration says `disableTLS: true` run; the others
+    /// fail with an error naming this flag.
     #[arg(long)]
     pub migration_cert_dir: Option<PathBuf>,
     /// Log lines on stderr: `text` (coloured only on a terminal) or `json` (one object a line).

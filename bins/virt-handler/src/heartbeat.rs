@@ -1,9 +1,9 @@
 //! The node heartbeat: KubeVirt's `kubevirt.io/schedulable` label and `kubevirt.io/heartbeat`
 //! annotation on this node, refreshed periodically; on a graceful stop the node is marked
 //! unschedulable, so the scheduler stops sending VMIs to a node without a handler. The node
-//! labeller's machine-type labels ([`crate::node_labeller`]) ride on the same patch.
+//! labeller's labels ([`crate::node_labeller`]) ride on the same patch.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kube::api::{Patch, PatchParams};
@@ -29,30 +29,30 @@ pub fn heartbeat_patch(schedulable: bool, now: &str, extra_labels: Map<String, V
     })
 }
 
-/// Sends one heartbeat; with `machines`, the node's machine-type labels are set to them in the
+/// Sends one heartbeat; with `labeller_labels`, the node labeller's labels are set to them in the
 /// same patch (the node is read first to remove stale ones; if that read fails, they are only
 /// added this time).
 pub async fn beat(
     client: &kube::Client,
     node: &str,
     schedulable: bool,
-    machines: Option<&BTreeSet<String>>,
+    labeller_labels: Option<&BTreeMap<String, String>>,
 ) -> Result<(), kube::Error> {
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
-    let machine_labels = match machines {
+    let machine_labels = match labeller_labels {
         None => Map::new(),
-        Some(machines) => {
+        Some(wanted) => {
             let current = match nodes.get(node).await {
                 Ok(n) => n.metadata.labels.unwrap_or_default(),
                 Err(e) => {
                     warn!(
                         node,
-                        "reading the node's labels, stale machine types kept: {e}"
+                        "reading the node's labels, stale labeller labels kept: {e}"
                     );
                     BTreeMap::new()
                 }
             };
-            node_labeller::machine_label_changes(&current, machines)
+            node_labeller::label_changes(&current, wanted)
         }
     };
     let pp = PatchParams {
@@ -79,16 +79,16 @@ pub fn next_beat_after(period: Duration, failures: u32) -> Duration {
 }
 
 /// Beats every `period` until the task is dropped; a refused beat is retried sooner
-/// ([`next_beat_after`]). `machines`: the node labeller's machine types, if it has any.
+/// ([`next_beat_after`]). `labeller_labels`: the node labeller's labels, if it has any.
 pub async fn run(
     client: kube::Client,
     node: String,
     period: Duration,
-    machines: Option<BTreeSet<String>>,
+    labeller_labels: Option<BTreeMap<String, String>>,
 ) {
     let mut failures = 0u32;
     loop {
-        match beat(&client, &node, true, machines.as_ref()).await {
+        match beat(&client, &node, true, labeller_labels.as_ref()).await {
             Ok(()) => {
                 debug!(node, "heartbeat sent");
                 failures = 0;

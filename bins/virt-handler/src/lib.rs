@@ -19,7 +19,7 @@ mod launchers;
 mod metrics;
 pub mod migration;
 pub mod migration_proxy;
-mod node_labeller;
+pub mod node_labeller;
 mod options;
 mod podcache;
 pub mod rest;
@@ -35,12 +35,13 @@ use anyhow::Context;
 use kvrs_ipc::ServeOptions;
 use kvrs_queue::{AsyncQueue, ShutdownMode, WorkQueue};
 use kvrs_runtime::kube::api::KubeApi;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::domains::{DomainCache, Notifications};
 pub use crate::flags::Flags;
 use crate::launchers::Launchers;
 use crate::metrics::HandlerMetrics;
+use crate::migration_proxy::{MigrationCertDir, TlsSource};
 use crate::sync::Handler;
 
 /// A poisoned lock still guards consistent data (every update is a single call).
@@ -210,13 +211,14 @@ pub async fn run(
             }
         })
     };
-    // The node labeller's machine types, read once (written by the DaemonSet's init container).
-    let machines = node_labeller::load_machines(&flags.node_labeller_dir);
+    // The node labeller's labels, read once (from the DaemonSet's init container's files).
+    let labeller_labels =
+        node_labeller::load_labels(&flags.node_labeller_dir, node_labeller::realtime_capable());
     let heartbeat = tokio::spawn(heartbeat::run(
         client.clone(),
         node.clone(),
         Duration::from_secs(flags.heartbeat_seconds.max(1)),
-        machines,
+        labeller_labels,
     ));
 
     shutdown.await;
@@ -254,15 +256,26 @@ pub async fn run(
     Ok(ExitCode::SUCCESS)
 }
 
-/// The node's migration proxies (with the certificates of `--migration-cert-dir`, when given)
-/// and its migration address (see [`migration::migration_address`]).
+/// The node's migration proxies (with the certificates of `--migration-cert-dir`, when given,
+/// read again at each connection) and its migration address (see
+/// [`migration::migration_address`]).
 async fn migration_setup(
     flags: &Flags,
     client: &kube::Client,
     node: &str,
 ) -> anyhow::Result<(migration::Proxies, String)> {
     let tls = match &flags.migration_cert_dir {
-        Some(dir) => Some(migration::load_tls(dir)?),
+        Some(dir) => {
+            // Read at each connection (rotation): the Secret may only be written by virt-api
+            // after this handler starts, so missing files are no reason to stop here.
+            let certs = Arc::new(MigrationCertDir::new(dir));
+            if let Err(e) = certs.current() {
+                warn!(
+                    "migration certificates not usable yet (migrations with TLS wait for them): {e}"
+                );
+            }
+            Some(TlsSource::Dir(certs))
+        }
         None => {
             info!(
                 "no --migration-cert-dir: only migrations with migrations.disableTLS run on this node"

@@ -17,7 +17,8 @@ use kvrs_api::VirtualMachineInstance;
 use kvrs_decide::handler::{Decision, HandlerPlan};
 use kvrs_decide::{Action, NodeStep};
 
-use crate::migration_proxy::{MigrationTls, ProxyError, ProxyManager, TargetSocket};
+pub use crate::migration_proxy::cert_dir::{CertError, load_tls};
+use crate::migration_proxy::{MigrationTls, ProxyError, ProxyManager, TargetSocket, TlsSource};
 
 /// KubeVirt's dedicated migration interface (`v1.MigrationInterfaceName`): when the handler's
 /// network namespace has it, its address is the migration address.
@@ -36,6 +37,10 @@ pub enum MigrationError {
         "migration TLS is not configured: start virt-handler with --migration-cert-dir (tls.crt, tls.key, ca.crt), or set spec.configuration.migrations.disableTLS: true in the KubeVirt CR"
     )]
     TlsNotConfigured,
+    /// `--migration-cert-dir` is given but holds no usable certificates (yet: virt-api writes
+    /// the Secret the DaemonSet mounts there).
+    #[error("migration TLS: {0}")]
+    TlsUnavailable(#[from] CertError),
     /// The launcher pod's process is not known (its launcher did not answer).
     #[error("{0}: the launcher's PID is not known")]
     NoPod(&'static str),
@@ -52,62 +57,6 @@ pub enum MigrationError {
     /// The proxy refused.
     #[error(transparent)]
     Proxy(#[from] ProxyError),
-}
-
-/// Why the migration certificates could not be loaded.
-#[derive(Debug, thiserror::Error)]
-pub enum CertError {
-    /// A file could not be read.
-    #[error("--migration-cert-dir: reading {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The files do not make a TLS configuration.
-    #[error("--migration-cert-dir {dir}: {why}")]
-    Tls {
-        /// The directory.
-        dir: PathBuf,
-        /// Why.
-        why: String,
-    },
-}
-
-/// Loads the migration TLS material of `dir`: `tls.crt`/`tls.key` (the serving certificate the
-/// target listeners present), `ca.crt` (verifying both peers), and `client.crt`/`client.key`
-/// (presented when this node is the source) — without a client pair the serving pair is
-/// presented as the client too, so it must then carry both the server and client usages.
-pub fn load_tls(dir: &Path) -> Result<MigrationTls, CertError> {
-    let read = |name: &str| {
-        let path = dir.join(name);
-        std::fs::read(&path).map_err(|source| CertError::Read { path, source })
-    };
-    let (cert, key, ca) = (read("tls.crt")?, read("tls.key")?, read("ca.crt")?);
-    let client = if dir.join("client.crt").exists() {
-        Some((read("client.crt")?, read("client.key")?))
-    } else {
-        None
-    };
-    let (client_cert, client_key) = client.as_ref().map_or((&cert, &key), |(c, k)| (c, k));
-    use crate::migration_proxy::tls::PemPair;
-    MigrationTls::new(
-        PemPair {
-            cert: &cert,
-            key: &key,
-        },
-        PemPair {
-            cert: client_cert,
-            key: client_key,
-        },
-        &ca,
-    )
-    .map_err(|e| CertError::Tls {
-        dir: dir.to_path_buf(),
-        why: e.to_string(),
-    })
 }
 
 /// The `status.selinuxContext` fact: `none` on a node without SELinux (no selinuxfs at
@@ -200,7 +149,7 @@ impl Proxies {
     /// Proxies with `tls` (`None`: no certificates given; only `disableTLS` migrations run).
     /// Source sockets are given to the pod's QEMU user, as the launcher's libvirt and QEMU
     /// connect to them as that user in non-root VMIs.
-    pub fn new(tls: Option<MigrationTls>, socket_owner: Option<(u32, u32)>) -> Proxies {
+    pub fn new(tls: Option<TlsSource>, socket_owner: Option<(u32, u32)>) -> Proxies {
         Proxies {
             tls: tls.map(|t| ProxyManager::new(t, socket_owner)),
             plain: ProxyManager::new(MigrationTls::disabled(), socket_owner),
@@ -211,7 +160,9 @@ impl Proxies {
         if tls_disabled {
             return Ok(&self.plain);
         }
-        self.tls.as_ref().ok_or(MigrationError::TlsNotConfigured)
+        let manager = self.tls.as_ref().ok_or(MigrationError::TlsNotConfigured)?;
+        manager.current_tls()?;
+        Ok(manager)
     }
 
     fn all(&self) -> impl Iterator<Item = &ProxyManager> {
@@ -441,40 +392,6 @@ mod tests {
         assert_eq!(ports.values().copied().collect::<Vec<_>>(), [0]);
         proxies.stop_target("uid");
         assert!(proxies.target_ports("uid").is_empty());
-    }
-
-    /// A CA and a serving and a client certificate it signed, PEM.
-    fn pki() -> (String, (String, String), (String, String)) {
-        let p = kvrs_virt_api::certs::throwaway_pki("kvrs-virt-handler").unwrap();
-        (p.ca, p.serving, p.client)
-    }
-
-    #[test]
-    fn the_cert_dir_gives_both_configurations_and_names_what_is_missing() {
-        let (ca, serving, client) = pki();
-        let dir = tempfile::tempdir().unwrap();
-        let write = |name: &str, pem: &str| std::fs::write(dir.path().join(name), pem).unwrap();
-        write("tls.crt", &serving.0);
-        write("tls.key", &serving.1);
-        let err = load_tls(dir.path()).err().expect("no ca.crt");
-        assert!(
-            matches!(&err, CertError::Read { path, .. } if path.ends_with("ca.crt")),
-            "{err}"
-        );
-        write("ca.crt", &ca);
-        let tls = load_tls(dir.path()).expect("the serving pair serves as the client too");
-        assert!(tls.server.is_some() && tls.client.is_some());
-        write("client.crt", &client.0);
-        let err = load_tls(dir.path())
-            .err()
-            .expect("client.crt without client.key");
-        assert!(err.to_string().contains("client.key"), "{err}");
-        write("client.key", &client.1);
-        let tls = load_tls(dir.path()).expect("a separate client pair");
-        assert!(tls.server.is_some() && tls.client.is_some());
-        write("tls.key", "not a key");
-        let err = load_tls(dir.path()).err().expect("a broken serving key");
-        assert!(matches!(err, CertError::Tls { .. }), "{err}");
     }
 
     #[test]

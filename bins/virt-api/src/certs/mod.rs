@@ -12,6 +12,7 @@
 //! Keys are ECDSA P-256 made by rcgen on ring.
 
 pub mod der;
+pub mod migration;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -32,7 +32,7 @@ use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 use tracing::info;
 
 use crate::certs::der::pem_blocks;
-use crate::certs::{self, Bundle, CA_CERT, CertError, Leaf, TLS_CERT, TLS_KEY};
+use crate::certs::{self, Bundle, CA_CERT, CertError, Leaf, TLS_CERT, TLS_KEY, migration};
 
 pub use super::vmi::HANDLER_SECRET;
 /// The name virt-handler's serving certificate is issued for and verified against.
@@ -359,21 +359,24 @@ async fn exchange(
 }
 
 /// What the handler Secret must hold for `bundle` at `now`, when what it holds (`found`:
-/// its `tls.crt` and `ca.crt`) is not good any more: missing, due for renewal, or trusting
-/// another CA bundle. `None`: keep it.
+/// its `tls.crt`, `ca.crt` and migration `client.crt`) is not good any more: missing, due for
+/// renewal, or trusting another CA bundle. `None`: keep it. Both pairs are issued together,
+/// so one volume update gives the handler a consistent set.
 pub fn handler_secret_data(
-    found: Option<(&str, &str)>,
+    found: Option<(&str, &str, Option<&str>)>,
     bundle: &Bundle,
     now: i64,
     validity: Duration,
 ) -> Result<Option<BTreeMap<String, Vec<u8>>>, CertError> {
     let ca_bundle = bundle.ca_bundle(now);
-    if let Some((cert, ca)) = found
+    if let Some((cert, ca, client)) = found
         && ca == ca_bundle
         && !certs::leaf_due(cert, now)
+        && !migration::client_due(client, now)
     {
         return Ok(None);
     }
+    let (client_cert, client_key) = migration::issue_client(bundle, now, validity)?;
     let (cert, key) = certs::issue_for(
         &bundle.ca_cert,
         &bundle.ca_key,
@@ -389,6 +392,8 @@ pub fn handler_secret_data(
         (TLS_CERT.to_string(), cert.into_bytes()),
         (TLS_KEY.to_string(), key.into_bytes()),
         (CA_CERT.to_string(), ca_bundle.into_bytes()),
+        (migration::CLIENT_CERT.to_string(), client_cert.into_bytes()),
+        (migration::CLIENT_KEY.to_string(), client_key.into_bytes()),
     ])))
 }
 
@@ -412,11 +417,16 @@ pub async fn sync_handler_secret(
             .and_then(|d| d.get(k))
             .map(|v| String::from_utf8_lossy(&v.0).into_owned())
     };
-    let held = current
-        .as_ref()
-        .and_then(|s| Some((text(s, TLS_CERT)?, text(s, CA_CERT)?)));
+    let held = current.as_ref().and_then(|s| {
+        Some((
+            text(s, TLS_CERT)?,
+            text(s, CA_CERT)?,
+            text(s, migration::CLIENT_CERT),
+        ))
+    });
     let Some(data) = handler_secret_data(
-        held.as_ref().map(|(c, ca)| (c.as_str(), ca.as_str())),
+        held.as_ref()
+            .map(|(c, ca, client)| (c.as_str(), ca.as_str(), client.as_deref())),
         bundle,
         now,
         validity,
@@ -484,21 +494,30 @@ mod tests {
         let data = handler_secret_data(None, &b, now, day).unwrap().unwrap();
         let cert = String::from_utf8(data[TLS_CERT].clone()).unwrap();
         let ca = String::from_utf8(data[CA_CERT].clone()).unwrap();
+        let client = String::from_utf8(data[migration::CLIENT_CERT].clone()).unwrap();
+        assert!(data.contains_key(migration::CLIENT_KEY));
         assert_eq!(ca, b.ca_bundle(now));
+        let held = Some((cert.as_str(), ca.as_str(), Some(client.as_str())));
         assert!(
-            handler_secret_data(Some((&cert, &ca)), &b, now + 3600, day)
+            handler_secret_data(held, &b, now + 3600, day)
                 .unwrap()
                 .is_none()
         );
+        // A Secret written before the migration client pair existed gets one.
+        assert!(
+            handler_secret_data(Some((&cert, &ca, None)), &b, now + 3600, day)
+                .unwrap()
+                .is_some()
+        );
         // A fifth of a day before the end: renewed.
         assert!(
-            handler_secret_data(Some((&cert, &ca)), &b, now + 86400 - 3600, day)
+            handler_secret_data(held, &b, now + 86400 - 3600, day)
                 .unwrap()
                 .is_some()
         );
         let other = bundle(now);
         assert!(
-            handler_secret_data(Some((&cert, &ca)), &other, now, day)
+            handler_secret_data(held, &other, now, day)
                 .unwrap()
                 .is_some()
         );

@@ -7,7 +7,6 @@
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
 use nix::sys::stat::Mode;
@@ -15,11 +14,11 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixStream};
 use tokio::sync::watch;
 use tokio_rustls::rustls::pki_types::ServerName;
-use tokio_rustls::rustls::{ClientConfig, ServerConfig};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tracing::{debug, info, warn};
 
 use super::ProxyError;
+use super::cert_dir::TlsSource;
 
 /// How long a peer has to finish its TLS handshake: a connection that never does holds no task
 /// beyond it.
@@ -84,11 +83,12 @@ impl Proxy {
         self.socket_file.as_deref()
     }
 
-    /// A target proxy: TCP (TLS when `tls` is set) on a fresh port of every address, each
-    /// connection joined to `socket`.
+    /// A target proxy: TCP (mutual TLS when `tls` gives a server configuration, taken afresh
+    /// for each connection) on a fresh port of every address, each connection joined to
+    /// `socket`.
     pub async fn target(
         socket: TargetSocket,
-        tls: Option<Arc<ServerConfig>>,
+        tls: TlsSource,
         key: &str,
     ) -> Result<Proxy, ProxyError> {
         // Every address, as KubeVirt's (`::` also takes IPv4 where the kernel is dual-stack).
@@ -107,7 +107,6 @@ impl Proxy {
         let key = key.to_string();
         info!(key, port = local_port, outbound = %socket.display(), "target proxy listening");
         tokio::spawn(async move {
-            let acceptor = tls.map(TlsAcceptor::from);
             loop {
                 let mut stopped_now = stopped.clone();
                 let accepted = tokio::select! {
@@ -121,21 +120,30 @@ impl Proxy {
                         return;
                     }
                 };
-                let (acceptor, socket, stopped, key) = (
-                    acceptor.clone(),
-                    socket.clone(),
-                    stopped.clone(),
-                    key.clone(),
-                );
+                let (tls, socket, stopped, key) =
+                    (tls.clone(), socket.clone(), stopped.clone(), key.clone());
                 tokio::spawn(async move {
+                    let server = match tls.current() {
+                        Ok(current) => current.server,
+                        Err(e) => {
+                            warn!(key, %peer, error = %e,
+                                "target proxy: no migration certificates, connection refused");
+                            return;
+                        }
+                    };
                     // The peer proves itself before anything of the pod is dialled.
-                    match acceptor {
-                        Some(acceptor) => {
-                            match tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp))
-                                .await
-                                .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+                    match server {
+                        Some(config) => {
+                            match tokio::time::timeout(
+                                HANDSHAKE,
+                                TlsAcceptor::from(config).accept(tcp),
+                            )
+                            .await
+                            .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
                             {
                                 Ok(tls) => {
+                                    info!(key, %peer, version = ?tls.get_ref().1.protocol_version(),
+                                        "target proxy: mutual TLS connection accepted, client certificate verified");
                                     if let Some(outbound) = dial_logged(&socket, &key).await {
                                         join(tls, outbound, stopped, &key).await;
                                     }
@@ -146,6 +154,7 @@ impl Proxy {
                             }
                         }
                         None => {
+                            info!(key, %peer, "target proxy: plain TCP connection (migrations.disableTLS)");
                             if let Some(outbound) = dial_logged(&socket, &key).await {
                                 join(tcp, outbound, stopped, &key).await;
                             }
@@ -162,11 +171,12 @@ impl Proxy {
     }
 
     /// A source proxy: a unix socket at `file` (bound privately, then given to `owner`), each
-    /// connection joined to `address` over TCP (TLS when `tls` is set).
+    /// connection joined to `address` over TCP (mutual TLS when `tls` gives a client
+    /// configuration, taken afresh for each connection).
     pub async fn source(
         file: &Path,
         address: String,
-        tls: Option<Arc<ClientConfig>>,
+        tls: TlsSource,
         owner: Option<(u32, u32)>,
         key: &str,
     ) -> Result<Proxy, ProxyError> {
@@ -180,7 +190,6 @@ impl Proxy {
         let key = key.to_string();
         info!(key, socket = %file.display(), outbound = address, "source proxy listening");
         tokio::spawn(async move {
-            let connector = tls.map(TlsConnector::from);
             loop {
                 let mut stopped_now = stopped.clone();
                 let accepted = tokio::select! {
@@ -194,13 +203,17 @@ impl Proxy {
                         return;
                     }
                 };
-                let (connector, address, stopped, key) = (
-                    connector.clone(),
-                    address.clone(),
-                    stopped.clone(),
-                    key.clone(),
-                );
+                let (tls, address, stopped, key) =
+                    (tls.clone(), address.clone(), stopped.clone(), key.clone());
                 tokio::spawn(async move {
+                    let client = match tls.current() {
+                        Ok(current) => current.client,
+                        Err(e) => {
+                            warn!(key, address, error = %e,
+                                "source proxy: no migration certificates, connection refused");
+                            return;
+                        }
+                    };
                     let tcp = match TcpStream::connect(&address).await {
                         Ok(t) => t,
                         Err(e) => {
@@ -210,20 +223,31 @@ impl Proxy {
                         }
                     };
                     let _ = tcp.set_nodelay(true);
-                    match connector {
+                    match client {
                         // The peer is known by its certificate, not its name (tls.rs).
-                        Some(c) => match c
+                        Some(config) => match TlsConnector::from(config)
                             .connect(
                                 ServerName::IpAddress(std::net::Ipv4Addr::UNSPECIFIED.into()),
                                 tcp,
                             )
                             .await
                         {
-                            Ok(tls) => join(unix, tls, stopped, &key).await,
+                            Ok(tls) => {
+                                info!(key, address, version = ?tls.get_ref().1.protocol_version(),
+                                    "source proxy: mutual TLS connection to the target, its certificate verified");
+                                join(unix, tls, stopped, &key).await
+                            }
                             Err(e) => warn!(key, address, error = %e,
                                 "source proxy: TLS handshake with the target failed"),
                         },
-                        None => join(unix, tcp, stopped, &key).await,
+                        None => {
+                            info!(
+                                key,
+                                address,
+                                "source proxy: plain TCP connection (migrations.disableTLS)"
+                            );
+                            join(unix, tcp, stopped, &key).await
+                        }
                     }
                 });
             }

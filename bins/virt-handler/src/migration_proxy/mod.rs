@@ -17,14 +17,17 @@
 //! source launcher (kvrs's or KubeVirt's) builds its migration URIs from those names.
 //!
 //! The names and the port bookkeeping are plain functions here; [`forward`] is the shell
-//! (listeners and byte copying), [`tls`] the mutual-TLS configurations. Differences from
+//! (listeners and byte copying), [`tls`] the mutual-TLS configurations, [`cert_dir`] the
+//! certificates read again at each connection. Differences from
 //! KubeVirt, both deliberate: the source socket is bound without following a path the pod can
 //! change (kvrs-ipc's private bind: KubeVirt removes and binds by path in a pod-writable
 //! directory), and the target dials the pod's sockets through a descriptor opened with
 //! `openat2(RESOLVE_IN_ROOT)`, so no path the pod controls leads outside it (KubeVirt dials the
 //! path).
 
+pub mod cert_dir;
 pub mod forward;
+pub mod peer;
 pub mod tls;
 
 use std::collections::BTreeMap;
@@ -33,6 +36,7 @@ use std::sync::{Arc, Mutex};
 
 use tracing::info;
 
+pub use cert_dir::{CertError, MigrationCertDir, TlsSource};
 pub use forward::{Proxy, TargetSocket};
 pub use tls::MigrationTls;
 
@@ -121,7 +125,7 @@ struct State {
 #[derive(Clone)]
 pub struct ProxyManager {
     state: Arc<Mutex<State>>,
-    tls: MigrationTls,
+    tls: TlsSource,
     /// UID and GID given to the source sockets (the pod's QEMU user: 107 in KubeVirt).
     socket_owner: Option<(u32, u32)>,
 }
@@ -129,12 +133,19 @@ pub struct ProxyManager {
 impl ProxyManager {
     /// A manager using `tls` (plain TCP where it holds no configuration: the KubeVirt CR's
     /// `migrations.disableTLS`), giving source sockets to `socket_owner`.
-    pub fn new(tls: MigrationTls, socket_owner: Option<(u32, u32)>) -> ProxyManager {
+    pub fn new(tls: impl Into<TlsSource>, socket_owner: Option<(u32, u32)>) -> ProxyManager {
         ProxyManager {
             state: Arc::new(Mutex::new(State::default())),
-            tls,
+            tls: tls.into(),
             socket_owner,
         }
+    }
+
+    /// The configurations a connection starting now would use: whether the certificates are
+    /// there at all is asked before a proxy starts, so a migration without them fails with
+    /// the reason instead of at its first connection.
+    pub fn current_tls(&self) -> Result<MigrationTls, CertError> {
+        self.tls.current()
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -183,7 +194,7 @@ impl ProxyManager {
         let mut started = Vec::new();
         for socket in sockets {
             let port = libvirt_port_of(key, &socket.display());
-            let proxy = Proxy::target(socket.clone(), self.tls.server.clone(), key).await?;
+            let proxy = Proxy::target(socket.clone(), self.tls.clone(), key).await?;
             started.push((socket, port, proxy));
         }
         info!(key, proxies = started.len(), "target proxies listening");
@@ -262,7 +273,7 @@ impl ProxyManager {
             let proxy = Proxy::source(
                 &file,
                 address.clone(),
-                self.tls.client.clone(),
+                self.tls.clone(),
                 self.socket_owner,
                 key,
             )

@@ -74,6 +74,15 @@ fn rustls_err(e: impl std::fmt::Display) -> TlsError {
     TlsError::Rustls(e.to_string())
 }
 
+impl std::fmt::Debug for MigrationTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MigrationTls")
+            .field("server", &self.server.is_some())
+            .field("client", &self.client.is_some())
+            .finish()
+    }
+}
+
 impl MigrationTls {
     /// No TLS (`migrations.disableTLS`).
     pub fn disabled() -> MigrationTls {

@@ -1,8 +1,9 @@
 //! The REST server's TLS: the serving certificate and the CA bundle clients are verified
 //! against, read from one directory (the mounted Secret `kvrs-virt-handler-certs` that
 //! virt-api issues: `tls.crt`, `tls.key`, `ca.crt`). A client must present a certificate the CA
-//! signed for client use (`clientAuth`): virt-api's. The handler's own serving certificate is
-//! issued for `serverAuth` only, so one node's handler cannot call another's.
+//! signed for client use (`clientAuth`) with virt-api's common name: the handler's own serving
+//! certificate is issued for `serverAuth` only, and its migration client certificate carries
+//! another common name, so one node's handler cannot call another's.
 //!
 //! The files are re-read periodically ([`CertDir::load_if_changed`]); the server takes the
 //! configuration current at each handshake, so a renewal needs no restart.
@@ -15,6 +16,8 @@ use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::server::WebPkiClientVerifier;
 use tokio_rustls::rustls::{self, RootCertStore, ServerConfig};
+
+use crate::migration_proxy::peer;
 
 /// The serving certificate's file in the directory.
 pub const CERT_FILE: &str = "tls.crt";
@@ -97,6 +100,8 @@ pub fn server_config(files: &CertFiles) -> Result<ServerConfig, TlsError> {
     let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
         .map_err(|e| TlsError::Rustls(e.to_string()))?;
+    // virt-api's certificate only: handlers hold client certificates of their own (migrations).
+    let verifier = Arc::new(peer::CommonNameIs::new(verifier, &[peer::VIRT_API_CLIENT]));
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e: rustls::Error| TlsError::Rustls(e.to_string()))?
