@@ -22,8 +22,10 @@
 //! Last, KubeVirt's own `virtctl migrate` (the virtctl harness) moves it back at full speed,
 //! checked as the first migration.
 //!
-//! The KubeVirt CR sets `migrations.disableTLS` (the migration proxies speak plain TCP between
-//! the handlers; `bins/deploy` issues no migration certificates yet).
+//! The KubeVirt CR leaves migration TLS on (KubeVirt's default): virt-api issues the
+//! handlers' serving and migration client certificates into the Secret the DaemonSet mounts,
+//! and the first migration's proxies are shown to have spoken mutual TLS (both handlers' logs
+//! name each connection's verified TLS, none ran in plain TCP).
 
 mod common;
 
@@ -41,22 +43,86 @@ use serde_json::Value;
 const NS: &str = "kvrs-real-migration";
 /// The port the guest's busybox httpd listens on.
 const GUEST_PORT: u16 = 8080;
-/// KubeVirt's `HostModelCPULabel` and `SupportedHostModelMigrationCPU` label prefixes.
-const HOST_MODEL_LABEL: &str = "host-model-cpu.node.kubevirt.io/";
-const MIGRATION_CPU_LABEL: &str = "cpu-model-migration.node.kubevirt.io/";
-/// The host CPU model both nodes are labelled with (one machine: the same CPU).
-const HOST_CPU_MODEL: &str = "qemu64";
 
-/// The KubeVirt CR README's (emulation where KVM does not run guests) with migrations over plain
-/// TCP between the handlers.
+/// The KubeVirt CR README's (emulation where KVM does not run guests), migrations left at
+/// KubeVirt's default: over mutual TLS between the handlers.
 fn cr(use_emulation: bool) -> String {
     let cr = kubevirt_cr(use_emulation);
-    let marker = "  configuration:\n";
-    assert!(cr.contains(marker), "the CR has a configuration");
-    cr.replace(
-        marker,
-        &format!("{marker}    migrations:\n      disableTLS: true\n"),
+    assert!(
+        !cr.contains("disableTLS"),
+        "the CR leaves migration TLS on: {cr}"
+    );
+    cr
+}
+
+/// The whole log of the virt-handler pod on `node`.
+fn handler_log(d: &Deployed, node: &str) -> String {
+    let pods = kubectl_json(
+        &d.cluster,
+        &[
+            "get",
+            "pods",
+            "-n",
+            "kubevirt",
+            "-l",
+            "kubevirt.io=virt-handler",
+        ],
     )
+    .and_then(|p| p["items"].as_array().cloned())
+    .unwrap_or_default();
+    let pod = pods
+        .iter()
+        .find(|p| p["spec"]["nodeName"] == node)
+        .unwrap_or_else(|| panic!("no virt-handler pod on {node}: {pods:?}"));
+    d.kubectl_ok(&[
+        "logs",
+        "-n",
+        "kubevirt",
+        pod["metadata"]["name"].as_str().unwrap(),
+        "-c",
+        "virt-handler",
+    ])
+}
+
+/// The proxies of the migration of VMI `uid` spoke mutual TLS: the target's handler accepted
+/// its connections only after verifying the client certificate, the source's dialled them
+/// verifying the target's, and neither carried any of them in plain TCP.
+fn assert_migrated_over_tls(d: &Deployed, uid: &str, source: &str, target: &str) {
+    let lines = |log: &str, message: &str| {
+        log.lines()
+            .filter(|l| l.contains(message) && l.contains(uid))
+            .count()
+    };
+    let target_log = handler_log(d, target);
+    let source_log = handler_log(d, source);
+    let accepted = lines(
+        &target_log,
+        "target proxy: mutual TLS connection accepted, client certificate verified",
+    );
+    let dialled = lines(
+        &source_log,
+        "source proxy: mutual TLS connection to the target, its certificate verified",
+    );
+    assert!(
+        accepted >= 2,
+        "the target handler accepted the libvirt and QEMU connections over mutual TLS \
+         ({accepted}):\n{target_log}"
+    );
+    assert!(
+        dialled >= 2,
+        "the source handler dialled over mutual TLS ({dialled}):\n{source_log}"
+    );
+    for (node, log) in [(target, &target_log), (source, &source_log)] {
+        assert_eq!(
+            lines(log, "plain TCP connection"),
+            0,
+            "no plain TCP proxy connection on {node}:\n{log}"
+        );
+    }
+    eprintln!(
+        "migration proxies over mutual TLS: {accepted} connection(s) accepted on {target}, \
+         {dialled} dialled from {source}"
+    );
 }
 
 /// The fixture VM with LiveMigrate, an httpd and the tick loop on its console.
@@ -227,21 +293,7 @@ fn a_vmim_moves_a_running_guest_to_the_other_real_node() {
             || d.logs(),
         );
     }
-    // Stand-in for the part of KubeVirt's node labeller kvrs's virt-handler lacks (see
-    // bins/virt-handler/src/node_labeller.rs, "Not done"): a VMI with the default `host-model`
-    // CPU is migrated only between nodes labelled with a host CPU model
-    // (`host-model-cpu.node.kubevirt.io/<model>` on the source, its target pod selecting
-    // `cpu-model-migration.node.kubevirt.io/<model>`); KubeVirt's migration controller, like
-    // kvrs's, refuses to render the target pod without them. Both nodes are the same machine.
-    for node in [NODE_NAME, SECOND_NODE_NAME] {
-        d.kubectl_ok(&[
-            "label",
-            "node",
-            node,
-            &format!("{HOST_MODEL_LABEL}{HOST_CPU_MODEL}=true"),
-            &format!("{MIGRATION_CPU_LABEL}{HOST_CPU_MODEL}=true"),
-        ]);
-    }
+    common::two_nodes::wait_host_model_labels(&d);
     if use_emulation {
         d.wait_emulation_taken();
     }
@@ -324,6 +376,16 @@ fn a_vmim_moves_a_running_guest_to_the_other_real_node() {
     );
     let state = &after["status"]["migrationState"];
     assert_ne!(state["failed"], true, "{state}");
+    assert_ne!(
+        state["migrationConfiguration"]["disableTLS"], true,
+        "the migration ran with TLS: {state}"
+    );
+    assert_migrated_over_tls(
+        &d,
+        after["metadata"]["uid"].as_str().expect("the VMI's uid"),
+        &source,
+        target,
+    );
     assert_eq!(state["targetNode"], target, "{state}");
     assert_eq!(state["sourceNode"], source, "{state}");
     assert_eq!(

@@ -23,7 +23,8 @@
 //! never prints a tick; a succeeded one's first tick comes after the source's last), and the
 //! VMI's node against the node whose QEMU remains.
 //!
-//! The KubeVirt CR sets `migrations.disableTLS` (the migration proxies speak plain TCP).
+//! Migrations run as KubeVirt's default has them: over mutual TLS between the handlers (the
+//! certificates virt-api issues; `real_migration.rs` checks the handshake).
 
 mod common;
 
@@ -31,33 +32,17 @@ use std::time::{Duration, Instant};
 
 use common::kubectl_json;
 use common::real_node::{Deployed, kubevirt_cr, node_schedulable};
-use common::two_nodes::{GUEST_PORT, Guest, other_node, processes_on_node, qemu_nodes};
+use common::two_nodes::{
+    GUEST_PORT, Guest, other_node, processes_on_node, qemu_nodes, wait_host_model_labels,
+};
 use kvrs_test_cluster::{NODE_NAME, SECOND_NODE_NAME, wait_for};
 use kvrs_test_guest::pod::{is_root, repo_root};
 use kvrs_test_guest::ticks::{TICK_LOOP, assert_continues, ticks};
 use serde_json::Value;
 
 const NS: &str = "kvrs-real-migration-faults";
-/// KubeVirt's `HostModelCPULabel` and `SupportedHostModelMigrationCPU` label prefixes.
-const HOST_MODEL_LABEL: &str = "host-model-cpu.node.kubevirt.io/";
-const MIGRATION_CPU_LABEL: &str = "cpu-model-migration.node.kubevirt.io/";
-/// The host CPU model both nodes are labelled with when the handler's node labeller writes no
-/// host model (one machine: the same CPU).
-const HOST_CPU_MODEL: &str = "qemu64";
 /// KubeVirt's annotation on the migrations its evacuation controller creates (the node).
 const EVACUATION_ANNOTATION: &str = "kubevirt.io/evacuationMigration";
-
-/// The KubeVirt CR README's (emulation where KVM does not run guests) with migrations over
-/// plain TCP between the handlers.
-fn cr(use_emulation: bool) -> String {
-    let cr = kubevirt_cr(use_emulation);
-    let marker = "  configuration:\n";
-    assert!(cr.contains(marker), "the CR has a configuration");
-    cr.replace(
-        marker,
-        &format!("{marker}    migrations:\n      disableTLS: true\n"),
-    )
-}
 
 /// The fixture VM with LiveMigrate, an httpd and the tick loop on its console.
 fn vm() -> String {
@@ -94,65 +79,6 @@ fn ip_of(pod: &Value) -> String {
         .to_owned()
 }
 
-/// Makes sure a host-model VMI can migrate between the two nodes: KubeVirt's migration
-/// controller renders a target pod only when the source node has a
-/// `host-model-cpu.node.kubevirt.io/<model>` label, and selects nodes with
-/// `cpu-model-migration.node.kubevirt.io/<model>`. virt-handler's node labeller writes them when
-/// it reads the host CPU; it also removes labeller labels it did not write, so labels added by
-/// hand last only until its next pass. Hence: the labeller's own labels when it writes them
-/// (each node's host model must then be one the other accepts), else the stand-in labels
-/// `real_migration.rs` adds for a handler without the CPU part of the labeller.
-fn host_model_labels(d: &Deployed) {
-    let models = |node: &str, prefix: &str| -> Vec<String> {
-        kubectl_json(&d.cluster, &["get", "node", node])
-            .and_then(|n| n["metadata"]["labels"].as_object().cloned())
-            .into_iter()
-            .flatten()
-            .filter_map(|(k, v)| (v == "true").then(|| k.strip_prefix(prefix).map(String::from)))
-            .flatten()
-            .collect()
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let labelled = loop {
-        let hosts: Vec<Vec<String>> = [NODE_NAME, SECOND_NODE_NAME]
-            .iter()
-            .map(|n| models(n, HOST_MODEL_LABEL))
-            .collect();
-        if hosts.iter().all(|h| !h.is_empty()) {
-            break Some(hosts);
-        }
-        if Instant::now() >= deadline {
-            break None;
-        }
-        std::thread::sleep(Duration::from_secs(1));
-    };
-    match labelled {
-        Some(hosts) => {
-            for (node, host) in [NODE_NAME, SECOND_NODE_NAME].iter().zip(&hosts) {
-                let other = other_node(node);
-                let accepted = models(other, MIGRATION_CPU_LABEL);
-                assert!(
-                    host.iter().all(|m| accepted.contains(m)),
-                    "{node}'s host model {host:?} is one {other} accepts ({accepted:?})"
-                );
-            }
-            eprintln!("host models from the node labeller: {hosts:?}");
-        }
-        None => {
-            for node in [NODE_NAME, SECOND_NODE_NAME] {
-                d.kubectl_ok(&[
-                    "label",
-                    "node",
-                    node,
-                    &format!("{HOST_MODEL_LABEL}{HOST_CPU_MODEL}=true"),
-                    &format!("{MIGRATION_CPU_LABEL}{HOST_CPU_MODEL}=true"),
-                ]);
-            }
-            eprintln!("no host model from the node labeller: stand-in {HOST_CPU_MODEL} labels");
-        }
-    }
-}
-
 /// Panics if the machine runs more QEMU processes for the guest than a migration may (source
 /// and target), or two once no migration runs (`migrating == false`): two running copies.
 fn check_qemu(g: &Guest, migrating: bool, when: &str) {
@@ -173,7 +99,7 @@ fn a_drain_and_killed_handlers_never_leave_two_copies_of_the_guest() {
         "the real nodes run containerd, runc and the kubelet: run as root"
     );
     let use_emulation = kvrs_node::host_devices::kvm_check().is_err();
-    let d = Deployed::start_two(NS, &cr(use_emulation));
+    let d = Deployed::start_two(NS, &kubevirt_cr(use_emulation));
     for node in [NODE_NAME, SECOND_NODE_NAME] {
         wait_for(
             &format!("{node} schedulable with KubeVirt's devices"),
@@ -182,7 +108,7 @@ fn a_drain_and_killed_handlers_never_leave_two_copies_of_the_guest() {
             || d.logs(),
         );
     }
-    host_model_labels(&d);
+    wait_host_model_labels(&d);
     if use_emulation {
         d.wait_emulation_taken();
     }

@@ -1,4 +1,5 @@
-//! What a test on the two real nodes reads about one guest (`tests/real_migration_faults.rs`):
+//! What a test on the two real nodes reads about one guest (`tests/real_migration.rs`,
+//! `tests/real_migration_faults.rs`):
 //! its VMI, launcher pods, console and migrations in a namespace, and the processes each node
 //! runs, told apart by the cgroup each node's kubelet puts its pods under.
 
@@ -13,6 +14,41 @@ use super::real_node::Deployed;
 
 /// The port the guest's busybox httpd listens on.
 pub const GUEST_PORT: u16 = 8080;
+
+/// KubeVirt's `HostModelCPULabel` and `SupportedHostModelMigrationCPU` label prefixes.
+const HOST_MODEL_LABEL: &str = "host-model-cpu.node.kubevirt.io/";
+const MIGRATION_CPU_LABEL: &str = "cpu-model-migration.node.kubevirt.io/";
+
+/// Waits until virt-handler's node labeller (from its init container's libvirt capabilities)
+/// has labelled both nodes with their host CPU model, each one the other node accepts: a VMI
+/// with the default `host-model` CPU is migrated only to a node whose
+/// `cpu-model-migration.node.kubevirt.io/<model>` includes the source's
+/// `host-model-cpu.node.kubevirt.io/<model>` (the target pod selects it). Both nodes are the
+/// same machine, so each accepts the other's model.
+pub fn wait_host_model_labels(d: &Deployed) {
+    let models = |node: &str, prefix: &str| -> Vec<String> {
+        kubectl_json(&d.cluster, &["get", "node", node])
+            .and_then(|n| n["metadata"]["labels"].as_object().cloned())
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| (v == "true").then(|| k.strip_prefix(prefix).map(String::from)))
+            .flatten()
+            .collect()
+    };
+    for node in [NODE_NAME, SECOND_NODE_NAME] {
+        let other = other_node(node);
+        wait_for(
+            &format!("{node}'s host CPU model labelled and accepted by {other}"),
+            Duration::from_secs(120),
+            || {
+                let host = models(node, HOST_MODEL_LABEL);
+                let accepted = models(other, MIGRATION_CPU_LABEL);
+                (!host.is_empty() && host.iter().all(|m| accepted.contains(m))).then_some(())
+            },
+            || d.logs(),
+        );
+    }
+}
 
 /// The other one of the two real nodes.
 pub fn other_node(node: &str) -> &'static str {
