@@ -33,6 +33,10 @@ bash scripts/kube-components.sh
 # pause image, for tests/cluster's RealNode (about 4 minutes the first time).
 bash scripts/node-components.sh
 
+# Multus's thin CNI plugin (multus-cni v4.2.2) for the real node's secondary networks
+# (bins/kvrs/tests/real_multus.rs; about 2 minutes the first time).
+bash scripts/multus.sh
+
 # The mixed-fleet harness (tests/mixed): KubeVirt v1.9.0's own handler/launcher gRPC code as a Go
 # module, built into ~/.cache/kvrs (about 5 minutes the first time).
 bash scripts/mixed-harness.sh

@@ -59,8 +59,10 @@ use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+pub mod multus;
 pub mod node;
 pub mod node_layout;
+pub use multus::{Multus, locate_multus};
 pub use node::{
     KUBELET_ROOT, NODE_BRIDGE, NODE_DIR, NODE_IP, NODE_NAME, NodeComponent, PAUSE_IMAGE,
     POD_SUBNET, RealNode, locate_node_binaries, node_leftovers, oci_archive,

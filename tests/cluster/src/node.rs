@@ -400,6 +400,8 @@ pub struct RealNode {
     started_in: Duration,
     /// Paths given to [`remove_on_teardown`](Self::remove_on_teardown) (canonical).
     extra_paths: std::sync::Mutex<Vec<PathBuf>>,
+    /// Multus as the node's CNI ([`start_with_multus`](Self::start_with_multus)).
+    multus: Option<crate::Multus>,
 }
 
 impl RealNode {
@@ -408,7 +410,39 @@ impl RealNode {
     /// Node is Ready and kube-proxy has programmed the Services. Cleans up what a killed earlier
     /// run left first. Fails, with the end of the relevant log, if anything does not come up.
     pub fn start(cluster: &TestCluster) -> Result<RealNode, ClusterError> {
-        Self::start_in(cluster, NodeSlot::First, &[])
+        Self::start_in(cluster, NodeSlot::First, &[], None)
+    }
+
+    /// Like [`start`](Self::start), with Multus as the node's CNI (see
+    /// [`multus`](crate::multus)): the node's bridge stays the cluster default network, and
+    /// the NetworkAttachmentDefinition CRD is applied and established before this returns, so
+    /// pods can ask for secondary networks.
+    pub fn start_with_multus(
+        cluster: &TestCluster,
+        multus: &crate::Multus,
+    ) -> Result<RealNode, ClusterError> {
+        let node = Self::start_in(cluster, NodeSlot::First, &[], Some(multus.clone()))?;
+        let crd = multus.crd.display().to_string();
+        for args in [
+            vec!["apply", "-f", crd.as_str()],
+            vec![
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "crd",
+                crate::multus::NAD_CRD,
+            ],
+        ] {
+            let out = cluster.kubectl(&args);
+            if !out.status.success() {
+                return Err(node_err(format!(
+                    "kubectl {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr)
+                )));
+            }
+        }
+        Ok(node)
     }
 
     /// Starts a second node, [`SECOND_NODE_NAME`](crate::SECOND_NODE_NAME), beside the one
@@ -421,13 +455,14 @@ impl RealNode {
         cluster: &TestCluster,
         private_host_paths: &[&Path],
     ) -> Result<RealNode, ClusterError> {
-        Self::start_in(cluster, NodeSlot::Second, private_host_paths)
+        Self::start_in(cluster, NodeSlot::Second, private_host_paths, None)
     }
 
     fn start_in(
         cluster: &TestCluster,
         slot: NodeSlot,
         private_host_paths: &[&Path],
+        multus: Option<crate::Multus>,
     ) -> Result<RealNode, ClusterError> {
         let begun = Instant::now();
         let layout = Layout::of(slot);
@@ -497,6 +532,7 @@ impl RealNode {
             torn_down: true,
             started_in: Duration::ZERO,
             extra_paths: std::sync::Mutex::new(Vec::new()),
+            multus,
         };
         node.clean_earlier_run()?;
         node.torn_down = false;
@@ -1014,6 +1050,12 @@ impl RealNode {
         let bin = self.bin_dir.display();
         let dir = layout.dir;
         let stream_port = layout.stream_port;
+        // With Multus, containerd also searches the multus binary's own directory.
+        let cni_bin_dirs = std::iter::once(self.bin_dir.join("cni"))
+            .chain(self.multus.iter().map(|m| m.bin_dir().to_path_buf()))
+            .map(|d| format!("'{}'", d.display()))
+            .collect::<Vec<_>>()
+            .join(", ");
         let containerd = format!(
             r#"# kvrs-test-cluster RealNode (see tests/cluster/src/node.rs for every setting's reason)
 version = 4
@@ -1052,7 +1094,7 @@ imports = []
           Root = '{dir}/containerd/runc'
           SystemdCgroup = false
     [plugins.'io.containerd.cri.v1.runtime'.cni]
-      bin_dirs = ['{bin}/cni']
+      bin_dirs = [{cni_bin_dirs}]
       conf_dir = '{dir}/cni/net.d'
 "#
         );
@@ -1085,6 +1127,21 @@ imports = []
             &layout.dir().join("cni/net.d/10-kvrs.conflist"),
             &serde_json::to_string_pretty(&cni).expect("JSON"),
         )?;
+        if self.multus.is_some() {
+            write(
+                &layout.dir().join(crate::multus::DEFAULT_DELEGATE),
+                &serde_json::to_string_pretty(&crate::multus::default_delegate(&cni))
+                    .expect("JSON"),
+            )?;
+            let conf = crate::multus::multus_conf(&layout, &self.bin_dir.join("cni"));
+            write(
+                &layout
+                    .dir()
+                    .join("cni/net.d")
+                    .join(crate::multus::MULTUS_CONF),
+                &serde_json::to_string_pretty(&conf).expect("JSON"),
+            )?;
+        }
         let kubelet = serde_json::json!({
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",

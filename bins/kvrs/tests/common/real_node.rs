@@ -71,21 +71,39 @@ impl Deployed {
     /// virt-api's webhooks), the KubeVirt CR (with `useEmulation` if `use_emulation`), and
     /// waits until virt-controller, virt-api and virt-handler are Ready through their probes.
     pub fn start(ns: &'static str, use_emulation: bool) -> Deployed {
-        Self::start_nodes(ns, &kubevirt_cr(use_emulation), false)
+        Self::start_nodes(ns, &kubevirt_cr(use_emulation), false, None)
+    }
+
+    /// Like [`start`](Self::start) with Multus as the node's CNI (`RealNode::start_with_multus`).
+    pub fn start_with_multus(
+        ns: &'static str,
+        use_emulation: bool,
+        multus: &kvrs_test_cluster::Multus,
+    ) -> Deployed {
+        Self::start_nodes(ns, &kubevirt_cr(use_emulation), false, Some(multus))
     }
 
     /// Like [`start`](Self::start) on two real nodes (`RealNode::start_second` beside the
     /// first, holding virt-handler's host directories as its own), with the KubeVirt CR `cr`:
     /// the same manifests, so the DaemonSet runs a handler on each node.
     pub fn start_two(ns: &'static str, cr: &str) -> Deployed {
-        Self::start_nodes(ns, cr, true)
+        Self::start_nodes(ns, cr, true, None)
     }
 
-    fn start_nodes(ns: &'static str, cr: &str, two: bool) -> Deployed {
+    fn start_nodes(
+        ns: &'static str,
+        cr: &str,
+        two: bool,
+        multus: Option<&kvrs_test_cluster::Multus>,
+    ) -> Deployed {
         let archives = build_images();
 
         let cluster = TestCluster::start_for_node(Options::full()).expect("the control plane");
-        let node = RealNode::start(&cluster).expect("the real node");
+        let node = match multus {
+            Some(m) => RealNode::start_with_multus(&cluster, m),
+            None => RealNode::start(&cluster),
+        }
+        .expect("the real node");
         for dir in HOST_DIRS {
             node.remove_on_teardown(Path::new(dir))
                 .expect("registering a host directory for teardown");
