@@ -9,7 +9,7 @@ use kvrs_api::VirtualMachineInstance;
 use kvrs_node::network::dhcp_cache::read_cache_file;
 use kvrs_node::{PodRef, setup_pod_network};
 use serde_json::json;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 fn vmi() -> VirtualMachineInstance {
     serde_json::from_value(json!({
@@ -143,12 +143,15 @@ fn bridge_binding_rewires_the_pod_and_writes_the_dhcp_cache_idempotently() {
     let file = root
         .path()
         .join("var/run/kubevirt-private/vif-cache-eth0.json");
-    let mode = std::fs::metadata(&file)
-        .expect("cache file")
-        .permissions()
-        .mode()
-        & 0o777;
-    assert_eq!(mode, 0o604);
+    let meta = std::fs::metadata(&file).expect("cache file");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o604);
+    // The launcher (107:107) reads it as its owner: in a pod whose fsGroup makes the private
+    // directory setgid 107, the empty group bits would refuse it otherwise.
+    assert_eq!(
+        (meta.uid(), meta.gid()),
+        (107, 107),
+        "owned by the launcher's user"
+    );
     let first_bytes = std::fs::read(&file).expect("read");
 
     let again = setup_pod_network(&pod, &vmi()).expect("second setup");

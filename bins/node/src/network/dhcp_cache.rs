@@ -266,7 +266,8 @@ mod b64_bytes_required {
 pub const VIRT_PRIVATE_DIR: &str = "var/run/kubevirt-private";
 
 /// Writes `vif-cache-<pod_iface>.json` under the pod root, as KubeVirt's cache does (directory
-/// 0750 if it must be made, file 0604), without following a symlink planted at the file.
+/// 0750 if it must be made, file 0604 owned by the launcher's user 107), without following a
+/// symlink planted at the file.
 /// Symlinks on the way (`/var/run` -> `/run`) are resolved inside the pod root.
 pub fn write_cache_file(
     root: &std::path::Path,
@@ -315,6 +316,14 @@ pub fn write_cache_file(
     // The umask may have narrowed the create mode.
     fchmod(&fd, Mode::from_bits_truncate(0o604))
         .map_err(|e| fail(format!("chmod: {}", e.desc())))?;
+    // Handed to the launcher's user, as KubeVirt's cache does (`UnsafeSetFileOwnership`): the
+    // directory is the pod's `private` emptyDir, which the pod's fsGroup 107 makes setgid, so
+    // the file is created with group 107, and for the launcher (107:107) the mode's empty group
+    // bits would then deny the read that "others" allow.
+    let qemu = Some(nix::unistd::Uid::from_raw(crate::devices::QEMU_UID));
+    let qemu_group = Some(nix::unistd::Gid::from_raw(crate::devices::QEMU_UID));
+    nix::unistd::fchown(&fd, qemu, qemu_group)
+        .map_err(|e| fail(format!("chown to the launcher's user: {}", e.desc())))?;
     let bytes = to_go_json(config).map_err(|e| fail(format!("encoding: {e}")))?;
     let mut file = std::fs::File::from(fd);
     file.write_all(&bytes)

@@ -4,8 +4,10 @@
 //! tap-attached domain interface from what it finds in the pod and starts the DHCP server that
 //! gives the guest its address.
 //!
-//! Only pod networks are handled; tap-attached interfaces on secondary (Multus) networks are
-//! skipped with a warning. A VMI without interfaces does nothing here.
+//! Pod networks and secondary (Multus) networks: a secondary network's pod interface is found
+//! as KubeVirt's launcher finds it (the hashed name, else the ordinal `net<N>`), and its domain
+//! interface attaches to that network's tap. Other non-pod networks are skipped with a warning.
+//! A VMI without interfaces does nothing here.
 
 pub mod dhcp;
 pub mod domain_iface;
@@ -72,17 +74,64 @@ pub fn setup_phase2(
         if !live(&iface) || !is_tap(iface, attachments) {
             continue;
         }
-        if network.pod.is_none() {
+        let networks = vmi.spec.networks.as_deref().unwrap_or_default();
+        let pod_iface = if network.pod.is_some() {
+            PodIface::primary()
+        } else if let Some(candidates) =
+            names::secondary_pod_iface_candidates(networks, &network.name)
+        {
+            match find_link(&iface.name, &candidates)? {
+                Some(name) => PodIface {
+                    name,
+                    secondary: true,
+                },
+                // As KubeVirt's launcher: no pod interface found, nothing to complete.
+                None => {
+                    log::warn(format_args!(
+                        "interface {}: no pod interface {} or {} for network {}",
+                        iface.name, candidates[0], candidates[1], network.name
+                    ));
+                    continue;
+                }
+            }
+        } else {
             log::warn(format_args!(
-                "interface {}: tap attachment on a non-pod network is not set up by kvrs's launcher",
-                iface.name
+                "interface {}: tap attachment on network {} (neither the pod network nor a \
+                 secondary Multus network) is not set up by kvrs's launcher",
+                iface.name, network.name
             ));
             continue;
-        }
-        setup_pod_iface(vmi, index, iface, network, domain, env)
+        };
+        setup_pod_iface(vmi, index, iface, network, &pod_iface, domain, env)
             .inspect_err(|e| log::error(format_args!("network phase 2 failed: {e}")))?;
     }
     Ok(())
+}
+
+/// The pod interface a network's domain interface is completed from.
+struct PodIface {
+    name: String,
+    /// A secondary Multus network's (its tap is `tap<hash>`, not `tap0`).
+    secondary: bool,
+}
+
+impl PodIface {
+    fn primary() -> PodIface {
+        PodIface {
+            name: names::PRIMARY_POD_IFACE.to_string(),
+            secondary: false,
+        }
+    }
+}
+
+/// The first of `candidates` that is a link in the pod.
+fn find_link(iface: &str, candidates: &[String; 2]) -> Result<Option<String>, NetworkError> {
+    for name in candidates {
+        if link::exists(name).map_err(|e| link_err(iface, name, e))? {
+            return Ok(Some(name.clone()));
+        }
+    }
+    Ok(None)
 }
 
 fn setup_pod_iface(
@@ -90,14 +139,15 @@ fn setup_pod_iface(
     index: usize,
     iface: &Interface,
     network: &Network,
+    pod: &PodIface,
     domain: &mut Domain,
     env: &DhcpEnv,
 ) -> Result<(), NetworkError> {
-    let pod_iface = names::PRIMARY_POD_IFACE;
+    let pod_iface = pod.name.as_str();
     let pod_link = link::by_name(pod_iface).map_err(|e| link_err(&iface.name, pod_iface, e))?;
     // As KubeVirt, a domain interface that cannot be completed is logged and left as converted;
     // the DHCP set-up below then reports what is missing.
-    match attachment(iface, pod_iface, &pod_link) {
+    match attachment(iface, pod_iface, pod.secondary, &pod_link) {
         Ok(att) => {
             domain_iface::apply(domain, &iface.name, &att);
         }
@@ -106,6 +156,10 @@ fn setup_pod_iface(
     let subdomain = vmi.spec.subdomain.as_deref().unwrap_or_default();
     let cfg = if iface.bridge.is_some() {
         bridge_config(index, iface, pod_iface, subdomain, env)?
+    } else if iface.masquerade.is_none() {
+        // KubeVirt's launcher serves DHCP for bridge and masquerade bindings only: a binding
+        // plugin's tap (e.g. `managedTap`) gets its address from the plugin's own means.
+        return Ok(());
     } else {
         let nic = PodNic {
             name: pod_iface.to_string(),
@@ -128,6 +182,7 @@ fn setup_pod_iface(
 fn attachment(
     iface: &Interface,
     pod_iface: &str,
+    secondary: bool,
     pod_link: &link::Link,
 ) -> Result<TapAttachment, NetworkError> {
     let mac = match iface.mac_address.as_deref().filter(|m| !m.is_empty()) {
@@ -138,7 +193,7 @@ fn attachment(
             })?,
         None => link::format_mac(&pod_link.mac),
     };
-    let tap = names::tap_name(pod_iface, false);
+    let tap = names::tap_name(pod_iface, secondary);
     let target = match link::exists(&tap) {
         Ok(true) => tap,
         Ok(false) => pod_iface.to_string(),

@@ -2,6 +2,8 @@
 //! it accepts in the VMI. The handler creates the links under these names; the launcher finds
 //! them by the same rule.
 
+use sha2::Digest;
+
 /// The primary pod interface (the pod network's NIC).
 pub const PRIMARY_POD_IFACE: &str = "eth0";
 /// The tap of the primary pod interface.
@@ -16,6 +18,38 @@ pub fn tap_name(pod_iface: &str, secondary_multus: bool) -> String {
         Some(rest) if secondary_multus => format!("tap{rest}"),
         _ => PRIMARY_TAP.to_string(),
     }
+}
+
+/// Hex digits of the hash kept in a hashed name (15 kernel characters less `-nic`).
+const HASHED_LEN: usize = 11;
+
+/// The two names a secondary Multus network's pod interface may have, in the order KubeVirt's
+/// launcher looks for them: the hashed one (`pod` + the first 11 hex digits of the SHA-256 of
+/// the network name) and the ordinal one (`net<N>`, N counting the secondary networks from 1),
+/// which pods created before the hashed scheme carry. `None` for a network that is not a
+/// secondary one.
+pub fn secondary_pod_iface_candidates(
+    networks: &[kvrs_api::api::Network],
+    name: &str,
+) -> Option<[String; 2]> {
+    let ordinal = networks
+        .iter()
+        .filter(|n| is_secondary_multus(n))
+        .position(|n| n.name == name)?;
+    let digest = sha2::Sha256::digest(name.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    Some([
+        format!("{HASHED_PREFIX}{}", &hex[..HASHED_LEN]),
+        format!("net{}", ordinal + 1),
+    ])
+}
+
+/// A Multus network that is not the pod's default one.
+pub fn is_secondary_multus(network: &kvrs_api::api::Network) -> bool {
+    network
+        .multus
+        .as_ref()
+        .is_some_and(|m| m.default != Some(true))
 }
 
 fn trimmed(pod_iface: &str) -> &str {
@@ -59,6 +93,30 @@ pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secondary_network_has_kubevirts_hashed_and_ordinal_names() {
+        let nets: Vec<kvrs_api::api::Network> = serde_json::from_value(serde_json::json!([
+            {"name": "default", "pod": {}},
+            {"name": "blue", "multus": {"networkName": "blue-nad"}},
+            {"name": "secondary", "multus": {"networkName": "sec"}},
+            {"name": "main", "multus": {"networkName": "m", "default": true}},
+        ]))
+        .unwrap();
+        // `printf secondary | sha256sum` starts c0f69e19ba2...
+        assert_eq!(
+            secondary_pod_iface_candidates(&nets, "secondary"),
+            Some(["podc0f69e19ba2".to_string(), "net2".to_string()])
+        );
+        assert_eq!(
+            secondary_pod_iface_candidates(&nets, "blue").map(|c| c[1].clone()),
+            Some("net1".to_string())
+        );
+        assert_eq!(secondary_pod_iface_candidates(&nets, "default"), None);
+        assert_eq!(secondary_pod_iface_candidates(&nets, "main"), None);
+        assert_eq!(tap_name("podc0f69e19ba2", true), "tapc0f69e19ba2");
+        assert_eq!(bridge_name("podc0f69e19ba2"), "k6t-c0f69e19ba2");
+    }
 
     #[test]
     fn names_follow_kubevirts_rules() {

@@ -12,6 +12,7 @@ mod conditions;
 pub(crate) mod data_volumes;
 mod handover;
 mod lifecycle;
+mod network_status;
 pub mod pod;
 mod pod_sync;
 pub mod pvc_info;

@@ -185,13 +185,25 @@ fn update_volume_status(v: &mut Value, pvcs: &[k8s_openapi::api::core::v1::Persi
     super::pvc_info::fill(v, pvcs);
 }
 
-/// Interface status entries for pod-network interfaces (`eth0`), existing entries kept.
-fn update_network_status(v: &mut Value) {
+/// Interface status entries for pod-network interfaces (`eth0`), existing entries kept, and
+/// for secondary Multus networks what KubeVirt's `UpdateVMIStatus` takes from the pod's Multus
+/// `network-status` (see [`super::network_status`]).
+fn update_network_status(v: &mut Value, pod: Option<&Pod>) {
+    let statuses = pod
+        .and_then(|p| meta::annotation(&p.metadata, super::network_status::ANNOTATION))
+        .map(super::network_status::parse)
+        .unwrap_or_default();
+    let secondary = super::network_status::secondary_pod_ifaces(v, &statuses);
     rebuild_status_list(v, "networks", "interfaces", |name, net| {
-        net.get("pod")
-            .is_some()
-            .then(|| json!({"name": name, "podInterfaceName": "eth0"}))
+        if net.get("pod").is_some() {
+            return Some(json!({"name": name, "podInterfaceName": "eth0"}));
+        }
+        secondary
+            .get(name)
+            .filter(|s| s.reported)
+            .map(|s| json!({"name": name, "infoSource": "multus-status", "podInterfaceName": s.pod_iface}))
     });
+    super::network_status::apply_to_existing(v, &secondary);
 }
 
 /// The part of the VMI this step reads and writes, as JSON: the metadata's labels, annotations
@@ -405,7 +417,7 @@ pub(super) fn update_status(
                     }
                     if pod::is_ready(p) && !state::is_deleting(vmi) {
                         update_volume_status(&mut c, w.pvcs);
-                        update_network_status(&mut c);
+                        update_network_status(&mut c, Some(p));
                         set_phase(&mut c, phase::SCHEDULED);
                         let node = pod::node_name(p).to_string();
                         set_label(&mut c, NODE_NAME_LABEL, &node);
@@ -439,7 +451,7 @@ pub(super) fn update_status(
                 set_phase(&mut c, phase::FAILED);
             } else {
                 update_volume_status(&mut c, w.pvcs);
-                update_network_status(&mut c);
+                update_network_status(&mut c, p);
             }
         }
         phase::SCHEDULED => {
