@@ -20,6 +20,9 @@ mod host;
 mod host_disk;
 mod image_volume;
 mod libvirt;
+#[cfg(test)]
+#[path = "libvirt/tests_live.rs"]
+mod libvirt_tests_live;
 mod log;
 mod migration;
 mod network;

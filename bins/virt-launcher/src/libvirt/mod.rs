@@ -19,8 +19,6 @@
 //! wire ABI.
 
 mod client;
-#[cfg(test)]
-mod tests_live;
 mod xdr;
 
 pub use client::Libvirt;

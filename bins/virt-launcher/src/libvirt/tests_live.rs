@@ -1,11 +1,12 @@
 //! The launcher's libvirt path against a real (private, session-mode) libvirtd, through the
-//! [`Libvirt`] trait: whichever client is built in (`Connection`: the XDR client by default,
-//! the `virt` client with `libvirt-virt`) must pass the same test.
+//! [`Libvirt`] trait the launcher's one client (`Connection`, the XDR client) implements.
+//! Declared in main.rs, not in `libvirt/mod.rs`: `examples/libvirt-floor.rs` includes that
+//! module by path, without the launcher's `hooks` this test borrows its daemon from.
 
 use std::time::Duration;
 
-use super::{Connection, Event, Libvirt};
 use crate::hooks::tests_libvirt::Session;
+use crate::libvirt::{Connection, Event, Libvirt};
 
 /// The smallest domain QEMU starts under TCG on this host's architecture: no disks, no
 /// devices the session daemon must create.
