@@ -13,35 +13,14 @@
 //! compared.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use kvrs_core::api::VirtualMachineInstance;
 use kvrs_core::decide::evacuation::{EvictionRequest, EvictionVerdict, admit_eviction};
 use kvrs_core::decide::patch::apply_json_patch;
 use serde_json::{Value, json};
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 fn harness_binary() -> PathBuf {
-    let out = Command::new("bash")
-        .arg(repo_root().join("scripts/evacuation-harness.sh"))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("running scripts/evacuation-harness.sh");
-    assert!(
-        out.status.success(),
-        "scripts/evacuation-harness.sh failed ({}): KubeVirt's harness is needed for this test",
-        out.status
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let path = stdout.lines().last().unwrap_or_default().trim().to_string();
-    assert!(
-        !path.is_empty(),
-        "the harness printed no binary path: {stdout}"
-    );
-    PathBuf::from(path)
+    kvrs_tests::go_harness("scripts/evacuation-harness.sh", "Go and the module proxy")
 }
 
 /// One scenario, as the harness reads it.
@@ -215,24 +194,7 @@ fn kvrs_decides_evictions_as_kubevirts_admitter() {
     let bin = harness_binary();
     let scenarios = scenarios();
     let input = Value::Array(scenarios.iter().map(Scenario::to_json).collect());
-    let mut child = Command::new(&bin)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the harness");
-    {
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.to_string().as_bytes())
-            .unwrap();
-    }
-    let out = child.wait_with_output().expect("the harness's answer");
-    assert!(out.status.success(), "the harness failed: {}", out.status);
-    let answers: Vec<Value> = serde_json::from_slice(&out.stdout).expect("json");
+    let answers: Vec<Value> = kvrs_tests::run_json(&bin, &[], &input);
     assert_eq!(answers.len(), scenarios.len());
     let (mut same, mut marked, mut annotated) = (0, 0, 0);
     let mut differences = Vec::new();
@@ -277,25 +239,7 @@ fn kvrs_decides_evictions_as_kubevirts_admitter() {
 // ---- the evacuation controller ----
 
 fn harness_output(bin: &Path, args: &[&str], input: &Value) -> Vec<Value> {
-    let mut child = Command::new(bin)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the harness");
-    {
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.to_string().as_bytes())
-            .unwrap();
-    }
-    let out = child.wait_with_output().expect("the harness's answer");
-    assert!(out.status.success(), "the harness failed: {}", out.status);
-    serde_json::from_slice(&out.stdout).expect("json")
+    kvrs_tests::run_json(bin, args, input)
 }
 
 /// One node sync: the node, its one VMI (with its pods and migrations) and the configuration.

@@ -29,7 +29,6 @@
 //! `migration`).
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kvrs_core::ClusterConfig;
@@ -973,24 +972,7 @@ fn compare(s: &Scenario, go: &Value) -> Vec<Difference> {
 fn run_harness(scenarios: &[Scenario]) -> Vec<Value> {
     let bin = kvrs_tests::go_harness("scripts/migration-harness.sh", "Go and the module proxy");
     let input = Value::Array(scenarios.iter().map(Scenario::to_json).collect());
-    let mut child = Command::new(&bin)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the harness");
-    {
-        use std::io::Write as _;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.to_string().as_bytes())
-            .unwrap();
-    }
-    let out = child.wait_with_output().expect("the harness's answer");
-    assert!(out.status.success(), "the harness failed: {}", out.status);
-    serde_json::from_slice(&out.stdout).expect("the harness writes JSON")
+    kvrs_tests::run_json(&bin, &[], &input)
 }
 
 #[test]

@@ -34,23 +34,10 @@ fn repo_root() -> PathBuf {
 }
 
 fn harness_binary() -> PathBuf {
-    let out = Command::new("bash")
-        .arg(repo_root().join("scripts/nodelabeller-harness.sh"))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("running scripts/nodelabeller-harness.sh");
-    assert!(
-        out.status.success(),
-        "scripts/nodelabeller-harness.sh failed ({}): KubeVirt's harness is needed for this test",
-        out.status
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let path = stdout.lines().last().unwrap_or_default().trim().to_string();
-    assert!(
-        !path.is_empty(),
-        "the harness printed no binary path: {stdout}"
-    );
-    PathBuf::from(path)
+    kvrs_tests::go_harness(
+        "scripts/nodelabeller-harness.sh",
+        "Go with cgo, libvirt-dev and the module proxy",
+    )
 }
 
 /// A private libvirtd for the test's lifetime (stopped on drop, by its PIDs).

@@ -2,9 +2,13 @@
 //! (or finds in ~/.cache/kvrs) one binary or directory and prints its path on its last line.
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 /// Runs `script` (relative to the repository root) once per test process and returns the path it
 /// printed last. Panics with the script's output when it fails or prints no existing path: the
@@ -39,4 +43,33 @@ pub fn go_harness(script: &str, needs: &str) -> PathBuf {
     );
     built.insert(script.to_string(), printed.clone());
     printed
+}
+
+/// Runs the harness binary `bin` with `args`, `input` as JSON on its standard input, and decodes
+/// the JSON it writes to its standard output (its standard error goes to the test's). Panics
+/// when it fails or writes something else: an oracle comparison never passes without KubeVirt's
+/// answers.
+pub fn run_json<T: DeserializeOwned>(bin: &Path, args: &[&str], input: &Value) -> T {
+    let mut child = Command::new(bin)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run the harness {}: {e}", bin.display()));
+    child
+        .stdin
+        .take()
+        .expect("the harness's standard input")
+        .write_all(input.to_string().as_bytes())
+        .expect("writing the harness's input");
+    let out = child.wait_with_output().expect("the harness's answer");
+    assert!(
+        out.status.success(),
+        "the harness {} failed: {}",
+        bin.display(),
+        out.status
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("the harness {} wrote no JSON: {e}", bin.display()))
 }

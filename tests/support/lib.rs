@@ -7,5 +7,5 @@ pub mod go_harness;
 pub mod go_json;
 
 pub use deliberate::{Deliberate, Difference};
-pub use go_harness::go_harness;
+pub use go_harness::{go_harness, run_json};
 pub use kvrs_corpus::{cases_with, read_json, shared_dir};

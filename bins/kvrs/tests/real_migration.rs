@@ -29,20 +29,18 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::kubectl_json;
 use common::real_node::{Deployed, kubevirt_cr, node_schedulable};
+use common::two_nodes::{Guest, live_migrate_vm, qemu_nodes};
 use kvrs_test_cluster::{NODE_NAME, SECOND_NODE_NAME, wait_for};
-use kvrs_test_guest::pod::{is_root, repo_root};
-use kvrs_test_guest::ticks::{TICK_LOOP, assert_continues, ticks};
+use kvrs_test_guest::pod::is_root;
+use kvrs_test_guest::ticks::{assert_continues, ticks};
 use kvrs_test_guest::virtctl::{self, Virtctl};
 use serde_json::Value;
 
 const NS: &str = "kvrs-real-migration";
-/// The port the guest's busybox httpd listens on.
-const GUEST_PORT: u16 = 8080;
 
 /// The KubeVirt CR README's (emulation where KVM does not run guests), migrations left at
 /// KubeVirt's default: over mutual TLS between the handlers.
@@ -125,158 +123,6 @@ fn assert_migrated_over_tls(d: &Deployed, uid: &str, source: &str, target: &str)
     );
 }
 
-/// The fixture VM with LiveMigrate, an httpd and the tick loop on its console.
-fn vm() -> String {
-    let hello = "              KVRS-E2E: hello from cloud-init";
-    let vm = std::fs::read_to_string(repo_root().join("fixtures/run/guest-vm.yaml"))
-        .expect("the fixture VM")
-        .replace("namespace: default", &format!("namespace: {NS}"));
-    assert!(vm.contains(hello), "the fixture's cloud-init line");
-    let spec = "    spec:\n      domain:\n";
-    assert!(vm.contains(spec), "the fixture's template spec");
-    vm.replace(
-        hello,
-        &format!(
-            "{hello}\n              KVRS-RUN: httpd -p {GUEST_PORT} -h /etc\n              {TICK_LOOP}"
-        ),
-    )
-    .replace(
-        spec,
-        "    spec:\n      evictionStrategy: LiveMigrate\n      domain:\n",
-    )
-}
-
-/// QEMU processes in the two nodes' pods (other tests on this machine may run their own guests
-/// outside them): the first node's pods are under cgroup `kvrs-node/kubepods`, the second's
-/// under `kvrs-node-b/kubepods`.
-fn qemu_processes() -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
-            let cgroup = std::fs::read_to_string(e.path().join("cgroup")).ok()?;
-            let ours = cgroup.contains(":/kvrs-node/kubepods")
-                || cgroup.contains(":/kvrs-node-b/kubepods");
-            (comm.trim().starts_with("qemu-system") && ours).then_some(pid)
-        })
-        .collect()
-}
-
-fn vmi(d: &Deployed) -> Option<Value> {
-    kubectl_json(&d.cluster, &["get", "vmi", "-n", NS, "guest"])
-}
-
-fn launcher_pods(d: &Deployed) -> Vec<Value> {
-    kubectl_json(
-        &d.cluster,
-        &["get", "pods", "-n", NS, "-l", "kubevirt.io=virt-launcher"],
-    )
-    .and_then(|p| p["items"].as_array().cloned())
-    .unwrap_or_default()
-}
-
-/// The launcher pod that is not done on `node` (earlier migrations leave Completed ones).
-fn pod_on(d: &Deployed, node: &str) -> Option<Value> {
-    launcher_pods(d).into_iter().find(|p| {
-        p["spec"]["nodeName"] == node
-            && p["metadata"]["deletionTimestamp"].is_null()
-            && !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
-    })
-}
-
-/// The guest's serial console as the pod's `guest-console-log` container prints it.
-fn console(d: &Deployed, pod: &str) -> String {
-    let out = d.cluster.kubectl([
-        "logs",
-        "-n",
-        NS,
-        pod,
-        "-c",
-        "guest-console-log",
-        "--tail=-1",
-    ]);
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A plain HTTP/1.0 GET over TCP; the body when the server answered 200.
-fn http_get(ip: &str, port: u16, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let addr = format!("{ip}:{port}").parse().ok()?;
-    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {ip}\r\n\r\n").ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let status = head.lines().next()?;
-    (status.starts_with("HTTP/1.") && status.split_whitespace().nth(1) == Some("200"))
-        .then(|| body.to_string())
-}
-
-/// Waits until the guest answers ping and HTTP on `ip`.
-fn wait_answering(d: &Deployed, ip: &str, what: &str) {
-    let body = wait_for(
-        &format!("the guest answering ping and HTTP on {ip} ({what})"),
-        Duration::from_secs(180),
-        || {
-            let ping = Command::new("ping")
-                .args(["-c", "1", "-W", "2", ip])
-                .output()
-                .ok()?;
-            if !ping.status.success() {
-                return None;
-            }
-            http_get(ip, GUEST_PORT, "/os-release")
-        },
-        || d.logs(),
-    );
-    assert!(
-        body.contains(kvrs_test_guest::OS_PRETTY_NAME),
-        "the guest's httpd served its /etc/os-release: {body}"
-    );
-}
-
-fn migration(d: &Deployed, name: &str) -> Option<Value> {
-    kubectl_json(
-        &d.cluster,
-        &["get", "virtualmachineinstancemigration", "-n", NS, name],
-    )
-}
-
-fn create_migration(d: &Deployed, name: &str) {
-    let vmim = format!(
-        "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstanceMigration\nmetadata:\n  name: {name}\n  namespace: {NS}\nspec:\n  vmiName: guest\n"
-    );
-    let out = d.cluster.kubectl_with_stdin(["create", "-f", "-"], &vmim);
-    assert!(
-        out.status.success(),
-        "kubectl create of the migration: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Everything a failing wait prints: the deployment's logs, the migrations, the VMI.
-fn context(d: &Deployed) -> String {
-    let vmims = d.cluster.kubectl([
-        "get",
-        "virtualmachineinstancemigrations",
-        "-n",
-        NS,
-        "-o",
-        "yaml",
-    ]);
-    let vmi = d.cluster.kubectl(["get", "vmi", "-n", NS, "-o", "yaml"]);
-    format!(
-        "{}\n--- migrations\n{}\n--- vmi\n{}",
-        d.logs(),
-        String::from_utf8_lossy(&vmims.stdout),
-        String::from_utf8_lossy(&vmi.stdout)
-    )
-}
-
 #[test]
 fn a_vmim_moves_a_running_guest_to_the_other_real_node() {
     assert!(
@@ -285,6 +131,7 @@ fn a_vmim_moves_a_running_guest_to_the_other_real_node() {
     );
     let use_emulation = kvrs_node::host_devices::kvm_check().is_err();
     let d = Deployed::start_two(NS, &cr(use_emulation));
+    let g = Guest { d: &d, ns: NS };
     for node in [NODE_NAME, SECOND_NODE_NAME] {
         wait_for(
             &format!("{node} schedulable with KubeVirt's devices"),
@@ -298,7 +145,9 @@ fn a_vmim_moves_a_running_guest_to_the_other_real_node() {
         d.wait_emulation_taken();
     }
     d.kubectl_ok(&["create", "namespace", NS]);
-    let out = d.cluster.kubectl_with_stdin(["apply", "-f", "-"], &vm());
+    let out = d
+        .cluster
+        .kubectl_with_stdin(["apply", "-f", "-"], &live_migrate_vm(NS));
     assert!(
         out.status.success(),
         "kubectl apply of the VM: {}",
@@ -309,8 +158,8 @@ fn a_vmim_moves_a_running_guest_to_the_other_real_node() {
     let running = wait_for(
         "the VMI Running",
         Duration::from_secs(300),
-        || vmi(&d).filter(|v| v["status"]["phase"] == "Running"),
-        || context(&d),
+        || g.vmi().filter(|v| v["status"]["phase"] == "Running"),
+        || g.context(),
     );
     let source = running["status"]["nodeName"]
         .as_str()
@@ -321,44 +170,38 @@ fn a_vmim_moves_a_running_guest_to_the_other_real_node() {
     } else {
         NODE_NAME
     };
-    let source_pod = pod_on(&d, &source).expect("the source launcher pod");
+    let source_pod = g.pod_on(&source).expect("the source launcher pod");
     let source_pod_name = source_pod["metadata"]["name"].as_str().unwrap().to_owned();
     let source_ip = source_pod["status"]["podIP"].as_str().unwrap().to_owned();
-    wait_answering(&d, &source_ip, "on the source");
+    g.wait_answering(&source_ip, "on the source");
     let before = wait_for(
         "three ticks on the source's console",
         Duration::from_secs(120),
         || {
-            let t = ticks(&console(&d, &source_pod_name));
+            let t = ticks(&g.console(&source_pod_name));
             (t.len() >= 3).then_some(t)
         },
-        || {
-            format!(
-                "{}\n--- console\n{}",
-                d.logs(),
-                console(&d, &source_pod_name)
-            )
-        },
+        || format!("{}\n--- console\n{}", d.logs(), g.console(&source_pod_name)),
     );
     eprintln!("guest running on {source} ({source_ip}); migrating to {target}");
 
     // The migration, as a user asks for it.
     let begun = Instant::now();
-    create_migration(&d, "move");
+    g.create_migration("move");
     let done = wait_for(
         "the migration Succeeded",
         Duration::from_secs(300),
         || {
-            let m = migration(&d, "move")?;
+            let m = g.migration("move")?;
             match m["status"]["phase"].as_str() {
                 Some("Succeeded") => Some(Ok(m)),
                 Some("Failed") => Some(Err(m)),
                 _ => None,
             }
         },
-        || context(&d),
+        || g.context(),
     )
-    .unwrap_or_else(|m| panic!("the migration failed: {m}\n{}", context(&d)));
+    .unwrap_or_else(|m| panic!("the migration failed: {m}\n{}", g.context()));
     let took = begun.elapsed();
     eprintln!("migration Succeeded in {took:.1?}");
 
@@ -366,13 +209,13 @@ fn a_vmim_moves_a_running_guest_to_the_other_real_node() {
         "the VMI handed to the target node, migration completed",
         Duration::from_secs(60),
         || {
-            vmi(&d).filter(|v| {
+            g.vmi().filter(|v| {
                 v["status"]["nodeName"] == target
                     && v["metadata"]["labels"]["kubevirt.io/nodeName"] == target
                     && v["status"]["migrationState"]["completed"] == true
             })
         },
-        || context(&d),
+        || g.context(),
     );
     let state = &after["status"]["migrationState"];
     assert_ne!(state["failed"], true, "{state}");
@@ -394,36 +237,30 @@ fn a_vmim_moves_a_running_guest_to_the_other_real_node() {
     );
 
     // The guest arrived with its memory: the count goes on, same boot id and RAM pattern.
-    let target_pod = pod_on(&d, target).expect("the target launcher pod");
+    let target_pod = g.pod_on(target).expect("the target launcher pod");
     let target_pod_name = target_pod["metadata"]["name"].as_str().unwrap().to_owned();
     let target_ip = target_pod["status"]["podIP"].as_str().unwrap().to_owned();
     let arrived = wait_for(
         "three ticks on the target's console",
         Duration::from_secs(120),
         || {
-            let log = console(&d, &target_pod_name);
+            let log = g.console(&target_pod_name);
             let t = ticks(&log);
             (t.len() >= 3).then_some((t, log))
         },
-        || {
-            format!(
-                "{}\n--- console\n{}",
-                d.logs(),
-                console(&d, &target_pod_name)
-            )
-        },
+        || format!("{}\n--- console\n{}", d.logs(), g.console(&target_pod_name)),
     );
-    let before_all = ticks(&console(&d, &source_pod_name));
+    let before_all = ticks(&g.console(&source_pod_name));
     assert!(before_all.len() >= before.len());
     assert_continues(&before_all, &arrived.0, &arrived.1);
-    wait_answering(&d, &target_ip, "on the target");
+    g.wait_answering(&target_ip, "on the target");
 
     // The source pod completes; one QEMU runs the guest.
     wait_for(
         "the source pod Succeeded",
         Duration::from_secs(120),
         || {
-            let pods = launcher_pods(&d);
+            let pods = g.launcher_pods();
             let src = pods
                 .iter()
                 .find(|p| p["metadata"]["name"] == source_pod_name.as_str());
@@ -432,10 +269,10 @@ fn a_vmim_moves_a_running_guest_to_the_other_real_node() {
                 Some(p) => (p["status"]["phase"] == "Succeeded").then_some(()),
             }
         },
-        || context(&d),
+        || g.context(),
     );
     assert_eq!(
-        qemu_processes().len(),
+        qemu_nodes().len(),
         1,
         "one QEMU on the machine after the migration"
     );
@@ -502,14 +339,16 @@ fn a_vmim_moves_a_running_guest_to_the_other_real_node() {
         kubeconfig: d.cluster.admin_kubeconfig_path().to_path_buf(),
         namespace: NS.into(),
     };
-    let home_pod = pod_on(&d, home).expect("the launcher pod before virtctl migrate");
+    let home_pod = g
+        .pod_on(home)
+        .expect("the launcher pod before virtctl migrate");
     let home_pod_name = home_pod["metadata"]["name"].as_str().unwrap().to_owned();
-    virtctl.ok_or_tell(&["migrate", "guest"], || context(&d));
+    virtctl.ok_or_tell(&["migrate", "guest"], || g.context());
     wait_for(
         "virtctl's migration Succeeded, the VMI back on the first node",
         Duration::from_secs(300),
         || {
-            let v = vmi(&d)?;
+            let v = g.vmi()?;
             let state = &v["status"]["migrationState"];
             (v["status"]["nodeName"] == away
                 && v["metadata"]["labels"]["kubevirt.io/nodeName"] == away
@@ -517,24 +356,26 @@ fn a_vmim_moves_a_running_guest_to_the_other_real_node() {
                 && state["failed"] != true)
                 .then_some(())
         },
-        || context(&d),
+        || g.context(),
     );
-    let back_pod = pod_on(&d, away).expect("the launcher pod after virtctl migrate");
+    let back_pod = g
+        .pod_on(away)
+        .expect("the launcher pod after virtctl migrate");
     let back_pod_name = back_pod["metadata"]["name"].as_str().unwrap().to_owned();
     let back_ip = back_pod["status"]["podIP"].as_str().unwrap().to_owned();
     let back = wait_for(
         "three ticks after virtctl migrate",
         Duration::from_secs(120),
         || {
-            let log = console(&d, &back_pod_name);
+            let log = g.console(&back_pod_name);
             let t = ticks(&log);
             (t.len() >= 3).then_some((t, log))
         },
-        || context(&d),
+        || g.context(),
     );
-    assert_continues(&ticks(&console(&d, &home_pod_name)), &back.0, &back.1);
-    wait_answering(&d, &back_ip, "after virtctl migrate");
-    assert_eq!(qemu_processes().len(), 1, "one QEMU after virtctl migrate");
+    assert_continues(&ticks(&g.console(&home_pod_name)), &back.0, &back.1);
+    g.wait_answering(&back_ip, "after virtctl migrate");
+    assert_eq!(qemu_nodes().len(), 1, "one QEMU after virtctl migrate");
 
     d.kubectl_ok(&[
         "delete",
@@ -557,25 +398,26 @@ fn interrupted(
     away: &str,
     strike: impl Fn(&Deployed, &str),
 ) -> Value {
-    let pod = pod_on(d, home).expect("the launcher pod at home");
+    let g = Guest { d, ns: NS };
+    let pod = g.pod_on(home).expect("the launcher pod at home");
     let pod_name = pod["metadata"]["name"].as_str().unwrap().to_owned();
     let pod_ip = pod["status"]["podIP"].as_str().unwrap().to_owned();
-    let before = ticks(&console(d, &pod_name));
-    create_migration(d, name);
+    let before = ticks(&g.console(&pod_name));
+    g.create_migration(name);
     let target_pod = wait_for(
         &format!("migration {name} running, its target pod on {away}"),
         Duration::from_secs(180),
         || {
-            let m = migration(d, name)?;
-            let state = &vmi(d)?["status"]["migrationState"];
+            let m = g.migration(name)?;
+            let state = &g.vmi()?["status"]["migrationState"];
             let running = m["status"]["phase"] == "Running"
                 && state["migrationUid"] == m["metadata"]["uid"]
                 && state["startTimestamp"].is_string();
             running
-                .then(|| pod_on(d, away).map(|p| (p, m["metadata"]["uid"].clone())))
+                .then(|| g.pod_on(away).map(|p| (p, m["metadata"]["uid"].clone())))
                 .flatten()
         },
-        || context(d),
+        || g.context(),
     );
     let (target_pod, uid) = target_pod;
     let target_pod_name = target_pod["metadata"]["name"].as_str().unwrap().to_owned();
@@ -584,15 +426,15 @@ fn interrupted(
         &format!("migration {name} ended without moving the guest"),
         Duration::from_secs(240),
         || {
-            let v = vmi(d)?;
+            let v = g.vmi()?;
             let state = &v["status"]["migrationState"];
             let ended = state["migrationUid"] == uid
                 && state["completed"] == true
                 && state["failed"] == true;
-            let no_target = pod_on(d, away).is_none();
+            let no_target = g.pod_on(away).is_none();
             (ended && no_target && v["status"]["nodeName"] == home).then_some(v)
         },
-        || context(d),
+        || g.context(),
     );
     assert_eq!(settled["status"]["phase"], "Running", "{settled}");
     assert_eq!(settled["metadata"]["labels"]["kubevirt.io/nodeName"], home);
@@ -601,10 +443,10 @@ fn interrupted(
         &format!("ticks going on at home after {name}"),
         Duration::from_secs(60),
         || {
-            let t = ticks(&console(d, &pod_name));
+            let t = ticks(&g.console(&pod_name));
             (t.last()?.0 >= before.last()?.0 + 3).then_some(t)
         },
-        || context(d),
+        || g.context(),
     );
     let last_before = before.last().expect("ticks before");
     assert!(
@@ -615,8 +457,8 @@ fn interrupted(
         later.windows(2).all(|w| w[1].0 == w[0].0 + 1),
         "the count at home has a gap: {later:?}"
     );
-    wait_answering(d, &pod_ip, &format!("at home after {name}"));
-    assert_eq!(qemu_processes().len(), 1, "one QEMU after {name}");
+    g.wait_answering(&pod_ip, &format!("at home after {name}"));
+    assert_eq!(qemu_nodes().len(), 1, "one QEMU after {name}");
     eprintln!(
         "{name}: the guest stayed on {home}, ticks {} .. {}",
         last_before.0,

@@ -33,37 +33,16 @@ use std::time::{Duration, Instant};
 use common::kubectl_json;
 use common::real_node::{Deployed, kubevirt_cr, node_schedulable};
 use common::two_nodes::{
-    GUEST_PORT, Guest, other_node, processes_on_node, qemu_nodes, wait_host_model_labels,
+    Guest, live_migrate_vm, other_node, processes_on_node, qemu_nodes, wait_host_model_labels,
 };
 use kvrs_test_cluster::{NODE_NAME, SECOND_NODE_NAME, wait_for};
-use kvrs_test_guest::pod::{is_root, repo_root};
-use kvrs_test_guest::ticks::{TICK_LOOP, assert_continues, ticks};
+use kvrs_test_guest::pod::is_root;
+use kvrs_test_guest::ticks::{assert_continues, ticks};
 use serde_json::Value;
 
 const NS: &str = "kvrs-real-migration-faults";
 /// KubeVirt's annotation on the migrations its evacuation controller creates (the node).
 const EVACUATION_ANNOTATION: &str = "kubevirt.io/evacuationMigration";
-
-/// The fixture VM with LiveMigrate, an httpd and the tick loop on its console.
-fn vm() -> String {
-    let hello = "              KVRS-E2E: hello from cloud-init";
-    let vm = std::fs::read_to_string(repo_root().join("fixtures/run/guest-vm.yaml"))
-        .expect("the fixture VM")
-        .replace("namespace: default", &format!("namespace: {NS}"));
-    assert!(vm.contains(hello), "the fixture's cloud-init line");
-    let spec = "    spec:\n      domain:\n";
-    assert!(vm.contains(spec), "the fixture's template spec");
-    vm.replace(
-        hello,
-        &format!(
-            "{hello}\n              KVRS-RUN: httpd -p {GUEST_PORT} -h /etc\n              {TICK_LOOP}"
-        ),
-    )
-    .replace(
-        spec,
-        "    spec:\n      evictionStrategy: LiveMigrate\n      domain:\n",
-    )
-}
 
 fn name_of(o: &Value) -> String {
     o["metadata"]["name"]
@@ -113,7 +92,9 @@ fn a_drain_and_killed_handlers_never_leave_two_copies_of_the_guest() {
         d.wait_emulation_taken();
     }
     d.kubectl_ok(&["create", "namespace", NS]);
-    let out = d.cluster.kubectl_with_stdin(["apply", "-f", "-"], &vm());
+    let out = d
+        .cluster
+        .kubectl_with_stdin(["apply", "-f", "-"], &live_migrate_vm(NS));
     assert!(
         out.status.success(),
         "kubectl apply of the VM: {}",

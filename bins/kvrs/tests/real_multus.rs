@@ -28,8 +28,8 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::kubectl_json;
 use common::real_node::Deployed;
+use common::{http_get, kubectl_json};
 use kvrs_test_cluster::{NODE_NAME, wait_for};
 use kvrs_test_guest::pod::{is_root, repo_root};
 use serde_json::Value;
@@ -147,21 +147,6 @@ fn nad_manifest() -> String {
         "spec": {"config": config.to_string()},
     })
     .to_string()
-}
-
-/// A plain HTTP/1.0 GET over TCP; the body when the server answered 200.
-fn http_get(ip: &str, port: u16, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let addr = format!("{ip}:{port}").parse().ok()?;
-    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {ip}\r\n\r\n").ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let status = head.lines().next()?;
-    (status.starts_with("HTTP/1.") && status.split_whitespace().nth(1) == Some("200"))
-        .then(|| body.to_string())
 }
 
 fn ping(args: &[&str]) -> bool {

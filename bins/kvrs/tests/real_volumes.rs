@@ -43,8 +43,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::kubectl_json;
 use common::real_node::{Deployed, node_schedulable};
+use common::{http_get, kubectl_json};
 use kvrs_test_cluster::{NODE_NAME, wait_for};
 use kvrs_test_guest::pod::{is_root, repo_root};
 use serde_json::{Value, json};
@@ -396,19 +396,6 @@ impl Deployed {
             },
         )
     }
-}
-
-/// A plain HTTP/1.0 GET; the body when the server answered 200.
-fn http_get(ip: &str, port: u16, path: &str) -> Option<String> {
-    let addr = format!("{ip}:{port}").parse().ok()?;
-    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {ip}\r\n\r\n").ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let status = head.lines().next()?;
-    (status.split_whitespace().nth(1) == Some("200")).then(|| body.to_string())
 }
 
 fn result<'a>(results: &'a BTreeMap<String, String>, key: &str) -> &'a str {

@@ -153,6 +153,21 @@ pub fn launcher_processes() -> usize {
     processes(VM_PROCESSES).len()
 }
 
+/// A plain HTTP/1.0 GET over TCP; the body when the server answered 200.
+pub fn http_get(ip: &str, port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let addr = format!("{ip}:{port}").parse().ok()?;
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {ip}\r\n\r\n").ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status = head.lines().next()?;
+    (status.starts_with("HTTP/1.") && status.split_whitespace().nth(1) == Some("200"))
+        .then(|| body.to_string())
+}
+
 pub fn pings(args: &[&str]) -> bool {
     Command::new("ping")
         .args(["-c", "2", "-W", "2"])

@@ -7,10 +7,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use kvrs_test_cluster::{NODE_NAME, SECOND_NODE_NAME, wait_for};
+use kvrs_test_guest::pod::repo_root;
+use kvrs_test_guest::ticks::TICK_LOOP;
 use serde_json::Value;
 
-use super::kubectl_json;
 use super::real_node::Deployed;
+use super::{http_get, kubectl_json};
 
 /// The port the guest's busybox httpd listens on.
 pub const GUEST_PORT: u16 = 8080;
@@ -48,6 +50,28 @@ pub fn wait_host_model_labels(d: &Deployed) {
             || d.logs(),
         );
     }
+}
+
+/// The fixture VM in namespace `ns` with `evictionStrategy: LiveMigrate`, an httpd on
+/// [`GUEST_PORT`] and the tick loop (counter, boot id, RAM pattern) on its console.
+pub fn live_migrate_vm(ns: &str) -> String {
+    let hello = "              KVRS-E2E: hello from cloud-init";
+    let vm = std::fs::read_to_string(repo_root().join("fixtures/run/guest-vm.yaml"))
+        .expect("the fixture VM")
+        .replace("namespace: default", &format!("namespace: {ns}"));
+    assert!(vm.contains(hello), "the fixture's cloud-init line");
+    let spec = "    spec:\n      domain:\n";
+    assert!(vm.contains(spec), "the fixture's template spec");
+    vm.replace(
+        hello,
+        &format!(
+            "{hello}\n              KVRS-RUN: httpd -p {GUEST_PORT} -h /etc\n              {TICK_LOOP}"
+        ),
+    )
+    .replace(
+        spec,
+        "    spec:\n      evictionStrategy: LiveMigrate\n      domain:\n",
+    )
 }
 
 /// The other one of the two real nodes.
@@ -261,19 +285,4 @@ impl Guest<'_> {
             qemu_per_node(),
         )
     }
-}
-
-/// A plain HTTP/1.0 GET over TCP; the body when the server answered 200.
-pub fn http_get(ip: &str, port: u16, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let addr = format!("{ip}:{port}").parse().ok()?;
-    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {ip}\r\n\r\n").ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let status = head.lines().next()?;
-    (status.starts_with("HTTP/1.") && status.split_whitespace().nth(1) == Some("200"))
-        .then(|| body.to_string())
 }
