@@ -404,22 +404,7 @@ fn interrupted(
     let pod_ip = pod["status"]["podIP"].as_str().unwrap().to_owned();
     let before = ticks(&g.console(&pod_name));
     g.create_migration(name);
-    let target_pod = wait_for(
-        &format!("migration {name} running, its target pod on {away}"),
-        Duration::from_secs(180),
-        || {
-            let m = g.migration(name)?;
-            let state = &g.vmi()?["status"]["migrationState"];
-            let running = m["status"]["phase"] == "Running"
-                && state["migrationUid"] == m["metadata"]["uid"]
-                && state["startTimestamp"].is_string();
-            running
-                .then(|| g.pod_on(away).map(|p| (p, m["metadata"]["uid"].clone())))
-                .flatten()
-        },
-        || g.context(),
-    );
-    let (target_pod, uid) = target_pod;
+    let (target_pod, uid) = g.wait_migration_running(name, away);
     let target_pod_name = target_pod["metadata"]["name"].as_str().unwrap().to_owned();
     strike(d, &target_pod_name);
     let settled = wait_for(

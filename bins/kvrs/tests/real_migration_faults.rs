@@ -309,21 +309,7 @@ fn handler_killed(g: &Guest, name: &str, home: &'static str, side: Side) -> &'st
     assert!(!before.is_empty(), "ticks at home before {name}");
     check_qemu(g, false, &format!("before {name}"));
     g.create_migration(name);
-    let (target_pod, uid) = wait_for(
-        &format!("migration {name} running, its target pod on {away}"),
-        Duration::from_secs(180),
-        || {
-            let m = g.migration(name)?;
-            let state = &g.vmi()?["status"]["migrationState"];
-            let running = m["status"]["phase"] == "Running"
-                && state["migrationUid"] == m["metadata"]["uid"]
-                && state["startTimestamp"].is_string();
-            running
-                .then(|| g.pod_on(away).map(|p| (p, m["metadata"]["uid"].clone())))
-                .flatten()
-        },
-        || g.context(),
-    );
+    let (target_pod, uid) = g.wait_migration_running(name, away);
     let target_pod_name = name_of(&target_pod);
 
     let victim = match side {

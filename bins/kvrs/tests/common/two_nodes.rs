@@ -210,6 +210,26 @@ impl Guest<'_> {
         );
     }
 
+    /// Waits until migration `name` runs — its phase Running and the VMI's `migrationState`
+    /// naming it as started — and its target pod is on `away`: (that pod, the migration's UID).
+    pub fn wait_migration_running(&self, name: &str, away: &str) -> (Value, Value) {
+        wait_for(
+            &format!("migration {name} running, its target pod on {away}"),
+            Duration::from_secs(180),
+            || {
+                let m = self.migration(name)?;
+                let state = &self.vmi()?["status"]["migrationState"];
+                let running = m["status"]["phase"] == "Running"
+                    && state["migrationUid"] == m["metadata"]["uid"]
+                    && state["startTimestamp"].is_string();
+                running
+                    .then(|| self.pod_on(away).map(|p| (p, m["metadata"]["uid"].clone())))
+                    .flatten()
+            },
+            || self.context(),
+        )
+    }
+
     /// Waits until the guest answers ping and HTTP on `ip`.
     pub fn wait_answering(&self, ip: &str, what: &str) {
         let body = wait_for(
