@@ -32,8 +32,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::kubectl_json;
-use common::real_node::{Deployed, kubevirt_cr, node_schedulable};
-use common::two_nodes::{Guest, live_migrate_vm, qemu_nodes};
+use common::real_node::{Deployed, kubevirt_cr};
+use common::two_nodes::{Guest, deploy_with_guest, qemu_nodes};
 use kvrs_test_cluster::{NODE_NAME, SECOND_NODE_NAME, wait_for};
 use kvrs_test_guest::pod::is_root;
 use kvrs_test_guest::ticks::{assert_continues, ticks};
@@ -130,29 +130,8 @@ fn a_vmim_moves_a_running_guest_to_the_other_real_node() {
         "the real nodes run containerd, runc and the kubelet: run as root"
     );
     let use_emulation = kvrs_node::host_devices::kvm_check().is_err();
-    let d = Deployed::start_two(NS, &cr(use_emulation));
+    let d = deploy_with_guest(NS, &cr(use_emulation), use_emulation);
     let g = Guest { d: &d, ns: NS };
-    for node in [NODE_NAME, SECOND_NODE_NAME] {
-        wait_for(
-            &format!("{node} schedulable with KubeVirt's devices"),
-            Duration::from_secs(120),
-            || kubectl_json(&d.cluster, &["get", "node", node]).filter(node_schedulable),
-            || d.logs(),
-        );
-    }
-    common::two_nodes::wait_host_model_labels(&d);
-    if use_emulation {
-        d.wait_emulation_taken();
-    }
-    d.kubectl_ok(&["create", "namespace", NS]);
-    let out = d
-        .cluster
-        .kubectl_with_stdin(["apply", "-f", "-"], &live_migrate_vm(NS));
-    assert!(
-        out.status.success(),
-        "kubectl apply of the VM: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 
     // Running on one node (the scheduler's choice): the source.
     let running = wait_for(
@@ -174,15 +153,7 @@ fn a_vmim_moves_a_running_guest_to_the_other_real_node() {
     let source_pod_name = source_pod["metadata"]["name"].as_str().unwrap().to_owned();
     let source_ip = source_pod["status"]["podIP"].as_str().unwrap().to_owned();
     g.wait_answering(&source_ip, "on the source");
-    let before = wait_for(
-        "three ticks on the source's console",
-        Duration::from_secs(120),
-        || {
-            let t = ticks(&g.console(&source_pod_name));
-            (t.len() >= 3).then_some(t)
-        },
-        || format!("{}\n--- console\n{}", d.logs(), g.console(&source_pod_name)),
-    );
+    let (before, _) = g.wait_ticks(&source_pod_name, "on the source's console");
     eprintln!("guest running on {source} ({source_ip}); migrating to {target}");
 
     // The migration, as a user asks for it.
@@ -240,16 +211,7 @@ fn a_vmim_moves_a_running_guest_to_the_other_real_node() {
     let target_pod = g.pod_on(target).expect("the target launcher pod");
     let target_pod_name = target_pod["metadata"]["name"].as_str().unwrap().to_owned();
     let target_ip = target_pod["status"]["podIP"].as_str().unwrap().to_owned();
-    let arrived = wait_for(
-        "three ticks on the target's console",
-        Duration::from_secs(120),
-        || {
-            let log = g.console(&target_pod_name);
-            let t = ticks(&log);
-            (t.len() >= 3).then_some((t, log))
-        },
-        || format!("{}\n--- console\n{}", d.logs(), g.console(&target_pod_name)),
-    );
+    let arrived = g.wait_ticks(&target_pod_name, "on the target's console");
     let before_all = ticks(&g.console(&source_pod_name));
     assert!(before_all.len() >= before.len());
     assert_continues(&before_all, &arrived.0, &arrived.1);
@@ -363,16 +325,7 @@ fn a_vmim_moves_a_running_guest_to_the_other_real_node() {
         .expect("the launcher pod after virtctl migrate");
     let back_pod_name = back_pod["metadata"]["name"].as_str().unwrap().to_owned();
     let back_ip = back_pod["status"]["podIP"].as_str().unwrap().to_owned();
-    let back = wait_for(
-        "three ticks after virtctl migrate",
-        Duration::from_secs(120),
-        || {
-            let log = g.console(&back_pod_name);
-            let t = ticks(&log);
-            (t.len() >= 3).then_some((t, log))
-        },
-        || g.context(),
-    );
+    let back = g.wait_ticks(&back_pod_name, "after virtctl migrate");
     assert_continues(&ticks(&g.console(&home_pod_name)), &back.0, &back.1);
     g.wait_answering(&back_ip, "after virtctl migrate");
     assert_eq!(qemu_nodes().len(), 1, "one QEMU after virtctl migrate");

@@ -30,12 +30,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::kubectl_json;
-use common::real_node::{Deployed, kubevirt_cr, node_schedulable};
-use common::two_nodes::{
-    Guest, live_migrate_vm, other_node, processes_on_node, qemu_nodes, wait_host_model_labels,
-};
-use kvrs_test_cluster::{NODE_NAME, SECOND_NODE_NAME, wait_for};
+use common::real_node::kubevirt_cr;
+use common::two_nodes::{Guest, deploy_with_guest, other_node, processes_on_node, qemu_nodes};
+use kvrs_test_cluster::wait_for;
 use kvrs_test_guest::pod::is_root;
 use kvrs_test_guest::ticks::{assert_continues, ticks};
 use serde_json::Value;
@@ -78,28 +75,7 @@ fn a_drain_and_killed_handlers_never_leave_two_copies_of_the_guest() {
         "the real nodes run containerd, runc and the kubelet: run as root"
     );
     let use_emulation = kvrs_node::host_devices::kvm_check().is_err();
-    let d = Deployed::start_two(NS, &kubevirt_cr(use_emulation));
-    for node in [NODE_NAME, SECOND_NODE_NAME] {
-        wait_for(
-            &format!("{node} schedulable with KubeVirt's devices"),
-            Duration::from_secs(120),
-            || kubectl_json(&d.cluster, &["get", "node", node]).filter(node_schedulable),
-            || d.logs(),
-        );
-    }
-    wait_host_model_labels(&d);
-    if use_emulation {
-        d.wait_emulation_taken();
-    }
-    d.kubectl_ok(&["create", "namespace", NS]);
-    let out = d
-        .cluster
-        .kubectl_with_stdin(["apply", "-f", "-"], &live_migrate_vm(NS));
-    assert!(
-        out.status.success(),
-        "kubectl apply of the VM: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let d = deploy_with_guest(NS, &kubevirt_cr(use_emulation), use_emulation);
     let g = Guest { d: &d, ns: NS };
 
     let running = wait_for(
@@ -114,12 +90,7 @@ fn a_drain_and_killed_handlers_never_leave_two_copies_of_the_guest() {
         .to_owned();
     let pod = g.pod_on(&source).expect("the launcher pod");
     g.wait_answering(&ip_of(&pod), "before the drain");
-    wait_for(
-        "three ticks on the console",
-        Duration::from_secs(120),
-        || (ticks(&g.console(&name_of(&pod))).len() >= 3).then_some(()),
-        || g.context(),
-    );
+    g.wait_ticks(&name_of(&pod), "on the console");
     check_qemu(&g, false, "with the guest booted");
 
     let home = drain(&g, &source);
@@ -254,16 +225,7 @@ fn drain(g: &Guest, source: &str) -> &'static str {
         .pod_on(target)
         .expect("the launcher pod on the other node");
     let new_name = name_of(&new_pod);
-    let arrived = wait_for(
-        "three ticks on the other node's console",
-        Duration::from_secs(120),
-        || {
-            let log = g.console(&new_name);
-            let t = ticks(&log);
-            (t.len() >= 3).then_some((t, log))
-        },
-        || g.context(),
-    );
+    let arrived = g.wait_ticks(&new_name, "on the other node's console");
     assert_continues(&before_all, &arrived.0, &arrived.1);
     g.wait_answering(&ip_of(&new_pod), "after the drain");
 
@@ -423,16 +385,7 @@ fn handler_killed(g: &Guest, name: &str, home: &'static str, side: Side) -> &'st
             "the migration's target pod runs it"
         );
         let before_all = ticks(&g.console(&pod_name));
-        let arrived = wait_for(
-            &format!("three ticks on {now} after {name}"),
-            Duration::from_secs(120),
-            || {
-                let log = g.console(&now_name);
-                let t = ticks(&log);
-                (t.len() >= 3).then_some((t, log))
-            },
-            || g.context(),
-        );
+        let arrived = g.wait_ticks(&now_name, &format!("on {now} after {name}"));
         assert_continues(&before_all, &arrived.0, &arrived.1);
     } else {
         assert_eq!(now_name, pod_name, "the source pod still runs it");

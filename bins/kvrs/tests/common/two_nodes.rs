@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use kvrs_test_cluster::{NODE_NAME, SECOND_NODE_NAME, wait_for};
 use kvrs_test_guest::pod::repo_root;
-use kvrs_test_guest::ticks::TICK_LOOP;
+use kvrs_test_guest::ticks::{TICK_LOOP, ticks};
 use serde_json::Value;
 
-use super::real_node::Deployed;
+use super::real_node::{Deployed, node_schedulable};
 use super::{http_get, kubectl_json};
 
 /// The port the guest's busybox httpd listens on.
@@ -72,6 +72,36 @@ pub fn live_migrate_vm(ns: &str) -> String {
         spec,
         "    spec:\n      evictionStrategy: LiveMigrate\n      domain:\n",
     )
+}
+
+/// kvrs deployed on both real nodes with the KubeVirt CR `cr` (`Deployed::start_two`), both
+/// nodes schedulable with KubeVirt's devices and labelled with their host CPU model (the
+/// emulation taken where KVM does not run guests), and the [`live_migrate_vm`] applied in
+/// namespace `ns`.
+pub fn deploy_with_guest(ns: &'static str, cr: &str, use_emulation: bool) -> Deployed {
+    let d = Deployed::start_two(ns, cr);
+    for node in [NODE_NAME, SECOND_NODE_NAME] {
+        wait_for(
+            &format!("{node} schedulable with KubeVirt's devices"),
+            Duration::from_secs(120),
+            || kubectl_json(&d.cluster, &["get", "node", node]).filter(node_schedulable),
+            || d.logs(),
+        );
+    }
+    wait_host_model_labels(&d);
+    if use_emulation {
+        d.wait_emulation_taken();
+    }
+    d.kubectl_ok(&["create", "namespace", ns]);
+    let out = d
+        .cluster
+        .kubectl_with_stdin(["apply", "-f", "-"], &live_migrate_vm(ns));
+    assert!(
+        out.status.success(),
+        "kubectl apply of the VM: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    d
 }
 
 /// The other one of the two real nodes.
@@ -227,6 +257,20 @@ impl Guest<'_> {
                     .flatten()
             },
             || self.context(),
+        )
+    }
+
+    /// Waits for three ticks of the guest's loop on `pod`'s console: (the ticks, the console).
+    pub fn wait_ticks(&self, pod: &str, what: &str) -> (Vec<(u64, String)>, String) {
+        wait_for(
+            &format!("three ticks {what}"),
+            Duration::from_secs(120),
+            || {
+                let log = self.console(pod);
+                let t = ticks(&log);
+                (t.len() >= 3).then_some((t, log))
+            },
+            || format!("{}\n--- console\n{}", self.context(), self.console(pod)),
         )
     }
 
