@@ -101,6 +101,11 @@ const MODULES: &[&str] = &[
     "drivers/virtio/virtio_pci",
     "drivers/char/virtio_console",
     "drivers/block/virtio_blk",
+    // Hotplugged disks arrive on KubeVirt's virtio-scsi controller (its default hotplug bus).
+    "drivers/scsi/scsi_common",
+    "drivers/scsi/scsi_mod",
+    "drivers/scsi/sd_mod",
+    "drivers/scsi/virtio_scsi",
     "drivers/cdrom/cdrom",
     "fs/isofs/isofs",
     "drivers/acpi/button",
@@ -161,8 +166,8 @@ impl Kernel {
     fn dir_name(self) -> &'static str {
         // Versioned: a change of /init below must not reuse an old cached initramfs.
         match self {
-            Kernel::Cloud => "kvrs-e2e-guest-v8",
-            Kernel::Generic => "kvrs-e2e-guest-generic-v8",
+            Kernel::Cloud => "kvrs-e2e-guest-v9",
+            Kernel::Generic => "kvrs-e2e-guest-generic-v9",
         }
     }
 }
