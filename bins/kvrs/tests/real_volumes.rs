@@ -37,22 +37,24 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::real_node::{Deployed, node_schedulable};
+use common::volumes::{
+    Cleanup, MIB, claim, guest_vm, kubevirt_disk_img_size, local_claim, loop_device, read_at,
+    write_at,
+};
 use common::{http_get, kubectl_json};
 use kvrs_test_cluster::{NODE_NAME, wait_for};
-use kvrs_test_guest::pod::{is_root, repo_root};
+use kvrs_test_guest::pod::is_root;
 use serde_json::{Value, json};
 
 const NS: &str = "kvrs-real-volumes";
 /// The port of the guest's busybox httpd, serving `/srv`.
 const GUEST_PORT: u16 = 8080;
-const MIB: u64 = 1024 * 1024;
 /// What the guest writes at the start of each claim (12 bytes each).
 const FS_DATA: &str = "KVRS-DATA-OK";
 const BLOCK_DATA: &str = "KVRS-BLCK-OK";
@@ -81,138 +83,6 @@ const DISKS: [(&str, &str); 7] = [
 const EMPTY_DISK_MIB: u64 = 16;
 /// How much of the mismatched block volume the test compares before and after.
 const KEPT_BYTES: usize = 2 * 1024 * 1024;
-
-/// A path removed (or a loop device detached, a tmpfs unmounted) when the test ends.
-enum Cleanup {
-    Loop(PathBuf),
-    Unmount(PathBuf),
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = match self {
-            Cleanup::Loop(dev) => Command::new("losetup").arg("-d").arg(dev).status(),
-            Cleanup::Unmount(dir) => Command::new("umount").arg(dir).status(),
-        };
-    }
-}
-
-/// A `size`-byte sparse file behind a new loop device; the device detached on drop.
-fn loop_device(backing: &Path, size: u64) -> (PathBuf, Cleanup) {
-    assert!(
-        Path::new("/dev/loop-control").exists(),
-        "no /dev/loop-control: this machine cannot make the loop device a block PV needs"
-    );
-    std::fs::File::create(backing)
-        .and_then(|f| f.set_len(size))
-        .expect("the loop device's backing file");
-    let out = Command::new("losetup")
-        .args(["--find", "--show"])
-        .arg(backing)
-        .output()
-        .expect("running losetup");
-    assert!(out.status.success(), "losetup --find --show: {out:?}");
-    let dev = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    (dev.clone(), Cleanup::Loop(dev))
-}
-
-/// Writes `text` at `offset` of a file or device and syncs it.
-fn write_at(path: &Path, offset: u64, text: &[u8]) {
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
-    f.seek(SeekFrom::Start(offset)).unwrap();
-    f.write_all(text).unwrap();
-    f.sync_all().unwrap();
-}
-
-fn read_at(path: &Path, offset: u64, len: usize) -> Vec<u8> {
-    let mut f =
-        std::fs::File::open(path).unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
-    f.seek(SeekFrom::Start(offset)).unwrap();
-    let mut buf = vec![0; len];
-    f.read_exact(&mut buf).unwrap();
-    buf
-}
-
-/// A `local` PV on the node (`path`: a directory, or a block device with `mode` Block) and the
-/// claim pinned to it.
-fn local_claim(
-    name: &str,
-    path: &Path,
-    mode: &str,
-    capacity: &str,
-    request: &str,
-    host: &str,
-) -> String {
-    let pv = json!({
-        "apiVersion": "v1", "kind": "PersistentVolume",
-        "metadata": {"name": format!("{NS}-{name}")},
-        "spec": {
-            "capacity": {"storage": capacity},
-            "accessModes": ["ReadWriteOnce"],
-            "volumeMode": mode,
-            "persistentVolumeReclaimPolicy": "Retain",
-            "storageClassName": "",
-            "local": {"path": path.to_str().unwrap()},
-            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "kubernetes.io/hostname", "operator": "In", "values": [host]}
-            ]}]}}
-        }
-    });
-    json!({"apiVersion": "v1", "kind": "List", "items": [pv, claim(name, mode, request)]})
-        .to_string()
-}
-
-fn claim(name: &str, mode: &str, request: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "volumeMode": mode,
-            "storageClassName": "",
-            "volumeName": format!("{NS}-{name}"),
-            "resources": {"requests": {"storage": request}}
-        }
-    })
-}
-
-/// The fixture VM (`fixtures/run/guest-vm.yaml`) named `name` in [`NS`], with `disks` (virtio,
-/// after the cloud-init disk), `volumes` (YAML list items, 8-space indented) and `run` as the
-/// guest's `KVRS-RUN:` lines.
-fn vm(name: &str, disks: &[&str], volumes: &str, run: &[String]) -> String {
-    let fixture = std::fs::read_to_string(repo_root().join("fixtures/run/guest-vm.yaml"))
-        .expect("the fixture VM");
-    let cloud_init_disk =
-        "            - name: cloudinitdisk\n              disk:\n                bus: virtio\n";
-    let hello = "              KVRS-E2E: hello from cloud-init\n";
-    for part in [
-        cloud_init_disk,
-        hello,
-        "  name: guest\n",
-        "namespace: default",
-    ] {
-        assert!(fixture.contains(part), "the fixture has {part:?}");
-    }
-    let disks: String = disks
-        .iter()
-        .map(|d| {
-            format!("            - name: {d}\n              disk:\n                bus: virtio\n")
-        })
-        .collect();
-    let run: String = run
-        .iter()
-        .map(|l| format!("              KVRS-RUN: {l}\n"))
-        .collect();
-    fixture
-        .replace("namespace: default", &format!("namespace: {NS}"))
-        .replacen("  name: guest\n", &format!("  name: {name}\n"), 1)
-        .replace(cloud_init_disk, &format!("{cloud_init_disk}{disks}"))
-        .replace(hello, &format!("{hello}{run}"))
-        + volumes
-}
 
 /// The guest's checks of every disk of [`DISKS`]; the results land in `/srv/r` (written last,
 /// by a rename) and httpd serves `/srv`.
@@ -266,55 +136,6 @@ fn volumes() -> String {
 }
 
 impl Deployed {
-    fn apply(&self, text: &str) {
-        let out = self.cluster.kubectl_with_stdin(["apply", "-f", "-"], text);
-        assert!(
-            out.status.success(),
-            "kubectl apply: {}\n{text}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    fn get(&self, kind: &str, name: &str) -> Option<Value> {
-        kubectl_json(&self.cluster, &["get", kind, "-n", NS, name])
-    }
-
-    /// `PUT` of the VM subresource `verb` (`start`, `stop`) through the aggregated API.
-    fn vm_subresource(&self, name: &str, verb: &str) {
-        let path = format!(
-            "/apis/subresources.kubevirt.io/v1/namespaces/{NS}/virtualmachines/{name}/{verb}"
-        );
-        let out = self
-            .cluster
-            .kubectl_with_stdin(["replace", "--raw", &path, "-f", "-"], "{}");
-        assert!(
-            out.status.success(),
-            "{verb} of {name}: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            self.logs()
-        );
-    }
-
-    /// The live launcher pod of VMI `name`, if any.
-    fn launcher_of(&self, name: &str) -> Option<Value> {
-        let pods = kubectl_json(
-            &self.cluster,
-            &[
-                "get",
-                "pods",
-                "-n",
-                NS,
-                "-l",
-                &format!("vm.kubevirt.io/name={name}"),
-            ],
-        )?;
-        pods["items"]
-            .as_array()?
-            .iter()
-            .find(|p| p["metadata"]["deletionTimestamp"].is_null())
-            .cloned()
-    }
-
     /// Waits for VMI `name` Running and its guest's results; returns them and the pod.
     fn boot_results(&self, name: &str, round: &str) -> (BTreeMap<String, String>, Value) {
         let started = Instant::now();
@@ -365,15 +186,6 @@ impl Deployed {
         (results, pod)
     }
 
-    fn wait_vm_down(&self, name: &str) {
-        wait_for(
-            &format!("the VM {name} stopped: no VMI, no launcher pod"),
-            Duration::from_secs(240),
-            || (self.get("vmi", name).is_none() && self.launcher_of(name).is_none()).then_some(()),
-            || self.logs(),
-        );
-    }
-
     /// The VMI `name`'s condition `kind`, once `pick` accepts it.
     fn wait_condition(&self, name: &str, kind: &str, pick: impl Fn(&Value) -> bool) -> Value {
         wait_for(
@@ -402,32 +214,6 @@ fn result<'a>(results: &'a BTreeMap<String, String>, key: &str) -> &'a str {
     results
         .get(key)
         .unwrap_or_else(|| panic!("the guest reported no {key:?}: {results:?}"))
-}
-
-/// The `storage` quantity of a claim's `field` (`spec.resources.requests`, `status.capacity`)
-/// in bytes; only the binary suffixes the test's objects use.
-fn storage_bytes(q: &Value) -> u64 {
-    let q = q
-        .as_str()
-        .unwrap_or_else(|| panic!("a storage quantity: {q}"));
-    let (n, unit) = q.split_at(q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len()));
-    let n: u64 = n.parse().unwrap_or_else(|_| panic!("quantity {q}"));
-    n * match unit {
-        "" => 1,
-        "Ki" => 1024,
-        "Mi" => MIB,
-        "Gi" => 1024 * MIB,
-        other => panic!("unexpected unit {other} in {q}"),
-    }
-}
-
-/// KubeVirt's `disk.img` size for a bound claim (host-disk): the request, or the capacity when
-/// smaller, rounded down to a whole MiB.
-fn kubevirt_disk_img_size(pvc: &Value) -> u64 {
-    let request = storage_bytes(&pvc["spec"]["resources"]["requests"]["storage"]);
-    let capacity = storage_bytes(&pvc["status"]["capacity"]["storage"]);
-    let size = request.min(capacity);
-    size - size % MIB
 }
 
 /// The labels of the downward API's `labels` file (`key="value"` lines, Go-quoted values).
@@ -484,6 +270,7 @@ fn every_volume_type_boots_on_the_real_node_and_claims_keep_their_data() {
 
     // The objects the guest's disks come from.
     deployed.apply(&local_claim(
+        NS,
         "data",
         &fs_dir,
         "Filesystem",
@@ -492,7 +279,7 @@ fn every_volume_type_boots_on_the_real_node_and_claims_keep_their_data() {
         &host,
     ));
     deployed.apply(&local_claim(
-        "blk", &block_dev, "Block", "64Mi", "64Mi", &host,
+        NS, "blk", &block_dev, "Block", "64Mi", "64Mi", &host,
     ));
     deployed.apply(
         &json!({"apiVersion": "v1", "kind": "List", "items": [
@@ -508,22 +295,13 @@ fn every_volume_type_boots_on_the_real_node_and_claims_keep_their_data() {
         .to_string(),
     );
     for claim in ["data", "blk"] {
-        wait_for(
-            &format!("the claim {claim} Bound by the PV binder"),
-            Duration::from_secs(120),
-            || {
-                deployed
-                    .get("pvc", claim)
-                    .filter(|p| p["status"]["phase"] == "Bound")
-            },
-            || deployed.logs(),
-        );
+        deployed.wait_claim_bound(claim);
     }
     let data_pvc = deployed.get("pvc", "data").expect("the data claim");
     let img_size = kubevirt_disk_img_size(&data_pvc);
 
     let disks: Vec<&str> = DISKS.iter().map(|(d, _)| *d).collect();
-    deployed.apply(&vm("guest", &disks, &volumes(), &guest_checks()));
+    deployed.apply(&guest_vm(NS, "guest", &disks, &volumes(), &guest_checks()));
 
     // First boot: the config disks as the API holds them, empty claims written.
     let (first, pod) = deployed.boot_results("guest", "first boot");
@@ -678,6 +456,7 @@ fn bad_input(
     let device_before = read_at(mismatch_dev, 0, KEPT_BYTES);
 
     deployed.apply(&local_claim(
+        NS,
         "small",
         small_dir,
         "Filesystem",
@@ -686,9 +465,9 @@ fn bad_input(
         host,
     ));
     // A filesystem claim pinned to a block volume (the PV's mode differs from the claim's).
-    let pv = local_claim("mismatch", mismatch_dev, "Block", "64Mi", "64Mi", host);
+    let pv = local_claim(NS, "mismatch", mismatch_dev, "Block", "64Mi", "64Mi", host);
     let mut list: Value = serde_json::from_str(&pv).unwrap();
-    list["items"][1] = claim("mismatch", "Filesystem", "64Mi");
+    list["items"][1] = claim(NS, "mismatch", "Filesystem", "64Mi");
     deployed.apply(&list.to_string());
     let one_disk = |claim: &str| {
         format!(
@@ -700,20 +479,11 @@ fn bad_input(
         ("orphan", "late-claim"),
         ("mismatch", "mismatch"),
     ] {
-        deployed.apply(&vm(name, &["data"], &one_disk(claim), &[]));
+        deployed.apply(&guest_vm(NS, name, &["data"], &one_disk(claim), &[]));
     }
 
     // Too small: the launcher refuses to make disk.img, the handler reports it.
-    let small_pvc = wait_for(
-        "the claim small Bound",
-        Duration::from_secs(120),
-        || {
-            deployed
-                .get("pvc", "small")
-                .filter(|p| p["status"]["phase"] == "Bound")
-        },
-        || deployed.logs(),
-    );
+    let small_pvc = deployed.wait_claim_bound("small");
     let demanded = kubevirt_disk_img_size(&small_pvc);
     let sync = deployed.wait_condition("small", "Synchronized", |c| c["status"] == "False");
     assert_eq!(
@@ -765,6 +535,7 @@ fn bad_input(
     );
     // The claim appears: the same VMI gets its pod and runs.
     deployed.apply(&local_claim(
+        NS,
         "late-claim",
         late_dir,
         "Filesystem",

@@ -23,6 +23,7 @@ use serde_json::Value;
 
 pub mod real_node;
 pub mod two_nodes;
+pub mod volumes;
 
 pub const NODE: &str = "kvrs-cluster-node";
 pub const NS: &str = "kvrs-cluster";
