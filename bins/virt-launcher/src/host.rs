@@ -140,6 +140,10 @@ pub async fn converter_context(
         .collect();
     ctx.volumes_discard_ignore = options.preallocated_volumes.clone();
 
+    // KubeVirt's HotplugVolumes: every volume with a hotplug status gets its disk from the
+    // pod's hotplug directory, and is a block volume when virt-handler put a device node there
+    // (`isHotplugBlockDeviceVolume`) rather than under /dev.
+    ctx.hotplug_volumes = crate::hotplug::hotplug_volumes(vmi);
     for (index, volume) in vmi.spec.volumes.iter().flatten().enumerate() {
         check_name("volume name", &volume.name)?;
         if volume.container_disk.is_some() {
@@ -154,7 +158,11 @@ pub async fn converter_context(
             ctx.disk_formats
                 .insert(volume.name.clone(), image_format(&path).await?);
         }
-        let block = is_block_device(&Path::new("/dev").join(&volume.name));
+        let block = if ctx.hotplug_volumes.contains(&volume.name) {
+            is_block_device(&flags.hotplug_disk_dir.join(&volume.name))
+        } else {
+            is_block_device(&Path::new("/dev").join(&volume.name))
+        };
         if block && (volume.persistent_volume_claim.is_some() || volume.ephemeral.is_some()) {
             ctx.block_pvcs.insert(volume.name.clone());
         }

@@ -18,6 +18,7 @@ mod fs_freeze;
 mod hooks;
 mod host;
 mod host_disk;
+mod hotplug;
 mod image_volume;
 mod libvirt;
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! Every command that changes the domain runs under one lock, so repeated or concurrent syncs of
 //! the same VMI see each other's result (a second sync of a running domain is a no-op).
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,9 +18,9 @@ use crate::events::Notice;
 use crate::flags::Flags;
 use crate::fs_freeze::{self, FreezeStatus};
 use crate::hooks::HookSidecars;
-use crate::libvirt::{Connection, DomainRef, Libvirt, LibvirtError};
+use crate::libvirt::{Connection, DEVICE_MODIFY_LIVE_AND_CONFIG, DomainRef, Libvirt, LibvirtError};
 use crate::state::{AgentStatus, Owner, domain_json};
-use crate::{host, image_volume, log, network, prestart};
+use crate::{host, hotplug, image_volume, log, network, prestart};
 
 /// `VIR_ERR_OPERATION_INVALID`: e.g. destroying a domain that is not running.
 const ERR_OPERATION_INVALID: i32 = 55;
@@ -236,6 +235,8 @@ impl Launcher {
             .map_err(CmdError::Failed)?;
         let mut domain = kvrs_converter::convert(&cmd.vmi, &ctx)
             .map_err(|e| failed("convert VMI to domain", e))?;
+        // KubeVirt's converter leaves out a hotplugged disk until its volume is in the pod.
+        hotplug::drop_unmounted(&mut domain, &hotplug::attachable_volumes(&cmd.vmi));
         domain.metadata.kubevirt.uid = self.owner().uid;
         Ok(domain)
     }
@@ -271,8 +272,14 @@ impl Launcher {
         Ok((dom, sent))
     }
 
-    /// A running domain gets only what KubeVirt changes live; disk or interface changes would be
-    /// hotplug, which kvrs does not do yet: say so instead of pretending.
+    /// A running domain gets what KubeVirt changes live: hotplugged disks (`syncDisks`). The
+    /// domain's disks are diffed against the new conversion ([`hotplug::changes`]); removed
+    /// hotplug disks are detached first, then new ones attached once their file or device is in
+    /// the pod. Every other disk is left alone, as KubeVirt's launcher does.
+    ///
+    /// A volume virt-handler reported mounted whose source is not there yet is not attached
+    /// (the next sync tries again): nothing half-attached is left behind. A change libvirt
+    /// refuses fails the sync with libvirt's error, naming the volume.
     async fn sync_running(&self, dom: &DomainRef, wanted: &Domain) -> CmdResult {
         let xml = self
             .conn
@@ -280,20 +287,64 @@ impl Launcher {
             .await
             .map_err(|e| failed("read domain XML", e))?;
         let live = Domain::from_xml(&xml).map_err(|e| failed("parse libvirt's domain XML", e))?;
-        let aliases = |d: &Domain| -> BTreeSet<String> {
-            d.devices
-                .disks
-                .iter()
-                .filter_map(|x| x.alias.as_ref().map(|a| a.name.clone()))
-                .collect()
+        let changes = hotplug::changes(&live.devices.disks, &wanted.devices.disks);
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let vmi = self.domain_name();
+        let fail = |e: hotplug::HotplugError| {
+            log::error(format_args!("{vmi}: {e}"));
+            CmdError::failed(e.to_string())
         };
-        let (have, want) = (aliases(&live), aliases(wanted));
-        if have != want {
-            let added: Vec<_> = want.difference(&have).collect();
-            let removed: Vec<_> = have.difference(&want).collect();
-            return Err(CmdError::failed(format!(
-                "volume hotplug is not supported by kvrs's launcher (to add: {added:?}, to remove: {removed:?})"
-            )));
+        for disk in &changes.detach {
+            let volume = hotplug::volume_of(disk).unwrap_or_default().to_string();
+            let target = disk.target.dev.as_deref().unwrap_or_default();
+            log::info(format_args!(
+                "{vmi}: Detaching disk {volume}, target {target}"
+            ));
+            let device = hotplug::disk_xml(disk).map_err(fail)?;
+            self.conn
+                .detach_device(dom, &device, DEVICE_MODIFY_LIVE_AND_CONFIG)
+                .await
+                .map_err(|source| {
+                    fail(hotplug::HotplugError::Detach {
+                        volume: volume.clone(),
+                        source,
+                    })
+                })?;
+        }
+        for disk in &changes.attach {
+            let volume = hotplug::volume_of(disk).unwrap_or_default().to_string();
+            let target = disk.target.dev.as_deref().unwrap_or_default();
+            let source = hotplug::backend_path(disk).unwrap_or_default();
+            if !hotplug::source_ready(&volume, Path::new(source)).map_err(fail)? {
+                log::warn(format_args!(
+                    "{vmi}: hotplug volume {volume} is reported mounted but {source} is not there to open; not attached (the next sync tries again)"
+                ));
+                continue;
+            }
+            log::info(format_args!(
+                "{vmi}: Attaching disk {volume}, target {target}"
+            ));
+            let mut disk = disk.clone();
+            let facts = hotplug::source_facts(Path::new(source));
+            hotplug::set_cache_and_io(&mut disk, facts).map_err(fail)?;
+            let driver = disk.driver.as_ref();
+            log::info(format_args!(
+                "{vmi}: Driver cache mode for {source} set to {}, IO mode {}",
+                driver.and_then(|d| d.cache.as_deref()).unwrap_or_default(),
+                driver.and_then(|d| d.io.as_deref()).unwrap_or("default")
+            ));
+            let device = hotplug::disk_xml(&disk).map_err(fail)?;
+            self.conn
+                .attach_device(dom, &device, DEVICE_MODIFY_LIVE_AND_CONFIG)
+                .await
+                .map_err(|source| {
+                    fail(hotplug::HotplugError::Attach {
+                        volume: volume.clone(),
+                        source,
+                    })
+                })?;
         }
         Ok(())
     }

@@ -128,6 +128,21 @@ pub trait Libvirt: Send + Sync + 'static {
         &self,
         d: &DomainRef,
     ) -> impl Future<Output = Result<(), LibvirtError>> + Send;
+    /// `virDomainAttachDeviceFlags`: adds the device `xml` describes (a hotplugged disk), where
+    /// `flags` (`virDomainDeviceModifyFlags`) say: the running guest, the definition, or both.
+    fn attach_device(
+        &self,
+        d: &DomainRef,
+        xml: &str,
+        flags: u32,
+    ) -> impl Future<Output = Result<(), LibvirtError>> + Send;
+    /// `virDomainDetachDeviceFlags`: removes the device `xml` describes.
+    fn detach_device(
+        &self,
+        d: &DomainRef,
+        xml: &str,
+        flags: u32,
+    ) -> impl Future<Output = Result<(), LibvirtError>> + Send;
     /// Closes the connection politely.
     fn close(&self) -> impl Future<Output = ()> + Send;
 }

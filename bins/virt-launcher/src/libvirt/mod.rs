@@ -90,7 +90,14 @@ mod proc_ {
     pub const DOMAIN_GET_JOB_STATS: u32 = 298;
     pub const DOMAIN_MIGRATE_PERFORM3_PARAMS: u32 = 305;
     pub const DOMAIN_MIGRATE_START_POST_COPY: u32 = 364;
+    pub const DOMAIN_ATTACH_DEVICE_FLAGS: u32 = 160;
+    pub const DOMAIN_DETACH_DEVICE_FLAGS: u32 = 161;
 }
+
+/// `VIR_DOMAIN_DEVICE_MODIFY_LIVE | VIR_DOMAIN_DEVICE_MODIFY_CONFIG`: KubeVirt attaches and
+/// detaches hotplugged disks in the running guest and in the persistent definition alike, so a
+/// restart of the domain by libvirt keeps what the guest saw.
+pub const DEVICE_MODIFY_LIVE_AND_CONFIG: u32 = 1 | 2;
 
 /// `VIR_ERR_NO_DOMAIN`.
 pub const ERR_NO_DOMAIN: i32 = 42;
@@ -582,6 +589,33 @@ impl Libvirt for XdrClient {
     /// `virDomainMigrateStartPostCopy`.
     async fn migrate_start_post_copy(&self, d: &DomainRef) -> Result<(), LibvirtError> {
         self.on_domain(proc_::DOMAIN_MIGRATE_START_POST_COPY, d, Some(0))
+            .await
+            .map(drop)
+    }
+    /// `virDomainAttachDeviceFlags`: `remote_domain_attach_device_flags_args` is the domain,
+    /// the device XML and the flags; the reply carries nothing.
+    async fn attach_device(
+        &self,
+        d: &DomainRef,
+        xml: &str,
+        flags: u32,
+    ) -> Result<(), LibvirtError> {
+        let mut a = Enc::default();
+        a.domain(d).string(xml).u32(flags);
+        self.call(proc_::DOMAIN_ATTACH_DEVICE_FLAGS, a)
+            .await
+            .map(drop)
+    }
+    /// `virDomainDetachDeviceFlags`: the same arguments as the attach.
+    async fn detach_device(
+        &self,
+        d: &DomainRef,
+        xml: &str,
+        flags: u32,
+    ) -> Result<(), LibvirtError> {
+        let mut a = Enc::default();
+        a.domain(d).string(xml).u32(flags);
+        self.call(proc_::DOMAIN_DETACH_DEVICE_FLAGS, a)
             .await
             .map(drop)
     }

@@ -77,3 +77,93 @@ async fn define_start_events_state_destroy_undefine() {
     assert!(gone.is_not_found(), "state of an undefined domain: {gone}");
     conn.close().await;
 }
+
+/// `virDomainAttachDeviceFlags` / `virDomainDetachDeviceFlags` (procedures 160 and 161) with
+/// KubeVirt's live-and-config flags: a hotplug disk as the launcher writes it (the converter's
+/// model, [`crate::hotplug::disk_xml`]) lands on the running domain's SCSI bus under its user
+/// alias and in its definition, leaves both on detach, and a disk whose file is missing is
+/// refused by libvirt without a trace in the domain.
+#[tokio::test(flavor = "current_thread")]
+async fn hotplug_disks_attach_and_detach_live_and_in_the_definition() {
+    use crate::libvirt::DEVICE_MODIFY_LIVE_AND_CONFIG;
+    use kvrs_converter::domain::{Alias, Disk, DiskDriver};
+
+    let session = Session::start("live-hotplug");
+    let (conn, _events) = Connection::open(&session.socket(), "qemu:///session")
+        .await
+        .expect("connect to the session libvirtd");
+    let files = tempfile::tempdir().unwrap();
+    std::process::Command::new("chmod")
+        .arg("755")
+        .arg(files.path())
+        .status()
+        .unwrap();
+    let image = files.path().join("hp1.img");
+    std::fs::write(&image, vec![0u8; 1 << 20]).unwrap();
+    std::process::Command::new("chown")
+        .arg("107:107")
+        .arg(&image)
+        .status()
+        .unwrap();
+    let disk = |file: &std::path::Path, volume: &str, dev: &str| {
+        let mut d = Disk {
+            device: "disk".into(),
+            kind: "file".into(),
+            alias: Some(Alias::user(volume)),
+            driver: Some(DiskDriver {
+                name: "qemu".into(),
+                kind: "raw".into(),
+                ..DiskDriver::default()
+            }),
+            ..Disk::default()
+        };
+        d.target.bus = Some("scsi".into());
+        d.target.dev = Some(dev.to_string().into());
+        d.source.file = Some(file.display().to_string().into());
+        crate::hotplug::disk_xml(&d).unwrap()
+    };
+    let xml = format!(
+        "<domain type='qemu'><name>ns_live</name><memory unit='MiB'>32</memory><vcpu>1</vcpu>\
+         <os><type arch='{}'>hvm</type></os><devices><controller type='scsi' model='virtio-scsi'/></devices></domain>",
+        std::env::consts::ARCH
+    );
+    let dom = conn.define_xml(&xml).await.expect("define");
+    conn.create(&dom).await.expect("start");
+    let hp1 = disk(&image, "hp1", "sda");
+    conn.attach_device(&dom, &hp1, DEVICE_MODIFY_LIVE_AND_CONFIG)
+        .await
+        .unwrap_or_else(|e| panic!("attach {hp1}: {e}"));
+    let live = conn.xml_desc(&dom).await.unwrap();
+    assert!(
+        live.contains("<alias name='ua-hp1'/>") && live.contains("<target dev='sda' bus='scsi'/>"),
+        "{live}"
+    );
+
+    let missing = disk(&files.path().join("hp2.img"), "hp2", "sdb");
+    let err = conn
+        .attach_device(&dom, &missing, DEVICE_MODIFY_LIVE_AND_CONFIG)
+        .await
+        .expect_err("a disk whose file is missing");
+    assert!(err.to_string().contains("hp2.img"), "{err}");
+    assert!(!conn.xml_desc(&dom).await.unwrap().contains("ua-hp2"));
+
+    // In the definition too (CONFIG): stopped and started again, the domain still has it.
+    conn.destroy(&dom).await.expect("destroy");
+    let defined = conn.xml_desc(&dom).await.unwrap();
+    assert!(defined.contains("ua-hp1"), "{defined}");
+    conn.create(&dom).await.expect("start again");
+    assert!(conn.xml_desc(&dom).await.unwrap().contains("ua-hp1"));
+
+    conn.detach_device(&dom, &hp1, DEVICE_MODIFY_LIVE_AND_CONFIG)
+        .await
+        .unwrap_or_else(|e| panic!("detach {hp1}: {e}"));
+    let live = conn.xml_desc(&dom).await.unwrap();
+    assert!(!live.contains("ua-hp1"), "{live}");
+
+    conn.destroy(&dom).await.expect("destroy");
+    // The definition lost it too: a restart of the domain would not bring it back.
+    let defined = conn.xml_desc(&dom).await.unwrap();
+    assert!(!defined.contains("ua-hp1"), "{defined}");
+    conn.undefine(&dom).await.expect("undefine");
+    conn.close().await;
+}
