@@ -99,6 +99,24 @@ pub enum NodeError {
         /// Why.
         reason: String,
     },
+    /// The node's mount namespace (where hotplug mounts are made) could not be entered.
+    #[error("entering mount namespace {path}: {reason}")]
+    MountnsEnter {
+        /// The namespace file (`/proc/1/ns/mnt`).
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A hotplugged volume could not be mounted into, or removed from, the launcher pod.
+    #[error("{action} hotplug volume {volume}: {reason}")]
+    Hotplug {
+        /// What failed, as KubeVirt words it (`failed to mount filesystem`, ...).
+        action: String,
+        /// The volume's name (`spec.volumes[].name`).
+        volume: String,
+        /// Why; ends in `waiting for hotplug mount` while the attachment pod is not ready.
+        reason: String,
+    },
     /// The launcher's PID could not be learned from its socket.
     #[error("peer credentials of {path}: {reason}")]
     PeerCredentials {
@@ -125,6 +143,8 @@ impl NodeError {
             NodeError::ContainerDisk { .. } => "container_disk",
             NodeError::DhcpCache { .. } => "dhcp_cache",
             NodeError::PeerCredentials { .. } => "peer_credentials",
+            NodeError::Hotplug { .. } => "hotplug",
+            NodeError::MountnsEnter { .. } => "mountns_enter",
         }
     }
 

@@ -7,7 +7,8 @@
 //!   inside the pod's network namespace from a dedicated thread;
 //! * [`claim_devices`]: `/dev/kvm`, `/dev/net/tun`, `/dev/vhost-net` handed to QEMU's user;
 //! * [`check_container_disks`]: each container disk is where the launcher will look;
-//! * [`host_devices`]: whether KVM really works here and which device nodes exist.
+//! * [`host_devices`]: whether KVM really works here and which device nodes exist;
+//! * [`hotplug`]: hotplugged volumes mounted into (and removed from) a running launcher pod.
 //!
 //! The handler finds the pod with [`launcher_pid_of_socket`] and [`PodRef::of_pid`]. Everything
 //! here needs root on the node (`CAP_SYS_ADMIN`, `CAP_NET_ADMIN`, `CAP_CHOWN`) and, for the
@@ -17,6 +18,7 @@ mod container_disk;
 mod devices;
 mod error;
 pub mod host_devices;
+pub mod hotplug;
 pub mod network;
 mod pod;
 mod safepath;

@@ -107,6 +107,16 @@ pub struct Flags {
     /// fail with an error naming this flag.
     #[arg(long)]
     pub migration_cert_dir: Option<PathBuf>,
+    /// The node's mount namespace, where hotplugged volumes are mounted into the launcher
+    /// pods' `hotplug-disks` directories (KubeVirt's `virt-chroot --mount /proc/1/ns/mnt`);
+    /// entered when it is not this process's own and the pods are seen at `/pods` (the
+    /// DaemonSet) or `--kubelet-pods-dir` is given.
+    #[arg(long, default_value = "/proc/1/ns/mnt")]
+    pub node_mount_namespace: PathBuf,
+    /// The kubelet's pods directory as that namespace sees it; without it
+    /// `/var/lib/kubelet/pods` when the namespace is entered, else `--pods-dir`.
+    #[arg(long)]
+    pub kubelet_pods_dir: Option<PathBuf>,
     /// Log lines on stderr: `text` (coloured only on a terminal) or `json` (one object a line).
     #[arg(long, default_value = "text")]
     pub log_format: kvrs_runtime::kube::setup::LogFormat,

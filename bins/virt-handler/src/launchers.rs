@@ -66,7 +66,10 @@ pub struct Launchers {
 }
 
 /// The UIDs of `vmi`'s launcher pods on `node`, from `status.activePods`.
-fn pods_on<'v>(vmi: &'v VirtualMachineInstance, node: &'v str) -> impl Iterator<Item = &'v str> {
+pub(crate) fn pods_on<'v>(
+    vmi: &'v VirtualMachineInstance,
+    node: &'v str,
+) -> impl Iterator<Item = &'v str> {
     vmi.status
         .as_ref()
         .and_then(|s| s.active_pods.as_ref())

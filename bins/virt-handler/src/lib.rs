@@ -15,6 +15,7 @@ pub mod device_plugins;
 mod domains;
 pub mod flags;
 mod heartbeat;
+pub mod hotplug;
 mod launchers;
 mod metrics;
 pub mod migration;
@@ -191,6 +192,12 @@ pub async fn run(
         own_writes: Mutex::new(HashMap::new()),
         io_error_retries: Mutex::new(HashMap::new()),
         metrics: metrics.clone(),
+        hotplug: hotplug::HotplugNode::new(
+            &flags.node_mount_namespace,
+            flags.kubelet_pods_dir.as_deref(),
+            &flags.pods_dir,
+            &flags.private_dir,
+        ),
     });
 
     let workers = kvrs_runtime::spawn_workers("virt-handler", queue.clone(), flags.workers, {

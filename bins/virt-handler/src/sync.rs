@@ -67,6 +67,8 @@ pub struct Handler {
     pub io_error_retries: Mutex<HashMap<String, kvrs_decide::handler::retry::RetryState>>,
     /// Metrics.
     pub metrics: Arc<crate::metrics::HandlerMetrics>,
+    /// Where hotplugged volumes are mounted into the launcher pods.
+    pub hotplug: crate::hotplug::HotplugNode,
 }
 
 /// The clock, in the whole seconds decisions take.
@@ -123,6 +125,9 @@ impl Handler {
         facts.migration.target_listener_ports = self.proxies.target_ports(uid);
         facts.migration.migration_ip_address = self.migration_address.clone();
         facts.selinux_context = crate::migration::selinux_context_fact();
+        if let Some(v) = vmi {
+            facts.hotplug_mounted = self.hotplug.mounted(v, &self.node).await;
+        }
         // Each controller decides from the facts as gathered, not from another's failures.
         let gathered = facts.clone();
 
@@ -141,6 +146,7 @@ impl Handler {
             launcher: client
                 .map(|c| IpcLauncher::new(c, options::sync_options(&sent_vmi, &settings))),
             pod: pid.map(kvrs_node::PodRef::of_pid),
+            launcher_pid: pid,
             guest_info_fetched: facts.guest_info.is_some(),
             allow_emulation: settings.cluster.use_emulation,
         };
@@ -340,6 +346,8 @@ struct Fx<'a> {
     uid: &'a str,
     launcher: Option<IpcLauncher>,
     pod: Option<kvrs_node::PodRef>,
+    /// The launcher's PID (its device cgroup is where hotplugged block devices are allowed).
+    launcher_pid: Option<u32>,
     /// `GetGuestInfo` already answered for this sync (its answer is in the facts).
     guest_info_fetched: bool,
     /// The sync's snapshot of `useEmulation`.
@@ -386,7 +394,9 @@ impl Node for Fx<'_> {
         let h = self.handler;
         match step {
             NodeStep::Cleanup { uid } => {
-                // KubeVirt's VM cleanup stops the VMI's migration proxies too.
+                // KubeVirt's VM cleanup unmounts every hotplugged volume (`UnmountAll`),
+                // logging what fails, and stops the VMI's migration proxies too.
+                h.hotplug.cleanup(uid, vmi, &h.node).await;
                 h.proxies.stop_source(uid);
                 h.proxies.stop_target(uid);
                 h.launchers.close(uid);
@@ -406,8 +416,14 @@ impl Node for Fx<'_> {
                 self.launcher = None;
                 Ok(())
             }
-            // kvrs does not hotplug volumes yet; a VMI without hotplug volumes needs nothing.
-            NodeStep::MountHotplugVolumes | NodeStep::UnmountHotplugVolumes => Ok(()),
+            NodeStep::MountHotplugVolumes => {
+                let vmi = vmi.ok_or_else(|| format!("{}: no VMI", step.name()))?;
+                h.hotplug.mount(vmi, &h.node, self.launcher_pid).await
+            }
+            NodeStep::UnmountHotplugVolumes => {
+                let vmi = vmi.ok_or_else(|| format!("{}: no VMI", step.name()))?;
+                h.hotplug.unmount(vmi, &h.node, self.launcher_pid).await
+            }
             NodeStep::MountContainerDisks => {
                 let (pod, vmi) = self.pod_and_vmi(vmi, step)?;
                 kvrs_node::check_container_disks(&pod, vmi).map_err(|e| e.to_string())

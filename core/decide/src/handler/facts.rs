@@ -5,7 +5,7 @@
 //! The serde shape is the `extra` object of the oracle scenarios, so the same file drives the
 //! oracle tests, `kvrs decide handler` and users' simulators.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +33,10 @@ pub struct NodeFacts {
     pub mount_and_verify_error: Option<String>,
     /// Error from mounting hotplug volumes.
     pub hotplug_mount_error: Option<String>,
+    /// Hotplugged volumes the node sees in the launcher pod (KubeVirt's `IsMounted`): a mount
+    /// at `<volume>.img` or a block node `<volume>` in its `hotplug-disks` directory.
+    #[serde(skip_serializing_if = "BTreeSet::is_empty")]
+    pub hotplug_mounted: BTreeSet<String>,
     /// Error from setting up the pod network for the guest.
     pub network_setup_error: Option<String>,
     /// Error from handing the pod's device nodes (`/dev/kvm`, `/dev/net/tun`, ...) to QEMU's user

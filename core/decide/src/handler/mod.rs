@@ -23,6 +23,7 @@ pub mod domain;
 mod execute;
 pub mod facts;
 mod flows;
+pub mod hotplug;
 mod migratable;
 pub mod migration;
 mod netstat;

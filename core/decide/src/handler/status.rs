@@ -26,7 +26,7 @@ pub(super) fn update(
     if view::is_final(vmi) {
         return Ok(());
     }
-    from_domain(w, vmi, domain);
+    from_domain(w, cx, vmi, domain);
     let phase = phase::calculate(w, cx, domain, vmi)?;
     vmi.status.get_or_insert_with(Default::default).phase = (!phase.is_empty()).then_some(phase);
     conditions::update(w, cx, vmi, domain)?;
@@ -86,7 +86,12 @@ fn handle_sync_error(w: &HandlerWorld<'_>, vmi: &mut VirtualMachineInstance, err
 
 /// Copies what the domain knows into the status (guest OS, disk targets, machine type, memory,
 /// interfaces, freeze state).
-fn from_domain(w: &HandlerWorld<'_>, vmi: &mut VirtualMachineInstance, domain: Option<&Domain>) {
+fn from_domain(
+    w: &HandlerWorld<'_>,
+    cx: &mut Ctx,
+    vmi: &mut VirtualMachineInstance,
+    domain: Option<&Domain>,
+) {
     let status = vmi.status.get_or_insert_with(Default::default);
     if let Some(ctx) = &w.facts.selinux_context {
         status.selinux_context = Some(ctx.clone());
@@ -94,7 +99,8 @@ fn from_domain(w: &HandlerWorld<'_>, vmi: &mut VirtualMachineInstance, domain: O
     if let Some(d) = domain {
         guest_os_info(status, d);
     }
-    volume_targets(status, domain);
+    super::hotplug::update_volume_statuses(w, cx, vmi, domain);
+    let status = vmi.status.get_or_insert_with(Default::default);
     if let Some(d) = domain {
         let fs = d.status.fs_freeze_status.status.as_str();
         if !fs.is_empty() {
@@ -138,26 +144,6 @@ fn guest_os_info(status: &mut VirtualMachineInstanceStatus, d: &Domain) {
     info.kernel_version = some(&os.kernel_version);
     info.machine = some(&os.machine);
     info.id = some(&os.id);
-}
-
-/// Each volume's guest device from the domain's disks (empty when not attached), sorted by name.
-fn volume_targets(status: &mut VirtualMachineInstanceStatus, domain: Option<&Domain>) {
-    let Some(volumes) = status.volume_status.as_mut().filter(|v| !v.is_empty()) else {
-        return;
-    };
-    for vs in volumes.iter_mut() {
-        vs.target = domain
-            .and_then(|d| {
-                d.spec.devices.disks.iter().find(|disk| {
-                    // Empty CD-ROMs have no source and no target worth reporting.
-                    (!disk.source.file.is_empty() || !disk.source.dev.is_empty())
-                        && disk.alias.as_ref().is_some_and(|a| a.name == vs.name)
-                })
-            })
-            .map(|disk| disk.target.device.clone())
-            .unwrap_or_default();
-    }
-    volumes.sort_by(|a, b| a.name.cmp(&b.name));
 }
 
 /// A libvirt memory amount as a Kubernetes quantity.
