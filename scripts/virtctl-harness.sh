@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds virtctl-harness, the Go harness of the virtctl tests (tests/virtctl: KubeVirt v1.9.0's own
-# virtctl commands — vm start/stop/restart, pause/unpause, console, vnc, guestosinfo — over its
+# virtctl commands — vm start/stop/restart, pause/unpause, console, vnc, guestosinfo, addvolume,
+# removevolume — over its
 # client-go, imported from the kubevirt.io/kubevirt module), for
 # bins/virt-handler/tests/virtctl.rs, and prints the binary's path as the LAST line of stdout
 # (progress goes to stderr).

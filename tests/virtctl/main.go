@@ -8,6 +8,8 @@
 //	virtctl-harness --kubeconfig K migrate X -n NS
 //	virtctl-harness --kubeconfig K expand --vm X -n NS -o json
 //	virtctl-harness --kubeconfig K soft-reboot X -n NS
+//	virtctl-harness --kubeconfig K addvolume X --volume-name=CLAIM -n NS
+//	virtctl-harness --kubeconfig K removevolume X --volume-name=CLAIM -n NS
 //
 // The root command is assembled here rather than taken from pkg/virtctl's NewVirtctlCommand:
 // that one also links virtctl's template commands, whose virt-template modules the module proxy
@@ -68,6 +70,8 @@ func newRoot() *cobra.Command {
 		vm.NewGuestOsInfoCommand(),
 		vm.NewMigrateCommand(),
 		vm.NewExpandCommand(),
+		vm.NewAddVolumeCommand(),
+		vm.NewRemoveVolumeCommand(),
 		pause.NewCommand(),
 		unpause.NewCommand(),
 		softreboot.NewSoftRebootCommand(),

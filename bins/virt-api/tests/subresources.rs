@@ -15,6 +15,10 @@
 //! takes the migrations up; `expand-spec` and `expand-vm-spec` (and `virtctl expand --vm`) answer
 //! the VM with its instancetype applied.
 //!
+//! `addvolume` and `removevolume` (KubeVirt's own `virtctl addvolume VM --volume-name=CLAIM`)
+//! change the VM's template, refuse a volume already attached with KubeVirt's message, and
+//! fall back to a VMI without a VM.
+//!
 //! Also checked: the apiserver's discovery lists the group; a request straight to virt-api
 //! without the front-proxy certificate is refused (401); a ServiceAccount bound to
 //! `kvrs-kubevirt.io:view` may not start a VM (403 from the apiserver's RBAC), one bound to
@@ -592,6 +596,135 @@ fn kubevirts_subresources_through_the_aggregator() {
     assert!(
         err.contains("missing") && err.contains("not found"),
         "expand-vm-spec with a missing instancetype: {err}"
+    );
+
+    // --- addvolume / removevolume with KubeVirt's own virtctl: the VM's template changes
+    // (DeclarativeHotplugVolumes), a volume already there is refused, a VMI without a VM is
+    // changed itself ---
+    must(
+        &cluster,
+        &["create", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "claim1", "namespace": "default"},
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "16Mi"}}}})
+            .to_string(),
+        ),
+    );
+    let template =
+        || get_json(&cluster, &["vm", "vm1", "-n", "default"])["spec"]["template"]["spec"].clone();
+    let before = template();
+    let (ok, out, err) = virtctl(
+        &virtctl_bin,
+        kubeconfig,
+        &["addvolume", "vm1", "--volume-name=claim1", "--dry-run"],
+    );
+    assert!(ok, "virtctl addvolume --dry-run: {out}{err}");
+    assert_eq!(template(), before, "a dry run changes nothing");
+    let (ok, out, err) = virtctl(
+        &virtctl_bin,
+        kubeconfig,
+        &["addvolume", "vm1", "--volume-name=claim1"],
+    );
+    assert!(ok, "virtctl addvolume: {out}{err}");
+    assert_eq!(
+        out.trim_end(),
+        "Successfully submitted add volume request to VM vm1 for volume claim1"
+    );
+    let added = template();
+    assert_eq!(
+        added["volumes"],
+        json!([{"name": "claim1", "persistentVolumeClaim": {"claimName": "claim1", "hotpluggable": true}}]),
+        "{added}"
+    );
+    assert_eq!(
+        added["domain"]["devices"]["disks"],
+        json!([{"name": "claim1", "serial": "claim1", "disk": {"bus": "scsi"}}]),
+        "{added}"
+    );
+    let (ok, out, err) = virtctl(
+        &virtctl_bin,
+        kubeconfig,
+        &["addvolume", "vm1", "--volume-name=claim1"],
+    );
+    assert!(!ok, "a second addvolume: {out}");
+    assert_eq!(
+        err.trim_end(),
+        "error adding volume, Operation cannot be fulfilled on virtualmachine.kubevirt.io \"vm1\": Unable to add volume [claim1] because volume with that name already exists"
+    );
+    assert_eq!(template(), added, "a refused add changes nothing");
+    let (ok, out, err) = virtctl(
+        &virtctl_bin,
+        kubeconfig,
+        &["removevolume", "vm1", "--volume-name=claim1"],
+    );
+    assert!(ok, "virtctl removevolume: {out}{err}");
+    assert_eq!(
+        out.trim_end(),
+        "Successfully submitted remove volume request to VM vm1 for volume claim1"
+    );
+    let removed = template();
+    assert_eq!(removed["volumes"], json!([]), "{removed}");
+    assert_eq!(
+        removed["domain"]["devices"]["disks"],
+        json!([]),
+        "{removed}"
+    );
+    let (ok, _, err) = virtctl(
+        &virtctl_bin,
+        kubeconfig,
+        &["removevolume", "vm1", "--volume-name=claim1"],
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("error removing volume, Operation cannot be fulfilled on virtualmachine.kubevirt.io \"vm1\": Unable to remove volume [claim1] because it does not exist"),
+        "{err}"
+    );
+    // No VM of that name: virtctl falls back to the VMI, which takes the volume into its spec
+    // once running.
+    create(
+        &cluster,
+        &json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": "solo", "namespace": "default"},
+            "spec": {"domain": {"devices": {}, "resources": {"requests": {"memory": "128Mi"}}}}}),
+    );
+    let (ok, _, err) = virtctl(
+        &virtctl_bin,
+        kubeconfig,
+        &["addvolume", "solo", "--volume-name=claim1"],
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("Operation cannot be fulfilled on virtualmachineinstance.kubevirt.io \"solo\": VMI is not running"),
+        "{err}"
+    );
+    must(
+        &cluster,
+        &[
+            "patch",
+            "vmi",
+            "solo",
+            "-n",
+            "default",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"status":{"phase":"Running"}}"#,
+        ],
+        None,
+    );
+    let (ok, out, err) = virtctl(
+        &virtctl_bin,
+        kubeconfig,
+        &["addvolume", "solo", "--volume-name=claim1"],
+    );
+    assert!(ok, "virtctl addvolume of a VMI: {out}{err}");
+    let solo = get_json(&cluster, &["vmi", "solo", "-n", "default"]);
+    assert_eq!(
+        solo["spec"]["volumes"],
+        json!([{"name": "claim1", "persistentVolumeClaim": {"claimName": "claim1", "hotpluggable": true}}]),
+        "{solo}"
     );
 
     // --- straight to virt-api, without the aggregator's certificate: 401 ---

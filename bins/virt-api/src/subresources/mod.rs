@@ -1,18 +1,22 @@
 //! The aggregated API `subresources.kubevirt.io` (`v1` and `v1alpha3`, as KubeVirt v1.9.0
 //! serves both): discovery, the routes, and KubeVirt's error answers. The decisions are pure
-//! ([`vm`]: start / stop / restart, [`vm_migrate`], [`expand`], [`vmi`]); the reads and writes
-//! around them are in [`serve`] (feature `server`).
+//! ([`vm`]: start / stop / restart, [`vm_migrate`], [`expand`], [`vmi`], [`volumes`]: addvolume
+//! / removevolume); the reads and writes
+//! around them are in [`serve`] and [`serve_volumes`] (feature `server`).
 
 pub mod console;
 pub mod expand;
 pub mod vm;
 pub mod vm_migrate;
 pub mod vmi;
+pub mod volumes;
 
 #[cfg(feature = "server")]
 pub mod handler;
 #[cfg(feature = "server")]
 pub mod serve;
+#[cfg(feature = "server")]
+pub mod serve_volumes;
 #[cfg(feature = "server")]
 pub mod stream;
 

@@ -44,8 +44,9 @@ pub(super) async fn get(api: &Api<DynamicObject>, name: &str) -> Result<Option<V
     }
 }
 
-/// Serves a VM route (`PUT` start / stop / restart / migrate, `GET` expand-spec) and the
-/// namespace's `PUT expand-vm-spec`; the other VM subresources answer 501.
+/// Serves a VM route (`PUT` start / stop / restart / migrate, `GET` expand-spec), the VM and VMI
+/// `addvolume` / `removevolume` ([`super::serve_volumes`]) and the namespace's
+/// `PUT expand-vm-spec`; the other VM subresources answer 501.
 pub async fn vm_request(
     client: &kube::Client,
     config: &kvrs_admission::ClusterConfig,
@@ -61,6 +62,11 @@ pub async fn vm_request(
             .await
             .map_err(|e| ApiError::bad_request(&e))?;
         return Ok((200, Some(expanded)));
+    }
+    if let Some(answer) =
+        super::serve_volumes::volume_request(client, config, route, method, body, user).await
+    {
+        return answer;
     }
     let Route::Vm {
         namespace,

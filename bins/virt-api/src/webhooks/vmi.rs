@@ -10,7 +10,9 @@
 //!   reserved `kubevirt.io/` labels.
 //! - **validate, UPDATE**: node restriction for virt-handler (gate `NodeRestriction`); the spec
 //!   is frozen for everyone but KubeVirt's service accounts, which may change it only as
-//!   hotplug does (`maxSockets` and `maxGuest` stay); reserved labels may not change.
+//!   hotplug does (`maxSockets` and `maxGuest` stay; volumes and disks as KubeVirt's storage
+//!   hotplug admitter allows, `kvrs_admission::validate::admit_hotplug_storage`); reserved
+//!   labels may not change.
 
 use kvrs_admission::default_created;
 use kvrs_admission::validate::{CauseKind, RESERVED_LABELS, gate_enabled, validate};
@@ -130,6 +132,11 @@ pub(super) fn validate_update(req: &AdmissionRequest, ctx: &Context<'_>) -> Verd
         }
         if let Some(refusal) = hotplug(&old, &new) {
             return denied(vec![refusal]);
+        }
+        if let Some(message) =
+            kvrs_admission::validate::admit_hotplug_storage(&old, &new, ctx.config)
+        {
+            return denied(vec![invalid(&message)]);
         }
     }
     if !kubevirt && reserved_labels(&new) != reserved_labels(&old) {
@@ -384,6 +391,32 @@ mod tests {
         assert_eq!(
             v.send(Webhook::VmiValidateUpdate).message(),
             "Memory maxGuest changed"
+        );
+    }
+
+    #[test]
+    fn hotplug_volumes_are_admitted_as_kubevirts_storage_admitter_does() {
+        let old = defaulted();
+        let mut new = old.clone();
+        new["spec"]["volumes"] = json!([{"name": "data",
+            "persistentVolumeClaim": {"claimName": "c1", "hotpluggable": true}}]);
+        new["spec"]["domain"]["devices"]["disks"] =
+            json!([{"name": "data", "serial": "data", "disk": {"bus": "scsi"}}]);
+        let v = Req::update(RESOURCE, old.clone(), new.clone()).by(CONTROLLER);
+        assert!(v.send(Webhook::VmiValidateUpdate).allowed);
+        let v = Req::update(RESOURCE, old.clone(), new.clone()).send(Webhook::VmiValidateUpdate);
+        assert_eq!(v.message(), "update of VMI object is restricted");
+        // Unplugged again: accepted too.
+        let v = Req::update(RESOURCE, new.clone(), old.clone()).by(CONTROLLER);
+        assert!(v.send(Webhook::VmiValidateUpdate).allowed);
+        let mut sata = new;
+        sata["spec"]["domain"]["devices"]["disks"][0]["disk"]["bus"] = json!("sata");
+        let v = Req::update(RESOURCE, old, sata).by(CONTROLLER);
+        let v = v.send(Webhook::VmiValidateUpdate);
+        assert!(!v.allowed);
+        assert_eq!(
+            v.message(),
+            "Hotplug configuration for disk [data] requires bus to be 'scsi' or 'virtio'. [sata] is not permitted."
         );
     }
 

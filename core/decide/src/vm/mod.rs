@@ -11,6 +11,7 @@ mod claim;
 mod conditions;
 mod data_volumes;
 mod finalizer;
+mod hotplug;
 mod instancetype;
 mod revision;
 mod run_strategy;
@@ -22,6 +23,10 @@ pub use backoff::{
     MAX_DELAY_SECONDS, base_delay_seconds, jitter_for_extra_seconds, start_backoff_seconds,
 };
 pub use data_volumes::data_volume_create_failed;
+pub use hotplug::{
+    HOTPLUG_VOLUME_ERROR, apply_volume_request, declarative_lists, is_declarative_hotplug,
+    is_hotplug,
+};
 pub use revision::Revision;
 pub use run_strategy::{RunStrategy, RunStrategyError};
 pub use start::revision_name;
@@ -426,6 +431,9 @@ fn sync(r: &mut Reconcile<'_, '_>) -> (Option<SyncError>, Option<String>) {
     }
 
     firmware_sync(r);
+    if let Some(e) = hotplug::sync(r) {
+        return (Some(e), None);
+    }
     sync_meta::sync_annotations_to_vmi(r);
     sync_meta::sync_pci_topology_to_vm(r);
     (None, None)

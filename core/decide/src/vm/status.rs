@@ -42,6 +42,13 @@ pub(super) fn update_status(
         st.run_strategy = Some(rs.as_str().into());
     }
 
+    if let Some(requests) = st.volume_requests.as_mut() {
+        super::hotplug::trim_done_volume_requests(r.vm.spec.template.spec.as_ref(), requests);
+        if requests.is_empty() {
+            st.volume_requests = None;
+        }
+    }
+
     if trim_first_request_needed(&st, vmi.as_deref())
         && let Some(reqs) = st.state_change_requests.as_mut()
     {
@@ -351,6 +358,15 @@ pub(super) fn sync_restart_required(
         }
     };
     let mut last = started.template.spec.clone().unwrap_or_default();
+    // Hotplug volumes and their disks come and go without a restart.
+    let migration = r.vm.spec.update_volumes_strategy.as_deref() == Some("Migration");
+    let (volumes_live, disks_live) = super::hotplug::live_updatable(&last, current, migration);
+    if volumes_live {
+        last.volumes = current.volumes.clone();
+    }
+    if disks_live {
+        last.domain.devices.disks = current.domain.devices.disks.clone();
+    }
     if r.w.config.live_update {
         if let (Some(l), Some(c)) = (last.domain.cpu.as_mut(), current.domain.cpu.as_ref()) {
             l.sockets = c.sockets;

@@ -740,6 +740,7 @@ mod adapters {
         node: &str,
         config: ClusterConfig,
     ) -> Result<ApiServerHandle, CliError> {
+        let gates = kvrs_virt_api::subresources::volumes::Gates::of(&config);
         let options = kvrs_apiserver::Options {
             kubeconfig_path: Some(dirs.root.join("kubeconfig")),
             admission: Some(std::sync::Arc::new(
@@ -752,6 +753,7 @@ mod adapters {
                     handler: Some(std::sync::Arc::new(
                         super::super::vmi_subresources::LocalHandler::new(node, dirs.pods.clone()),
                     )),
+                    gates,
                 },
             )],
             ..kvrs_apiserver::Options::default()

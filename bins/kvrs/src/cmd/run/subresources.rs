@@ -5,8 +5,9 @@
 //! kvrs-virt-api's (`subresources`, `subresources::vm`, `subresources::expand`); this reads the
 //! VM, its VMI and the instancetypes, preferences and revisions from the store and writes the
 //! decided JSON patches through it as the server's own PATCH does; `migrate` creates virt-api's
-//! VirtualMachineInstanceMigration through the store's create (a dry run only validates). The
-//! run's bearer token authenticates, as on every path.
+//! VirtualMachineInstanceMigration through the store's create (a dry run only validates); the VM
+//! and VMI `addvolume` / `removevolume` write kvrs-virt-api's `subresources::volumes` patches
+//! (with the run's `--feature-gates`). The run's bearer token authenticates, as on every path.
 //! The VMI subresources (`pause`, ..., `console`, `vnc`) need this machine's virt-handler and
 //! are taken whole by [`super::vmi_subresources`].
 
@@ -16,6 +17,7 @@ use hyper::Request;
 use hyper::body::Incoming;
 use kvrs_apiserver::{Answer, Extension, Objects, ObjectsHandle, Pending};
 use kvrs_virt_api::subresources::vm::{PatchOp, Target};
+use kvrs_virt_api::subresources::volumes::{self, Gates, VolumeRequest};
 use kvrs_virt_api::subresources::{self as sub, ApiError, Route, VmCall, expand, vm, vm_migrate};
 use serde_json::{Value, json};
 
@@ -27,6 +29,8 @@ const GROUP: &str = "kubevirt.io";
 pub struct KubevirtSubresources {
     /// This machine's handler, for the VMI subresources (`None`: they answer 501).
     pub handler: Option<Arc<LocalHandler>>,
+    /// The run's volume hotplug gates (`addvolume` / `removevolume`).
+    pub gates: Gates,
 }
 
 impl Extension for KubevirtSubresources {
@@ -45,7 +49,7 @@ impl Extension for KubevirtSubresources {
     }
 
     fn serve(&self, objects: &Objects<'_>, method: &str, path: &str, body: &[u8]) -> Answer {
-        match serve(objects, method, path, body) {
+        match serve(objects, self.gates, method, path, body) {
             Ok(answer) => answer,
             Err(e) => (e.code, Some(e.body())),
         }
@@ -80,7 +84,13 @@ impl Extension for KubevirtSubresources {
     }
 }
 
-fn serve(objects: &Objects<'_>, method: &str, path: &str, body: &[u8]) -> Result<Answer, ApiError> {
+fn serve(
+    objects: &Objects<'_>,
+    gates: Gates,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> Result<Answer, ApiError> {
     let route = sub::route(path).ok_or_else(|| {
         ApiError::status(
             404,
@@ -88,6 +98,22 @@ fn serve(objects: &Objects<'_>, method: &str, path: &str, body: &[u8]) -> Result
             &format!("the server could not find the requested resource: {path}"),
         )
     })?;
+    if let Route::Vm {
+        namespace,
+        name,
+        subresource,
+    }
+    | Route::Vmi {
+        namespace,
+        name,
+        subresource,
+    } = &route
+        && let Some(request) = VolumeRequest::read(subresource, method, body, gates)
+    {
+        let on_vm = matches!(route, Route::Vm { .. });
+        volume_request(objects, gates, namespace, name, on_vm, &request?)?;
+        return Ok((202, None));
+    }
     let (namespace, name, subresource) = match &route {
         Route::Vm {
             namespace,
@@ -153,6 +179,64 @@ fn serve(objects: &Objects<'_>, method: &str, path: &str, body: &[u8]) -> Result
     Ok((202, None))
 }
 
+/// virt-api's `addvolume` / `removevolume` of a VM (its template, or with `HotplugVolumes` its
+/// `status.volumeRequests`) or a VMI (its spec), decided by kvrs-virt-api's [`volumes`] over the
+/// object in the store and written through the store; a dry run is applied to a copy only.
+fn volume_request(
+    objects: &Objects<'_>,
+    gates: Gates,
+    namespace: &str,
+    name: &str,
+    on_vm: bool,
+    request: &VolumeRequest,
+) -> Result<(), ApiError> {
+    let op = if on_vm {
+        let vm = objects
+            .get(GROUP, "virtualmachines", Some(namespace), name)
+            .ok_or_else(|| ApiError::not_found("virtualmachine", name))?;
+        volumes::vm_patch(&vm, request, gates)?
+    } else {
+        let vmi = objects
+            .get(GROUP, "virtualmachineinstances", Some(namespace), name)
+            .ok_or_else(|| ApiError::not_found("virtualmachineinstance", name))?;
+        volumes::vmi_patch(&vmi, request, gates)?
+    };
+    let (plural, sub) = target(&op);
+    if request.dry_run() {
+        let mut obj = objects
+            .get(GROUP, plural, Some(namespace), name)
+            .ok_or_else(|| ApiError::internal(&format!("{plural}.{GROUP} \"{name}\" not found")))?;
+        // The API server's patch semantics (a `test` of `null` passes on an absent list).
+        return kvrs_core::decide::patch::apply_json_patch(&mut obj, &op.patch).map_err(|e| {
+            if matches!(e, kvrs_core::decide::patch::PatchError::TestFailed(_)) {
+                volumes::patch_failure(op.target, 422, volumes::PATCH_NOT_APPLIED)
+            } else {
+                volumes::patch_failure(op.target, 500, &e.to_string())
+            }
+        });
+    }
+    objects
+        .json_patch(GROUP, plural, Some(namespace), name, sub, &op.patch)
+        .map(|_| ())
+        .map_err(|e| {
+            let text = e.to_string();
+            // The store's failed `test`, answered in kube-apiserver's words (virtctl retries).
+            if e.code() == 422 && text.contains("test operation at ") {
+                volumes::patch_failure(op.target, 422, volumes::PATCH_NOT_APPLIED)
+            } else {
+                volumes::patch_failure(op.target, e.code(), &text)
+            }
+        })
+}
+
+fn target(op: &PatchOp) -> (&'static str, Option<&'static str>) {
+    match op.target {
+        Target::Vm => ("virtualmachines", None),
+        Target::VmStatus => ("virtualmachines", Some("status")),
+        Target::Vmi => ("virtualmachineinstances", None),
+    }
+}
+
 /// virt-api's expansion over the instancetypes, preferences and revisions in the store (the
 /// run's cluster configuration is KubeVirt's default one for what the expansion defaults).
 fn expand_vm(objects: &Objects<'_>, vm: Value) -> Result<Value, String> {
@@ -173,11 +257,7 @@ fn patch(
     op: &PatchOp,
     dry_run: bool,
 ) -> Result<(), ApiError> {
-    let (plural, sub) = match op.target {
-        Target::Vm => ("virtualmachines", None),
-        Target::VmStatus => ("virtualmachines", Some("status")),
-        Target::Vmi => ("virtualmachineinstances", None),
-    };
+    let (plural, sub) = target(op);
     if dry_run {
         let mut obj = objects
             .get(GROUP, plural, Some(namespace), name)
@@ -213,6 +293,15 @@ mod tests {
     use kvrs_apiserver::{ApiServer, Options};
 
     use super::*;
+
+    const DEFAULT_GATES: Gates = Gates {
+        hotplug_volumes: false,
+        declarative: true,
+    };
+
+    /// virtctl's `addvolume --volume-name=claim1` body, named `data`.
+    const ADD_DATA: &str = r#"{"name": "data", "disk": {"disk": {"bus": "scsi"}, "serial": "data"},
+        "volumeSource": {"persistentVolumeClaim": {"claimName": "claim1"}}}"#;
 
     const VM: &str = r#"{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
         "metadata": {"name": "guest", "namespace": "default"},
@@ -269,7 +358,10 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn expand_spec_through_kubectl() {
         let server = ApiServer::start(Options {
-            extensions: vec![Arc::new(KubevirtSubresources { handler: None })],
+            extensions: vec![Arc::new(KubevirtSubresources {
+                handler: None,
+                gates: DEFAULT_GATES,
+            })],
             ..Options::default()
         })
         .await
@@ -389,7 +481,10 @@ mod tests {
             admission: Some(Arc::new(super::super::admission::KubevirtWebhooks {
                 config: kvrs_core::ClusterConfig::default(),
             })),
-            extensions: vec![Arc::new(KubevirtSubresources { handler: None })],
+            extensions: vec![Arc::new(KubevirtSubresources {
+                handler: None,
+                gates: DEFAULT_GATES,
+            })],
             ..Options::default()
         })
         .await
@@ -468,6 +563,43 @@ mod tests {
             let (ok, out) = put(&kc, dir.path(), "v1", "stop", r#"{"gracePeriod": "x"}"#);
             assert!(!ok, "{out}");
             assert!(out.contains("Can not unmarshal Request body to struct"), "{out}");
+
+            // addvolume (DeclarativeHotplugVolumes): the template gains the volume and its
+            // disk (through the VM admission); a dry run and a second add change nothing.
+            let template = |kc: &Path| {
+                let (ok, out, err) = kubectl(kc, &["get", "vm", "guest", "-o", "json"]);
+                assert!(ok, "{err}");
+                serde_json::from_str::<Value>(&out).unwrap()["spec"]["template"]["spec"].clone()
+            };
+            let before = template(&kc);
+            let dry = ADD_DATA.replacen('{', r#"{"dryRun": ["All"], "#, 1);
+            let (ok, out) = put(&kc, dir.path(), "v1", "addvolume", &dry);
+            assert!(ok, "{out}");
+            assert_eq!(template(&kc), before);
+            let (ok, out) = put(&kc, dir.path(), "v1", "addvolume", ADD_DATA);
+            assert!(ok, "{out}");
+            let added = template(&kc);
+            assert_eq!(
+                added["volumes"],
+                json!([{"name": "data", "persistentVolumeClaim": {"claimName": "claim1", "hotpluggable": true}}]),
+                "{added}"
+            );
+            assert_eq!(
+                added["domain"]["devices"]["disks"],
+                json!([{"name": "data", "serial": "data", "disk": {"bus": "scsi"}}])
+            );
+            let (ok, out) = put(&kc, dir.path(), "v1", "addvolume", ADD_DATA);
+            assert!(!ok, "{out}");
+            assert!(
+                out.contains("Operation cannot be fulfilled on virtualmachine.kubevirt.io \"guest\": Unable to add volume [data] because volume with that name already exists"),
+                "{out}"
+            );
+            assert_eq!(template(&kc), added);
+            let (ok, out) = put(&kc, dir.path(), "v1", "removevolume", r#"{"name": "data"}"#);
+            assert!(ok, "{out}");
+            assert_eq!(template(&kc)["volumes"], json!([]));
+            let (ok, out) = put(&kc, dir.path(), "v1", "removevolume", r#"{"name": "data"}"#);
+            assert!(!ok && out.contains("Unable to remove volume [data] because it does not exist"), "{out}");
 
             // A missing VM is KubeVirt's 404.
             let file = dir.path().join("empty.json");
@@ -571,6 +703,7 @@ mod tests {
                     "kvrs-local",
                     pods.path().to_path_buf(),
                 ))),
+                gates: DEFAULT_GATES,
             })],
             ..Options::default()
         })
@@ -599,12 +732,14 @@ mod tests {
                 !ok && out.contains("'upgrade' token not found in 'Connection' header"),
                 "{out}"
             );
-            // A subresource kvrs does not serve.
+            // addvolume: virt-api's refusals, before and after the VMI is read.
             let (ok, out) = vmi_call(&kc, dir, "addvolume", "{}");
             assert!(
-                !ok && out.contains("the addvolume subresource is not served by kvrs yet"),
+                !ok && out.contains("AddVolumeOptions requires name to be set"),
                 "{out}"
             );
+            let (ok, out) = vmi_call(&kc, dir, "addvolume", ADD_DATA);
+            assert!(!ok && out.contains("VMI is not running"), "{out}");
 
             // Running on another node: no handler there.
             set_status(&kc, json!({"phase": "Running", "nodeName": "elsewhere"}));
@@ -627,6 +762,35 @@ mod tests {
             // A GET without the agent: KubeVirt's 409, written as plain text with 500.
             let (ok, out) = vmi_call(&kc, dir, "guestosinfo", "");
             assert!(!ok && out.contains("VMI does not have guest agent connected"), "{out}");
+
+            // A running VMI no VM owns takes an ephemeral hotplug into its spec; the same
+            // volume again is KubeVirt's conflict and leaves the spec as it was.
+            let (ok, out) = vmi_call(&kc, dir, "addvolume", ADD_DATA);
+            assert!(ok, "{out}");
+            let spec = |kc: &Path| {
+                let (ok, out, err) = kubectl(kc, &["get", "vmi", "guest", "-o", "json"]);
+                assert!(ok, "{err}");
+                serde_json::from_str::<Value>(&out).unwrap()["spec"].clone()
+            };
+            let added = spec(&kc);
+            assert_eq!(
+                added["volumes"],
+                json!([{"name": "data", "persistentVolumeClaim": {"claimName": "claim1", "hotpluggable": true}}]),
+                "{added}"
+            );
+            assert_eq!(
+                added["domain"]["devices"]["disks"],
+                json!([{"name": "data", "serial": "data", "disk": {"bus": "scsi"}}])
+            );
+            let (ok, out) = vmi_call(&kc, dir, "addvolume", ADD_DATA);
+            assert!(
+                !ok && out.contains("Unable to add volume [data] because volume with that name already exists"),
+                "{out}"
+            );
+            assert_eq!(spec(&kc), added);
+            let (ok, out) = vmi_call(&kc, dir, "removevolume", r#"{"name": "data"}"#);
+            assert!(ok, "{out}");
+            assert_eq!(spec(&kc)["volumes"], json!([]));
         })
         .await
         .unwrap();
@@ -636,7 +800,10 @@ mod tests {
     #[tokio::test]
     async fn requests_need_the_token() {
         let server = ApiServer::start(Options {
-            extensions: vec![Arc::new(KubevirtSubresources { handler: None })],
+            extensions: vec![Arc::new(KubevirtSubresources {
+                handler: None,
+                gates: DEFAULT_GATES,
+            })],
             ..Options::default()
         })
         .await
