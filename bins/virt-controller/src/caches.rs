@@ -64,6 +64,9 @@ pub struct Shared {
     /// through them.
     pub(crate) vms: OnceLock<Store<VirtualMachine>>,
     pub(crate) vmis: OnceLock<Store<VirtualMachineInstance>>,
+    /// The pod cache, set once its watch starts: an attachment pod's event is resolved to its
+    /// VMI through the launcher pod that owns it.
+    pub(crate) pods: OnceLock<Store<Pod>>,
 }
 
 impl Shared {
@@ -85,6 +88,7 @@ impl Shared {
             migrations: OnceLock::new(),
             vms: OnceLock::new(),
             vmis: OnceLock::new(),
+            pods: OnceLock::new(),
         }
     }
 
@@ -149,7 +153,7 @@ pub struct Caches {
     pub vms: Store<VirtualMachine>,
     /// VirtualMachineInstances, all namespaces.
     pub vmis: Store<VirtualMachineInstance>,
-    /// Pods labelled `kubevirt.io` (launcher pods).
+    /// Pods labelled `kubevirt.io` (launcher pods and their hotplug attachment pods).
     pub pods: Store<Pod>,
     /// ControllerRevisions (the VM controller's start revisions).
     pub revisions: Store<ControllerRevision>,
@@ -227,6 +231,16 @@ impl ControllerCache for Caches {
                     .as_ref()
                     .and_then(|l| l.get(labels::CREATED_BY))
                     .is_some_and(|uid| uid == vmi_uid)
+            })
+            .collect()
+    }
+
+    fn attachment_pods(&self, namespace: &str, owner_uid: &str) -> Vec<Arc<Pod>> {
+        in_namespace(&self.pods, namespace)
+            .filter(|p| {
+                p.owner_references()
+                    .iter()
+                    .any(|o| o.controller == Some(true) && o.uid == owner_uid)
             })
             .collect()
     }
@@ -310,25 +324,43 @@ pub fn key_of<K: Resource>(obj: &K) -> String {
     )
 }
 
-fn seen_vmi(v: &VirtualMachineInstance) -> Seen {
+fn seen_vmi(v: &VirtualMachineInstance, _: &Shared) -> Seen {
     Seen {
         deleting: v.metadata.deletion_timestamp.is_some(),
         vmi_key: None,
     }
 }
 
-fn seen_meta<K: Resource>(o: &K) -> Seen {
+fn seen_meta<K: Resource>(o: &K, _: &Shared) -> Seen {
     Seen {
         deleting: o.meta().deletion_timestamp.is_some(),
         vmi_key: None,
     }
 }
 
-fn seen_pod(p: &Pod) -> Seen {
-    let vmi_key = p
-        .labels()
-        .get(labels::VM_NAME)
-        .map(|name| format!("{}/{name}", p.namespace().unwrap_or_default()));
+/// A launcher pod names its VMI in a label; a hotplug attachment pod (KubeVirt's
+/// `resolveControllerRef`) is owned by its launcher pod, looked up in the pod cache, so its
+/// creation, readiness and deletion wake the VMI and fulfil its expectations.
+fn seen_pod(p: &Pod, shared: &Shared) -> Seen {
+    let ns = p.namespace().unwrap_or_default();
+    let vmi_name = |pod: &Pod| pod.labels().get(labels::VM_NAME).cloned();
+    let owner = || {
+        let owner = p
+            .owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true) && o.kind == "Pod")?;
+        let launcher = shared
+            .pods
+            .get()?
+            .get(&reflector::ObjectRef::new(&owner.name).within(&ns))?;
+        if launcher.metadata.uid.as_deref() != Some(owner.uid.as_str()) {
+            return None;
+        }
+        vmi_name(&launcher)
+    };
+    let vmi_key = vmi_name(p)
+        .or_else(owner)
+        .map(|name| format!("{ns}/{name}"));
     Seen {
         deleting: p.metadata.deletion_timestamp.is_some(),
         vmi_key,
@@ -349,7 +381,7 @@ struct Observed {
 /// How a watch describes its objects to the observer: what it needs to know of one version
 /// ([`Seen`]) and which migrations it concerns.
 struct Describe<K> {
-    seen: fn(&K) -> Seen,
+    seen: fn(&K, &Shared) -> Seen,
     migrations: fn(&K, &Shared) -> Vec<String>,
     /// For DataVolumes and claims: their kind and what the storage observer needs of a version
     /// (their events go to it instead of the object observer).
@@ -407,8 +439,8 @@ where
             let old = old_of(obj);
             vec![Observed {
                 key,
-                old: old.as_deref().map(seen),
-                new: Some(seen(obj)),
+                old: old.as_deref().map(|o| seen(o, shared)),
+                new: Some(seen(obj, shared)),
                 migrations: migrations_of(&[old.as_deref(), Some(obj)]),
                 storage: storage(old.as_deref(), Some(obj)),
             }]
@@ -417,7 +449,10 @@ where
             let old = old_of(obj);
             vec![Observed {
                 key: key_of(obj),
-                old: old.as_deref().map(seen).or_else(|| Some(seen(obj))),
+                old: old
+                    .as_deref()
+                    .map(|o| seen(o, shared))
+                    .or_else(|| Some(seen(obj, shared))),
                 new: None,
                 migrations: migrations_of(&[old.as_deref(), Some(obj)]),
                 storage: storage(Some(old.as_deref().unwrap_or(obj)), None),
@@ -436,7 +471,7 @@ where
                 .filter(|(key, _)| !keys.contains(key))
                 .map(|(key, obj)| Observed {
                     key,
-                    old: Some(seen(obj)),
+                    old: Some(seen(obj, shared)),
                     new: None,
                     migrations: migrations_of(&[Some(obj.as_ref())]),
                     storage: storage(Some(obj.as_ref()), None),
@@ -583,6 +618,7 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
         shared.clone(),
     );
     tasks.push(t);
+    let _ = shared.pods.set(pods.clone());
     let (revisions, t) = watch(
         KubeResourceApi::<ControllerRevision>::all(client.clone()),
         all.clone(),
@@ -776,5 +812,45 @@ impl Caches {
             store.wait_until_ready().await?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// An attachment pod carries no VMI label: its VMI is its launcher pod's, found in the pod
+    /// cache by the owner reference (name and UID), so its events wake the VMI.
+    #[test]
+    fn an_attachment_pod_resolves_to_its_launchers_vmi() {
+        let shared = Shared::new(&crate::metrics::ControllerMetrics::new());
+        let mut writer = reflector::store::Writer::<Pod>::new(());
+        let launcher = pod(json!({
+            "metadata": {"name": "virt-launcher-vm1-abcde", "namespace": "ns", "uid": "l-uid",
+                         "labels": {"kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": "vm1"}}}));
+        writer.apply_watcher_event(&Event::Apply(launcher.clone()));
+        let _ = shared.pods.set(writer.as_reader());
+        let attachment = |uid: &str| {
+            pod(json!({
+                "metadata": {"name": "hp-volume-xyz12", "namespace": "ns",
+                             "labels": {"kubevirt.io": "hotplug-disk"},
+                             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
+                                 "name": "virt-launcher-vm1-abcde", "uid": uid, "controller": true}]}}))
+        };
+        assert_eq!(
+            seen_pod(&launcher, &shared).vmi_key.as_deref(),
+            Some("ns/vm1")
+        );
+        assert_eq!(
+            seen_pod(&attachment("l-uid"), &shared).vmi_key.as_deref(),
+            Some("ns/vm1")
+        );
+        // An owner of the same name but another UID is not its launcher.
+        assert_eq!(seen_pod(&attachment("other"), &shared).vmi_key, None);
     }
 }

@@ -14,7 +14,10 @@ use kvrs_decide::migration::{
     MigrationDecision, MigrationWorld, decide_migration, target_renderer,
 };
 use kvrs_decide::vm::{data_volume_create_failed, decide_vm};
-use kvrs_decide::vmi::{decide_vmi, launcher_renderer, pod_create_failed, pod_name_suffix};
+use kvrs_decide::vmi::{
+    attachment_pod_create_failed, decide_vmi, is_attachment_pod_object, launcher_renderer,
+    pod_create_failed, pod_name_suffix,
+};
 use kvrs_decide::{Event, Now, Plan, WriteOp};
 use kvrs_queue::Instant;
 use kvrs_runtime::kube::api::KubeApi;
@@ -174,7 +177,17 @@ impl Controllers {
             let failed_write = out.failed_write.and_then(|i| decision.plan.writes().nth(i));
             let pod_create = failed_write
                 .is_some_and(|w| w.resource == "pods" && matches!(w.op, WriteOp::Create { .. }));
-            if pod_create {
+            let attachment_pod = failed_write.is_some_and(
+                |w| matches!(&w.op, WriteOp::Create { object } if is_attachment_pod_object(object)),
+            );
+            if attachment_pod {
+                let plan = attachment_pod_create_failed(&vmi, &failed.message);
+                let (again, waited) = self
+                    .run(&plan, &self.shared.vmi_expectations, queue_now)
+                    .await;
+                out.queue = again.queue;
+                api += waited;
+            } else if pod_create {
                 // KubeVirt records why the pod could not be created on the VMI, then retries.
                 let forbidden = failed.kind == ApiErrorKind::Forbidden;
                 let plan: Plan = pod_create_failed(&vmi, forbidden, &failed.message, now.unix());

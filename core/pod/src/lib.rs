@@ -46,6 +46,7 @@ pub mod resources;
 
 mod backend_storage;
 mod compute;
+pub mod hotplug;
 mod metadata;
 mod scheduling;
 mod sidecars;

@@ -74,7 +74,7 @@ fn owner_data_volume(pvc: &PersistentVolumeClaim) -> Option<&str> {
         .map(|o| o.name.as_str())
 }
 
-fn find_pvc<'a>(
+pub(crate) fn find_pvc<'a>(
     pvcs: &'a [PersistentVolumeClaim],
     ns: &str,
     name: &str,
@@ -151,30 +151,41 @@ pub(crate) fn readiness(
                 claim: claim.into(),
             });
         };
-        let (ready, wffc) = match owner_data_volume(pvc) {
-            None => (true, false),
-            Some(dv_name) => {
-                let dv = listed
-                    .iter()
-                    .copied()
-                    .find(|d| {
-                        d.at("/metadata/name").and_then(Value::as_str) == Some(dv_name)
-                            && meta::json_namespace(d) == ns
-                    })
-                    .or_else(|| meta::find_json(data_volumes, ns, dv_name))
-                    .ok_or_else(|| VolumeError::DataVolumeNotFound {
-                        namespace: ns.into(),
-                        name: dv_name.into(),
-                    })?;
-                let p = phase(dv);
-                let ready = p == dv_phase::SUCCEEDED || p == dv_phase::PENDING_POPULATION;
-                (ready, !ready && p == dv_phase::WAIT_FOR_FIRST_CONSUMER)
-            }
-        };
+        let (ready, wffc) = claim_readiness(pvc, ns, listed, data_volumes)?;
         out.wait_for_first_consumer |= wffc;
         out.ready = out.ready && (ready || wffc);
     }
     Ok(out)
+}
+
+/// Whether one claim is populated (KubeVirt's `IsSucceededOrPendingPopulation`) and whether it
+/// waits for its first consumer: a claim no DataVolume controls is taken as populated (someone
+/// else filled it); one a DataVolume controls follows the DataVolume, looked up among `listed`
+/// first, then in the whole cache.
+pub(crate) fn claim_readiness(
+    pvc: &PersistentVolumeClaim,
+    ns: &str,
+    listed: &[&Value],
+    data_volumes: &[Value],
+) -> Result<(bool, bool), VolumeError> {
+    let Some(dv_name) = owner_data_volume(pvc) else {
+        return Ok((true, false));
+    };
+    let dv = listed
+        .iter()
+        .copied()
+        .find(|d| {
+            d.at("/metadata/name").and_then(Value::as_str) == Some(dv_name)
+                && meta::json_namespace(d) == ns
+        })
+        .or_else(|| meta::find_json(data_volumes, ns, dv_name))
+        .ok_or_else(|| VolumeError::DataVolumeNotFound {
+            namespace: ns.into(),
+            name: dv_name.into(),
+        })?;
+    let p = phase(dv);
+    let ready = p == dv_phase::SUCCEEDED || p == dv_phase::PENDING_POPULATION;
+    Ok((ready, !ready && p == dv_phase::WAIT_FOR_FIRST_CONSUMER))
 }
 
 /// KubeVirt's `aggregateDataVolumesConditions`: with any DataVolume, the VMI's

@@ -92,8 +92,19 @@ fn sync(
         return None;
     }
     if state::is_final(vmi) {
+        if let Some(p) = current.as_deref() {
+            super::hotplug::delete_attachment_pods_of(w, &[p], plan);
+        }
         return None;
     }
+    // Attachment pods of launcher pods that are down go with them.
+    let down: Vec<&Pod> = w
+        .pods
+        .iter()
+        .copied()
+        .filter(|p| pod::is_controlled_by(p, vmi) && pod::is_down(p))
+        .collect();
+    super::hotplug::delete_attachment_pods_of(w, &down, plan);
     let volumes = match data_volumes::readiness(vmi, dvs, w.data_volumes, w.pvcs) {
         Ok(r) => r,
         Err(e) => return Some(volume_error(vmi, &e, plan)),
@@ -214,6 +225,13 @@ fn sync(
                 .insert(EVICT_ONLY_ANNOTATION.into(), String::new());
             *current = Some(Cow::Owned(updated));
         }
+    }
+    // KubeVirt handles hotplug volumes once the launcher pod is ready.
+    if let Some(p) = current
+        .as_deref()
+        .filter(|p| !pod::is_temp(p) && pod::is_ready(p))
+    {
+        return super::hotplug::sync(w, dvs, p, suffix, plan);
     }
     None
 }

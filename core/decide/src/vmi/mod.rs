@@ -11,6 +11,7 @@
 mod conditions;
 pub(crate) mod data_volumes;
 mod handover;
+mod hotplug;
 mod lifecycle;
 mod network_status;
 pub mod pod;
@@ -29,6 +30,7 @@ use crate::api::{VirtualMachine, VirtualMachineInstance};
 
 /// The VMI state predicates, shared with the VM decision (at `crate::vmi_state`).
 pub use crate::vmi_state as state;
+pub use hotplug::{attachment_pod_create_failed, is_attachment_pod_object};
 pub use lifecycle::pod_create_failed;
 
 /// Renders the launcher pod of a VMI as a JSON Pod object (with `metadata.generateName`), or
@@ -69,7 +71,8 @@ pub struct VmiWorld<'a> {
     /// The VMI as the cache holds it.
     pub vmi: &'a VirtualMachineInstance,
     /// Pods of the VMI's namespace in the controller's cache (labelled `kubevirt.io`); only
-    /// those the VMI controls are read. Labels and annotations are compared whole in the pod
+    /// those the VMI controls are read, and the hotplug attachment pods its launcher pods
+    /// control. Labels and annotations are compared whole in the pod
     /// patches' `test` operations, so they must be the API server's.
     pub pods: Vec<&'a Pod>,
     /// VMs of the namespace (to tell whether an owner VM still exists).
@@ -188,5 +191,7 @@ pub(crate) fn created_pod_event(vmi: &VirtualMachineInstance, pod_name: &str) ->
 
 #[cfg(test)]
 mod data_volume_tests;
+#[cfg(test)]
+mod hotplug_tests;
 #[cfg(test)]
 mod tests;

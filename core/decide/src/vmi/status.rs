@@ -172,10 +172,23 @@ fn rebuild_status_list(
 /// Volume status entries for every volume (existing entries kept), sorted by name as KubeVirt's
 /// VMI controller sorts them — virt-handler writes them in that order too, and a list the two
 /// order differently is rewritten by each in turn, forever.
-fn update_volume_status(v: &mut Value, pvcs: &[k8s_openapi::api::core::v1::PersistentVolumeClaim]) {
+///
+/// With the launcher pod at hand, hotplugged volumes' entries follow their attachment pod, and
+/// entries of volumes gone from the spec stay while one still carries them
+/// ([`super::hotplug::update_volume_status`]).
+fn update_volume_status(w: &VmiWorld<'_>, v: &mut Value, launcher: Option<&Pod>, plan: &mut Plan) {
+    let pvcs = w.pvcs;
+    let old: Vec<Value> = v
+        .at("/status/volumeStatus")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     rebuild_status_list(v, "volumes", "volumeStatus", |name, _| {
         Some(json!({"name": name, "target": ""}))
     });
+    if let Some(l) = launcher {
+        super::hotplug::update_volume_status(w, v, &old, l, plan);
+    }
     if let Some(list) = v
         .at_mut("/status/volumeStatus")
         .and_then(Value::as_array_mut)
@@ -416,7 +429,7 @@ pub(super) fn update_status(
                         });
                     }
                     if pod::is_ready(p) && !state::is_deleting(vmi) {
-                        update_volume_status(&mut c, w.pvcs);
+                        update_volume_status(w, &mut c, Some(p), plan);
                         update_network_status(&mut c, Some(p));
                         set_phase(&mut c, phase::SCHEDULED);
                         let node = pod::node_name(p).to_string();
@@ -450,7 +463,7 @@ pub(super) fn update_status(
             if !pod_exists {
                 set_phase(&mut c, phase::FAILED);
             } else {
-                update_volume_status(&mut c, w.pvcs);
+                update_volume_status(w, &mut c, p, plan);
                 update_network_status(&mut c, p);
             }
         }
@@ -458,7 +471,7 @@ pub(super) fn update_status(
             if !pod_exists {
                 set_phase(&mut c, phase::FAILED);
             } else {
-                update_volume_status(&mut c, w.pvcs);
+                update_volume_status(w, &mut c, p, plan);
             }
         }
         phase::WAITING_FOR_SYNC => {

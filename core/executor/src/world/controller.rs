@@ -34,6 +34,14 @@ pub trait ControllerCache {
     /// any order.
     fn launcher_pods(&self, namespace: &str, vmi_uid: &str) -> Vec<Self::Obj<'_, Pod>>;
 
+    /// The pods of `namespace` the pod of UID `owner_uid` controls: a launcher pod's hotplug
+    /// attachment pods (labelled `kubevirt.io: hotplug-disk`), in any order. A runtime that
+    /// runs no volume hotplug answers none.
+    fn attachment_pods(&self, namespace: &str, owner_uid: &str) -> Vec<Self::Obj<'_, Pod>> {
+        let _ = (namespace, owner_uid);
+        Vec::new()
+    }
+
     /// The ControllerRevisions of `namespace` that `wanted` selects, in any order. An answer may
     /// hold more (the namespace's every revision, say): [`vm_world`] keeps only the selected
     /// ones. `wanted` says how to find them without a scan: by the start revisions' name
@@ -192,7 +200,7 @@ where
 /// VMI it was built around with what `decide` returned, or `None` (and `decide` not called) when
 /// the cache holds no VMI of that key.
 ///
-/// The world holds the VMI, its launcher pods (in name order), the VM of the same name and the
+/// The world holds the VMI, its launcher pods and their attachment pods (in name order), the VM of the same name and the
 /// namespace's migrations, PVCs and DataVolumes.
 pub fn vmi_world<'c, C, R>(
     cache: &'c C,
@@ -206,6 +214,12 @@ where
     let vmi = cache.vmi(key)?;
     let uid = vmi.metadata.uid.as_deref().unwrap_or_default();
     let mut pods = cache.launcher_pods(namespace_of(key), uid);
+    let attachment: Vec<_> = pods
+        .iter()
+        .filter_map(|p| p.metadata.uid.as_deref())
+        .flat_map(|owner| cache.attachment_pods(namespace_of(key), owner))
+        .collect();
+    pods.extend(attachment);
     pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let vm = cache.vm(key);
     let pvcs = cache.pvcs(namespace_of(key));
