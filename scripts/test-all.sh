@@ -75,6 +75,10 @@ bash scripts/nodelabeller-harness.sh >/dev/null
 # tests/migration_oracle.rs (seconds once the module cache is warm).
 bash scripts/migration-harness.sh >/dev/null
 
+# KubeVirt v1.9.0's VMI controller as a Go module (tests/vmistorage) for
+# tests/vmistorage_oracle.rs (seconds once the module cache is warm).
+bash scripts/vmistorage-harness.sh >/dev/null
+
 # A fresh clone builds once: incremental artefacts would only double the target directory.
 export CARGO_INCREMENTAL=0
 

@@ -58,6 +58,12 @@ pub const COMPARISONS: &[(&str, &str)] = &[
     ("migration", "migration-content"),
     ("migration", "migration-events"),
     ("migration", "migration-queue"),
+    // tests/vmistorage_oracle.rs (generated storage scenarios against KubeVirt's VMI controller,
+    // tests/vmistorage)
+    ("vmistorage", "vmistorage-writes"),
+    ("vmistorage", "vmistorage-content"),
+    ("vmistorage", "vmistorage-events"),
+    ("vmistorage", "vmistorage-queue"),
 ];
 
 /// One way kvrs's output differs from KubeVirt's in one scenario.
