@@ -70,46 +70,7 @@ const ATTACHMENT: &str = "hp-volume-fghij";
 /// (core/decide/src/vmi), not kept: `(scenario, comparison, path prefix, what KubeVirt does)`.
 /// They are printed as OPEN on every run and never count as agreement; one that stops occurring
 /// fails the test until it is removed here, so the list cannot hide a later regression.
-const EXPECTED_TO_CLOSE: &[(&str, &str, &str, &str)] = &[
-    // A claim not in the cache yet is KubeVirt's informalSyncError (RequiresRequeue false): the
-    // reconcile ends without a retry, the claim's informer event brings the VMI back; kvrs
-    // retries with backoff (lifecycle.rs volume_error: ErrorKind::Sync for PvcNotFound).
-    (
-        "dv-claim-missing",
-        "vmistorage-queue",
-        "/0/op",
-        "Forget (waits for the claim's event)",
-    ),
-    (
-        "dv-missing-claim-missing",
-        "vmistorage-queue",
-        "/0/op",
-        "Forget (waits for the claim's event)",
-    ),
-    (
-        "pvc-missing",
-        "vmistorage-queue",
-        "/0/op",
-        "Forget (waits for the claim's event)",
-    ),
-    // A hotplugged DataVolume waiting for its first consumer: KubeVirt's
-    // triggerHotplugPopulation creates a trigger pod (hp-volume-, annotation
-    // kubevirt.io/ephemeral-provisioning, `/bin/bash -c exit 0`, the claim mounted at /pvc, pod
-    // affinity to the launcher pod's labels) and records "Created hotplug trigger pod for volume
-    // hp1"; kvrs's hotplug decision (hotplug.rs) waits instead.
-    (
-        "hotplug-datavolume-wffc-trigger-pod",
-        "vmistorage-writes",
-        "create pods",
-        "creates the hotplug trigger pod hp-volume-00000",
-    ),
-    (
-        "hotplug-datavolume-wffc-trigger-pod",
-        "vmistorage-events",
-        "/0",
-        "Normal SuccessfulCreate \"Created hotplug trigger pod for volume hp1\"",
-    ),
-];
+const EXPECTED_TO_CLOSE: &[(&str, &str, &str, &str)] = &[];
 
 // ---- the scenarios ----
 

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 
 use crate::NON_ROOT_UID;
 use crate::api::{VirtualMachineInstance, Volume};
@@ -23,6 +23,9 @@ pub const HOTPLUG_DISK: &str = "hotplug-disk";
 pub const HOTPLUG_DISKS_VOLUME: &str = "hotplug-disks";
 /// `generateName` of attachment pods.
 pub const ATTACHMENT_POD_PREFIX: &str = "hp-volume-";
+/// The annotation of pods that exist only to provision a claim (KubeVirt's
+/// `EphemeralProvisioningObject`).
+pub const EPHEMERAL_PROVISIONING: &str = "kubevirt.io/ephemeral-provisioning";
 
 /// What the attachment pod needs to know of a hotplugged volume's claim.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -118,49 +121,14 @@ fn selinux_level(vmi: &VirtualMachineInstance) -> Result<Option<String>, Attachm
     Ok(Some(parts[3..].join(":")))
 }
 
-/// KubeVirt's attachment pod for `volumes` of `vmi`, owned by `launcher`. `claims` holds, by
-/// volume name, the facts of each volume's claim; a volume without an entry still gets its pod
-/// volume but neither a mount nor a device, as in KubeVirt. A filesystem claim whose volume
-/// virt-handler already mounted (`MountedToPod` or `Ready`) is not mounted again.
-pub fn render_attachment_pod(
-    vmi: &VirtualMachineInstance,
-    launcher: &core::Pod,
-    volumes: &[&Volume],
-    claims: &BTreeMap<String, AttachmentClaim>,
-    config: &ClusterConfig,
-) -> Result<core::Pod, AttachmentPodError> {
-    let owner_name = launcher.metadata.name.clone().unwrap_or_default();
-    if owner_name.is_empty() {
-        return Err(AttachmentPodError::LauncherPodIncomplete { field: "name" });
-    }
-    let owner_uid = launcher.metadata.uid.clone().unwrap_or_default();
-    if owner_uid.is_empty() {
-        return Err(AttachmentPodError::LauncherPodIncomplete { field: "uid" });
-    }
-    let launcher_spec = launcher.spec.as_ref();
-    let node = launcher_spec
-        .and_then(|s| s.node_name.clone())
-        .unwrap_or_default();
-
-    let mut tolerations = hotplug_tolerations();
-    tolerations.extend(
-        launcher_spec
-            .and_then(|s| s.tolerations.clone())
-            .unwrap_or_default(),
-    );
-    // KubeVirt sorts by key and drops adjacent duplicates (`slices.Compact`).
-    tolerations.sort_by(|a, b| a.key.cmp(&b.key));
-    tolerations.dedup();
-
-    let level = selinux_level(vmi)?.unwrap_or_else(|| "s0".into());
-    let mut container = core::Container {
+/// The one container of an attachment or trigger pod: the launcher image running `command`
+/// under `/bin/sh -c`, KubeVirt's hotplug resources and restricted security context at the
+/// VMI's SELinux `level`, the pod's `hotplug-disks` emptyDir at `/path`.
+fn hotplug_container(command: &str, level: String, config: &ClusterConfig) -> core::Container {
+    core::Container {
         name: HOTPLUG_DISK.into(),
         image: Some(config.launcher_image.clone()),
-        command: Some(vec![
-            "/bin/sh".into(),
-            "-c".into(),
-            "/usr/bin/container-disk --copy-path /path/hp".into(),
-        ]),
+        command: Some(vec!["/bin/sh".into(), "-c".into(), command.into()]),
         resources: Some(core::ResourceRequirements {
             limits: Some(quantities("100m", "80M")),
             requests: Some(quantities("10m", "2M")),
@@ -192,7 +160,162 @@ pub fn render_attachment_pod(
             ..core::VolumeMount::default()
         }]),
         ..core::Container::default()
-    };
+    }
+}
+
+/// The owner reference every hotplug pod carries: its launcher pod, as controller.
+fn launcher_owner(launcher: &core::Pod) -> Result<OwnerReference, AttachmentPodError> {
+    let name = launcher.metadata.name.clone().unwrap_or_default();
+    if name.is_empty() {
+        return Err(AttachmentPodError::LauncherPodIncomplete { field: "name" });
+    }
+    let uid = launcher.metadata.uid.clone().unwrap_or_default();
+    if uid.is_empty() {
+        return Err(AttachmentPodError::LauncherPodIncomplete { field: "uid" });
+    }
+    Ok(OwnerReference {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        name,
+        uid,
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    })
+}
+
+/// KubeVirt's hotplug population trigger pod (`RenderHotplugAttachmentTriggerPodTemplate` with
+/// `tempPod`): a hotplugged DataVolume whose claim waits for its first consumer gets one —
+/// a pod that consumes the claim on the launcher's node (pod affinity to the launcher pod's
+/// labels), so the claim binds there and CDI can populate it; its command exits at once
+/// (`kubevirt.io/ephemeral-provisioning` marks it as provisioning only). A filesystem claim is
+/// mounted at `/pvc`, a block one is the device `/dev/hotplugblockdevice` (the pod then runs as
+/// root, as KubeVirt's does).
+pub fn render_trigger_pod(
+    vmi: &VirtualMachineInstance,
+    launcher: &core::Pod,
+    volume: &Volume,
+    claim: &str,
+    block: bool,
+    config: &ClusterConfig,
+) -> Result<core::Pod, AttachmentPodError> {
+    let owner = launcher_owner(launcher)?;
+    let level = selinux_level(vmi)?.unwrap_or_else(|| "s0".into());
+    let mut container = hotplug_container("exit", level, config);
+    // KubeVirt's command is `/bin/bash -c exit 0`: bash runs `exit` with `$0` set to `0`.
+    container.command = Some(vec![
+        "/bin/bash".into(),
+        "-c".into(),
+        "exit".into(),
+        "0".into(),
+    ]);
+    let mut security = None;
+    if block {
+        container.volume_devices = Some(vec![core::VolumeDevice {
+            name: volume.name.clone(),
+            device_path: "/dev/hotplugblockdevice".into(),
+        }]);
+        security = Some(core::PodSecurityContext {
+            run_as_user: Some(0),
+            ..core::PodSecurityContext::default()
+        });
+    } else if let Some(mounts) = container.volume_mounts.as_mut() {
+        mounts.push(core::VolumeMount {
+            name: volume.name.clone(),
+            mount_path: "/pvc".into(),
+            ..core::VolumeMount::default()
+        });
+    }
+    let launcher_labels = launcher.metadata.labels.clone().unwrap_or_default();
+    Ok(core::Pod {
+        metadata: ObjectMeta {
+            generate_name: Some(ATTACHMENT_POD_PREFIX.into()),
+            namespace: launcher.metadata.namespace.clone(),
+            labels: Some(BTreeMap::from([(
+                kvrs_api::names::labels::APP.to_string(),
+                HOTPLUG_DISK.to_string(),
+            )])),
+            annotations: Some(BTreeMap::from([(
+                EPHEMERAL_PROVISIONING.to_string(),
+                "true".to_string(),
+            )])),
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(core::PodSpec {
+            containers: vec![container],
+            affinity: Some(core::Affinity {
+                pod_affinity: Some(core::PodAffinity {
+                    required_during_scheduling_ignored_during_execution: Some(vec![
+                        core::PodAffinityTerm {
+                            label_selector: Some(LabelSelector {
+                                match_labels: Some(launcher_labels),
+                                ..LabelSelector::default()
+                            }),
+                            topology_key: "kubernetes.io/hostname".into(),
+                            ..core::PodAffinityTerm::default()
+                        },
+                    ]),
+                    ..core::PodAffinity::default()
+                }),
+                ..core::Affinity::default()
+            }),
+            tolerations: launcher.spec.as_ref().and_then(|s| s.tolerations.clone()),
+            volumes: Some(vec![
+                core::Volume {
+                    name: volume.name.clone(),
+                    persistent_volume_claim: Some(core::PersistentVolumeClaimVolumeSource {
+                        claim_name: claim.into(),
+                        read_only: Some(false),
+                    }),
+                    ..core::Volume::default()
+                },
+                core::Volume {
+                    name: HOTPLUG_DISKS_VOLUME.into(),
+                    empty_dir: Some(core::EmptyDirVolumeSource::default()),
+                    ..core::Volume::default()
+                },
+            ]),
+            termination_grace_period_seconds: Some(0),
+            security_context: security,
+            ..core::PodSpec::default()
+        }),
+        status: None,
+    })
+}
+
+/// KubeVirt's attachment pod for `volumes` of `vmi`, owned by `launcher`. `claims` holds, by
+/// volume name, the facts of each volume's claim; a volume without an entry still gets its pod
+/// volume but neither a mount nor a device, as in KubeVirt. A filesystem claim whose volume
+/// virt-handler already mounted (`MountedToPod` or `Ready`) is not mounted again.
+pub fn render_attachment_pod(
+    vmi: &VirtualMachineInstance,
+    launcher: &core::Pod,
+    volumes: &[&Volume],
+    claims: &BTreeMap<String, AttachmentClaim>,
+    config: &ClusterConfig,
+) -> Result<core::Pod, AttachmentPodError> {
+    let owner = launcher_owner(launcher)?;
+    let launcher_spec = launcher.spec.as_ref();
+    let node = launcher_spec
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
+
+    let mut tolerations = hotplug_tolerations();
+    tolerations.extend(
+        launcher_spec
+            .and_then(|s| s.tolerations.clone())
+            .unwrap_or_default(),
+    );
+    // KubeVirt sorts by key and drops adjacent duplicates (`slices.Compact`).
+    tolerations.sort_by(|a, b| a.key.cmp(&b.key));
+    tolerations.dedup();
+
+    let level = selinux_level(vmi)?.unwrap_or_else(|| "s0".into());
+    let mut container = hotplug_container(
+        "/usr/bin/container-disk --copy-path /path/hp",
+        level,
+        config,
+    );
 
     let mounted: Vec<&str> = vmi
         .status
@@ -250,14 +373,7 @@ pub fn render_attachment_pod(
                 kvrs_api::names::labels::APP.to_string(),
                 HOTPLUG_DISK.to_string(),
             )])),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "v1".into(),
-                kind: "Pod".into(),
-                name: owner_name,
-                uid: owner_uid,
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
+            owner_references: Some(vec![owner]),
             ..ObjectMeta::default()
         },
         spec: Some(core::PodSpec {
@@ -342,6 +458,76 @@ mod tests {
             ..ClusterConfig::default()
         };
         render_attachment_pod(&v, &launcher(), &volumes, &claims(false), &config)
+    }
+
+    fn trigger(block: bool) -> core::Pod {
+        let v = vmi(json!({"selinuxContext": "system_u:object_r:container_file_t:s0:c1,c2"}));
+        let volume = &v.spec.volumes.as_ref().unwrap()[1];
+        let mut owner = launcher();
+        owner.metadata.labels = Some(BTreeMap::from([(
+            "kubevirt.io/created-by".to_string(),
+            "vmi-uid".to_string(),
+        )]));
+        render_trigger_pod(
+            &v,
+            &owner,
+            volume,
+            "block-dv",
+            block,
+            &ClusterConfig::default(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_trigger_pod_consumes_the_claim_beside_the_launcher_and_exits() {
+        let pod = serde_json::to_value(trigger(false)).unwrap();
+        assert_eq!(
+            pod["metadata"]["annotations"][EPHEMERAL_PROVISIONING], "true",
+            "{pod}"
+        );
+        assert_eq!(pod["metadata"]["generateName"], ATTACHMENT_POD_PREFIX);
+        let c = &pod["spec"]["containers"][0];
+        assert_eq!(c["command"], json!(["/bin/bash", "-c", "exit", "0"]));
+        assert_eq!(
+            c["volumeMounts"],
+            json!([{"name": "hotplug-disks", "mountPath": "/path", "mountPropagation": "HostToContainer"},
+                   {"name": "hp-block", "mountPath": "/pvc"}])
+        );
+        assert_eq!(
+            c["securityContext"]["seLinuxOptions"]["level"], "s0:c1,c2",
+            "the VMI's SELinux level"
+        );
+        let term = &pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            [0];
+        assert_eq!(
+            term["labelSelector"]["matchLabels"],
+            json!({"kubevirt.io/created-by": "vmi-uid"})
+        );
+        assert_eq!(term["topologyKey"], "kubernetes.io/hostname");
+        assert!(pod["spec"]["affinity"]["nodeAffinity"].is_null());
+        assert_eq!(
+            pod["spec"]["tolerations"],
+            serde_json::to_value(launcher().spec.unwrap().tolerations).unwrap(),
+            "the launcher's tolerations only"
+        );
+        assert_eq!(
+            pod["spec"]["volumes"][0]["persistentVolumeClaim"],
+            json!({"claimName": "block-dv", "readOnly": false})
+        );
+        assert!(pod["spec"]["securityContext"].is_null());
+    }
+
+    #[test]
+    fn a_block_trigger_pod_has_the_device_and_runs_as_root() {
+        let pod = serde_json::to_value(trigger(true)).unwrap();
+        let c = &pod["spec"]["containers"][0];
+        assert_eq!(
+            c["volumeDevices"],
+            json!([{"name": "hp-block", "devicePath": "/dev/hotplugblockdevice"}])
+        );
+        assert_eq!(c["volumeMounts"].as_array().unwrap().len(), 1, "{c}");
+        assert_eq!(pod["spec"]["securityContext"], json!({"runAsUser": 0}));
     }
 
     #[test]

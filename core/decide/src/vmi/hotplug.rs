@@ -191,6 +191,8 @@ pub(super) fn sync(
     let ns = meta::namespace(&vmi.metadata);
     let mut ready: Vec<&Volume> = Vec::new();
     let mut claims = BTreeMap::new();
+    // Trigger pods made by this reconcile: each pod it creates needs its own name.
+    let mut triggered = 0;
     for v in &volumes {
         let Some(claim) = claim_of(v) else {
             continue;
@@ -210,9 +212,19 @@ pub(super) fn sync(
                     message: format!("Error determining volume status {e}"),
                 });
             }
-            // A claim waiting for its first consumer needs KubeVirt's population trigger pod,
-            // which kvrs does not create: the volume waits like one not populated yet.
-            Ok((false, _)) => continue,
+            // A claim waiting for its first consumer: KubeVirt's population trigger pod
+            // consumes it on this node; the volume itself waits like one not populated yet.
+            Ok((false, true)) => {
+                let block =
+                    pvc.spec.as_ref().and_then(|s| s.volume_mode.as_deref()) == Some("Block");
+                let name = pod_name(suffix, triggered);
+                if let Err(e) = create_trigger_pod(w, launcher, v, claim, block, &name, plan) {
+                    return Some(e);
+                }
+                triggered += 1;
+                continue;
+            }
+            Ok((false, false)) => continue,
             Ok((true, _)) => {}
         }
         let block = pvc.spec.as_ref().and_then(|s| s.volume_mode.as_deref()) == Some("Block");
@@ -232,7 +244,8 @@ pub(super) fn sync(
         .any(|p| !matches!(pod::phase(p), "Running" | "Succeeded" | "Failed"));
     if current.is_none() && !pending_old && !ready.is_empty() {
         // KubeVirt goes on with the pod it just created, which does not run yet.
-        if let Err(e) = create_attachment_pod(w, launcher, &ready, &claims, suffix, plan) {
+        let name = pod_name(suffix, triggered);
+        if let Err(e) = create_attachment_pod(w, launcher, &ready, &claims, &name, plan) {
             return Some(e);
         }
     }
@@ -249,7 +262,7 @@ fn create_attachment_pod(
     launcher: &Pod,
     ready: &[&Volume],
     claims: &BTreeMap<String, AttachmentClaim>,
-    suffix: &str,
+    name: &str,
     plan: &mut Plan,
 ) -> Result<(), SyncError> {
     let vmi = w.vmi;
@@ -257,7 +270,6 @@ fn create_attachment_pod(
     let Ok(rendered) = render_attachment_pod(vmi, launcher, ready, claims, w.config) else {
         return Ok(());
     };
-    let name = format!("{}{suffix}", kvrs_pod::hotplug::ATTACHMENT_POD_PREFIX);
     let mut object = serde_json::to_value(&rendered).map_err(|e| SyncError {
         kind: crate::ErrorKind::Sync,
         reason: "FailedCreate".into(),
@@ -277,6 +289,63 @@ fn create_attachment_pod(
         vmi_ref(vmi),
         "SuccessfulCreate",
         format!("Created attachment pod {name}"),
+    ));
+    Ok(())
+}
+
+/// The name of the `n`th pod this reconcile creates (KubeVirt's `generateName` gives each its
+/// own): `hp-volume-<suffix>`, then `hp-volume-<suffix>-<n>`.
+fn pod_name(suffix: &str, n: usize) -> String {
+    let prefix = kvrs_pod::hotplug::ATTACHMENT_POD_PREFIX;
+    if n == 0 {
+        format!("{prefix}{suffix}")
+    } else {
+        format!("{prefix}{suffix}-{n}")
+    }
+}
+
+/// KubeVirt's `triggerHotplugPopulation`: the trigger pod for `volume`'s claim waiting for its
+/// first consumer, with its event. A template that cannot be rendered is KubeVirt's
+/// `FailedCreate` sync error.
+fn create_trigger_pod(
+    w: &VmiWorld<'_>,
+    launcher: &Pod,
+    volume: &Volume,
+    claim: &str,
+    block: bool,
+    name: &str,
+    plan: &mut Plan,
+) -> Result<(), SyncError> {
+    let vmi = w.vmi;
+    let rendered =
+        kvrs_pod::hotplug::render_trigger_pod(vmi, launcher, volume, claim, block, w.config)
+            .map_err(|e| SyncError {
+                kind: crate::ErrorKind::Sync,
+                reason: "FailedCreate".into(),
+                message: format!("Error creating trigger pod template {e}"),
+            })?;
+    let mut object = serde_json::to_value(&rendered).map_err(|e| SyncError {
+        kind: crate::ErrorKind::Sync,
+        reason: "FailedCreate".into(),
+        message: format!("Error creating trigger pod template {e}"),
+    })?;
+    object["metadata"]["name"] = json!(name);
+    plan.push_write(
+        ApiWrite::new(
+            "pods",
+            meta::namespace(&vmi.metadata),
+            name,
+            WriteOp::Create { object },
+        )
+        .expecting(Expectation::Creations {
+            key: meta::key(&vmi.metadata),
+            count: 1,
+        }),
+    );
+    plan.events.push(Event::normal(
+        vmi_ref(vmi),
+        "SuccessfulCreate",
+        format!("Created hotplug trigger pod for volume {}", volume.name),
     ));
     Ok(())
 }

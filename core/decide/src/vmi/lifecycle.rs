@@ -33,6 +33,17 @@ pub(super) struct SyncError {
     pub(super) message: String,
 }
 
+impl SyncError {
+    /// Whether the reconcile ends with a rate-limited retry. A claim not in the cache yet is
+    /// KubeVirt's `informalSyncError` (the only one it makes, always `FailedPvcNotFound`): the
+    /// status still says why, but the key is forgotten and the claim's own informer event
+    /// brings the VMI back — retrying with backoff would only poll for an object that is not
+    /// there.
+    fn requires_requeue(&self) -> bool {
+        self.reason != "FailedPvcNotFound"
+    }
+}
+
 /// KubeVirt's `sync` then `updateStatus`.
 pub(super) fn reconcile(
     w: &VmiWorld<'_>,
@@ -47,7 +58,7 @@ pub(super) fn reconcile(
     let sync_err = sync(w, &dvs, render, suffix, &mut plan, &mut current);
     let written =
         super::status::update_status(w, &dvs, &mut plan, current.as_deref(), sync_err.as_ref());
-    if let Some(e) = sync_err {
+    if let Some(e) = sync_err.filter(SyncError::requires_requeue) {
         plan.fail(e.kind, e.message);
     }
     VmiDecision { plan, vmi: written }

@@ -393,6 +393,12 @@ fn a_missing_claim_is_waited_for_and_a_present_one_is_described() {
             .any(|c| c["type"] == "Synchronized" && c["reason"] == "FailedPvcNotFound"),
         "{cond:?}"
     );
+    // KubeVirt's informal error: no rate-limited retry, the claim's event brings the VMI back.
+    assert!(
+        !d.plan.queue.requeued() && d.plan.error.is_none(),
+        "{:?}",
+        d.plan.queue
+    );
 
     let claim: k8s_openapi::api::core::v1::PersistentVolumeClaim = serde_json::from_value(json!({
         "metadata": {"name": "root-claim", "namespace": "default"},
