@@ -280,7 +280,7 @@ fn create_attachment_pod(
         ApiWrite::new(
             "pods",
             meta::namespace(&vmi.metadata),
-            &name,
+            name,
             WriteOp::Create { object },
         )
         .expecting(Expectation::Creations { key, count: 1 }),
