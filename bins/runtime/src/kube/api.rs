@@ -147,36 +147,29 @@ impl KubeApi {
                     .map_err(api_error)
             }
             WriteOp::Patch { patch_type, patch } => {
-                let patch = match patch_type {
-                    PatchType::Json => {
-                        let ops: json_patch::Patch = serde_json::from_value(patch.clone())
-                            .map_err(|e| {
-                                ApiError::new(ApiErrorKind::Invalid, format!("json patch: {e}"))
-                            })?;
-                        Patch::Json::<()>(ops)
-                    }
+                match patch_type {
+                    PatchType::Json => {}
                     PatchType::Merge => {
                         return patch_value(&api, w, sub, &pp, Patch::Merge(patch)).await;
                     }
                     PatchType::StrategicMerge => {
                         return patch_value(&api, w, sub, &pp, Patch::Strategic(patch)).await;
                     }
-                };
-                let conditional = patch_is_conditional(&w.op);
-                match sub {
-                    Some(sub) => api.patch_subresource(sub, &w.name, &pp, &patch).await,
-                    None => api.patch(&w.name, &pp, &patch).await,
                 }
-                .map(resource_version)
-                .map_err(|e| {
-                    let err = api_error(e);
-                    // The API server answers a failed JSON-patch `test` with 422: for kvrs's
-                    // conditional patches that means the object changed — a conflict.
-                    if conditional && err.kind == ApiErrorKind::Invalid {
-                        return precondition_failed(w, &err.message);
-                    }
-                    err
-                })
+                let conditional = patch_is_conditional(&w.op);
+                // Go-encoded bytes: see `go_patch` (a `test` of a string with `>` must match).
+                super::go_patch::send_json_patch(&api, &w.name, sub, &pp, patch)
+                    .await
+                    .map(resource_version)
+                    .map_err(|e| {
+                        let err = api_error(e);
+                        // The API server answers a failed JSON-patch `test` with 422: for kvrs's
+                        // conditional patches that means the object changed — a conflict.
+                        if conditional && err.kind == ApiErrorKind::Invalid {
+                            return precondition_failed(w, &err.message);
+                        }
+                        err
+                    })
             }
             WriteOp::Delete { precondition_uid } => {
                 let dp = DeleteParams {

@@ -7,6 +7,7 @@ pub mod api;
 pub mod controller;
 pub mod core_events;
 pub mod daemon;
+pub mod go_patch;
 pub mod kubevirt_config;
 pub mod lease;
 pub mod serve;

@@ -5,7 +5,7 @@
 //! over the instancetype, preference and revisions read here ([`super::expand`]); the VMI
 //! requests forwarded to the VMI's virt-handler ([`vmi_request`]).
 
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::Value;
 use tracing::info;
@@ -198,18 +198,18 @@ async fn patch(
     op: &vm::PatchOp,
     dry_run: bool,
 ) -> Result<(), ApiError> {
-    let patch: json_patch::Patch =
-        serde_json::from_value(op.patch.clone()).map_err(|e| ApiError::internal(&e.to_string()))?;
     let params = PatchParams {
         dry_run,
         ..Default::default()
     };
-    let p = Patch::<()>::Json(patch);
-    let result = match op.target {
-        Target::Vm => vms.patch(name, &params, &p).await,
-        Target::VmStatus => vms.patch_status(name, &params, &p).await,
-        Target::Vmi => vmis.patch(name, &params, &p).await,
+    // Go-encoded bytes, so a `test` of a string holding `>` or `&` matches what is stored.
+    let (api, sub) = match op.target {
+        Target::Vm => (vms, None),
+        Target::VmStatus => (vms, Some("status")),
+        Target::Vmi => (vmis, None),
     };
+    let result =
+        kvrs_runtime::kube::go_patch::send_json_patch(api, name, sub, &params, &op.patch).await;
     result.map(|_| ()).map_err(|e| {
         let text = e.to_string();
         if text.contains(JSONPATCH_TEST_ERR) || matches!(&e, kube::Error::Api(s) if s.code == 409) {

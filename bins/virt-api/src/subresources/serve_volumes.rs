@@ -1,7 +1,7 @@
 //! `addvolume` / `removevolume` against the cluster: the VM or VMI read, [`super::volumes`]'s
 //! patch sent (dry run honoured), KubeVirt's answers (202, or a `Status`).
 
-use kube::api::{Patch, PatchParams};
+use kube::api::PatchParams;
 use serde_json::Value;
 use tracing::info;
 
@@ -97,17 +97,17 @@ async fn send(
     op: &PatchOp,
     dry_run: bool,
 ) -> Result<(), ApiError> {
-    let patch: json_patch::Patch =
-        serde_json::from_value(op.patch.clone()).map_err(|e| ApiError::internal(&e.to_string()))?;
     let params = PatchParams {
         dry_run,
         ..Default::default()
     };
-    let p = Patch::<()>::Json(patch);
-    let result = match op.target {
-        Target::VmStatus => api.patch_status(name, &params, &p).await,
-        Target::Vm | Target::Vmi => api.patch(name, &params, &p).await,
+    // Go-encoded bytes, so the `test` of a string holding `>` or `&` matches what is stored.
+    let sub = match op.target {
+        Target::VmStatus => Some("status"),
+        Target::Vm | Target::Vmi => None,
     };
+    let result =
+        kvrs_runtime::kube::go_patch::send_json_patch(api, name, sub, &params, &op.patch).await;
     result.map(|_| ()).map_err(|e| match e {
         kube::Error::Api(s) => volumes::patch_failure(op.target, s.code, &s.message),
         other => volumes::patch_failure(op.target, 500, &other.to_string()),
