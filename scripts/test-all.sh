@@ -36,6 +36,7 @@ bash scripts/node-components.sh
 # Multus's thin CNI plugin (multus-cni v4.2.2) for the real node's secondary networks
 # (bins/kvrs/tests/real_multus.rs; about 2 minutes the first time).
 bash scripts/multus.sh
+bash scripts/cdi.sh >/dev/null # CDI v1.64.0 for real_datavolume.rs (tests/cdi; ~5 min first time)
 
 # The mixed-fleet harness (tests/mixed): KubeVirt v1.9.0's own handler/launcher gRPC code as a Go
 # module, built into ~/.cache/kvrs (about 5 minutes the first time).
