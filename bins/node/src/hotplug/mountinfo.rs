@@ -82,7 +82,14 @@ pub(crate) fn node_paths_of(node: &[MountEntry], wanted: &MountEntry) -> Vec<Pat
         .filter(|m| m.device == wanted.device)
         .filter_map(|m| {
             let rest = wanted.root.strip_prefix(&m.root).ok()?;
-            Some((m.root.as_os_str().len(), m.mount_point.join(rest)))
+            // `join("")` would add a trailing `/`, which the in-root path check refuses: the
+            // directory is the mount point itself when the roots are equal.
+            let path = if rest.as_os_str().is_empty() {
+                m.mount_point.clone()
+            } else {
+                m.mount_point.join(rest)
+            };
+            Some((m.root.as_os_str().len(), path))
         })
         .collect();
     // Later mounts cover earlier ones at the same place: among equals, the last listed first.
@@ -129,6 +136,18 @@ mod tests {
         // Another device: not found.
         let other = parse("900 800 9:9 /x /vol rw - xfs /dev/x rw\n");
         assert!(node_paths_of(&node, &other[0]).is_empty());
+        // The pod's mount is the kubelet's whole volume (same root): its mount point as it is,
+        // with no trailing `/` (the in-root path check refuses one).
+        let whole = parse("900 800 8:17 /pv\\0401 /vol rw master:9 - xfs /dev/sdb1 rw\n");
+        let paths = node_paths_of(&node, &whole[0]);
+        assert_eq!(
+            paths[0],
+            PathBuf::from("/var/lib/kubelet/pods/u1/volumes/kubernetes.io~local-volume/pv1")
+        );
+        assert!(
+            paths.iter().all(|p| !p.to_string_lossy().ends_with('/')),
+            "{paths:?}"
+        );
         // A prefix must be a whole path component: /pv 10 is not below /pv 1.
         let sibling = parse("900 800 8:17 /pv\\04010 /vol rw - xfs /dev/sdb1 rw\n");
         assert_eq!(
