@@ -3,7 +3,8 @@
 //!
 //! Precedence: `--feature-gates` adds to the CR's gates; `--allow-emulation` forces
 //! `useEmulation` on (without it the CR decides); `--launcher-image` is the launcher image (the
-//! CR has none: virt-operator passes it as this flag); `--virt-api-webhooks` and
+//! CR has none: virt-operator passes it as this flag); `--virt-api-webhooks` (implied by
+//! KubeVirt's operator's command line, [`Flags::webhooks_in_front`]) and
 //! `--qemu-timeout-seconds` are not CR settings. Everything else comes from the CR.
 
 use kvrs_admission::ClusterConfig;
@@ -28,7 +29,7 @@ pub struct ControllerConfig {
 pub fn overrides(flags: &Flags) -> anyhow::Result<Overrides> {
     Ok(Overrides {
         launcher_image: Some(flags.launcher_image.clone()),
-        admit_created_vmis: !flags.virt_api_webhooks,
+        admit_created_vmis: !flags.webhooks_in_front(),
         ..flag_overrides(&flags.feature_gates, flags.allow_emulation)?
     })
 }
@@ -111,6 +112,22 @@ mod tests {
         );
         assert!(c.cluster.gate("HostDisk") && c.cluster.gate("Sidecar"));
         assert_eq!(c.cluster.launcher_image, "example.org/launcher:1");
+        assert!(!c.cluster.admit_created_vmis);
+        // KubeVirt's operator's command line: its virt-api's webhook admits the VMIs.
+        let c = config(
+            &[
+                "virt-controller",
+                "--launcher-image",
+                "kvrs/virt-launcher:v0.1.0",
+                "--exporter-image",
+                "quay.io/kubevirt/virt-exportserver:v1.9.0",
+                "--port",
+                "8443",
+                "-v",
+                "2",
+            ],
+            json!({}),
+        );
         assert!(!c.cluster.admit_created_vmis);
 
         // `--allow-emulation` forces emulation on; it cannot be forced off.

@@ -32,6 +32,7 @@ use anyhow::Context;
 use kvrs_pod::PodInputs;
 use kvrs_queue::ShutdownMode;
 use kvrs_runtime::kube::api::KubeApi;
+use kvrs_runtime::kube::daemon::DaemonMetrics;
 use kvrs_runtime::kube::kubevirt_config::{self, Reporting};
 use kvrs_runtime::kube::lease::{LeaderElector, LeaseConfig};
 use tracing::{error, info};
@@ -45,6 +46,28 @@ use kvrs_runtime::spawn_workers;
 /// controllers all record as `virtualmachine-controller`.
 pub const EVENT_SOURCE: &str = "virtualmachine-controller";
 
+/// Serves `/metrics`, `/healthz`, `/readyz` and `/leader`: over HTTPS with KubeVirt's
+/// certificate under KubeVirt's command line ([`Flags::health_tls`]), where `/leader` also
+/// answers as KubeVirt's does (200 on a standby: its Deployment's readiness probe), else over
+/// plain HTTP. Returns the address bound and whether it is HTTPS.
+pub async fn serve_health(
+    flags: &Flags,
+    metrics: &DaemonMetrics,
+) -> anyhow::Result<(std::net::SocketAddr, bool)> {
+    let addr = flags.health_addr();
+    match flags.health_tls() {
+        Some(pair) => {
+            let tls = kvrs_runtime::kube::https::server_config(&pair)
+                .context("the health endpoints' certificate")?;
+            metrics.set_kubevirt_leader_probe(true);
+            let bound = metrics.serve_https(addr, tls).await?;
+            info!(%bound, cert = %pair.cert.display(), "health endpoints over HTTPS");
+            Ok((bound, true))
+        }
+        None => Ok((metrics.serve(addr).await?, false)),
+    }
+}
+
 /// Runs the controllers with `client` until `shutdown` resolves (the binary passes SIGTERM or
 /// Ctrl-C; `kvrs run` its own stop), then drains the in-flight syncs and releases the lease.
 ///
@@ -56,14 +79,28 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     let mut shutdown = std::pin::pin!(shutdown);
     let identity = flags.identity();
+    let unused = flags.kubevirt_only.given();
+    if !unused.is_empty() {
+        info!(
+            flags = %unused.join(" "),
+            "KubeVirt's flags accepted without effect in kvrs"
+        );
+    }
+    if flags.webhooks_in_front() && !flags.virt_api_webhooks {
+        info!(
+            "KubeVirt's operator's command line: its virt-api's webhooks admit the VMIs created here (as with --virt-api-webhooks)"
+        );
+    }
     let metrics = Arc::new(ControllerMetrics::new());
-    metrics.serve(flags.metrics_addr).await?;
+    serve_health(&flags, &metrics).await?;
 
     let mut elector = flags.leader_elect.then(|| {
         let mut config = LeaseConfig::kubevirt(&flags.namespace, &flags.lease_name, &identity);
-        config.lease_duration = Duration::from_secs(flags.lease_duration_seconds);
-        config.renew_deadline = Duration::from_secs(flags.renew_deadline_seconds);
-        config.retry_period = Duration::from_secs(flags.retry_period_seconds);
+        (
+            config.lease_duration,
+            config.renew_deadline,
+            config.retry_period,
+        ) = flags.lease_timings();
         LeaderElector::new(client.clone(), config)
     });
     if let Some(el) = elector.as_mut() {

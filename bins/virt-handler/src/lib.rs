@@ -36,6 +36,7 @@ use anyhow::Context;
 use kvrs_ipc::ServeOptions;
 use kvrs_queue::{AsyncQueue, ShutdownMode, WorkQueue};
 use kvrs_runtime::kube::api::KubeApi;
+use kvrs_runtime::kube::daemon::DaemonMetrics;
 use tracing::{error, info, warn};
 
 use crate::domains::{DomainCache, Notifications};
@@ -50,6 +51,26 @@ pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Serves `/metrics`, `/healthz` and `/readyz`: over HTTPS with KubeVirt's certificate under
+/// KubeVirt's command line ([`Flags::health_tls`]), else over plain HTTP. Returns the address
+/// bound and whether it is HTTPS.
+pub async fn serve_health(
+    flags: &Flags,
+    metrics: &DaemonMetrics,
+) -> anyhow::Result<(std::net::SocketAddr, bool)> {
+    let addr = flags.health_addr();
+    match flags.health_tls() {
+        Some(pair) => {
+            let tls = kvrs_runtime::kube::https::server_config(&pair)
+                .context("the health endpoints' certificate")?;
+            let bound = metrics.serve_https(addr, tls).await?;
+            info!(%bound, cert = %pair.cert.display(), "health endpoints over HTTPS");
+            Ok((bound, true))
+        }
+        None => Ok((metrics.serve(addr).await?, false)),
+    }
+}
+
 /// Runs the handler for this node with `client` until `shutdown` resolves (the binary passes
 /// SIGTERM or Ctrl-C; `kvrs run` its own stop), then drains the in-flight syncs and marks the
 /// node unschedulable. Launchers keep running: a handler restart must not stop VMs.
@@ -60,8 +81,15 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     let node = flags.node_name()?;
     let overrides = config::overrides(&flags)?;
+    let unused = flags.kubevirt_only.given();
+    if !unused.is_empty() {
+        info!(
+            flags = %unused.join(" "),
+            "KubeVirt's flags accepted without effect in kvrs"
+        );
+    }
     let metrics = Arc::new(HandlerMetrics::new());
-    metrics.serve(flags.metrics_addr).await?;
+    serve_health(&flags, &metrics).await?;
 
     std::fs::create_dir_all(&flags.kubevirt_share_dir)
         .with_context(|| format!("creating {}", flags.kubevirt_share_dir.display()))?;
@@ -156,7 +184,7 @@ pub async fn run(
                 node: node.clone(),
                 pods_dir: flags.pods_dir.clone(),
             });
-            let addr = std::net::SocketAddr::new(flags.listen_address, port);
+            let addr = std::net::SocketAddr::new(flags.rest_ip(), port);
             let server = rest::server::RestServer::bind(addr, source)
                 .await
                 .with_context(|| format!("binding the REST server on {addr}"))?;

@@ -164,6 +164,30 @@ impl DaemonMetrics {
         Ok(local)
     }
 
+    /// As [`serve`](Self::serve), over HTTPS with `tls` (see [`crate::kube::https`]).
+    pub async fn serve_https(
+        &self,
+        addr: SocketAddr,
+        tls: std::sync::Arc<tokio_rustls::rustls::ServerConfig>,
+    ) -> Result<SocketAddr, ServeError> {
+        let endpoints = Endpoints::bind(addr, self.state.clone()).await?;
+        let local = endpoints.local_addr();
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+        tokio::spawn(async move {
+            let handshake = move |stream| acceptor.accept(stream);
+            if let Err(e) = endpoints.run_with(std::future::pending(), handshake).await {
+                error!("metrics endpoint stopped: {e}");
+            }
+        });
+        Ok(local)
+    }
+
+    /// `/leader` as KubeVirt's virt-controller answers it (200 on a standby too, the leadership
+    /// in the body); see [`ServeState::set_kubevirt_leader_probe`](crate::kube::serve::ServeState::set_kubevirt_leader_probe).
+    pub fn set_kubevirt_leader_probe(&self, on: bool) {
+        self.state.set_kubevirt_leader_probe(on);
+    }
+
     /// Mirrors a leader election (`LeaderElector::leading`) into the leader gauge and `/leader`.
     pub fn watch_leading(&self, leading: tokio::sync::watch::Receiver<bool>) {
         let state = self.state.clone();

@@ -8,6 +8,7 @@ pub mod controller;
 pub mod core_events;
 pub mod daemon;
 pub mod go_patch;
+pub mod https;
 pub mod kubevirt_config;
 pub mod lease;
 pub mod serve;

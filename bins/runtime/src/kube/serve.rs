@@ -419,6 +419,7 @@ struct Flags {
     healthy: AtomicBool,
     ready: AtomicBool,
     leading: AtomicBool,
+    kubevirt_leader_probe: AtomicBool,
 }
 
 impl ServeState {
@@ -447,6 +448,7 @@ impl ServeState {
                 healthy: AtomicBool::new(true),
                 ready: AtomicBool::new(false),
                 leading: AtomicBool::new(false),
+                kubevirt_leader_probe: AtomicBool::new(false),
             }),
             leading_gauge,
             ready_gauge,
@@ -473,6 +475,16 @@ impl ServeState {
     pub fn set_leading(&self, leading: bool) {
         self.flags.leading.store(leading, Ordering::Relaxed);
         self.leading_gauge.set(i64::from(leading));
+    }
+
+    /// `/leader` as KubeVirt's virt-controller answers it (its Deployment's readiness probe):
+    /// 200 on every replica, the body `{"apiserver":{"leader":"true"}}` or `"false"`, so a
+    /// standby counts as Ready and a rolling update can proceed while another replica leads.
+    /// Without it `/leader` answers 503 on a standby (kvrs's own probes use `/readyz`).
+    pub fn set_kubevirt_leader_probe(&self, on: bool) {
+        self.flags
+            .kubevirt_leader_probe
+            .store(on, Ordering::Relaxed);
     }
 
     /// Mirrors a leadership channel (such as `LeaderElector::leading`) until its sender is
@@ -509,6 +521,14 @@ impl ServeState {
             "/metrics" => (StatusCode::OK, Text::metrics(self.metrics.render())),
             "/healthz" => flag(&self.flags.healthy, "ok", "unhealthy"),
             "/readyz" => flag(&self.flags.ready, "ok", "caches not synced"),
+            _ if self.flags.kubevirt_leader_probe.load(Ordering::Relaxed) => {
+                let body: &'static str = if self.flags.leading.load(Ordering::Relaxed) {
+                    "{\"apiserver\":{\"leader\":\"true\"}}"
+                } else {
+                    "{\"apiserver\":{\"leader\":\"false\"}}"
+                };
+                (StatusCode::OK, Text::json(body))
+            }
             _ => flag(&self.flags.leading, "leading", "not leading"),
         }
     }
@@ -527,6 +547,13 @@ impl Text {
         Text {
             body: Some(Bytes::from_static(text.as_bytes())),
             content_type: "text/plain; charset=utf-8",
+        }
+    }
+
+    fn json(text: &'static str) -> Self {
+        Text {
+            body: Some(Bytes::from_static(text.as_bytes())),
+            content_type: "application/json",
         }
     }
 
@@ -579,6 +606,8 @@ pub const MAX_REQUEST_BYTES: usize = 8192;
 const MAX_CONNECTIONS: usize = 64;
 /// How long open connections get to finish after the shutdown signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long a connection's handshake (TLS) may take.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The endpoints on a bound socket; [`run`](Self::run) serves them.
 pub struct Endpoints {
@@ -617,6 +646,22 @@ impl Endpoints {
     /// Serves until `shutdown` completes, then stops accepting, lets open requests finish
     /// (for at most a few seconds) and returns.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
+        self.run_with(shutdown, |stream| std::future::ready(Ok(stream)))
+            .await
+    }
+
+    /// As [`run`](Self::run), each accepted connection first passed through `wrap` (a TLS
+    /// handshake, say) in its own task; a connection `wrap` fails is dropped and logged at debug.
+    pub async fn run_with<W, F, S>(
+        self,
+        shutdown: impl Future<Output = ()>,
+        wrap: W,
+    ) -> Result<(), ServeError>
+    where
+        W: Fn(tokio::net::TcpStream) -> F,
+        F: Future<Output = std::io::Result<S>> + Send + 'static,
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
         let mut http = hyper::server::conn::http1::Builder::new();
         http.timer(TokioTimer::new())
             .header_read_timeout(self.header_read_timeout)
@@ -633,8 +678,19 @@ impl Endpoints {
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 accepted = self.listener.accept(), if !full => match accepted {
                     Ok((stream, peer)) => {
-                        let conn = http.serve_connection(TokioIo::new(stream), Service(self.state.clone()));
-                        connections.spawn(drive(conn, stopping.clone(), peer));
+                        let (http, service, stopping) = (http.clone(), Service(self.state.clone()), stopping.clone());
+                        let wrapped = wrap(stream);
+                        connections.spawn(async move {
+                            // The handshake is bounded like a request head is.
+                            match tokio::time::timeout(HANDSHAKE_TIMEOUT, wrapped).await {
+                                Ok(Ok(stream)) => {
+                                    let conn = http.serve_connection(TokioIo::new(stream), service);
+                                    drive(conn, stopping, peer).await;
+                                }
+                                Ok(Err(e)) => debug!(%peer, error = %e, "connection refused in its handshake"),
+                                Err(_) => debug!(%peer, "handshake timed out"),
+                            }
+                        });
                     }
                     Err(e) => {
                         // Out of file descriptors, usually: let connections close first.
@@ -671,14 +727,16 @@ pub async fn serve(
     Endpoints::bind(addr, state).await?.run(shutdown).await
 }
 
-type Connection = hyper::server::conn::http1::Connection<TokioIo<tokio::net::TcpStream>, Service>;
+type Connection<S> = hyper::server::conn::http1::Connection<TokioIo<S>, Service>;
 
 /// Drives one connection, asking it to finish its current request and close on shutdown.
-async fn drive(
-    conn: Connection,
+async fn drive<S>(
+    conn: Connection<S>,
     mut stopping: tokio::sync::watch::Receiver<bool>,
     peer: SocketAddr,
-) {
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     tokio::pin!(conn);
     let result = tokio::select! {
         result = conn.as_mut() => result,
