@@ -18,8 +18,9 @@
 #   4. the driver, under `flock /tmp/kvrs-real-node.lock` (one real node on the machine).
 # Needs root (the real node), Go, gcc, libvirt-dev. Exit status: the driver's (0: every step ok).
 # What it found on the project's machines is in the README ("Drop-in under KubeVirt's
-# virt-operator"): KubeVirt installs and the swap and the way back run, but kvrs's daemons refuse
-# KubeVirt's command lines, and KubeVirt's own handler starts no VM there (PID 1 is closed).
+# virt-operator"): KubeVirt installs, the swap to kvrs's daemons (KubeVirt's command lines and
+# HTTPS probes) and the way back run; a VM started under kvrs after the swap did not reach Running
+# in the step's time, and KubeVirt's own handler starts no VM there (PID 1 is closed).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
