@@ -251,6 +251,32 @@ proptest! {
     }
 }
 
+/// A patch that loses the object's name and sets a stale resourceVersion is refused for the
+/// name, as the apiserver refuses it (the name is checked while the patch is applied, the
+/// resourceVersion precondition after), on both paths.
+#[test]
+fn a_lost_name_is_reported_before_a_stale_resource_version() {
+    for in_place in [true, false] {
+        let mut s = seeded(in_place);
+        let err = s
+            .patch(
+                &rt("virtualmachines"),
+                "default/vm",
+                None,
+                PatchType::Json,
+                &json!([{"op": "add", "path": "/metadata/name", "value": null},
+                        {"op": "add", "path": "/metadata/resourceVersion", "value": "1"}]),
+                0,
+            )
+            .expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            "the name of the object (vm based on URL) was undeterminable: name must be provided",
+            "in place: {in_place}"
+        );
+    }
+}
+
 /// The patches the controllers send most — a VMI status change, a VM status subresource
 /// write, a VM metadata edit — take the in-place path, and what they store is typed.
 #[test]

@@ -398,6 +398,16 @@ fn patch_touched(
     }
     let empty = Map::new();
     if is_touched(touched, "metadata") {
+        // The name is checked before the resourceVersion, as the apiserver does (its patch
+        // handler checks the name while applying the patch, before the storage's precondition).
+        if let Err(e) = check_identity_of(
+            rt,
+            meta_map(cur, &empty),
+            next.get("metadata").and_then(Value::as_object),
+            true,
+        ) {
+            return Outcome::Refused(e);
+        }
         let want = next
             .get("metadata")
             .and_then(|m| m.get("resourceVersion"))
@@ -412,14 +422,6 @@ fn patch_touched(
                 key,
                 "the object has been modified; please apply your changes to the latest version and try again",
             ));
-        }
-        if let Err(e) = check_identity_of(
-            rt,
-            meta_map(cur, &empty),
-            next.get("metadata").and_then(Value::as_object),
-            true,
-        ) {
-            return Outcome::Refused(e);
         }
         let md = meta_of(&mut next);
         let stored_md = meta_map(cur, &empty);
