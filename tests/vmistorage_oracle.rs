@@ -895,6 +895,8 @@ fn decide(s: &Scenario) -> VmiDecision {
         migrations: &[],
         pvcs: &pvcs,
         data_volumes: &s.data_volumes,
+        storage_classes: &s.storage_classes,
+        storage_profiles: &[],
         expectations: PendingExpectations::default(),
         now: Now::from_unix(NOW_UNIX),
         config: &config,

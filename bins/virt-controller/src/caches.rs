@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api as KubeResourceApi, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
@@ -26,7 +27,9 @@ use kube::{Resource, ResourceExt};
 use kvrs_api::names::labels;
 use kvrs_api::{VirtualMachine, VirtualMachineInstance};
 use kvrs_decide::vm::Revision;
-use kvrs_executor::{StorageChange, StorageKind, StorageSeen, observe_storage};
+use kvrs_executor::{
+    StorageChange, StorageKind, StorageSeen, backend_claim_created, observe_storage,
+};
 use kvrs_queue::AsyncQueue;
 use kvrs_runtime::world::{ControllerCache, WantedRevisions};
 use kvrs_runtime::{Change, ControllerExpectations, Seen, Watched, observe, observe_migrations};
@@ -104,6 +107,10 @@ impl Shared {
         );
         let dependents = crate::storage_cache::dependents(change.key, self);
         let keys = observe_storage(change, &dependents, &mut lock(&self.vm_expectations));
+        if let Some(vmi) = backend_claim_created(change) {
+            lock(&self.vmi_expectations).objects.creation_observed(&vmi);
+            self.vmi_queue.add(vmi);
+        }
         for k in keys.vm_keys {
             self.vm_queue.add(k);
         }
@@ -161,6 +168,12 @@ pub struct Caches {
     pub pvcs: Store<PersistentVolumeClaim>,
     /// CDI DataVolumes, when the cluster has CDI's CRD.
     pub data_volumes: Option<Store<DynamicObject>>,
+    /// StorageClasses: the class of a VMI's backend-storage claim, and whether a pending one
+    /// waits for its first consumer. Read at sync time, never a reason for one (as KubeVirt).
+    pub storage_classes: Store<StorageClass>,
+    /// CDI StorageProfiles, when the cluster has CDI's CRD: the access mode of a new
+    /// backend-storage claim.
+    pub storage_profiles: Option<Store<DynamicObject>>,
     /// The `instancetype.kubevirt.io` objects VMs reference, by kind, when the cluster has the
     /// CRDs (KubeVirt's instancetype controller reads the same four informers).
     pub instancetypes: Vec<(&'static str, Store<DynamicObject>)>,
@@ -279,6 +292,25 @@ impl ControllerCache for Caches {
             return Vec::new();
         };
         in_namespace(store, namespace)
+            .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
+            .collect()
+    }
+
+    fn storage_classes(&self) -> Vec<Value> {
+        self.storage_classes
+            .state()
+            .iter()
+            .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
+            .collect()
+    }
+
+    fn storage_profiles(&self) -> Vec<Value> {
+        let Some(store) = &self.storage_profiles else {
+            return Vec::new();
+        };
+        store
+            .state()
+            .iter()
             .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
             .collect()
     }
@@ -669,6 +701,21 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
         info!("no DataVolume CRD (cdi.kubevirt.io) on this cluster: running without DataVolumes");
         None
     };
+    let storage_profiles = if served_resources(client, "cdi.kubevirt.io")
+        .await
+        .iter()
+        .any(|p| p == "storageprofiles")
+    {
+        let gvk = GroupVersionKind::gvk("cdi.kubevirt.io", "v1beta1", "StorageProfile");
+        let ar = ApiResource::from_gvk_with_plural(&gvk, "storageprofiles");
+        let (store, t) = watch_dynamic(client, &ar);
+        tasks.push(t);
+        Some(store)
+    } else {
+        None
+    };
+    let (storage_classes, task) = watch_typed::<StorageClass>(client);
+    tasks.push(task);
     let mut instancetypes = Vec::new();
     let served = served_resources(client, "instancetype.kubevirt.io").await;
     for (kind, plural) in INSTANCETYPE_KINDS {
@@ -721,6 +768,8 @@ pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<J
             revisions,
             pvcs,
             data_volumes,
+            storage_classes,
+            storage_profiles,
             instancetypes,
             nodes,
             migrations,

@@ -25,6 +25,7 @@ pub(crate) fn data_volume_seen(dv: &DynamicObject) -> StorageSeen {
         deleting: dv.meta().deletion_timestamp.is_some(),
         owner_vm_key,
         size: None,
+        backend_storage_for: None,
     }
 }
 
@@ -41,6 +42,7 @@ pub(crate) fn claim_seen(pvc: &PersistentVolumeClaim) -> StorageSeen {
         deleting: pvc.metadata.deletion_timestamp.is_some(),
         owner_vm_key: None,
         size: Some(format!("{capacity:?}/{requests:?}")),
+        backend_storage_for: kvrs_decide::vmi::backend_storage::vmi_of_claim(pvc).map(String::from),
     }
 }
 

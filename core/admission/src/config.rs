@@ -48,6 +48,9 @@ pub struct ClusterConfig {
     /// without KubeVirt's virt-api has no such webhook, so its controller applies the mutation
     /// itself (off by default: the decision then matches KubeVirt's controller exactly).
     pub admit_created_vmis: bool,
+    /// `spec.configuration.vmStateStorageClass`: the storage class of the backend-storage
+    /// claims (persistent TPM and EFI state); empty: the cluster's default classes.
+    pub vm_state_storage_class: String,
 }
 
 /// SMBIOS strings the converter writes into `<sysinfo type="smbios">`.
@@ -98,6 +101,7 @@ impl Default for ClusterConfig {
             use_emulation: false,
             launcher_image: "quay.io/kubevirt/virt-launcher:v1.9.0".into(),
             admit_created_vmis: false,
+            vm_state_storage_class: String::new(),
         }
     }
 }

@@ -24,7 +24,7 @@
 //! legacy `machineType` and `emulatedMachines`, `network.defaultNetworkInterface`,
 //! `network.binding` (plugins and whether they migrate), `smbios`, `memBalloonStatsPeriod`,
 //! `additionalGuestMemoryOverheadRatio`, `liveUpdateConfiguration.maxHotplugRatio`,
-//! `vmRolloutStrategy`, `imagePullPolicy`, `virtualMachineOptions`, `evictionStrategy`,
+//! `vmRolloutStrategy`, `vmStateStorageClass`, `imagePullPolicy`, `virtualMachineOptions`, `evictionStrategy`,
 //! `supportedGuestAgentVersions`, and the CR's `kubevirt.io/vga-display-efi-x86` annotation.
 //!
 //! `migrations.parallelMigrationsPerCluster` and `parallelOutboundMigrationsPerNode` are
@@ -189,6 +189,9 @@ pub fn read_kubevirt_cr(doc: &Value) -> Result<KubevirtCr, KubevirtCrError> {
             Ok(_) => return Err(ratio.invalid(format!("{text:?} cannot be smaller than 1.0"))),
             Err(_) => return Err(ratio.invalid(format!("{text:?} is not a number"))),
         }
+    }
+    if let Some(class) = conf.get("vmStateStorageClass")?.string()? {
+        config.vm_state_storage_class = class;
     }
     let live = conf.get("liveUpdateConfiguration")?;
     if let Some(r) = live.get("maxHotplugRatio")?.unsigned()?.filter(|r| *r != 0) {

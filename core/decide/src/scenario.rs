@@ -78,6 +78,9 @@ pub struct Scenario {
     /// VirtualMachineInstanceMigrations, as JSON (no Rust type here).
     #[serde(default)]
     pub migrations: Vec<Value>,
+    /// StorageClasses, as JSON.
+    #[serde(default)]
+    pub storage_classes: Vec<Value>,
     /// Nodes.
     #[serde(default)]
     pub nodes: Vec<Value>,
@@ -222,6 +225,8 @@ impl Scenario {
             migrations: &self.migrations,
             pvcs: &self.pvcs,
             data_volumes: &self.data_volumes,
+            storage_classes: &self.storage_classes,
+            storage_profiles: &[],
             expectations: self.expectations(),
             now: crate::Now::from_unix(self.now_unix()?),
             config,

@@ -78,4 +78,6 @@ pub use expectations::ControllerExpectations;
 pub use handler::{HandlerExecuted, execute_handler};
 pub use observer::{Change, Enqueue, Seen, Watched, observe, observe_migrations};
 pub use queue::requeue;
-pub use storage::{Dependents, StorageChange, StorageKind, StorageSeen, observe_storage};
+pub use storage::{
+    Dependents, StorageChange, StorageKind, StorageSeen, backend_claim_created, observe_storage,
+};

@@ -30,6 +30,9 @@ pub struct StorageSeen {
     /// looks at an updated claim again only when they changed (the volume status it writes
     /// carries them).
     pub size: Option<String>,
+    /// For a claim: the VMI it is the backend storage of (its `persistent-state-for` label),
+    /// see [`backend_claim_created`].
+    pub backend_storage_for: Option<String>,
 }
 
 /// One watch event of a DataVolume or claim: its key and versions before and after.
@@ -53,6 +56,19 @@ pub struct Dependents {
     pub vm_keys: Vec<String>,
     /// VMI keys.
     pub vmi_keys: Vec<String>,
+}
+
+/// The VMI key (`namespace/name`) whose backend-storage claim `change` shows created: the VMI
+/// controller's creation expectation of that key is fulfilled and the VMI looks again (KubeVirt's
+/// `addPVC`; such a claim is named by no volume, so [`observe_storage`] does not find the VMI).
+pub fn backend_claim_created(change: &StorageChange<'_>) -> Option<String> {
+    if change.kind != StorageKind::Claim || change.old.is_some() {
+        return None;
+    }
+    let new = change.new.as_ref().filter(|n| !n.deleting)?;
+    let vmi = new.backend_storage_for.as_deref()?;
+    let ns = change.key.split_once('/').map_or("", |(ns, _)| ns);
+    Some(format!("{ns}/{vmi}"))
 }
 
 /// Lowers the VM controller's expectations `change` fulfils and says which keys to queue.
@@ -129,6 +145,7 @@ mod tests {
             deleting,
             owner_vm_key: owner.map(String::from),
             size: None,
+            backend_storage_for: None,
         })
     }
 
@@ -170,6 +187,36 @@ mod tests {
         assert_eq!(keys.vm_keys, ["ns/vm"]);
     }
 
+    /// A new claim labelled `persistent-state-for: vm` is VMI `ns/vm`'s backend storage; its
+    /// later versions, a deleting one and an unlabelled claim are not a creation of one.
+    #[test]
+    fn a_backend_storage_claim_appearing_is_its_vmis() {
+        let backend = |deleting| {
+            Some(StorageSeen {
+                deleting,
+                backend_storage_for: Some("vm".into()),
+                ..StorageSeen::default()
+            })
+        };
+        let change = |old, new| StorageChange {
+            kind: StorageKind::Claim,
+            key: "ns/persistent-state-for-vm-x2k9z",
+            old,
+            new,
+        };
+        assert_eq!(
+            backend_claim_created(&change(None, backend(false))).as_deref(),
+            Some("ns/vm")
+        );
+        assert_eq!(
+            backend_claim_created(&change(backend(false), backend(false))),
+            None
+        );
+        assert_eq!(backend_claim_created(&change(None, backend(true))), None);
+        let plain = Some(StorageSeen::default());
+        assert_eq!(backend_claim_created(&change(None, plain)), None);
+    }
+
     #[test]
     fn a_claim_wakes_vmis_when_it_appears_or_is_resized() {
         let mut exp = ControllerExpectations::new();
@@ -178,6 +225,7 @@ mod tests {
                 deleting,
                 owner_vm_key: None,
                 size: Some(size.into()),
+                backend_storage_for: None,
             })
         };
         let created = StorageChange {

@@ -749,6 +749,8 @@ fn the_started_vmi_needs_no_api_version_write_of_the_vmi_controller() {
         migrations: &[],
         pvcs: &[],
         data_volumes: &[],
+        storage_classes: &[],
+        storage_profiles: &[],
         expectations: PendingExpectations::default(),
         now: crate::Now::from_unix(NOW),
         config: &cfg,

@@ -63,6 +63,8 @@ fn world<'a>(
         migrations: &[],
         pvcs: &[],
         data_volumes: &[],
+        storage_classes: &[],
+        storage_profiles: &[],
         expectations: PendingExpectations::default(),
         now: Now::from_unix(NOW),
         config: cfg,

@@ -7,7 +7,8 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::{
-    LauncherRenderer, VmiDecision, VmiWorld, created_pod_event, data_volumes, pod, state, vmi_ref,
+    LauncherRenderer, VmiDecision, VmiWorld, backend_storage, created_pod_event, data_volumes, pod,
+    state, vmi_ref,
 };
 use crate::api::VirtualMachineInstance;
 use crate::patch::{self, op};
@@ -149,6 +150,12 @@ fn sync(
                 message: "active migration exists".into(),
             });
         }
+        let backend_claim = match backend_storage::prepare(w, suffix, plan) {
+            Ok(backend_storage::BackendStorage::Created) => return None,
+            Ok(backend_storage::BackendStorage::Ready(claim)) => Some(claim),
+            Ok(backend_storage::BackendStorage::NotNeeded) => None,
+            Err(e) => return Some(e),
+        };
         let mut pod_obj = match render(vmi) {
             Ok(p) if volumes.wait_for_first_consumer => data_volumes::temporary_pod(p),
             Ok(p) => p,
@@ -160,6 +167,9 @@ fn sync(
                 });
             }
         };
+        if let Some(claim) = &backend_claim {
+            backend_storage::name_claim_in_pod(&mut pod_obj, claim);
+        }
         let prefix = pod_obj
             .at("/metadata/generateName")
             .and_then(Value::as_str)

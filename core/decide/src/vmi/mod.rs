@@ -8,6 +8,7 @@
 //! Launcher pods are rendered through the [`LauncherRenderer`] parameter, so this module does not
 //! depend on how the pod is built (`kvrs_pod::render_launcher_pod` in production).
 
+pub mod backend_storage;
 mod conditions;
 pub(crate) mod data_volumes;
 mod handover;
@@ -91,6 +92,13 @@ pub struct VmiWorld<'a> {
     /// stand on are populated, and the VMI's `DataVolumesReady` condition sums them up. Empty
     /// on a cluster without CDI.
     pub data_volumes: &'a [Value],
+    /// The cluster's StorageClasses, as JSON: the backend-storage claim of a VMI with a
+    /// persistent TPM or EFI takes the default one, and waits to be bound unless its class
+    /// binds on first consumer ([`backend_storage`]).
+    pub storage_classes: &'a [Value],
+    /// CDI's StorageProfiles, as JSON (empty without CDI): the access mode of a new
+    /// backend-storage claim.
+    pub storage_profiles: &'a [Value],
     /// Outstanding pod and VMI expectations of the key.
     pub expectations: PendingExpectations,
     /// Seconds since the epoch.
@@ -189,6 +197,8 @@ pub(crate) fn created_pod_event(vmi: &VirtualMachineInstance, pod_name: &str) ->
     )
 }
 
+#[cfg(test)]
+mod backend_storage_tests;
 #[cfg(test)]
 mod data_volume_tests;
 #[cfg(test)]

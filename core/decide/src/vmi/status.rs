@@ -189,6 +189,14 @@ fn update_volume_status(w: &VmiWorld<'_>, v: &mut Value, launcher: Option<&Pod>,
     if let Some(l) = launcher {
         super::hotplug::update_volume_status(w, v, &old, l, plan);
     }
+    if let Some(kept) = super::backend_storage::kept_entry(w, &old)
+        && let Some(list) = v
+            .at_mut("/status/volumeStatus")
+            .and_then(Value::as_array_mut)
+        && !list.iter().any(|e| e["name"] == kept["name"])
+    {
+        list.push(kept);
+    }
     if let Some(list) = v
         .at_mut("/status/volumeStatus")
         .and_then(Value::as_array_mut)
@@ -372,6 +380,7 @@ pub(super) fn update_status(
     }
 
     data_volumes::aggregate_condition(&mut c, dvs);
+    super::backend_storage::update_volume_status(w, &mut c);
 
     let mut sync_err_override: Option<SyncError> = None;
     let current_phase = state::phase_of(vmi);

@@ -59,6 +59,18 @@ pub trait ControllerCache {
     /// The PersistentVolumeClaims of `namespace`.
     fn pvcs(&self, namespace: &str) -> Vec<PersistentVolumeClaim>;
 
+    /// The cluster's StorageClasses, as JSON (the class of a VMI's backend-storage claim).
+    /// None by default: a VMI keeping persistent TPM or EFI state then waits with KubeVirt's
+    /// "no default storage class found".
+    fn storage_classes(&self) -> Vec<Value> {
+        Vec::new()
+    }
+
+    /// CDI's StorageProfiles, as JSON. Empty where the cluster has no CDI.
+    fn storage_profiles(&self) -> Vec<Value> {
+        Vec::new()
+    }
+
     /// The VirtualMachineInstanceMigrations of `namespace`, as JSON: the VMI controller creates
     /// no launcher pod for a VMI an active migration names. A runtime that runs no migration
     /// controller (the simulator) keeps no migrations and answers none.
@@ -224,6 +236,7 @@ where
     let vm = cache.vm(key);
     let pvcs = cache.pvcs(namespace_of(key));
     let data_volumes = cache.data_volumes(namespace_of(key));
+    let (storage_classes, storage_profiles) = (cache.storage_classes(), cache.storage_profiles());
     let migrations = cache.migrations(namespace_of(key));
     let world = VmiWorld {
         vmi: &vmi,
@@ -235,6 +248,8 @@ where
         migrations: &migrations,
         pvcs: &pvcs,
         data_volumes: &data_volumes,
+        storage_classes: &storage_classes,
+        storage_profiles: &storage_profiles,
         expectations: inputs.expectations,
         now: inputs.now,
         config: inputs.config,
