@@ -10,7 +10,8 @@
 # tests/mixed/stubs, as tests/evacuation does.
 #
 # The binary goes to ${KVRS_CACHE:-$HOME/.cache/kvrs}/migration-<hash>/kvrs-migration-go,
-# <hash> covering tests/migration's go.mod, go.sum and Go files, the stand-ins, the Go version
+# <hash> covering tests/migration's go.mod, go.sum and Go files, the stand-ins, the skeleton
+# it shares with tests/vmistorage (tests/oracleharness), the Go version
 # and the build flags. No cgo. Safe to run concurrently. Environment: KVRS_CACHE, GO.
 set -euo pipefail
 
@@ -18,10 +19,13 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/go-harness.sh"
 STUBS="$GH_ROOT/tests/mixed/stubs"
 [ -d "$STUBS" ] || die "missing $STUBS (the stand-in modules go.mod replaces)"
+SHARED="$GH_ROOT/tests/oracleharness"
+[ -d "$SHARED" ] || die "missing $SHARED (the shared harness skeleton go.mod replaces)"
 
 migration_sums() {
   gh_module_sums
   (cd "$STUBS" && gh_sums '*.go' go.mod)
+  (cd "$SHARED" && gh_sums '*.go' go.mod)
 }
 export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}libvirt.org/go/libvirt,github.com/rhobs/operator-observability-toolkit"
 gh_harness migration kvrs-migration-go 0 "against kubevirt.io/kubevirt v1.9.0; about 2 minutes the first time" migration_sums

@@ -30,30 +30,32 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+#[path = "controller_oracle/mod.rs"]
+mod controller_oracle;
+
+use controller_oracle::{
+    NOW, NOW_UNIX, Oracle, Side, Write, by_name, patched, pod_cache, strip_empty, typed,
+};
+use k8s_openapi::api::core::v1::Node;
 use kvrs_core::ClusterConfig;
 use kvrs_core::api::VirtualMachineInstance;
 use kvrs_core::decide::migration::policy::{Labels, MigrationPolicy};
 use kvrs_core::decide::migration::{
     MigrationConfig, MigrationDecision, MigrationWorld, decide_migration, target_renderer,
 };
-use kvrs_core::decide::patch::apply_json_patch;
-use kvrs_core::decide::{Now, PendingExpectations, QueueOp, WriteOp};
-use kvrs_tests::deliberate::{align, json_differences};
-use kvrs_tests::{Deliberate, Difference};
+use kvrs_core::decide::{Now, PendingExpectations};
+use kvrs_tests::Difference;
 use serde_json::{Value, json};
 
-/// The comparisons of each scenario, as `tests/deliberate-differences.json` names them.
-const COMPARISONS: &[&str] = &[
-    "migration-writes",
-    "migration-content",
-    "migration-events",
-    "migration-queue",
-];
+/// The oracle: its comparisons are `migration-writes`, `-content`, `-events` and `-queue`, as
+/// `tests/deliberate-differences.json` names them; `KVRS_MIGRATION_TRACE=NAME` (or `all`)
+/// prints both sides of scenario NAME as compared.
+const ORACLE: Oracle = Oracle {
+    corpus: "migration",
+    script: "scripts/migration-harness.sh",
+    trace_var: "KVRS_MIGRATION_TRACE",
+};
 
-/// The scenarios' clock.
-const NOW: &str = "2026-01-01T00:00:00Z";
-const NOW_UNIX: i64 = 1_767_225_600;
 const MIG_UID: &str = "mig-uid";
 const VMI_UID: &str = "vmi-uid";
 const FINALIZER: &str = "kubevirt.io/migrationJobFinalize";
@@ -596,23 +598,9 @@ fn scenarios() -> Vec<Scenario> {
 // ---- kvrs's side ----
 
 fn decide(s: &Scenario) -> MigrationDecision {
-    let vmis: Vec<VirtualMachineInstance> = s
-        .vmis
-        .iter()
-        .map(|v| serde_json::from_value(v.clone()).expect("vmi"))
-        .collect();
-    // virt-controller's pod cache holds launcher pods only.
-    let pods: Vec<Pod> = s
-        .pods
-        .iter()
-        .filter(|p| p.pointer("/metadata/labels/kubevirt.io").is_some())
-        .map(|p| serde_json::from_value(p.clone()).expect("pod"))
-        .collect();
-    let nodes: Vec<Node> = s
-        .nodes
-        .iter()
-        .map(|n| serde_json::from_value(n.clone()).expect("node"))
-        .collect();
+    let vmis: Vec<VirtualMachineInstance> = typed(&s.vmis, "vmi");
+    let pods = pod_cache(&s.pods);
+    let nodes: Vec<Node> = typed(&s.nodes, "node");
     let mut migrations = vec![s.migration.clone()];
     migrations.extend(s.migrations.iter().cloned());
     let gates: Vec<&str> = s
@@ -662,94 +650,15 @@ fn decide(s: &Scenario) -> MigrationDecision {
 
 // ---- normalisation ----
 
-/// One write as compared.
-#[derive(Debug, Clone)]
-struct Write {
-    verb: String,
-    resource: String,
-    subresource: String,
-    name: String,
-    precondition_uid: Option<String>,
-    /// An update's object, a create's object, or a patch document.
-    body: Value,
-}
-
-impl Write {
-    /// The same write, where an update may be sent as a patch.
-    fn same(&self, other: &Write) -> bool {
-        let verb = |w: &Write| match w.verb.as_str() {
-            "update" => "patch".to_string(),
-            v => v.to_string(),
-        };
-        verb(self) == verb(other)
-            && (&self.resource, &self.subresource, &self.name)
-                == (&other.resource, &other.subresource, &other.name)
-    }
-
-    fn selector(&self) -> String {
-        match self.subresource.as_str() {
-            "" => format!("{} {}", self.verb, self.resource),
-            sub => format!("{} {}/{sub}", self.verb, self.resource),
-        }
-    }
-}
-
-/// Drops what Go leaves out of its JSON and kvrs may write explicitly: nulls, empty maps and
-/// empty lists (Go's `omitempty`), recursively.
-fn strip_empty(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, v)| (k.clone(), strip_empty(v)))
-                .filter(|(_, v)| !is_empty(v))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(strip_empty).collect()),
-        v => v.clone(),
-    }
-}
-
-fn is_empty(v: &Value) -> bool {
-    match v {
-        Value::Null => true,
-        Value::Object(m) => m.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        _ => false,
-    }
-}
-
-/// A JSON patch without its `test` operations.
-fn without_tests(patch: &Value) -> Value {
-    Value::Array(
-        patch
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|o| o["op"] != "test")
-            .cloned()
-            .collect(),
-    )
-}
-
 /// The object a write is about, as the caches held it.
 fn subject<'s>(s: &'s Scenario, resource: &str, name: &str) -> Option<&'s Value> {
-    let by_name = |o: &&Value| o.pointer("/metadata/name").and_then(Value::as_str) == Some(name);
     match resource {
-        "virtualmachineinstancemigrations" => std::iter::once(&s.migration)
-            .chain(&s.migrations)
-            .find(by_name),
-        "virtualmachineinstances" => s.vmis.iter().find(by_name),
-        "pods" => s.pods.iter().find(by_name),
+        "virtualmachineinstancemigrations" => {
+            by_name(std::iter::once(&s.migration).chain(&s.migrations), name)
+        }
+        "virtualmachineinstances" => by_name(&s.vmis, name),
+        "pods" => by_name(&s.pods, name),
         _ => None,
-    }
-}
-
-/// `object` after a JSON patch (tests left out), or why it does not apply.
-fn patched(object: &Value, patch: &Value) -> Value {
-    let mut o = object.clone();
-    match apply_json_patch(&mut o, &without_tests(patch)) {
-        Ok(()) => o,
-        Err(e) => json!({"patch does not apply": e.to_string()}),
     }
 }
 
@@ -774,13 +683,15 @@ fn pod_summary(p: &Value) -> Value {
     }))
 }
 
-/// What a write changes, as compared: see the module header.
-fn effect(s: &Scenario, w: &Write, kvrs_status: Option<&Value>, ours: bool) -> Value {
+/// What a write changes, as compared: see the module header. kvrs's migration status patch is
+/// compared as the status it makes (`kvrs_status`), KubeVirt's status update as the status it
+/// sends.
+fn effect(s: &Scenario, w: &Write, kvrs_status: Option<&Value>, side: Side) -> Value {
     let resource = w.resource.as_str();
     match (w.verb.as_str(), resource, w.subresource.as_str()) {
         ("create", "pods", _) => pod_summary(&w.body),
         ("update", "virtualmachineinstancemigrations", "status") => strip_empty(&w.body["status"]),
-        ("patch", "virtualmachineinstancemigrations", "status") if ours => {
+        ("patch", "virtualmachineinstancemigrations", "status") if side == Side::Kvrs => {
             strip_empty(kvrs_status.unwrap_or(&Value::Null))
         }
         ("update", "virtualmachineinstancemigrations", "") => metadata_view(&w.body),
@@ -808,205 +719,27 @@ fn metadata_view(o: &Value) -> Value {
                         "finalizers": o["metadata"]["finalizers"]}))
 }
 
-fn kvrs_writes(d: &MigrationDecision) -> Vec<Write> {
-    d.plan
-        .writes()
-        .map(|w| {
-            let (body, precondition_uid) = match &w.op {
-                WriteOp::Create { object } => (object.clone(), None),
-                WriteOp::Patch { patch, .. } => (patch.clone(), None),
-                WriteOp::Delete { precondition_uid } => (Value::Null, precondition_uid.clone()),
-                other => (json!(format!("{other:?}")), None),
-            };
-            Write {
-                verb: w.op.verb().to_string(),
-                resource: w.resource.clone(),
-                subresource: w.subresource.clone().unwrap_or_default(),
-                name: w.name.clone(),
-                precondition_uid,
-                body,
-            }
-        })
-        .collect()
-}
-
-fn kubevirt_writes(go: &Value) -> Vec<Write> {
-    go["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["verb"] != "get" && a["verb"] != "list" && a["verb"] != "watch")
-        .map(|a| Write {
-            verb: a["verb"].as_str().unwrap().to_string(),
-            resource: a["resource"].as_str().unwrap().to_string(),
-            subresource: a["subresource"].as_str().unwrap_or_default().to_string(),
-            name: a["name"].as_str().unwrap_or_default().to_string(),
-            precondition_uid: a
-                .pointer("/preconditions/uid")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            body: if a["verb"] == "patch" {
-                a["patch"].clone()
-            } else {
-                a["object"].clone()
-            },
-        })
-        .collect()
-}
-
-/// The queue operations on the reconciled key, in the oracle's shape.
-fn kubevirt_queue(go: &Value) -> Value {
-    let key = go["key"].as_str().unwrap();
-    Value::Array(
-        go["queue"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|q| q["key"] == key)
-            .map(|q| match q["op"].as_str().unwrap() {
-                "AddAfter" => json!({"op": "AddAfter", "delaySeconds": q["delaySeconds"]}),
-                op => json!({ "op": op }),
-            })
-            .collect(),
-    )
-}
-
-fn kvrs_queue(d: &MigrationDecision) -> Value {
-    Value::Array(
-        d.plan
-            .queue
-            .0
-            .iter()
-            .map(|op| match op {
-                QueueOp::AddAfter { delay_seconds } => {
-                    json!({"op": "AddAfter", "delaySeconds": delay_seconds})
-                }
-                QueueOp::AddRateLimited => json!({"op": "AddRateLimited"}),
-                QueueOp::Forget => json!({"op": "Forget"}),
-            })
-            .collect(),
-    )
-}
-
-/// `KVRS_MIGRATION_TRACE=NAME` (or `all`) prints both sides of scenario NAME as compared.
-fn trace(s: &Scenario) -> bool {
-    std::env::var("KVRS_MIGRATION_TRACE").is_ok_and(|t| t == "all" || t == s.name)
-}
-
 fn compare(s: &Scenario, go: &Value) -> Vec<Difference> {
     let d = decide(s);
-    let mut diffs = Vec::new();
-    let theirs = kubevirt_writes(go);
-    let ours = kvrs_writes(&d);
-    for (i, j) in align(&theirs, &ours, Write::same) {
-        match (i.map(|i| &theirs[i]), j.map(|j| &ours[j])) {
-            (Some(t), Some(o)) => {
-                if t.precondition_uid != o.precondition_uid {
-                    let shown = |u: &Option<String>| u.clone().unwrap_or_else(|| "absent".into());
-                    diffs.push(Difference::new(
-                        "migration-writes",
-                        format!("{} /preconditions/uid", t.selector()),
-                        shown(&t.precondition_uid),
-                        shown(&o.precondition_uid),
-                    ));
-                }
-                let prefix = format!("{} {}", o.selector(), o.name);
-                let (theirs, ours) = (
-                    effect(s, t, None, false),
-                    effect(s, o, d.status.as_ref(), true),
-                );
-                if trace(s) {
-                    eprintln!(
-                        "{} {prefix}\n  kubevirt: {theirs}\n  kvrs:     {ours}",
-                        s.name
-                    );
-                }
-                diffs.extend(json_differences(
-                    "migration-content",
-                    &prefix,
-                    &theirs,
-                    &ours,
-                ));
-            }
-            (Some(t), None) => diffs.push(Difference::new(
-                "migration-writes",
-                t.selector(),
-                format!("sends {} {}", t.selector(), t.name),
-                "absent",
-            )),
-            (None, Some(o)) => diffs.push(Difference::new(
-                "migration-writes",
-                o.selector(),
-                "absent",
-                format!("sends {} {}", o.selector(), o.name),
-            )),
-            (None, None) => {}
-        }
-    }
-    let events = Value::Array(d.plan.events.iter().map(|e| e.to_json()).collect());
-    if trace(s) {
-        eprintln!(
-            "{} events\n  kubevirt: {}\n  kvrs:     {events}\n{} queue\n  kubevirt: {}\n  kvrs:     {}",
-            s.name,
-            go["events"],
-            s.name,
-            kubevirt_queue(go),
-            kvrs_queue(&d)
-        );
-    }
-    diffs.extend(json_differences(
-        "migration-events",
-        "",
-        &go["events"],
-        &events,
-    ));
-    diffs.extend(json_differences(
-        "migration-queue",
-        "",
-        &kubevirt_queue(go),
-        &kvrs_queue(&d),
-    ));
-    diffs
-}
-
-fn run_harness(scenarios: &[Scenario]) -> Vec<Value> {
-    let bin = kvrs_tests::go_harness("scripts/migration-harness.sh", "Go and the module proxy");
-    let input = Value::Array(scenarios.iter().map(Scenario::to_json).collect());
-    kvrs_tests::run_json(&bin, &[], &input)
+    ORACLE.compare(&s.name, go, &d.plan, |w, side| {
+        effect(s, w, d.status.as_ref(), side)
+    })
 }
 
 #[test]
 fn kvrs_decides_migrations_as_kubevirts_controller() {
     let scenarios = scenarios();
-    let answers = run_harness(&scenarios);
-    assert_eq!(answers.len(), scenarios.len());
-    let mut deliberate = Deliberate::load("migration", COMPARISONS);
-    let (mut agree, mut failed) = (0, Vec::new());
-    let mut writes_seen = BTreeMap::<String, usize>::new();
-    for (s, go) in scenarios.iter().zip(&answers) {
-        assert_eq!(go["name"], s.name.as_str());
-        for w in kubevirt_writes(go) {
-            *writes_seen.entry(w.selector()).or_default() += 1;
-        }
-        let diffs = deliberate.unexpected(&s.name, compare(s, go));
-        if diffs.is_empty() {
-            agree += 1;
-        } else {
-            let lines: Vec<String> = diffs.iter().map(|d| format!("  {d}")).collect();
-            failed.push(format!("--- {}\n{}", s.name, lines.join("\n")));
-        }
-    }
-    println!("{agree}/{} agree", scenarios.len());
-    println!("{}", deliberate.summary());
+    let inputs: Vec<Value> = scenarios.iter().map(Scenario::to_json).collect();
+    let answers = ORACLE.answers(&inputs);
+    let writes_seen = controller_oracle::kubevirt_writes_seen(&answers, Write::selector);
     println!("KubeVirt's writes across the scenarios: {writes_seen:?}");
-    assert!(
-        failed.is_empty(),
-        "{}/{} scenarios differ:\n{}",
-        failed.len(),
-        scenarios.len(),
-        failed.join("\n")
+    ORACLE.verdict(
+        scenarios
+            .iter()
+            .zip(&answers)
+            .map(|(s, go)| (s.name.as_str(), compare(s, go))),
+        &[],
     );
-    deliberate.finish();
     // The grid reaches what it is meant to: a target pod, the hand-off, an abort, a pod delete.
     for w in [
         "create pods",

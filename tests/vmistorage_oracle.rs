@@ -38,27 +38,29 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+#[path = "controller_oracle/mod.rs"]
+mod controller_oracle;
+
+use controller_oracle::{
+    ExpectedToClose, NOW, NOW_UNIX, Oracle, Write, by_name, patched, pod_cache, strip_empty, typed,
+};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kvrs_core::ClusterConfig;
 use kvrs_core::api::VirtualMachineInstance;
-use kvrs_core::decide::patch::apply_json_patch;
 use kvrs_core::decide::vmi::{VmiDecision, VmiWorld, decide_vmi, launcher_renderer};
-use kvrs_core::decide::{Now, PendingExpectations, QueueOp, WriteOp};
-use kvrs_tests::deliberate::{align, json_differences};
-use kvrs_tests::{Deliberate, Difference};
+use kvrs_core::decide::{Now, PendingExpectations};
+use kvrs_tests::Difference;
 use serde_json::{Value, json};
 
-/// The comparisons of each scenario, as `tests/deliberate-differences.json` names them.
-const COMPARISONS: &[&str] = &[
-    "vmistorage-writes",
-    "vmistorage-content",
-    "vmistorage-events",
-    "vmistorage-queue",
-];
+/// The oracle: its comparisons are `vmistorage-writes`, `-content`, `-events` and `-queue`, as
+/// `tests/deliberate-differences.json` names them; `KVRS_VMISTORAGE_TRACE=NAME` (or `all`)
+/// prints both sides of scenario NAME as compared.
+const ORACLE: Oracle = Oracle {
+    corpus: "vmistorage",
+    script: "scripts/vmistorage-harness.sh",
+    trace_var: "KVRS_VMISTORAGE_TRACE",
+};
 
-/// The scenarios' clock.
-const NOW: &str = "2026-01-01T00:00:00Z";
-const NOW_UNIX: i64 = 1_767_225_600;
 const VMI_UID: &str = "vmi-uid";
 const NODE: &str = "node01";
 const LAUNCHER: &str = "virt-launcher-vmi1-abcde";
@@ -67,10 +69,8 @@ const LAUNCHER_IMAGE: &str = "quay.io/kubevirt/virt-launcher:v1.9.0";
 const ATTACHMENT: &str = "hp-volume-fghij";
 
 /// Differences of kvrs's VMI decision from KubeVirt's that are to be fixed in the decision
-/// (core/decide/src/vmi), not kept: `(scenario, comparison, path prefix, what KubeVirt does)`.
-/// They are printed as OPEN on every run and never count as agreement; one that stops occurring
-/// fails the test until it is removed here, so the list cannot hide a later regression.
-const EXPECTED_TO_CLOSE: &[(&str, &str, &str, &str)] = &[];
+/// (core/decide/src/vmi), not kept (see [`ExpectedToClose`]).
+const EXPECTED_TO_CLOSE: &[ExpectedToClose] = &[];
 
 // ---- the scenarios ----
 
@@ -387,6 +387,56 @@ fn hotplug_status(phase: &str, target: &str, reason: &str, message: &str) -> Val
     st
 }
 
+/// [`hotplug_pvc_volume`] with its claim bound.
+fn hotplug_bound_claim(s: &mut Scenario) {
+    hotplug_pvc_volume(s);
+    s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
+}
+
+/// The DataVolume `hp-pvc` hotplugged as volume `hp1` of the running VMI (SCSI disk, serial hp1).
+fn hotplug_datavolume(s: &mut Scenario) {
+    s.add_volume(
+        json!({"name": "hp1", "dataVolume": {"name": "hp-pvc", "hotpluggable": true}}),
+        Some(json!({"name": "hp1", "serial": "hp1", "disk": {"bus": "scsi"}})),
+    );
+}
+
+/// `hp1`'s attachment pod `ATTACHMENT`, running.
+fn running_attachment_pod() -> Value {
+    attachment_pod(ATTACHMENT, "hp1", "hp-pvc", "Running")
+}
+
+/// The launcher pod (the scenario's first) ended.
+fn launcher_failed(s: &mut Scenario) {
+    s.pods[0]["status"]["phase"] = json!("Failed");
+    s.pods[0]["status"]["containerStatuses"][0]["state"] = json!({"terminated": {"exitCode": 1}});
+}
+
+/// `hp1`'s status while its claim is bound but the volume not attached yet.
+fn bound_status() -> Value {
+    hotplug_status("Bound", "", "PVCNotReady", "PVC is in phase Bound")
+}
+
+/// `hp1`'s status once it is attached to the VM as `sda`.
+fn ready_status() -> Value {
+    hotplug_status(
+        "Ready",
+        "sda",
+        "VolumeReady",
+        "Successfully attach hotplugged volume hp1 to VM",
+    )
+}
+
+/// `hp1`'s status once virt-handler has unmounted it from the launcher pod.
+fn unmounted_status() -> Value {
+    hotplug_status(
+        "Detaching",
+        "sda",
+        "VolumeUnMounted",
+        "Volume hp1 has been unmounted from virt-launcher pod",
+    )
+}
+
 fn push_status(s: &mut Scenario, entry: Value) {
     s.vmi["status"]["volumeStatus"]
         .as_array_mut()
@@ -536,17 +586,13 @@ fn generated() -> Vec<Scenario> {
         s.pvcs.push(pvc("hp-pvc", "Pending", false, None));
     }));
     out.push(
-        running_scenario("hotplug-claim-bound-creates-attachment-pod").with(|s| {
-            hotplug_pvc_volume(s);
-            s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
-        }),
+        running_scenario("hotplug-claim-bound-creates-attachment-pod").with(hotplug_bound_claim),
     );
     out.push(
         running_scenario("hotplug-no-selinux-context-yet").with(|s| {
             // virt-handler has not reported the launcher's SELinux context: KubeVirt renders no
             // attachment pod until it has.
-            hotplug_pvc_volume(s);
-            s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
+            hotplug_bound_claim(s);
             s.vmi["status"]
                 .as_object_mut()
                 .unwrap()
@@ -555,8 +601,7 @@ fn generated() -> Vec<Scenario> {
     );
     out.push(
         running_scenario("hotplug-selinux-level-of-the-launcher").with(|s| {
-            hotplug_pvc_volume(s);
-            s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
+            hotplug_bound_claim(s);
             s.vmi["status"]["selinuxContext"] = json!("system_u:system_r:container_t:s0:c12,c345");
         }),
     );
@@ -567,51 +612,36 @@ fn generated() -> Vec<Scenario> {
         }),
     );
     out.push(running_scenario("hotplug-datavolume-importing").with(|s| {
-        s.add_volume(
-            json!({"name": "hp1", "dataVolume": {"name": "hp-pvc", "hotpluggable": true}}),
-            Some(json!({"name": "hp1", "serial": "hp1", "disk": {"bus": "scsi"}})),
-        );
+        hotplug_datavolume(s);
         s.pvcs.push(pvc("hp-pvc", "Bound", false, Some("hp-pvc")));
         s.data_volumes
             .push(data_volume("hp-pvc", "ImportInProgress", "False"));
     }));
     out.push(
         running_scenario("hotplug-attachment-pod-pending").with(|s| {
-            hotplug_pvc_volume(s);
-            s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
+            hotplug_bound_claim(s);
             s.pods
                 .push(attachment_pod(ATTACHMENT, "hp1", "hp-pvc", "Pending"));
         }),
     );
     out.push(
         running_scenario("hotplug-attachment-pod-pending-status-bound").with(|s| {
-            hotplug_pvc_volume(s);
-            s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
+            hotplug_bound_claim(s);
             s.pods
                 .push(attachment_pod(ATTACHMENT, "hp1", "hp-pvc", "Pending"));
-            push_status(
-                s,
-                hotplug_status("Bound", "", "PVCNotReady", "PVC is in phase Bound"),
-            );
+            push_status(s, bound_status());
         }),
     );
     out.push(
         running_scenario("hotplug-attachment-pod-running").with(|s| {
-            hotplug_pvc_volume(s);
-            s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
-            s.pods
-                .push(attachment_pod(ATTACHMENT, "hp1", "hp-pvc", "Running"));
-            push_status(
-                s,
-                hotplug_status("Bound", "", "PVCNotReady", "PVC is in phase Bound"),
-            );
+            hotplug_bound_claim(s);
+            s.pods.push(running_attachment_pod());
+            push_status(s, bound_status());
         }),
     );
     out.push(running_scenario("hotplug-mounted-to-pod-kept").with(|s| {
-        hotplug_pvc_volume(s);
-        s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
-        s.pods
-            .push(attachment_pod(ATTACHMENT, "hp1", "hp-pvc", "Running"));
+        hotplug_bound_claim(s);
+        s.pods.push(running_attachment_pod());
         push_status(
             s,
             hotplug_status(
@@ -623,90 +653,41 @@ fn generated() -> Vec<Scenario> {
         );
     }));
     out.push(running_scenario("hotplug-ready-steady").with(|s| {
-        hotplug_pvc_volume(s);
-        s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
-        s.pods
-            .push(attachment_pod(ATTACHMENT, "hp1", "hp-pvc", "Running"));
-        push_status(
-            s,
-            hotplug_status(
-                "Ready",
-                "sda",
-                "VolumeReady",
-                "Successfully attach hotplugged volume hp1 to VM",
-            ),
-        );
+        hotplug_bound_claim(s);
+        s.pods.push(running_attachment_pod());
+        push_status(s, ready_status());
     }));
     out.push(running_scenario("hotplug-removed-still-mounted").with(|s| {
         s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
-        s.pods
-            .push(attachment_pod(ATTACHMENT, "hp1", "hp-pvc", "Running"));
-        push_status(
-            s,
-            hotplug_status(
-                "Ready",
-                "sda",
-                "VolumeReady",
-                "Successfully attach hotplugged volume hp1 to VM",
-            ),
-        );
+        s.pods.push(running_attachment_pod());
+        push_status(s, ready_status());
     }));
     out.push(running_scenario("hotplug-removed-unmounted").with(|s| {
         s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
-        s.pods
-            .push(attachment_pod(ATTACHMENT, "hp1", "hp-pvc", "Running"));
-        push_status(
-            s,
-            hotplug_status(
-                "Detaching",
-                "sda",
-                "VolumeUnMounted",
-                "Volume hp1 has been unmounted from virt-launcher pod",
-            ),
-        );
+        s.pods.push(running_attachment_pod());
+        push_status(s, unmounted_status());
     }));
     out.push(running_scenario("hotplug-removed-pod-gone").with(|s| {
         s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
-        push_status(
-            s,
-            hotplug_status(
-                "Detaching",
-                "sda",
-                "VolumeUnMounted",
-                "Volume hp1 has been unmounted from virt-launcher pod",
-            ),
-        );
+        push_status(s, unmounted_status());
     }));
     out.push(
         running_scenario("hotplug-second-volume-replaces-attachment-pod").with(|s| {
-            hotplug_pvc_volume(s);
+            hotplug_bound_claim(s);
             s.add_volume(
                 json!({"name": "hp2", "persistentVolumeClaim": {"claimName": "hp-pvc2", "hotpluggable": true}}),
                 Some(json!({"name": "hp2", "serial": "hp2", "disk": {"bus": "scsi"}})),
             );
-            s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
             s.pvcs.push(pvc("hp-pvc2", "Bound", false, None));
-            s.pods
-                .push(attachment_pod(ATTACHMENT, "hp1", "hp-pvc", "Running"));
-            push_status(
-                s,
-                hotplug_status(
-                    "Ready",
-                    "sda",
-                    "VolumeReady",
-                    "Successfully attach hotplugged volume hp1 to VM",
-                ),
-            );
+            s.pods.push(running_attachment_pod());
+            push_status(s, ready_status());
         }),
     );
     // -- hotplug edge cases: a claim waiting for its first consumer, a lost claim, an attachment
     // pod not ready or going away, a launcher pod gone, a VMI stopped or deleted
     out.push(
         running_scenario("hotplug-datavolume-wffc-trigger-pod").with(|s| {
-            s.add_volume(
-                json!({"name": "hp1", "dataVolume": {"name": "hp-pvc", "hotpluggable": true}}),
-                Some(json!({"name": "hp1", "serial": "hp1", "disk": {"bus": "scsi"}})),
-            );
+            hotplug_datavolume(s);
             s.pvcs.push(pvc("hp-pvc", "Pending", false, Some("hp-pvc")));
             s.data_volumes
                 .push(data_volume("hp-pvc", "WaitForFirstConsumer", "False"));
@@ -714,10 +695,7 @@ fn generated() -> Vec<Scenario> {
     );
     out.push(
         running_scenario("hotplug-datavolume-pending-population").with(|s| {
-            s.add_volume(
-                json!({"name": "hp1", "dataVolume": {"name": "hp-pvc", "hotpluggable": true}}),
-                Some(json!({"name": "hp1", "serial": "hp1", "disk": {"bus": "scsi"}})),
-            );
+            hotplug_datavolume(s);
             s.pvcs.push(pvc("hp-pvc", "Pending", false, Some("hp-pvc")));
             s.data_volumes
                 .push(data_volume("hp-pvc", "PendingPopulation", "False"));
@@ -729,22 +707,17 @@ fn generated() -> Vec<Scenario> {
     }));
     out.push(
         running_scenario("hotplug-attachment-pod-running-not-ready").with(|s| {
-            hotplug_pvc_volume(s);
-            s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
-            let mut p = attachment_pod(ATTACHMENT, "hp1", "hp-pvc", "Running");
+            hotplug_bound_claim(s);
+            let mut p = running_attachment_pod();
             p["status"]["containerStatuses"][0]["ready"] = json!(false);
             s.pods.push(p);
-            push_status(
-                s,
-                hotplug_status("Bound", "", "PVCNotReady", "PVC is in phase Bound"),
-            );
+            push_status(s, bound_status());
         }),
     );
     out.push(
         running_scenario("hotplug-attachment-pod-terminating").with(|s| {
-            hotplug_pvc_volume(s);
-            s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
-            let mut p = attachment_pod(ATTACHMENT, "hp1", "hp-pvc", "Running");
+            hotplug_bound_claim(s);
+            let mut p = running_attachment_pod();
             p["metadata"]["deletionTimestamp"] = json!("2025-12-31T23:59:30Z");
             p["metadata"]["deletionGracePeriodSeconds"] = json!(0);
             s.pods.push(p);
@@ -762,110 +735,49 @@ fn generated() -> Vec<Scenario> {
     out.push(
         running_scenario("hotplug-removed-attachment-pod-terminating").with(|s| {
             s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
-            let mut p = attachment_pod(ATTACHMENT, "hp1", "hp-pvc", "Running");
+            let mut p = running_attachment_pod();
             p["metadata"]["deletionTimestamp"] = json!("2025-12-31T23:59:30Z");
             p["metadata"]["deletionGracePeriodSeconds"] = json!(0);
             s.pods.push(p);
-            push_status(
-                s,
-                hotplug_status(
-                    "Detaching",
-                    "sda",
-                    "VolumeUnMounted",
-                    "Volume hp1 has been unmounted from virt-launcher pod",
-                ),
-            );
+            push_status(s, unmounted_status());
         }),
     );
     out.push(
         running_scenario("hotplug-readded-while-detaching").with(|s| {
-            hotplug_pvc_volume(s);
-            s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
-            s.pods
-                .push(attachment_pod(ATTACHMENT, "hp1", "hp-pvc", "Running"));
-            push_status(
-                s,
-                hotplug_status(
-                    "Detaching",
-                    "sda",
-                    "VolumeUnMounted",
-                    "Volume hp1 has been unmounted from virt-launcher pod",
-                ),
-            );
+            hotplug_bound_claim(s);
+            s.pods.push(running_attachment_pod());
+            push_status(s, unmounted_status());
         }),
     );
     out.push(
         running_scenario("hotplug-ready-attachment-pod-missing").with(|s| {
-            hotplug_pvc_volume(s);
-            s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
-            push_status(
-                s,
-                hotplug_status(
-                    "Ready",
-                    "sda",
-                    "VolumeReady",
-                    "Successfully attach hotplugged volume hp1 to VM",
-                ),
-            );
+            hotplug_bound_claim(s);
+            push_status(s, ready_status());
         }),
     );
     out.push(
         running_scenario("hotplug-vmi-failed-deletes-attachment-pods").with(|s| {
-            hotplug_pvc_volume(s);
-            s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
-            s.pods
-                .push(attachment_pod(ATTACHMENT, "hp1", "hp-pvc", "Running"));
+            hotplug_bound_claim(s);
+            s.pods.push(running_attachment_pod());
             s.vmi["status"]["phase"] = json!("Failed");
-            s.pods[0]["status"]["phase"] = json!("Failed");
-            s.pods[0]["status"]["containerStatuses"][0]["state"] =
-                json!({"terminated": {"exitCode": 1}});
-            push_status(
-                s,
-                hotplug_status(
-                    "Ready",
-                    "sda",
-                    "VolumeReady",
-                    "Successfully attach hotplugged volume hp1 to VM",
-                ),
-            );
+            launcher_failed(s);
+            push_status(s, ready_status());
         }),
     );
     out.push(
         running_scenario("hotplug-launcher-pod-down-orphans-attachment-pod").with(|s| {
-            hotplug_pvc_volume(s);
-            s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
-            s.pods
-                .push(attachment_pod(ATTACHMENT, "hp1", "hp-pvc", "Running"));
-            s.pods[0]["status"]["phase"] = json!("Failed");
-            s.pods[0]["status"]["containerStatuses"][0]["state"] =
-                json!({"terminated": {"exitCode": 1}});
-            push_status(
-                s,
-                hotplug_status(
-                    "Ready",
-                    "sda",
-                    "VolumeReady",
-                    "Successfully attach hotplugged volume hp1 to VM",
-                ),
-            );
+            hotplug_bound_claim(s);
+            s.pods.push(running_attachment_pod());
+            launcher_failed(s);
+            push_status(s, ready_status());
         }),
     );
     out.push(running_scenario("hotplug-vmi-deleted").with(|s| {
-        hotplug_pvc_volume(s);
-        s.pvcs.push(pvc("hp-pvc", "Bound", false, None));
-        s.pods
-            .push(attachment_pod(ATTACHMENT, "hp1", "hp-pvc", "Running"));
+        hotplug_bound_claim(s);
+        s.pods.push(running_attachment_pod());
         s.vmi["metadata"]["deletionTimestamp"] = json!("2025-12-31T23:59:30Z");
         s.vmi["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-        push_status(
-            s,
-            hotplug_status(
-                "Ready",
-                "sda",
-                "VolumeReady",
-                "Successfully attach hotplugged volume hp1 to VM",
-            ),
-        );
+        push_status(s, ready_status());
     }));
     out
 }
@@ -874,18 +786,8 @@ fn generated() -> Vec<Scenario> {
 
 fn decide(s: &Scenario) -> VmiDecision {
     let vmi: VirtualMachineInstance = serde_json::from_value(s.vmi.clone()).expect("vmi");
-    // virt-controller's pod cache holds the pods labelled kubevirt.io only.
-    let pods: Vec<Pod> = s
-        .pods
-        .iter()
-        .filter(|p| p.pointer("/metadata/labels/kubevirt.io").is_some())
-        .map(|p| serde_json::from_value(p.clone()).expect("pod"))
-        .collect();
-    let pvcs: Vec<PersistentVolumeClaim> = s
-        .pvcs
-        .iter()
-        .map(|p| serde_json::from_value(p.clone()).expect("pvc"))
-        .collect();
+    let pods = pod_cache(&s.pods);
+    let pvcs: Vec<PersistentVolumeClaim> = typed(&s.pvcs, "pvc");
     let config = ClusterConfig::default();
     let world = VmiWorld {
         vmi: &vmi,
@@ -908,91 +810,12 @@ fn decide(s: &Scenario) -> VmiDecision {
 
 // ---- normalisation ----
 
-/// One write as compared.
-#[derive(Debug, Clone)]
-struct Write {
-    verb: String,
-    resource: String,
-    subresource: String,
-    name: String,
-    precondition_uid: Option<String>,
-    /// An update's or a create's object, or a patch document.
-    body: Value,
-}
-
-impl Write {
-    /// The same write, where an update may be sent as a patch.
-    fn same(&self, other: &Write) -> bool {
-        let verb = |w: &Write| match w.verb.as_str() {
-            "update" => "patch".to_string(),
-            v => v.to_string(),
-        };
-        verb(self) == verb(other)
-            && (&self.resource, &self.subresource, &self.name)
-                == (&other.resource, &other.subresource, &other.name)
-    }
-
-    fn selector(&self) -> String {
-        match self.subresource.as_str() {
-            "" => format!("{} {}", self.verb, self.resource),
-            sub => format!("{} {}/{sub}", self.verb, self.resource),
-        }
-    }
-}
-
-/// Drops what Go leaves out of its JSON and kvrs may write explicitly: nulls, empty maps and
-/// empty lists (Go's `omitempty`), recursively.
-fn strip_empty(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, v)| (k.clone(), strip_empty(v)))
-                .filter(|(_, v)| !is_empty(v))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(strip_empty).collect()),
-        v => v.clone(),
-    }
-}
-
-fn is_empty(v: &Value) -> bool {
-    match v {
-        Value::Null => true,
-        Value::Object(m) => m.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        _ => false,
-    }
-}
-
-/// A JSON patch without its `test` operations.
-fn without_tests(patch: &Value) -> Value {
-    Value::Array(
-        patch
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|o| o["op"] != "test")
-            .cloned()
-            .collect(),
-    )
-}
-
 /// The object a write is about, as the caches held it.
 fn subject<'s>(s: &'s Scenario, resource: &str, name: &str) -> Option<&'s Value> {
-    let by_name = |o: &&Value| o.pointer("/metadata/name").and_then(Value::as_str) == Some(name);
     match resource {
-        "virtualmachineinstances" => Some(&s.vmi).filter(by_name),
-        "pods" => s.pods.iter().find(by_name),
+        "virtualmachineinstances" => by_name([&s.vmi], name),
+        "pods" => by_name(&s.pods, name),
         _ => None,
-    }
-}
-
-/// `object` after a JSON patch (tests left out), or why it does not apply.
-fn patched(object: &Value, patch: &Value) -> Value {
-    let mut o = object.clone();
-    match apply_json_patch(&mut o, &without_tests(patch)) {
-        Ok(()) => o,
-        Err(e) => json!({"patch does not apply": e.to_string()}),
     }
 }
 
@@ -1118,256 +941,37 @@ fn effect(s: &Scenario, w: &Write) -> Value {
     }
 }
 
-fn kvrs_writes(d: &VmiDecision) -> Vec<Write> {
-    d.plan
-        .writes()
-        .map(|w| {
-            let (body, precondition_uid) = match &w.op {
-                WriteOp::Create { object } | WriteOp::Update { object } => (object.clone(), None),
-                WriteOp::Patch { patch, .. } => (patch.clone(), None),
-                WriteOp::Delete { precondition_uid } => (Value::Null, precondition_uid.clone()),
-            };
-            Write {
-                verb: w.op.verb().to_string(),
-                resource: w.resource.clone(),
-                subresource: w.subresource.clone().unwrap_or_default(),
-                name: w.name.clone(),
-                precondition_uid,
-                body,
-            }
-        })
-        .collect()
-}
-
-fn kubevirt_writes(go: &Value) -> Vec<Write> {
-    go["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["verb"] != "get" && a["verb"] != "list" && a["verb"] != "watch")
-        .map(|a| Write {
-            verb: a["verb"].as_str().unwrap().to_string(),
-            resource: a["resource"].as_str().unwrap().to_string(),
-            subresource: a["subresource"].as_str().unwrap_or_default().to_string(),
-            name: a["name"].as_str().unwrap_or_default().to_string(),
-            precondition_uid: a
-                .pointer("/preconditions/uid")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            body: if a["verb"] == "patch" {
-                a["patch"].clone()
-            } else {
-                a["object"].clone()
-            },
-        })
-        .collect()
-}
-
-/// The queue operations on the reconciled key, in the oracle's shape.
-fn kubevirt_queue(go: &Value) -> Value {
-    let key = go["key"].as_str().unwrap();
-    Value::Array(
-        go["queue"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|q| q["key"] == key)
-            .map(|q| match q["op"].as_str().unwrap() {
-                "AddAfter" => json!({"op": "AddAfter", "delaySeconds": q["delaySeconds"]}),
-                op => json!({ "op": op }),
-            })
-            .collect(),
-    )
-}
-
-fn kvrs_queue(d: &VmiDecision) -> Value {
-    Value::Array(
-        d.plan
-            .queue
-            .0
-            .iter()
-            .map(|op| match op {
-                QueueOp::AddAfter { delay_seconds } => {
-                    json!({"op": "AddAfter", "delaySeconds": delay_seconds})
-                }
-                QueueOp::AddRateLimited => json!({"op": "AddRateLimited"}),
-                QueueOp::Forget => json!({"op": "Forget"}),
-            })
-            .collect(),
-    )
-}
-
-/// `KVRS_VMISTORAGE_TRACE=NAME` (or `all`) prints both sides of scenario NAME as compared.
-fn trace(s: &Scenario) -> bool {
-    std::env::var("KVRS_VMISTORAGE_TRACE").is_ok_and(|t| t == "all" || t == s.name)
-}
-
 fn compare(s: &Scenario, go: &Value) -> Vec<Difference> {
     let d = decide(s);
-    let mut diffs = Vec::new();
-    let theirs = kubevirt_writes(go);
-    let ours = kvrs_writes(&d);
-    for (i, j) in align(&theirs, &ours, Write::same) {
-        match (i.map(|i| &theirs[i]), j.map(|j| &ours[j])) {
-            (Some(t), Some(o)) => {
-                if t.precondition_uid != o.precondition_uid {
-                    let shown = |u: &Option<String>| u.clone().unwrap_or_else(|| "absent".into());
-                    diffs.push(Difference::new(
-                        "vmistorage-writes",
-                        format!("{} /preconditions/uid", t.selector()),
-                        shown(&t.precondition_uid),
-                        shown(&o.precondition_uid),
-                    ));
-                }
-                let prefix = format!("{} {}", o.selector(), o.name);
-                let (theirs, ours) = (effect(s, t), effect(s, o));
-                if trace(s) {
-                    eprintln!(
-                        "{} {prefix}\n  kubevirt: {theirs}\n  kvrs:     {ours}\n  sent by kubevirt: {}\n  sent by kvrs:     {}",
-                        s.name, t.body, o.body
-                    );
-                }
-                diffs.extend(json_differences(
-                    "vmistorage-content",
-                    &prefix,
-                    &theirs,
-                    &ours,
-                ));
-            }
-            (Some(t), None) => {
-                if trace(s) {
-                    eprintln!("{} kubevirt only: {} {}", s.name, t.selector(), t.body);
-                }
-                diffs.push(Difference::new(
-                    "vmistorage-writes",
-                    t.selector(),
-                    format!("sends {} {}", t.selector(), t.name),
-                    "absent",
-                ))
-            }
-            (None, Some(o)) => {
-                if trace(s) {
-                    eprintln!("{} kvrs only: {} {}", s.name, o.selector(), o.body);
-                }
-                diffs.push(Difference::new(
-                    "vmistorage-writes",
-                    o.selector(),
-                    "absent",
-                    format!("sends {} {}", o.selector(), o.name),
-                ))
-            }
-            (None, None) => {}
-        }
-    }
-    let events = Value::Array(d.plan.events.iter().map(|e| e.to_json()).collect());
-    if trace(s) {
-        eprintln!(
-            "{} events\n  kubevirt: {}\n  kvrs:     {events}\n{} queue\n  kubevirt: {}\n  kvrs:     {}",
-            s.name,
-            go["events"],
-            s.name,
-            kubevirt_queue(go),
-            kvrs_queue(&d)
-        );
-    }
-    diffs.extend(json_differences(
-        "vmistorage-events",
-        "",
-        &go["events"],
-        &events,
-    ));
-    diffs.extend(json_differences(
-        "vmistorage-queue",
-        "",
-        &kubevirt_queue(go),
-        &kvrs_queue(&d),
-    ));
-    diffs
-}
-
-fn run_harness(scenarios: &[Scenario]) -> Vec<Value> {
-    let bin = kvrs_tests::go_harness("scripts/vmistorage-harness.sh", "Go and the module proxy");
-    let input = Value::Array(scenarios.iter().map(Scenario::to_json).collect());
-    kvrs_tests::run_json(&bin, &[], &input)
-}
-
-/// Whether `d` of scenario `case` is one of [`EXPECTED_TO_CLOSE`].
-fn expected_to_close(case: &str, d: &Difference) -> bool {
-    EXPECTED_TO_CLOSE
-        .iter()
-        .any(|(c, test, path, _)| *c == case && *test == d.test && d.path.starts_with(path))
+    ORACLE.compare(&s.name, go, &d.plan, |w, _| effect(s, w))
 }
 
 #[test]
 fn kvrs_decides_vmi_storage_as_kubevirts_controller() {
     let scenarios = scenarios();
-    let answers = run_harness(&scenarios);
-    assert_eq!(answers.len(), scenarios.len());
-    let mut deliberate = Deliberate::load("vmistorage", COMPARISONS);
-    let (mut agree, mut failed, mut open) = (0, Vec::new(), Vec::new());
-    let mut writes_seen = BTreeMap::<String, usize>::new();
+    let inputs: Vec<Value> = scenarios.iter().map(Scenario::to_json).collect();
+    let answers = ORACLE.answers(&inputs);
+    let writes_seen = controller_oracle::kubevirt_writes_seen(&answers, |w| {
+        format!("{} {}", w.selector(), w.name)
+    });
     let mut events_seen = BTreeMap::<String, usize>::new();
-    for (s, go) in scenarios.iter().zip(&answers) {
-        assert_eq!(go["name"], s.name.as_str());
-        for w in kubevirt_writes(go) {
-            *writes_seen
-                .entry(format!("{} {}", w.selector(), w.name))
-                .or_default() += 1;
-        }
-        for e in go["events"].as_array().unwrap() {
-            *events_seen
-                .entry(e["reason"].as_str().unwrap_or_default().to_string())
-                .or_default() += 1;
-        }
-        let diffs = deliberate.unexpected(&s.name, compare(s, go));
-        let (gaps, diffs): (Vec<_>, Vec<_>) = diffs
-            .into_iter()
-            .partition(|d| expected_to_close(&s.name, d));
-        open.extend(gaps.iter().map(|d| format!("{}: {d}", s.name)));
-        if diffs.is_empty() && gaps.is_empty() {
-            agree += 1;
-        } else if !diffs.is_empty() {
-            let lines: Vec<String> = diffs.iter().map(|d| format!("  {d}")).collect();
-            failed.push(format!("--- {}\n{}", s.name, lines.join("\n")));
-        }
+    for e in answers
+        .iter()
+        .flat_map(|go| go["events"].as_array().unwrap())
+    {
+        *events_seen
+            .entry(e["reason"].as_str().unwrap_or_default().to_string())
+            .or_default() += 1;
     }
-    println!("{agree}/{} scenarios agree", scenarios.len());
-    println!("{}", deliberate.summary());
     println!("KubeVirt's writes across the scenarios: {writes_seen:?}");
     println!("KubeVirt's events across the scenarios: {events_seen:?}");
-    if !open.is_empty() {
-        println!(
-            "{} differences expected to close (EXPECTED_TO_CLOSE), NOT agreement:",
-            open.len()
-        );
-        for g in &open {
-            println!("  OPEN {g}");
-        }
-    }
-    let closed: Vec<String> = EXPECTED_TO_CLOSE
-        .iter()
-        .filter(|(case, test, path, _)| {
-            !open
-                .iter()
-                .any(|g| g.starts_with(&format!("{case}: {test} {path}")))
-        })
-        .map(|(case, test, path, kubevirt)| {
-            format!("  {case}: {test} {path} (KubeVirt: {kubevirt})")
-        })
-        .collect();
-    assert!(
-        failed.is_empty(),
-        "{}/{} scenarios differ:\n{}",
-        failed.len(),
-        scenarios.len(),
-        failed.join("\n")
+    ORACLE.verdict(
+        scenarios
+            .iter()
+            .zip(&answers)
+            .map(|(s, go)| (s.name.as_str(), compare(s, go))),
+        EXPECTED_TO_CLOSE,
     );
-    assert!(
-        closed.is_empty(),
-        "these differences no longer occur: remove them from EXPECTED_TO_CLOSE\n{}",
-        closed.join("\n")
-    );
-    deliberate.finish();
     // The grid reaches what it is meant to: the launcher and temporary pods, an attachment pod,
     // a pod delete, the VMI's status, KubeVirt's storage events.
     for w in [

@@ -14,6 +14,7 @@ require (
 	kubevirt.io/client-go v1.9.0
 	kubevirt.io/containerized-data-importer-api v1.64.0
 	kubevirt.io/kubevirt v1.9.0
+	kvrs.dev/tests/oracleharness v0.0.0
 )
 
 require (
@@ -154,3 +155,6 @@ replace (
 	kubevirt.io/virt-template-api => ../mixed/stubs/virt-template-api
 	kubevirt.io/virt-template-client-go => ../mixed/stubs/virt-template-client-go
 )
+
+// The skeleton shared with the other controller oracle harnesses (../oracleharness).
+replace kvrs.dev/tests/oracleharness => ../oracleharness

@@ -3,69 +3,16 @@
 //! and `/leader` answering as KubeVirt's (200 on a standby too); a renewed certificate served
 //! without a restart; plain HTTP when the certificate is absent.
 
-use std::net::SocketAddr;
+#[path = "../../runtime/tests/support/health_probe.rs"]
+mod health_probe;
+
 use std::path::Path;
-use std::sync::Arc;
 
 use clap::Parser;
+use health_probe::{https_get, request};
 use kvrs_runtime::kube::daemon::DaemonMetrics;
 use kvrs_virt_controller::{Flags, serve_health};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
-use tokio_rustls::rustls::crypto::ring::default_provider;
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
-use tokio_rustls::rustls::{ClientConfig, RootCertStore};
-
-/// `GET path` over TLS, trusting only `ca`: (status, body), or the TLS/IO error.
-async fn https_get(addr: SocketAddr, ca: &str, path: &str) -> Result<(u16, String), String> {
-    let mut roots = RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let config = ClientConfig::builder_with_provider(Arc::new(default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-    let name = ServerName::try_from("localhost").unwrap();
-    let mut tls = TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .map_err(|e| e.to_string())?;
-    request(&mut tls, path).await
-}
-
-/// `GET path` in plain HTTP/1.1 on `stream`, read until the server closes.
-async fn request<S>(stream: &mut S, path: &str) -> Result<(u16, String), String>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    let head = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-    stream
-        .write_all(head.as_bytes())
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    // The server may close without a TLS close_notify: keep what arrived.
-    while let Ok(n) = stream.read(&mut chunk).await {
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let status = text
-        .strip_prefix("HTTP/1.1 ")
-        .and_then(|rest| rest.get(..3))
-        .and_then(|code| code.parse().ok())
-        .ok_or_else(|| format!("not an HTTP response: {text:?}"))?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string());
-    Ok((status, body.unwrap_or_default()))
-}
 
 fn write_pair(dir: &Path, pki: &kvrs_virt_api::certs::ThrowawayPki) {
     std::fs::write(dir.join("tls.crt"), &pki.serving.0).unwrap();
