@@ -19,6 +19,10 @@
 //!   from the spec (its attachment pod kept while virt-handler unmounts, deleted once it has),
 //!   re-added while detaching; the launcher pod down, the VMI failed or deleted (the attachment
 //!   pods go).
+//! - The backend-storage claim of a VMI with a persistent TPM or EFI: created (in the default
+//!   class) before the pod, no default class, pending (binding at once or on first consumer),
+//!   lost, bound (the pod mounts it), found by its legacy name, deleted once the VMI keeps no
+//!   state, and its volume status entry on a running VMI.
 //!
 //! What is compared, after normalisation (as `tests/migration_oracle.rs` does):
 //! - the writes, in order: verb (an update may be a patch), resource, subresource and name
@@ -779,6 +783,93 @@ fn generated() -> Vec<Scenario> {
         s.vmi["metadata"]["deletionGracePeriodSeconds"] = json!(0);
         push_status(s, ready_status());
     }));
+    out.extend(backend_storage_scenarios());
+    out
+}
+
+/// A storage class marked the cluster's default, binding at once or on first consumer.
+fn default_storage_class(name: &str, binding: &str) -> Value {
+    json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+           "metadata": {"name": name,
+                        "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+           "provisioner": "example.com/csi", "volumeBindingMode": binding})
+}
+
+/// A backend-storage claim of `vmi1` in `phase`, class `class`.
+fn backend_claim(name: &str, phase: &str, class: &str, labelled: bool) -> Value {
+    let mut c = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": meta(name, &format!("{name}-uid")),
+        "spec": {"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem",
+                 "storageClassName": class, "resources": {"requests": {"storage": "10Mi"}}},
+        "status": {"phase": phase}});
+    if labelled {
+        c["metadata"]["labels"] = json!({"persistent-state-for": "vmi1"});
+    }
+    if phase == "Bound" {
+        c["status"]["accessModes"] = json!(["ReadWriteOnce"]);
+        c["status"]["capacity"] = json!({"storage": "10Mi"});
+    }
+    c
+}
+
+/// A new VMI with a persistent TPM (`tpm`) or persistent EFI variables, owned by VM `vmi1`.
+fn persistent_state_scenario(name: &str, tpm: bool) -> Scenario {
+    new_scenario(name).with(|s| {
+        if tpm {
+            s.vmi["spec"]["domain"]["devices"]["tpm"] = json!({"persistent": true});
+        } else {
+            s.vmi["spec"]["domain"]["firmware"]["bootloader"] =
+                json!({"efi": {"persistent": true, "secureBoot": false}});
+        }
+        s.vmi["metadata"]["ownerReferences"] = json!([{"apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachine", "name": "vmi1", "uid": "vm-uid", "controller": true,
+            "blockOwnerDeletion": true}]);
+        s.storage_classes = vec![
+            wffc_storage_class(),
+            default_storage_class("fast", "Immediate"),
+        ];
+    })
+}
+
+/// The backend-storage claim (persistent TPM / EFI state): created before the pod, waited for,
+/// mounted, reported, deleted when no longer needed.
+fn backend_storage_scenarios() -> Vec<Scenario> {
+    let claim = "persistent-state-for-vmi1-x7k2q";
+    let mut out = vec![
+        persistent_state_scenario("backend-storage-claim-created", true),
+        persistent_state_scenario("backend-storage-efi-claim-created", false),
+        persistent_state_scenario("backend-storage-no-default-class", true)
+            .with(|s| s.storage_classes = vec![wffc_storage_class()]),
+        persistent_state_scenario("backend-storage-claim-pending", true)
+            .with(|s| s.pvcs.push(backend_claim(claim, "Pending", "fast", true))),
+        persistent_state_scenario("backend-storage-claim-pending-first-consumer", true)
+            .with(|s| s.pvcs.push(backend_claim(claim, "Pending", "local", true))),
+        persistent_state_scenario("backend-storage-claim-lost", true)
+            .with(|s| s.pvcs.push(backend_claim(claim, "Lost", "fast", true))),
+        persistent_state_scenario("backend-storage-claim-bound", true)
+            .with(|s| s.pvcs.push(backend_claim(claim, "Bound", "fast", true))),
+        persistent_state_scenario("backend-storage-legacy-claim", true).with(|s| {
+            s.pvcs.push(backend_claim(
+                "persistent-state-for-vmi1",
+                "Bound",
+                "fast",
+                false,
+            ))
+        }),
+        new_scenario("backend-storage-not-needed-claim-deleted")
+            .with(|s| s.pvcs.push(backend_claim(claim, "Bound", "fast", true))),
+    ];
+    // Running with its claim: the volume status entry kept among the volumes'.
+    out.push(running_scenario("backend-storage-running").with(|s| {
+        s.vmi["spec"]["domain"]["devices"]["tpm"] = json!({"persistent": true});
+        s.pvcs.push(backend_claim(claim, "Bound", "fast", true));
+        push_status(
+            s,
+            json!({"name": "persistent-state-for-this-vm", "target": "",
+                   "persistentVolumeClaimInfo": {"claimName": claim,
+                                                 "accessModes": ["ReadWriteOnce"]}}),
+        );
+    }));
     out
 }
 
@@ -923,6 +1014,11 @@ fn effect(s: &Scenario, w: &Write) -> Value {
     let resource = w.resource.as_str();
     match (w.verb.as_str(), resource, w.subresource.as_str()) {
         ("create", "pods", _) => pod_summary(&w.body),
+        ("create", "persistentvolumeclaims", _) => strip_empty(&json!({
+            "generateName": w.body["metadata"]["generateName"],
+            "labels": w.body["metadata"]["labels"],
+            "ownerReferences": w.body["metadata"]["ownerReferences"],
+            "spec": w.body["spec"]})),
         ("update", "virtualmachineinstances", _) => vmi_view(&w.body),
         ("patch", _, _) if w.body.is_array() => match subject(s, resource, &w.name) {
             Some(o) => {
@@ -980,6 +1076,8 @@ fn kvrs_decides_vmi_storage_as_kubevirts_controller() {
         "delete pods hp-volume-fghij",
         "delete pods virt-launcher-vmi1-tmpaa",
         "update virtualmachineinstances vmi1",
+        "create persistentvolumeclaims persistent-state-for-vmi1-00000",
+        "delete persistentvolumeclaims persistent-state-for-vmi1-x7k2q",
     ] {
         assert!(
             writes_seen.contains_key(w),

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	k8sv1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
@@ -159,7 +158,8 @@ func New(name string) *Harness {
 type UpdateHook func(tracker k8stesting.ObjectTracker, x k8stesting.UpdateActionImpl) (handled bool, obj runtime.Object, err error)
 
 // Reactor records every call a fake clientset receives, in order across the clientsets, and
-// names a generateName pod as the oracle's fake API server does (suffix 00000). update, when
+// names a generateName object (a pod, a backend-storage claim) as the oracle's fake API server
+// does (suffix 00000). update, when
 // set, may serve an update itself on tracker (recorded all the same).
 func (h *Harness) Reactor(client string, tracker k8stesting.ObjectTracker, update UpdateHook) k8stesting.ReactionFunc {
 	return func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -167,8 +167,8 @@ func (h *Harness) Reactor(client string, tracker k8stesting.ObjectTracker, updat
 			Subresource: a.GetSubresource(), Namespace: a.GetNamespace()}
 		switch x := a.(type) {
 		case k8stesting.CreateActionImpl:
-			if p, ok := x.GetObject().(*k8sv1.Pod); ok && p.Name == "" && p.GenerateName != "" {
-				p.Name = p.GenerateName + "00000"
+			if m, err := meta.Accessor(x.GetObject()); err == nil && m.GetName() == "" && m.GetGenerateName() != "" {
+				m.SetName(m.GetGenerateName() + "00000")
 			}
 			act.Object, _ = json.Marshal(x.GetObject())
 			if m, err := meta.Accessor(x.GetObject()); err == nil {
