@@ -589,7 +589,7 @@ where
 
 /// Starts every watch virt-controller needs; a cluster without CDI runs without DataVolumes (as
 /// KubeVirt, which checks whether CDI's DataVolume CRD is served before it watches them; a CDI
-/// installed later is seen at the next restart).
+/// installed later restarts the controller: [`data_volume_api_changed`]).
 pub async fn start(client: &kube::Client, shared: Arc<Shared>) -> (Caches, Vec<JoinHandle<()>>) {
     let mut tasks = Vec::new();
     let all = watcher::Config::default();
@@ -823,7 +823,24 @@ where
     (reader, task)
 }
 
-async fn has_data_volumes(client: &kube::Client) -> bool {
+/// How often the controller looks again whether CDI's DataVolume API is served.
+pub const CDI_CHECK_PERIOD: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Resolves once CDI's DataVolume API is served when it was not (`had` false), or no longer
+/// served when it was: the caches started without (or with) a DataVolume watch, and only a
+/// fresh start sets them up again. KubeVirt's controller re-initialises itself then ("cdi api
+/// has been introduced"); kvrs's process ends, and its Deployment starts it anew.
+pub async fn data_volume_api_changed(client: &kube::Client, had: bool) -> bool {
+    loop {
+        tokio::time::sleep(CDI_CHECK_PERIOD).await;
+        let has = has_data_volumes(client).await;
+        if has != had {
+            return has;
+        }
+    }
+}
+
+pub(crate) async fn has_data_volumes(client: &kube::Client) -> bool {
     match kube::discovery::group(client, "cdi.kubevirt.io").await {
         Ok(g) => g
             .recommended_resources()

@@ -211,6 +211,7 @@ pub async fn run(
             None => std::future::pending().await,
         }
     };
+    let had_cdi = controllers.caches.data_volumes.is_some();
     tokio::select! {
         why = lost => {
             // Fencing: another replica may already be writing. Stop at once, write nothing more.
@@ -218,6 +219,14 @@ pub async fn run(
             std::process::exit(1);
         }
         _ = &mut shutdown => info!("stopping"),
+        has = caches::data_volume_api_changed(&client, had_cdi) => {
+            // KubeVirt's words: its controller re-initialises on the same change.
+            if has {
+                info!("Reinitialize virt-controller, cdi api has been introduced: restarting");
+            } else {
+                info!("Reinitialize virt-controller, cdi api has been removed: restarting");
+            }
+        }
     }
     shared.vm_queue.shutdown(ShutdownMode::InFlightOnly);
     shared.vmi_queue.shutdown(ShutdownMode::InFlightOnly);

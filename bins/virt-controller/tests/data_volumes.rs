@@ -16,6 +16,10 @@
 //!    Pending without a pod with DataVolumesReady=False; imported and bound, the pod follows.
 //! 3. WaitForFirstConsumer: the temporary pod binds the claim, is deleted once it ran, and the
 //!    launcher pod replaces it.
+//!
+//! And CDI installed after the controller started: the controller ends (KubeVirt's
+//! "Reinitialize virt-controller, cdi api has been introduced"), and started again it makes the
+//! DataVolumes of a VM's template.
 
 mod support;
 
@@ -263,5 +267,46 @@ fn data_volumes_gate_the_vm_start_and_the_launcher_pod() {
         let v = h.get("vmi", "default", "wffc")?;
         (v["status"]["phase"] == "Scheduling" && condition(&v, "Provisioning").is_none())
             .then_some(())
+    });
+}
+
+#[test]
+fn cdi_installed_later_restarts_the_controller_which_then_watches_data_volumes() {
+    let mut h = Harness::start();
+    let first = h.start_controller("before-cdi", &[]);
+    h.wait_for("the controller leading", T, || {
+        h.controller_log(first)
+            .contains("caches synced")
+            .then_some(())
+    });
+    h.install_data_volume_crd();
+    let deadline = std::time::Instant::now() + T;
+    let status = loop {
+        if let Some(s) = h
+            .controller(first)
+            .child
+            .try_wait()
+            .expect("the controller process")
+        {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the controller did not end within {T:?} of CDI's CRD:\n{}",
+            h.controller_log(first)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(status.success(), "a clean end, not a crash: {status:?}");
+    let log = h.controller_log(first);
+    assert!(
+        log.contains("Reinitialize virt-controller, cdi api has been introduced"),
+        "{log}"
+    );
+    // Started again (as its Deployment would), it watches DataVolumes and makes a template's.
+    h.start_controller("after-cdi", &[]);
+    h.create(&vm_on_data_volume("later", "later-disk", true));
+    h.wait_for("the DataVolume made after the restart", T, || {
+        h.get("datavolume", "default", "later-disk")
     });
 }

@@ -404,8 +404,8 @@ impl Harness {
 impl Harness {
     /// Installs a minimal structural CRD for CDI's `cdi.kubevirt.io/v1beta1` DataVolume (spec
     /// and status kept as sent, the status subresource served) and waits until it is served.
-    /// CDI itself is not run: the tests write the DataVolumes' status as CDI would. Call it
-    /// before starting a controller, which looks for the CRD once, at start (as KubeVirt).
+    /// CDI itself is not run: the tests write the DataVolumes' status as CDI would. A
+    /// controller started before it restarts when it appears (as KubeVirt re-initialises).
     pub fn install_data_volume_crd(&self) {
         let preserve = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
         self.apply(&json!({
