@@ -340,7 +340,14 @@ fn controller_role_grants_what_virt_controller_uses() {
         g[&gr("apps", "controllerrevisions")],
         verbs(&["get", "list", "watch", "create", "delete"])
     );
-    assert_eq!(g[&gr("", "persistentvolumeclaims")], verbs(&read));
+    // Backend-storage claims (persistent TPM / EFI) are created and deleted by the VMI
+    // controller, in a class found among the storage classes and CDI's profiles.
+    assert_eq!(
+        g[&gr("", "persistentvolumeclaims")],
+        verbs(&["get", "list", "watch", "create", "delete"])
+    );
+    assert_eq!(g[&gr("storage.k8s.io", "storageclasses")], verbs(&read));
+    assert_eq!(g[&gr("cdi.kubevirt.io", "storageprofiles")], verbs(&read));
     assert_eq!(
         g[&gr("cdi.kubevirt.io", "datavolumes")],
         verbs(&["get", "list", "watch", "create"])
@@ -779,7 +786,7 @@ fn webhook_configurations_register_what_virt_api_serves() {
             assert_eq!(
                 hook["rules"],
                 json!([{"operations": r.operations, "apiGroups": [r.group],
-                    "apiVersions": r.versions, "resources": [r.resource]}]),
+                    "apiVersions": r.versions, "resources": r.resources}]),
                 "{}",
                 r.name
             );
@@ -1030,6 +1037,8 @@ fn handler_daemonset_has_kubevirts_shape() {
         ),
         ("/pods", "/var/lib/kubelet/pods"),
         ("/var/lib/kubelet", "/var/lib/kubelet"),
+        // The node's cgroups, where a hotplugged block claim is allowed to the launcher.
+        ("/sys/fs/cgroup", "/sys/fs/cgroup"),
     ] {
         let volume = mounts
             .get(mount)

@@ -20,10 +20,12 @@
 //! stays; the host marks the detached volume; plugged again, the guest reads its own data and
 //! the host's marker. At the end no hotplug mount is left on the node.
 //!
-//! A block claim is not hotplugged here: virt-handler must add the device to the launcher's
-//! device cgroup, and inside its DaemonSet pod it does not see the node's cgroup hierarchy
-//! (KubeVirt reaches it through `/proc/1/root`, which these machines close); the node-side
-//! block path is tested with real loop devices and a real cgroup in `bins/node/tests/hotplug.rs`.
+//! A block claim (a loop device behind a local block PV) is hotplugged beside the filesystem
+//! one: the launcher pod gets a device node with the claim's numbers, owned by QEMU's UID and
+//! allowed in its device cgroup (the handler sees the node's cgroups through its DaemonSet's
+//! `/sys/fs/cgroup` mount); the guest writes it, the host reads the write on the loop device's
+//! backing file; unplugged, the node is gone from the pod and the launcher's cgroup denies the
+//! device again.
 //!
 //! Run it alone on the node: `flock /tmp/kvrs-real-node.lock cargo test -p kvrs --test
 //! real_hotplug`.
@@ -35,7 +37,9 @@ use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
 use common::real_node::{Deployed, node_schedulable};
-use common::volumes::{MIB, guest_vm, kubevirt_disk_img_size, local_claim, read_at, write_at};
+use common::volumes::{
+    MIB, guest_vm, kubevirt_disk_img_size, local_claim, loop_device, read_at, write_at,
+};
 use common::{http_get, kubectl_json};
 use kvrs_test_cluster::{NODE_NAME, wait_for};
 use kvrs_test_guest::pod::is_root;
@@ -50,6 +54,8 @@ const FS_REQUEST: &str = "64Mi";
 const FS_CAPACITY: &str = "128Mi";
 /// What the host writes 1 MiB into the filesystem claim's image while it is unplugged.
 const HOST_MARKER: &str = "HOST-MARKER";
+/// The block claim's loop device: a size no other disk of the guest has.
+const BLOCK_SIZE: u64 = 48 * MIB;
 
 /// The guest's loop (see the module documentation) and its web server.
 fn guest_loop() -> Vec<String> {
@@ -289,6 +295,39 @@ fn hotplug_mounts() -> Vec<String> {
         .collect()
 }
 
+/// The node's v1 device cgroups whose `devices.list` names block device `rdev` itself (a
+/// pod-level `a *:* rwm` does not count: the kubelet leaves those open).
+fn device_cgroups_allowing(rdev: u64) -> Vec<String> {
+    let line = format!("b {}:{} rwm", nix_major(rdev), nix_minor(rdev));
+    let mut found = Vec::new();
+    let mut dirs = vec![std::path::PathBuf::from("/sys/fs/cgroup/devices")];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(e.path());
+            }
+        }
+        if std::fs::read_to_string(dir.join("devices.list"))
+            .is_ok_and(|l| l.lines().any(|l| l == line))
+        {
+            found.push(dir.display().to_string());
+        }
+    }
+    found
+}
+
+/// glibc's `major()` / `minor()` of a `dev_t`.
+fn nix_major(dev: u64) -> u64 {
+    ((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0x0000_0fff)
+}
+
+fn nix_minor(dev: u64) -> u64 {
+    ((dev >> 12) & 0xffff_ff00) | (dev & 0x0000_00ff)
+}
+
 #[test]
 fn claims_hotplugged_into_a_running_vm_appear_in_the_guest_and_keep_their_data() {
     assert!(
@@ -302,6 +341,8 @@ fn claims_hotplugged_into_a_running_vm_appear_in_the_guest_and_keep_their_data()
     let fs_dir = work.path().join("hp");
     std::fs::create_dir(&fs_dir).unwrap();
 
+    let blk_backing = work.path().join("hpb.img");
+    let (blk_dev, _blk) = loop_device(&blk_backing, BLOCK_SIZE);
     let kvm = kvrs_node::host_devices::kvm_check().is_ok();
     let deployed = Deployed::start(NS, !kvm);
     let node = wait_for(
@@ -324,7 +365,11 @@ fn claims_hotplugged_into_a_running_vm_appear_in_the_guest_and_keep_their_data()
         FS_REQUEST,
         &host,
     ));
+    deployed.apply(&local_claim(
+        NS, "hpb", &blk_dev, "Block", "48Mi", "48Mi", &host,
+    ));
     let fs_pvc = deployed.wait_claim_bound("hp");
+    deployed.wait_claim_bound("hpb");
     let img_size = kubevirt_disk_img_size(&fs_pvc);
     let fs_sectors = img_size / 512;
 
@@ -416,6 +461,85 @@ fn claims_hotplugged_into_a_running_vm_appear_in_the_guest_and_keep_their_data()
         hp.template_volumes().len(),
         template.len(),
         "the refused adds left the VM's template as it was"
+    );
+
+    // The block claim beside it: a device node in the launcher pod, allowed in its device
+    // cgroup; the guest's write reaches the loop device.
+    let blk_sectors = BLOCK_SIZE / 512;
+    let blk_head = format!("KVRS-HP-{blk_sectors}");
+    hp.add("hpb", "hpb");
+    let entry = hp.wait_ready("hpb");
+    let blk_target = entry["target"].as_str().unwrap_or_default().to_string();
+    assert!(
+        blk_target.starts_with("sd") && blk_target != fs_target,
+        "a SCSI target of its own: {entry}"
+    );
+    let disks = hp.wait_guest("the block claim written", |d| {
+        d.iter()
+            .any(|d| d.sectors == blk_sectors && d.head == blk_head)
+    });
+    let blk_disk = disks.iter().find(|d| d.sectors == blk_sectors).unwrap();
+    assert_eq!(
+        blk_disk.dev, blk_target,
+        "the guest's device is the VMI's target"
+    );
+    assert_eq!(
+        read_at(&blk_backing, 0, blk_head.len()),
+        blk_head.as_bytes(),
+        "the guest's write is on the claim's device"
+    );
+    let launcher_uid = pod["metadata"]["uid"].as_str().expect("the pod's UID");
+    let blk_node = std::path::Path::new(kvrs_test_cluster::node::KUBELET_ROOT)
+        .join("pods")
+        .join(launcher_uid)
+        .join("volumes/kubernetes.io~empty-dir/hotplug-disks/hpb");
+    let node_meta = std::fs::symlink_metadata(&blk_node)
+        .unwrap_or_else(|e| panic!("{}: {e}", blk_node.display()));
+    use std::os::unix::fs::FileTypeExt;
+    assert!(node_meta.file_type().is_block_device(), "{node_meta:?}");
+    assert_eq!(
+        node_meta.rdev(),
+        std::fs::metadata(&blk_dev).unwrap().rdev(),
+        "the launcher's node is the claim's device"
+    );
+    assert_eq!(node_meta.uid(), 107, "the device node is QEMU's");
+    let rdev = node_meta.rdev();
+    // The attachment pod's container has the device as its own volumeDevice (the runtime
+    // allows it there); the launcher's container has it through the handler.
+    let launcher_cgroups = |allowing: Vec<String>| -> Vec<String> {
+        let pod_dir = format!("/pod{launcher_uid}/");
+        allowing
+            .into_iter()
+            .filter(|p| p.contains(&pod_dir))
+            .collect()
+    };
+    let allowing = device_cgroups_allowing(rdev);
+    assert_eq!(
+        launcher_cgroups(allowing.clone()).len(),
+        1,
+        "the launcher container's device cgroup allows the claim: {allowing:?}"
+    );
+
+    // Unplugged: gone from the guest and the launcher pod, the data stays on the device.
+    hp.remove("hpb");
+    hp.wait_gone("hpb");
+    hp.wait_guest("the block claim unplugged", |d| {
+        !d.iter().any(|d| d.sectors == blk_sectors)
+    });
+    wait_for(
+        "the block device node gone from the launcher pod",
+        Duration::from_secs(60),
+        || (!blk_node.exists()).then_some(()),
+        || deployed.logs(),
+    );
+    assert_eq!(
+        launcher_cgroups(device_cgroups_allowing(rdev)),
+        Vec::<String>::new(),
+        "the launcher's device cgroup denies the unplugged claim again"
+    );
+    assert_eq!(
+        read_at(&blk_backing, 0, blk_head.len()),
+        blk_head.as_bytes()
     );
 
     // Unplug the filesystem claim: gone from the guest, the VMI, the node; the data stays.
