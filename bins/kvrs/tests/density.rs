@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::kubectl_json;
-use common::real_node::{Deployed, node_schedulable, qemu_processes};
+use common::real_node::{Deployed, qemu_processes};
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -854,12 +854,7 @@ fn density() {
     if kvm.is_err() {
         deployed.wait_emulation_taken();
     }
-    wait_for(
-        "the node schedulable with virt-handler's devices",
-        Duration::from_secs(120),
-        || kubectl_json(&deployed.cluster, &["get", "node", NODE_NAME]).filter(node_schedulable),
-        || deployed.logs(),
-    );
+    deployed.wait_node_schedulable();
     deployed.kubectl_ok(&["create", "namespace", NS]);
 
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -19,10 +19,10 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::real_node::{Deployed, node_schedulable};
+use common::http_get;
+use common::real_node::Deployed;
 use common::volumes::guest_vm;
-use common::{http_get, kubectl_json};
-use kvrs_test_cluster::{NODE_NAME, wait_for};
+use kvrs_test_cluster::wait_for;
 use kvrs_test_guest::pod::is_root;
 
 const NS: &str = "kvrs-real-bridge";
@@ -70,12 +70,7 @@ fn a_bridge_bound_guest_leases_the_pod_address_and_answers_on_it() {
     );
     let kvm = kvrs_node::host_devices::kvm_check().is_ok();
     let deployed = Deployed::start(NS, !kvm);
-    wait_for(
-        "the node schedulable with KubeVirt's devices",
-        Duration::from_secs(120),
-        || kubectl_json(&deployed.cluster, &["get", "node", NODE_NAME]).filter(node_schedulable),
-        || deployed.logs(),
-    );
+    deployed.wait_node_schedulable();
     deployed.kubectl_ok(&["create", "namespace", NS]);
     let vm = guest_vm(NS, "guest", &[], "", &guest_checks());
     assert!(vm.contains("masquerade: {}"), "the fixture's binding");

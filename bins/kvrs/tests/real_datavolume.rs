@@ -41,10 +41,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::real_node::{Deployed, node_schedulable};
+use common::real_node::Deployed;
 use common::volumes::read_at;
 use common::{http_get, kubectl_json};
-use kvrs_test_cluster::{NODE_NAME, wait_for};
+use kvrs_test_cluster::wait_for;
 use kvrs_test_guest::pod::{is_root, repo_root};
 use serde_json::{Value, json};
 
@@ -411,16 +411,7 @@ fn cdi_imports_a_datavolume_template_over_http_and_the_vm_boots_from_it() {
 
     let kvm = kvrs_node::host_devices::kvm_check().is_ok();
     let deployed = Deployed::start(NS, !kvm);
-    let node = wait_for(
-        "the node schedulable with KubeVirt's devices",
-        Duration::from_secs(120),
-        || kubectl_json(&deployed.cluster, &["get", "node", NODE_NAME]).filter(node_schedulable),
-        || deployed.logs(),
-    );
-    let host = node["metadata"]["labels"]["kubernetes.io/hostname"]
-        .as_str()
-        .expect("the node's kubernetes.io/hostname label")
-        .to_string();
+    let host = deployed.wait_schedulable_host();
     let real_node = deployed.node.as_ref().expect("the real node");
     real_node
         .import_image(&cdi.join("cdi-importer.tar"))

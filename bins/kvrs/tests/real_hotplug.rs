@@ -36,12 +36,12 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
-use common::real_node::{Deployed, node_schedulable};
+use common::real_node::Deployed;
 use common::volumes::{
     MIB, guest_vm, kubevirt_disk_img_size, local_claim, loop_device, read_at, write_at,
 };
 use common::{http_get, kubectl_json};
-use kvrs_test_cluster::{NODE_NAME, wait_for};
+use kvrs_test_cluster::wait_for;
 use kvrs_test_guest::pod::is_root;
 use serde_json::{Value, json};
 
@@ -345,16 +345,7 @@ fn claims_hotplugged_into_a_running_vm_appear_in_the_guest_and_keep_their_data()
     let (blk_dev, _blk) = loop_device(&blk_backing, BLOCK_SIZE);
     let kvm = kvrs_node::host_devices::kvm_check().is_ok();
     let deployed = Deployed::start(NS, !kvm);
-    let node = wait_for(
-        "the node schedulable with KubeVirt's devices",
-        Duration::from_secs(120),
-        || kubectl_json(&deployed.cluster, &["get", "node", NODE_NAME]).filter(node_schedulable),
-        || deployed.logs(),
-    );
-    let host = node["metadata"]["labels"]["kubernetes.io/hostname"]
-        .as_str()
-        .expect("the node's kubernetes.io/hostname label")
-        .to_string();
+    let host = deployed.wait_schedulable_host();
     deployed.kubectl_ok(&["create", "namespace", NS]);
     deployed.apply(&local_claim(
         NS,

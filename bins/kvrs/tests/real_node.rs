@@ -38,7 +38,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::real_node::{Deployed, allocatable, kubevirt_cr, node_schedulable};
+use common::real_node::{Deployed, allocatable, kubevirt_cr};
 use common::{http_get, kubectl_json};
 use kvrs_test_cluster::{NODE_NAME, wait_for};
 use kvrs_test_guest::pod::{is_root, repo_root};
@@ -275,12 +275,7 @@ fn the_shipped_manifests_run_on_a_real_node_and_a_vm_boots_there() {
 
     // virt-handler's device plugins: tun is allocatable, KVM where it runs guests; vhost-net,
     // absent on this kernel, is not.
-    let node_obj = wait_for(
-        "the node schedulable with KubeVirt's devices from virt-handler's device plugins",
-        Duration::from_secs(120),
-        || kubectl_json(&deployed.cluster, &["get", "node", NODE_NAME]).filter(node_schedulable),
-        || deployed.logs(),
-    );
+    let node_obj = deployed.wait_node_schedulable();
     assert_eq!(
         allocatable(&node_obj, "kvm"),
         kvm,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use kvrs_test_cluster::{Options, RealNode, TestCluster, wait_for};
+use kvrs_test_cluster::{NODE_NAME, Options, RealNode, TestCluster, wait_for};
 use kvrs_test_guest::pod::repo_root;
 use serde_json::Value;
 
@@ -72,6 +72,27 @@ impl Deployed {
     /// waits until virt-controller, virt-api and virt-handler are Ready through their probes.
     pub fn start(ns: &'static str, use_emulation: bool) -> Deployed {
         Self::start_nodes(ns, &kubevirt_cr(use_emulation), false, None)
+    }
+
+    /// Waits (2 min) until the first node is schedulable with KubeVirt's devices
+    /// ([`node_schedulable`]) and returns its Node object.
+    pub fn wait_node_schedulable(&self) -> Value {
+        wait_for(
+            "the node schedulable with KubeVirt's devices",
+            Duration::from_secs(120),
+            || kubectl_json(&self.cluster, &["get", "node", NODE_NAME]).filter(node_schedulable),
+            || self.logs(),
+        )
+    }
+
+    /// [`wait_node_schedulable`](Self::wait_node_schedulable), then its
+    /// `kubernetes.io/hostname` label (what a local PersistentVolume's node affinity names).
+    pub fn wait_schedulable_host(&self) -> String {
+        let node = self.wait_node_schedulable();
+        node["metadata"]["labels"]["kubernetes.io/hostname"]
+            .as_str()
+            .expect("the node's kubernetes.io/hostname label")
+            .to_string()
     }
 
     /// Like [`start`](Self::start) with Multus as the node's CNI (`RealNode::start_with_multus`).
