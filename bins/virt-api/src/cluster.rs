@@ -403,11 +403,38 @@ pub async fn read_facts(client: &kube::Client, lookup: &Lookup) -> Facts {
                 },
             }
         }
-        Lookup::Vm { .. } => Facts {
-            objects: read_vm_references(client, lookup).await,
-            ..Facts::default()
-        },
+        Lookup::Vm { vm, vmi, .. } => {
+            let mut facts = Facts {
+                objects: read_vm_references(client, lookup).await,
+                ..Facts::default()
+            };
+            if let Some(name) = vmi {
+                let namespace = vm["metadata"]["namespace"].as_str().unwrap_or("");
+                read_vmi(client, namespace, name, &mut facts).await;
+            }
+            facts
+        }
+        Lookup::Vmi { namespace, name } => {
+            let mut facts = Facts::default();
+            read_vmi(client, namespace, name, &mut facts).await;
+            facts
+        }
         Lookup::Eviction { .. } => Facts::default(),
+    }
+}
+
+/// The VMI `namespace/name` into `facts.vmi` (left `None` when it does not exist), a failed
+/// read into `facts.error`.
+async fn read_vmi(client: &kube::Client, namespace: &str, name: &str, facts: &mut Facts) {
+    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstance");
+    let vmis: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &ApiResource::from_gvk_with_plural(&gvk, "virtualmachineinstances"),
+    );
+    match vmis.get_opt(name).await {
+        Ok(v) => facts.vmi = v.and_then(|v| serde_json::to_value(v).ok()),
+        Err(e) => facts.error = Some(api_message(&e)),
     }
 }
 

@@ -9,6 +9,7 @@
 mod eviction;
 mod instancetype;
 mod migration;
+mod status;
 mod vm;
 mod vm_architecture;
 mod vm_infer;
@@ -60,6 +61,9 @@ pub enum Webhook {
     /// `pods/eviction` of a launcher pod: refused, and the VMI marked for evacuation, when the
     /// VMI should move rather than stop.
     PodEviction,
+    /// KubeVirt's `kubevirt-crd-status-validator`: a VM's `status.volumeRequests` on CREATE and
+    /// UPDATE of `virtualmachines/status` (replica set and migration statuses pass).
+    StatusValidate,
 }
 
 /// A webhook's registration facts, as KubeVirt's virt-operator writes them.
@@ -75,8 +79,8 @@ pub struct Registration {
     pub group: &'static str,
     /// API versions of its resource.
     pub versions: &'static [&'static str],
-    /// The plural resource.
-    pub resource: &'static str,
+    /// The plural resources (with their subresource, e.g. `virtualmachines/status`).
+    pub resources: &'static [&'static str],
 }
 
 const CORE_VERSIONS: &[&str] = &["v1", "v1alpha3"];
@@ -86,10 +90,15 @@ const INSTANCETYPE_VERSIONS: &[&str] = &["v1beta1"];
 const CREATE: &[&str] = &["CREATE"];
 const UPDATE: &[&str] = &["UPDATE"];
 const CREATE_UPDATE: &[&str] = &["CREATE", "UPDATE"];
+const STATUSES: &[&str] = &[
+    "virtualmachines/status",
+    "virtualmachineinstancereplicasets/status",
+    "virtualmachineinstancemigrations/status",
+];
 
 impl Webhook {
     /// Every webhook, mutating first, in the order of virt-operator's configurations.
-    pub const ALL: [Webhook; 13] = [
+    pub const ALL: [Webhook; 14] = [
         Webhook::VmMutate,
         Webhook::VmiMutate,
         Webhook::MigrationMutateCreate,
@@ -103,6 +112,7 @@ impl Webhook {
         Webhook::ClusterInstancetypeValidate,
         Webhook::PreferenceValidate,
         Webhook::ClusterPreferenceValidate,
+        Webhook::StatusValidate,
     ];
 
     /// Whether it is a mutating webhook (else validating).
@@ -123,13 +133,13 @@ impl Webhook {
     /// Its name, path, operations and resource (virt-operator v1.9.0's
     /// `pkg/virt-operator/resource/generate/components/webhooks.go`).
     pub fn registration(self) -> Registration {
-        let r = |name, path, operations, group, versions, resource| Registration {
+        let r = |name, path, operations, group, versions, resources| Registration {
             name,
             path,
             operations,
             group,
             versions,
-            resource,
+            resources,
         };
         let kv = "kubevirt.io";
         let it = "instancetype.kubevirt.io";
@@ -140,7 +150,7 @@ impl Webhook {
                 CREATE_UPDATE,
                 kv,
                 CORE_VERSIONS,
-                "virtualmachines",
+                &["virtualmachines"],
             ),
             Webhook::VmiMutate => r(
                 "virtualmachineinstances-mutator.kubevirt.io",
@@ -148,7 +158,7 @@ impl Webhook {
                 CREATE_UPDATE,
                 kv,
                 CORE_VERSIONS,
-                "virtualmachineinstances",
+                &["virtualmachineinstances"],
             ),
             Webhook::MigrationMutateCreate => r(
                 "migrations-mutator.kubevirt.io",
@@ -156,7 +166,7 @@ impl Webhook {
                 CREATE,
                 kv,
                 CORE_VERSIONS,
-                "virtualmachineinstancemigrations",
+                &["virtualmachineinstancemigrations"],
             ),
             Webhook::VmiValidateCreate => r(
                 "virtualmachineinstances-create-validator.kubevirt.io",
@@ -164,7 +174,7 @@ impl Webhook {
                 CREATE,
                 kv,
                 CORE_VERSIONS,
-                "virtualmachineinstances",
+                &["virtualmachineinstances"],
             ),
             Webhook::VmiValidateUpdate => r(
                 "virtualmachineinstances-update-validator.kubevirt.io",
@@ -172,7 +182,7 @@ impl Webhook {
                 UPDATE,
                 kv,
                 CORE_VERSIONS,
-                "virtualmachineinstances",
+                &["virtualmachineinstances"],
             ),
             Webhook::PodEviction => r(
                 "virt-launcher-eviction-interceptor.kubevirt.io",
@@ -180,7 +190,7 @@ impl Webhook {
                 ALL_OPERATIONS,
                 "",
                 V1,
-                "pods/eviction",
+                &["pods/eviction"],
             ),
             Webhook::VmValidate => r(
                 "virtualmachine-validator.kubevirt.io",
@@ -188,7 +198,7 @@ impl Webhook {
                 CREATE_UPDATE,
                 kv,
                 CORE_VERSIONS,
-                "virtualmachines",
+                &["virtualmachines"],
             ),
             Webhook::MigrationValidateCreate => r(
                 "migration-create-validator.kubevirt.io",
@@ -196,7 +206,7 @@ impl Webhook {
                 CREATE,
                 kv,
                 CORE_VERSIONS,
-                "virtualmachineinstancemigrations",
+                &["virtualmachineinstancemigrations"],
             ),
             Webhook::MigrationValidateUpdate => r(
                 "migration-update-validator.kubevirt.io",
@@ -204,7 +214,7 @@ impl Webhook {
                 UPDATE,
                 kv,
                 CORE_VERSIONS,
-                "virtualmachineinstancemigrations",
+                &["virtualmachineinstancemigrations"],
             ),
             Webhook::InstancetypeValidate => r(
                 "virtualmachineinstancetype-validator.instancetype.kubevirt.io",
@@ -212,7 +222,7 @@ impl Webhook {
                 CREATE_UPDATE,
                 it,
                 INSTANCETYPE_VERSIONS,
-                "virtualmachineinstancetypes",
+                &["virtualmachineinstancetypes"],
             ),
             Webhook::ClusterInstancetypeValidate => r(
                 "virtualmachineclusterinstancetype-validator.instancetype.kubevirt.io",
@@ -220,7 +230,7 @@ impl Webhook {
                 CREATE_UPDATE,
                 it,
                 INSTANCETYPE_VERSIONS,
-                "virtualmachineclusterinstancetypes",
+                &["virtualmachineclusterinstancetypes"],
             ),
             Webhook::PreferenceValidate => r(
                 "virtualmachinepreference-validator.instancetype.kubevirt.io",
@@ -228,7 +238,7 @@ impl Webhook {
                 CREATE_UPDATE,
                 it,
                 INSTANCETYPE_VERSIONS,
-                "virtualmachinepreferences",
+                &["virtualmachinepreferences"],
             ),
             Webhook::ClusterPreferenceValidate => r(
                 "virtualmachineclusterpreference-validator.instancetype.kubevirt.io",
@@ -236,7 +246,15 @@ impl Webhook {
                 CREATE_UPDATE,
                 it,
                 INSTANCETYPE_VERSIONS,
-                "virtualmachineclusterpreferences",
+                &["virtualmachineclusterpreferences"],
+            ),
+            Webhook::StatusValidate => r(
+                "kubevirt-crd-status-validator.kubevirt.io",
+                "/status-validate",
+                CREATE_UPDATE,
+                kv,
+                CORE_VERSIONS,
+                STATUSES,
             ),
         }
     }
@@ -301,6 +319,17 @@ pub enum Lookup {
         vm: Value,
         /// The mutator reads only the preference.
         preference_only: bool,
+        /// The VMI of that name in the VM's namespace, into [`Facts::vmi`]: the validator's
+        /// check of the VM's volume requests needs it when the VM is Ready.
+        vmi: Option<String>,
+    },
+    /// A VMI, into [`Facts::vmi`] (a failed read into [`Facts::error`]): the status
+    /// validator's check of a Ready VM's volume requests.
+    Vmi {
+        /// The VMI's namespace.
+        namespace: String,
+        /// The VMI's name (the VM's).
+        name: String,
     },
     /// The pod of a `pods/eviction` request, then (for a live launcher pod) its VMI and the
     /// cluster's `evictionStrategy`; the VMI is marked for evacuation if the decision says so.
@@ -315,7 +344,7 @@ pub enum Lookup {
 /// What the shell read for a [`Lookup`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Facts {
-    /// The migration's VMI (`None`: it does not exist).
+    /// The migration's VMI, or the VM's for its volume requests (`None`: it does not exist).
     pub vmi: Option<Value>,
     /// The migrations whose selector label names that VMI.
     pub migrations: Vec<Value>,
@@ -337,6 +366,7 @@ pub fn lookup(webhook: Webhook, request: &AdmissionRequest) -> Option<Lookup> {
         Webhook::MigrationValidateCreate => migration::lookup(request),
         Webhook::VmMutate => vm_references::lookup(request, true),
         Webhook::VmValidate => vm_references::lookup(request, false),
+        Webhook::StatusValidate => status::lookup(request),
         Webhook::PodEviction => eviction::lookup(request),
         _ => None,
     }
@@ -365,6 +395,7 @@ pub fn admit(
             instancetype::validate_preference(request)
         }
         Webhook::PodEviction => eviction::admit(request, facts),
+        Webhook::StatusValidate => status::validate(request, ctx, facts),
     }
 }
 

@@ -17,6 +17,7 @@
 //!   strategy, DataVolume templates, the template's reserved labels, hotplug limits) and the
 //!   template's spec validated as KubeVirt validates it: defaulted, then checked with the VMI
 //!   rules that apply to a template, causes at `spec.template.spec.…`. Both read the copy.
+//!   When all that passes, the VM's `status.volumeRequests` (see [`super::status`]).
 //!
 //! The referenced objects come from the cluster through [`super::Lookup::Vm`]; one that does
 //! not exist is ignored, as KubeVirt's webhooks ignore it (see [`super::vm_references`]).
@@ -25,7 +26,7 @@ use kvrs_admission::defaults::{
     PCI_TOPOLOGY_ANNOTATION, PCI_TOPOLOGY_VERSION, apply_defaults, machine_type_for,
     supports_pcie_hotplug,
 };
-use kvrs_admission::validate::{DISCONTINUED, validate as validate_vmi, validate_vm};
+use kvrs_admission::validate::{DISCONTINUED, template_spec_causes, validate_vm};
 use kvrs_api::api::{Firmware, Machine};
 use kvrs_api::{VirtualMachine, VirtualMachineInstance};
 
@@ -37,7 +38,9 @@ use super::vm_references::{
     matcher_causes,
 };
 use super::{Context, Facts};
-use crate::response::{bad_request, cause, causes_of, denied, patch_between, read_object};
+use crate::response::{
+    bad_request, cause, causes_of, denied, patch_between, read_object, status_cause,
+};
 use crate::review::{AdmissionRequest, Operation, StatusCause, Verdict};
 
 const RESOURCE: &str = "virtualmachines";
@@ -125,6 +128,7 @@ pub(super) fn validate(req: &AdmissionRequest, ctx: &Context<'_>, facts: &Facts)
     if vm.metadata.deletion_timestamp.is_some() {
         return Verdict::allow();
     }
+    let sent = vm.clone();
     let vm = match applied_copy(&vm, ctx, facts) {
         Ok(copy) => copy,
         Err(refusal) => return refusal,
@@ -143,7 +147,13 @@ pub(super) fn validate(req: &AdmissionRequest, ctx: &Context<'_>, facts: &Facts)
     if req.operation != Operation::Create {
         causes.retain(|c| !c.message.ends_with(DISCONTINUED));
     }
-    let mut verdict = denied(causes);
+    // KubeVirt checks the volume requests (of the VM as sent, not the applied copy) only once
+    // the spec passes.
+    let mut verdict = if causes.is_empty() {
+        super::status::volume_requests(&sent, ctx, facts)
+    } else {
+        denied(causes)
+    };
     if verdict.allowed && vm.spec.running.is_some() {
         verdict
             .warnings
@@ -196,43 +206,18 @@ fn applied_copy(
     Ok(copy)
 }
 
-/// The template's spec as the VMI rules see it: defaulted first (KubeVirt's
-/// `SetDefaultVirtualMachineInstanceSpec` on a copy), then validated; the causes that only a
-/// VMI has (its own metadata, the mandatory memory request, volumes without a disk) are left to
-/// the VMI's own validation, and the rest are moved under `spec.template.spec`.
+/// The template's spec as the VMI rules see it (kvrs-admission's [`template_spec_causes`]:
+/// defaulted, the VMI-only causes left to the VMI's own validation, the rest moved under
+/// `spec.template.spec`).
 fn template_causes(
     vm: &VirtualMachine,
     spec: kvrs_api::VirtualMachineInstanceSpec,
     ctx: &Context<'_>,
 ) -> Vec<StatusCause> {
-    let mut vmi = VirtualMachineInstance {
-        spec,
-        ..VirtualMachineInstance::default()
-    };
-    vmi.metadata.name = vm.metadata.name.clone().or(Some("vm".into()));
-    vmi.metadata.namespace = vm.metadata.namespace.clone();
-    apply_defaults(&mut vmi, ctx.config);
-    let Err(e) = validate_vmi(&vmi, ctx.config) else {
-        return Vec::new();
-    };
-    causes_of(&e)
-        .into_iter()
-        .filter(applies_to_a_template)
-        .map(|mut c| {
-            let moved = format!("spec.template.{}", c.field);
-            c.message = c.message.replace(&c.field, &moved);
-            c.field = moved;
-            c
-        })
+    template_spec_causes(vm, spec, ctx.config)
+        .iter()
+        .map(status_cause)
         .collect()
-}
-
-fn applies_to_a_template(c: &StatusCause) -> bool {
-    let mandatory_memory =
-        c.field == "spec.domain.memory.guest" && c.message.starts_with("no memory requested");
-    c.field.starts_with("spec.")
-        && !c.field.starts_with("spec.domain.volumes[")
-        && !mandatory_memory
 }
 
 #[cfg(test)]

@@ -70,11 +70,18 @@ pub(super) fn lookup(req: &AdmissionRequest, preference_only: bool) -> Option<Lo
     if namespace.is_empty() {
         vm["metadata"]["namespace"] = Value::String(req.namespace.clone().unwrap_or_default());
     }
+    let vmi = if preference_only {
+        None
+    } else {
+        super::status::vmi_to_read(&vm)
+    };
+    let needs_vmi = vmi.is_some();
     let lookup = Lookup::Vm {
         vm,
         preference_only,
+        vmi,
     };
-    (!reads(&lookup, &[], &[]).is_empty()).then_some(lookup)
+    (needs_vmi || !reads(&lookup, &[], &[]).is_empty()).then_some(lookup)
 }
 
 /// The objects still to read for a [`Lookup::Vm`], given those `found` among those `read`
@@ -89,6 +96,7 @@ pub fn reads(lookup: &Lookup, found: &[Value], read: &[Reference]) -> Vec<Refere
     let Lookup::Vm {
         vm,
         preference_only,
+        ..
     } = lookup
     else {
         return Vec::new();

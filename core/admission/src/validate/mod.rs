@@ -19,6 +19,7 @@ mod machine;
 mod metadata;
 mod network;
 mod vm;
+mod volume_requests;
 mod volumes;
 
 pub use causes::{Cause, CauseKind, ValidationError};
@@ -29,6 +30,7 @@ pub use limits::MAX_LIST_ITEMS;
 pub use metadata::RESERVED_LABELS;
 pub use network::DISCONTINUED;
 pub use vm::{RUN_STRATEGIES, validate_vm};
+pub use volume_requests::{VOLUME_REQUESTS_FIELD, template_spec_causes, validate_volume_requests};
 
 use crate::api::VirtualMachineInstance;
 use crate::config::ClusterConfig;
