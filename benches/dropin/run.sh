@@ -19,8 +19,9 @@
 # Needs root (the real node), Go, gcc, libvirt-dev. Exit status: the driver's (0: every step ok).
 # What it found on the project's machines is in the README ("Drop-in under KubeVirt's
 # virt-operator"): KubeVirt installs, the swap to kvrs's daemons (KubeVirt's command lines and
-# HTTPS probes) and the way back run; a VM started under kvrs after the swap did not reach Running
-# in the step's time, and KubeVirt's own handler starts no VM there (PID 1 is closed).
+# HTTPS probes, KubeVirt's RBAC), a VM started under kvrs after the swap and the way back run;
+# KubeVirt's own handler starts no VM there (PID 1 is closed). The pods' logs of a failed step
+# go to $KVRS_DROPIN_LOGS (default /tmp/kvrs-dropin-logs).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)

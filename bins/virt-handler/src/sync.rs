@@ -277,7 +277,8 @@ impl HandlerSources for NodeSources<'_> {
         let (ns, name) = split(key);
         let api: kube::Api<VirtualMachineInstance> =
             kube::Api::namespaced(self.handler.api.client().clone(), ns);
-        match api.get_opt(name).await {
+        // By list: KubeVirt's handler ClusterRole (the drop-in's) has no `get` of VMIs.
+        match kvrs_runtime::kube::update::get_by_list(&api, name).await {
             Ok(vmi) => vmi.map(Arc::new),
             Err(e) => {
                 warn!(key, "cannot read the VMI outside the node cache: {e}");

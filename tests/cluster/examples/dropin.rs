@@ -21,8 +21,11 @@
 //!    are still running on the same QEMU processes.
 //!
 //! Each step prints its time; a failed step prints why (pod states, container logs) and the
-//! steps that do not depend on it still run, so one run says everything it can. Exit status 0
-//! only when every step passed.
+//! steps that do not depend on it still run, so one run says everything it can. The whole logs
+//! of the controller, handler and launcher pods and the VMIs are saved under
+//! `$KVRS_DROPIN_LOGS` (default `/tmp/kvrs-dropin-logs`) at each failed step and once kvrs has
+//! run VM `after`: the node is gone when the run ends. Exit status 0 only when every step
+//! passed.
 //!
 //! usage: dropin --kubevirt-images DIR --kvrs-images DIR --manifests DIR
 
@@ -339,6 +342,7 @@ impl Run {
                 }
             }
         }
+        text.push_str(&self.save_logs());
         let events = self
             .cluster
             .kubectl(["get", "events", "-A", "--sort-by", ".lastTimestamp"]);
@@ -354,6 +358,66 @@ impl Run {
                 "--- kubelet\n{}",
                 node.log_tail(NodeComponent::Kubelet, 15)
             ));
+        }
+        text
+    }
+
+    /// Saves the whole logs of every container of the virt-controller, virt-handler and launcher
+    /// pods, and the VMIs as the API server has them, under `$KVRS_DROPIN_LOGS` (default
+    /// `/tmp/kvrs-dropin-logs`, one directory per failed step): the node is torn down at the
+    /// end, and why a VMI stays in a phase is in those logs (a refused write is a `sync failed`
+    /// line of the handler's). Answers where they went and the warnings of the handler and
+    /// controller logs, the lines a reader looks at first.
+    fn save_logs(&self) -> String {
+        let base = std::env::var_os("KVRS_DROPIN_LOGS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/tmp/kvrs-dropin-logs"));
+        let dir = base.join(format!("{:05.0}s", self.started.elapsed().as_secs_f64()));
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            return format!("--- logs: cannot create {}: {e}\n", dir.display());
+        }
+        let mut text = format!("--- logs saved in {}\n", dir.display());
+        let vmis = self
+            .cluster
+            .kubectl(["get", "vmi", "-n", "default", "-o", "yaml"]);
+        let _ = std::fs::write(dir.join("vmis.yaml"), &vmis.stdout);
+        for (namespace, selector) in [
+            ("kubevirt", "kubevirt.io in (virt-controller,virt-handler)"),
+            ("default", "kubevirt.io=virt-launcher"),
+        ] {
+            let Some(pods) = self.json(&["get", "pods", "-n", namespace, "-l", selector]) else {
+                continue;
+            };
+            for pod in pods["items"].as_array().into_iter().flatten() {
+                let name = pod["metadata"]["name"].as_str().unwrap_or("?");
+                let containers = ["initContainers", "containers"]
+                    .into_iter()
+                    .flat_map(|k| pod["spec"][k].as_array().cloned().unwrap_or_default());
+                for c in containers {
+                    let container = c["name"].as_str().unwrap_or("");
+                    let out = self.cluster.kubectl([
+                        "logs",
+                        "-n",
+                        namespace,
+                        name,
+                        "-c",
+                        container,
+                        "--timestamps",
+                    ]);
+                    let log = String::from_utf8_lossy(&out.stdout).into_owned();
+                    let _ = std::fs::write(dir.join(format!("{name}_{container}.log")), &log);
+                    if namespace == "kubevirt" {
+                        let warnings: Vec<&str> = log
+                            .lines()
+                            .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+                            .collect();
+                        let shown = warnings.len().saturating_sub(10);
+                        for line in &warnings[shown..] {
+                            text.push_str(&format!("  {name}/{container}: {line}\n"));
+                        }
+                    }
+                }
+            }
         }
         text
     }
@@ -517,6 +581,77 @@ impl Run {
         )
     }
 
+    /// When VM `name`'s VMI entered each phase, in seconds after the VMI was created (its
+    /// `status.phaseTransitionTimestamps`, whole seconds): where the time to Running went.
+    fn phase_timeline(&self, name: &str) -> String {
+        let Some(vmi) = self.json(&["get", "vmi", "-n", "default", name]) else {
+            return String::from("no VMI");
+        };
+        let seconds = |t: &Value| t.as_str().and_then(unix_seconds);
+        let Some(created) = seconds(&vmi["metadata"]["creationTimestamp"]) else {
+            return String::from("no creationTimestamp");
+        };
+        let stamps: Vec<String> = vmi["status"]["phaseTransitionTimestamps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| {
+                let at = seconds(&s["phaseTransitionTimestamp"])
+                    .map_or_else(|| "?".to_string(), |t| format!("+{}s", t - created));
+                format!("{} {at}", s["phase"].as_str().unwrap_or("?"))
+            })
+            .collect();
+        format!("phases after the VMI's creation: {}", stamps.join(", "))
+    }
+
+    /// VM `name`'s VMI phase and its launcher pods' states (a terminated container's message).
+    fn vm_state(&self, name: &str) -> String {
+        let phase = self
+            .json(&["get", "vmi", "-n", "default", name])
+            .map_or_else(
+                || "no VMI".to_string(),
+                |v| format!("VMI phase {}", v["status"]["phase"]),
+            );
+        let pods = self
+            .json(&[
+                "get",
+                "pods",
+                "-n",
+                "default",
+                "-l",
+                &format!("kubevirt.io=virt-launcher,vm.kubevirt.io/name={name}"),
+            ])
+            .map(|p| p["items"].as_array().cloned().unwrap_or_default())
+            .unwrap_or_default();
+        let mut text = phase;
+        for pod in &pods {
+            text.push_str(&format!(
+                "; pod {} {} (image {})",
+                pod["metadata"]["name"].as_str().unwrap_or("?"),
+                pod["status"]["phase"].as_str().unwrap_or("?"),
+                pod["spec"]["containers"][0]["image"]
+                    .as_str()
+                    .unwrap_or("?"),
+            ));
+            for cs in pod["status"]["containerStatuses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                let t = &cs["state"]["terminated"];
+                if t.is_object() {
+                    text.push_str(&format!(
+                        ", {} exited {}: {}",
+                        cs["name"].as_str().unwrap_or("?"),
+                        t["exitCode"],
+                        t["message"].as_str().unwrap_or("").trim()
+                    ));
+                }
+            }
+        }
+        text
+    }
+
     /// Checks VM `name` is still Running on the very QEMU process recorded before.
     fn still_running(&self, name: &str, before: Qemu) -> Result<String> {
         let vmi = self
@@ -535,6 +670,25 @@ impl Run {
             None => bail!("its QEMU process {before:?} is gone"),
         }
     }
+}
+
+/// Seconds since the epoch of a Kubernetes timestamp (`2026-12-06T17:04:05Z`, UTC, whole
+/// seconds, as the API server writes them).
+fn unix_seconds(t: &str) -> Option<i64> {
+    let t = t.strip_suffix('Z')?;
+    let (date, time) = t.split_once('T')?;
+    let mut d = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let mut h = time.splitn(3, ':').map(|p| p.parse::<i64>().ok());
+    let (hh, mm, ss) = (h.next()??, h.next()??, h.next()??);
+    // Days from the civil date (H. Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hh * 3600 + mm * 60 + ss)
 }
 
 fn archives(dir: &Path) -> Result<Vec<PathBuf>> {
@@ -708,8 +862,23 @@ fn drive() -> Result<()> {
                 bail!("its launcher pod runs {image}, not kvrs's {KVRS_LAUNCHER}");
             }
             after = Some(qemu);
-            Ok(format!("QEMU pid {}, launcher image {image}", qemu.pid))
+            Ok(format!(
+                "QEMU pid {}, launcher image {image}; {}",
+                qemu.pid,
+                r.phase_timeline("after")
+            ))
         });
+        // What kvrs's daemons logged while they ran the VM (the node goes at the end).
+        eprintln!("{}", run.save_logs().lines().next().unwrap_or(""));
+        if before.is_none() {
+            // Not a step: KubeVirt's handler never started it here, but its fate under kvrs's
+            // handler is worth a line.
+            println!(
+                "[{:7.1}s] note   VM `before` under kvrs: {}",
+                run.started.elapsed().as_secs_f64(),
+                run.vm_state("before")
+            );
+        }
     }
     run.step(
         "KubeVirt's virt-api still validates: a bad VM refused",

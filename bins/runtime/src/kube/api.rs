@@ -5,11 +5,13 @@
 //! a create, a JSON patch whose `test` operations make it conditional, a merge or strategic
 //! patch, a delete with a UID precondition — on the subresource named. It refuses a full replace
 //! of an object (a decision that asks for one is a bug: kvrs never PUTs an object it only partly
-//! understands), and records events as KubeVirt does (core/v1, [`super::core_events`]).
+//! understands) — the one update it sends is a JSON patch the server forbids, applied to the
+//! object as listed, unparsed, as KubeVirt's handler writes VMIs ([`super::update`]) — and
+//! records events as KubeVirt does (core/v1, [`super::core_events`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use kube::api::{
     Api as KubeResourceApi, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch,
@@ -18,6 +20,7 @@ use kube::api::{
 use kvrs_decide::{ApiWrite, Event, PatchType, WriteOp};
 
 use super::core_events::CoreEventRecorder;
+use super::update;
 
 use kvrs_executor::{Api, ApiError, ApiErrorKind};
 
@@ -56,6 +59,9 @@ pub struct KubeApi {
     events: Arc<CoreEventRecorder>,
     resources: HashMap<&'static str, ApiResource>,
     field_manager: String,
+    /// Resources whose JSON patches the server forbade this client: written by update from
+    /// then on ([`super::update`]; KubeVirt's handler ClusterRole grants VMIs no `patch`).
+    patch_forbidden: Arc<Mutex<HashSet<String>>>,
 }
 
 impl std::fmt::Debug for KubeApi {
@@ -92,6 +98,7 @@ impl KubeApi {
             client,
             resources,
             field_manager: component.to_string(),
+            patch_forbidden: Arc::default(),
         }
     }
 
@@ -156,9 +163,12 @@ impl KubeApi {
                         return patch_value(&api, w, sub, &pp, Patch::Strategic(patch)).await;
                     }
                 }
+                if self.patch_is_forbidden(&w.resource) && update::is_object_json_patch(w) {
+                    return update::read_modify_update(&api, w, &self.field_manager, patch).await;
+                }
                 let conditional = patch_is_conditional(&w.op);
                 // Go-encoded bytes: see `go_patch` (a `test` of a string with `>` must match).
-                super::go_patch::send_json_patch(&api, &w.name, sub, &pp, patch)
+                let sent = super::go_patch::send_json_patch(&api, &w.name, sub, &pp, patch)
                     .await
                     .map(resource_version)
                     .map_err(|e| {
@@ -169,7 +179,14 @@ impl KubeApi {
                             return precondition_failed(w, &err.message);
                         }
                         err
-                    })
+                    });
+                match sent {
+                    Err(err) if update::update_instead(w, err.kind) => {
+                        self.forbid_patch(w, &err.message);
+                        update::read_modify_update(&api, w, &self.field_manager, patch).await
+                    }
+                    sent => sent,
+                }
             }
             WriteOp::Delete { precondition_uid } => {
                 let dp = DeleteParams {
@@ -191,6 +208,35 @@ impl KubeApi {
                     w.resource, w.namespace, w.name
                 ),
             )),
+        }
+    }
+}
+
+impl KubeApi {
+    fn patch_is_forbidden(&self, resource: &str) -> bool {
+        self.patch_forbidden
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(resource)
+    }
+
+    /// Remembers that the server forbids this client's patches of `w`'s resource; logged once
+    /// per resource, with the server's answer.
+    fn forbid_patch(&self, w: &ApiWrite, message: &str) {
+        let first = self
+            .patch_forbidden
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(w.resource.clone());
+        if first {
+            tracing::info!(
+                resource = %w.resource,
+                namespace = %w.namespace,
+                name = %w.name,
+                "PATCH of {} forbidden to this client (the API server: {message}): writing them \
+                 from now on as KubeVirt's virt-handler does, by update of the object read",
+                w.resource
+            );
         }
     }
 }
@@ -229,7 +275,7 @@ fn patch_is_conditional(op: &WriteOp) -> bool {
 /// held, so the object changed after the cache read it. A conflict, said so: the server's own
 /// message for it ("the server rejected our request due to an error in our request") names
 /// neither the object nor the cause.
-fn precondition_failed(w: &ApiWrite, server_message: &str) -> ApiError {
+pub(crate) fn precondition_failed(w: &ApiWrite, server_message: &str) -> ApiError {
     let sub = w
         .subresource
         .as_deref()

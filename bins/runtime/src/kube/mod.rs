@@ -13,3 +13,4 @@ pub mod kubevirt_config;
 pub mod lease;
 pub mod serve;
 pub mod setup;
+pub mod update;
