@@ -137,6 +137,12 @@ pub struct Flags {
     /// fail with an error naming this flag.
     #[arg(long)]
     pub migration_cert_dir: Option<PathBuf>,
+    /// The ConfigMap (in this handler's namespace) whose `ca-bundle` verifies virt-api's client
+    /// certificate when `--server-cert-dir` has no `ca.crt`: KubeVirt's operator keeps the CA
+    /// there (`kubevirt-ca`, KubeVirt's default) and mounts a Secret with `tls.crt`/`tls.key`
+    /// only, so kvrs's handler dropped in under it reads the CA as KubeVirt's does.
+    #[arg(long, default_value = crate::kubevirt_ca::DEFAULT_CONFIGMAP)]
+    pub ca_configmap_name: String,
     /// The node's mount namespace, where hotplugged volumes are mounted into the launcher
     /// pods' `hotplug-disks` directories (KubeVirt's `virt-chroot --mount /proc/1/ns/mnt`);
     /// entered when it is not this process's own and the pods are seen at `/pods` (the
@@ -179,9 +185,6 @@ pub struct KubevirtOnly {
     /// KubeVirt's `--kubelet-root`: no kvrs setting.
     #[arg(long, hide = true)]
     pub kubelet_root: Option<String>,
-    /// KubeVirt's `--ca-configmap-name`: no kvrs setting.
-    #[arg(long, hide = true)]
-    pub ca_configmap_name: Option<String>,
     /// KubeVirt's `--client-cert-file`: no kvrs setting.
     #[arg(long, hide = true)]
     pub client_cert_file: Option<String>,
@@ -227,7 +230,6 @@ impl KubevirtOnly {
             ),
             ("--master", self.master.is_some()),
             ("--kubelet-root", self.kubelet_root.is_some()),
-            ("--ca-configmap-name", self.ca_configmap_name.is_some()),
             ("--client-cert-file", self.client_cert_file.is_some()),
             ("--client-key-file", self.client_key_file.is_some()),
             (

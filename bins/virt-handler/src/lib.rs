@@ -16,6 +16,7 @@ mod domains;
 pub mod flags;
 mod heartbeat;
 pub mod hotplug;
+pub mod kubevirt_ca;
 mod launchers;
 mod metrics;
 pub mod migration;
@@ -188,10 +189,21 @@ pub async fn run(
             let server = rest::server::RestServer::bind(addr, source)
                 .await
                 .with_context(|| format!("binding the REST server on {addr}"))?;
+            let ca_fallback = flags.private_dir.join(kubevirt_ca::FALLBACK_FILE);
             let certs = tokio::spawn({
                 let (dir, tls) = (flags.server_cert_dir.clone(), server.tls());
-                async move { rest::server::watch_certs(&dir, tls).await }
+                let fallback = ca_fallback.clone();
+                async move { rest::server::watch_certs(&dir, Some(&fallback), tls).await }
             });
+            // KubeVirt's layout (the operator's Secret has no `ca.crt`): the CA from its
+            // ConfigMap, kept in the fallback file.
+            tokio::spawn(kubevirt_ca::sync(
+                client.clone(),
+                kubevirt_ca::own_namespace(),
+                flags.ca_configmap_name.clone(),
+                flags.server_cert_dir.clone(),
+                ca_fallback,
+            ));
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let serving = tokio::spawn(server.run(async move {
                 let _ = stopped.await;

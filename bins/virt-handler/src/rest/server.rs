@@ -201,9 +201,10 @@ impl RestServer {
 }
 
 /// Re-reads `dir` every [`CERT_RELOAD`] into `tls` (errors are logged; the last good
-/// configuration stays).
-pub async fn watch_certs(dir: &Path, tls: SharedTls) {
-    let mut certs = CertDir::new(dir);
+/// configuration stays); the CA comes from `ca_fallback` while `dir` has no `ca.crt`
+/// ([`CertDir::with_ca_fallback`]).
+pub async fn watch_certs(dir: &Path, ca_fallback: Option<&Path>, tls: SharedTls) {
+    let mut certs = CertDir::with_ca_fallback(dir, ca_fallback);
     let mut reported = None;
     loop {
         match certs.load_if_changed() {

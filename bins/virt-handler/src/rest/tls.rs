@@ -112,25 +112,45 @@ pub fn server_config(files: &CertFiles) -> Result<ServerConfig, TlsError> {
     Ok(config)
 }
 
+fn read_file(path: PathBuf) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(&path).map_err(|source| TlsError::Read { path, source })
+}
+
 /// The certificate directory and what was last loaded from it.
 #[derive(Debug)]
 pub struct CertDir {
     dir: PathBuf,
+    ca_fallback: Option<PathBuf>,
     last: Option<CertFiles>,
 }
 
 impl CertDir {
     /// The directory `dir`, nothing loaded yet.
     pub fn new(dir: &Path) -> CertDir {
+        Self::with_ca_fallback(dir, None)
+    }
+
+    /// The directory `dir`, whose CA bundle is `ca_fallback` while the directory has no
+    /// `ca.crt` (KubeVirt's Secret layout: the CA is in a ConfigMap, see
+    /// [`crate::kubevirt_ca`]). A `ca.crt` in the directory always wins.
+    pub fn with_ca_fallback(dir: &Path, ca_fallback: Option<&Path>) -> CertDir {
         CertDir {
             dir: dir.to_path_buf(),
+            ca_fallback: ca_fallback.map(Path::to_path_buf),
             last: None,
         }
     }
 
     fn read(&self, name: &str) -> Result<Vec<u8>, TlsError> {
-        let path = self.dir.join(name);
-        std::fs::read(&path).map_err(|source| TlsError::Read { path, source })
+        read_file(self.dir.join(name))
+    }
+
+    fn read_ca(&self) -> Result<Vec<u8>, TlsError> {
+        let own = self.dir.join(CA_FILE);
+        match (&self.ca_fallback, own.exists()) {
+            (Some(fallback), false) => read_file(fallback.clone()),
+            _ => read_file(own),
+        }
     }
 
     /// A new configuration when the files changed since the last successful load; `None` when
@@ -139,7 +159,7 @@ impl CertDir {
         let files = CertFiles {
             cert: self.read(CERT_FILE)?,
             key: self.read(KEY_FILE)?,
-            ca: self.read(CA_FILE)?,
+            ca: self.read_ca()?,
         };
         if self.last.as_ref() == Some(&files) {
             return Ok(None);
