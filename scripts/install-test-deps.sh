@@ -69,8 +69,9 @@ BPO_SOURCES=(qemu libvirt seabios)
 MIN_QEMU=1:10
 MIN_LIBVIRT=11
 # Packages from bookworm itself (swtpm: libvirt refuses TPM 2.0 devices without it; nbdkit with
-# its curl plugin: CDI's importer image, packed by scripts/cdi.sh, streams http imports with it).
-MAIN_PKGS=(libxml2-utils nftables xorriso cpio swtpm swtpm-tools iproute2 iputils-ping curl openssl pkgconf procps e2fsprogs util-linux coreutils gcc make xz-utils libc6-dev libseccomp-dev python3 busybox-static runc nbdkit)
+# its curl plugin: CDI's importer image, packed by scripts/cdi.sh, streams http imports with it;
+# ovmf: EFI guests, tests/e2e_backend_storage.rs boots one with persistent EFI variables).
+MAIN_PKGS=(libxml2-utils nftables xorriso cpio swtpm swtpm-tools ovmf iproute2 iputils-ping curl openssl pkgconf procps e2fsprogs util-linux coreutils gcc make xz-utils libc6-dev libseccomp-dev python3 busybox-static runc nbdkit)
 # Tools the tests run (have_all checks each one).
 NEED_CMDS=(
   libvirtd virtlogd virsh qemu-system-x86_64 qemu-img xorrisofs virt-xml-validate nft cpio

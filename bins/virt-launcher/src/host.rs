@@ -112,6 +112,9 @@ pub async fn converter_context(
         default_vsock_cid: None,
         ..ConverterContext::default()
     };
+    ctx.efi = crate::efi::fallback_firmware(vmi, &flags.ovmf_path, |name| {
+        flags.ovmf_path.join(name).is_file()
+    });
     if !ctx.hypervisor_device_available && !ctx.allow_emulation {
         return Err(
             "/dev/kvm is not usable and software emulation is not allowed (--allow-emulation)"

@@ -12,6 +12,7 @@
 
 mod agent;
 mod daemons;
+mod efi;
 mod events;
 mod flags;
 mod fs_freeze;

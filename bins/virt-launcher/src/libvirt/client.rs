@@ -80,7 +80,7 @@ pub trait Libvirt: Send + Sync + 'static {
     fn fs_freeze(&self, d: &DomainRef) -> impl Future<Output = Result<i32, LibvirtError>> + Send;
     /// `virDomainFSThaw` of every frozen filesystem: the number thawed.
     fn fs_thaw(&self, d: &DomainRef) -> impl Future<Output = Result<i32, LibvirtError>> + Send;
-    /// Removes the definition (and its NVRAM).
+    /// Removes the definition; its NVRAM file stays (KubeVirt's `KEEP_NVRAM`).
     fn undefine(&self, d: &DomainRef) -> impl Future<Output = Result<(), LibvirtError>> + Send;
     /// `(virDomainState, reason)`.
     fn state(&self, d: &DomainRef)

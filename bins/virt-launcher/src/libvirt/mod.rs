@@ -101,8 +101,19 @@ pub const DEVICE_MODIFY_LIVE_AND_CONFIG: u32 = 1 | 2;
 
 /// `VIR_ERR_NO_DOMAIN`.
 pub const ERR_NO_DOMAIN: i32 = 42;
-/// `VIR_DOMAIN_UNDEFINE_NVRAM`.
-const UNDEFINE_NVRAM: u32 = 4;
+/// `VIR_DOMAIN_UNDEFINE_KEEP_NVRAM | VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA`, KubeVirt's
+/// undefine: the EFI variables file outlives the definition, because a VMI with persistent EFI
+/// keeps it on its backend-storage claim for the next pod (libvirt creates it from the template
+/// only when it is missing). A persistent TPM's state is kept by libvirt without a flag
+/// (`persistent_state="yes"`).
+const UNDEFINE_FLAGS: u32 = UNDEFINE_KEEP_NVRAM | UNDEFINE_CHECKPOINTS_METADATA;
+/// `VIR_DOMAIN_UNDEFINE_NVRAM`: also remove the NVRAM file.
+#[cfg(test)]
+const UNDEFINE_NVRAM: u32 = 1 << 2;
+/// `VIR_DOMAIN_UNDEFINE_KEEP_NVRAM`.
+const UNDEFINE_KEEP_NVRAM: u32 = 1 << 3;
+/// `VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA`.
+const UNDEFINE_CHECKPOINTS_METADATA: u32 = 1 << 4;
 
 /// A domain handle as libvirt passes it: name, UUID, id (-1 when inactive).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -489,9 +500,9 @@ impl Libvirt for XdrClient {
     async fn fs_thaw(&self, d: &DomainRef) -> Result<i32, LibvirtError> {
         self.fs_freeze_or_thaw(proc_::DOMAIN_FSTHAW, d).await
     }
-    /// Removes the definition (and its NVRAM).
+    /// Removes the definition, keeping its NVRAM file (see [`UNDEFINE_FLAGS`]).
     async fn undefine(&self, d: &DomainRef) -> Result<(), LibvirtError> {
-        self.on_domain(proc_::DOMAIN_UNDEFINE_FLAGS, d, Some(UNDEFINE_NVRAM))
+        self.on_domain(proc_::DOMAIN_UNDEFINE_FLAGS, d, Some(UNDEFINE_FLAGS))
             .await
             .map(drop)
     }
@@ -731,6 +742,13 @@ fn decode_error(body: &[u8]) -> LibvirtError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn undefine_keeps_the_nvram_file() {
+        // libvirt's enum: NVRAM = 1 << 2 removes the file, KEEP_NVRAM = 1 << 3 keeps it.
+        assert_eq!(UNDEFINE_FLAGS & UNDEFINE_NVRAM, 0);
+        assert_ne!(UNDEFINE_FLAGS & UNDEFINE_KEEP_NVRAM, 0);
+    }
 
     #[test]
     fn errors_decode_code_and_message() {
