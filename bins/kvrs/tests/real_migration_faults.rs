@@ -31,7 +31,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::real_node::kubevirt_cr;
-use common::two_nodes::{Guest, deploy_with_guest, other_node, processes_on_node, qemu_nodes};
+use common::two_nodes::{
+    Guest, deploy_with_guest, other_node, processes_on_node, qemu_command_lines, qemu_nodes,
+};
 use kvrs_test_cluster::wait_for;
 use kvrs_test_guest::pod::is_root;
 use kvrs_test_guest::ticks::{assert_continues, ticks};
@@ -62,8 +64,9 @@ fn check_qemu(g: &Guest, migrating: bool, when: &str) {
     let most = if migrating { 2 } else { 1 };
     assert!(
         nodes.len() <= most,
-        "{} QEMU processes ({nodes:?}) {when}\n{}",
+        "{} QEMU processes ({nodes:?}) {when}\n{:#?}\n{}",
         nodes.len(),
+        qemu_command_lines(),
         g.context()
     );
 }

@@ -135,12 +135,45 @@ pub fn processes_on_node(node: &str, comm: &str) -> Vec<u32> {
         .collect()
 }
 
-/// The QEMU processes of each node's pods: `(first node's, second node's)`.
+/// The guest QEMU processes of each node's pods: `(first node's, second node's)`. A QEMU that
+/// runs no guest — libvirt's capability probe when a launcher's daemon starts (`-machine
+/// none`, no `-name guest=`), the node labeller's `-machine help` — is no copy of the guest.
 pub fn qemu_per_node() -> (Vec<u32>, Vec<u32>) {
-    (
-        processes_on_node(NODE_NAME, "qemu-system"),
-        processes_on_node(SECOND_NODE_NAME, "qemu-system"),
-    )
+    let guests = |node: &str| -> Vec<u32> {
+        processes_on_node(node, "qemu-system")
+            .into_iter()
+            .filter(|pid| runs_a_guest(*pid))
+            .collect()
+    };
+    (guests(NODE_NAME), guests(SECOND_NODE_NAME))
+}
+
+/// Every QEMU process of both nodes' pods with its command line (guests and probes alike), for
+/// a failure's message.
+pub fn qemu_command_lines() -> Vec<String> {
+    [NODE_NAME, SECOND_NODE_NAME]
+        .into_iter()
+        .flat_map(|node| {
+            processes_on_node(node, "qemu-system")
+                .into_iter()
+                .map(move |pid| {
+                    let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+                        .unwrap_or_default();
+                    format!(
+                        "{node} {pid}: {}",
+                        cmd.chars().take(300).collect::<String>()
+                    )
+                })
+        })
+        .collect()
+}
+
+/// Whether QEMU process `pid` was started for a domain (libvirt passes `-name guest=NAME,...`).
+fn runs_a_guest(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| c.split(|b| *b == 0).any(|arg| arg.starts_with(b"guest=")))
+        .unwrap_or(false)
 }
 
 /// The nodes running a QEMU for a guest, one entry per process.
