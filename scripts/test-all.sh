@@ -94,7 +94,7 @@ cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee -a "$log"
 echo "== kvrs against KubeVirt v1.9.0's oracle corpus"
 cargo test -q -p kvrs-tests \
   --test oracle_roundtrip --test oracle_defaults --test oracle_convert --test oracle_overhead \
-  --test oracle_pod --test oracle_vm --test oracle_handler --test differential --test instancetype_differential --test evacuation_oracle --test migration_oracle --test nodelabeller_oracle -- --nocapture 2>&1 |
+  --test oracle_pod --test oracle_vm --test oracle_handler --test differential --test instancetype_differential --test evacuation_oracle --test migration_oracle --test vmistorage_oracle --test nodelabeller_oracle -- --nocapture 2>&1 |
   grep -E "match|round-tripped|idempotently|agree" | sed "s/^\.*//" || true
 
 # One closing line for the whole run, summed over every test binary above.
