@@ -30,7 +30,9 @@ pub use limits::MAX_LIST_ITEMS;
 pub use metadata::RESERVED_LABELS;
 pub use network::DISCONTINUED;
 pub use vm::{RUN_STRATEGIES, validate_vm};
-pub use volume_requests::{VOLUME_REQUESTS_FIELD, template_spec_causes, validate_volume_requests};
+pub use volume_requests::{
+    VOLUME_REQUESTS_FIELD, apply_volume_request, template_spec_causes, validate_volume_requests,
+};
 
 use crate::api::VirtualMachineInstance;
 use crate::config::ClusterConfig;

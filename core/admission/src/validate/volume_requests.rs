@@ -228,8 +228,8 @@ fn normalized(v: &Volume) -> Volume {
 
 /// KubeVirt's `ApplyVolumeRequestOnVMISpec`: an add appends the volume (marked hotpluggable)
 /// and its disk unless a volume of that name is there; a remove drops the volume and disk of
-/// that name.
-fn apply_volume_request(
+/// that name. The VM controller applies the legacy path's requests with it too.
+pub fn apply_volume_request(
     spec: &mut VirtualMachineInstanceSpec,
     request: &VirtualMachineVolumeRequest,
 ) {

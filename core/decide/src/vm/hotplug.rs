@@ -42,49 +42,9 @@ pub fn is_hotplug(v: &Volume) -> bool {
             .is_some_and(|m| m.hotpluggable == Some(true))
 }
 
-/// KubeVirt's `ApplyVolumeRequestOnVMISpec`: an add appends the volume (its source marked
-/// hotpluggable) and its disk unless a volume of that name is there; a remove drops the volume
-/// and the disk of that name.
-pub fn apply_volume_request(
-    spec: &mut VirtualMachineInstanceSpec,
-    request: &VirtualMachineVolumeRequest,
-) {
-    if let Some(add) = &request.add_volume_options {
-        let volumes = spec.volumes.get_or_insert_with(Vec::new);
-        if volumes.iter().any(|v| v.name == add.name) {
-            return;
-        }
-        let mut volume = Volume {
-            name: add.name.clone(),
-            ..Default::default()
-        };
-        let source = &add.volume_source;
-        if let Some(pvc) = &source.persistent_volume_claim {
-            let mut pvc = pvc.clone();
-            pvc.hotpluggable = Some(true);
-            volume.persistent_volume_claim = Some(Box::new(pvc));
-        } else if let Some(dv) = &source.data_volume {
-            let mut dv = dv.clone();
-            dv.hotpluggable = Some(true);
-            volume.data_volume = Some(Box::new(dv));
-        }
-        volumes.push(volume);
-        let mut disk = add.disk.clone();
-        disk.name = add.name.clone();
-        spec.domain
-            .devices
-            .disks
-            .get_or_insert_with(Vec::new)
-            .push(disk);
-    } else if let Some(remove) = &request.remove_volume_options {
-        if let Some(vs) = spec.volumes.as_mut() {
-            vs.retain(|v| v.name != remove.name);
-        }
-        if let Some(ds) = spec.domain.devices.disks.as_mut() {
-            ds.retain(|d| d.name != remove.name);
-        }
-    }
-}
+/// KubeVirt's `ApplyVolumeRequestOnVMISpec` (the legacy `status.volumeRequests` path): the
+/// webhook's, so what virt-api validated is what the controller applies.
+pub use kvrs_admission::validate::apply_volume_request;
 
 /// The VMI's volumes and disks under declarative hotplug (KubeVirt's `patchHotplugVolumes`):
 /// `None` when they are already what the template asks for.
