@@ -136,30 +136,7 @@ fn call(
     path: &str,
     body: &str,
 ) -> (u16, Value) {
-    let out = std::process::Command::new("curl")
-        .args(["-s", "-w", "\n%{http_code}", "-X", method, "--cacert"])
-        .arg(cluster.ca_cert_path())
-        .arg("-H")
-        .arg(format!("Content-Type: {content_type}"))
-        .arg("-H")
-        .arg(format!("Authorization: Bearer {}", cluster.admin_token()))
-        .args(["--data-binary", "@-"])
-        .arg(format!("{}{path}", cluster.server_url()))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write;
-            child.stdin.take().unwrap().write_all(body.as_bytes())?;
-            child.wait_with_output()
-        })
-        .expect("curl");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (json, code) = text.rsplit_once('\n').expect("a status code line");
-    (
-        code.trim().parse().unwrap_or(0),
-        serde_json::from_str(json).unwrap_or(Value::Null),
-    )
+    cluster.admin_request(method, content_type, path, body)
 }
 
 /// error.txt's causes: `  cause: field=F type=T message=M`.

@@ -433,6 +433,46 @@ impl TestCluster {
         self.kubectl_with_kubeconfig(&self.admin_kubeconfig, args)
     }
 
+    /// `method` on the API server's `path` with `body` of `content_type`, as the admin, through
+    /// curl (kubectl would reformat a refusal's causes): the HTTP code and the JSON answer
+    /// (`null` when the answer is no JSON).
+    ///
+    /// # Panics
+    /// If curl cannot be run or prints no status code.
+    pub fn admin_request(
+        &self,
+        method: &str,
+        content_type: &str,
+        path: &str,
+        body: &str,
+    ) -> (u16, serde_json::Value) {
+        let out = Command::new("curl")
+            .args(["-s", "-w", "\n%{http_code}", "-X", method, "--cacert"])
+            .arg(self.ca_cert_path())
+            .arg("-H")
+            .arg(format!("Content-Type: {content_type}"))
+            .arg("-H")
+            .arg(format!("Authorization: Bearer {}", self.admin_token()))
+            .args(["--data-binary", "@-"])
+            .arg(format!("{}{path}", self.server_url()))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                if let Some(mut stdin) = child.stdin.take() {
+                    stdin.write_all(body.as_bytes())?;
+                }
+                child.wait_with_output()
+            })
+            .expect("curl");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (json, code) = text.rsplit_once('\n').expect("a status code line");
+        (
+            code.trim().parse().unwrap_or(0),
+            serde_json::from_str(json).unwrap_or(serde_json::Value::Null),
+        )
+    }
+
     /// `kubectl apply -f path` (a file or a directory), failing with kubectl's stderr.
     pub fn apply_path(&self, path: &Path) -> Result<(), ClusterError> {
         let out = self.kubectl([OsStr::new("apply"), OsStr::new("-f"), path.as_os_str()]);
