@@ -24,14 +24,15 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use kvrs_test_cluster::{Options, TestCluster, free_loopback_port};
+use kvrs_test_cluster::{Options, TestCluster};
 use kvrs_virt_api::webhooks::Webhook;
 use serde_json::{Value, json};
-use support::{VirtApi, get_json, kubectl, must, root, wait_for, yaml};
+use support::{
+    VirtApi, get_json, kubectl, kubevirt_cr, loopback_addr, must, root, runtime, wait_for, yaml,
+};
 
 fn register_webhooks(cluster: &TestCluster, base: &str) {
     let dir = root().join("bins/deploy/virt-api");
@@ -324,28 +325,12 @@ fn kubevirts_webhooks_on_a_real_api_server() {
     cluster
         .install_kubevirt_crds(&root().join("bins/deploy"))
         .expect("CRDs");
-    for ns in ["kubevirt", "kv-oracle"] {
-        must(&cluster, &["create", "namespace", ns], None);
-    }
-    must(
-        &cluster,
-        &["create", "-f", "-"],
-        Some(
-            &json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
-                "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
-                "spec": {"configuration": {}}})
-            .to_string(),
-        ),
-    );
-    let port = free_loopback_port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    kubevirt_cr(&cluster);
+    must(&cluster, &["create", "namespace", "kv-oracle"], None);
+    let addr = loopback_addr();
     register_webhooks(&cluster, &format!("https://{addr}"));
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let kubeconfig = cluster.admin_kubeconfig_path().to_path_buf();
     let api = VirtApi::start(&rt, &kubeconfig, addr, &["--tls-san", "127.0.0.1"]);
     wait_until_published(&cluster);

@@ -17,12 +17,13 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use kvrs_test_cluster::{Options, TestCluster, free_loopback_port};
+use kvrs_test_cluster::{Options, TestCluster};
 use serde_json::{Value, json};
-use support::{VirtApi, create, get_json, kubectl, must, root, wait_for, yaml};
+use support::{
+    VirtApi, create, get_json, kubectl, loopback_addr, must, root, runtime, wait_for, yaml,
+};
 
 /// POSTs `body` to the API server's `path` as the admin: the HTTP code and the JSON answer.
 fn post(cluster: &TestCluster, path: &str, body: &Value) -> (u16, Value) {
@@ -151,14 +152,9 @@ fn evicting_a_launcher_pod_marks_its_vmi_for_evacuation_instead() {
             &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}),
         );
     }
-    let port = free_loopback_port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let addr = loopback_addr();
     register_eviction_webhook(&cluster, &format!("https://{addr}"));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let kubeconfig = cluster.admin_kubeconfig_path().to_path_buf();
     let api = VirtApi::start(&rt, &kubeconfig, addr, &["--tls-san", "127.0.0.1"]);
     wait_for(

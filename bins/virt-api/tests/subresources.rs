@@ -35,7 +35,7 @@ use clap::Parser;
 use kvrs_test_cluster::{Options, TestCluster};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use support::{VirtApi, create, kubectl, must, root, wait_for};
+use support::{VirtApi, create, kubectl, must, root, runtime, wait_for};
 
 const LINK: &str = "kvrs-api0";
 const ADDRESS: &str = "10.253.0.1";
@@ -210,11 +210,7 @@ fn kubevirts_subresources_through_the_aggregator() {
     let addr: SocketAddr = format!("{ADDRESS}:{}", free_port()).parse().unwrap();
     service_at(&cluster, addr);
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let api = VirtApi::start(&rt, cluster.admin_kubeconfig_path(), addr, &[]);
 
     // --- the APIServices get virt-api's CA and become available ---

@@ -10,13 +10,12 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use kvrs_test_cluster::{Options, TestCluster, free_loopback_port};
+use kvrs_test_cluster::{Options, TestCluster};
 use kvrs_virt_api::webhooks::Webhook;
 use serde_json::{Value, json};
-use support::{VirtApi, get_json, must, root, wait_for, yaml};
+use support::{VirtApi, get_json, kubevirt_cr, loopback_addr, must, root, runtime, wait_for, yaml};
 
 fn register_webhooks(cluster: &TestCluster, base: &str) {
     let dir = root().join("bins/deploy/virt-api");
@@ -93,25 +92,10 @@ fn volume_requests_are_validated_as_kubevirt_validates_them() {
     cluster
         .install_kubevirt_crds(&root().join("bins/deploy"))
         .expect("CRDs");
-    must(&cluster, &["create", "namespace", "kubevirt"], None);
-    must(
-        &cluster,
-        &["create", "-f", "-"],
-        Some(
-            &json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
-                "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
-                "spec": {"configuration": {}}})
-            .to_string(),
-        ),
-    );
-    let port = free_loopback_port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    kubevirt_cr(&cluster);
+    let addr = loopback_addr();
     register_webhooks(&cluster, &format!("https://{addr}"));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let kubeconfig = cluster.admin_kubeconfig_path().to_path_buf();
     let api = VirtApi::start(&rt, &kubeconfig, addr, &["--tls-san", "127.0.0.1"]);
 

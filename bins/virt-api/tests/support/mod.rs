@@ -78,6 +78,36 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<
     }
 }
 
+/// The tokio runtime virt-api runs on in a test (two workers).
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// A free loopback address for virt-api to listen on.
+pub fn loopback_addr() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], kvrs_test_cluster::free_loopback_port()))
+}
+
+/// The namespace `kubevirt` and its KubeVirt CR with an empty configuration (what virt-api
+/// reads its cluster configuration from).
+pub fn kubevirt_cr(cluster: &TestCluster) {
+    must(cluster, &["create", "namespace", "kubevirt"], None);
+    must(
+        cluster,
+        &["create", "-f", "-"],
+        Some(
+            &serde_json::json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+                "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+                "spec": {"configuration": {}}})
+            .to_string(),
+        ),
+    );
+}
+
 /// virt-api running in this process.
 pub struct VirtApi {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
