@@ -41,8 +41,10 @@ const VMI_UID: &str = "6a1f3c2e-0000-4000-8000-00000000e2e7";
 const SCSI_READY: &str = "KVRS-HP: scsi ready";
 /// The guest's watch over its SCSI disks (its init loaded virtio-scsi): once a second prints each
 /// `sd*` that appeared (`attached <dev> marker=<bytes at 0> guest=<bytes at 4096>`, NULs
-/// dropped), writes `guest-wrote-<dev>` at 4 KiB of it, and prints each that went away.
-const WATCH: &str = "KVRS-RUN: echo 'KVRS-HP: scsi ready'; prev=''; while true; do cur=''; for d in /sys/block/sd*; do [ -e \"$d\" ] || continue; n=${d##*/}; cur=\"$cur $n\"; case \" $prev \" in *\" $n \"*) ;; *) m=$(head -c 32 /dev/$n | tr -d '\\000'); g=$(dd if=/dev/$n bs=512 skip=8 count=1 2>/dev/null | tr -d '\\000' | head -c 32); echo \"KVRS-HP: attached $n marker=$m guest=$g.\"; printf 'guest-wrote-%s' $n | dd of=/dev/$n bs=512 seek=8 conv=notrunc,fsync 2>/dev/null; sync ;; esac; done; for n in $prev; do case \" $cur \" in *\" $n \"*) ;; *) echo \"KVRS-HP: detached $n\" ;; esac; done; prev=$cur; sleep 1; done";
+/// dropped), writes `guest-wrote-<dev>` at 4 KiB of it (`wrote <dev>` once synced: the test
+/// waits for it before detaching, or a slow guest's write would race the unplug), and prints
+/// each that went away.
+const WATCH: &str = "KVRS-RUN: echo 'KVRS-HP: scsi ready'; prev=''; while true; do cur=''; for d in /sys/block/sd*; do [ -e \"$d\" ] || continue; n=${d##*/}; cur=\"$cur $n\"; case \" $prev \" in *\" $n \"*) ;; *) m=$(head -c 32 /dev/$n | tr -d '\\000'); g=$(dd if=/dev/$n bs=512 skip=8 count=1 2>/dev/null | tr -d '\\000' | head -c 32); echo \"KVRS-HP: attached $n marker=$m guest=$g.\"; printf 'guest-wrote-%s' $n | dd of=/dev/$n bs=512 seek=8 conv=notrunc,fsync 2>/dev/null; sync; echo \"KVRS-HP: wrote $n\" ;; esac; done; for n in $prev; do case \" $cur \" in *\" $n \"*) ;; *) echo \"KVRS-HP: detached $n\" ;; esac; done; prev=$cur; sleep 1; done";
 const MARKER: &str = "KVRS-HOTPLUG-MARKER-42";
 const VOLUME: &str = "hp1";
 const MISSING: &str = "hp2";
@@ -263,6 +265,16 @@ async fn hotplugged_disks_attach_detach_and_keep_their_data() {
         .and_then(|rest| rest.split_whitespace().next())
         .expect("the guest's device name")
         .to_string();
+    wait_for(
+        "the guest's write to the disk is synced",
+        Duration::from_secs(60),
+        async || {
+            pod.serial_log()
+                .contains(&format!("KVRS-HP: wrote {guest_dev}"))
+                .then_some(())
+        },
+    )
+    .await;
     sync(&vmi(&[]), "hp1 removed").await;
     assert_eq!(disks(&client).await, base, "back to the disks before");
     wait_for(

@@ -10,7 +10,8 @@
 //! The guest (`kvrs_test_guest`, busybox, virtio-scsi loaded) runs one loop from cloud-init:
 //! every second it lists its SCSI disks with their size, the first bytes of each and the
 //! bytes 1 MiB in, writes `KVRS-HP-<sectors>` at the start of a disk that begins empty, and
-//! publishes the list at `/s` with busybox httpd on the pod IP.
+//! publishes the list at `/s` with busybox httpd on the pod IP. A disk whose size cannot be read
+//! that round (it is appearing or going away) is left out of that round, not labelled.
 //!
 //! What is checked: the claim appears in the guest (as KubeVirt's `disk.img`, at KubeVirt's
 //! size, owned by QEMU's UID), the guest's write reaches the volume on the host, the VMI's `volumeStatus` reaches `Ready` with
@@ -61,7 +62,8 @@ const BLOCK_SIZE: u64 = 48 * MIB;
 fn guest_loop() -> Vec<String> {
     let body = format!(
         "i=0; while true; do i=$((i+1)); : >/srv/s.tmp; \
-         for b in /sys/block/sd*; do [ -e \"$b\" ] || continue; d=${{b##*/}}; n=$(cat $b/size); \
+         for b in /sys/block/sd*; do [ -e \"$b\" ] || continue; d=${{b##*/}}; n=$(cat $b/size 2>/dev/null); \
+         case \"$n\" in ''|0|*[!0-9]*) continue;; esac; \
          h=$(head -c 16 /dev/$d 2>/dev/null | tr -d '\\000'); \
          if [ -z \"$h\" ]; then printf KVRS-HP-$n | dd of=/dev/$d conv=fsync 2>/dev/null; h=$(head -c 16 /dev/$d 2>/dev/null | tr -d '\\000'); fi; \
          m=$(dd if=/dev/$d bs=1048576 skip=1 count=1 2>/dev/null | head -c {} | tr -d '\\000'); \
