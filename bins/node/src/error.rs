@@ -73,6 +73,15 @@ pub enum NodeError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The pod has no link for a VMI interface the node must wire (KubeVirt's "pod link (%s)
+    /// is missing"): the CNI (or Multus) did not make the network the VMI asks for.
+    #[error("{field}: pod link ({link}) is missing")]
+    PodLinkMissing {
+        /// The VMI interface, e.g. `spec.domain.devices.interfaces[0]`.
+        field: String,
+        /// The pod link it needs (`eth0`, `pod16477688c0e`).
+        link: String,
+    },
     /// A device node could not be claimed for the VM's user.
     #[error("device {path}: {reason}")]
     Device {
@@ -139,6 +148,7 @@ impl NodeError {
             NodeError::Unsupported { .. } => "unsupported",
             NodeError::InvalidSpec { .. } => "invalid_spec",
             NodeError::PodInterface { .. } => "pod_interface",
+            NodeError::PodLinkMissing { .. } => "pod_link_missing",
             NodeError::Device { .. } => "device",
             NodeError::ContainerDisk { .. } => "container_disk",
             NodeError::DhcpCache { .. } => "dhcp_cache",

@@ -3,8 +3,9 @@
 //! The node side of kvrs's virt-handler: the privileged preparation KubeVirt's handler does
 //! *outside* a VM's pod before the first `SyncVirtualMachine`:
 //!
-//! * [`network`]: the pod network — masquerade (bridge + tap + NAT) and bridge binding — built
-//!   inside the pod's network namespace from a dedicated thread;
+//! * [`network`]: the pod network — masquerade (bridge + tap + NAT), bridge binding and
+//!   `managedTap` binding plugins — built inside the pod's network namespace from a dedicated
+//!   thread;
 //! * [`claim_devices`]: `/dev/kvm`, `/dev/net/tun`, `/dev/vhost-net` handed to QEMU's user;
 //! * [`check_container_disks`]: each container disk is where the launcher will look;
 //! * [`host_devices`]: whether KVM really works here and which device nodes exist;

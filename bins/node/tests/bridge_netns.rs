@@ -6,6 +6,7 @@ mod common;
 
 use common::PodNetns;
 use kvrs_api::VirtualMachineInstance;
+use kvrs_node::network::BindingPlugins;
 use kvrs_node::network::dhcp_cache::read_cache_file;
 use kvrs_node::{PodRef, setup_pod_network};
 use serde_json::json;
@@ -44,7 +45,7 @@ fn bridge_binding_rewires_the_pod_and_writes_the_dhcp_cache_idempotently() {
     if !has_dummy {
         eprintln!("NOTE: kernel has no dummy links: the pod's addresses are held on a veth");
     }
-    let done = setup_pod_network(&pod, &vmi()).expect("setup");
+    let done = setup_pod_network(&pod, &vmi(), &BindingPlugins::default()).expect("setup");
     let i = &done.interfaces[0];
     assert_eq!(
         (i.bridge.as_str(), i.tap.as_str(), i.mtu),
@@ -154,7 +155,7 @@ fn bridge_binding_rewires_the_pod_and_writes_the_dhcp_cache_idempotently() {
     );
     let first_bytes = std::fs::read(&file).expect("read");
 
-    let again = setup_pod_network(&pod, &vmi()).expect("second setup");
+    let again = setup_pod_network(&pod, &vmi(), &BindingPlugins::default()).expect("second setup");
     assert_eq!(
         again.interfaces[0].guest_ipv4,
         done.interfaces[0].guest_ipv4

@@ -4,6 +4,7 @@ mod common;
 
 use common::PodNetns;
 use kvrs_api::VirtualMachineInstance;
+use kvrs_node::network::BindingPlugins;
 use kvrs_node::{PodRef, setup_pod_network};
 use serde_json::{Value, json};
 
@@ -62,7 +63,8 @@ fn masquerade_builds_kubevirts_bridge_tap_and_nat_and_is_idempotent() {
     let root = tempfile::tempdir().expect("tempdir");
     let vmi = vmi(None);
 
-    let done = setup_pod_network(&pod(&ns, &root), &vmi).expect("setup");
+    let done =
+        setup_pod_network(&pod(&ns, &root), &vmi, &BindingPlugins::default()).expect("setup");
     let i = &done.interfaces[0];
     assert_eq!(
         (i.bridge.as_str(), i.tap.as_str(), i.mtu),
@@ -153,7 +155,8 @@ fn masquerade_builds_kubevirts_bridge_tap_and_nat_and_is_idempotent() {
     check(&ns);
 
     // A restarted handler runs the setup again: nothing is duplicated, nothing fails.
-    let again = setup_pod_network(&pod(&ns, &root), &vmi).expect("second setup");
+    let again = setup_pod_network(&pod(&ns, &root), &vmi, &BindingPlugins::default())
+        .expect("second setup");
     assert_eq!(again, done);
     check(&ns);
 }
@@ -163,8 +166,8 @@ fn masquerade_forwards_only_the_listed_ports() {
     let ns = PodNetns::new();
     let root = tempfile::tempdir().expect("tempdir");
     let vmi = vmi(Some(json!([{"port": 22}, {"port": 53, "protocol": "UDP"}])));
-    setup_pod_network(&pod(&ns, &root), &vmi).expect("setup");
-    setup_pod_network(&pod(&ns, &root), &vmi).expect("second setup");
+    setup_pod_network(&pod(&ns, &root), &vmi, &BindingPlugins::default()).expect("setup");
+    setup_pod_network(&pod(&ns, &root), &vmi, &BindingPlugins::default()).expect("second setup");
     insta::assert_snapshot!("masquerade_ports_nat_table", ns.nat_table_text("ip"));
 }
 
@@ -175,7 +178,8 @@ fn missing_netns_is_a_netns_enter_error() {
         netns: "/run/netns/kvrs-node-test-does-not-exist".into(),
         root: root.path().to_path_buf(),
     };
-    let err = setup_pod_network(&pod, &vmi(None)).expect_err("no netns");
+    let err =
+        setup_pod_network(&pod, &vmi(None), &BindingPlugins::default()).expect_err("no netns");
     assert_eq!(err.label(), "netns_enter");
     assert!(
         err.to_string().contains("kvrs-node-test-does-not-exist"),

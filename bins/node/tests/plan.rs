@@ -1,9 +1,17 @@
 //! The pure planner: VMI + pod facts -> NetPlan, pinned with snapshots.
 
 use kvrs_api::VirtualMachineInstance;
-use kvrs_node::network::{IfAddr, NetPlan, PodFacts, PodLink, Route4, plan};
+use kvrs_node::NodeError;
+use kvrs_node::network::{
+    self, BindingPlugins, IfAddr, LinkKind, MacSpec, NetPlan, PodFacts, PodLink, Route4, TapSpec,
+};
 use proptest::prelude::*;
 use serde_json::json;
+
+/// The plan in a cluster without network binding plugins.
+fn plan(vmi: &VirtualMachineInstance, facts: &PodFacts) -> Result<NetPlan, NodeError> {
+    network::plan(vmi, facts, &BindingPlugins::default())
+}
 
 fn vmi(interfaces: serde_json::Value, networks: serde_json::Value) -> VirtualMachineInstance {
     serde_json::from_value(json!({
@@ -198,41 +206,214 @@ fn unsupported_bindings_name_the_interface() {
     }
 }
 
-/// KubeVirt's virt-handler prepares nothing in the pod for a binding plugin's interface (the
-/// plugin's sidecar and CNI plugin do): no link, address, sysctl or DHCP for it, while a
-/// masquerade interface beside it is planned as usual.
+/// The cluster's plugins of the tests below: `mtap` is managedTap, `plaintap` a `tap` plugin
+/// (its CNI plugin makes the tap), `passt` has no domain attachment (absent from the map, as
+/// the handler's configuration leaves it).
+fn cluster_plugins() -> BindingPlugins {
+    BindingPlugins::from_iter([("mtap", "managedTap"), ("plaintap", "tap")])
+}
+
+/// KubeVirt's virt-handler prepares nothing in the pod for a binding plugin's interface unless
+/// the plugin is `managedTap` (the plugin's sidecar and CNI plugin do): no link, address,
+/// sysctl or DHCP for a `tap` plugin, one without an attachment type or one the cluster does
+/// not register, while a masquerade interface beside it is planned as usual.
 #[test]
-fn binding_plugin_interfaces_are_left_to_the_plugin() {
-    let alone = vmi(
-        json!([{"name": "default", "binding": {"name": "passt"}}]),
+fn binding_plugin_interfaces_are_left_to_the_plugin_unless_managed_tap() {
+    for name in ["passt", "plaintap", "unregistered"] {
+        let alone = vmi(
+            json!([{"name": "default", "binding": {"name": name}}]),
+            json!([{"name": "default", "pod": {}}]),
+        );
+        for plugins in [BindingPlugins::default(), cluster_plugins()] {
+            let p = network::plan(&alone, &ipv4_pod(), &plugins).expect("a plugin interface plans");
+            assert_eq!(
+                p,
+                NetPlan::default(),
+                "nothing to do for {name}'s interface"
+            );
+        }
+        let beside = vmi(
+            json!([
+                {"name": "default", "masquerade": {}},
+                {"name": "plugged", "binding": {"name": name}}
+            ]),
+            json!([
+                {"name": "default", "pod": {}},
+                {"name": "plugged", "multus": {"networkName": "nad"}}
+            ]),
+        );
+        let with_masquerade =
+            network::plan(&beside, &ipv4_pod(), &cluster_plugins()).expect("plans");
+        let masquerade_only = plan(&masquerade_vmi(), &ipv4_pod()).expect("plans");
+        assert_eq!(with_masquerade, masquerade_only);
+    }
+    // Without the cluster saying `mtap` is managedTap, its interface is a plugin's like any.
+    let mtap = managed_tap_vmi();
+    assert_eq!(plan(&mtap, &ipv4_pod()).expect("plans"), NetPlan::default());
+}
+
+fn managed_tap_vmi() -> VirtualMachineInstance {
+    vmi(
+        json!([{"name": "default", "binding": {"name": "mtap"}}]),
+        json!([{"name": "default", "pod": {}}]),
+    )
+}
+
+/// A managedTap plugin's pod side, as KubeVirt's `managedTapSpec`: bridge `k6t-eth0` without
+/// any address, `eth0` renamed `eth0-nic` and enslaved with the bridge's MAC, no addresses and
+/// learning off, the tap `tap0` (owner 107, the pod's MTU) on the bridge, a dummy `eth0` with
+/// the pod's MAC, MTU and addresses, `arp_ignore=1`; no DHCP cache and no NAT.
+#[test]
+fn managed_tap_plugin_gets_bridge_tap_and_dummy_without_dhcp() {
+    let p = network::plan(&managed_tap_vmi(), &ipv4_pod(), &cluster_plugins()).expect("plan");
+    insta::assert_yaml_snapshot!(summary(&p));
+    let pod = eth0(&["10.244.1.7/24", "fe80::858:aff:fef4:107/64"]);
+    let names: Vec<_> = p.links.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["k6t-eth0", "eth0-nic", "tap0", "eth0"]);
+    let [bridge, nic, tap, dummy] = &p.links[..] else {
+        unreachable!()
+    };
+    assert_eq!(bridge.kind, Some(LinkKind::Bridge));
+    assert_eq!(bridge.addresses, Some(vec![]), "the bridge has no address");
+    assert_eq!(nic.existing_index, Some(pod.index), "the pod's own link");
+    assert_eq!(nic.mac, MacSpec::CopyFrom("k6t-eth0".into()));
+    assert_eq!(nic.controller.as_deref(), Some("k6t-eth0"));
+    assert_eq!(nic.addresses, Some(vec![]));
+    assert!(nic.learning_off && nic.up);
+    assert_eq!(
+        tap.kind,
+        Some(LinkKind::Tap(TapSpec {
+            owner: 107,
+            multi_queue: false
+        }))
+    );
+    assert_eq!(tap.controller.as_deref(), Some("k6t-eth0"));
+    assert_eq!(tap.mtu, Some(pod.mtu));
+    assert_eq!(dummy.kind, Some(LinkKind::Dummy));
+    assert_eq!(dummy.mac, MacSpec::Set(pod.mac.expect("mac")));
+    assert_eq!(dummy.mtu, Some(pod.mtu));
+    assert_eq!(dummy.addresses.as_ref(), Some(&pod.addresses));
+    assert_eq!(p.sysctls.len(), 1);
+    assert_eq!(
+        (p.sysctls[0].key.as_str(), p.sysctls[0].value.as_str()),
+        ("net/ipv4/conf/all/arp_ignore", "1")
+    );
+    assert!(
+        p.dhcp_caches.is_empty(),
+        "the launcher serves no DHCP for it"
+    );
+    assert_eq!(p.nft_script, None);
+    let i = &p.interfaces[0];
+    assert_eq!(
+        serde_json::to_value(i.binding).expect("json"),
+        json!("managedTap")
+    );
+    assert_eq!((i.guest_ipv4, i.gateway_ipv4), (None, None));
+
+    // The bridge binding's links are the same but for the bridge's placeholder address.
+    let bridged = vmi(
+        json!([{"name": "default", "bridge": {}}]),
         json!([{"name": "default", "pod": {}}]),
     );
-    let p = plan(&alone, &ipv4_pod()).expect("a plugin interface plans");
+    let b = plan(&bridged, &ipv4_pod()).expect("plan");
+    assert_eq!(b.links[1..], p.links[1..]);
+    assert_eq!(b.sysctls, p.sysctls);
+}
+
+/// A second run on a pod already rewired (`eth0-nic` and the dummy `eth0` exist) plans the same
+/// end state.
+#[test]
+fn managed_tap_on_a_rewired_pod_plans_the_same_end_state() {
+    let first = network::plan(&managed_tap_vmi(), &ipv4_pod(), &cluster_plugins()).expect("plan");
+    let mut nic = eth0(&[]);
+    nic.name = "eth0-nic".into();
+    let mut dummy = eth0(&["10.244.1.7/24", "fe80::858:aff:fef4:107/64"]);
+    dummy.index = 5;
+    dummy.kind = Some("dummy".into());
+    dummy.up = false;
+    let again = network::plan(
+        &managed_tap_vmi(),
+        &facts(vec![nic, dummy]),
+        &cluster_plugins(),
+    )
+    .expect("plan");
+    assert_eq!(again, first);
+}
+
+/// On a secondary network without IPv4: hashed names, no `arp_ignore`, and multi-queue as
+/// for any virtio tap; a root VMI's tap is root's.
+#[test]
+fn managed_tap_on_a_secondary_network() {
+    let mut v = vmi(
+        json!([{"name": "default", "masquerade": {}}, {"name": "blue", "binding": {"name": "mtap"}}]),
+        json!([{"name": "default", "pod": {}}, {"name": "blue", "multus": {"networkName": "br"}}]),
+    );
+    v.status = None;
+    v.spec.domain.devices.network_interface_multiqueue = Some(true);
+    v.spec.domain.cpu = serde_json::from_value(json!({"cores": 2})).ok();
+    let mut sec = eth0(&["fe80::1/64"]);
+    sec.index = 3;
+    sec.name = "pod16477688c0e".into();
+    sec.mtu = 9000;
+    let f = facts(vec![eth0(&["10.244.1.7/24"]), sec]);
+    let p = network::plan(&v, &f, &cluster_plugins()).expect("plan");
+    let names: Vec<_> = p.links[2..].iter().map(|l| l.name.as_str()).collect();
     assert_eq!(
-        p,
-        NetPlan::default(),
-        "nothing to do for the plugin's interface"
+        names,
+        [
+            "k6t-16477688c0e",
+            "16477688c0e-nic",
+            "tap16477688c0e",
+            "pod16477688c0e"
+        ]
     );
-    let beside = vmi(
-        json!([
-            {"name": "default", "masquerade": {}},
-            {"name": "plugged", "binding": {"name": "mybind"}}
-        ]),
-        json!([
-            {"name": "default", "pod": {}},
-            {"name": "plugged", "multus": {"networkName": "nad"}}
-        ]),
+    assert_eq!(
+        p.links[4].kind,
+        Some(LinkKind::Tap(TapSpec {
+            owner: 0,
+            multi_queue: true
+        }))
     );
-    let with_masquerade = plan(&beside, &ipv4_pod()).expect("plans");
-    let masquerade_only = plan(&masquerade_vmi(), &ipv4_pod()).expect("plans");
-    assert_eq!(with_masquerade, masquerade_only);
+    assert_eq!(p.links[4].mtu, Some(9000));
+    assert!(
+        p.sysctls.iter().all(|s| !s.key.contains("arp_ignore")),
+        "{:?}",
+        p.sysctls
+    );
+    assert_eq!(p.dhcp_caches.len(), 0);
+    assert_eq!(p.interfaces[1].network, "blue");
+}
+
+/// A managedTap interface whose pod link is not there fails with KubeVirt's message, naming
+/// the interface.
+#[test]
+fn managed_tap_missing_pod_link_is_kubevirts_error() {
+    let err = network::plan(&managed_tap_vmi(), &PodFacts::default(), &cluster_plugins())
+        .expect_err("missing");
+    assert_eq!(err.label(), "pod_link_missing");
+    assert_eq!(
+        err.to_string(),
+        "spec.domain.devices.interfaces[0]: pod link (eth0) is missing"
+    );
+    let v = vmi(
+        json!([{"name": "default", "masquerade": {}}, {"name": "blue", "binding": {"name": "mtap"}}]),
+        json!([{"name": "default", "pod": {}}, {"name": "blue", "multus": {"networkName": "br"}}]),
+    );
+    let err = network::plan(&v, &ipv4_pod(), &cluster_plugins()).expect_err("missing");
+    assert_eq!(
+        err.to_string(),
+        "spec.domain.devices.interfaces[1]: pod link (pod16477688c0e) is missing"
+    );
 }
 
 #[test]
 fn missing_pod_interface_and_bad_cidr_are_errors() {
     let err = plan(&masquerade_vmi(), &PodFacts::default()).expect_err("missing");
-    assert_eq!(err.label(), "pod_interface");
-    assert!(err.to_string().contains("eth0"), "{err}");
+    assert_eq!(err.label(), "pod_link_missing");
+    assert_eq!(
+        err.to_string(),
+        "spec.domain.devices.interfaces[0]: pod link (eth0) is missing"
+    );
     let v = vmi(
         json!([{"name": "default", "masquerade": {}}]),
         json!([{"name": "default", "pod": {"vmNetworkCIDR": "10.0.0.0/31"}}]),

@@ -7,12 +7,13 @@
 //! `memBalloonStatsPeriod` (sent with `SyncVirtualMachine`), `virtualMachineOptions` and the
 //! CR's VGA annotation (the launcher's cluster options), `evictionStrategy`,
 //! `supportedGuestAgentVersions` and the migratable network binding plugins (the handler's
-//! decisions).
+//! decisions), the binding plugins' domain attachment types (the pod network and the launcher).
 
 use kvrs_admission::ClusterConfig;
 use kvrs_admission::kubevirt_cr::{DaemonSettings, KubevirtCr};
 use kvrs_admission::live_config::Overrides;
 use kvrs_decide::handler::HandlerConfig;
+use kvrs_node::network::BindingPlugins;
 use kvrs_runtime::kube::daemon::flag_overrides;
 
 use crate::Flags;
@@ -26,6 +27,9 @@ pub struct NodeConfig {
     pub daemon: DaemonSettings,
     /// What the handler's decisions read.
     pub decide: HandlerConfig,
+    /// The network binding plugins' `domainAttachmentType`s: the pod network setup wires a
+    /// `managedTap` plugin's interfaces, and the launcher is told which interfaces are taps.
+    pub bindings: BindingPlugins,
 }
 
 /// The flags that override the CR (`--feature-gates`, `--allow-emulation`).
@@ -52,10 +56,16 @@ pub fn derive(cr: &KubevirtCr) -> NodeConfig {
             .unwrap_or(defaults.supported_agent_versions),
         host_cpu_model: defaults.host_cpu_model,
     };
+    let bindings = cr
+        .network_bindings
+        .iter()
+        .filter_map(|(name, plugin)| Some((name.clone(), plugin.domain_attachment_type.clone()?)))
+        .collect();
     NodeConfig {
         cluster: cr.config.clone(),
         daemon: cr.daemon.clone(),
         decide,
+        bindings,
     }
 }
 
@@ -73,7 +83,11 @@ mod tests {
             "developerConfiguration": {"featureGates": ["HostDisk"], "useEmulation": false},
             "evictionStrategy": "LiveMigrate",
             "supportedGuestAgentVersions": ["9.*"],
-            "network": {"binding": {"passt": {"migration": {"method": "link-refresh"}}, "tap": {}}},
+            "network": {"binding": {
+                "passt": {"migration": {"method": "link-refresh"}},
+                "tap": {},
+                "mtap": {"domainAttachmentType": "managedTap"},
+            }},
         });
         let c = node_config(
             &[
@@ -88,6 +102,11 @@ mod tests {
         assert_eq!(c.decide.feature_gates, ["HostDisk", "Sidecar"]);
         assert_eq!(c.decide.eviction_strategy.as_deref(), Some("LiveMigrate"));
         assert_eq!(c.decide.migratable_bindings, ["passt"]);
+        assert_eq!(
+            c.bindings,
+            BindingPlugins::from_iter([("mtap", "managedTap")]),
+            "only plugins with a domainAttachmentType"
+        );
         assert_eq!(c.decide.supported_agent_versions, ["9.*"]);
         assert_eq!(
             c.decide.host_cpu_model,
@@ -101,6 +120,7 @@ mod tests {
         let c = node_config(&["virt-handler"], json!({}));
         assert_eq!(c.decide, HandlerConfig::default());
         assert_eq!(c.cluster, ClusterConfig::default());
+        assert_eq!(c.bindings, BindingPlugins::default());
     }
 
     fn node_config(argv: &[&str], configuration: serde_json::Value) -> NodeConfig {

@@ -37,7 +37,7 @@ pub fn sync_options(vmi: &VirtualMachineInstance, config: &NodeConfig) -> Virtua
             grace_io_virtualization_enabled: gate("GraceIOVirtualization"),
             ..ClusterConfig::default()
         }),
-        interface_domain_attachment: domain_attachments(vmi),
+        interface_domain_attachment: domain_attachments(vmi, config),
         ..VirtualMachineOptions::default()
     }
 }
@@ -59,18 +59,19 @@ fn preallocated_volumes(vmi: &VirtualMachineInstance) -> Vec<String> {
         .collect()
 }
 
-/// `tap` for every interface bound with masquerade or bridge (the core bindings KubeVirt attaches
-/// through a tap device); binding plugins would add their own attachment here.
-fn domain_attachments(vmi: &VirtualMachineInstance) -> HashMap<String, String> {
-    vmi.spec
-        .domain
-        .devices
-        .interfaces
-        .iter()
-        .flatten()
-        .filter(|i| i.masquerade.is_some() || i.bridge.is_some())
-        .map(|i| (i.name.clone(), "tap".to_string()))
-        .collect()
+/// How each interface attaches to the domain, as KubeVirt's `DomainAttachmentByInterfaceName`:
+/// `tap` for masquerade and bridge; a binding plugin's interface takes its plugin's
+/// `domainAttachmentType` from the cluster (`managedTap` sent as `tap`); others are absent.
+fn domain_attachments(
+    vmi: &VirtualMachineInstance,
+    config: &NodeConfig,
+) -> HashMap<String, String> {
+    let ifaces = vmi.spec.domain.devices.interfaces.as_deref();
+    kvrs_converter::domain_attachment_by_interface_name(ifaces.unwrap_or_default(), |name| {
+        config.bindings.attachment(name)
+    })
+    .into_iter()
+    .collect()
 }
 
 #[cfg(test)]
@@ -105,6 +106,32 @@ mod tests {
         let cluster = o.cluster_config.unwrap();
         assert!(cluster.bochs_display_for_efi_guests);
         assert!(!cluster.free_page_reporting_disabled && !cluster.serial_console_log_disabled);
+    }
+
+    #[test]
+    fn binding_plugins_attach_as_the_cluster_says() {
+        let vmi: VirtualMachineInstance = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "a", "namespace": "n"},
+            "spec": {"domain": {"devices": {"interfaces": [
+                {"name": "default", "bridge": {}},
+                {"name": "m", "binding": {"name": "mtap"}},
+                {"name": "t", "binding": {"name": "plaintap"}},
+                {"name": "p", "binding": {"name": "passt"}},
+                {"name": "u", "binding": {"name": "unregistered"}}
+            ]}}}
+        }))
+        .unwrap();
+        let mut config = default_config();
+        config.bindings = kvrs_node::network::BindingPlugins::from_iter([
+            ("mtap", "managedTap"),
+            ("plaintap", "tap"),
+        ]);
+        let o = sync_options(&vmi, &config);
+        let want: HashMap<String, String> = [("default", "tap"), ("m", "tap"), ("t", "tap")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(o.interface_domain_attachment, want);
     }
 
     #[test]

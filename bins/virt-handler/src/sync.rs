@@ -149,6 +149,7 @@ impl Handler {
             launcher_pid: pid,
             guest_info_fetched: facts.guest_info.is_some(),
             allow_emulation: settings.cluster.use_emulation,
+            bindings: settings.bindings.clone(),
         };
         let out = execute_handler(decide_now, &mut facts, Some(&sent_vmi), &mut fx).await;
         match out.plan.io_error_retry {
@@ -353,6 +354,9 @@ struct Fx<'a> {
     guest_info_fetched: bool,
     /// The sync's snapshot of `useEmulation`.
     allow_emulation: bool,
+    /// The sync's snapshot of the network binding plugins (a `managedTap` plugin's pod side is
+    /// the handler's to make).
+    bindings: kvrs_node::network::BindingPlugins,
 }
 
 impl Api for Fx<'_> {
@@ -469,10 +473,11 @@ impl Node for Fx<'_> {
             NodeStep::SetupNetworks { .. } => {
                 let (pod, vmi) = self.pod_and_vmi(vmi, step)?;
                 let vmi = vmi.clone();
+                let bindings = self.bindings.clone();
                 // The pod IPs are read before the setup: bridge binding moves them to the guest.
                 let (before, setup) = tokio::task::spawn_blocking(move || {
                     let before = kvrs_node::network::discover(&pod)?;
-                    let setup = kvrs_node::setup_pod_network(&pod, &vmi)?;
+                    let setup = kvrs_node::setup_pod_network(&pod, &vmi, &bindings)?;
                     Ok::<_, kvrs_node::NodeError>((before, setup))
                 })
                 .await

@@ -1,4 +1,6 @@
-//! Planning a bridge-bound interface, as KubeVirt rewires the pod for it:
+//! Planning a bridge-bound interface, as KubeVirt rewires the pod for it (the links, without
+//! the placeholder address and the DHCP cache, are also a `managedTap` plugin's: see
+//! [`super::managed_tap`]):
 //!
 //! * bridge `k6t-<iface>` (up; a link-local placeholder `169.254.75.1<i>/32` when the pod had
 //!   IPv4, `i` being the interface's index);
@@ -31,55 +33,86 @@ pub(crate) fn plan_iface(
     facts: &PodFacts,
     plan: &mut NetPlan,
 ) -> Result<(), NodeError> {
-    let missing = |iface: &str| NodeError::PodInterface {
-        iface: iface.to_string(),
-        reason: "pod link is missing".into(),
-    };
-    let bridge = names::bridge_name(&w.pod_iface);
-    let nic = names::bridged_pod_iface(&w.pod_iface);
-    let tap = names::tap_name(&w.pod_iface, w.secondary);
-    // `original` is the pod's own link (possibly renamed already); `held` carries the facts
-    // the guest inherits (the link itself before the rewiring, the dummy after).
-    let (original, held, rewired) = match facts.link(&nic) {
-        Some(renamed) => {
-            let dummy = facts
-                .link(&w.pod_iface)
-                .ok_or_else(|| missing(&w.pod_iface))?;
-            (renamed, dummy, true)
-        }
-        None => {
-            let link = facts
-                .link(&w.pod_iface)
-                .ok_or_else(|| missing(&w.pod_iface))?;
-            (link, link, false)
-        }
-    };
-    let pod_v4 = held
-        .addresses
-        .iter()
-        .find(|a| a.ip.is_ipv4() && a.is_global_unicast())
-        .copied();
-    let mtu = held.mtu;
-
-    if !rewired {
+    let pod = BridgedPod::find(w, facts)?;
+    if !pod.rewired {
         plan.dhcp_caches.push(DhcpCacheFile {
             pod_iface: w.pod_iface.clone(),
-            config: dhcp_config(ctx, w, facts, original, pod_v4)?,
+            config: dhcp_config(ctx, w, facts, pod.original, pod.ipv4)?,
         });
     }
-
-    let placeholder: Vec<IfAddr> = if pod_v4.is_some() {
+    let placeholder: Vec<IfAddr> = if pod.ipv4.is_some() {
         let ip: Ipv4Addr =
             format!("169.254.75.1{}", w.index)
                 .parse()
                 .map_err(|_| NodeError::InvalidSpec {
-                    field: format!("spec.domain.devices.interfaces[{}]", w.index),
+                    field: w.field(),
                     reason: "too many interfaces for the bridge placeholder address".into(),
                 })?;
         vec![IfAddr::new(IpAddr::V4(ip), 32)]
     } else {
         Vec::new()
     };
+    let mut setup = push_bridged_links(ctx, w, &pod, placeholder, plan);
+    let gateway = first_link_route(facts, pod.original.index).and_then(|r| r.gateway);
+    setup.guest_ipv4 = pod.ipv4;
+    setup.gateway_ipv4 = gateway.map(IpAddr::V4);
+    plan.interfaces.push(setup);
+    Ok(())
+}
+
+/// The pod's side of a bridged binding (bridge, `managedTap`) as the node finds it.
+pub(crate) struct BridgedPod<'f> {
+    /// The pod's own link (already renamed `<iface>-nic` on a rewired pod).
+    pub original: &'f PodLink,
+    /// The link carrying the facts the guest inherits: the pod's link before the rewiring,
+    /// the dummy after.
+    pub held: &'f PodLink,
+    /// Whether a previous run rewired the pod already.
+    pub rewired: bool,
+    /// The held link's first global unicast IPv4 address.
+    pub ipv4: Option<IfAddr>,
+}
+
+impl<'f> BridgedPod<'f> {
+    /// Finds the pod link of `w`, renamed or not; KubeVirt's "pod link (NAME) is missing" when
+    /// it is not there.
+    pub fn find(w: &WiredIface<'_>, facts: &'f PodFacts) -> Result<Self, NodeError> {
+        let nic = names::bridged_pod_iface(&w.pod_iface);
+        let (original, held, rewired) = match facts.link(&nic) {
+            Some(renamed) => (renamed, w.pod_link(facts, &w.pod_iface)?, true),
+            None => {
+                let link = w.pod_link(facts, &w.pod_iface)?;
+                (link, link, false)
+            }
+        };
+        let ipv4 = held
+            .addresses
+            .iter()
+            .find(|a| a.ip.is_ipv4() && a.is_global_unicast())
+            .copied();
+        Ok(BridgedPod {
+            original,
+            held,
+            rewired,
+            ipv4,
+        })
+    }
+}
+
+/// The links both bridged bindings make — bridge `k6t-<iface>` holding `bridge_addrs`, the pod
+/// link renamed `<iface>-nic` on it with the bridge's MAC and no addresses, the tap on it, the
+/// dummy keeping the pod's MAC, MTU and addresses — and `arp_ignore=1` when the pod has a
+/// global IPv4 address. Returns the interface's setup without guest addresses.
+pub(crate) fn push_bridged_links(
+    ctx: &PlanContext<'_>,
+    w: &WiredIface<'_>,
+    pod: &BridgedPod<'_>,
+    bridge_addrs: Vec<IfAddr>,
+    plan: &mut NetPlan,
+) -> InterfaceSetup {
+    let bridge = names::bridge_name(&w.pod_iface);
+    let tap = names::tap_name(&w.pod_iface, w.secondary);
+    let mtu = pod.held.mtu;
     plan.links.push(LinkSpec {
         name: bridge.clone(),
         kind: Some(LinkKind::Bridge),
@@ -87,14 +120,14 @@ pub(crate) fn plan_iface(
         mac: MacSpec::Keep,
         mtu: None,
         controller: None,
-        addresses: Some(placeholder),
+        addresses: Some(bridge_addrs),
         up: true,
         learning_off: false,
     });
     plan.links.push(LinkSpec {
-        name: nic,
+        name: names::bridged_pod_iface(&w.pod_iface),
         kind: None,
-        existing_index: Some(original.index),
+        existing_index: Some(pod.original.index),
         mac: MacSpec::CopyFrom(bridge.clone()),
         mtu: None,
         controller: Some(bridge.clone()),
@@ -121,21 +154,20 @@ pub(crate) fn plan_iface(
         name: w.pod_iface.clone(),
         kind: Some(LinkKind::Dummy),
         existing_index: None,
-        mac: held.mac.map_or(MacSpec::Keep, MacSpec::Set),
+        mac: pod.held.mac.map_or(MacSpec::Keep, MacSpec::Set),
         mtu: Some(mtu),
         controller: None,
-        addresses: Some(held.addresses.clone()),
+        addresses: Some(pod.held.addresses.clone()),
         up: false,
         learning_off: false,
     });
-    if pod_v4.is_some() {
+    if pod.ipv4.is_some() {
         plan.sysctls.push(Sysctl {
             key: "net/ipv4/conf/all/arp_ignore".into(),
             value: "1".into(),
         });
     }
-    let gateway = first_link_route(facts, original.index).and_then(|r| r.gateway);
-    plan.interfaces.push(InterfaceSetup {
+    InterfaceSetup {
         network: w.network.name.clone(),
         binding: w.binding,
         pod_iface: w.pod_iface.clone(),
@@ -143,12 +175,11 @@ pub(crate) fn plan_iface(
         tap,
         mtu,
         multi_queue,
-        guest_ipv4: pod_v4,
-        gateway_ipv4: gateway.map(IpAddr::V4),
+        guest_ipv4: None,
+        gateway_ipv4: None,
         guest_ipv6: None,
         gateway_ipv6: None,
-    });
-    Ok(())
+    }
 }
 
 fn first_link_route(facts: &PodFacts, index: u32) -> Option<&super::facts::Route4> {

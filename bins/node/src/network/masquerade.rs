@@ -21,12 +21,7 @@ pub(crate) fn plan_iface(
     with_nat: bool,
     plan: &mut NetPlan,
 ) -> Result<(), NodeError> {
-    let pod = facts
-        .link(&w.pod_iface)
-        .ok_or_else(|| NodeError::PodInterface {
-            iface: w.pod_iface.clone(),
-            reason: "pod link is missing".into(),
-        })?;
+    let pod = w.pod_link(facts, &w.pod_iface)?;
     let has_v4 = pod
         .addresses
         .iter()

@@ -9,6 +9,7 @@ mod bridge;
 pub mod cidr;
 pub mod dhcp_cache;
 pub mod facts;
+mod managed_tap;
 mod masquerade;
 pub mod names;
 mod netns;
@@ -22,7 +23,7 @@ pub use facts::{IfAddr, PodFacts, PodLink, Route4};
 pub use masquerade::MASQUERADE_BRIDGE_MAC;
 pub use netns::run_in_netns;
 pub use plan::{InterfaceSetup, LinkKind, LinkSpec, MacSpec, NetPlan, Sysctl, TapSpec, plan};
-pub use spec::Binding;
+pub use spec::{Binding, BindingPlugins};
 
 use crate::error::NodeError;
 use crate::pod::PodRef;
@@ -35,7 +36,8 @@ pub struct NetSetup {
     pub interfaces: Vec<InterfaceSetup>,
 }
 
-/// Discovers, plans and applies the pod network of `vmi` in `pod`.
+/// Discovers, plans and applies the pod network of `vmi` in `pod`, in a cluster whose network
+/// binding plugins are `plugins` (a `managedTap` plugin's interfaces are wired here too).
 ///
 /// Safe to run again on a pod already set up (a restarted handler): the second run finds the
 /// links and the NAT in place and changes nothing. Needs `CAP_SYS_ADMIN` (setns) and
@@ -43,12 +45,13 @@ pub struct NetSetup {
 pub fn setup_pod_network(
     pod: &PodRef,
     vmi: &VirtualMachineInstance,
+    plugins: &BindingPlugins,
 ) -> Result<NetSetup, NodeError> {
     let key = vmi_key(vmi);
     let span = tracing::info_span!("pod_network", vmi = %key);
     let _guard = span.enter();
     let facts = discover(pod)?;
-    let plan = plan(vmi, &facts)?;
+    let plan = plan(vmi, &facts, plugins)?;
     tracing::debug!(
         links = plan.links.len(),
         nat = plan.nft_script.is_some(),
@@ -58,6 +61,7 @@ pub fn setup_pod_network(
     for i in &plan.interfaces {
         tracing::info!(
             network = %i.network,
+            binding = ?i.binding,
             pod_iface = %i.pod_iface,
             bridge = %i.bridge,
             tap = %i.tap,

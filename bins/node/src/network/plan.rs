@@ -7,8 +7,8 @@
 
 use super::dhcp_cache::DhcpConfig;
 use super::facts::{IfAddr, PodFacts};
-use super::spec::{Binding, WiredIface, wired_ifaces};
-use super::{bridge, masquerade};
+use super::spec::{Binding, BindingPlugins, WiredIface, wired_ifaces};
+use super::{bridge, managed_tap, masquerade};
 use crate::error::NodeError;
 use kvrs_api::VirtualMachineInstance;
 use serde::Serialize;
@@ -126,7 +126,8 @@ pub struct InterfaceSetup {
     pub mtu: u32,
     /// Whether the tap is multi-queue.
     pub multi_queue: bool,
-    /// The guest's IPv4 address (masquerade: the subnet's second host; bridge: the pod's).
+    /// The guest's IPv4 address (masquerade: the subnet's second host; bridge: the pod's;
+    /// `managedTap`: none, the plugin gives the guest its address).
     pub guest_ipv4: Option<IfAddr>,
     /// The guest's IPv4 gateway.
     pub gateway_ipv4: Option<IpAddr>,
@@ -136,9 +137,14 @@ pub struct InterfaceSetup {
     pub gateway_ipv6: Option<IpAddr>,
 }
 
-/// Plans the pod network of `vmi` for a pod that looks like `facts`.
-pub fn plan(vmi: &VirtualMachineInstance, facts: &PodFacts) -> Result<NetPlan, NodeError> {
-    let ifaces = wired_ifaces(vmi, facts)?;
+/// Plans the pod network of `vmi` for a pod that looks like `facts`, in a cluster whose network
+/// binding plugins are `plugins`.
+pub fn plan(
+    vmi: &VirtualMachineInstance,
+    facts: &PodFacts,
+    plugins: &BindingPlugins,
+) -> Result<NetPlan, NodeError> {
+    let ifaces = wired_ifaces(vmi, facts, plugins)?;
     let ctx = PlanContext::of(vmi);
     let mut plan = NetPlan::default();
     let mut nat_done = false;
@@ -152,6 +158,7 @@ pub fn plan(vmi: &VirtualMachineInstance, facts: &PodFacts) -> Result<NetPlan, N
                 masquerade::plan_iface(&ctx, w, facts, with_nat, &mut plan)?;
             }
             Binding::Bridge => bridge::plan_iface(&ctx, w, facts, &mut plan)?,
+            Binding::ManagedTap => managed_tap::plan_iface(&ctx, w, facts, &mut plan)?,
         }
     }
     dedup_sysctls(&mut plan.sysctls);

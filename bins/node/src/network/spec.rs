@@ -1,11 +1,15 @@
 //! Reading the VMI's network interfaces: which binding, which network, which pod interface.
 
-use super::facts::PodFacts;
+use super::facts::{PodFacts, PodLink};
 use super::names;
 use crate::error::NodeError;
 use kvrs_api::VirtualMachineInstance;
 use kvrs_api::api::{Interface, Network};
 use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The `domainAttachmentType` of a binding plugin whose pod side virt-handler makes itself.
+pub const MANAGED_TAP: &str = "managedTap";
 
 /// The bindings the node side prepares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -15,6 +19,39 @@ pub enum Binding {
     Masquerade,
     /// The pod interface's L2 handed to the guest through an in-pod bridge.
     Bridge,
+    /// A network binding plugin with `domainAttachmentType: managedTap`: the bridge binding's
+    /// links without its DHCP (the plugin gives the guest its address).
+    #[serde(rename = "managedTap")]
+    ManagedTap,
+}
+
+/// The cluster's network binding plugins as the node side needs them: each plugin's
+/// `domainAttachmentType` by plugin name (the KubeVirt CR's
+/// `spec.configuration.network.binding`). The VMI names its plugin only; whether the handler
+/// must make the plugin's pod side is the cluster's word, so it comes in beside the VMI.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BindingPlugins {
+    /// Plugin name -> its `domainAttachmentType` (`tap`, `managedTap`); a plugin without one is
+    /// absent.
+    pub attachment_by_name: BTreeMap<String, String>,
+}
+
+impl BindingPlugins {
+    /// The `domainAttachmentType` of plugin `name`, if the cluster registers it with one.
+    pub fn attachment(&self, name: &str) -> Option<&str> {
+        self.attachment_by_name.get(name).map(String::as_str)
+    }
+}
+
+impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for BindingPlugins {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        BindingPlugins {
+            attachment_by_name: iter
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        }
+    }
 }
 
 /// One VMI interface the node has to wire, with everything resolved.
@@ -33,10 +70,27 @@ pub(crate) struct WiredIface<'a> {
     pub secondary: bool,
 }
 
-/// The interfaces to wire, in spec order. Absent (hot-unplugged) interfaces are skipped.
+impl WiredIface<'_> {
+    /// The spec field of this interface, for errors.
+    pub fn field(&self) -> String {
+        format!("spec.domain.devices.interfaces[{}]", self.index)
+    }
+
+    /// The pod link `name`, or KubeVirt's "pod link (NAME) is missing" naming this interface.
+    pub fn pod_link<'f>(&self, facts: &'f PodFacts, name: &str) -> Result<&'f PodLink, NodeError> {
+        facts.link(name).ok_or_else(|| NodeError::PodLinkMissing {
+            field: self.field(),
+            link: name.to_string(),
+        })
+    }
+}
+
+/// The interfaces to wire, in spec order. Absent (hot-unplugged) interfaces are skipped, and
+/// so are binding plugins' interfaces unless `plugins` says the plugin is `managedTap`.
 pub(crate) fn wired_ifaces<'a>(
     vmi: &'a VirtualMachineInstance,
     facts: &PodFacts,
+    plugins: &BindingPlugins,
 ) -> Result<Vec<WiredIface<'a>>, NodeError> {
     let ifaces = vmi
         .spec
@@ -52,16 +106,10 @@ pub(crate) fn wired_ifaces<'a>(
         if iface.state.as_deref() == Some("absent") {
             continue;
         }
-        // A binding plugin's interface is left to the plugin, as KubeVirt v1.9.0's virt-handler
-        // leaves it (netpod.go): its sidecar writes the domain's interface and its CNI plugin
-        // (or the backend libvirt starts, e.g. passt) owns the pod side. Only a `managedTap`
-        // plugin has the handler make a bridge and tap; this planner sees the VMI alone, not the
-        // KubeVirt CR that says which plugin is one, so such plugins get no tap here.
-        if iface.binding.is_some() {
-            continue;
-        }
         let field = format!("spec.domain.devices.interfaces[{index}]");
-        let binding = binding_of(iface, &field)?;
+        let Some(binding) = binding_of(iface, &field, plugins)? else {
+            continue;
+        };
         let (network_index, network) = networks
             .iter()
             .enumerate()
@@ -101,15 +149,27 @@ pub(crate) fn wired_ifaces<'a>(
     Ok(out)
 }
 
-fn binding_of(iface: &Interface, field: &str) -> Result<Binding, NodeError> {
+/// The binding the node wires for `iface`; `None` for an interface left to its binding plugin.
+fn binding_of(
+    iface: &Interface,
+    field: &str,
+    plugins: &BindingPlugins,
+) -> Result<Option<Binding>, NodeError> {
     let unsupported = |what: &str| NodeError::Unsupported {
         field: field.to_string(),
         reason: format!("{what} binding is not supported by kvrs's node setup"),
     };
     if iface.masquerade.is_some() {
-        Ok(Binding::Masquerade)
+        Ok(Some(Binding::Masquerade))
     } else if iface.bridge.is_some() {
-        Ok(Binding::Bridge)
+        Ok(Some(Binding::Bridge))
+    } else if let Some(plugin) = &iface.binding {
+        // As KubeVirt v1.9.0's virt-handler (netpod.go): only a `managedTap` plugin has the
+        // handler make the pod side (bridge, tap, dummy). Any other plugin's interface — `tap`
+        // or no attachment type, or a plugin the cluster does not register — is left to the
+        // plugin: its sidecar writes the domain's interface and its CNI plugin (or the backend
+        // libvirt starts, e.g. passt) owns the pod side.
+        Ok((plugins.attachment(&plugin.name) == Some(MANAGED_TAP)).then_some(Binding::ManagedTap))
     } else if iface.passt_binding.is_some() || iface.passt.is_some() {
         Err(unsupported("passt"))
     } else if iface.sriov.is_some() {

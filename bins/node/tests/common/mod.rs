@@ -54,6 +54,8 @@ pub fn kernel_has_dummy_links() -> bool {
 pub struct PodNetns {
     pub name: String,
     pub octet: u32,
+    /// The node's end of the pod's veth pair (in the test's own namespace).
+    pub host_end: String,
 }
 
 impl PodNetns {
@@ -66,7 +68,11 @@ impl PodNetns {
         let octet = (pid % 200) + n + 1;
         let host_end = format!("kvn{}x{n}", pid % 100_000);
         run("ip", &["netns", "add", &name]);
-        let ns = PodNetns { name, octet };
+        let ns = PodNetns {
+            name,
+            octet,
+            host_end: host_end.clone(),
+        };
         run(
             "ip",
             &[
