@@ -17,7 +17,11 @@
 //!    are Ready;
 //! 4. checks that `before` kept running (the same QEMU process, same start time), starts VM
 //!    `after` under kvrs, and checks KubeVirt's virt-api still refuses a bad VM;
-//! 5. removes the patches (the way back), waits for KubeVirt's own pods, and checks both VMs
+//! 5. opens `after`'s serial console and VNC display with KubeVirt's own virtctl through
+//!    KubeVirt's virt-api (kube-apiserver's aggregator → virt-api → kvrs's handler, on the
+//!    operator's certificates and `kubevirt-ca`): the guest's shell answers on the console, the
+//!    display answers a viewer's RFB handshake;
+//! 6. removes the patches (the way back), waits for KubeVirt's own pods, and checks both VMs
 //!    are still running on the same QEMU processes.
 //!
 //! Each step prints its time; a failed step prints why (pod states, container logs) and the
@@ -27,12 +31,14 @@
 //! run VM `after`: the node is gone when the run ends. Exit status 0 only when every step
 //! passed.
 //!
-//! usage: dropin --kubevirt-images DIR --kvrs-images DIR --manifests DIR
+//! usage: dropin --kubevirt-images DIR --kvrs-images DIR --manifests DIR --virtctl FILE
+//! (FILE: `scripts/virtctl-harness.sh`'s binary, KubeVirt v1.9.0's virtctl commands)
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use kvrs_test_cluster::{NodeComponent, Options, RealNode, TestCluster};
+use kvrs_test_guest::virtctl::{Session, Virtctl, rfb_handshake};
 use serde_json::Value;
 
 /// A step's error: one line saying what failed and why (no panic: the run goes on and tears
@@ -65,8 +71,10 @@ const KVRS_CONTROLLER: &str = "kvrs/virt-controller:v0.1.0";
 const KVRS_HANDLER: &str = "kvrs/virt-handler:v0.1.0";
 const KVRS_LAUNCHER: &str = "kvrs/virt-launcher:v0.1.0";
 
-/// The VMs: a Debian kernel + busybox initramfs from kvrs's kernel-boot image, no disk and no
-/// NIC, so the run depends on nothing but the two control planes and the launcher.
+/// The VMs: a Debian kernel + busybox initramfs from kvrs's kernel-boot image, no NIC and no
+/// disk image, so the run depends on nothing but the two control planes and the launcher. An
+/// empty disk (`vda`) and the cloud-init disk (`vdb`, where the test guest's init reads its
+/// `KVRS-RUN:` lines) give the guest a shell on its serial console, both made by the launcher.
 fn vm(name: &str) -> String {
     format!(
         r#"apiVersion: kubevirt.io/v1
@@ -94,6 +102,22 @@ spec:
             memory: 128Mi
         devices:
           autoattachPodInterface: false
+          disks:
+            - name: scratch
+              disk:
+                bus: virtio
+            - name: cloudinit
+              disk:
+                bus: virtio
+      volumes:
+        - name: scratch
+          emptyDisk:
+            capacity: 16Mi
+        - name: cloudinit
+          cloudInitNoCloud:
+            userData: |
+              #cloud-config
+              KVRS-RUN: sh -i </dev/ttyS0 >/dev/ttyS0 2>&1
 "#
     )
 }
@@ -123,22 +147,25 @@ struct Args {
     kubevirt_images: PathBuf,
     kvrs_images: PathBuf,
     manifests: PathBuf,
+    virtctl: PathBuf,
 }
 
 fn args() -> Result<Args> {
     let mut it = std::env::args().skip(1);
-    let (mut kubevirt_images, mut kvrs_images, mut manifests) = (None, None, None);
+    let (mut kubevirt_images, mut kvrs_images, mut manifests, mut virtctl) =
+        (None, None, None, None);
     while let Some(flag) = it.next() {
         let value = it
             .next()
             .map(PathBuf::from)
-            .ok_or_else(|| err!("{flag}: a directory is expected after it"))?;
+            .ok_or_else(|| err!("{flag}: a path is expected after it"))?;
         match flag.as_str() {
             "--kubevirt-images" => kubevirt_images = Some(value),
             "--kvrs-images" => kvrs_images = Some(value),
             "--manifests" => manifests = Some(value),
+            "--virtctl" => virtctl = Some(value),
             _ => bail!(
-                "unknown flag {flag} (usage: dropin --kubevirt-images DIR --kvrs-images DIR --manifests DIR)"
+                "unknown flag {flag} (usage: dropin --kubevirt-images DIR --kvrs-images DIR --manifests DIR --virtctl FILE)"
             ),
         }
     }
@@ -150,6 +177,9 @@ fn args() -> Result<Args> {
         kubevirt_images: need(kubevirt_images, "kubevirt-images")?,
         kvrs_images: need(kvrs_images, "kvrs-images")?,
         manifests: need(manifests, "manifests")?,
+        virtctl: virtctl.filter(|p| p.is_file()).ok_or_else(|| {
+            err!("--virtctl: an existing file is required (scripts/virtctl-harness.sh prints it)")
+        })?,
     })
 }
 
@@ -868,6 +898,12 @@ fn drive() -> Result<()> {
                 r.phase_timeline("after")
             ))
         });
+        if after.is_some() {
+            run.step(
+                "VM `after`'s console and VNC through KubeVirt's virt-api (virtctl)",
+                |r| console_and_vnc(r, &args.virtctl, "after"),
+            );
+        }
         // What kvrs's daemons logged while they ran the VM (the node goes at the end).
         eprintln!("{}", run.save_logs().lines().next().unwrap_or(""));
         if before.is_none() {
@@ -923,6 +959,93 @@ fn drive() -> Result<()> {
         });
     }
     summary(&run)
+}
+
+/// `virtctl console NAME` and `virtctl vnc NAME --proxy-only` (KubeVirt's own commands) as a
+/// user runs them: through kube-apiserver's aggregator to KubeVirt's virt-api, which dials the
+/// VM's node's handler — here kvrs's, on the certificates KubeVirt's operator issued. The
+/// guest's shell must answer a command on the console, Ctrl+] must end virtctl cleanly, and the
+/// display must complete a viewer's RFB handshake.
+fn console_and_vnc(r: &Run, virtctl: &Path, name: &str) -> Result<String> {
+    let virtctl = Virtctl {
+        bin: virtctl.to_path_buf(),
+        kubeconfig: r.cluster.admin_kubeconfig_path().to_path_buf(),
+        namespace: "default".into(),
+    };
+    let scratch = tempfile::tempdir().map_err(|e| format!("a scratch directory: {e}"))?;
+    let mut console = Session::start(
+        &virtctl,
+        &["console", name, "--timeout=1"],
+        &scratch.path().join("console.err"),
+    );
+    console.ask("echo KVRS-DROPIN-$((6*7))", "KVRS-DROPIN-42")?;
+    if !console
+        .stderr()
+        .contains("Successfully connected to guest console")
+    {
+        bail!(
+            "virtctl console did not say it connected: {}",
+            console.stderr()
+        );
+    }
+    console.type_in(&[29]); // Ctrl+]
+    match console.wait(Duration::from_secs(20)) {
+        Some(s) if s.success() => {}
+        other => bail!(
+            "virtctl console after Ctrl+]: {other:?}\n{}",
+            console.stderr()
+        ),
+    }
+    drop(console);
+
+    let mut vnc = Session::start(
+        &virtctl,
+        &["vnc", name, "--proxy-only"],
+        &scratch.path().join("vnc.err"),
+    );
+    let port = r.wait("virtctl vnc's port", Duration::from_secs(60), |_| {
+        let out = vnc.stdout();
+        let port = out
+            .lines()
+            .next()
+            .and_then(|l| serde_json::from_str::<Value>(l).ok())
+            .and_then(|v| v["port"].as_u64())
+            .and_then(|p| u16::try_from(p).ok());
+        match port {
+            Some(p) => Ok(Some(p)),
+            None => Err(format!(
+                "stdout {:?}, stderr {:?}",
+                vnc.stdout(),
+                vnc.stderr()
+            )),
+        }
+    })?;
+    // The handshake helper asserts each step; its panic message is this step's reason.
+    let server = std::panic::catch_unwind(|| rfb_handshake(port)).map_err(|p| {
+        let why = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        err!(
+            "the RFB handshake through virtctl's proxy: {why}\n{}",
+            vnc.stderr()
+        )
+    })?;
+    if server.width == 0 || server.height == 0 {
+        bail!("a {}x{} display", server.width, server.height);
+    }
+    match vnc.wait(Duration::from_secs(20)) {
+        Some(s) if s.success() => {}
+        other => bail!(
+            "virtctl vnc after the viewer left: {other:?}\n{}",
+            vnc.stderr()
+        ),
+    }
+    Ok(format!(
+        "the guest's shell answered on the console; VNC {} {}x{} \"{}\"",
+        server.version, server.width, server.height, server.name
+    ))
 }
 
 /// Which objects of kvrs's own manifests (`bins/deploy`) already exist once KubeVirt's operator
