@@ -8,7 +8,7 @@ use common::PodNetns;
 use kvrs_api::VirtualMachineInstance;
 use kvrs_node::network::BindingPlugins;
 use kvrs_node::network::dhcp_cache::read_cache_file;
-use kvrs_node::{PodRef, setup_pod_network};
+use kvrs_node::setup_pod_network;
 use serde_json::json;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
@@ -28,16 +28,8 @@ fn vmi() -> VirtualMachineInstance {
 fn bridge_binding_rewires_the_pod_and_writes_the_dhcp_cache_idempotently() {
     let ns = PodNetns::new();
     let root = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir_all(root.path().join("var/run")).expect("var/run");
-    let pod = PodRef {
-        netns: ns.path(),
-        root: root.path().to_path_buf(),
-    };
-    let pod_mac = ns.link("eth0")["address"]
-        .as_str()
-        .expect("mac")
-        .to_string();
-    let eth0_index = ns.link("eth0")["ifindex"].clone();
+    let pod = ns.pod(&root);
+    let (pod_mac, eth0_index) = ns.eth0_identity();
 
     // A kernel without dummy links (e.g. a minimal VM kernel without CONFIG_DUMMY) gets a veth
     // pair left down in the dummy's place; everything else is the same.

@@ -7,7 +7,7 @@ mod common;
 use common::{PodNetns, run};
 use kvrs_api::VirtualMachineInstance;
 use kvrs_node::network::BindingPlugins;
-use kvrs_node::{PodRef, setup_pod_network};
+use kvrs_node::setup_pod_network;
 use serde_json::{Value, json};
 use std::process::Command;
 
@@ -57,16 +57,8 @@ fn is_up(link: &Value) -> bool {
 fn managed_tap_rewires_the_pod_without_address_or_dhcp_and_the_guest_reaches_the_pod_network() {
     let ns = PodNetns::new();
     let root = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir_all(root.path().join("var/run")).expect("var/run");
-    let pod = PodRef {
-        netns: ns.path(),
-        root: root.path().to_path_buf(),
-    };
-    let pod_mac = ns.link("eth0")["address"]
-        .as_str()
-        .expect("mac")
-        .to_string();
-    let eth0_index = ns.link("eth0")["ifindex"].clone();
+    let pod = ns.pod(&root);
+    let (pod_mac, eth0_index) = ns.eth0_identity();
     let has_dummy = common::kernel_has_dummy_links();
     if !has_dummy {
         eprintln!("NOTE: kernel has no dummy links: the pod's addresses are held on a veth");
@@ -203,10 +195,7 @@ fn managed_tap_rewires_the_pod_without_address_or_dhcp_and_the_guest_reaches_the
 fn a_tap_plugin_leaves_the_pod_alone() {
     let ns = PodNetns::new();
     let root = tempfile::tempdir().expect("tempdir");
-    let pod = PodRef {
-        netns: ns.path(),
-        root: root.path().to_path_buf(),
-    };
+    let pod = ns.pod(&root);
     let before = ns.ip(&["-j", "-d", "link", "show"]);
     let tap = BindingPlugins::from_iter([("mtap", "tap")]);
     let done = setup_pod_network(&pod, &vmi(), &tap).expect("setup");

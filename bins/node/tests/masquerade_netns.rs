@@ -24,13 +24,6 @@ fn vmi(ports: Option<Value>) -> VirtualMachineInstance {
     .expect("fixture")
 }
 
-fn pod(ns: &PodNetns, root: &tempfile::TempDir) -> PodRef {
-    PodRef {
-        netns: ns.path(),
-        root: root.path().to_path_buf(),
-    }
-}
-
 /// (chain, type, hook, prio, rule count) of table `ip nat`.
 fn nat_chains(ruleset: &Value) -> Vec<(String, String, String, i64, usize)> {
     let items = ruleset["nftables"].as_array().cloned().unwrap_or_default();
@@ -64,7 +57,7 @@ fn masquerade_builds_kubevirts_bridge_tap_and_nat_and_is_idempotent() {
     let vmi = vmi(None);
 
     let done =
-        setup_pod_network(&pod(&ns, &root), &vmi, &BindingPlugins::default()).expect("setup");
+        setup_pod_network(&ns.pod(&root), &vmi, &BindingPlugins::default()).expect("setup");
     let i = &done.interfaces[0];
     assert_eq!(
         (i.bridge.as_str(), i.tap.as_str(), i.mtu),
@@ -155,7 +148,7 @@ fn masquerade_builds_kubevirts_bridge_tap_and_nat_and_is_idempotent() {
     check(&ns);
 
     // A restarted handler runs the setup again: nothing is duplicated, nothing fails.
-    let again = setup_pod_network(&pod(&ns, &root), &vmi, &BindingPlugins::default())
+    let again = setup_pod_network(&ns.pod(&root), &vmi, &BindingPlugins::default())
         .expect("second setup");
     assert_eq!(again, done);
     check(&ns);
@@ -166,8 +159,8 @@ fn masquerade_forwards_only_the_listed_ports() {
     let ns = PodNetns::new();
     let root = tempfile::tempdir().expect("tempdir");
     let vmi = vmi(Some(json!([{"port": 22}, {"port": 53, "protocol": "UDP"}])));
-    setup_pod_network(&pod(&ns, &root), &vmi, &BindingPlugins::default()).expect("setup");
-    setup_pod_network(&pod(&ns, &root), &vmi, &BindingPlugins::default()).expect("second setup");
+    setup_pod_network(&ns.pod(&root), &vmi, &BindingPlugins::default()).expect("setup");
+    setup_pod_network(&ns.pod(&root), &vmi, &BindingPlugins::default()).expect("second setup");
     insta::assert_snapshot!("masquerade_ports_nat_table", ns.nat_table_text("ip"));
 }
 

@@ -92,6 +92,23 @@ impl PodNetns {
         ns
     }
 
+    /// The pod as the node library addresses it: this namespace, with `root` as the pod's
+    /// filesystem (its `var/run` made, where the DHCP cache goes).
+    pub fn pod(&self, root: &tempfile::TempDir) -> kvrs_node::PodRef {
+        std::fs::create_dir_all(root.path().join("var/run")).expect("var/run");
+        kvrs_node::PodRef {
+            netns: self.path(),
+            root: root.path().to_path_buf(),
+        }
+    }
+
+    /// `eth0`'s MAC and interface index as the CNI left them (the bindings rename and re-MAC it).
+    pub fn eth0_identity(&self) -> (String, Value) {
+        let eth0 = self.link("eth0");
+        let mac = eth0["address"].as_str().expect("eth0's mac").to_string();
+        (mac, eth0["ifindex"].clone())
+    }
+
     pub fn path(&self) -> PathBuf {
         PathBuf::from(format!("/run/netns/{}", self.name))
     }
