@@ -981,7 +981,7 @@ fn console_and_vnc(r: &Run, virtctl: &Path, name: &str) -> Result<String> {
     console.ask("echo KVRS-DROPIN-$((6*7))", "KVRS-DROPIN-42")?;
     if !console
         .stderr()
-        .contains("Successfully connected to guest console")
+        .contains(&format!("Successfully connected to {name} console"))
     {
         bail!(
             "virtctl console did not say it connected: {}",
