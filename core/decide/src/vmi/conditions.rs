@@ -6,31 +6,46 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 
+use super::small_json::{get, get_mut, index, is_str, member, member_mut, object_mut, set};
 use super::{pod, state};
 use crate::api::VirtualMachineInstance;
 use crate::meta;
-pub(super) use crate::meta::json_condition as find_cond;
 use crate::vmi_state::phase;
-use kvrs_api::json_pointer::JsonPointer;
 
 pub(super) fn conds_mut(v: &mut Value) -> &mut Vec<Value> {
-    if !v["status"].is_object() {
-        v["status"] = json!({});
+    if !v.is_object() {
+        *v = json!({});
     }
-    if !v["status"]["conditions"].is_array() {
-        v["status"]["conditions"] = json!([]);
+    let Value::Object(root) = v else {
+        unreachable!("made an object above")
+    };
+    let status = object_mut(root, "status");
+    if !member(status, "conditions").is_some_and(Value::is_array) {
+        set(status, "conditions", json!([]));
     }
-    v["status"]["conditions"]
-        .as_array_mut()
+    member_mut(status, "conditions")
+        .and_then(Value::as_array_mut)
         .expect("made an array above")
+}
+
+/// The VMI's condition of type `t` (`meta::json_condition`, looked up by scanning).
+pub(super) fn find_cond<'a>(v: &'a Value, t: &str) -> Option<&'a Value> {
+    get(v, "status")
+        .and_then(|s| get(s, "conditions"))?
+        .as_array()?
+        .iter()
+        .find(|c| is_str(c, "type", t))
 }
 
 /// Sets `c` unless a condition of its type with the same status and reason exists.
 pub(super) fn update_cond(v: &mut Value, c: Value) {
     let conds = conds_mut(v);
-    match conds.iter_mut().find(|x| x["type"] == c["type"]) {
+    match conds
+        .iter_mut()
+        .find(|x| index(x, "type") == index(&c, "type"))
+    {
         Some(x) => {
-            if x["status"] != c["status"] || x.get("reason") != c.get("reason") {
+            if index(x, "status") != index(&c, "status") || get(x, "reason") != get(&c, "reason") {
                 *x = c;
             }
         }
@@ -39,8 +54,11 @@ pub(super) fn update_cond(v: &mut Value, c: Value) {
 }
 
 pub(super) fn remove_cond(v: &mut Value, t: &str) {
-    if let Some(a) = v.at_mut("/status/conditions").and_then(Value::as_array_mut) {
-        a.retain(|c| c["type"] != t);
+    if let Some(a) = get_mut(v, "status")
+        .and_then(|s| get_mut(s, "conditions"))
+        .and_then(Value::as_array_mut)
+    {
+        a.retain(|c| !is_str(c, "type", t));
     }
 }
 
@@ -107,13 +125,13 @@ impl Wanted<'_> {
 /// [`update_cond`] for a condition of type `t` built only when it is written.
 pub(super) fn update_wanted_cond(v: &mut Value, t: &str, w: &Wanted<'_>) {
     let conds = conds_mut(v);
-    match conds.iter_mut().find(|x| x["type"] == t) {
+    match conds.iter_mut().find(|x| is_str(x, "type", t)) {
         Some(x) => {
             let same_reason = match w.reason {
-                Some(r) => x.get("reason").and_then(Value::as_str) == Some(r),
-                None => x.get("reason").is_none(),
+                Some(r) => is_str(x, "reason", r),
+                None => get(x, "reason").is_none(),
             };
-            if x["status"] != w.status || !same_reason {
+            if !is_str(x, "status", w.status) || !same_reason {
                 *x = w.to_json(t);
             }
         }

@@ -4,26 +4,23 @@
 
 use serde_json::{Map, Value};
 
+use super::small_json::{get, get_mut, index, member};
+use super::status::{MetaEdit, string_list_json};
 use crate::patch::op;
 use crate::{ApiWrite, PatchType, Plan, WriteOp};
 
-/// Drops empty maps/lists Go would omit, so the patch does not churn on them.
+/// Drops an empty (or null) condition list Go would omit, so the patch does not churn on it.
+/// An empty `activePods` stays, as KubeVirt writes it; the metadata's emptied maps and lists are
+/// left out when the typed copy is built as JSON (`MetaEdit`).
 pub(super) fn tidy(v: &mut Value) {
-    for (sect, keys) in [
-        ("metadata", &["labels", "annotations", "finalizers"][..]),
-        ("status", &["conditions", "activePods"][..]),
-    ] {
-        if let Some(m) = v.get_mut(sect).and_then(Value::as_object_mut) {
-            for k in keys {
-                let empty = m.get(*k).is_some_and(|x| {
-                    x.is_null()
-                        || x.as_array().is_some_and(Vec::is_empty)
-                        || x.as_object().is_some_and(Map::is_empty)
-                });
-                if empty && *k != "activePods" {
-                    m.remove(*k);
-                }
-            }
+    if let Some(m) = get_mut(v, "status").and_then(Value::as_object_mut) {
+        let empty = member(m, "conditions").is_some_and(|x| {
+            x.is_null()
+                || x.as_array().is_some_and(Vec::is_empty)
+                || x.as_object().is_some_and(Map::is_empty)
+        });
+        if empty {
+            m.remove("conditions");
         }
     }
 }
@@ -33,7 +30,8 @@ pub(super) fn tidy(v: &mut Value) {
 pub(super) fn handed_over_patch(
     plan: &mut Plan,
     orig: &Value,
-    c: Value,
+    mut c: Value,
+    m: &MetaEdit<'_>,
     ns: &str,
     name: &str,
 ) -> Option<Value> {
@@ -66,7 +64,7 @@ pub(super) fn handed_over_patch(
             .into_iter()
             .flatten()
             .map(|c| {
-                let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or_default();
+                let s = |k: &str| get(c, k).and_then(Value::as_str).unwrap_or_default();
                 (s("type"), s("status"), s("reason"))
             })
             .collect()
@@ -100,18 +98,25 @@ pub(super) fn handed_over_patch(
         field(&c, "status", "launcherContainerImageVersion"),
         true,
     );
-    replace(
-        "/metadata/labels",
-        field(orig, "metadata", "labels"),
-        field(&c, "metadata", "labels"),
-        true,
+    // The labels and finalizers are typed: compared as they are, built as JSON when they differ.
+    let original = MetaEdit::of(m.source);
+    if original.labels() != m.labels() {
+        let (old_l, new_l) = (original.labels_json(false), m.labels_json(false));
+        replace("/metadata/labels", old_l.as_ref(), new_l.as_ref(), true);
+    }
+    let (old_f, new_f) = (
+        original.finalizers_tidied(false),
+        m.finalizers_tidied(false),
     );
-    replace(
-        "/metadata/finalizers",
-        field(orig, "metadata", "finalizers"),
-        field(&c, "metadata", "finalizers"),
-        true,
-    );
+    if old_f != new_f {
+        let json = |f: Option<&[String]>| f.map(string_list_json);
+        replace(
+            "/metadata/finalizers",
+            json(old_f).as_ref(),
+            json(new_f).as_ref(),
+            true,
+        );
+    }
     let (old_if, new_if) = (
         field(orig, "status", "interfaces"),
         field(&c, "status", "interfaces"),
@@ -131,6 +136,7 @@ pub(super) fn handed_over_patch(
     if ops.is_empty() {
         return None;
     }
+    c["metadata"] = m.to_json(false);
     plan.push_write(ApiWrite::new(
         "virtualmachineinstances",
         ns,
@@ -146,8 +152,8 @@ pub(super) fn handed_over_patch(
 /// `v.<section>.<key>` when set and not null, borrowed: fields are compared in place and only
 /// those that go into the patch are copied.
 fn field<'a>(v: &'a Value, section: &str, key: &str) -> Option<&'a Value> {
-    v.get(section)
-        .and_then(|s| s.get(key))
+    get(v, section)
+        .and_then(|s| get(s, key))
         .filter(|x| !x.is_null())
 }
 
@@ -157,6 +163,6 @@ fn sorted_by_name(v: Option<&Value>) -> Vec<&Value> {
         .and_then(Value::as_array)
         .map(|x| x.iter().collect())
         .unwrap_or_default();
-    a.sort_by_key(|x| x["name"].as_str().unwrap_or_default());
+    a.sort_by_key(|x| index(x, "name").as_str().unwrap_or_default());
     a
 }

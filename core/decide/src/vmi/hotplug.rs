@@ -469,6 +469,11 @@ pub(super) fn update_volume_status(
     let vmi = w.vmi;
     let volumes = hotplug_volumes(vmi, launcher);
     let pods = attachment_pods(launcher, &w.pods);
+    // Nothing to follow: no entry is a hotplugged volume's, and no pod carries a volume gone
+    // from the spec (nearly every sync; the spec's volumes are not copied for it).
+    if volumes.is_empty() && pods.is_empty() {
+        return;
+    }
     let (active, _) = active_and_old(&volumes, &pods);
     let spec_volumes: Vec<Value> = c
         .pointer("/spec/volumes")

@@ -13,22 +13,6 @@ use crate::api::VirtualMachineInstance;
 use crate::patch::op;
 use crate::{ApiWrite, Expectation, PatchType, Plan, WriteOp, meta};
 
-/// A JSON object of strings, read in place (`None` when absent, or when any value is not a
-/// string, which deserialising it as a string map would refuse).
-struct StringEntries<'a>(&'a Map<String, Value>);
-
-impl<'a> StringEntries<'a> {
-    fn get(&self, k: &str) -> Option<&'a str> {
-        self.0.get(k).and_then(Value::as_str)
-    }
-}
-
-fn string_entries(v: Option<&Value>) -> Option<StringEntries<'_>> {
-    v.and_then(Value::as_object)
-        .filter(|m| m.values().all(Value::is_string))
-        .map(StringEntries)
-}
-
 /// Keeps the pod's unpaused readiness-gate condition in line with the VMI's Paused condition.
 pub(super) fn sync_paused_condition_to_pod(
     vmi_json: &Value,
@@ -38,8 +22,8 @@ pub(super) fn sync_paused_condition_to_pod(
     now: i64,
 ) {
     let (ns, name) = (meta::namespace(&vmi.metadata), meta::name(&vmi.metadata));
-    let paused =
-        super::conditions::find_cond(vmi_json, "Paused").is_some_and(|c| c["status"] == "True");
+    let paused = super::conditions::find_cond(vmi_json, "Paused")
+        .is_some_and(|c| super::small_json::is_str(c, "status", "True"));
     let unpaused_true = pod::condition(p, UNPAUSED_CONDITION).is_some_and(|c| c.status == "True");
     let new = if paused && unpaused_true {
         json!({"lastProbeTime": meta::time_json(now), "lastTransitionTime": meta::time_json(now),
@@ -198,8 +182,12 @@ const MANAGED_STORAGE_ANNOTATIONS: [&str; 5] = [
 
 /// Copies the "dynamic" VMI labels (node name, outdated image) and annotations (eviction,
 /// backup hooks) onto the launcher pod.
+///
+/// `labels` and `annotations` are the VMI's as this reconcile leaves them (the status step's
+/// typed working copy), read in place.
 pub(super) fn sync_dynamic_metadata_to_pod(
-    vmi_copy: &Value,
+    labels: Option<&BTreeMap<String, String>>,
+    annotations: Option<&BTreeMap<String, String>>,
     vmi: &VirtualMachineInstance,
     p: &Pod,
     plan: &mut Plan,
@@ -237,22 +225,17 @@ pub(super) fn sync_dynamic_metadata_to_pod(
                 }
             }
         };
-    let metadata = vmi_copy.get("metadata");
-    let entries = |f: &str| string_entries(metadata.and_then(|m| m.get(f)));
-    fn from_vmi<'a>(m: &Option<StringEntries<'a>>, k: &str) -> Wanted<'a> {
-        m.as_ref()
-            .and_then(|m| m.get(k))
-            .map_or(Wanted::Absent, Wanted::Value)
+    fn from_vmi<'a>(m: Option<&'a BTreeMap<String, String>>, k: &str) -> Wanted<'a> {
+        m.and_then(|m| m.get(k))
+            .map_or(Wanted::Absent, |v| Wanted::Value(v))
     }
-    let labels = entries("labels");
-    let wanted = [NODE_NAME_LABEL, OUTDATED_LAUNCHER_LABEL].map(|k| (k, from_vmi(&labels, k)));
+    let wanted = [NODE_NAME_LABEL, OUTDATED_LAUNCHER_LABEL].map(|k| (k, from_vmi(labels, k)));
     sync_map(&wanted, p.metadata.labels.as_ref(), "labels");
-    let annotations = entries("annotations");
     let [evict, no_evict] = [
         "descheduler.alpha.kubernetes.io/evict",
         "descheduler.alpha.kubernetes.io/prefer-no-eviction",
     ]
-    .map(|k| (k, from_vmi(&annotations, k)));
+    .map(|k| (k, from_vmi(annotations, k)));
     // A managed key the VMI does not set from its backup hooks keeps the VMI's own value.
     let storage = match storage_annotations(vmi) {
         Some(s) => MANAGED_STORAGE_ANNOTATIONS
@@ -260,7 +243,7 @@ pub(super) fn sync_dynamic_metadata_to_pod(
             .zip(s)
             .collect::<Vec<_>>(),
         None => MANAGED_STORAGE_ANNOTATIONS
-            .map(|k| (k, from_vmi(&annotations, k)))
+            .map(|k| (k, from_vmi(annotations, k)))
             .into_iter()
             .collect(),
     };
