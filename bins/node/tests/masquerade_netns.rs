@@ -56,8 +56,7 @@ fn masquerade_builds_kubevirts_bridge_tap_and_nat_and_is_idempotent() {
     let root = tempfile::tempdir().expect("tempdir");
     let vmi = vmi(None);
 
-    let done =
-        setup_pod_network(&ns.pod(&root), &vmi, &BindingPlugins::default()).expect("setup");
+    let done = setup_pod_network(&ns.pod(&root), &vmi, &BindingPlugins::default()).expect("setup");
     let i = &done.interfaces[0];
     assert_eq!(
         (i.bridge.as_str(), i.tap.as_str(), i.mtu),
@@ -148,8 +147,8 @@ fn masquerade_builds_kubevirts_bridge_tap_and_nat_and_is_idempotent() {
     check(&ns);
 
     // A restarted handler runs the setup again: nothing is duplicated, nothing fails.
-    let again = setup_pod_network(&ns.pod(&root), &vmi, &BindingPlugins::default())
-        .expect("second setup");
+    let again =
+        setup_pod_network(&ns.pod(&root), &vmi, &BindingPlugins::default()).expect("second setup");
     assert_eq!(again, done);
     check(&ns);
 }
