@@ -101,6 +101,7 @@ pub mod migration;
 pub mod patch;
 mod plan;
 pub mod scenario;
+pub mod small_json;
 pub mod vm;
 pub mod vmi;
 pub mod vmi_state;

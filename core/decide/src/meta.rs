@@ -1,7 +1,7 @@
 //! Small read helpers over object metadata shared by the decisions.
 
+use crate::small_json::ScanPointer;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use kvrs_api::json_pointer::JsonPointer;
 use serde_json::{Value, json};
 
 /// Annotation that records the API version the controller last observed the object at.
@@ -50,7 +50,7 @@ pub fn json_condition<'a>(obj: &'a Value, t: &str) -> Option<&'a Value> {
     obj.at("/status/conditions")?
         .as_array()?
         .iter()
-        .find(|c| c["type"] == t)
+        .find(|c| crate::small_json::is_str(c, "type", t))
 }
 
 /// The name, empty when unset.
@@ -150,7 +150,9 @@ pub fn eq_without_zero_values(a: &Value, b: &Value) -> bool {
                 }
                 kept += 1;
                 // A non-zero value equal after normalization makes `vb` non-zero as well.
-                if !y.get(k).is_some_and(|vb| eq_without_zero_values(va, vb)) {
+                // Found by scanning: statuses and conditions are small objects (`small_json`).
+                if !crate::small_json::member(y, k).is_some_and(|vb| eq_without_zero_values(va, vb))
+                {
                     return false;
                 }
             }
@@ -159,7 +161,7 @@ pub fn eq_without_zero_values(a: &Value, b: &Value) -> bool {
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(a, b)| eq_without_zero_values(a, b))
         }
-        _ => a == b,
+        _ => crate::small_json::eq(a, b),
     }
 }
 

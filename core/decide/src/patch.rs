@@ -22,8 +22,9 @@
 use std::borrow::Cow;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kvrs_api::json_pointer::JsonPointer;
 use serde_json::{Map, Value, json};
+
+use crate::small_json::{self, member, member_mut};
 
 /// One JSON-patch operation `{"op": .., "path": .., "value": ..}`.
 pub fn op(op: &str, path: &str, value: Option<Value>) -> Value {
@@ -55,11 +56,11 @@ pub fn unchanged_by(patch: &Value, answered_resource_version: Option<&str>) -> b
     let Some(answered) = answered_resource_version else {
         return false;
     };
-    patch
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|o| o["op"] == "test" && o["path"] == RESOURCE_VERSION_PATH && o["value"] == answered)
+    patch.as_array().into_iter().flatten().any(|o| {
+        small_json::is_str(o, "op", "test")
+            && small_json::is_str(o, "path", RESOURCE_VERSION_PATH)
+            && small_json::is_str(o, "value", answered)
+    })
 }
 
 /// Escapes a key for use as a JSON-pointer segment (`~` -> `~0`, `/` -> `~1`); borrowed when
@@ -85,6 +86,7 @@ fn child_path(base: &str, key: &str) -> String {
 /// The JSON-patch operations turning the object `old` into `new` one field deep under `base`
 /// (e.g. `/status`): changed fields are tested and replaced, new ones added, dropped ones tested
 /// and removed. When `old` is absent or empty the whole object is added in one operation.
+/// Fields are looked up and compared by scanning (`small_json`): a status has a dozen or two.
 pub fn field_ops(base: &str, old: Option<&Value>, new: &Value) -> Vec<Value> {
     let empty = Map::new();
     let old_map = old.and_then(Value::as_object).unwrap_or(&empty);
@@ -97,8 +99,8 @@ pub fn field_ops(base: &str, old: Option<&Value>, new: &Value) -> Vec<Value> {
     }
     let mut ops = Vec::new();
     for (k, nv) in new_map {
-        match old_map.get(k) {
-            Some(ov) if ov == nv => {}
+        match member(old_map, k) {
+            Some(ov) if small_json::eq(ov, nv) => {}
             Some(ov) => {
                 let path = child_path(base, k);
                 ops.push(op("test", &path, Some(ov.clone())));
@@ -108,7 +110,7 @@ pub fn field_ops(base: &str, old: Option<&Value>, new: &Value) -> Vec<Value> {
         }
     }
     for (k, ov) in old_map {
-        if !new_map.contains_key(k) {
+        if member(new_map, k).is_none() {
             let path = child_path(base, k);
             ops.push(op("test", &path, Some(ov.clone())));
             ops.push(op("remove", &path, None));
@@ -153,10 +155,7 @@ pub enum PatchError {
 }
 
 fn get<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
-    if path.is_empty() {
-        return Some(doc);
-    }
-    doc.at(path)
+    small_json::pointer(doc, path)
 }
 
 /// Applies an RFC 6902 JSON patch (add, remove, replace, move, copy, test) to `doc`.
@@ -179,14 +178,14 @@ pub fn apply_json_patch_ops<'a>(
     ops: impl IntoIterator<Item = &'a Value>,
 ) -> Result<(), PatchError> {
     for o in ops {
-        let kind = o["op"].as_str().unwrap_or_default();
-        let path = o["path"]
+        let kind = small_json::index(o, "op").as_str().unwrap_or_default();
+        let path = small_json::index(o, "path")
             .as_str()
             .ok_or_else(|| PatchError::Malformed("no path".into()))?;
         if kind == "test" {
             // Compared in place: a test copies neither the stored nor the expected value.
-            let expected = o.get("value").unwrap_or(&Value::Null);
-            if get(doc, path).unwrap_or(&Value::Null) != expected {
+            let expected = small_json::index(o, "value");
+            if !small_json::eq(get(doc, path).unwrap_or(&Value::Null), expected) {
                 return Err(PatchError::TestFailed(path.into()));
             }
             continue;
@@ -206,7 +205,7 @@ pub fn apply_json_patch_ops<'a>(
 /// (`None`: anything else, which `json-patch` applies). Nearly every operation a decision sends
 /// is one of these; through `json-patch` its value was cloned twice (into the operation, then
 /// out of it) and its path parsed into a pointer. The parent is found as `json-patch` finds it
-/// (`Value::pointer_mut`), and the member is set or removed with the map operation it uses, so
+/// (`Value::pointer_mut`'s walk, its objects scanned by `small_json`), and the member is set or removed with the map operation it uses, so
 /// the result, key order included, is the same; a path with an escaped token takes the general
 /// path, which validates the escape.
 fn apply_to_member(
@@ -219,10 +218,10 @@ fn apply_to_member(
         return None;
     }
     let (parent, member) = path.strip_prefix('/').and(path.rsplit_once('/'))?;
-    let Value::Object(map) = doc.pointer_mut(parent)? else {
+    let Value::Object(map) = small_json::pointer_mut(doc, parent)? else {
         return None;
     };
-    let value = || o.get("value").cloned().unwrap_or(Value::Null);
+    let value = || small_json::index(o, "value").clone();
     match kind {
         "remove" => {
             if map.remove(member).is_none() {
@@ -231,7 +230,7 @@ fn apply_to_member(
         }
         // A `replace` of a present member swaps its value in place; of an absent one, it is an
         // `add` (see [`operation`]); an `add` of a present member replaces its value, in place.
-        _ => match map.get_mut(member) {
+        _ => match member_mut(map, member) {
             Some(slot) => *slot = value(),
             None => {
                 map.insert(member.to_string(), value());

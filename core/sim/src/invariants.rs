@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::cache::CREATED_BY_LABEL;
 use super::store::{Obj, WatchEvent, res};
 use super::{MARKER_LABEL, Sim};
-use kvrs_api::json_pointer::JsonPointer;
+use kvrs_decide::small_json::ScanPointer;
 
 /// Bookkeeping for the safety checks.
 #[derive(Debug, Default)]

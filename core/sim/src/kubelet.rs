@@ -14,11 +14,11 @@ use super::store::{WatchEvent, res};
 use super::writes::Writer;
 use super::{Ev, Sim};
 use crate::api::VirtualMachineInstance;
-use kvrs_api::json_pointer::JsonPointer;
 use kvrs_decide::format_rfc3339;
 use kvrs_decide::handler::LauncherCall;
 use kvrs_decide::handler::domain::{Domain, GracePeriod};
 use kvrs_decide::handler::facts::LauncherFacts;
+use kvrs_decide::small_json::ScanPointer;
 
 /// A launcher process in a pod on a node.
 #[derive(Debug, Clone)]

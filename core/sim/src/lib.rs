@@ -70,7 +70,7 @@ use serde_json::{Value, json};
 
 use cache::Cache;
 use kvrs_admission::ClusterConfig;
-use kvrs_api::json_pointer::JsonPointer;
+use kvrs_decide::small_json::ScanPointer;
 use rng::Rng;
 use store::{ApiServer, Obj, WatchEvent, res};
 

@@ -16,7 +16,7 @@ use kvrs_store::{
 pub use kvrs_store::{Obj, StoreStats, res};
 
 use crate::writes::{Writer, rv_of};
-use kvrs_api::json_pointer::JsonPointer;
+use kvrs_decide::small_json::ScanPointer;
 
 /// Why the API server refused a write.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -78,11 +78,10 @@ pub(super) fn pod_vmi_key(pod: &Value) -> Option<String> {
 
 /// The VMI key a launcher pod's `metadata` names: its namespace and `vm.kubevirt.io/name` label.
 fn launcher_vmi_key(metadata: &Value) -> Option<String> {
-    let ns = metadata.get("namespace")?.as_str()?;
-    let name = metadata
-        .get("labels")?
-        .get("vm.kubevirt.io/name")?
-        .as_str()?;
+    // Scanned, not hashed (`small_json`): this runs on every pod event.
+    use kvrs_decide::small_json::get;
+    let ns = get(metadata, "namespace")?.as_str()?;
+    let name = get(get(metadata, "labels")?, "vm.kubevirt.io/name")?.as_str()?;
     let mut key = String::with_capacity(ns.len() + 1 + name.len());
     key.push_str(ns);
     key.push('/');

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::store::{ApiError, Obj};
-use kvrs_api::json_pointer::JsonPointer;
+use kvrs_decide::small_json::ScanPointer;
 
 /// The client an API write comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

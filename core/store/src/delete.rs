@@ -16,7 +16,7 @@ use crate::error::StoreError;
 use crate::object::{finalizers_empty, meta_mut, meta_str};
 use crate::resource::ResourceType;
 use crate::store::{DeleteOptions, Deleted, Propagation, Store, not_found};
-use kvrs_api::json_pointer::JsonPointer;
+use kvrs_decide::small_json::ScanPointer;
 
 /// 9999-12-31T23:59:59Z, the last instant a four-digit RFC 3339 year holds.
 const LAST_RFC3339_SECOND: i64 = 253_402_300_799;

@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 use kvrs_api::{VirtualMachine, VirtualMachineInstance};
 
 use crate::resource::Typed;
-use kvrs_api::json_pointer::JsonPointer;
+use kvrs_decide::small_json::ScanPointer;
 
 /// A stored object, parsed once per write and shared with every event and reader of it.
 ///

@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use crate::error::StoreError;
-use kvrs_api::json_pointer::JsonPointer;
+use kvrs_decide::small_json::ScanPointer;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum LabelReq {

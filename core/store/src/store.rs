@@ -25,7 +25,7 @@ use crate::object::{
 use crate::resource::{ResourceType, Typed};
 use crate::selector::Selector;
 use crate::watch::{json_of, selects};
-use kvrs_api::json_pointer::JsonPointer;
+use kvrs_decide::small_json::ScanPointer;
 
 mod in_place;
 
@@ -1035,9 +1035,13 @@ pub(crate) fn check_identity_of(
     md: Option<&serde_json::Map<String, Value>>,
     patched: bool,
 ) -> Result<(), StoreError> {
-    let stored = |f: &str| cur_md.get(f).and_then(Value::as_str);
+    // Scanned, not hashed (`small_json`): this runs on every write of metadata.
+    let stored = |f: &str| kvrs_decide::small_json::member(cur_md, f).and_then(Value::as_str);
     let url_name = stored("name").unwrap_or("");
-    let field = |f: &str| md.and_then(|m| m.get(f)).and_then(Value::as_str);
+    let field = |f: &str| {
+        md.and_then(|m| kvrs_decide::small_json::member(m, f))
+            .and_then(Value::as_str)
+    };
     match field("name").filter(|n| !n.is_empty()) {
         None if patched => {
             return Err(StoreError::BadRequest(format!(

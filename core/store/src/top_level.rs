@@ -101,36 +101,38 @@ macro_rules! top_level_impl {
                 map: &Map<String, Value>,
             ) -> Result<Self, serde_json::Error> {
                 let is = |k: &str| touched.iter().any(|t| t == k);
+                // A top-level map has a handful of keys: scanned, not hashed.
+                use kvrs_decide::small_json::member;
                 let mut extra = self.extra.clone();
                 for k in touched.iter().filter(|k| !KNOWN.contains(&k.as_str())) {
-                    match map.get(k) {
+                    match member(map, k) {
                         Some(v) => extra.insert(k.clone(), v.clone()),
                         None => extra.remove(k),
                     };
                 }
                 Ok(Self {
                     api_version: if is("apiVersion") {
-                        optional(map.get("apiVersion"))?
+                        optional(member(map, "apiVersion"))?
                     } else {
                         self.api_version.clone()
                     },
                     kind: if is("kind") {
-                        optional(map.get("kind"))?
+                        optional(member(map, "kind"))?
                     } else {
                         self.kind.clone()
                     },
-                    metadata: match (is("metadata"), map.get("metadata")) {
+                    metadata: match (is("metadata"), member(map, "metadata")) {
                         (true, Some(v)) => Deserialize::deserialize(v)?,
                         (true, None) => ObjectMeta::default(),
                         (false, _) => self.metadata.clone(),
                     },
-                    spec: match (is("spec"), map.get("spec")) {
+                    spec: match (is("spec"), member(map, "spec")) {
                         (true, Some(v)) => Deserialize::deserialize(v)?,
                         (true, None) => return Err(missing("spec")),
                         (false, _) => self.spec.clone(),
                     },
                     status: if is("status") {
-                        optional(map.get("status"))?
+                        optional(member(map, "status"))?
                     } else {
                         self.status.clone()
                     },

@@ -11,7 +11,7 @@ use crate::ApiWrite;
 use crate::api::VirtualMachineInstance;
 
 pub use super::plan::status_write;
-use kvrs_api::json_pointer::JsonPointer;
+use crate::small_json::ScanPointer;
 
 /// Why a scenario could not be read; names the field.
 #[derive(Debug, thiserror::Error)]

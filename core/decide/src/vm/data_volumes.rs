@@ -8,8 +8,8 @@
 use serde_json::{Value, json};
 
 use super::Reconcile;
+use crate::small_json::ScanPointer;
 use crate::{Event, meta};
-use kvrs_api::json_pointer::JsonPointer;
 
 const ALLOW_CLAIM_ADOPTION: &str = "cdi.kubevirt.io/allowClaimAdoption";
 const CREATED_BY_LABEL: &str = "kubevirt.io/created-by";

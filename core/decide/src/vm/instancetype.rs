@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 
 use super::{Reconcile, Revision, SyncError, run_strategy};
 use crate::api::VirtualMachineInstance;
+use crate::small_json::ScanPointer;
 use crate::{ApiWrite, Event, WriteOp};
-use kvrs_api::json_pointer::JsonPointer;
 
 /// The VMI to start, expanded when the VM has references (see the module documentation).
 pub(super) fn vmi_to_start(r: &Reconcile<'_, '_>) -> Result<VirtualMachineInstance, SyncError> {

@@ -12,9 +12,9 @@ use crate::api::{
     VirtualMachineCondition, VirtualMachineInstance, VirtualMachineSpec,
     VirtualMachineStartFailure, VirtualMachineStatus,
 };
+use crate::small_json::ScanPointer;
 use crate::vmi_state::{self as state, phase};
 use crate::{meta, patch};
-use kvrs_api::json_pointer::JsonPointer;
 
 /// Computes the status, records its write when it changed, and removes the controller finalizer
 /// from a final VMI once its outcome is recorded. Returns the status when written.

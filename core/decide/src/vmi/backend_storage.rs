@@ -25,8 +25,8 @@ use serde_json::{Value, json};
 use super::VmiWorld;
 use super::lifecycle::SyncError;
 use crate::api::VirtualMachineInstance;
+use crate::small_json::ScanPointer;
 use crate::{ApiWrite, Expectation, Plan, WriteOp, meta};
-use kvrs_api::json_pointer::JsonPointer;
 
 /// The label naming the VMI a backend-storage claim belongs to, and the claims' name prefix.
 pub const PVC_PREFIX: &str = "persistent-state-for";

@@ -6,10 +6,10 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 
-use super::small_json::{get, get_mut, index, is_str, member, member_mut, object_mut, set};
 use super::{pod, state};
 use crate::api::VirtualMachineInstance;
 use crate::meta;
+use crate::small_json::{get, get_mut, index, is_str, member, member_mut, object_mut, set};
 use crate::vmi_state::phase;
 
 pub(super) fn conds_mut(v: &mut Value) -> &mut Vec<Value> {

@@ -14,7 +14,7 @@ use super::conditions::update_cond;
 use super::pod::EPHEMERAL_PROVISIONING_ANNOTATION;
 use crate::api::{VirtualMachineInstance, Volume};
 use crate::meta;
-use kvrs_api::json_pointer::JsonPointer;
+use crate::small_json::ScanPointer;
 
 /// CDI's DataVolume phases the VMI controller tells apart.
 pub(crate) mod dv_phase {

@@ -4,9 +4,9 @@
 
 use serde_json::{Map, Value};
 
-use super::small_json::{get, get_mut, index, member};
 use super::status::{MetaEdit, string_list_json};
 use crate::patch::op;
+use crate::small_json::{get, get_mut, index, member};
 use crate::{ApiWrite, PatchType, Plan, WriteOp};
 
 /// Drops an empty (or null) condition list Go would omit, so the patch does not churn on it.

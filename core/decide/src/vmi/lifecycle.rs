@@ -12,8 +12,8 @@ use super::{
 };
 use crate::api::VirtualMachineInstance;
 use crate::patch::{self, op};
+use crate::small_json::ScanPointer;
 use crate::{ApiWrite, Event, Expectation, PatchType, Plan, WriteOp, meta};
-use kvrs_api::json_pointer::JsonPointer;
 
 /// The current VMI finalizer.
 pub(crate) const VMI_FINALIZER: &str = "kubevirt.io/foregroundDeleteVirtualMachine";

@@ -18,7 +18,6 @@ mod network_status;
 pub mod pod;
 mod pod_sync;
 pub mod pvc_info;
-mod small_json;
 mod status;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};

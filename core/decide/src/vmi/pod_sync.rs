@@ -23,7 +23,7 @@ pub(super) fn sync_paused_condition_to_pod(
 ) {
     let (ns, name) = (meta::namespace(&vmi.metadata), meta::name(&vmi.metadata));
     let paused = super::conditions::find_cond(vmi_json, "Paused")
-        .is_some_and(|c| super::small_json::is_str(c, "status", "True"));
+        .is_some_and(|c| crate::small_json::is_str(c, "status", "True"));
     let unpaused_true = pod::condition(p, UNPAUSED_CONDITION).is_some_and(|c| c.status == "True");
     let new = if paused && unpaused_true {
         json!({"lastProbeTime": meta::time_json(now), "lastTransitionTime": meta::time_json(now),

@@ -20,10 +20,10 @@ use super::lifecycle::{
     NODE_NAME_LABEL, OUTDATED_LAUNCHER_LABEL, SyncError, VMI_FINALIZER,
 };
 use super::pod_sync::{sync_dynamic_metadata_to_pod, sync_paused_condition_to_pod};
-use super::small_json::{get, get_mut, index, is_str, object_mut, set};
 use super::{VmiWorld, data_volumes, pod, state};
 use crate::api::{VirtualMachineInstance, VirtualMachineInstanceStatus};
 use crate::patch::{self, op};
+use crate::small_json::{get, get_mut, index, is_str, object_mut, set};
 use crate::vmi_state::phase;
 use crate::{ApiWrite, Expectation, PatchType, Plan, WriteOp, meta};
 

@@ -27,6 +27,7 @@ use kvrs_decide::patch::{
     RESOURCE_VERSION_PATH, apply_json_patch, apply_json_patch_ops, apply_merge_patch,
     apply_strategic_merge_patch,
 };
+use kvrs_decide::small_json;
 
 use super::{Store, Written, check_identity_of, conflict, invalid, meta_map, releasable};
 use crate::error::StoreError;
@@ -67,12 +68,12 @@ pub(super) fn touched_keys(patch_type: PatchType, patch: &Value) -> Option<Touch
         PatchType::Json => {
             let ops = patch.as_array()?;
             for op in ops {
-                let rest = op.get("path")?.as_str()?.strip_prefix('/')?;
+                let rest = small_json::get(op, "path")?.as_str()?.strip_prefix('/')?;
                 let first = rest.split('/').next().unwrap_or(rest);
                 // Borrowed unless escaped: a key is copied only when first seen.
                 let key = json_pointer::token(first);
                 let has = |list: &[String]| list.iter().any(|k| *k == *key);
-                let kind = op.get("op").and_then(Value::as_str);
+                let kind = small_json::get(op, "op").and_then(Value::as_str);
                 let is_test = kind == Some("test");
                 let seen = has(&t.written) || has(&t.tested);
                 if !seen && first == rest && matches!(kind, Some("add" | "replace")) {
@@ -184,7 +185,13 @@ impl Store {
             }),
             // A JSON object is shared with the events and caches that hold it: the new one is
             // a copy whatever the patch, but only the fields it touches are compared.
-            Obj::Other(v) => (v.as_object()?.clone(), &|k, j| v.get(k) == j),
+            Obj::Other(v) => (
+                v.as_object()?.clone(),
+                &|k, j| match (small_json::get(v, k), j) {
+                    (Some(a), Some(b)) => small_json::eq(a, b),
+                    (a, b) => a.is_none() && b.is_none(),
+                },
+            ),
         };
         let outcome = patch_touched(
             rt,
@@ -214,7 +221,7 @@ impl Store {
         let old_owners = touched
             .iter()
             .any(|k| k == "metadata")
-            .then(|| owner_uids_in(cur.get("metadata")));
+            .then(|| owner_uids_in(small_json::member(&cur, "metadata")));
         let rv = self.next_rv();
         let written = match &*old_obj {
             Obj::Other(_) => commit_json(self.typed(rt), next, &mut cur, &touched, rv, old_owners),
@@ -267,10 +274,10 @@ pub(super) fn commit_edited(
     commit_typed(typed, old, next, touched, rv, old_owners)
 }
 
-/// Whether `op` is a `test` of `metadata.resourceVersion`.
+/// Whether `op` is a `test` of `metadata.resourceVersion` (an operation's three members are
+/// scanned, not hashed: this runs on every operation of every patch).
 fn is_resource_version_test(op: &Value) -> bool {
-    op.get("op").and_then(Value::as_str) == Some("test")
-        && op.get("path").and_then(Value::as_str) == Some(RESOURCE_VERSION_PATH)
+    small_json::is_str(op, "op", "test") && small_json::is_str(op, "path", RESOURCE_VERSION_PATH)
 }
 
 /// Whether a JSON patch reads `metadata` only through `test`s of its resourceVersion, and each
@@ -284,7 +291,7 @@ fn resource_version_tests_hold(patch: &Value, stored_rv: Option<&str>) -> bool {
     let stored = stored_rv.filter(|rv| !rv.is_empty());
     let mut any = false;
     for op in ops {
-        let Some(path) = op.get("path").and_then(Value::as_str) else {
+        let Some(path) = small_json::get(op, "path").and_then(Value::as_str) else {
             return false;
         };
         if path != "/metadata" && !path.starts_with("/metadata/") {
@@ -293,7 +300,7 @@ fn resource_version_tests_hold(patch: &Value, stored_rv: Option<&str>) -> bool {
         if !is_resource_version_test(op) {
             return false;
         }
-        let expected = op.get("value").unwrap_or(&Value::Null);
+        let expected = small_json::index(op, "value");
         let holds = match stored {
             Some(rv) => expected.as_str() == Some(rv),
             None => expected.is_null(),
@@ -382,7 +389,9 @@ fn patch_touched(
     // A `test` changes nothing, so what was lent goes back as it was, whatever the outcome.
     if let Value::Object(m) = &mut doc {
         for k in tested {
-            if let (Some(lent), Some(slot)) = (m.get_mut(k), cur.get_mut(k)) {
+            if let (Some(lent), Some(slot)) =
+                (small_json::member_mut(m, k), small_json::member_mut(cur, k))
+            {
                 *slot = std::mem::replace(lent, Value::Null);
             }
         }
@@ -393,7 +402,7 @@ fn patch_touched(
     let Value::Object(mut next) = doc else {
         return Outcome::General;
     };
-    if status_only && next.get("status").is_none_or(Value::is_null) {
+    if status_only && small_json::member(&next, "status").is_none_or(Value::is_null) {
         return Outcome::General;
     }
     let empty = Map::new();
@@ -403,19 +412,17 @@ fn patch_touched(
         if let Err(e) = check_identity_of(
             rt,
             meta_map(cur, &empty),
-            next.get("metadata").and_then(Value::as_object),
+            small_json::member(&next, "metadata").and_then(Value::as_object),
             true,
         ) {
             return Outcome::Refused(e);
         }
-        let want = next
-            .get("metadata")
-            .and_then(|m| m.get("resourceVersion"))
+        let want = small_json::member(&next, "metadata")
+            .and_then(|m| small_json::get(m, "resourceVersion"))
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty());
-        let have = meta_map(cur, &empty)
-            .get("resourceVersion")
-            .and_then(Value::as_str);
+        let have =
+            small_json::member(meta_map(cur, &empty), "resourceVersion").and_then(Value::as_str);
         if want.is_some() && want != have {
             return Outcome::Refused(conflict(
                 rt,
@@ -426,7 +433,7 @@ fn patch_touched(
         let md = meta_of(&mut next);
         let stored_md = meta_map(cur, &empty);
         for field in PROTECTED_METADATA {
-            match stored_md.get(field) {
+            match small_json::member(stored_md, field) {
                 Some(v) => md.insert(field.into(), v.clone()),
                 None => md.remove(field),
             };
@@ -435,14 +442,13 @@ fn patch_touched(
     let spec_changed = touched
         .iter()
         .filter(|k| !matches!(k.as_str(), "metadata" | "status"))
-        .any(|k| !same(k, next.get(k)));
+        .any(|k| !same(k, small_json::member(&next, k)));
     if rt.status_subresource && spec_changed {
-        let g = meta_map(cur, &empty)
-            .get("generation")
+        let g = small_json::member(meta_map(cur, &empty), "generation")
             .and_then(Value::as_i64)
             .unwrap_or(1);
         if !is_touched(touched, "metadata") {
-            let Some(stored_md) = cur.get("metadata") else {
+            let Some(stored_md) = small_json::member(cur, "metadata") else {
                 return Outcome::General;
             };
             next.insert("metadata".into(), stored_md.clone());
@@ -451,10 +457,12 @@ fn patch_touched(
         meta_of(&mut next).insert("generation".into(), json!(g + 1));
     }
     let unchanged = next.len() == cur.len()
-        && touched.iter().all(|k| match (cur.get(k), next.get(k)) {
-            (Some(a), Some(b)) if k == "metadata" => same_but_rv(a, b),
-            (a, b) if k == "metadata" => a == b,
-            (_, b) => same(k, b),
+        && touched.iter().all(|k| {
+            match (small_json::member(cur, k), small_json::member(&next, k)) {
+                (Some(a), Some(b)) if k == "metadata" => same_but_rv(a, b),
+                (a, b) if k == "metadata" => a.is_none() && b.is_none(),
+                (_, b) => same(k, b),
+            }
         });
     if unchanged {
         Outcome::Unchanged
@@ -480,12 +488,13 @@ fn meta_of(next: &mut Map<String, Value>) -> &mut Map<String, Value> {
 /// Whether two metadata maps are equal but for `resourceVersion`.
 fn same_but_rv(a: &Value, b: &Value) -> bool {
     let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
-        return a == b;
+        return small_json::eq(a, b);
     };
     let without_rv = |m: &Map<String, Value>| m.keys().filter(|k| *k != "resourceVersion").count();
     without_rv(a) == without_rv(b)
-        && a.iter()
-            .all(|(k, v)| k == "resourceVersion" || b.get(k) == Some(v))
+        && a.iter().all(|(k, v)| {
+            k == "resourceVersion" || small_json::member(b, k).is_some_and(|w| small_json::eq(w, v))
+        })
 }
 
 /// Stamps the resourceVersion and builds a stored JSON object: the untouched fields move over
@@ -500,7 +509,7 @@ fn commit_json(
 ) -> Written {
     for (k, v) in next.iter_mut() {
         if !touched.iter().any(|t| t == k)
-            && let Some(old) = cur.get_mut(k)
+            && let Some(old) = small_json::member_mut(cur, k)
         {
             *v = std::mem::take(old);
         }
