@@ -212,3 +212,116 @@ async fn status_written_under_kubevirt_s_handler_role_by_update() {
             .is_none()
     );
 }
+
+/// A ServiceAccount bound to no role yet: every write of it is forbidden, as a restarted API
+/// server forbids everything until its roles are loaded.
+const WRITER: &str = r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: writer, namespace: handler-rbac}
+"#;
+
+/// `writer` bound to the VMI rule `verbs` (as ClusterRole and binding `writer-<tag>`).
+fn writer_role(tag: &str, verbs: &str) -> String {
+    format!(
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: writer-{tag}}}
+rules:
+  - apiGroups: ["kubevirt.io"]
+    resources: ["virtualmachineinstances"]
+    verbs: {verbs}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: writer-{tag}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: writer-{tag}}}
+subjects:
+  - {{kind: ServiceAccount, name: writer, namespace: handler-rbac}}
+"#
+    )
+}
+
+/// Sends the status write that sets `phase` on the VMI as stored now, again until the server
+/// takes it (a role change reaches the API server's authorizer within a second or two).
+async fn write_phase_until_taken(cluster: &TestCluster, api: &KubeApi, phase: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let current = typed(&vmi_json(cluster));
+        let mut status = current.status.clone().expect("a status");
+        status.phase = Some(phase.into());
+        match api.send(&status_write(&current, &status)).await {
+            Ok(_) => break,
+            Err(e) if std::time::Instant::now() < deadline => {
+                assert_eq!(e.kind, ApiErrorKind::Forbidden, "{e:?}");
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            }
+            Err(e) => panic!("the write of phase {phase} was never taken: {e:?}"),
+        }
+    }
+    assert_eq!(vmi_json(cluster)["status"]["phase"], phase);
+}
+
+/// The client switches a resource to updates only when the server takes the update: forbidden
+/// both ways (the ha test's restarted API server, before its RBAC loaded, refused kvrs's
+/// controller's patch and the client then tried only updates, which kvrs's controller role does
+/// not grant — its VMIs were never written again), it stays with patches; switched to updates
+/// under an update-only role, it goes back to patches when the role changes to a patch-only one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_switches_to_updates_only_while_the_server_takes_them() {
+    let cluster = tokio::task::block_in_place(|| {
+        let cluster = TestCluster::apiserver_with_namespace(NS);
+        let root = kvrs_test_cluster::workspace_root().expect("the workspace root");
+        cluster
+            .install_kubevirt_crds(&root.join("bins/deploy"))
+            .expect("KubeVirt's CRDs");
+        cluster
+    });
+    let apply = |yaml: &str| {
+        let applied = cluster.kubectl_with_stdin(["apply", "-f", "-"], yaml);
+        assert!(
+            applied.status.success(),
+            "{}",
+            String::from_utf8_lossy(&applied.stderr)
+        );
+    };
+    let unbind = |tag: &str| {
+        let out = cluster.kubectl(["delete", "clusterrolebinding", &format!("writer-{tag}")]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    apply(WRITER);
+    apply(VMI);
+    let token = cluster.service_account_token(NS, "writer");
+    let api = KubeApi::new(
+        connect(Some(&cluster.kubeconfig_for_token(&token)))
+            .await
+            .expect("a client"),
+        "virt-controller",
+    );
+
+    // No role: the patch and the update are both forbidden; the error is the patch's.
+    let read = typed(&vmi_json(&cluster));
+    let mut status = read.status.clone().expect("a status");
+    status.phase = Some("Running".into());
+    let err = api
+        .send(&status_write(&read, &status))
+        .await
+        .expect_err("a write with no role");
+    assert_eq!(err.kind, ApiErrorKind::Forbidden, "{err:?}");
+    assert!(err.message.contains("patch"), "{}", err.message);
+
+    // kvrs's controller's rule (patch, no update): the client patches.
+    apply(&writer_role("patch", r#"["get", "list", "watch", "patch"]"#));
+    write_phase_until_taken(&cluster, &api, "Running").await;
+
+    // KubeVirt's handler's rule (update, no patch): the client updates.
+    unbind("patch");
+    apply(&writer_role("update", r#"["list", "watch", "update"]"#));
+    write_phase_until_taken(&cluster, &api, "Succeeded").await;
+
+    // Back to patch only: the client patches again.
+    unbind("update");
+    apply(&writer_role("patch", r#"["get", "list", "watch", "patch"]"#));
+    write_phase_until_taken(&cluster, &api, "Failed").await;
+}

@@ -164,7 +164,14 @@ impl KubeApi {
                     }
                 }
                 if self.patch_is_forbidden(&w.resource) && update::is_object_json_patch(w) {
-                    return update::read_modify_update(&api, w, &self.field_manager, patch).await;
+                    match update::read_modify_update(&api, w, &self.field_manager, patch).await {
+                        // The update forbidden now: the rules changed since the patch was
+                        // refused (a role swapped, or RBAC still loading then): patch again.
+                        Err(err) if err.kind == ApiErrorKind::Forbidden => {
+                            self.allow_patch(w, &err.message);
+                        }
+                        done => return done,
+                    }
                 }
                 let conditional = patch_is_conditional(&w.op);
                 // Go-encoded bytes: see `go_patch` (a `test` of a string with `>` must match).
@@ -182,8 +189,19 @@ impl KubeApi {
                     });
                 match sent {
                     Err(err) if update::update_instead(w, err.kind) => {
-                        self.forbid_patch(w, &err.message);
-                        update::read_modify_update(&api, w, &self.field_manager, patch).await
+                        match update::read_modify_update(&api, w, &self.field_manager, patch).await
+                        {
+                            // Forbidden both ways (e.g. a restarted API server whose RBAC has
+                            // not loaded yet): the patch's own refusal, and nothing learnt —
+                            // a client the rules let patch must not switch to updates for good.
+                            Err(update_err) if update_err.kind == ApiErrorKind::Forbidden => {
+                                Err(err)
+                            }
+                            updated => {
+                                self.forbid_patch(w, &err.message);
+                                updated
+                            }
+                        }
                     }
                     sent => sent,
                 }
@@ -220,8 +238,28 @@ impl KubeApi {
             .contains(resource)
     }
 
-    /// Remembers that the server forbids this client's patches of `w`'s resource; logged once
-    /// per resource, with the server's answer.
+    /// Forgets that the server forbids this client's patches of `w`'s resource (its update was
+    /// forbidden since); logged with the server's answer.
+    fn allow_patch(&self, w: &ApiWrite, message: &str) {
+        let known = self
+            .patch_forbidden
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&w.resource);
+        if known {
+            tracing::info!(
+                resource = %w.resource,
+                namespace = %w.namespace,
+                name = %w.name,
+                "update of {} now forbidden to this client (the API server: {message}): \
+                 writing them by JSON patch again",
+                w.resource
+            );
+        }
+    }
+
+    /// Remembers that the server forbids this client's patches of `w`'s resource (and allows
+    /// their update); logged once per resource, with the server's answer.
     fn forbid_patch(&self, w: &ApiWrite, message: &str) {
         let first = self
             .patch_forbidden
