@@ -288,7 +288,11 @@ async fn the_client_switches_to_updates_only_while_the_server_takes_them() {
     };
     let unbind = |tag: &str| {
         let out = cluster.kubectl(["delete", "clusterrolebinding", &format!("writer-{tag}")]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
     apply(WRITER);
     apply(VMI);
@@ -312,7 +316,10 @@ async fn the_client_switches_to_updates_only_while_the_server_takes_them() {
     assert!(err.message.contains("patch"), "{}", err.message);
 
     // kvrs's controller's rule (patch, no update): the client patches.
-    apply(&writer_role("patch", r#"["get", "list", "watch", "patch"]"#));
+    apply(&writer_role(
+        "patch",
+        r#"["get", "list", "watch", "patch"]"#,
+    ));
     write_phase_until_taken(&cluster, &api, "Running").await;
 
     // KubeVirt's handler's rule (update, no patch): the client updates.
@@ -322,6 +329,9 @@ async fn the_client_switches_to_updates_only_while_the_server_takes_them() {
 
     // Back to patch only: the client patches again.
     unbind("update");
-    apply(&writer_role("patch", r#"["get", "list", "watch", "patch"]"#));
+    apply(&writer_role(
+        "patch",
+        r#"["get", "list", "watch", "patch"]"#,
+    ));
     write_phase_until_taken(&cluster, &api, "Failed").await;
 }
