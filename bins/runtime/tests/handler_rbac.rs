@@ -72,20 +72,23 @@ fn vmi_json(cluster: &TestCluster) -> Value {
     serde_json::from_slice(&out.stdout).expect("VMI json")
 }
 
+/// A kube-apiserver with namespace [`NS`] and KubeVirt's CRDs.
+fn cluster_with_kubevirt_crds() -> TestCluster {
+    let cluster = TestCluster::apiserver_with_namespace(NS);
+    let root = kvrs_test_cluster::workspace_root().expect("the workspace root");
+    cluster
+        .install_kubevirt_crds(&root.join("bins/deploy"))
+        .expect("KubeVirt's CRDs");
+    cluster
+}
+
 fn typed(v: &Value) -> VirtualMachineInstance {
     serde_json::from_value(v.clone()).expect("a VMI")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_written_under_kubevirt_s_handler_role_by_update() {
-    let cluster = tokio::task::block_in_place(|| {
-        let cluster = TestCluster::apiserver_with_namespace(NS);
-        let root = kvrs_test_cluster::workspace_root().expect("the workspace root");
-        cluster
-            .install_kubevirt_crds(&root.join("bins/deploy"))
-            .expect("KubeVirt's CRDs");
-        cluster
-    });
+    let cluster = tokio::task::block_in_place(cluster_with_kubevirt_crds);
     for yaml in [KUBEVIRT_HANDLER_RBAC, VMI] {
         let applied = cluster.kubectl_with_stdin(["apply", "-f", "-"], yaml);
         assert!(
@@ -270,14 +273,7 @@ async fn write_phase_until_taken(cluster: &TestCluster, api: &KubeApi, phase: &s
 /// under an update-only role, it goes back to patches when the role changes to a patch-only one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_switches_to_updates_only_while_the_server_takes_them() {
-    let cluster = tokio::task::block_in_place(|| {
-        let cluster = TestCluster::apiserver_with_namespace(NS);
-        let root = kvrs_test_cluster::workspace_root().expect("the workspace root");
-        cluster
-            .install_kubevirt_crds(&root.join("bins/deploy"))
-            .expect("KubeVirt's CRDs");
-        cluster
-    });
+    let cluster = tokio::task::block_in_place(cluster_with_kubevirt_crds);
     let apply = |yaml: &str| {
         let applied = cluster.kubectl_with_stdin(["apply", "-f", "-"], yaml);
         assert!(
