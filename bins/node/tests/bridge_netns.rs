@@ -30,13 +30,7 @@ fn bridge_binding_rewires_the_pod_and_writes_the_dhcp_cache_idempotently() {
     let root = tempfile::tempdir().expect("tempdir");
     let pod = ns.pod(&root);
     let (pod_mac, eth0_index) = ns.eth0_identity();
-
-    // A kernel without dummy links (e.g. a minimal VM kernel without CONFIG_DUMMY) gets a veth
-    // pair left down in the dummy's place; everything else is the same.
-    let has_dummy = common::kernel_has_dummy_links();
-    if !has_dummy {
-        eprintln!("NOTE: kernel has no dummy links: the pod's addresses are held on a veth");
-    }
+    let has_dummy = common::dummy_links_or_note();
     let done = setup_pod_network(&pod, &vmi(), &BindingPlugins::default()).expect("setup");
     let i = &done.interfaces[0];
     assert_eq!(

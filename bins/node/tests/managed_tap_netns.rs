@@ -59,10 +59,7 @@ fn managed_tap_rewires_the_pod_without_address_or_dhcp_and_the_guest_reaches_the
     let root = tempfile::tempdir().expect("tempdir");
     let pod = ns.pod(&root);
     let (pod_mac, eth0_index) = ns.eth0_identity();
-    let has_dummy = common::kernel_has_dummy_links();
-    if !has_dummy {
-        eprintln!("NOTE: kernel has no dummy links: the pod's addresses are held on a veth");
-    }
+    let has_dummy = common::dummy_links_or_note();
 
     let done = setup_pod_network(&pod, &vmi(), &plugins()).expect("setup");
     let i = &done.interfaces[0];

@@ -70,6 +70,18 @@ fn facts(links: Vec<PodLink>) -> PodFacts {
     }
 }
 
+/// [`ipv4_pod`] after a bridged binding rewired it: `eth0-nic` without addresses, and the
+/// pod's addresses on a dummy `eth0`, down.
+fn rewired_pod() -> PodFacts {
+    let mut nic = eth0(&[]);
+    nic.name = "eth0-nic".into();
+    let mut dummy = eth0(&["10.244.1.7/24", "fe80::858:aff:fef4:107/64"]);
+    dummy.index = 5;
+    dummy.kind = Some("dummy".into());
+    dummy.up = false;
+    facts(vec![nic, dummy])
+}
+
 fn ipv4_pod() -> PodFacts {
     facts(vec![eth0(&["10.244.1.7/24", "fe80::858:aff:fef4:107/64"])])
 }
@@ -147,13 +159,7 @@ fn bridge_binding_on_a_rewired_pod_keeps_the_cache_and_the_end_state() {
         json!([{"name": "default", "pod": {}}]),
     );
     let first = plan(&v, &ipv4_pod()).expect("plan");
-    let mut nic = eth0(&[]);
-    nic.name = "eth0-nic".into();
-    let mut dummy = eth0(&["10.244.1.7/24", "fe80::858:aff:fef4:107/64"]);
-    dummy.index = 5;
-    dummy.kind = Some("dummy".into());
-    dummy.up = false;
-    let again = plan(&v, &facts(vec![nic, dummy])).expect("plan");
+    let again = plan(&v, &rewired_pod()).expect("plan");
     assert!(again.dhcp_caches.is_empty());
     assert_eq!(again.links, first.links);
 }
@@ -325,18 +331,8 @@ fn managed_tap_plugin_gets_bridge_tap_and_dummy_without_dhcp() {
 #[test]
 fn managed_tap_on_a_rewired_pod_plans_the_same_end_state() {
     let first = network::plan(&managed_tap_vmi(), &ipv4_pod(), &cluster_plugins()).expect("plan");
-    let mut nic = eth0(&[]);
-    nic.name = "eth0-nic".into();
-    let mut dummy = eth0(&["10.244.1.7/24", "fe80::858:aff:fef4:107/64"]);
-    dummy.index = 5;
-    dummy.kind = Some("dummy".into());
-    dummy.up = false;
-    let again = network::plan(
-        &managed_tap_vmi(),
-        &facts(vec![nic, dummy]),
-        &cluster_plugins(),
-    )
-    .expect("plan");
+    let again =
+        network::plan(&managed_tap_vmi(), &rewired_pod(), &cluster_plugins()).expect("plan");
     assert_eq!(again, first);
 }
 

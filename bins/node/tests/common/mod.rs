@@ -49,6 +49,17 @@ pub fn kernel_has_dummy_links() -> bool {
     ok
 }
 
+/// [`kernel_has_dummy_links`], saying so when not: a kernel without dummy links (e.g. a minimal
+/// VM kernel without CONFIG_DUMMY) gets a veth pair left down in the dummy's place; everything
+/// else is the same.
+pub fn dummy_links_or_note() -> bool {
+    let has = kernel_has_dummy_links();
+    if !has {
+        eprintln!("NOTE: kernel has no dummy links: the pod's addresses are held on a veth");
+    }
+    has
+}
+
 /// A network namespace shaped like a launcher pod's: `lo` up and `eth0` (one end of a veth
 /// pair) with a pod address, MTU 1450 and a default route.
 pub struct PodNetns {
